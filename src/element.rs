@@ -1,0 +1,327 @@
+//! Element types: the Hurray type tag, width, names, and typed access.
+
+use crate::error::{Error, Result};
+use half::{bf16, f16};
+use std::fmt;
+use std::str::FromStr;
+
+/// The element types a COO tensor can hold (Hurray Tier 1 numeric types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// IEEE 754 binary16.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary64.
+    F64,
+    /// Signed 8-bit integer.
+    I8,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Signed 64-bit integer.
+    I64,
+    /// Unsigned 64-bit integer.
+    U64,
+}
+
+/// Every supported type, in tag order.
+pub const ALL_DTYPES: [DType; 12] = [
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::I8,
+    DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::I32,
+    DType::U32,
+    DType::I64,
+    DType::U64,
+];
+
+/// Tag of the bit-packed bool type, which we recognise but do not support.
+pub const BOOL_TAG: u8 = 0x20;
+
+impl DType {
+    /// The Hurray element type tag.
+    pub fn tag(self) -> u8 {
+        match self {
+            DType::F16 => 0x01,
+            DType::BF16 => 0x02,
+            DType::F32 => 0x03,
+            DType::F64 => 0x04,
+            DType::I8 => 0x10,
+            DType::U8 => 0x11,
+            DType::I16 => 0x12,
+            DType::U16 => 0x13,
+            DType::I32 => 0x14,
+            DType::U32 => 0x15,
+            DType::I64 => 0x16,
+            DType::U64 => 0x17,
+        }
+    }
+
+    /// The type for a tag. Unknown and reserved tags are errors; bool is
+    /// reported as unsupported.
+    pub fn from_tag(tag: u8) -> Result<DType> {
+        ALL_DTYPES
+            .iter()
+            .copied()
+            .find(|d| d.tag() == tag)
+            .ok_or_else(|| {
+                if tag == BOOL_TAG {
+                    Error::Unsupported("element type bool (tag 0x20) is not supported".into())
+                } else {
+                    Error::invalid(
+                        "element type",
+                        0,
+                        format!("unknown element type tag 0x{tag:02x}"),
+                    )
+                }
+            })
+    }
+
+    /// Bytes per element.
+    pub fn width(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Short name used on the command line and in messages (`f64`, `i32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+        }
+    }
+
+    /// Floating-point type?
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// Signed integer type?
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+
+    /// Decode one little-endian element to a [`Value`]. `bytes` must hold
+    /// at least `width()` bytes.
+    pub fn decode(self, bytes: &[u8]) -> Value {
+        let b = |n: usize| -> [u8; 8] {
+            let mut a = [0u8; 8];
+            a[..n].copy_from_slice(&bytes[..n]);
+            a
+        };
+        match self {
+            DType::F16 => Value::Float(f16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
+            DType::BF16 => Value::Float(bf16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
+            DType::F32 => {
+                Value::Float(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64)
+            }
+            DType::F64 => Value::Float(f64::from_le_bytes(b(8))),
+            DType::I8 => Value::Int(bytes[0] as i8 as i64),
+            DType::U8 => Value::UInt(bytes[0] as u64),
+            DType::I16 => Value::Int(i16::from_le_bytes([bytes[0], bytes[1]]) as i64),
+            DType::U16 => Value::UInt(u16::from_le_bytes([bytes[0], bytes[1]]) as u64),
+            DType::I32 => {
+                Value::Int(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64)
+            }
+            DType::U32 => {
+                Value::UInt(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as u64)
+            }
+            DType::I64 => Value::Int(i64::from_le_bytes(b(8))),
+            DType::U64 => Value::UInt(u64::from_le_bytes(b(8))),
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DType> {
+        let t = match s.to_ascii_lowercase().as_str() {
+            "f16" | "float16" | "half" => DType::F16,
+            "bf16" | "bfloat16" => DType::BF16,
+            "f32" | "float32" | "float" => DType::F32,
+            "f64" | "float64" | "double" => DType::F64,
+            "i8" | "int8" => DType::I8,
+            "u8" | "uint8" => DType::U8,
+            "i16" | "int16" => DType::I16,
+            "u16" | "uint16" => DType::U16,
+            "i32" | "int32" => DType::I32,
+            "u32" | "uint32" => DType::U32,
+            "i64" | "int64" => DType::I64,
+            "u64" | "uint64" => DType::U64,
+            _ => {
+                return Err(Error::InvalidOptions(format!(
+                    "unknown element type {s:?}; use one of f16, bf16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64"
+                )))
+            }
+        };
+        Ok(t)
+    }
+}
+
+/// One element value, widened without loss for display and statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// Any float type, widened exactly to f64.
+    Float(f64),
+    /// Any signed integer type.
+    Int(i64),
+    /// Any unsigned integer type.
+    UInt(u64),
+}
+
+impl Value {
+    /// The value as f64 (rounded for 64-bit integers beyond 2^53).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Value::Float(v) => v,
+            Value::Int(v) => v as f64,
+            Value::UInt(v) => v as f64,
+        }
+    }
+
+    /// True for an integer zero or a float +0.0 / -0.0.
+    pub fn is_zero(self) -> bool {
+        match self {
+            Value::Float(v) => v == 0.0,
+            Value::Int(v) => v == 0,
+            Value::UInt(v) => v == 0,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Float(v) => write!(f, "{v}"),
+            Value::Int(v) => write!(f, "{v}"),
+            Value::UInt(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// A Rust type that is stored as a Hurray element type.
+///
+/// Implemented for `f16`, `bf16`, `f32`, `f64` and the eight integer types.
+pub trait Element: bytemuck::Pod + Copy + PartialEq + fmt::Debug + Send + Sync + 'static {
+    /// The Hurray element type.
+    const DTYPE: DType;
+    /// Widen to a [`Value`].
+    fn to_value(self) -> Value;
+    /// Append the little-endian encoding.
+    fn write_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! impl_element {
+    ($t:ty, $d:expr, $variant:ident, $conv:ty) => {
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn to_value(self) -> Value {
+                Value::$variant(<$conv>::from(self))
+            }
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    };
+}
+
+impl_element!(f32, DType::F32, Float, f64);
+impl_element!(f64, DType::F64, Float, f64);
+impl_element!(i8, DType::I8, Int, i64);
+impl_element!(i16, DType::I16, Int, i64);
+impl_element!(i32, DType::I32, Int, i64);
+impl_element!(i64, DType::I64, Int, i64);
+impl_element!(u8, DType::U8, UInt, u64);
+impl_element!(u16, DType::U16, UInt, u64);
+impl_element!(u32, DType::U32, UInt, u64);
+impl_element!(u64, DType::U64, UInt, u64);
+
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+    fn to_value(self) -> Value {
+        Value::Float(self.to_f64())
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Element for bf16 {
+    const DTYPE: DType = DType::BF16;
+    fn to_value(self) -> Value {
+        Value::Float(self.to_f64())
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_names_parse() {
+        for d in ALL_DTYPES {
+            assert_eq!(DType::from_tag(d.tag()).unwrap(), d);
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
+        }
+        assert!(matches!(DType::from_tag(0x20), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            DType::from_tag(0x00),
+            Err(Error::InvalidFile { .. })
+        ));
+        assert!(matches!(
+            DType::from_tag(0xFF),
+            Err(Error::InvalidFile { .. })
+        ));
+    }
+
+    #[test]
+    fn decode_matches_write_le() {
+        let mut buf = Vec::new();
+        (-3i16).write_le(&mut buf);
+        assert_eq!(DType::I16.decode(&buf), Value::Int(-3));
+        buf.clear();
+        f16::from_f64(1.5).write_le(&mut buf);
+        assert_eq!(DType::F16.decode(&buf), Value::Float(1.5));
+        buf.clear();
+        u64::MAX.write_le(&mut buf);
+        assert_eq!(DType::U64.decode(&buf), Value::UInt(u64::MAX));
+    }
+}

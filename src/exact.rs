@@ -1,0 +1,1 @@
+//! Exact summation of floating-point values (to be written).

@@ -1,0 +1,247 @@
+//! Every file operation of the crate goes through [`IoCtx`].
+//!
+//! One narrow interface serves two ends: error messages that name the
+//! operation and the path, and fault injection. A [`FaultPlan`] makes the
+//! N-th operation (or every operation from the N-th on) fail, which is how
+//! the test suite proves that any failing call leaves no partial output and
+//! no temporary file behind.
+
+use crate::error::{Error, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Which calls a [`FaultPlan`] fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultMode {
+    /// Only operation number `at` fails.
+    Once,
+    /// Operation `at` and every later one fail.
+    FromOn,
+}
+
+/// The error a planned fault returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// ENOSPC: no space left on device.
+    NoSpace,
+    /// EIO: input/output error.
+    Io,
+}
+
+/// A plan to fail file operations, for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// 0-based operation number at which failures start.
+    pub at: u64,
+    /// Once or from then on.
+    pub mode: FaultMode,
+    /// Which error.
+    pub kind: FaultKind,
+    /// When set, only operations of this name count and fail ("fsync", "rename", ...).
+    pub only_op: Option<&'static str>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    plan: Option<FaultPlan>,
+    ops: AtomicU64,
+}
+
+/// Handle through which the crate performs file operations.
+///
+/// Cheap to clone; clones share the operation counter.
+#[derive(Clone, Debug, Default)]
+pub struct IoCtx {
+    inner: Arc<Inner>,
+}
+
+impl IoCtx {
+    /// Real file operations, no faults.
+    pub fn new() -> IoCtx {
+        IoCtx::default()
+    }
+
+    /// File operations that fail according to `plan`.
+    pub fn with_faults(plan: FaultPlan) -> IoCtx {
+        IoCtx {
+            inner: Arc::new(Inner {
+                plan: Some(plan),
+                ops: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Number of operations counted so far (with `only_op`, only those).
+    pub fn ops(&self) -> u64 {
+        self.inner.ops.load(Ordering::Relaxed)
+    }
+
+    /// Count one operation and fail it when the plan says so.
+    fn tick(&self, op: &'static str, path: &Path) -> Result<()> {
+        let Some(plan) = self.inner.plan else {
+            return Ok(());
+        };
+        if plan.only_op.is_some_and(|o| o != op) {
+            return Ok(());
+        }
+        let n = self.inner.ops.fetch_add(1, Ordering::Relaxed);
+        let fail = match plan.mode {
+            FaultMode::Once => n == plan.at,
+            FaultMode::FromOn => n >= plan.at,
+        };
+        if fail {
+            let source = match plan.kind {
+                FaultKind::NoSpace => io::Error::from_raw_os_error(libc::ENOSPC),
+                FaultKind::Io => io::Error::from_raw_os_error(libc::EIO),
+            };
+            return Err(Error::io(op, path, source));
+        }
+        Ok(())
+    }
+
+    fn wrap<T>(&self, op: &'static str, path: &Path, r: io::Result<T>) -> Result<T> {
+        r.map_err(|e| Error::io(op, path, e))
+    }
+
+    /// Create a new file that must not exist yet, for reading and writing.
+    pub fn create_new(&self, path: &Path) -> Result<File> {
+        self.tick("create", path)?;
+        let r = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path);
+        self.wrap("create", path, r)
+    }
+
+    /// Open an existing file for reading.
+    pub fn open(&self, path: &Path) -> Result<File> {
+        self.tick("open", path)?;
+        self.wrap("open", path, File::open(path))
+    }
+
+    /// An unnamed temporary file in `dir`: it disappears when closed, even
+    /// after a crash.
+    pub fn tempfile_in(&self, dir: &Path) -> Result<File> {
+        self.tick("create temporary file in", dir)?;
+        self.wrap("create temporary file in", dir, tempfile::tempfile_in(dir))
+    }
+
+    /// A private temporary directory inside `dir`, removed on drop.
+    pub fn tempdir_in(&self, dir: &Path) -> Result<tempfile::TempDir> {
+        self.tick("create temporary directory in", dir)?;
+        let r = tempfile::Builder::new()
+            .prefix(".coo-assembler-")
+            .tempdir_in(dir);
+        self.wrap("create temporary directory in", dir, r)
+    }
+
+    /// Write all of `buf` at the file's current position.
+    pub fn write_all(&self, f: &mut File, buf: &[u8], path: &Path) -> Result<()> {
+        self.tick("write", path)?;
+        self.wrap("write", path, f.write_all(buf))
+    }
+
+    /// Write all of `buf` at `offset` without moving the file position.
+    pub fn write_all_at(&self, f: &File, buf: &[u8], offset: u64, path: &Path) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.tick("write", path)?;
+        self.wrap("write", path, f.write_all_at(buf, offset))
+    }
+
+    /// Fill `buf` from `offset`; an early end of file is an error.
+    pub fn read_exact_at(&self, f: &File, buf: &mut [u8], offset: u64, path: &Path) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.tick("read", path)?;
+        self.wrap("read", path, f.read_exact_at(buf, offset))
+    }
+
+    /// Read up to `buf.len()` bytes from the current position.
+    pub fn read(&self, f: &mut File, buf: &mut [u8], path: &Path) -> Result<usize> {
+        self.tick("read", path)?;
+        self.wrap("read", path, f.read(buf))
+    }
+
+    /// Move the file position.
+    pub fn seek(&self, f: &mut File, pos: SeekFrom, path: &Path) -> Result<u64> {
+        self.tick("seek", path)?;
+        self.wrap("seek", path, f.seek(pos))
+    }
+
+    /// Copy `len` bytes from `src` (from its position) to `dst` (at its
+    /// position). Uses `copy_file_range` where the kernel offers it.
+    pub fn copy(&self, src: &mut File, dst: &mut File, len: u64, path: &Path) -> Result<()> {
+        self.tick("copy", path)?;
+        let copied = self.wrap("copy", path, io::copy(&mut src.take(len), dst))?;
+        if copied != len {
+            return Err(Error::io(
+                "copy",
+                path,
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("copied {copied} of {len} bytes"),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// fsync a file: data and metadata reach the disk.
+    pub fn sync(&self, f: &File, path: &Path) -> Result<()> {
+        self.tick("fsync", path)?;
+        self.wrap("fsync", path, f.sync_all())
+    }
+
+    /// Rename `from` to `to`, replacing `to` atomically.
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.tick("rename", to)?;
+        self.wrap("rename", to, fs::rename(from, to))
+    }
+
+    /// fsync a directory, so that a rename inside it is durable.
+    pub fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.tick("fsync directory", dir)?;
+        let d = self.wrap("fsync directory", dir, File::open(dir))?;
+        self.wrap("fsync directory", dir, d.sync_all())
+    }
+
+    /// Remove a file. Not counted as a fault point: cleanup must not fail
+    /// on purpose, or a test could not tell a leak from an injected fault.
+    pub fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+}
+
+/// Directory that holds `path` ("." for a bare file name).
+pub fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_fails_the_chosen_operation() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = IoCtx::with_faults(FaultPlan {
+            at: 1,
+            mode: FaultMode::Once,
+            kind: FaultKind::NoSpace,
+            only_op: None,
+        });
+        let p = dir.path().join("a");
+        let mut f = ctx.create_new(&p).unwrap();
+        let e = ctx.write_all(&mut f, b"x", &p).unwrap_err();
+        assert!(e.to_string().contains("write"), "{e}");
+        assert!(e.to_string().contains("No space"), "{e}");
+        ctx.write_all(&mut f, b"x", &p).unwrap();
+        assert_eq!(ctx.ops(), 3);
+    }
+}

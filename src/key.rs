@@ -1,0 +1,1 @@
+//! Order-preserving packing of index tuples into integer keys (to be written).

@@ -1,0 +1,19 @@
+//! coo-assembler: assemble sparse COO tensors from streams of contributions
+//! into Hurray files, out of core, and read them back through a memory map.
+
+#![deny(missing_docs)]
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod element;
+pub mod error;
+pub mod exact;
+pub mod hurray;
+pub mod io;
+pub mod key;
+pub mod read;
+pub mod sort;
+pub mod stats;
+pub mod write;
+
+pub use element::{DType, Element, Value};
+pub use error::{Error, Result};

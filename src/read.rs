@@ -1,0 +1,1 @@
+//! The memory-mapped reader (to be written).

@@ -1,0 +1,1 @@
+//! Radix sort of (key, value) records (to be written).

@@ -1,0 +1,1 @@
+//! Streaming statistics over the logical tensor (to be written).

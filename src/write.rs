@@ -1,0 +1,1 @@
+//! The streaming HRRYFILE container writer (to be written).

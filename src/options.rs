@@ -1,0 +1,198 @@
+//! The assembler's knobs, validated before any work starts.
+
+use crate::error::{Error, Result};
+use crate::io::IoCtx;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// How contributions to the same coordinate combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DuplicatePolicy {
+    /// Add them. Floats: the correctly rounded exact sum (order independent).
+    /// Integers: exact, an overflow of the element type is an error.
+    #[default]
+    Sum,
+    /// Keep the smallest (floats: NaN if any contribution is NaN).
+    Min,
+    /// Keep the largest (floats: NaN if any contribution is NaN).
+    Max,
+    /// Keep the last contribution: contributions are ordered by pusher
+    /// (in the order pushers were created) and then by push order within
+    /// the pusher; the greatest wins.
+    Last,
+    /// A second contribution to a coordinate is an error naming it.
+    Error,
+}
+
+impl FromStr for DuplicatePolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "sum" => DuplicatePolicy::Sum,
+            "min" => DuplicatePolicy::Min,
+            "max" => DuplicatePolicy::Max,
+            "last" => DuplicatePolicy::Last,
+            "error" => DuplicatePolicy::Error,
+            _ => {
+                return Err(Error::InvalidOptions(format!(
+                    "unknown duplicate policy {s:?}; use sum, min, max, last or error"
+                )))
+            }
+        })
+    }
+}
+
+impl fmt::Display for DuplicatePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DuplicatePolicy::Sum => "sum",
+            DuplicatePolicy::Min => "min",
+            DuplicatePolicy::Max => "max",
+            DuplicatePolicy::Last => "last",
+            DuplicatePolicy::Error => "error",
+        })
+    }
+}
+
+/// What to do with NaN and infinite contributions to a float tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NonFinitePolicy {
+    /// Keep them (they propagate through sums as IEEE arithmetic says).
+    #[default]
+    Keep,
+    /// Refuse NaN contributions with an error naming the contribution.
+    RejectNan,
+    /// Refuse NaN and infinite contributions.
+    RejectNonFinite,
+}
+
+/// Default memory budget: 256 MiB.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
+
+/// Options of an assembly.
+#[derive(Clone, Debug)]
+pub struct AssembleOptions {
+    /// Bytes that the assembler's buffers may use in all: ingest chunks,
+    /// sort scratch, in-memory runs, spill and merge buffers, output
+    /// buffers. Default [`DEFAULT_MEMORY_BUDGET`].
+    pub memory_budget: u64,
+    /// Where spill runs go (a private subdirectory is made there). Default:
+    /// the system temporary directory (`TMPDIR`).
+    pub temp_dir: Option<PathBuf>,
+    /// Sorting threads, and the number of pushers that may be alive at
+    /// once. Default: the number of cores.
+    pub threads: usize,
+    /// How duplicates combine. Default: sum.
+    pub duplicates: DuplicatePolicy,
+    /// Drop entries whose combined value is zero. Default: keep them.
+    pub drop_zeros: bool,
+    /// NaN / infinity policy for float contributions. Default: keep.
+    pub non_finite: NonFinitePolicy,
+    /// Name of the tensor in the file. Default "coo".
+    pub tensor_name: String,
+    /// Upper bound on runs merged at once; the budget and the file
+    /// descriptor limit may lower it. Default 64.
+    pub max_fan_in: usize,
+    /// File operations (fault injection in tests).
+    pub io: IoCtx,
+}
+
+impl Default for AssembleOptions {
+    fn default() -> Self {
+        AssembleOptions {
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            temp_dir: None,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            duplicates: DuplicatePolicy::Sum,
+            drop_zeros: false,
+            non_finite: NonFinitePolicy::Keep,
+            tensor_name: "coo".to_string(),
+            max_fan_in: 64,
+            io: IoCtx::new(),
+        }
+    }
+}
+
+impl AssembleOptions {
+    /// Check the options that do not depend on the tensor.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 || self.threads > 1024 {
+            return Err(Error::InvalidOptions(format!(
+                "threads must be in 1..=1024, got {}",
+                self.threads
+            )));
+        }
+        if self.max_fan_in < 2 {
+            return Err(Error::InvalidOptions(format!(
+                "max_fan_in must be at least 2, got {}",
+                self.max_fan_in
+            )));
+        }
+        if self.tensor_name.is_empty() || self.tensor_name.len() > u16::MAX as usize {
+            return Err(Error::InvalidOptions(
+                "tensor name must be 1 to 65535 bytes long".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parse a byte size with an optional unit: `1048576`, `8MiB`, `1GiB`,
+/// `512KiB`, `2G`, `100MB` (decimal units are powers of 1000).
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        u => {
+            return Err(Error::InvalidOptions(format!(
+                "unknown size unit {u:?} in {s:?}; use B, KiB, MiB, GiB, TiB (or KB, MB, GB)"
+            )))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| Error::InvalidOptions(format!("{s:?} is not a size like 256MiB")))?;
+    let bytes = v * mult as f64;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
+        return Err(Error::InvalidOptions(format!("size {s:?} is out of range")));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("8MiB").unwrap(), 8 << 20);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("1.5 KiB").unwrap(), 1536);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert!(parse_size("8 parsecs").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("-1").is_err());
+    }
+
+    #[test]
+    fn policies_parse() {
+        for p in ["sum", "min", "max", "last", "error"] {
+            assert_eq!(p.parse::<DuplicatePolicy>().unwrap().to_string(), p);
+        }
+        assert!("avg".parse::<DuplicatePolicy>().is_err());
+    }
+}

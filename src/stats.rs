@@ -6,7 +6,8 @@
 //! of 1024 values is held in memory.
 //!
 //! # Method
-//! Values are gathered into blocks of [`BLOCK`] values. Each full block is
+//! Values are gathered into blocks of [`BLOCK`] values, shifted by the first
+//! value seen (so that means stay small and precise). Each full block is
 //! summarised by the corrected two-pass algorithm (mean, then the sum of
 //! squared deviations with its first-order rounding correction), and block
 //! summaries are merged with Chan's parallel formula. At the end the stored
@@ -96,7 +97,10 @@ impl Partial {
 
     /// Corrected two-pass summary of one block (Chan, Golub & LeVeque): the
     /// second pass removes the first-order error of the first pass's mean.
-    fn of_block(vals: &[f64]) -> Partial {
+    /// Moments are of `v - shift` (the range is of `v`): shifting by a value
+    /// near the data keeps the means small, so their rounding does not
+    /// swamp a small spread around a large offset.
+    fn of_block(vals: &[f64], shift: f64) -> Partial {
         if vals.is_empty() {
             return Partial::EMPTY;
         }
@@ -108,7 +112,7 @@ impl Partial {
         let mut nan = false;
         let mut inf = false;
         for &v in vals {
-            sum += v;
+            sum += v - shift;
             // `v < min` is false for NaN: NaN never enters the range (and
             // the range is dropped anyway when NaN is present).
             min = if v < min { v } else { min };
@@ -122,7 +126,7 @@ impl Partial {
         let mut s1 = 0.0;
         let mut s2 = 0.0;
         for &v in vals {
-            let d = v - mean0;
+            let d = (v - shift) - mean0;
             s1 += d;
             s2 += d * d;
         }
@@ -179,6 +183,9 @@ pub struct StatsAccumulator {
     n_exact: Option<u128>,
     done: Partial,
     block: Vec<f64>,
+    /// Subtracted from every value for the moments: the first value seen
+    /// (0 if it is not finite), fixed once the first block is folded.
+    shift: Option<f64>,
 }
 
 impl StatsAccumulator {
@@ -190,6 +197,7 @@ impl StatsAccumulator {
             n_exact,
             done: Partial::EMPTY,
             block: Vec::with_capacity(BLOCK),
+            shift: None,
         }
     }
 
@@ -204,8 +212,17 @@ impl StatsAccumulator {
 
     #[cold]
     fn fold_block(&mut self) {
-        self.done = Partial::combine(self.done, Partial::of_block(&self.block));
+        let shift = self.shift();
+        self.shift = Some(shift);
+        self.done = Partial::combine(self.done, Partial::of_block(&self.block, shift));
         self.block.clear();
+    }
+
+    fn shift(&self) -> f64 {
+        self.shift.unwrap_or_else(|| match self.block.first() {
+            Some(&v) if v.is_finite() => v,
+            _ => 0.0,
+        })
     }
 
     /// Stored values pushed so far.
@@ -220,7 +237,8 @@ impl StatsAccumulator {
 
     /// The statistics section for the values pushed so far.
     pub fn finish(&self) -> Statistics {
-        let s = Partial::combine(self.done, Partial::of_block(&self.block));
+        let shift = self.shift();
+        let s = Partial::combine(self.done, Partial::of_block(&self.block, shift));
         let nnz = s.n;
         let mut st = Statistics {
             computed_mask: NNZ_VALID | NAN_INF_VALID,
@@ -274,8 +292,9 @@ impl StatsAccumulator {
         } else {
             let p = if has_zeros { nnz as f64 / n } else { 1.0 };
             let q = if has_zeros { zeros_ratio } else { 0.0 };
-            let mean = s.mean * p;
-            let var = s.m2 / n + (s.mean * p) * (s.mean * q);
+            let mean_s = shift + s.mean;
+            let mean = mean_s * p;
+            let var = s.m2 / n + (mean_s * p) * (mean_s * q);
             (mean, var.max(0.0))
         };
         let sd = var.sqrt();

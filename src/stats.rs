@@ -293,7 +293,11 @@ impl StatsAccumulator {
             let p = if has_zeros { nnz as f64 / n } else { 1.0 };
             let q = if has_zeros { zeros_ratio } else { 0.0 };
             let mean_s = shift + s.mean;
-            let mean = mean_s * p;
+            // sum / N rounds once at the end (exact means for integer data);
+            // mean_s * p when the sum alone would overflow.
+            let nf = nnz as f64;
+            let sum = shift * nf + s.mean * nf;
+            let mean = if sum.is_finite() { sum / n } else { mean_s * p };
             let var = s.m2 / n + (mean_s * p) * (mean_s * q);
             (mean, var.max(0.0))
         };

@@ -355,7 +355,10 @@ mod tests {
         assert_eq!(s.computed_mask, ALL_BUT_NM);
         assert_eq!(s.nnz, 3);
         assert_eq!(s.sparsity_ratio, 13.0 / 16.0);
-        assert_eq!((s.value_min, s.value_max, s.value_abs_max), (-0.5, 2.0, 2.0));
+        assert_eq!(
+            (s.value_min, s.value_max, s.value_abs_max),
+            (-0.5, 2.0, 2.0)
+        );
         assert_eq!(s.value_mean, 0.1875);
         let var = 6.5 / 16.0 - 0.1875f64 * 0.1875;
         assert!((s.value_stddev - var.sqrt()).abs() < 1e-15, "{s:?}");
@@ -371,7 +374,10 @@ mod tests {
         assert!((s.value_stddev - (2.0f64 / 3.0).sqrt()).abs() < 1e-15);
         // All negative, sparse: max is the implicit 0.
         let s = acc(&[4], &[-1.0, -3.0]);
-        assert_eq!((s.value_min, s.value_max, s.value_abs_max), (-3.0, 0.0, 3.0));
+        assert_eq!(
+            (s.value_min, s.value_max, s.value_abs_max),
+            (-3.0, 0.0, 3.0)
+        );
         assert_eq!(s.value_mean, -1.0);
     }
 
@@ -435,7 +441,10 @@ mod tests {
         let n = 3.0 * 2f64.powi(80);
         assert_eq!(s.computed_mask, ALL_BUT_NM);
         assert_eq!(s.sparsity_ratio, 1.0 - 2.0 / n);
-        assert_eq!((s.value_min, s.value_max, s.value_abs_max), (-2.0, 4.0, 4.0));
+        assert_eq!(
+            (s.value_min, s.value_max, s.value_abs_max),
+            (-2.0, 4.0, 4.0)
+        );
         assert_eq!(s.value_mean, 2.0 / n);
         let var = 20.0 / n - (2.0 / n) * (2.0 / n);
         assert!((s.value_stddev - var.sqrt()).abs() <= 1e-15 * var.sqrt());
@@ -490,7 +499,9 @@ mod tests {
 
     #[test]
     fn deterministic_and_block_boundaries() {
-        let vals: Vec<f64> = (0..5000).map(|i| ((i * 7919) % 1000) as f64 * 0.1).collect();
+        let vals: Vec<f64> = (0..5000)
+            .map(|i| ((i * 7919) % 1000) as f64 * 0.1)
+            .collect();
         for len in [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK, 5000] {
             let a = acc(&[10_000], &vals[..len]);
             let b = acc(&[10_000], &vals[..len]);

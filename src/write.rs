@@ -70,8 +70,7 @@ use crate::error::{Error, Result};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
     self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
-    IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK,
-    MIN_ALIGNMENT,
+    IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
 };
 use crate::io::{parent_dir, IoCtx};
 use crate::stats::StatsAccumulator;
@@ -470,9 +469,7 @@ impl FileWriter {
             self.vhash.update(&self.buf[from..]);
             self.vhash_from = Some(0);
         }
-        let r = self
-            .io
-            .write_all(&mut self.file, &self.buf, &self.tmp_path);
+        let r = self.io.write_all(&mut self.file, &self.buf, &self.tmp_path);
         if r.is_err() {
             self.poisoned = true;
         }

@@ -280,7 +280,8 @@ fn several_tensors_empty_and_huge_shape() {
 
     let mut t = fw.begin_tensor("u8_rank1", DType::U8, &[300]).unwrap();
     for i in 0..300u64 {
-        t.push_le(&[i], &[(i % 256) as u8], (i % 256) as f64).unwrap();
+        t.push_le(&[i], &[(i % 256) as u8], (i % 256) as f64)
+            .unwrap();
     }
     t.finish().unwrap();
     let s = fw.finish().unwrap();
@@ -341,7 +342,10 @@ fn several_tensors_empty_and_huge_shape() {
     let st = d.statistics.unwrap();
     let n = 3.0 * 2f64.powi(80);
     assert_eq!(st.sparsity_ratio, 1.0 - 3.0 / n);
-    assert_eq!((st.value_min, st.value_max, st.value_abs_max), (-2.0, 1.0, 2.0));
+    assert_eq!(
+        (st.value_min, st.value_max, st.value_abs_max),
+        (-2.0, 1.0, 2.0)
+    );
     assert_eq!(st.value_mean, -0.5 / n);
 
     let (d, _) = f.descriptor("u8_rank1");
@@ -375,7 +379,9 @@ fn memory_is_independent_of_nnz() {
         ..WriteOptions::default()
     };
     let mut fw = FileWriter::create(&p, opts).unwrap();
-    let mut t = fw.begin_tensor("m", DType::F64, &[1 << 20, 1 << 20]).unwrap();
+    let mut t = fw
+        .begin_tensor("m", DType::F64, &[1 << 20, 1 << 20])
+        .unwrap();
     let start = t.buffer_bytes();
     const N: u64 = 2_000_000;
     let mut max_seen = start;

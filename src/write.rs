@@ -1,1 +1,869 @@
-//! The streaming HRRYFILE container writer (to be written).
+//! The streaming HRRYFILE container writer.
+//!
+//! [`FileWriter`] writes one Hurray file holding any number of COO tensors.
+//! Each tensor is written by a [`TensorWriter`] from a **sorted stream** of
+//! entries (strictly increasing lexicographic order, dimension 0 major). The
+//! number of entries is not known in advance and nothing is held in memory:
+//! memory use is a few fixed buffers, whatever the count.
+//!
+//! # How a tensor is written without knowing nnz
+//! The descriptor length is fixed by the rank (`149 + 8r` with statistics,
+//! `77 + 8r` without), so the values buffer starts at a known offset,
+//! `align_up(descriptor_offset + descriptor_len, A)`, and values stream
+//! straight into the output file. Indices (`nnz * r` u64 LE) go to an unnamed
+//! side temporary file in the target directory (only once they outgrow one
+//! buffer). At [`TensorWriter::finish`] the values are padded to the next
+//! multiple of A, the indices are appended there (kernel-side copy), and the
+//! descriptor is written at its place.
+//!
+//! # Layout decisions
+//! - A = [`WriteOptions::alignment`] (default 4096). Every buffer handle
+//!   declares `alignment = A`, the alignment actually guaranteed.
+//! - Padding between the values and the indices is minimal (the indices start
+//!   exactly at `align_up(end of values, A)`), as readers expect.
+//! - After the last buffer of a tensor: [`TailPadding::Alignment`] (default,
+//!   the spec's writer protocol) pads to A, then to 8 (a no-op); so the next
+//!   descriptor, the KV section or the index starts on an A boundary.
+//!   [`TailPadding::Eight`] pads to 8 only, as the reference writer
+//!   (hurray-core 0.1.0) does and as the spec's worked example shows. Both
+//!   read the same through the index; `data_length` is the same.
+//! - Empty tensor (nnz = 0): both buffers have size 0 and both lie at
+//!   `align_up(descriptor end, A)` (= `data_offset`), `data_length = 0`; the
+//!   descriptor is still padded to A, as the writer protocol asks, and the
+//!   next item starts at `data_offset`.
+//! - Files we write always have `is_sorted = 1`, statistics (when
+//!   [`WriteOptions::statistics`]) and `HAS_INDEX_CRC32C` with the CRC-32C
+//!   of the index in the trailer. `HAS_KV_METADATA` is set exactly when a KV
+//!   section is written.
+//! - Sections in order: header, tensors, `[KV][index][trailer]`; KV and index
+//!   8-aligned.
+//! - `tensor_count_hint`: the header is rewritten at finish with the real
+//!   count (and the final flags).
+//!
+//! # KV entries written by the crate (stable keys)
+//! - `coo_assembler.writer` (string): `"coo-assembler <version>"`, when
+//!   [`WriteOptions::provenance`] is on (default).
+//! - `coo_assembler.xxh3.<tensor name>.values` and
+//!   `coo_assembler.xxh3.<tensor name>.indices` (u64): xxh3-64 of the exact
+//!   bytes of each buffer, when [`WriteOptions::checksums`] is on (default).
+//!
+//! Keys starting with `coo_assembler.` are reserved: [`FileWriter::add_metadata`]
+//! refuses them. Order in the section: writer, user entries (in the order
+//! given), then the checksums in tensor order.
+//!
+//! # Atomic output and errors
+//! The file is written to `.<file name>.tmp-<pid>-<random>` in the target
+//! directory, fsynced, renamed over the target, and the directory is fsynced.
+//! If anything fails, or the [`FileWriter`] is dropped without
+//! [`FileWriter::finish`], the temporary file is removed and the target is
+//! untouched. The one exception is a failing directory fsync after the
+//! rename: the new file is then in place but its durability is not
+//! guaranteed, and the error is returned.
+//!
+//! After any I/O error the writer is poisoned: later calls return
+//! [`Error::Poisoned`]. Dropping a [`TensorWriter`] without `finish` poisons
+//! it too. Errors about the input (order, rank, range, element type, names)
+//! leave the writer unchanged: the refused entry is not written.
+
+use crate::element::{DType, Element};
+use crate::error::{Error, Result};
+use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use crate::hurray::{
+    self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
+    IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
+};
+use crate::io::{parent_dir, IoCtx};
+use crate::stats::StatsAccumulator;
+use std::collections::HashSet;
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::io::SeekFrom;
+use std::path::{Path, PathBuf};
+use xxhash_rust::xxh3::Xxh3;
+
+/// Prefix of the KV keys the crate writes; refused for user entries.
+pub const RESERVED_KEY_PREFIX: &str = "coo_assembler.";
+/// KV key of the provenance entry.
+pub const KEY_WRITER: &str = "coo_assembler.writer";
+/// Default size of each write buffer.
+pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
+/// Smallest accepted [`WriteOptions::buffer_bytes`].
+pub const MIN_BUFFER_BYTES: usize = 4096;
+/// Largest accepted [`WriteOptions::buffer_bytes`].
+pub const MAX_BUFFER_BYTES: usize = 1 << 28;
+
+/// KV key of the xxh3-64 of a tensor's values buffer.
+pub fn values_checksum_key(tensor: &str) -> String {
+    format!("coo_assembler.xxh3.{tensor}.values")
+}
+
+/// KV key of the xxh3-64 of a tensor's indices buffer.
+pub fn indices_checksum_key(tensor: &str) -> String {
+    format!("coo_assembler.xxh3.{tensor}.indices")
+}
+
+/// Padding after the last buffer of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TailPadding {
+    /// To the data alignment A, then to 8: the spec's writer protocol.
+    #[default]
+    Alignment,
+    /// To 8 only: what the reference writer does (and the spec's worked
+    /// example shows).
+    Eight,
+}
+
+/// How a file is written.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// data_buffer_alignment A: a power of two in 4096 ..= 2 MiB. Default 4096.
+    pub alignment: u32,
+    /// Write the statistics section in each descriptor. Default true.
+    pub statistics: bool,
+    /// Write the xxh3-64 of each buffer as KV entries. Default true.
+    pub checksums: bool,
+    /// Write the `coo_assembler.writer` KV entry. Default true.
+    pub provenance: bool,
+    /// Padding after each tensor's last buffer. Default: the spec's.
+    pub tail_padding: TailPadding,
+    /// Size of each write buffer (the output buffer and the index buffer),
+    /// 4 KiB ..= 256 MiB. Default 1 MiB.
+    pub buffer_bytes: usize,
+    /// Every file operation goes through this context.
+    pub io: IoCtx,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            alignment: MIN_ALIGNMENT,
+            statistics: true,
+            checksums: true,
+            provenance: true,
+            tail_padding: TailPadding::Alignment,
+            buffer_bytes: DEFAULT_BUFFER_BYTES,
+            io: IoCtx::new(),
+        }
+    }
+}
+
+/// What was written for one tensor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSummary {
+    /// Tensor name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Vec<u64>,
+    /// Number of stored entries.
+    pub nnz: u64,
+    /// The statistics section, when written.
+    pub statistics: Option<Statistics>,
+    /// xxh3-64 of the values buffer bytes (always computed).
+    pub values_xxh3: u64,
+    /// xxh3-64 of the indices buffer bytes (always computed).
+    pub indices_xxh3: u64,
+    /// Absolute offset of the descriptor.
+    pub descriptor_offset: u64,
+    /// Absolute offset of the values buffer (the first buffer).
+    pub data_offset: u64,
+    /// End of the indices buffer minus `data_offset`.
+    pub data_length: u64,
+}
+
+/// What was written in all.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileSummary {
+    /// The file written.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The tensors, in write order.
+    pub tensors: Vec<TensorSummary>,
+}
+
+/// Writes one Hurray file; see the [module docs](self).
+pub struct FileWriter {
+    target: PathBuf,
+    tmp_path: PathBuf,
+    dir: PathBuf,
+    file: File,
+    io: IoCtx,
+    alignment: u64,
+    statistics: bool,
+    checksums: bool,
+    provenance: bool,
+    tail_padding: TailPadding,
+    buf_cap: usize,
+    /// Pending output; `buf[0]` goes at file offset `flushed`.
+    buf: Vec<u8>,
+    flushed: u64,
+    /// Hash of the values being written, and where they start in `buf`.
+    vhash: Xxh3,
+    vhash_from: Option<usize>,
+    entries: Vec<IndexEntry>,
+    names: HashSet<String>,
+    user_kv: Vec<(String, KvValue)>,
+    user_keys: HashSet<String>,
+    tensors: Vec<TensorSummary>,
+    poisoned: bool,
+    committed: bool,
+}
+
+fn invalid(msg: String) -> Error {
+    Error::InvalidOptions(msg)
+}
+
+impl FileWriter {
+    /// Start writing `path` (replaced atomically at [`FileWriter::finish`]).
+    pub fn create(path: impl AsRef<Path>, opts: WriteOptions) -> Result<FileWriter> {
+        let target = path.as_ref().to_path_buf();
+        let a = opts.alignment;
+        if !a.is_power_of_two() || !(MIN_ALIGNMENT..=MAX_ALIGNMENT).contains(&a) {
+            return Err(invalid(format!(
+                "alignment {a} must be a power of two in {MIN_ALIGNMENT}..={MAX_ALIGNMENT}"
+            )));
+        }
+        if !(MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&opts.buffer_bytes) {
+            return Err(invalid(format!(
+                "buffer_bytes {} must be in {MIN_BUFFER_BYTES}..={MAX_BUFFER_BYTES}",
+                opts.buffer_bytes
+            )));
+        }
+        let Some(file_name) = target.file_name() else {
+            return Err(invalid(format!(
+                "output path {} does not name a file",
+                target.display()
+            )));
+        };
+        let dir = parent_dir(&target);
+        let tmp_path = dir.join(format!(
+            ".{}.tmp-{}-{:016x}",
+            file_name.to_string_lossy(),
+            std::process::id(),
+            random_u64()
+        ));
+        let file = opts.io.create_new(&tmp_path)?;
+        let mut w = FileWriter {
+            target,
+            tmp_path,
+            dir,
+            file,
+            io: opts.io,
+            alignment: u64::from(a),
+            statistics: opts.statistics,
+            checksums: opts.checksums,
+            provenance: opts.provenance,
+            tail_padding: opts.tail_padding,
+            buf_cap: opts.buffer_bytes,
+            // Room for one more entry past the flush threshold, so the
+            // buffer never reallocates.
+            buf: Vec::with_capacity(opts.buffer_bytes + 8),
+            flushed: 0,
+            vhash: Xxh3::new(),
+            vhash_from: None,
+            entries: Vec::new(),
+            names: HashSet::new(),
+            user_kv: Vec::new(),
+            user_keys: HashSet::new(),
+            tensors: Vec::new(),
+            poisoned: false,
+            committed: false,
+        };
+        // Placeholder header; rewritten at finish with the real count and flags.
+        let header = w.header(FLAG_HAS_INDEX_CRC32C, u64::MAX);
+        w.buf.extend_from_slice(&header);
+        Ok(w)
+    }
+
+    fn header(&self, flags: u32, count: u64) -> [u8; 64] {
+        FileHeader {
+            flags,
+            alignment: self.alignment as u32,
+            first_descriptor_offset: HEADER_LEN,
+            tensor_count_hint: count,
+        }
+        .encode()
+    }
+
+    /// Add a user KV entry. Keys must be non-empty, at most 65535 bytes,
+    /// unique, and not start with `coo_assembler.`; arrays must hold scalars
+    /// of one type.
+    pub fn add_metadata(&mut self, key: &str, value: KvValue) -> Result<()> {
+        self.check_usable()?;
+        if key.is_empty() || key.len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "metadata key must be 1..=65535 bytes, got {} bytes",
+                key.len()
+            )));
+        }
+        if key.starts_with(RESERVED_KEY_PREFIX) {
+            return Err(invalid(format!(
+                "metadata key {key:?}: keys starting with {RESERVED_KEY_PREFIX:?} are reserved"
+            )));
+        }
+        if self.user_keys.contains(key) {
+            return Err(invalid(format!("metadata key {key:?} given twice")));
+        }
+        check_kv_value(key, &value)?;
+        self.user_keys.insert(key.to_string());
+        self.user_kv.push((key.to_string(), value));
+        Ok(())
+    }
+
+    /// Start a tensor. Entries are then pushed in strictly increasing order
+    /// and the tensor is closed with [`TensorWriter::finish`].
+    pub fn begin_tensor(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+    ) -> Result<TensorWriter<'_>> {
+        self.check_usable()?;
+        if name.is_empty() || name.len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "tensor name must be 1..=65535 bytes, got {} bytes",
+                name.len()
+            )));
+        }
+        if self.names.contains(name) {
+            return Err(invalid(format!("tensor name {name:?} used twice")));
+        }
+        if self.checksums && indices_checksum_key(name).len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "tensor name of {} bytes is too long for its checksum KV key",
+                name.len()
+            )));
+        }
+        let rank = shape.len();
+        if rank == 0 || rank > MAX_RANK {
+            return Err(invalid(format!(
+                "tensor {name:?}: rank {rank} is out of 1..={MAX_RANK} for a COO tensor"
+            )));
+        }
+        if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
+            return Err(invalid(format!(
+                "tensor {name:?}: extent of dimension {d} is u64::MAX (dynamic), not storable"
+            )));
+        }
+        let descriptor_offset = self.pos();
+        let desc_len = descriptor_len(rank, self.statistics) as u64;
+        let values_offset = self.align(descriptor_offset + desc_len)?;
+        // The descriptor's place is zero-filled now and written at finish.
+        self.put_zeros(values_offset - descriptor_offset)?;
+        self.vhash.reset();
+        self.vhash_from = Some(self.buf.len());
+        let cap = self.buf_cap;
+        Ok(TensorWriter {
+            name: name.to_string(),
+            dtype,
+            width: dtype.width(),
+            shape: shape.to_vec(),
+            prev: vec![0; rank],
+            nnz: 0,
+            // Room for one entry past the flush threshold (rank <= 64).
+            idx_buf: Vec::with_capacity(cap + 8 * MAX_RANK),
+            side: None,
+            side_len: 0,
+            ihash: Xxh3::new(),
+            stats: self.statistics.then(|| StatsAccumulator::new(shape)),
+            descriptor_offset,
+            values_offset,
+            finished: false,
+            fw: self,
+        })
+    }
+
+    /// Write the KV section, index and trailer, fsync, rename over the
+    /// target and fsync the directory.
+    pub fn finish(mut self) -> Result<FileSummary> {
+        self.check_usable()?;
+        let r = self.finish_inner();
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<FileSummary> {
+        let mut kv = Vec::new();
+        if self.provenance {
+            kv.push((
+                KEY_WRITER.to_string(),
+                KvValue::String(format!("coo-assembler {}", env!("CARGO_PKG_VERSION"))),
+            ));
+        }
+        kv.extend(self.user_kv.iter().cloned());
+        if self.checksums {
+            for t in &self.tensors {
+                kv.push((values_checksum_key(&t.name), KvValue::U64(t.values_xxh3)));
+                kv.push((indices_checksum_key(&t.name), KvValue::U64(t.indices_xxh3)));
+            }
+        }
+        let mut flags = FLAG_HAS_INDEX_CRC32C;
+        let (mut kv_offset, mut kv_length) = (0u64, 0u32);
+        if !kv.is_empty() {
+            let bytes = hurray::kv::encode(&kv);
+            kv_length = u32::try_from(bytes.len()).map_err(|_| {
+                invalid(format!(
+                    "KV metadata section of {} bytes exceeds the format's 4 GiB limit",
+                    bytes.len()
+                ))
+            })?;
+            kv_offset = self.pos();
+            self.put(&bytes)?;
+            let to = align8(self.pos())?;
+            self.put_zeros(to - self.pos())?;
+            flags |= FLAG_HAS_KV_METADATA;
+        }
+        let index = hurray::index::encode(&self.entries);
+        let index_offset = self.pos();
+        self.put(&index)?;
+        let trailer = Trailer {
+            index_offset,
+            index_length: index.len() as u64,
+            kv_offset,
+            kv_length,
+            index_crc32c: crc32c::crc32c(&index),
+        };
+        self.put(&trailer.encode())?;
+        self.flush()?;
+        let bytes = self.flushed;
+        let header = self.header(flags, self.entries.len() as u64);
+        self.io
+            .write_all_at(&self.file, &header, 0, &self.tmp_path)?;
+        self.io.sync(&self.file, &self.tmp_path)?;
+        self.io.rename(&self.tmp_path, &self.target)?;
+        self.committed = true;
+        self.io.sync_dir(&self.dir)?;
+        Ok(FileSummary {
+            path: self.target.clone(),
+            bytes,
+            tensors: std::mem::take(&mut self.tensors),
+        })
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.poisoned || self.committed {
+            return Err(Error::Poisoned("file writer"));
+        }
+        Ok(())
+    }
+
+    /// File offset of the next byte written.
+    fn pos(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+
+    fn align(&self, x: u64) -> Result<u64> {
+        align_up(x, self.alignment).ok_or_else(|| invalid("file offset overflows u64".into()))
+    }
+
+    /// Write out `buf`, hashing the values part of it first.
+    fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(from) = self.vhash_from {
+            self.vhash.update(&self.buf[from..]);
+            self.vhash_from = Some(0);
+        }
+        let r = self.io.write_all(&mut self.file, &self.buf, &self.tmp_path);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r?;
+        self.flushed += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Append bytes (not values: those go through `buf` directly).
+    fn put(&mut self, mut bytes: &[u8]) -> Result<()> {
+        while !bytes.is_empty() {
+            if self.buf.len() >= self.buf_cap {
+                self.flush()?;
+            }
+            let n = (self.buf_cap - self.buf.len()).min(bytes.len());
+            self.buf.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+
+    fn put_zeros(&mut self, mut n: u64) -> Result<()> {
+        while n > 0 {
+            if self.buf.len() >= self.buf_cap {
+                self.flush()?;
+            }
+            let k = ((self.buf_cap - self.buf.len()) as u64).min(n) as usize;
+            self.buf.resize(self.buf.len() + k, 0);
+            n -= k as u64;
+        }
+        Ok(())
+    }
+
+    /// Place `bytes` at `offset` (before the current end): patched in the
+    /// buffer when it is all still there, else written to the file.
+    fn write_at(&mut self, bytes: &[u8], offset: u64) -> Result<()> {
+        if offset >= self.flushed {
+            let start = (offset - self.flushed) as usize;
+            if let Some(dst) = self.buf.get_mut(start..start + bytes.len()) {
+                dst.copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        if offset + bytes.len() as u64 > self.flushed {
+            self.flush()?;
+        }
+        let r = self
+            .io
+            .write_all_at(&self.file, bytes, offset, &self.tmp_path);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
+    }
+}
+
+impl std::fmt::Debug for FileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileWriter")
+            .field("target", &self.target)
+            .field("tmp_path", &self.tmp_path)
+            .field("pos", &self.pos())
+            .field("tensors", &self.entries.len())
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for TensorWriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorWriter")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .field("nnz", &self.nnz)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FileWriter {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: the error (if any) was already reported.
+            let _ = self.io.remove(&self.tmp_path);
+        }
+    }
+}
+
+fn align8(x: u64) -> Result<u64> {
+    align_up(x, 8).ok_or_else(|| invalid("file offset overflows u64".into()))
+}
+
+/// A random number for temporary file names (no extra dependency: the
+/// standard hasher is randomly keyed per process).
+fn random_u64() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    h.finish()
+}
+
+fn check_kv_value(key: &str, v: &KvValue) -> Result<()> {
+    let too_long = |n: usize| n > u32::MAX as usize;
+    match v {
+        KvValue::String(s) if too_long(s.len()) => {
+            Err(invalid(format!("metadata {key:?}: string too long")))
+        }
+        KvValue::Bytes(b) if too_long(b.len()) => {
+            Err(invalid(format!("metadata {key:?}: bytes too long")))
+        }
+        KvValue::Array(items) => {
+            if too_long(items.len()) {
+                return Err(invalid(format!("metadata {key:?}: array too long")));
+            }
+            let first = items.first().map(std::mem::discriminant);
+            for it in items {
+                if matches!(it, KvValue::Array(_)) {
+                    return Err(invalid(format!(
+                        "metadata {key:?}: arrays cannot hold arrays"
+                    )));
+                }
+                if Some(std::mem::discriminant(it)) != first {
+                    return Err(invalid(format!(
+                        "metadata {key:?}: array elements must all have one type"
+                    )));
+                }
+                check_kv_value(key, it)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes one tensor of a [`FileWriter`]; see the [module docs](self).
+///
+/// Dropping it without [`TensorWriter::finish`] poisons the file writer.
+pub struct TensorWriter<'a> {
+    fw: &'a mut FileWriter,
+    name: String,
+    dtype: DType,
+    width: usize,
+    shape: Vec<u64>,
+    /// The previous entry's coordinate (valid when nnz > 0).
+    prev: Vec<u64>,
+    nnz: u64,
+    /// Pending indices (u64 LE), spilled to `side` when full.
+    idx_buf: Vec<u8>,
+    side: Option<File>,
+    side_len: u64,
+    ihash: Xxh3,
+    stats: Option<StatsAccumulator>,
+    descriptor_offset: u64,
+    values_offset: u64,
+    finished: bool,
+}
+
+impl TensorWriter<'_> {
+    /// Add the next entry. `T` must be the tensor's element type.
+    #[inline]
+    pub fn push<T: Element>(&mut self, idx: &[u64], value: T) -> Result<()> {
+        if T::DTYPE != self.dtype {
+            return Err(self.wrong_type(format!("{value:?} ({})", T::DTYPE)));
+        }
+        self.check_index(idx)?;
+        value.write_le(&mut self.fw.buf);
+        self.accept(idx, value.to_value().to_f64())
+    }
+
+    /// Add the next entry from its little-endian bytes (`dtype().width()`
+    /// of them) and its value as `f64` for the statistics (ignored when
+    /// statistics are off).
+    #[inline]
+    pub fn push_le(&mut self, idx: &[u64], value_le: &[u8], value_f64: f64) -> Result<()> {
+        if value_le.len() != self.width {
+            return Err(self.wrong_type(format!("{} bytes", value_le.len())));
+        }
+        self.check_index(idx)?;
+        self.fw.buf.extend_from_slice(value_le);
+        self.accept(idx, value_f64)
+    }
+
+    /// Entries written so far.
+    pub fn nnz(&self) -> u64 {
+        self.nnz
+    }
+
+    /// The tensor's element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Bytes of buffer memory held for this tensor and its file writer. It
+    /// does not grow with the number of entries.
+    pub fn buffer_bytes(&self) -> usize {
+        self.fw.buf.capacity()
+            + self.idx_buf.capacity()
+            + self.prev.capacity() * 8
+            + self.stats.as_ref().map_or(0, |s| s.buffer_bytes())
+    }
+
+    #[cold]
+    fn wrong_type(&self, what: String) -> Error {
+        Error::InvalidValue {
+            contribution: self.nnz,
+            value: what,
+            reason: "does not match the tensor's element type",
+        }
+    }
+
+    /// Rank, range and order checks; nothing is changed on error.
+    #[inline]
+    fn check_index(&self, idx: &[u64]) -> Result<()> {
+        if self.fw.poisoned {
+            return Err(Error::Poisoned("file writer"));
+        }
+        if idx.len() != self.shape.len() {
+            return Err(Error::WrongRank {
+                contribution: self.nnz,
+                expected: self.shape.len(),
+                got: idx.len(),
+            });
+        }
+        for (dim, (&i, &e)) in idx.iter().zip(&self.shape).enumerate() {
+            if i >= e {
+                return Err(Error::IndexOutOfRange {
+                    contribution: self.nnz,
+                    dim,
+                    index: i,
+                    extent: e,
+                });
+            }
+        }
+        if self.nnz > 0 && idx <= self.prev.as_slice() {
+            return Err(Error::OutOfOrder {
+                entry: self.nnz,
+                previous: self.prev.clone(),
+                got: idx.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Record an entry whose value bytes are already in the output buffer.
+    #[inline]
+    fn accept(&mut self, idx: &[u64], v: f64) -> Result<()> {
+        for &i in idx {
+            self.idx_buf.extend_from_slice(&i.to_le_bytes());
+        }
+        self.prev.copy_from_slice(idx);
+        self.nnz += 1;
+        if let Some(s) = &mut self.stats {
+            s.push(v);
+        }
+        if self.fw.buf.len() >= self.fw.buf_cap {
+            self.fw.flush()?;
+        }
+        if self.idx_buf.len() >= self.fw.buf_cap {
+            self.spill_indices()?;
+        }
+        Ok(())
+    }
+
+    /// Move the pending indices to the side file (created on first use).
+    fn spill_indices(&mut self) -> Result<()> {
+        let r = self.spill_inner();
+        if r.is_err() {
+            self.fw.poisoned = true;
+        }
+        r
+    }
+
+    fn spill_inner(&mut self) -> Result<()> {
+        if self.idx_buf.is_empty() {
+            return Ok(());
+        }
+        let io = &self.fw.io;
+        let side = match &mut self.side {
+            Some(f) => f,
+            None => self.side.insert(io.tempfile_in(&self.fw.dir)?),
+        };
+        io.write_all(side, &self.idx_buf, &self.fw.dir)?;
+        self.ihash.update(&self.idx_buf);
+        self.side_len += self.idx_buf.len() as u64;
+        self.idx_buf.clear();
+        Ok(())
+    }
+
+    /// Close the tensor: pad, append the indices, write the descriptor.
+    pub fn finish(mut self) -> Result<TensorSummary> {
+        if self.fw.poisoned {
+            return Err(Error::Poisoned("file writer"));
+        }
+        let r = self.finish_inner();
+        match r {
+            Ok(s) => {
+                self.finished = true;
+                Ok(s)
+            }
+            Err(e) => {
+                self.fw.poisoned = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn finish_inner(&mut self) -> Result<TensorSummary> {
+        let values_end = self.fw.pos();
+        let values_len = values_end - self.values_offset;
+        // Hash the values still in the buffer and stop hashing.
+        if let Some(from) = self.fw.vhash_from.take() {
+            self.fw.vhash.update(&self.fw.buf[from..]);
+        }
+        let values_xxh3 = self.fw.vhash.digest();
+        let indices_offset = self.fw.align(values_end)?;
+        self.fw.put_zeros(indices_offset - values_end)?;
+        let indices_len;
+        if self.side.is_some() {
+            self.spill_inner()?;
+            self.fw.flush()?;
+            let fw = &mut *self.fw;
+            if let Some(side) = &mut self.side {
+                fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;
+                fw.io
+                    .copy(side, &mut fw.file, self.side_len, &fw.tmp_path)?;
+            }
+            fw.flushed += self.side_len;
+            indices_len = self.side_len;
+            self.side = None;
+        } else {
+            self.ihash.update(&self.idx_buf);
+            indices_len = self.idx_buf.len() as u64;
+            let idx = std::mem::take(&mut self.idx_buf);
+            let r = self.fw.put(&idx);
+            self.idx_buf = idx;
+            r?;
+        }
+        let indices_xxh3 = self.ihash.digest();
+        let indices_end = self.fw.pos();
+        debug_assert_eq!(indices_end, indices_offset + indices_len);
+        let next = match self.fw.tail_padding {
+            TailPadding::Alignment => align8(self.fw.align(indices_end)?)?,
+            TailPadding::Eight => align8(indices_end)?,
+        };
+        self.fw.put_zeros(next - indices_end)?;
+
+        let a = self.fw.alignment as u32;
+        let statistics = self.stats.as_ref().map(|s| s.finish());
+        let desc = CooDescriptor {
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            nnz: self.nnz,
+            is_sorted: true,
+            values: BufferHandle::cpu(values_len, a),
+            indices: BufferHandle::cpu(indices_len, a),
+            statistics,
+        };
+        let bytes = desc.encode();
+        self.fw.write_at(&bytes, self.descriptor_offset)?;
+        let data_length = indices_end - self.values_offset;
+        self.fw.entries.push(IndexEntry {
+            name: self.name.clone(),
+            descriptor_offset: self.descriptor_offset,
+            descriptor_length: bytes.len() as u32,
+            data_offset: self.values_offset,
+            data_length,
+        });
+        self.fw.names.insert(self.name.clone());
+        let summary = TensorSummary {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            nnz: self.nnz,
+            statistics,
+            values_xxh3,
+            indices_xxh3,
+            descriptor_offset: self.descriptor_offset,
+            data_offset: self.values_offset,
+            data_length,
+        };
+        self.fw.tensors.push(summary.clone());
+        Ok(summary)
+    }
+}
+
+impl Drop for TensorWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // The file holds a half-written tensor: it cannot be finished.
+            self.fw.poisoned = true;
+            self.fw.vhash_from = None;
+        }
+    }
+}

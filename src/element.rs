@@ -214,6 +214,43 @@ impl Value {
         }
     }
 
+    /// Little-endian bytes of this value as element type `dtype` (first
+    /// `dtype.width()` bytes of the array). Floats round to the nearest
+    /// value of a narrower float type; integers must fit the type; a float
+    /// for an integer type or an integer for a float type is refused (None).
+    pub fn to_le(self, dtype: DType) -> Option<[u8; 8]> {
+        let mut out = [0u8; 8];
+        let mut put = |b: &[u8]| out[..b.len()].copy_from_slice(b);
+        match (self, dtype) {
+            (Value::Float(v), DType::F64) => put(&v.to_le_bytes()),
+            (Value::Float(v), DType::F32) => put(&(v as f32).to_le_bytes()),
+            (Value::Float(v), DType::F16) => put(&f16::from_f64(v).to_le_bytes()),
+            (Value::Float(v), DType::BF16) => put(&bf16::from_f64(v).to_le_bytes()),
+            (Value::Float(_), _) => return None,
+            (_, d) if d.is_float() => return None,
+            (v, d) => {
+                let x: i128 = match v {
+                    Value::Int(i) => i as i128,
+                    Value::UInt(u) => u as i128,
+                    Value::Float(_) => return None,
+                };
+                let bytes = x.to_le_bytes();
+                let w = d.width();
+                let fits = if d.is_signed_int() {
+                    let lim = 1i128 << (w * 8 - 1);
+                    (-lim..lim).contains(&x)
+                } else {
+                    (0..(1i128 << (w * 8))).contains(&x)
+                };
+                if !fits {
+                    return None;
+                }
+                put(&bytes[..w]);
+            }
+        }
+        Some(out)
+    }
+
     /// True for an integer zero or a float +0.0 / -0.0.
     pub fn is_zero(self) -> bool {
         match self {
@@ -310,6 +347,26 @@ mod tests {
             DType::from_tag(0xFF),
             Err(Error::InvalidFile { .. })
         ));
+    }
+
+    #[test]
+    fn to_le_round_trips_through_decode() {
+        for (v, d) in [
+            (Value::Float(1.5), DType::F16),
+            (Value::Float(-2.25), DType::BF16),
+            (Value::Float(0.1), DType::F64),
+            (Value::Int(-128), DType::I8),
+            (Value::UInt(65535), DType::U16),
+            (Value::Int(i64::MIN), DType::I64),
+            (Value::UInt(u64::MAX), DType::U64),
+        ] {
+            let b = v.to_le(d).unwrap();
+            assert_eq!(d.decode(&b), v, "{d}");
+        }
+        assert_eq!(Value::Int(128).to_le(DType::I8), None);
+        assert_eq!(Value::Int(-1).to_le(DType::U32), None);
+        assert_eq!(Value::Float(1.0).to_le(DType::I32), None);
+        assert_eq!(Value::UInt(1).to_le(DType::F32), None);
     }
 
     #[test]

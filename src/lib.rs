@@ -10,6 +10,7 @@ pub mod element;
 pub mod error;
 pub mod exact;
 pub mod hurray;
+pub mod input;
 pub mod io;
 pub mod key;
 pub(crate) mod merge;

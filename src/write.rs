@@ -65,7 +65,7 @@
 //! it too. Errors about the input (order, rank, range, element type, names)
 //! leave the writer unchanged: the refused entry is not written.
 
-use crate::element::{DType, Element};
+use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
@@ -653,6 +653,15 @@ impl TensorWriter<'_> {
         self.check_index(idx)?;
         self.fw.buf.extend_from_slice(value_le);
         self.accept(idx, value_f64)
+    }
+
+    /// Append one entry given as a [`Value`] (see [`Value::to_le`] for the
+    /// conversions allowed).
+    pub fn push_value(&mut self, idx: &[u64], value: Value) -> Result<()> {
+        let le = value
+            .to_le(self.dtype)
+            .ok_or_else(|| self.wrong_type(format!("{value}")))?;
+        self.push_le(idx, &le[..self.width], value.to_f64())
     }
 
     /// Entries written so far.

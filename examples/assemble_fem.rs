@@ -1,0 +1,353 @@
+//! Assemble the stiffness matrix of a 3D finite-element model with
+//! coo-assembler, then check it with the reader.
+//!
+//! A structured hexahedral mesh (slightly distorted, so that every element
+//! differs) of trilinear Q1 elements; element matrices by 2x2x2 Gauss
+//! quadrature, for the Laplace operator (1 dof per node) or linear
+//! elasticity (3 dofs per node). Every thread computes its share of the
+//! elements and pushes their dense element matrices through its own
+//! pusher, under a memory budget smaller than the contributions so that
+//! runs spill to disk and are merged. The file is then reopened and checked
+//! against what physics says: the matrix is symmetric and its rows sum to
+//! zero (constants, or rigid translations, are in its null space).
+//!
+//! ```text
+//! cargo run --release --example assemble_fem                 # 56^3 Laplace, 64 MiB budget
+//! cargo run --release --example assemble_fem -- --n 80 --budget 128MiB --threads 2
+//! cargo run --release --example assemble_fem -- --elasticity --n 30
+//! ```
+
+use coo_assembler::options::parse_size;
+use coo_assembler::read::HurrayFile;
+use coo_assembler::{AssembleOptions, Builder, DType, Value};
+use std::time::Instant;
+
+struct Args {
+    n: usize,
+    budget: u64,
+    threads: usize,
+    elasticity: bool,
+    output: std::path::PathBuf,
+    keep: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        n: 56,
+        budget: 64 << 20,
+        threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        elasticity: false,
+        output: std::env::temp_dir().join(format!("assemble_fem-{}.hrry", std::process::id())),
+        keep: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut val = || it.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--n" => a.n = val()?.parse().map_err(|e| format!("--n: {e}"))?,
+            "--budget" => a.budget = parse_size(&val()?).map_err(|e| e.to_string())?,
+            "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
+            "--elasticity" => a.elasticity = true,
+            "--output" => {
+                a.output = val()?.into();
+                a.keep = true;
+            }
+            "-h" | "--help" => {
+                println!(
+                    "assemble_fem [--n ELEMENTS_PER_EDGE (56)] [--budget SIZE (64MiB)] [--threads N] [--elasticity] [--output FILE]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    if a.n == 0 {
+        return Err("--n must be at least 1".into());
+    }
+    Ok(a)
+}
+
+/// Corner signs of the reference hexahedron, in the usual node order.
+const CORNERS: [[f64; 3]; 8] = [
+    [-1., -1., -1.],
+    [1., -1., -1.],
+    [1., 1., -1.],
+    [-1., 1., -1.],
+    [-1., -1., 1.],
+    [1., -1., 1.],
+    [1., 1., 1.],
+    [-1., 1., 1.],
+];
+
+/// Gradients of the 8 shape functions in physical space at one Gauss
+/// point, and the Jacobian determinant.
+fn gradients(x: &[[f64; 3]; 8], xi: [f64; 3]) -> ([[f64; 3]; 8], f64) {
+    let mut dref = [[0.0; 3]; 8];
+    for (a, c) in CORNERS.iter().enumerate() {
+        let f = |d: usize| 1.0 + c[d] * xi[d];
+        dref[a] = [c[0] * f(1) * f(2) / 8.0, c[1] * f(0) * f(2) / 8.0, c[2] * f(0) * f(1) / 8.0];
+    }
+    // J[i][j] = d x_i / d xi_j
+    let mut j = [[0.0; 3]; 3];
+    for a in 0..8 {
+        for r in 0..3 {
+            for c in 0..3 {
+                j[r][c] += x[a][r] * dref[a][c];
+            }
+        }
+    }
+    let det = j[0][0] * (j[1][1] * j[2][2] - j[1][2] * j[2][1]) - j[0][1] * (j[1][0] * j[2][2] - j[1][2] * j[2][0])
+        + j[0][2] * (j[1][0] * j[2][1] - j[1][1] * j[2][0]);
+    // Inverse transpose times the reference gradient.
+    let inv = [
+        [
+            (j[1][1] * j[2][2] - j[1][2] * j[2][1]) / det,
+            (j[0][2] * j[2][1] - j[0][1] * j[2][2]) / det,
+            (j[0][1] * j[1][2] - j[0][2] * j[1][1]) / det,
+        ],
+        [
+            (j[1][2] * j[2][0] - j[1][0] * j[2][2]) / det,
+            (j[0][0] * j[2][2] - j[0][2] * j[2][0]) / det,
+            (j[0][2] * j[1][0] - j[0][0] * j[1][2]) / det,
+        ],
+        [
+            (j[1][0] * j[2][1] - j[1][1] * j[2][0]) / det,
+            (j[0][1] * j[2][0] - j[0][0] * j[2][1]) / det,
+            (j[0][0] * j[1][1] - j[0][1] * j[1][0]) / det,
+        ],
+    ];
+    let mut g = [[0.0; 3]; 8];
+    for a in 0..8 {
+        for d in 0..3 {
+            g[a][d] = (0..3).map(|k| inv[k][d] * dref[a][k]).sum();
+        }
+    }
+    (g, det)
+}
+
+fn gauss_points() -> [[f64; 3]; 8] {
+    let p = 1.0 / 3f64.sqrt();
+    let mut q = [[0.0; 3]; 8];
+    for (i, c) in CORNERS.iter().enumerate() {
+        q[i] = [c[0] * p, c[1] * p, c[2] * p];
+    }
+    q
+}
+
+/// Laplace element matrix: K_ab = sum_q w det (grad N_a . grad N_b).
+fn laplace(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
+    out.clear();
+    out.resize(64, 0.0);
+    for xi in gauss_points() {
+        let (g, det) = gradients(x, xi);
+        for a in 0..8 {
+            for b in 0..8 {
+                out[a * 8 + b] += det * (g[a][0] * g[b][0] + g[a][1] * g[b][1] + g[a][2] * g[b][2]);
+            }
+        }
+    }
+}
+
+/// Isotropic linear elasticity (E = 1, nu = 0.3), dofs ordered node-major.
+fn elasticity(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
+    let (e, nu) = (1.0, 0.3);
+    let lambda = e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu));
+    let mu = e / (2.0 * (1.0 + nu));
+    out.clear();
+    out.resize(24 * 24, 0.0);
+    for xi in gauss_points() {
+        let (g, det) = gradients(x, xi);
+        for a in 0..8 {
+            for b in 0..8 {
+                for i in 0..3 {
+                    for k in 0..3 {
+                        // a(u, v) = lambda div u div v + mu (grad u + grad u^T) : grad v
+                        let mut v = lambda * g[a][i] * g[b][k] + mu * g[a][k] * g[b][i];
+                        if i == k {
+                            v += mu * (0..3).map(|d| g[a][d] * g[b][d]).sum::<f64>();
+                        }
+                        out[(a * 3 + i) * 24 + b * 3 + k] += det * v;
+                    }
+                }
+            }
+        }
+    }
+    // The exact matrix is symmetric; the products above round differently
+    // for (p, q) and (q, p), so mirror the upper triangle.
+    for p in 0..24 {
+        for q in p + 1..24 {
+            out[q * 24 + p] = out[p * 24 + q];
+        }
+    }
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("assemble_fem: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let a = parse_args()?;
+    let n = a.n;
+    let nodes_per_edge = n + 1;
+    let comps = if a.elasticity { 3 } else { 1 };
+    let ndof = (nodes_per_edge.pow(3) * comps) as u64;
+    let elements = n * n * n;
+    let per_element = (8 * comps) * (8 * comps);
+    let contributions = (elements * per_element) as u64;
+    println!(
+        "mesh {n}x{n}x{n} Q1 hexahedra ({} problem): {elements} elements, {ndof} dofs, {contributions} contributions ({:.0} MiB as 24-byte records), budget {:.0} MiB, {} threads",
+        if a.elasticity { "elasticity" } else { "Laplace" },
+        contributions as f64 * 24.0 / 1048576.0,
+        a.budget as f64 / 1048576.0,
+        a.threads
+    );
+    let opts = AssembleOptions {
+        memory_budget: a.budget,
+        threads: a.threads,
+        tensor_name: "K".into(),
+        ..AssembleOptions::default()
+    };
+    let t0 = Instant::now();
+    let builder = Builder::new(&[ndof, ndof], DType::F64, opts)?;
+    let h = 1.0 / n as f64;
+    // Node coordinates with a smooth distortion, so elements differ.
+    let coord = |i: usize, j: usize, k: usize| -> [f64; 3] {
+        let (x, y, z) = (i as f64 * h, j as f64 * h, k as f64 * h);
+        let s = 0.15 * h;
+        [
+            x + s * (7.0 * y).sin() * (3.0 * z).cos(),
+            y + s * (5.0 * z).sin() * (2.0 * x).cos(),
+            z + s * (4.0 * x).sin() * (6.0 * y).cos(),
+        ]
+    };
+    let node = |i: usize, j: usize, k: usize| (i + nodes_per_edge * (j + nodes_per_edge * k)) as u64;
+    let threads = a.threads.max(1);
+    std::thread::scope(|s| -> Result<(), coo_assembler::Error> {
+        let mut handles = Vec::new();
+        for t in 0..threads {
+            let mut p = builder.pusher()?;
+            handles.push(s.spawn(move || -> Result<(), coo_assembler::Error> {
+                let mut ke = Vec::new();
+                let mut dofs = vec![0u64; 8 * comps];
+                // Slabs of the mesh per thread: elements in mesh order, the
+                // order an FE code visits them.
+                for k in (t * n / threads)..((t + 1) * n / threads) {
+                    for j in 0..n {
+                        for i in 0..n {
+                            let mut x = [[0.0; 3]; 8];
+                            for (c, off) in CORNERS.iter().enumerate() {
+                                let (ii, jj, kk) = (i + (off[0] > 0.0) as usize, j + (off[1] > 0.0) as usize, k + (off[2] > 0.0) as usize);
+                                x[c] = coord(ii, jj, kk);
+                                for d in 0..comps {
+                                    dofs[c * comps + d] = node(ii, jj, kk) * comps as u64 + d as u64;
+                                }
+                            }
+                            if comps == 3 {
+                                elasticity(&x, &mut ke);
+                            } else {
+                                laplace(&x, &mut ke);
+                            }
+                            p.push_element(&dofs, &ke)?;
+                        }
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for h in handles {
+            h.join().map_err(|_| coo_assembler::Error::Poisoned("pushing thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    let s = builder.finish(&a.output)?;
+    let elapsed = t0.elapsed().as_secs_f64();
+    println!(
+        "assembled {} contributions into nnz {} in {elapsed:.2} s ({:.1} M contributions/s)",
+        s.contributions,
+        s.nnz,
+        s.contributions as f64 / elapsed / 1e6
+    );
+    println!(
+        "  runs {} ({} spilled, {:.1} MiB, {:.2} B/contribution), merge passes {}; phases: ingest {:.2} s, sort {:.2} s (threads), merge {:.2} s, write {:.2} s",
+        s.runs,
+        s.runs_spilled,
+        s.bytes_spilled as f64 / 1048576.0,
+        s.bytes_spilled as f64 / s.contributions.max(1) as f64,
+        s.merge_passes,
+        s.time_ingest.as_secs_f64(),
+        s.time_sort.as_secs_f64(),
+        s.time_merge.as_secs_f64(),
+        s.time_write.as_secs_f64()
+    );
+    println!(
+        "  peak buffers {:.1} MiB of a {:.1} MiB budget; process peak RSS {}",
+        s.peak_buffer_bytes as f64 / 1048576.0,
+        s.memory_budget as f64 / 1048576.0,
+        peak_rss_mib().map_or("unknown".into(), |m| format!("{m:.1} MiB"))
+    );
+    if s.contributions != contributions {
+        return Err(format!("{} contributions arrived, {contributions} were pushed", s.contributions).into());
+    }
+
+    // Check the physics on the file as a reader sees it.
+    let t1 = Instant::now();
+    let file = HurrayFile::open(&a.output)?;
+    let k = file.tensor("K")?;
+    let problems = k.verify();
+    if !problems.is_empty() {
+        return Err(format!("verify found {} problems, first: {}", problems.len(), problems[0]).into());
+    }
+    let mut asym = 0u64;
+    let mut worst_row = 0.0f64;
+    let (mut row, mut sum, mut scale) = (0u64, 0.0f64, 0.0f64);
+    let mut close_row = |sum: f64, scale: f64| {
+        if scale > 0.0 {
+            worst_row = worst_row.max(sum.abs() / scale);
+        }
+    };
+    for (idx, v) in k.iter() {
+        let Value::Float(v) = v else {
+            return Err("not a float tensor".into());
+        };
+        if idx[0] != row {
+            close_row(sum, scale);
+            row = idx[0];
+            sum = 0.0;
+            scale = 0.0;
+        }
+        sum += v;
+        scale = scale.max(v.abs());
+        if idx[0] < idx[1] && k.get(&[idx[1], idx[0]])? != Value::Float(v) {
+            asym += 1;
+        }
+    }
+    close_row(sum, scale);
+    println!(
+        "checked in {:.2} s: verify OK, {} asymmetric entries, largest |row sum| / max|row entry| = {worst_row:.2e}",
+        t1.elapsed().as_secs_f64(),
+        asym
+    );
+    if !a.keep {
+        std::fs::remove_file(&a.output)?;
+    } else {
+        println!("kept {}", a.output.display());
+    }
+    if asym > 0 {
+        return Err("the assembled matrix is not symmetric".into());
+    }
+    if worst_row > 1e-9 {
+        return Err(format!("row sums are not zero (worst {worst_row:.2e})").into());
+    }
+    println!("OK: symmetric, zero row sums");
+    Ok(())
+}

@@ -712,12 +712,42 @@ fn check_entry(
             ),
         ));
     }
+    if let Some(st) = desc.statistics.filter(|s| s.computed_mask & SPARSITY_VALID != 0) {
+        let want = expected_sparsity(desc.nnz, shape_product(&desc.shape));
+        if !opts.permissive && !close(st.sparsity_ratio, want, 1.0) {
+            return Err(Error::invalid(
+                dsec,
+                d_off + 77 + 8 * r + 16,
+                format!(
+                    "statistics sparsity_ratio {} contradicts nnz {} and shape {:?} ({want}); open with permissive to inspect",
+                    st.sparsity_ratio, desc.nnz, desc.shape
+                ),
+            ));
+        }
+    }
     Ok(TensorMeta {
         name: e.name.clone(),
         desc,
         values: v_off as usize..v_end as usize,
         indices: i_off as usize..i_end as usize,
     })
+}
+
+/// Equal, both NaN, or within a relative tolerance of 1e-6 (plus 1e-9 * scale
+/// absolute), since another writer may sum in another order.
+fn close(a: f64, b: f64, scale: f64) -> bool {
+    a == b
+        || (a.is_nan() && b.is_nan())
+        || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) + 1e-9 * scale
+}
+
+/// 1 - nnz / product(shape) (0 for an empty shape).
+fn expected_sparsity(nnz: u64, total: u128) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        1.0 - nnz as f64 / total as f64
+    }
 }
 
 /// A content problem found by [`CooTensor::verify`] / [`HurrayFile::verify`].
@@ -1222,11 +1252,6 @@ impl<'a> CooTensor<'a> {
                 format!("statistics nnz {} but {nnz} entries are stored", s.nnz)
             });
         }
-        let close = |a: f64, b: f64, scale: f64| {
-            a == b
-                || (a.is_nan() && b.is_nan())
-                || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) + 1e-9 * scale
-        };
         if m & SPARSITY_VALID != 0 {
             let want = if total == 0 {
                 0.0

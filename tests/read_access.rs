@@ -36,10 +36,22 @@ fn get_hit_and_miss_sorted() {
     assert_eq!(t.get(&[3, 4]).unwrap(), Value::Float(0.0));
     assert_eq!(t.find(&[2, 0]).unwrap(), Some(2));
     assert_eq!(t.find(&[2, 1]).unwrap(), None);
-    assert!(matches!(t.get(&[1]), Err(Error::WrongRank { expected: 2, got: 1, .. })));
+    assert!(matches!(
+        t.get(&[1]),
+        Err(Error::WrongRank {
+            expected: 2,
+            got: 1,
+            ..
+        })
+    ));
     assert!(matches!(
         t.get(&[1, 5]),
-        Err(Error::IndexOutOfRange { dim: 1, index: 5, extent: 5, .. })
+        Err(Error::IndexOutOfRange {
+            dim: 1,
+            index: 5,
+            extent: 5,
+            ..
+        })
     ));
     assert_eq!(t.statistics().unwrap().nnz, 4);
     assert!(t.is_sorted());
@@ -48,7 +60,12 @@ fn get_hit_and_miss_sorted() {
 
 #[test]
 fn get_on_unsorted_files_and_zero_types() {
-    let t = tensor::<i32>("i", &[10], &[(vec![7], -3), (vec![2], 5), (vec![9], 1)], false);
+    let t = tensor::<i32>(
+        "i",
+        &[10],
+        &[(vec![7], -3), (vec![2], 5), (vec![9], 1)],
+        false,
+    );
     let u = tensor::<u16>("u", &[3, 3], &[(vec![2, 2], 9), (vec![0, 1], 4)], false);
     let f = open(&[t, u], &[]);
     let i = f.tensor("i").unwrap();
@@ -85,9 +102,15 @@ fn lower_bound_prefix_range_and_iter_order() {
     assert_eq!(t.prefix_range(&[4, 4, 4]).unwrap(), 5..6);
     assert_eq!(t.prefix_range(&[3]).unwrap(), 5..5);
     assert!(matches!(t.prefix_range(&[]), Err(Error::WrongRank { .. })));
-    assert!(matches!(t.prefix_range(&[1, 1, 1, 1]), Err(Error::WrongRank { .. })));
+    assert!(matches!(
+        t.prefix_range(&[1, 1, 1, 1]),
+        Err(Error::WrongRank { .. })
+    ));
     let got: Vec<(Vec<u64>, Value)> = t.iter().map(|(i, v)| (i.to_vec(), v)).collect();
-    let want: Vec<(Vec<u64>, Value)> = entries.iter().map(|(i, v)| (i.clone(), Value::Float(*v))).collect();
+    let want: Vec<(Vec<u64>, Value)> = entries
+        .iter()
+        .map(|(i, v)| (i.clone(), Value::Float(*v)))
+        .collect();
     assert_eq!(got, want);
     assert_eq!(t.index(3), &[2, 0, 3]);
     assert_eq!(t.value(4), Value::Float(5.0));
@@ -103,7 +126,10 @@ fn several_tensors_by_name_and_typed_values() {
     assert_eq!(f.tensors().count(), 3);
     assert_eq!(f.tensor("a").unwrap().values::<f32>().unwrap(), &[1.0, 3.0]);
     assert_eq!(f.tensor("b.x").unwrap().values::<i64>().unwrap(), &[-7]);
-    assert_eq!(f.tensor("b.x").unwrap().get(&[1, 1]).unwrap(), Value::Int(-7));
+    assert_eq!(
+        f.tensor("b.x").unwrap().get(&[1, 1]).unwrap(),
+        Value::Int(-7)
+    );
     assert_eq!(f.tensor("c").unwrap().get(&[5]).unwrap(), Value::Float(0.5));
     assert!(f.tensor("a").unwrap().values::<i32>().is_err());
     assert!(f.tensor("a").unwrap().values::<f64>().is_err());
@@ -126,7 +152,11 @@ fn huge_shape_works() {
     let mut t = tensor::<f64>(
         "big",
         &[n, n],
-        &[(vec![0, n - 1], 1.0), (vec![n - 1, 0], 2.0), (vec![n - 1, n - 1], -3.0)],
+        &[
+            (vec![0, n - 1], 1.0),
+            (vec![n - 1, 0], 2.0),
+            (vec![n - 1, n - 1], -3.0),
+        ],
         true,
     );
     t.stats = Some(stats_for(&t));
@@ -159,26 +189,42 @@ fn verify_index_out_of_bounds() {
     assert_eq!(rules(&p), [("index-out-of-bounds", Some(1))]);
     assert!(p[0].detail.contains("dimension 1"), "{}", p[0]);
     let s = p[0].to_string();
-    assert!(s.contains("index-out-of-bounds") && s.contains("\"t\"") && s.contains("entry 1"), "{s}");
+    assert!(
+        s.contains("index-out-of-bounds") && s.contains("\"t\"") && s.contains("entry 1"),
+        "{s}"
+    );
 }
 
 #[test]
 fn verify_not_sorted() {
-    let t = tensor::<f32>("t", &[4, 4], &[(vec![0, 1], 1.0), (vec![2, 2], 2.0), (vec![1, 3], 3.0)], true);
+    let t = tensor::<f32>(
+        "t",
+        &[4, 4],
+        &[(vec![0, 1], 1.0), (vec![2, 2], 2.0), (vec![1, 3], 3.0)],
+        true,
+    );
     let f = open(&[t], &[]);
     assert_eq!(rules(&f.verify()), [("not-sorted", Some(2))]);
 }
 
 #[test]
 fn verify_duplicate_sorted_and_strict_get() {
-    let t = tensor::<f32>("t", &[4, 4], &[(vec![0, 1], 1.0), (vec![2, 2], 2.0), (vec![2, 2], 3.0)], true);
+    let t = tensor::<f32>(
+        "t",
+        &[4, 4],
+        &[(vec![0, 1], 1.0), (vec![2, 2], 2.0), (vec![2, 2], 3.0)],
+        true,
+    );
     let b = build(&[t], &[], Opts::default()).0;
     let f = HurrayFile::from_bytes(b.clone()).unwrap();
     assert_eq!(rules(&f.verify()), [("duplicate", Some(2))]);
     let e = err_of(f.only_tensor().unwrap().get(&[2, 2]));
     assert!(e.contains("stored twice"), "{e}");
     let f = HurrayFile::from_bytes_with(&b, PERMISSIVE).unwrap();
-    assert_eq!(f.only_tensor().unwrap().get(&[2, 2]).unwrap(), Value::Float(2.0));
+    assert_eq!(
+        f.only_tensor().unwrap().get(&[2, 2]).unwrap(),
+        Value::Float(2.0)
+    );
 }
 
 #[test]
@@ -186,7 +232,13 @@ fn verify_duplicate_unsorted() {
     let t = tensor::<i16>(
         "t",
         &[9],
-        &[(vec![5], 1), (vec![1], 2), (vec![8], 3), (vec![1], 4), (vec![0], 5)],
+        &[
+            (vec![5], 1),
+            (vec![1], 2),
+            (vec![8], 3),
+            (vec![1], 4),
+            (vec![0], 5),
+        ],
         false,
     );
     let f = open(&[t.clone()], &[]);
@@ -198,7 +250,10 @@ fn verify_duplicate_unsorted() {
     // Unsorted order with is_sorted = 1: not-sorted and a non-adjacent duplicate.
     let t = tensor::<i16>("t", &[9], &[(vec![1], 1), (vec![5], 2), (vec![1], 3)], true);
     let f = open(&[t], &[]);
-    assert_eq!(rules(&f.verify()), [("not-sorted", Some(2)), ("duplicate", Some(2))]);
+    assert_eq!(
+        rules(&f.verify()),
+        [("not-sorted", Some(2)), ("duplicate", Some(2))]
+    );
 }
 
 #[test]
@@ -232,14 +287,21 @@ fn verify_checksum_mismatch() {
     b[l.values_offsets[0] as usize] ^= 1;
     let f = HurrayFile::from_bytes(b).unwrap();
     let p = f.verify();
-    assert!(p.iter().any(|p| p.rule == "checksum-mismatch" && p.detail.contains("values")), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|p| p.rule == "checksum-mismatch" && p.detail.contains("values")),
+        "{p:?}"
+    );
     let (mut b, l, _) = small();
     b[l.indices_offsets[0] as usize + 8] ^= 2; // (0,1) -> (0,3)
     let f = HurrayFile::from_bytes(b).unwrap();
     let p = f.verify();
     assert_eq!(rules(&p), [("checksum-mismatch", None)]);
     assert!(p[0].detail.contains("indices"));
-    let orphan = vec![("coo_assembler.xxh3.nope.values".to_string(), KvValue::U64(1))];
+    let orphan = vec![(
+        "coo_assembler.xxh3.nope.values".to_string(),
+        KvValue::U64(1),
+    )];
     let (b, _, t) = small();
     drop(b);
     let f = open(&[t], &orphan);
@@ -256,7 +318,13 @@ fn problems_are_capped_per_rule() {
     assert!(p[100].detail.contains("and 50 more"), "{}", p[100]);
 }
 
-fn check_against_btree<E: Element + Copy>(rank: usize, ext: u64, coords: Vec<Vec<u64>>, vals: Vec<E>, probes: Vec<Vec<u64>>) {
+fn check_against_btree<E: Element + Copy>(
+    rank: usize,
+    ext: u64,
+    coords: Vec<Vec<u64>>,
+    vals: Vec<E>,
+    probes: Vec<Vec<u64>>,
+) {
     let mut m: BTreeMap<Vec<u64>, E> = BTreeMap::new();
     for (c, v) in coords.into_iter().zip(vals) {
         m.insert(c, v);
@@ -280,16 +348,26 @@ fn check_against_btree<E: Element + Copy>(rank: usize, ext: u64, coords: Vec<Vec
         assert_eq!(t.get(p).unwrap(), want);
         for k in 1..=rank {
             let r = t.prefix_range(&p[..k]).unwrap();
-            let lo = entries.iter().position(|(c, _)| c[..k] >= p[..k]).unwrap_or(entries.len());
+            let lo = entries
+                .iter()
+                .position(|(c, _)| c[..k] >= p[..k])
+                .unwrap_or(entries.len());
             let n = entries.iter().filter(|(c, _)| c[..k] == p[..k]).count();
             assert_eq!(r, lo as u64..(lo + n) as u64);
         }
-        let lb = entries.iter().position(|(c, _)| c >= p).unwrap_or(entries.len());
+        let lb = entries
+            .iter()
+            .position(|(c, _)| c >= p)
+            .unwrap_or(entries.len());
         assert_eq!(t.lower_bound(p).unwrap(), lb as u64);
     }
 }
 
-fn coords(rank: usize, ext: u64, n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Vec<u64>>> {
+fn coords(
+    rank: usize,
+    ext: u64,
+    n: std::ops::Range<usize>,
+) -> impl Strategy<Value = Vec<Vec<u64>>> {
     prop::collection::vec(prop::collection::vec(0..ext, rank), n)
 }
 

@@ -55,7 +55,11 @@ fn every_single_byte_change_of_metadata_errors_or_keeps_data() {
                             // Strict mode: identical data. Permissive mode may
                             // let a shape change through, but never panics.
                             if !permissive {
-                                assert_eq!(snapshot(&f), orig, "byte {pos} ^ {x:#x} changed the data");
+                                assert_eq!(
+                                    snapshot(&f),
+                                    orig,
+                                    "byte {pos} ^ {x:#x} changed the data"
+                                );
                             }
                             let _ = f.verify();
                             for t in f.tensors() {
@@ -76,7 +80,10 @@ fn every_single_byte_change_of_metadata_errors_or_keeps_data() {
 fn every_truncation_errors() {
     let (b, _, _) = small();
     for n in 0..b.len() {
-        assert!(HurrayFile::from_bytes(b[..n].to_vec()).is_err(), "length {n}");
+        assert!(
+            HurrayFile::from_bytes(b[..n].to_vec()).is_err(),
+            "length {n}"
+        );
     }
     // Extra bytes after the trailer: the trailer moves, the file is invalid.
     let mut longer = b.clone();
@@ -93,7 +100,14 @@ fn build_t(
     tamper_index: impl FnOnce(&mut Vec<coo_assembler::hurray::IndexEntry>),
 ) -> Vec<u8> {
     let t = small_t();
-    build_with(&[t.clone()], &checksums(&t), Opts::default(), tamper_desc, tamper_index).0
+    build_with(
+        &[t.clone()],
+        &checksums(&t),
+        Opts::default(),
+        tamper_desc,
+        tamper_index,
+    )
+    .0
 }
 
 #[test]
@@ -101,10 +115,20 @@ fn bad_crc_is_rejected() {
     let (mut b, l, _) = small();
     b[l.trailer_offset as usize + 28] ^= 1;
     let e = err_of(HurrayFile::from_bytes(b));
-    assert!(e.contains("CRC-32C mismatch") && e.contains("trailer"), "{e}");
+    assert!(
+        e.contains("CRC-32C mismatch") && e.contains("trailer"),
+        "{e}"
+    );
     // A CRC without the flag.
     let t = small_t();
-    let (mut b, l) = build(&[t], &[], Opts { crc: false, ..Opts::default() });
+    let (mut b, l) = build(
+        &[t],
+        &[],
+        Opts {
+            crc: false,
+            ..Opts::default()
+        },
+    );
     b[l.trailer_offset as usize + 28] = 7;
     let e = err_of(HurrayFile::from_bytes(b));
     assert!(e.contains("HAS_INDEX_CRC32C is not set"), "{e}");
@@ -114,7 +138,10 @@ fn bad_crc_is_rejected() {
 fn descriptor_length_mismatch_is_rejected() {
     let b = build_t(|_, _| {}, |e| e[0].descriptor_length += 8);
     let e = err_of(HurrayFile::from_bytes(b));
-    assert!(e.contains("descriptor_length") && e.contains("index entry 0"), "{e}");
+    assert!(
+        e.contains("descriptor_length") && e.contains("index entry 0"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -125,7 +152,10 @@ fn values_byte_size_mismatch_is_rejected() {
     // nnz * width overflows u64.
     let b = build_t(|_, d| d.nnz = u64::MAX / 2, |_| {});
     let e = err_of(HurrayFile::from_bytes(b));
-    assert!(e.contains("overflow") || e.contains("statistics nnz"), "{e}");
+    assert!(
+        e.contains("overflow") || e.contains("statistics nnz"),
+        "{e}"
+    );
     let b = build_t(
         |_, d| {
             d.nnz = u64::MAX / 2;
@@ -240,9 +270,19 @@ fn overlapping_tensors_are_rejected() {
 fn kv_section_rules() {
     let t = small_t();
     // Flag set without a KV section.
-    let (b, _) = build(&[t.clone()], &[], Opts { kv_flag: true, ..Opts::default() });
+    let (b, _) = build(
+        &[t.clone()],
+        &[],
+        Opts {
+            kv_flag: true,
+            ..Opts::default()
+        },
+    );
     let e = err_of(HurrayFile::from_bytes(b));
-    assert!(e.contains("HAS_KV_METADATA is set but kv_length is 0"), "{e}");
+    assert!(
+        e.contains("HAS_KV_METADATA is set but kv_length is 0"),
+        "{e}"
+    );
     // KV without the flag (as the reference writer does) is read.
     let kv = vec![("k".to_string(), KvValue::String("v".into()))];
     let (b, l) = build(&[t.clone()], &kv, Opts::default());
@@ -279,14 +319,23 @@ fn index_bounds_rules() {
 
 #[test]
 fn nnz_beyond_shape_needs_permissive() {
-    let mut t = tensor::<f32>("coo", &[2], &[(vec![0], 1.0), (vec![1], 2.0), (vec![1], 3.0)], true);
+    let mut t = tensor::<f32>(
+        "coo",
+        &[2],
+        &[(vec![0], 1.0), (vec![1], 2.0), (vec![1], 3.0)],
+        true,
+    );
     t.stats = None;
     let (b, _) = build(&[t], &[], Opts::default());
     let e = err_of(HurrayFile::from_bytes(b.clone()));
     assert!(e.contains("exceeds the 2 elements"), "{e}");
     let f = HurrayFile::from_bytes_with(&b, ReadOptions { permissive: true }).unwrap();
     let p = f.verify();
-    assert!(p.iter().any(|p| p.rule == "duplicate" && p.entry == Some(2)), "{p:?}");
+    assert!(
+        p.iter()
+            .any(|p| p.rule == "duplicate" && p.entry == Some(2)),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -300,7 +349,10 @@ fn open_from_disk_mmap_and_memory() {
     assert_eq!(snapshot(&a), snapshot(&m));
     assert_eq!(a.len(), b.len() as u64);
     std::fs::write(&p, &b[..50]).unwrap();
-    assert!(matches!(HurrayFile::open(&p), Err(Error::InvalidFile { .. })));
+    assert!(matches!(
+        HurrayFile::open(&p),
+        Err(Error::InvalidFile { .. })
+    ));
     assert!(matches!(
         HurrayFile::open(dir.path().join("missing")),
         Err(Error::Io { .. })

@@ -67,9 +67,14 @@ pub fn stats_for(t: &T) -> Statistics {
     }
     let amax = vals.iter().map(|v| v.abs()).fold(0.0, f64::max);
     let mean = vals.iter().sum::<f64>() / n;
-    let sq: f64 = vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() + (n - nnz) * mean * mean;
+    let sq: f64 =
+        vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() + (n - nnz) * mean * mean;
     Statistics {
-        computed_mask: NNZ_VALID | SPARSITY_VALID | VALUE_RANGE_VALID | VALUE_STATS_VALID | NAN_INF_VALID,
+        computed_mask: NNZ_VALID
+            | SPARSITY_VALID
+            | VALUE_RANGE_VALID
+            | VALUE_STATS_VALID
+            | NAN_INF_VALID,
         nnz: vals.len() as u64,
         sparsity_ratio: 1.0 - nnz / n,
         value_min: min,

@@ -954,6 +954,7 @@ impl<'a> CooTensor<'a> {
     }
 
     /// Coordinate of entry `i`. Panics if `i >= nnz`.
+    #[allow(clippy::should_implement_trait)]
     pub fn index(&self, i: u64) -> &'a [u64] {
         let s = i as usize * self.rank;
         &self.indices[s..s + self.rank]
@@ -1388,6 +1389,7 @@ impl<'a> CooTensor<'a> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::hurray::BufferHandle;

@@ -241,7 +241,7 @@ fn verify_duplicate_unsorted() {
         ],
         false,
     );
-    let f = open(&[t.clone()], &[]);
+    let f = open(std::slice::from_ref(&t), &[]);
     assert_eq!(rules(&f.verify()), [("duplicate", Some(3))]);
     assert!(f.verify()[0].detail.contains("entry 1"));
     assert!(err_of(f.only_tensor().unwrap().get(&[1])).contains("stored twice"));
@@ -265,7 +265,7 @@ fn verify_statistics_inconsistent() {
     s.value_max = 5.0;
     s.value_mean += 0.1;
     t.stats = Some(s);
-    let f = open(&[t.clone()], &[]);
+    let f = open(std::slice::from_ref(&t), &[]);
     let p = f.verify();
     assert_eq!(p.len(), 2, "{p:?}");
     assert!(p.iter().all(|p| p.rule == "statistics-mismatch"));

@@ -101,7 +101,7 @@ fn build_t(
 ) -> Vec<u8> {
     let t = small_t();
     build_with(
-        &[t.clone()],
+        std::slice::from_ref(&t),
         &checksums(&t),
         Opts::default(),
         tamper_desc,
@@ -271,7 +271,7 @@ fn kv_section_rules() {
     let t = small_t();
     // Flag set without a KV section.
     let (b, _) = build(
-        &[t.clone()],
+        std::slice::from_ref(&t),
         &[],
         Opts {
             kv_flag: true,
@@ -285,7 +285,7 @@ fn kv_section_rules() {
     );
     // KV without the flag (as the reference writer does) is read.
     let kv = vec![("k".to_string(), KvValue::String("v".into()))];
-    let (b, l) = build(&[t.clone()], &kv, Opts::default());
+    let (b, l) = build(std::slice::from_ref(&t), &kv, Opts::default());
     let f = HurrayFile::from_bytes(b.clone()).unwrap();
     assert_eq!(f.kv(), &kv[..]);
     // kv_offset misaligned.

@@ -736,6 +736,22 @@ fn check_entry(
     })
 }
 
+/// Hint the CPU to fetch `s[i]` (no effect when out of range or off x86-64).
+#[inline(always)]
+fn prefetch(s: &[u64], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(p) = s.get(i) {
+        // SAFETY: a prefetch is a hint that never faults; `p` is a valid reference anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (p as *const u64).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (s, i);
+}
+
 /// Equal, both NaN, or within a relative tolerance of 1e-6 (plus 1e-9 * scale
 /// absolute), since another writer may sum in another order.
 fn close(a: f64, b: f64, scale: f64) -> bool {
@@ -1016,10 +1032,17 @@ impl<'a> CooTensor<'a> {
         let mut base = 0usize;
         while size > 1 {
             let half = size / 2;
+            // Prefetch both candidates of the next step: on large tensors
+            // the search is bound by memory latency, not comparisons.
+            let next = (size - half) / 2;
+            prefetch(ind, (base + next) * r);
+            prefetch(ind, (base + half + next) * r);
             let mid = base + half;
-            if pred(&ind[mid * r..mid * r + r]) {
-                base = mid;
-            }
+            base = if pred(&ind[mid * r..mid * r + r]) {
+                mid
+            } else {
+                base
+            };
             size -= half;
         }
         base + pred(&ind[base * r..base * r + r]) as usize

@@ -412,3 +412,49 @@ proptest! {
 fn dtype_names() {
     assert_eq!(DType::F32.name(), "f32");
 }
+
+/// `cargo test --release --test read_access -- --ignored get_throughput --nocapture`
+#[test]
+#[ignore]
+fn get_throughput_10m() {
+    let n: u64 = 10_000_000;
+    let side = 1u64 << 20;
+    let mut t = T {
+        name: "big".into(),
+        dtype: DType::F32,
+        shape: vec![side, side],
+        indices: Vec::with_capacity(2 * n as usize),
+        values: Vec::with_capacity(4 * n as usize),
+        is_sorted: true,
+        stats: None,
+    };
+    for i in 0..n {
+        let lin = i * 97;
+        t.indices.push(lin / side);
+        t.indices.push(lin % side);
+        (i as f32).write_le(&mut t.values);
+    }
+    let (b, _) = build(std::slice::from_ref(&t), &[], Opts::default());
+    drop(t);
+    let f = HurrayFile::from_bytes(b).unwrap();
+    let c = f.only_tensor().unwrap();
+    let q = 2_000_000u64;
+    let mut x = 1u64;
+    let start = std::time::Instant::now();
+    let mut hits = 0u64;
+    for _ in 0..q {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let lin = (x >> 11) % (n * 97);
+        if !c.get(&[lin / side, lin % side]).unwrap().is_zero() {
+            hits += 1;
+        }
+    }
+    let dt = start.elapsed();
+    println!(
+        "{q} random gets on {n} entries: {:.0} lookups/s ({hits} hits)",
+        q as f64 / dt.as_secs_f64()
+    );
+    let start = std::time::Instant::now();
+    let p = f.verify();
+    println!("verify: {:?} ({} problems)", start.elapsed(), p.len());
+}

@@ -1034,9 +1034,14 @@ impl<'a> CooTensor<'a> {
             let half = size / 2;
             // Prefetch both candidates of the next step: on large tensors
             // the search is bound by memory latency, not comparisons.
-            let next = (size - half) / 2;
-            prefetch(ind, (base + next) * r);
-            prefetch(ind, (base + half + next) * r);
+            let rest = size - half;
+            let next = rest / 2;
+            let next2 = (rest - next) / 2;
+            for b in [base, base + half] {
+                prefetch(ind, (b + next) * r);
+                prefetch(ind, (b + next2) * r);
+                prefetch(ind, (b + next + next2) * r);
+            }
             let mid = base + half;
             base = if pred(&ind[mid * r..mid * r + r]) {
                 mid

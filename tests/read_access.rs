@@ -443,7 +443,9 @@ fn get_throughput_10m() {
     let start = std::time::Instant::now();
     let mut hits = 0u64;
     for _ in 0..q {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let lin = (x >> 11) % (n * 97);
         if !c.get(&[lin / side, lin % side]).unwrap().is_zero() {
             hits += 1;

@@ -232,13 +232,18 @@ pub fn build_with(
 }
 
 /// Recompute the trailer's index CRC after tampering with the index bytes.
-pub fn fix_crc(bytes: &mut [u8]) {
+/// False (nothing changed) when the trailer does not locate an index.
+pub fn fix_crc(bytes: &mut [u8]) -> bool {
     let n = bytes.len();
     let t = n - 40;
-    let io = u64::from_le_bytes(bytes[t..t + 8].try_into().unwrap()) as usize;
-    let il = u64::from_le_bytes(bytes[t + 8..t + 16].try_into().unwrap()) as usize;
-    let crc = crc32c::crc32c(&bytes[io..io + il]);
+    let io = u64::from_le_bytes(bytes[t..t + 8].try_into().unwrap());
+    let il = u64::from_le_bytes(bytes[t + 8..t + 16].try_into().unwrap());
+    let Some(end) = io.checked_add(il).filter(|&e| e <= t as u64) else {
+        return false;
+    };
+    let crc = crc32c::crc32c(&bytes[io as usize..end as usize]);
     bytes[t + 28..t + 32].copy_from_slice(&crc.to_le_bytes());
+    true
 }
 
 /// The standard small file: rank 2 f32, shape [4, 5], 4 sorted entries,

@@ -527,7 +527,13 @@ fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
             align,
             opts,
         )?;
-        let region = e.descriptor_offset..meta.indices.end as u64;
+        // Descriptor start to end of the indices buffer (descriptor end for
+        // an empty tensor).
+        let region = if meta.desc.nnz == 0 {
+            e.descriptor_offset..e.descriptor_offset + u64::from(e.descriptor_length)
+        } else {
+            e.descriptor_offset..meta.indices.end as u64
+        };
         let sec = format!("index entry {i} (tensor {:?})", e.name);
         for (what, r) in [("index section", &index_range), ("KV section", &kv_range)] {
             if overlaps(&region, r) {
@@ -664,10 +670,14 @@ fn check_entry(
     let i_end = i_off
         .checked_add(ibytes)
         .ok_or_else(|| outside("indices"))?;
-    if v_end > tstart {
+    // An empty tensor (nnz = 0) has no buffer bytes: its data_offset may
+    // point past the end of the written bytes (a writer that pads only to 8
+    // after the descriptor), and nothing is ever read there.
+    let empty = desc.nnz == 0;
+    if v_end > tstart && !empty {
         return Err(outside("values"));
     }
-    if i_end > tstart {
+    if i_end > tstart && !empty {
         return Err(Error::invalid(
             dsec,
             f_isize,
@@ -728,11 +738,23 @@ fn check_entry(
             ));
         }
     }
+    let (values, indices) = if empty {
+        // Empty, at an 8-aligned address so that typed empty views work.
+        (
+            d_off as usize..d_off as usize,
+            d_off as usize..d_off as usize,
+        )
+    } else {
+        (
+            v_off as usize..v_end as usize,
+            i_off as usize..i_end as usize,
+        )
+    };
     Ok(TensorMeta {
         name: e.name.clone(),
         desc,
-        values: v_off as usize..v_end as usize,
-        indices: i_off as usize..i_end as usize,
+        values,
+        indices,
     })
 }
 

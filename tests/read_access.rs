@@ -182,6 +182,36 @@ fn empty_tensor() {
 }
 
 #[test]
+fn reference_writer_padding_and_empty_last_tensor() {
+    let a = tensor::<f32>("a", &[4], &[(vec![1], 1.0)], true);
+    let e = tensor::<f32>("empty", &[4, 4], &[], true);
+    for ts in [
+        vec![a.clone()],
+        vec![a.clone(), e.clone()],
+        vec![e.clone()],
+        vec![e, a],
+    ] {
+        let opts = Opts {
+            pad_last_to_a: false,
+            ..Opts::default()
+        };
+        let (b, l) = build(&ts, &[], opts);
+        let f = HurrayFile::from_bytes(b.clone()).unwrap();
+        assert!(f.verify().is_empty());
+        assert!(l.index_offset < l.indices_offsets.last().unwrap() + 4096);
+        if let Ok(t) = f.tensor("empty") {
+            assert_eq!(t.nnz(), 0);
+            assert_eq!(t.get(&[1, 1]).unwrap(), Value::Float(0.0));
+            assert_eq!(t.values::<f32>().unwrap(), &[] as &[f32]);
+        }
+        if let Ok(t) = f.tensor("a") {
+            assert_eq!(t.get(&[1]).unwrap(), Value::Float(1.0));
+        }
+        assert_eq!(f.tensor_count(), ts.len());
+    }
+}
+
+#[test]
 fn verify_index_out_of_bounds() {
     let t = tensor::<f32>("t", &[4, 4], &[(vec![0, 1], 1.0), (vec![2, 9], 2.0)], true);
     let f = open(&[t], &[]);

@@ -110,6 +110,9 @@ pub struct Opts {
     pub alignment: u32,
     pub crc: bool,
     pub kv_flag: bool,
+    /// Pad to A after the last buffer (spec writer); false pads only to 8
+    /// (reference writer).
+    pub pad_last_to_a: bool,
 }
 
 impl Default for Opts {
@@ -118,6 +121,7 @@ impl Default for Opts {
             alignment: 4096,
             crc: true,
             kv_flag: false,
+            pad_last_to_a: true,
         }
     }
 }
@@ -184,16 +188,21 @@ pub fn build_with(
         let d_off = out.len() as u64;
         out.extend_from_slice(&db);
         let v_off = align_up(out.len() as u64, a).unwrap();
-        out.resize(v_off as usize, 0);
-        out.extend_from_slice(&t.values);
-        let i_off = align_up(out.len() as u64, a).unwrap();
-        out.resize(i_off as usize, 0);
-        for v in &t.indices {
-            out.extend_from_slice(&v.to_le_bytes());
+        let i_off = align_up(v_off + t.values.len() as u64, a).unwrap();
+        let end = i_off + 8 * t.indices.len() as u64;
+        // An empty tensor written reference-style: no padding to A at all.
+        if !t.indices.is_empty() || opts.pad_last_to_a {
+            out.resize(v_off as usize, 0);
+            out.extend_from_slice(&t.values);
+            out.resize(i_off as usize, 0);
+            for v in &t.indices {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
         }
-        let end = out.len() as u64;
         // Spec writer protocol: pad to A after the last buffer.
-        out.resize(align_up(end, a).unwrap() as usize, 0);
+        if opts.pad_last_to_a {
+            out.resize(align_up(out.len() as u64, a).unwrap() as usize, 0);
+        }
         entries.push(IndexEntry {
             name: t.name.clone(),
             descriptor_offset: d_off,

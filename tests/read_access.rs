@@ -465,7 +465,18 @@ fn get_throughput_10m() {
         (i as f32).write_le(&mut t.values);
     }
     let (b, _) = build(std::slice::from_ref(&t), &[], Opts::default());
+    t.is_sorted = false;
+    let (ub, _) = build(std::slice::from_ref(&t), &[], Opts::default());
     drop(t);
+    let uf = HurrayFile::from_bytes(ub).unwrap();
+    let start = std::time::Instant::now();
+    let p = uf.verify();
+    println!(
+        "verify unsorted (hash-partitioned duplicate search): {:?} ({} problems)",
+        start.elapsed(),
+        p.len()
+    );
+    drop(uf);
     let f = HurrayFile::from_bytes(b).unwrap();
     let c = f.only_tensor().unwrap();
     let q = 2_000_000u64;

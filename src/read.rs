@@ -19,7 +19,13 @@
 //! descriptor, A)`, indices at `align_up(end of values, A)`, `data_length ==
 //! end of indices - data_offset`, each non-empty buffer aligned to the
 //! alignment its handle claims, all ending before the trailer, no tensor region
-//! overlapping the KV section, the index or another tensor. All arithmetic is
+//! overlapping the KV section, the index or another tensor. A tensor with
+//! `nnz = 0` owns no buffer bytes: its `data_offset` must still be
+//! `align_up(end of descriptor, A)` and `data_length` 0, but that offset may
+//! lie past the written bytes (the reference writer pads only to 8). Buffers
+//! are located from the descriptor, never by extra padding: the spec's
+//! sequential-reader protocol and the reference reader find buffer k+1 at
+//! `align_up(end of buffer k, A)`, so anything else is rejected. All arithmetic is
 //! checked; a hostile file gives an [`Error::InvalidFile`] naming the section
 //! and byte offset, never a panic, an out-of-bounds read or an allocation
 //! larger than O(file size).
@@ -32,6 +38,9 @@
 //! the violations it meets for free:
 //! * at open, a tensor whose `nnz` exceeds `product(shape)` (it must hold
 //!   duplicates or out-of-range entries);
+//! * at open, a statistics `sparsity_ratio` (when its mask bit is set) that
+//!   contradicts `1 - nnz / product(shape)` beyond a 1e-6 relative tolerance
+//!   (an O(1) consistency check that catches a corrupted shape);
 //! * in [`CooTensor::get`] / [`CooTensor::find`], a coordinate stored twice
 //!   (the neighbour of a binary-search hit, or a second match of a linear scan).
 //!
@@ -1083,8 +1092,10 @@ impl<'a> CooTensor<'a> {
         )
     }
 
-    /// Position of the entry stored at `idx`, if any (rank and bounds checked).
-    /// Binary search when sorted, linear scan otherwise.
+    /// Position of the entry stored at `idx`, if any. Rank and bounds are
+    /// checked ([`Error::WrongRank`], [`Error::IndexOutOfRange`], both with
+    /// `contribution: 0`). Binary search when sorted, linear scan otherwise.
+    /// Strict mode: a coordinate met twice is an [`Error::InvalidFile`].
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
         self.check_bounds(idx)?;
         let r = self.rank;
@@ -1123,7 +1134,9 @@ impl<'a> CooTensor<'a> {
         })
     }
 
-    /// Position of the first entry `>= idx` (nnz if none). Sorted tensors only.
+    /// Position of the first entry `>= idx` (nnz if none). Sorted tensors only
+    /// (`Unsupported` otherwise); the rank is checked, components beyond the
+    /// shape are allowed.
     pub fn lower_bound(&self, idx: &[u64]) -> Result<u64> {
         self.check_rank(idx)?;
         self.require_sorted("lower_bound")?;

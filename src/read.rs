@@ -38,6 +38,9 @@
 //! the violations it meets for free:
 //! * at open, a tensor whose `nnz` exceeds `product(shape)` (it must hold
 //!   duplicates or out-of-range entries);
+//! * at open, non-zero padding between the descriptor and the values buffer
+//!   or between the two buffers (the spec says 0x00; at most 2 A bytes per
+//!   tensor are read);
 //! * at open, a statistics `sparsity_ratio` (when its mask bit is set) that
 //!   contradicts `1 - nnz / product(shape)` beyond a 1e-6 relative tolerance
 //!   (an O(1) consistency check that catches a corrupted shape);
@@ -745,6 +748,24 @@ fn check_entry(
                     st.sparsity_ratio, desc.nnz, desc.shape
                 ),
             ));
+        }
+    }
+    if !opts.permissive && !empty {
+        for (from, to, what) in [
+            (d_end, v_off, "padding between descriptor and values"),
+            (v_end, i_off, "padding between values and indices"),
+        ] {
+            let pad = &bytes[from as usize..to as usize];
+            if let Some(k) = pad.iter().position(|&b| b != 0) {
+                return Err(Error::invalid(
+                    dsec,
+                    from + k as u64,
+                    format!(
+                        "{what} must be 0x00, found 0x{:02x} (open with permissive to inspect)",
+                        pad[k]
+                    ),
+                ));
+            }
         }
     }
     let (values, indices) = if empty {

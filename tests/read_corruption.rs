@@ -228,6 +228,27 @@ fn misaligned_buffers_are_rejected() {
 }
 
 #[test]
+fn nonzero_padding_needs_permissive() {
+    let (b, l, _) = small();
+    for pos in [
+        l.desc_offsets[0] + l.desc_lens[0],
+        l.values_offsets[0] - 1,
+        l.values_offsets[0] + 16,
+        l.indices_offsets[0] - 1,
+    ] {
+        let mut m = b.clone();
+        m[pos as usize] = 0x5A;
+        let e = err_of(HurrayFile::from_bytes(m.clone()));
+        assert!(
+            e.contains("must be 0x00") && e.contains(&format!("byte {pos}")),
+            "{e}"
+        );
+        let f = HurrayFile::from_bytes_with(&m, ReadOptions { permissive: true }).unwrap();
+        assert!(f.verify().is_empty());
+    }
+}
+
+#[test]
 fn is_sorted_2_is_rejected() {
     let (mut b, l, _) = small();
     b[l.desc_offsets[0] as usize + 36 + 16] = 2;

@@ -405,3 +405,48 @@ fn open_from_disk_mmap_and_memory() {
     ));
     let _ = Statistics::default();
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Random multi-byte damage anywhere (CRC recomputed so the index
+        /// parser is reached): open in both modes and exercise every
+        /// accessor; nothing may panic.
+        #[test]
+        fn random_damage_never_panics(
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+            permissive in any::<bool>(),
+            crc in any::<bool>(),
+            in_meta in any::<bool>(),
+        ) {
+            let (mut b, l, _) = small();
+            // Metadata positions: header + descriptor, KV + index + trailer.
+            let meta: Vec<usize> = (0..(l.desc_offsets[0] + l.desc_lens[0]) as usize)
+                .chain(l.kv_offset as usize..b.len())
+                .collect();
+            for (i, v) in &edits {
+                let pos = if in_meta { meta[i.index(meta.len())] } else { i.index(b.len()) };
+                b[pos] = *v;
+            }
+            if crc {
+                fix_crc(&mut b);
+            }
+            if let Ok(f) = HurrayFile::from_bytes_with(&b, ReadOptions { permissive }) {
+                let _ = f.verify();
+                for t in f.tensors() {
+                    let _ = t.iter().count();
+                    let r = t.rank();
+                    let _ = t.get(&vec![0; r]);
+                    let _ = t.find(&vec![1; r]);
+                    let _ = t.lower_bound(&vec![2; r]);
+                    let _ = t.prefix_range(&[3]);
+                    let _ = t.values::<f32>();
+                }
+            }
+        }
+    }
+}

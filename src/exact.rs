@@ -873,3 +873,567 @@ fn sum_exact_slow(s: f64, c: f64, rest: &[f64], z: u8) -> ExactSum {
     r.zero = z;
     r
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use num_bigint::{BigInt, BigUint, Sign};
+    use proptest::prelude::*;
+
+    // ---------- independent oracle: exact big integer in units of 2^-1074 ----------
+
+    fn units(x: f64) -> BigInt {
+        assert!(x.is_finite());
+        let bits = x.to_bits();
+        let be = (bits >> 52) & 0x7ff;
+        let frac = bits & ((1u64 << 52) - 1);
+        let (m, sh) = if be == 0 {
+            (frac, 0)
+        } else {
+            (frac | (1 << 52), be - 1)
+        };
+        let v = BigInt::from(m) << sh;
+        if bits >> 63 != 0 {
+            -v
+        } else {
+            v
+        }
+    }
+
+    fn oracle_sum(xs: &[f64]) -> BigInt {
+        xs.iter().fold(BigInt::default(), |a, &x| a + units(x))
+    }
+
+    /// Oracle rounding of `n` (units of 2^-1074) to a format with precision
+    /// `prec`, smallest quantum 2^`minq`, largest finite `max`.
+    /// Returns `None` on overflow, else the rounded value in units.
+    fn oracle_round(n: &BigInt, prec: u64, minq: i64, max: f64) -> Option<BigInt> {
+        let a: BigUint = n.magnitude().clone();
+        if a == BigUint::default() {
+            return Some(BigInt::default());
+        }
+        let bits = a.bits() as i64;
+        let shift = (bits - prec as i64).max(minq + 1074).max(0) as u64;
+        let mut m = &a >> shift;
+        if shift > 0 {
+            let rem = &a - (&m << shift);
+            let half = BigUint::from(1u32) << (shift - 1);
+            let odd = m.bit(0);
+            if rem > half || (rem == half && odd) {
+                m += 1u32;
+            }
+        }
+        let v = m << shift;
+        if BigInt::from_biguint(Sign::Plus, v.clone()) > units(max) {
+            return None;
+        }
+        Some(BigInt::from_biguint(n.sign(), v))
+    }
+
+    fn all_neg_zero(xs: &[f64]) -> bool {
+        !xs.is_empty() && xs.iter().all(|x| x.to_bits() == NEG_ZERO_BITS)
+    }
+
+    /// Checks a rounded result `r` (widened to f64) against the oracle.
+    fn check_rounded(xs: &[f64], r: f64, prec: u64, minq: i64, max: f64, what: &str) {
+        let n = oracle_sum(xs);
+        match oracle_round(&n, prec, minq, max) {
+            None => {
+                let inf = if n.sign() == Sign::Minus {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                };
+                assert_eq!(r, inf, "{what}: overflow expected for {xs:?}");
+            }
+            Some(v) => {
+                assert!(r.is_finite(), "{what}: got {r} for {xs:?}");
+                assert_eq!(units(r), v, "{what}: value mismatch for {xs:?}");
+                if n.sign() == Sign::NoSign {
+                    let expect_neg = all_neg_zero(xs);
+                    assert_eq!(r.is_sign_negative(), expect_neg, "{what}: zero sign {xs:?}");
+                } else {
+                    assert_eq!(r.is_sign_negative(), n.sign() == Sign::Minus, "{what}: sign");
+                }
+            }
+        }
+    }
+
+    fn check_all(xs: &[f64], s: &ExactSum) {
+        check_rounded(xs, s.round_f64(), 53, -1074, f64::MAX, "f64");
+        check_rounded(xs, s.round_f32() as f64, 24, -149, f32::MAX as f64, "f32");
+        check_rounded(xs, s.round_f16().to_f64(), 11, -24, 65504.0, "f16");
+        check_rounded(xs, s.round_bf16().to_f64(), 8, -133, bf16::MAX.to_f64(), "bf16");
+    }
+
+    fn by_add(xs: &[f64]) -> ExactSum {
+        let mut s = ExactSum::new();
+        for &x in xs {
+            s.add(x);
+        }
+        s
+    }
+
+    fn roundtrip(s: &ExactSum) -> ExactSum {
+        let mut buf = Vec::new();
+        s.encode(&mut buf);
+        let mut pos = 0;
+        let d = ExactSum::decode(&buf, &mut pos).expect("decode");
+        assert_eq!(pos, buf.len());
+        d
+    }
+
+    fn bits_all(s: &ExactSum) -> (u64, u32, u16, u16) {
+        (
+            s.round_f64().to_bits(),
+            s.round_f32().to_bits(),
+            s.round_f16().to_bits(),
+            s.round_bf16().to_bits(),
+        )
+    }
+
+    fn fsum(xs: &[f64]) -> f64 {
+        let a = by_add(xs).round_f64();
+        let b = sum_exact(xs).round_f64();
+        assert_eq!(a.to_bits(), b.to_bits(), "add vs sum_exact on {xs:?}");
+        a
+    }
+
+    fn hexf(s: &str) -> f64 {
+        // "[-]0x1.<hex>p<exp>"
+        let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+        let s = s.strip_prefix("0x").unwrap();
+        let (mant, exp) = s.split_once('p').unwrap();
+        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+        let m = u64::from_str_radix(&format!("{int}{frac}"), 16).unwrap();
+        let e: i32 = exp.parse::<i32>().unwrap() - 4 * frac.len() as i32;
+        let v = scale2(m as f64, e);
+        if neg {
+            -v
+        } else {
+            v
+        }
+    }
+
+    // ---------- known cases ----------
+
+    #[test]
+    fn exact_fsum_known_cases() {
+        let p2 = |e: i32| scale2(1.0, e);
+        let cases: Vec<(Vec<f64>, f64)> = vec![
+            (vec![], 0.0),
+            (vec![0.0], 0.0),
+            (vec![1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50], 1e-100),
+            (vec![p2(53), -0.5, -p2(-54)], p2(53) - 1.0),
+            (vec![p2(53), 1.0, p2(-100)], p2(53) + 2.0),
+            (vec![p2(53) + 10.0, 1.0, p2(-100)], p2(53) + 12.0),
+            (vec![p2(53) - 4.0, 0.5, p2(-54)], p2(53) - 3.0),
+            (vec![1e16, 1.0, 1e-16], 10000000000000002.0),
+            (
+                vec![1e16 - 2.0, 1.0 - p2(-53), -(1e16 - 2.0), -(1.0 - p2(-53))],
+                0.0,
+            ),
+            (
+                (1..=1000).map(|n| 1.0 / n as f64).collect(),
+                hexf("0x1.df11f45f4e61ap+2"),
+            ),
+            (
+                (1..=1000)
+                    .map(|n| (-1f64).powi(n) / n as f64)
+                    .collect(),
+                hexf("-0x1.62a2af1bd3624p-1"),
+            ),
+            (
+                {
+                    let mut v: Vec<f64> = (-1074..972)
+                        .step_by(2)
+                        .map(|n| p2(n) - p2(n + 50) + p2(n + 52))
+                        .collect();
+                    v.push(-p2(1022));
+                    v
+                },
+                hexf("0x1.5555555555555p+970"),
+            ),
+            (vec![1e308, 1e308, -1e308], 1e308),
+            (vec![1.7e308, 1.7e308, -1.7e308], 1.7e308),
+            (vec![f64::MAX, f64::MAX, -f64::MAX, -f64::MAX, 1.0], 1.0),
+            (vec![f64::MAX, f64::MAX, -f64::MAX], f64::MAX),
+            (vec![f64::MAX, f64::MAX], f64::INFINITY),
+            (vec![-f64::MAX, -f64::MAX, 1e300], f64::NEG_INFINITY),
+            // exact tie at MAX + ulp/2 rounds to even (= overflow)
+            (vec![f64::MAX, p2(970)], f64::INFINITY),
+            (vec![f64::MAX, p2(970), -p2(-1074)], f64::MAX),
+            (vec![f64::MAX, p2(970), p2(-1074)], f64::INFINITY),
+            (vec![f64::MAX, p2(971), -p2(970), -p2(-1074)], f64::MAX),
+            (vec![p2(-1074), p2(-1074), -p2(-1073)], 0.0),
+            (vec![p2(-1074), 3.0 * p2(-1074)], p2(-1072)),
+        ];
+        for (xs, want) in &cases {
+            let got = fsum(xs);
+            assert_eq!(got.to_bits(), want.to_bits(), "{xs:?}: got {got:e} want {want:e}");
+            check_all(xs, &by_add(xs));
+            check_all(xs, &sum_exact(xs));
+            check_all(xs, &roundtrip(&by_add(xs)));
+        }
+    }
+
+    #[test]
+    fn exact_intermediate_overflow_goes_wide_and_merges() {
+        let xs = [1.7e308, 1.7e308, -1.7e308];
+        let s = by_add(&xs);
+        assert!(s.wide.is_some());
+        assert_eq!(s.round_f64(), 1.7e308);
+        assert_eq!(s.round_f32(), f32::INFINITY);
+        let r = roundtrip(&s);
+        assert_eq!(r, s);
+        let mut m = ExactSum::from_value(-1.7e308);
+        m.merge(&ExactSum::from_value(-1.7e308));
+        m.merge(&s);
+        assert_eq!(m.round_f64(), -1.7e308);
+        // huge multiples of 2^1024 then cancellation
+        let mut big = ExactSum::new();
+        for _ in 0..1000 {
+            big.add(f64::MAX);
+        }
+        for _ in 0..1000 {
+            big.add(-f64::MAX);
+        }
+        big.add(-0.5);
+        assert_eq!(big.round_f64(), -0.5);
+        big.add(0.5);
+        assert!(big.is_zero());
+        assert_eq!(big.round_f64().to_bits(), 0);
+        assert_eq!(big.round_f16().to_bits(), 0);
+    }
+
+    #[test]
+    fn exact_signed_zeros() {
+        let nz = |v: f64| v.to_bits() == NEG_ZERO_BITS;
+        assert_eq!(ExactSum::new().round_f64().to_bits(), 0);
+        assert!(nz(fsum(&[-0.0])));
+        assert!(nz(fsum(&[-0.0, -0.0, -0.0])));
+        assert_eq!(fsum(&[-0.0, 0.0]).to_bits(), 0);
+        assert_eq!(fsum(&[0.0, -0.0]).to_bits(), 0);
+        assert_eq!(fsum(&[-1.0, 1.0]).to_bits(), 0);
+        assert_eq!(fsum(&[-1.0, -0.0, 1.0]).to_bits(), 0);
+        let s = by_add(&[-0.0]);
+        assert!(s.is_zero());
+        assert!(nz(s.round_f32() as f64));
+        assert!(s.round_f16().is_sign_negative() && s.round_bf16().is_sign_negative());
+        let mut m = ExactSum::new();
+        m.merge(&s);
+        assert!(nz(m.round_f64()));
+        m.merge(&ExactSum::from_value(0.0));
+        assert_eq!(m.round_f64().to_bits(), 0);
+        assert!(nz(roundtrip(&s).round_f64()));
+        // non-zero exact sum underflowing a narrow type keeps its sign
+        let t = by_add(&[-1e-300]);
+        assert!(nz(t.round_f32() as f64));
+        assert!(t.round_f16().is_sign_negative());
+    }
+
+    #[test]
+    fn exact_specials() {
+        let inf = f64::INFINITY;
+        let nan = f64::NAN;
+        let cases: Vec<(Vec<f64>, f64)> = vec![
+            (vec![inf, 1.0, -1e308], inf),
+            (vec![-inf, 1e308, 1e308], -inf),
+            (vec![inf, inf], inf),
+            (vec![inf, -inf], nan),
+            (vec![nan, 1.0], nan),
+            (vec![1.0, nan, inf], nan),
+            (vec![f64::MAX, f64::MAX, -inf], -inf),
+        ];
+        for (xs, want) in cases {
+            for s in [by_add(&xs), sum_exact(&xs)] {
+                let r = roundtrip(&s);
+                for t in [&s, &r] {
+                    let got = t.round_f64();
+                    if want.is_nan() {
+                        assert!(got.is_nan() && t.round_f32().is_nan());
+                        assert!(t.round_f16().is_nan() && t.round_bf16().is_nan());
+                    } else {
+                        assert_eq!(got, want, "{xs:?}");
+                        assert_eq!(t.round_f32() as f64, want);
+                        assert_eq!(t.round_f16().to_f64(), want);
+                        assert_eq!(t.round_bf16().to_f64(), want);
+                    }
+                    assert!(!t.is_zero());
+                    assert_eq!(t.components(), 0);
+                }
+            }
+        }
+        // through merges, in both orders
+        let a = ExactSum::from_value(inf);
+        let b = ExactSum::from_value(-inf);
+        let c = by_add(&[1.0, 2.0]);
+        let mut x = c.clone();
+        x.merge(&a);
+        assert_eq!(x.round_f64(), inf);
+        x.merge(&c);
+        assert_eq!(x.round_f64(), inf);
+        let mut y = b.clone();
+        y.merge(&x);
+        assert!(y.round_f64().is_nan());
+        let mut z = x.clone();
+        z.merge(&b);
+        assert!(z.round_f64().is_nan());
+        assert_eq!(z, y);
+        let mut buf = Vec::new();
+        z.encode(&mut buf);
+        assert_eq!(buf.len(), 1);
+    }
+
+    #[test]
+    fn exact_double_rounding_traps() {
+        let p2 = |e: i32| scale2(1.0, e);
+        // f32: just above the midpoint between 1 and 1+2^-23
+        let s = by_add(&[1.0, p2(-24), p2(-60)]);
+        assert_eq!(s.round_f64(), 1.0 + p2(-24));
+        assert_eq!((s.round_f64() as f32), 1.0); // the double-rounding answer
+        assert_eq!(s.round_f32(), 1.0 + 2f32.powi(-23));
+        // just below an odd midpoint: double rounding would go up to even
+        let s = by_add(&[1.0 + p2(-23), p2(-24), -p2(-60)]);
+        assert_eq!(s.round_f32(), 1.0 + 2f32.powi(-23));
+        // exact tie: to even
+        assert_eq!(by_add(&[1.0 + p2(-23), p2(-24)]).round_f32(), 1.0 + 2f32.powi(-22));
+        assert_eq!(by_add(&[1.0, p2(-24)]).round_f32(), 1.0);
+        // f16 and bf16
+        let s = by_add(&[1.0, p2(-11), p2(-60)]);
+        assert_eq!(s.round_f16(), f16::from_f64(1.0 + p2(-10)));
+        let s = by_add(&[1.0, p2(-8), p2(-80)]);
+        assert_eq!(s.round_bf16(), bf16::from_f64(1.0 + p2(-7)));
+        let s = by_add(&[1.0, p2(-8), -p2(-80)]);
+        assert_eq!(s.round_bf16(), bf16::ONE);
+        // f32 overflow threshold MAX + ulp/2 = 2^128 - 2^103
+        let m = f32::MAX as f64;
+        assert_eq!(by_add(&[m, p2(103)]).round_f32(), f32::INFINITY);
+        assert_eq!(by_add(&[m, p2(103), -p2(-200)]).round_f32(), f32::MAX);
+        assert_eq!(by_add(&[-m, -p2(103), p2(-200)]).round_f32(), f32::MIN);
+        // f32 subnormal midpoint 2^-150
+        assert_eq!(by_add(&[p2(-150)]).round_f32().to_bits(), 0);
+        assert_eq!(by_add(&[p2(-150), p2(-300)]).round_f32().to_bits(), 1);
+        assert_eq!(by_add(&[-p2(-150), -p2(-300)]).round_f32().to_bits(), 0x8000_0001);
+        assert_eq!(by_add(&[p2(-149), p2(-150)]).round_f32().to_bits(), 2);
+        // f16: overflow threshold 65520, subnormal midpoint 2^-25
+        assert_eq!(by_add(&[65520.0]).round_f16(), f16::INFINITY);
+        assert_eq!(by_add(&[65520.0, -p2(-40)]).round_f16(), f16::MAX);
+        assert_eq!(by_add(&[p2(-25), p2(-70)]).round_f16().to_bits(), 1);
+        assert_eq!(by_add(&[p2(-25)]).round_f16().to_bits(), 0);
+    }
+
+    #[test]
+    fn exact_half_from_f64_rounding_probe() {
+        // Our narrow rounding never relies on half's rounding (it passes an
+        // exactly representable f64), but verify half round-trips exactly.
+        for b in 0..=u16::MAX {
+            let h = f16::from_bits(b);
+            if h.is_finite() {
+                assert_eq!(f16::from_f64(h.to_f64()).to_bits(), b);
+            }
+            let g = bf16::from_bits(b);
+            if g.is_finite() {
+                assert_eq!(bf16::from_f64(g.to_f64()).to_bits(), b);
+            }
+        }
+    }
+
+    #[test]
+    fn exact_encoding_sizes_and_rejects() {
+        let mut buf = Vec::new();
+        ExactSum::from_value(1.25).encode(&mut buf);
+        assert_eq!(buf.len(), 9);
+        buf.clear();
+        ExactSum::new().encode(&mut buf);
+        assert_eq!(buf.len(), 1);
+        let good = by_add(&[1.0, 1e-30]);
+        buf.clear();
+        good.encode(&mut buf);
+        assert_eq!(buf.len(), 17);
+        let dec = |b: &[u8]| {
+            let mut p = 0;
+            ExactSum::decode(b, &mut p)
+        };
+        assert!(dec(&buf).is_some());
+        // truncations
+        for l in 0..buf.len() {
+            assert!(dec(&buf[..l]).is_none(), "truncated {l}");
+        }
+        let one = |hdr: u8, xs: &[f64]| {
+            let mut b = vec![hdr];
+            for x in xs {
+                b.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+            b
+        };
+        let pos = Z_ANY | Z_POS;
+        let h = |n: u8, special: u8, zero: u8| special | (zero << 2) | (n << 4);
+        assert!(dec(&one(h(1, 0, pos), &[1.0])).is_some());
+        assert!(dec(&one(h(1, 0, pos), &[f64::NAN])).is_none());
+        assert!(dec(&one(h(1, 0, pos), &[f64::INFINITY])).is_none());
+        assert!(dec(&one(h(1, 0, pos), &[0.0])).is_none());
+        assert!(dec(&one(h(1, 0, Z_ANY), &[1.0])).is_none());
+        assert!(dec(&one(h(0, 0, Z_POS), &[])).is_none());
+        assert!(dec(&one(h(1, SPECIAL_NAN, pos), &[1.0])).is_none());
+        assert!(dec(&one(h(2, 0, pos), &[1.0, 1e-30])).is_none()); // decreasing
+        assert!(dec(&one(h(2, 0, pos), &[1.0, 3.0])).is_none()); // overlapping
+        assert!(dec(&one(h(2, 0, pos), &[1e-30, 1.0])).is_some());
+        // varint count must be canonical and justified by the buffer
+        assert!(dec(&[h(14, 0, pos), 3]).is_none());
+        assert!(dec(&[h(14, 0, pos), 0xff, 0xff, 0xff, 0xff, 0x0f]).is_none());
+        assert!(dec(&[h(14, 0, pos), 0x80, 0x00]).is_none());
+        // wide: bad lengths, non-minimal
+        assert!(dec(&[h(15, 0, pos), 0]).is_none());
+        assert!(dec(&[h(15, 0, pos), 36]).is_none());
+        let mut w = vec![h(15, 0, pos), 2];
+        w.extend_from_slice(&5u64.to_le_bytes());
+        w.extend_from_slice(&0u64.to_le_bytes());
+        assert!(dec(&w).is_none());
+        // a 14+ component sum round-trips through the varint count
+        let mut big = ExactSum::new();
+        for k in 0..20 {
+            big.add(2f64.powi(60 * k - 600));
+        }
+        assert_eq!(big.components(), 20);
+        assert_eq!(roundtrip(&big), big);
+        // several encodings back to back
+        buf.clear();
+        big.encode(&mut buf);
+        good.encode(&mut buf);
+        let mut p = 0;
+        assert_eq!(ExactSum::decode(&buf, &mut p).unwrap(), big);
+        assert_eq!(ExactSum::decode(&buf, &mut p).unwrap(), good);
+        assert_eq!(p, buf.len());
+    }
+
+    #[test]
+    fn exact_single_component_does_not_allocate() {
+        let mut s = ExactSum::new();
+        for x in [1.0, 2.0, 0.5, -3.0, 1024.0] {
+            s.add(x);
+        }
+        assert_eq!(s.components(), 1);
+        assert_eq!(s.low.capacity(), 0);
+        assert_eq!(sum_exact(&[1.0, 2.0, 4.0]).low.capacity(), 0);
+    }
+
+    // ---------- property tests ----------
+
+    fn any_f64() -> impl Strategy<Value = f64> {
+        let be = prop_oneof![
+            4 => 0u64..2047,
+            4 => 1000u64..1060,
+            2 => 0u64..4,
+            1 => 2040u64..2047,
+            1 => 850u64..930, // near f32/bf16 subnormal range
+            1 => 990u64..1040, // f16 range
+        ];
+        let frac = prop_oneof![
+            2 => any::<u64>().prop_map(|f| f & ((1 << 52) - 1)),
+            1 => (any::<u64>(), 30u32..52).prop_map(|(f, k)| (f << k) & ((1 << 52) - 1)),
+        ];
+        (any::<bool>(), be, frac).prop_map(|(s, be, f)| {
+            f64::from_bits(((s as u64) << 63) | (be << 52) | f)
+        })
+    }
+
+    fn vec_f64() -> impl Strategy<Value = Vec<f64>> {
+        prop_oneof![
+            prop::collection::vec(any_f64(), 0..24),
+            // cancellation-heavy: v, -v and a few extras, interleaved
+            (
+                prop::collection::vec(any_f64(), 0..12),
+                prop::collection::vec(any_f64(), 0..4),
+                any::<u64>()
+            )
+                .prop_map(|(v, extra, seed)| {
+                    let mut xs: Vec<f64> = v.iter().copied().chain(v.iter().map(|x| -x)).collect();
+                    xs.extend(extra);
+                    shuffle(&mut xs, seed);
+                    xs
+                }),
+            // similar magnitudes (FE-like) with signed zeros sprinkled in
+            (1.0f64..2.0, prop::collection::vec((-1.0f64..1.0, any::<bool>()), 1..10)).prop_map(
+                |(b, v)| v.iter().map(|&(r, z)| if z && r < -0.8 { -0.0 } else { b * r }).collect()
+            ),
+        ]
+    }
+
+    fn rng(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 33
+    }
+
+    fn shuffle(xs: &mut [f64], mut seed: u64) {
+        for i in (1..xs.len()).rev() {
+            let j = (rng(&mut seed) % (i as u64 + 1)) as usize;
+            xs.swap(i, j);
+        }
+    }
+
+    /// Random permutation, random groups, random per-group method, encode
+    /// round trips, merged in a random tree shape.
+    fn grouped(xs: &[f64], mut seed: u64) -> ExactSum {
+        let mut v = xs.to_vec();
+        shuffle(&mut v, rng(&mut seed));
+        let mut parts: Vec<ExactSum> = Vec::new();
+        let mut i = 0;
+        while i < v.len() {
+            let l = 1 + (rng(&mut seed) % 5) as usize;
+            let g = &v[i..(i + l).min(v.len())];
+            let s = if rng(&mut seed) % 2 == 0 { sum_exact(g) } else { by_add(g) };
+            parts.push(if rng(&mut seed) % 2 == 0 { roundtrip(&s) } else { s });
+            i += l;
+        }
+        if parts.is_empty() {
+            return ExactSum::new();
+        }
+        while parts.len() > 1 {
+            let a = (rng(&mut seed) % parts.len() as u64) as usize;
+            let x = parts.swap_remove(a);
+            let b = (rng(&mut seed) % parts.len() as u64) as usize;
+            parts[b].merge(&x);
+        }
+        parts.pop().unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1500))]
+
+        #[test]
+        fn exact_prop_matches_oracle(xs in vec_f64()) {
+            let a = by_add(&xs);
+            check_all(&xs, &a);
+            let b = sum_exact(&xs);
+            check_all(&xs, &b);
+            prop_assert_eq!(bits_all(&a), bits_all(&b));
+            prop_assert_eq!(a.is_zero(), oracle_sum(&xs) == BigInt::default());
+        }
+
+        #[test]
+        fn exact_prop_order_and_grouping_independent(xs in vec_f64(), seed in any::<u64>()) {
+            let direct = bits_all(&by_add(&xs));
+            for k in 0..3u64 {
+                let g = grouped(&xs, seed.wrapping_add(k));
+                prop_assert_eq!(bits_all(&g), direct);
+                let r = roundtrip(&g);
+                prop_assert_eq!(&r, &g);
+                prop_assert_eq!(bits_all(&r), direct);
+            }
+        }
+
+        #[test]
+        fn exact_prop_decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..80)) {
+            let mut p = 0;
+            if let Some(s) = ExactSum::decode(&bytes, &mut p) {
+                prop_assert!(p <= bytes.len());
+                let mut out = Vec::new();
+                s.encode(&mut out);
+                prop_assert_eq!(&out[..], &bytes[..p]);
+                let _ = bits_all(&s);
+            }
+        }
+    }
+}

@@ -88,7 +88,10 @@ const WIDE_LIMBS: usize = 35;
 pub struct ExactSum {
     /// Largest partial (0.0 iff there is no finite partial).
     head: f64,
-    /// Lower partials, increasing magnitude, all non-zero and finite.
+    /// Second largest partial (0.0 iff fewer than two partials).
+    second: f64,
+    /// Partials below `second`, increasing magnitude, all non-zero and
+    /// finite; empty (and unallocated) for up to two partials.
     low: Vec<f64>,
     /// Wide fixed-point form, used after an intermediate overflow.
     wide: Option<Box<Wide>>,
@@ -151,17 +154,12 @@ impl ExactSum {
     #[inline]
     pub fn add(&mut self, x: f64) {
         self.zero |= zero_bits_of(x);
-        if self.special == SPECIAL_NONE && self.wide.is_none() && self.low.is_empty() {
-            let (s, e) = two_sum(self.head, x);
-            if s.is_finite() && e.is_finite() {
-                self.head = s;
-                if e != 0.0 {
-                    self.low.push(e);
-                }
-                return;
-            }
+        if self.special == SPECIAL_NONE && self.wide.is_none() && self.low.is_empty() && x.is_finite()
+        {
+            self.grow_inline(x);
+        } else {
+            self.add_slow(x);
         }
-        self.add_slow(x);
     }
 
     #[cold]
@@ -184,13 +182,74 @@ impl ExactSum {
         self.special = combine_special(self.special, s);
         if self.special != SPECIAL_NONE {
             self.head = 0.0;
+            self.second = 0.0;
             self.low = Vec::new();
             self.wide = None;
         }
     }
 
+    /// Grow-Expansion for at most two partials (`low` empty), finite `x`.
+    #[inline(always)]
+    fn grow_inline(&mut self, x: f64) {
+        let (s1, e1) = two_sum(x, self.second);
+        let (s2, e2) = two_sum(s1, self.head);
+        if !(s1.is_finite() && e1.is_finite() && s2.is_finite() && e2.is_finite()) {
+            self.overflow_to_wide(&[x, self.second, self.head]);
+            return;
+        }
+        if e1 == 0.0 {
+            // at most two partials: (e2, s2)
+            if e2 == 0.0 {
+                self.head = s2;
+                self.second = 0.0;
+            } else {
+                self.head = s2;
+                self.second = e2;
+            }
+        } else if e2 == 0.0 {
+            if s2 == 0.0 {
+                self.head = e1;
+                self.second = 0.0;
+            } else {
+                self.head = s2;
+                self.second = e1;
+            }
+        } else {
+            self.low.push(e1);
+            self.second = e2;
+            self.head = s2;
+        }
+    }
+
+    #[cold]
+    fn overflow_to_wide(&mut self, parts: &[f64]) {
+        let mut w = Box::<Wide>::default();
+        for &p in parts {
+            w.add_f64(p);
+        }
+        self.head = 0.0;
+        self.second = 0.0;
+        self.low = Vec::new();
+        self.wide = Some(w);
+    }
+
     /// Grow-Expansion of the finite expansion by finite `x` (not wide, not special).
-    fn grow(&mut self, mut x: f64) {
+    fn grow(&mut self, x: f64) {
+        if self.low.is_empty() {
+            self.grow_inline(x);
+            return;
+        }
+        let sec = self.second;
+        self.low.push(sec);
+        self.second = 0.0;
+        self.grow_vec(x);
+        if self.wide.is_none() {
+            self.second = self.low.pop().unwrap_or(0.0);
+        }
+    }
+
+    /// Grow-Expansion over `low` (all lower partials) and `head`.
+    fn grow_vec(&mut self, mut x: f64) {
         let n = self.low.len();
         let mut i = 0;
         for j in 0..=n {
@@ -212,6 +271,7 @@ impl ExactSum {
                 }
                 self.low = Vec::new();
                 self.head = 0.0;
+                self.second = 0.0;
                 self.wide = Some(w);
                 return;
             }
@@ -240,6 +300,7 @@ impl ExactSum {
         for &p in &self.low {
             w.add_f64(p);
         }
+        w.add_f64(self.second);
         w.add_f64(self.head);
         w
     }
@@ -257,11 +318,12 @@ impl ExactSum {
             let mut w = self.to_wide();
             w.add_wide(&other.to_wide());
             self.head = 0.0;
+            self.second = 0.0;
             self.low = Vec::new();
             self.wide = Some(Box::new(w));
             return;
         }
-        for &p in other.low.iter().chain(core::iter::once(&other.head)) {
+        for &p in other.low.iter().chain([&other.second, &other.head]) {
             if p == 0.0 {
                 continue;
             }
@@ -277,11 +339,7 @@ impl ExactSum {
         if let Some(w) = &self.wide {
             return w.limbs.iter().filter(|&&l| l != 0).count();
         }
-        if self.head == 0.0 {
-            0
-        } else {
-            1 + self.low.len()
-        }
+        usize::from(self.head != 0.0) + usize::from(self.second != 0.0) + self.low.len()
     }
 
     /// Exact sum is zero (false for NaN and infinities).
@@ -315,17 +373,20 @@ impl ExactSum {
     /// Rounds the finite expansion to f64; returns `(hi, sign of exact - hi)`,
     /// or `None` if an overflow makes the fast path unreliable.
     fn round_expansion(&self) -> Option<(f64, i8)> {
-        let n = self.low.len();
-        if n == 0 {
+        if self.second == 0.0 {
             return Some((self.head, 0));
         }
+        // partial(i), ascending: low[..], then second.
+        let nl = self.low.len();
+        let part = |i: usize| if i < nl { self.low[i] } else { self.second };
+        let n = nl + 1;
         let mut hi = self.head;
         let mut lo = 0.0;
         let mut i = n;
         while i > 0 {
             i -= 1;
             let x = hi;
-            let y = self.low[i];
+            let y = part(i);
             hi = x + y;
             if !hi.is_finite() {
                 return None;
@@ -340,7 +401,7 @@ impl ExactSum {
             return Some((hi, 0));
         }
         // Remaining partials low[..i] are strictly smaller than |lo|.
-        if i > 0 && (lo < 0.0) == (self.low[i - 1] < 0.0) {
+        if i > 0 && (lo < 0.0) == (part(i - 1) < 0.0) {
             // lo may be exactly half an ulp; the rest pushes past the tie.
             let y = lo * 2.0;
             let x = hi + y;
@@ -736,6 +797,9 @@ impl ExactSum {
             for p in &self.low {
                 out.extend_from_slice(&p.to_bits().to_le_bytes());
             }
+            if self.second != 0.0 {
+                out.extend_from_slice(&self.second.to_bits().to_le_bytes());
+            }
             out.extend_from_slice(&self.head.to_bits().to_le_bytes());
         }
     }
@@ -800,7 +864,8 @@ impl ExactSum {
             return None;
         }
         let n = n as usize;
-        let mut low = Vec::with_capacity(n - 1);
+        let mut low = Vec::with_capacity(n.saturating_sub(2));
+        let mut second = 0.0;
         let mut prev: Option<f64> = None;
         for _ in 0..n {
             let x = f64::from_bits(read_u64_le(buf, pos)?);
@@ -811,11 +876,15 @@ impl ExactSum {
                 if ilog2(p) >= low_bit(x) {
                     return None;
                 }
-                low.push(p);
+                if second != 0.0 {
+                    low.push(second);
+                }
+                second = p;
             }
             prev = Some(x);
         }
         s.head = prev?;
+        s.second = second;
         s.low = low;
         Some(s)
     }
@@ -853,7 +922,8 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
     }
     ExactSum {
         head: hi,
-        low: if lo != 0.0 { vec![lo] } else { Vec::new() },
+        second: lo,
+        low: Vec::new(),
         wide: None,
         special: SPECIAL_NONE,
         zero: z,
@@ -1317,6 +1387,12 @@ mod tests {
         assert_eq!(s.components(), 1);
         assert_eq!(s.low.capacity(), 0);
         assert_eq!(sum_exact(&[1.0, 2.0, 4.0]).low.capacity(), 0);
+        // two components are still inline
+        let t = sum_exact(&[1.0, 1e-30, 3.0]);
+        assert_eq!((t.components(), t.low.capacity()), (2, 0));
+        let u = by_add(&[1.0, 1e-30, 3.0, 1e-30]);
+        assert_eq!((u.components(), u.low.capacity()), (2, 0));
+        assert_eq!(by_add(&[1.0, 1e-30, 1e-60]).components(), 3);
     }
 
     // ---------- property tests ----------

@@ -83,16 +83,71 @@ const NEG_ZERO_BITS: u64 = 0x8000_0000_0000_0000;
 /// Number of 64-bit limbs of the wide fixed-point form.
 const WIDE_LIMBS: usize = 35;
 
+/// Partials kept inline before spilling to the heap.
+const INLINE: usize = 4;
+
+/// Small vector of partials: inline up to [`INLINE`], then on the heap.
+#[derive(Clone, Debug, Default)]
+struct Parts {
+    /// Number of partials when not spilled.
+    n: usize,
+    inline: [f64; INLINE],
+    /// When non-empty, holds all partials and `inline`/`n` are unused.
+    heap: Vec<f64>,
+}
+
+impl PartialEq for Parts {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Parts {
+    #[inline(always)]
+    fn spilled(&self) -> bool {
+        !self.heap.is_empty()
+    }
+
+    #[inline(always)]
+    fn as_slice(&self) -> &[f64] {
+        if self.spilled() {
+            &self.heap
+        } else {
+            &self.inline[..self.n]
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        if self.spilled() {
+            self.heap.len()
+        } else {
+            self.n
+        }
+    }
+
+    fn clear(&mut self) {
+        self.n = 0;
+        self.heap = Vec::new();
+    }
+
+    fn from_slice(xs: &[f64]) -> Parts {
+        let mut p = Parts::default();
+        if xs.len() <= INLINE {
+            p.inline[..xs.len()].copy_from_slice(xs);
+            p.n = xs.len();
+        } else {
+            p.heap = xs.to_vec();
+        }
+        p
+    }
+}
+
 /// Exact sum of f64 values, as a non-overlapping expansion plus special-value state.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExactSum {
-    /// Largest partial (0.0 iff there is no finite partial).
-    head: f64,
-    /// Second largest partial (0.0 iff fewer than two partials).
-    second: f64,
-    /// Partials below `second`, increasing magnitude, all non-zero and
-    /// finite; empty (and unallocated) for up to two partials.
-    low: Vec<f64>,
+    /// Finite non-zero partials, increasing magnitude, non-overlapping.
+    parts: Parts,
     /// Wide fixed-point form, used after an intermediate overflow.
     wide: Option<Box<Wide>>,
     /// `SPECIAL_*`.
@@ -154,12 +209,20 @@ impl ExactSum {
     #[inline]
     pub fn add(&mut self, x: f64) {
         self.zero |= zero_bits_of(x);
-        if self.special == SPECIAL_NONE && self.wide.is_none() && self.low.is_empty() && x.is_finite()
-        {
-            self.grow_inline(x);
-        } else {
-            self.add_slow(x);
+        let p = &mut self.parts;
+        if p.n <= 1 && !p.spilled() && self.special == SPECIAL_NONE && self.wide.is_none() {
+            // 0 or 1 partial: one 2Sum (x + 0.0 is exact for a non-zero x).
+            let a = if p.n == 1 { p.inline[0] } else { 0.0 };
+            let (s, e) = two_sum(a, x);
+            if s.is_finite() && e.is_finite() {
+                // Keep the non-zero ones, smallest first (e != 0 implies s != 0).
+                p.inline[0] = if e != 0.0 { e } else { s };
+                p.inline[1] = s;
+                p.n = usize::from(e != 0.0) + usize::from(s != 0.0);
+                return;
+            }
         }
+        self.add_slow(x);
     }
 
     #[cold]
@@ -181,114 +244,65 @@ impl ExactSum {
     fn set_special(&mut self, s: u8) {
         self.special = combine_special(self.special, s);
         if self.special != SPECIAL_NONE {
-            self.head = 0.0;
-            self.second = 0.0;
-            self.low = Vec::new();
+            self.parts.clear();
             self.wide = None;
         }
     }
 
-    /// Grow-Expansion for at most two partials (`low` empty), finite `x`.
-    #[inline(always)]
-    fn grow_inline(&mut self, x: f64) {
-        let (s1, e1) = two_sum(x, self.second);
-        let (s2, e2) = two_sum(s1, self.head);
-        if !(s1.is_finite() && e1.is_finite() && s2.is_finite() && e2.is_finite()) {
-            self.overflow_to_wide(&[x, self.second, self.head]);
-            return;
-        }
-        if e1 == 0.0 {
-            // at most two partials: (e2, s2)
-            if e2 == 0.0 {
-                self.head = s2;
-                self.second = 0.0;
-            } else {
-                self.head = s2;
-                self.second = e2;
-            }
-        } else if e2 == 0.0 {
-            if s2 == 0.0 {
-                self.head = e1;
-                self.second = 0.0;
-            } else {
-                self.head = s2;
-                self.second = e1;
-            }
+    /// Grow-Expansion of the finite expansion by finite `x` (not wide, not
+    /// special): 2Sum through the partials from the smallest, keeping
+    /// non-zero error terms in place, then the final sum on top.
+    fn grow(&mut self, mut x: f64) {
+        let p = &mut self.parts;
+        let spilled = p.spilled();
+        let n = p.len();
+        let buf: &mut [f64] = if spilled {
+            &mut p.heap
         } else {
-            self.low.push(e1);
-            self.second = e2;
-            self.head = s2;
-        }
-    }
-
-    #[cold]
-    fn overflow_to_wide(&mut self, parts: &[f64]) {
-        let mut w = Box::<Wide>::default();
-        for &p in parts {
-            w.add_f64(p);
-        }
-        self.head = 0.0;
-        self.second = 0.0;
-        self.low = Vec::new();
-        self.wide = Some(w);
-    }
-
-    /// Grow-Expansion of the finite expansion by finite `x` (not wide, not special).
-    fn grow(&mut self, x: f64) {
-        if self.low.is_empty() {
-            self.grow_inline(x);
-            return;
-        }
-        let sec = self.second;
-        self.low.push(sec);
-        self.second = 0.0;
-        self.grow_vec(x);
-        if self.wide.is_none() {
-            self.second = self.low.pop().unwrap_or(0.0);
-        }
-    }
-
-    /// Grow-Expansion over `low` (all lower partials) and `head`.
-    fn grow_vec(&mut self, mut x: f64) {
-        let n = self.low.len();
+            &mut p.inline[..p.n]
+        };
         let mut i = 0;
-        for j in 0..=n {
-            let y = if j < n { self.low[j] } else { self.head };
+        for j in 0..n {
+            let y = buf[j];
             let (s, e) = two_sum(x, y);
             if !(s.is_finite() && e.is_finite()) {
-                // Intermediate overflow: exact total is low[..i] + x + y + rest.
+                // Intermediate overflow: the exact total is
+                // buf[..i] + x + buf[j..]; move it to the wide form.
                 let mut w = Box::<Wide>::default();
-                for &p in &self.low[..i] {
-                    w.add_f64(p);
+                for &q in buf[..i].iter().chain(core::iter::once(&x)).chain(&buf[j..]) {
+                    w.add_f64(q);
                 }
-                w.add_f64(x);
-                w.add_f64(y);
-                if j < n {
-                    for &p in &self.low[j + 1..] {
-                        w.add_f64(p);
-                    }
-                    w.add_f64(self.head);
-                }
-                self.low = Vec::new();
-                self.head = 0.0;
-                self.second = 0.0;
+                self.parts.clear();
                 self.wide = Some(w);
                 return;
             }
             if e != 0.0 {
-                if i < n {
-                    self.low[i] = e;
-                } else {
-                    self.low.push(e);
-                }
+                buf[i] = e;
                 i += 1;
             }
             x = s;
         }
-        self.low.truncate(i);
-        self.head = x;
-        if self.head == 0.0 {
-            self.head = self.low.pop().unwrap_or(0.0);
+        if spilled {
+            p.heap.truncate(i);
+            if x != 0.0 {
+                p.heap.push(x);
+            }
+            if p.heap.is_empty() {
+                p.n = 0;
+            }
+        } else {
+            p.n = i;
+            if x != 0.0 {
+                if i < INLINE {
+                    p.inline[i] = x;
+                    p.n = i + 1;
+                } else {
+                    let mut v = Vec::with_capacity(2 * INLINE);
+                    v.extend_from_slice(&p.inline[..i]);
+                    v.push(x);
+                    p.heap = v;
+                }
+            }
         }
     }
 
@@ -297,11 +311,9 @@ impl ExactSum {
             return (**w).clone();
         }
         let mut w = Wide::default();
-        for &p in &self.low {
+        for &p in self.parts.as_slice() {
             w.add_f64(p);
         }
-        w.add_f64(self.second);
-        w.add_f64(self.head);
         w
     }
 
@@ -317,16 +329,11 @@ impl ExactSum {
         if self.wide.is_some() || other.wide.is_some() {
             let mut w = self.to_wide();
             w.add_wide(&other.to_wide());
-            self.head = 0.0;
-            self.second = 0.0;
-            self.low = Vec::new();
+            self.parts.clear();
             self.wide = Some(Box::new(w));
             return;
         }
-        for &p in other.low.iter().chain([&other.second, &other.head]) {
-            if p == 0.0 {
-                continue;
-            }
+        for &p in other.parts.as_slice() {
             match self.wide.as_mut() {
                 Some(w) => w.add_f64(p),
                 None => self.grow(p),
@@ -336,10 +343,10 @@ impl ExactSum {
 
     /// Number of finite partials (for the rare wide form: non-zero limbs).
     pub fn components(&self) -> usize {
-        if let Some(w) = &self.wide {
-            return w.limbs.iter().filter(|&&l| l != 0).count();
+        match &self.wide {
+            Some(w) => w.limbs.iter().filter(|&&l| l != 0).count(),
+            None => self.parts.len(),
         }
-        usize::from(self.head != 0.0) + usize::from(self.second != 0.0) + self.low.len()
     }
 
     /// Exact sum is zero (false for NaN and infinities).
@@ -349,7 +356,7 @@ impl ExactSum {
         }
         match &self.wide {
             Some(w) => w.limbs.iter().all(|&l| l == 0),
-            None => self.head == 0.0,
+            None => self.parts.len() == 0,
         }
     }
 
@@ -373,20 +380,18 @@ impl ExactSum {
     /// Rounds the finite expansion to f64; returns `(hi, sign of exact - hi)`,
     /// or `None` if an overflow makes the fast path unreliable.
     fn round_expansion(&self) -> Option<(f64, i8)> {
-        if self.second == 0.0 {
-            return Some((self.head, 0));
+        let p = self.parts.as_slice();
+        let n = p.len();
+        if n <= 1 {
+            return Some((p.first().copied().unwrap_or(0.0), 0));
         }
-        // partial(i), ascending: low[..], then second.
-        let nl = self.low.len();
-        let part = |i: usize| if i < nl { self.low[i] } else { self.second };
-        let n = nl + 1;
-        let mut hi = self.head;
+        let mut i = n - 1;
+        let mut hi = p[i];
         let mut lo = 0.0;
-        let mut i = n;
         while i > 0 {
             i -= 1;
             let x = hi;
-            let y = part(i);
+            let y = p[i];
             hi = x + y;
             if !hi.is_finite() {
                 return None;
@@ -400,8 +405,8 @@ impl ExactSum {
         if lo == 0.0 {
             return Some((hi, 0));
         }
-        // Remaining partials low[..i] are strictly smaller than |lo|.
-        if i > 0 && (lo < 0.0) == (part(i - 1) < 0.0) {
+        // Remaining partials p[..i] sum to less than |lo| in magnitude.
+        if i > 0 && (lo < 0.0) == (p[i - 1] < 0.0) {
             // lo may be exactly half an ulp; the rest pushes past the tie.
             let y = lo * 2.0;
             let x = hi + y;
@@ -794,13 +799,9 @@ impl ExactSum {
             write_varint(out, n as u64);
         }
         if n > 0 {
-            for p in &self.low {
+            for p in self.parts.as_slice() {
                 out.extend_from_slice(&p.to_bits().to_le_bytes());
             }
-            if self.second != 0.0 {
-                out.extend_from_slice(&self.second.to_bits().to_le_bytes());
-            }
-            out.extend_from_slice(&self.head.to_bits().to_le_bytes());
         }
     }
 
@@ -864,8 +865,7 @@ impl ExactSum {
             return None;
         }
         let n = n as usize;
-        let mut low = Vec::with_capacity(n.saturating_sub(2));
-        let mut second = 0.0;
+        let mut parts = Vec::with_capacity(n);
         let mut prev: Option<f64> = None;
         for _ in 0..n {
             let x = f64::from_bits(read_u64_le(buf, pos)?);
@@ -876,16 +876,11 @@ impl ExactSum {
                 if ilog2(p) >= low_bit(x) {
                     return None;
                 }
-                if second != 0.0 {
-                    low.push(second);
-                }
-                second = p;
             }
+            parts.push(x);
             prev = Some(x);
         }
-        s.head = prev?;
-        s.second = second;
-        s.low = low;
+        s.parts = Parts::from_slice(&parts);
         Some(s)
     }
 }
@@ -921,9 +916,11 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
         return sum_exact_slow(s, c, &[], z);
     }
     ExactSum {
-        head: hi,
-        second: lo,
-        low: Vec::new(),
+        parts: if lo != 0.0 {
+            Parts::from_slice(&[lo, hi])
+        } else {
+            Parts::from_slice(&[hi][..usize::from(hi != 0.0)])
+        },
         wide: None,
         special: SPECIAL_NONE,
         zero: z,
@@ -1385,14 +1382,16 @@ mod tests {
             s.add(x);
         }
         assert_eq!(s.components(), 1);
-        assert_eq!(s.low.capacity(), 0);
-        assert_eq!(sum_exact(&[1.0, 2.0, 4.0]).low.capacity(), 0);
-        // two components are still inline
+        assert_eq!(s.parts.heap.capacity(), 0);
+        assert_eq!(sum_exact(&[1.0, 2.0, 4.0]).parts.heap.capacity(), 0);
+        // up to INLINE components are inline
         let t = sum_exact(&[1.0, 1e-30, 3.0]);
-        assert_eq!((t.components(), t.low.capacity()), (2, 0));
-        let u = by_add(&[1.0, 1e-30, 3.0, 1e-30]);
-        assert_eq!((u.components(), u.low.capacity()), (2, 0));
-        assert_eq!(by_add(&[1.0, 1e-30, 1e-60]).components(), 3);
+        assert_eq!((t.components(), t.parts.heap.capacity()), (2, 0));
+        let u = by_add(&[1.0, 1e-30, 3.0, 1e-30, 1e-60, 1e-90]);
+        assert_eq!((u.components(), u.parts.heap.capacity()), (4, 0));
+        let v = by_add(&[1.0, 1e-30, 1e-60, 1e-90, 1e-120]);
+        assert_eq!(v.components(), 5);
+        assert_eq!(roundtrip(&v), v);
     }
 
     // ---------- property tests ----------

@@ -9,11 +9,11 @@
 //!
 //! The finite part is a *non-overlapping expansion* (Shewchuk): finite,
 //! non-zero partials in increasing magnitude where the lowest set bit of each
-//! partial is above the highest set bit of the one below it. The largest
-//! partial is stored inline (`head`), the rest in a `Vec` that stays empty —
-//! and unallocated — for the common one-component case. Adding a value is a
-//! Grow-Expansion pass built from the branch-free 2Sum; a zero error term is
-//! dropped, so most additions to a one-component sum never touch the `Vec`.
+//! partial is above the highest set bit of the one below it. Up to four
+//! partials are stored inline (no allocation); longer expansions spill to a
+//! `Vec`. Adding a value is a Grow-Expansion pass built from the branch-free
+//! 2Sum with zero error terms dropped; adding to a sum of 0 or 1 partial is a
+//! single inlined 2Sum.
 //!
 //! # Semantics
 //!
@@ -192,6 +192,15 @@ fn special_of(x: f64) -> u8 {
     }
 }
 
+#[cold]
+fn wide_of(a: &[f64], x: f64, b: &[f64]) -> Box<Wide> {
+    let mut w = Box::<Wide>::default();
+    for &q in a.iter().chain(core::iter::once(&x)).chain(b) {
+        w.add_f64(q);
+    }
+    w
+}
+
 impl ExactSum {
     /// Empty sum (rounds to `+0.0`).
     pub fn new() -> Self {
@@ -225,7 +234,6 @@ impl ExactSum {
         self.add_slow(x);
     }
 
-    #[cold]
     fn add_slow(&mut self, x: f64) {
         if !x.is_finite() {
             self.set_special(special_of(x));
@@ -268,10 +276,7 @@ impl ExactSum {
             if !(s.is_finite() && e.is_finite()) {
                 // Intermediate overflow: the exact total is
                 // buf[..i] + x + buf[j..]; move it to the wide form.
-                let mut w = Box::<Wide>::default();
-                for &q in buf[..i].iter().chain(core::iter::once(&x)).chain(&buf[j..]) {
-                    w.add_f64(q);
-                }
+                let w = wide_of(&buf[..i], x, &buf[j..]);
                 self.parts.clear();
                 self.wide = Some(w);
                 return;
@@ -626,10 +631,10 @@ impl Wide {
 
     fn add_from(&mut self, start: usize, end: usize, other: &[u64; WIDE_LIMBS]) {
         let mut carry = false;
-        for i in start..WIDE_LIMBS {
-            let (s1, c1) = self.limbs[i].overflowing_add(other[i]);
+        for (i, (limb, &o)) in self.limbs.iter_mut().zip(other).enumerate().skip(start) {
+            let (s1, c1) = limb.overflowing_add(o);
             let (s2, c2) = s1.overflowing_add(carry as u64);
-            self.limbs[i] = s2;
+            *limb = s2;
             carry = c1 || c2;
             if !carry && i + 1 >= end {
                 break;
@@ -639,10 +644,10 @@ impl Wide {
 
     fn sub_from(&mut self, start: usize, end: usize, other: &[u64; WIDE_LIMBS]) {
         let mut borrow = false;
-        for i in start..WIDE_LIMBS {
-            let (s1, b1) = self.limbs[i].overflowing_sub(other[i]);
+        for (i, (limb, &o)) in self.limbs.iter_mut().zip(other).enumerate().skip(start) {
+            let (s1, b1) = limb.overflowing_sub(o);
             let (s2, b2) = s1.overflowing_sub(borrow as u64);
-            self.limbs[i] = s2;
+            *limb = s2;
             borrow = b1 || b2;
             if !borrow && i + 1 >= end {
                 break;
@@ -1021,7 +1026,11 @@ mod tests {
                     let expect_neg = all_neg_zero(xs);
                     assert_eq!(r.is_sign_negative(), expect_neg, "{what}: zero sign {xs:?}");
                 } else {
-                    assert_eq!(r.is_sign_negative(), n.sign() == Sign::Minus, "{what}: sign");
+                    assert_eq!(
+                        r.is_sign_negative(),
+                        n.sign() == Sign::Minus,
+                        "{what}: sign"
+                    );
                 }
             }
         }
@@ -1031,7 +1040,14 @@ mod tests {
         check_rounded(xs, s.round_f64(), 53, -1074, f64::MAX, "f64");
         check_rounded(xs, s.round_f32() as f64, 24, -149, f32::MAX as f64, "f32");
         check_rounded(xs, s.round_f16().to_f64(), 11, -24, 65504.0, "f16");
-        check_rounded(xs, s.round_bf16().to_f64(), 8, -133, bf16::MAX.to_f64(), "bf16");
+        check_rounded(
+            xs,
+            s.round_bf16().to_f64(),
+            8,
+            -133,
+            bf16::MAX.to_f64(),
+            "bf16",
+        );
     }
 
     fn by_add(xs: &[f64]) -> ExactSum {
@@ -1106,9 +1122,7 @@ mod tests {
                 hexf("0x1.df11f45f4e61ap+2"),
             ),
             (
-                (1..=1000)
-                    .map(|n| (-1f64).powi(n) / n as f64)
-                    .collect(),
+                (1..=1000).map(|n| (-1f64).powi(n) / n as f64).collect(),
                 hexf("-0x1.62a2af1bd3624p-1"),
             ),
             (
@@ -1138,7 +1152,11 @@ mod tests {
         ];
         for (xs, want) in &cases {
             let got = fsum(xs);
-            assert_eq!(got.to_bits(), want.to_bits(), "{xs:?}: got {got:e} want {want:e}");
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "{xs:?}: got {got:e} want {want:e}"
+            );
             check_all(xs, &by_add(xs));
             check_all(xs, &sum_exact(xs));
             check_all(xs, &roundtrip(&by_add(xs)));
@@ -1265,7 +1283,10 @@ mod tests {
         let s = by_add(&[1.0 + p2(-23), p2(-24), -p2(-60)]);
         assert_eq!(s.round_f32(), 1.0 + 2f32.powi(-23));
         // exact tie: to even
-        assert_eq!(by_add(&[1.0 + p2(-23), p2(-24)]).round_f32(), 1.0 + 2f32.powi(-22));
+        assert_eq!(
+            by_add(&[1.0 + p2(-23), p2(-24)]).round_f32(),
+            1.0 + 2f32.powi(-22)
+        );
         assert_eq!(by_add(&[1.0, p2(-24)]).round_f32(), 1.0);
         // f16 and bf16
         let s = by_add(&[1.0, p2(-11), p2(-60)]);
@@ -1282,7 +1303,10 @@ mod tests {
         // f32 subnormal midpoint 2^-150
         assert_eq!(by_add(&[p2(-150)]).round_f32().to_bits(), 0);
         assert_eq!(by_add(&[p2(-150), p2(-300)]).round_f32().to_bits(), 1);
-        assert_eq!(by_add(&[-p2(-150), -p2(-300)]).round_f32().to_bits(), 0x8000_0001);
+        assert_eq!(
+            by_add(&[-p2(-150), -p2(-300)]).round_f32().to_bits(),
+            0x8000_0001
+        );
         assert_eq!(by_add(&[p2(-149), p2(-150)]).round_f32().to_bits(), 2);
         // f16: overflow threshold 65520, subnormal midpoint 2^-25
         assert_eq!(by_add(&[65520.0]).round_f16(), f16::INFINITY);
@@ -1409,9 +1433,8 @@ mod tests {
             2 => any::<u64>().prop_map(|f| f & ((1 << 52) - 1)),
             1 => (any::<u64>(), 30u32..52).prop_map(|(f, k)| (f << k) & ((1 << 52) - 1)),
         ];
-        (any::<bool>(), be, frac).prop_map(|(s, be, f)| {
-            f64::from_bits(((s as u64) << 63) | (be << 52) | f)
-        })
+        (any::<bool>(), be, frac)
+            .prop_map(|(s, be, f)| f64::from_bits(((s as u64) << 63) | (be << 52) | f))
     }
 
     fn vec_f64() -> impl Strategy<Value = Vec<f64>> {
@@ -1430,14 +1453,21 @@ mod tests {
                     xs
                 }),
             // similar magnitudes (FE-like) with signed zeros sprinkled in
-            (1.0f64..2.0, prop::collection::vec((-1.0f64..1.0, any::<bool>()), 1..10)).prop_map(
-                |(b, v)| v.iter().map(|&(r, z)| if z && r < -0.8 { -0.0 } else { b * r }).collect()
-            ),
+            (
+                1.0f64..2.0,
+                prop::collection::vec((-1.0f64..1.0, any::<bool>()), 1..10)
+            )
+                .prop_map(|(b, v)| v
+                    .iter()
+                    .map(|&(r, z)| if z && r < -0.8 { -0.0 } else { b * r })
+                    .collect()),
         ]
     }
 
     fn rng(seed: &mut u64) -> u64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         *seed >> 33
     }
 
@@ -1458,8 +1488,16 @@ mod tests {
         while i < v.len() {
             let l = 1 + (rng(&mut seed) % 5) as usize;
             let g = &v[i..(i + l).min(v.len())];
-            let s = if rng(&mut seed) % 2 == 0 { sum_exact(g) } else { by_add(g) };
-            parts.push(if rng(&mut seed) % 2 == 0 { roundtrip(&s) } else { s });
+            let s = if rng(&mut seed) % 2 == 0 {
+                sum_exact(g)
+            } else {
+                by_add(g)
+            };
+            parts.push(if rng(&mut seed) % 2 == 0 {
+                roundtrip(&s)
+            } else {
+                s
+            });
             i += l;
         }
         if parts.is_empty() {

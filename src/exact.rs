@@ -1452,6 +1452,27 @@ mod tests {
                     shuffle(&mut xs, seed);
                     xs
                 }),
+            // a narrow-type midpoint (odd multiple of 2^e with few bits)
+            // split over several terms, plus tiny perturbations
+            (
+                0u64..(1 << 12),
+                -160i32..140,
+                prop::collection::vec((any::<bool>(), 1u64..(1 << 53), 0i32..80), 0..3),
+                any::<bool>(),
+                any::<u64>()
+            )
+                .prop_map(|(k, e, tiny, neg, seed)| {
+                    let m = scale2((2 * k + 1) as f64, e);
+                    let m = if neg { -m } else { m };
+                    let h = scale2(1.0, e + 3);
+                    let mut xs = vec![m + h, -h];
+                    for (sg, t, d) in tiny {
+                        let v = scale2(t as f64, e - 60 - d);
+                        xs.push(if sg { v } else { -v });
+                    }
+                    shuffle(&mut xs, seed);
+                    xs
+                }),
             // similar magnitudes (FE-like) with signed zeros sprinkled in
             (
                 1.0f64..2.0,

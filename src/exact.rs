@@ -892,7 +892,9 @@ impl ExactSum {
 
 /// Exact sum of a slice (fast path for the contributions to one coordinate).
 ///
-/// Length 1 is a copy, length 2 a single 2Sum. Longer slices run a 2Sum of
+/// Length 1 is a copy, length 2 a single 2Sum. Slices of up to 16 values
+/// grow the expansion in a stack buffer (no per-value state checks, one
+/// conversion at the end). Longer slices run a 2Sum of
 /// the values with a second 2Sum accumulating the error terms; as long as the
 /// error accumulation itself is exact (its own error is zero) the result is
 /// the two-component expansion of `s + c`; otherwise it falls back to the
@@ -901,7 +903,27 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
     match xs {
         [] => return ExactSum::new(),
         [x] => return ExactSum::from_value(*x),
+        &[a, b] => {
+            let (hi, lo) = two_sum(a, b);
+            if hi.is_finite() && lo.is_finite() {
+                let parts = if lo != 0.0 {
+                    Parts::from_slice(&[lo, hi])
+                } else {
+                    Parts::from_slice(&[hi][..usize::from(hi != 0.0)])
+                };
+                return ExactSum {
+                    parts,
+                    wide: None,
+                    special: SPECIAL_NONE,
+                    zero: zero_bits_of(a) | zero_bits_of(b),
+                };
+            }
+            return sum_exact_general(xs);
+        }
         _ => {}
+    }
+    if xs.len() <= STACK_GROW {
+        return sum_exact_stack(xs);
     }
     let mut s = 0.0f64;
     let mut c = 0.0f64;
@@ -930,6 +952,56 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
         special: SPECIAL_NONE,
         zero: z,
     }
+}
+
+/// Slices up to this length grow their expansion in a stack buffer.
+const STACK_GROW: usize = 16;
+
+/// Grow-Expansion over a stack buffer (an expansion of `n` values has at most
+/// `n` partials), converted to an [`ExactSum`] once at the end.
+fn sum_exact_stack(xs: &[f64]) -> ExactSum {
+    let mut buf = [0.0f64; STACK_GROW];
+    let mut n = 0;
+    let mut z = 0u8;
+    for &x in xs {
+        z |= zero_bits_of(x);
+        if !x.is_finite() {
+            return sum_exact_general(xs);
+        }
+        let mut q = x;
+        let mut i = 0;
+        for j in 0..n {
+            let (s, e) = two_sum(q, buf[j]);
+            if !(s.is_finite() && e.is_finite()) {
+                return sum_exact_general(xs);
+            }
+            if e != 0.0 {
+                buf[i] = e;
+                i += 1;
+            }
+            q = s;
+        }
+        if q != 0.0 && i < STACK_GROW {
+            buf[i] = q;
+            i += 1;
+        }
+        n = i;
+    }
+    ExactSum {
+        parts: Parts::from_slice(&buf[..n]),
+        wide: None,
+        special: SPECIAL_NONE,
+        zero: z,
+    }
+}
+
+#[cold]
+fn sum_exact_general(xs: &[f64]) -> ExactSum {
+    let mut r = ExactSum::new();
+    for &x in xs {
+        r.add(x);
+    }
+    r
 }
 
 #[cold]

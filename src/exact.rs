@@ -892,13 +892,12 @@ impl ExactSum {
 
 /// Exact sum of a slice (fast path for the contributions to one coordinate).
 ///
-/// Length 1 is a copy, length 2 a single 2Sum. Slices of up to 16 values
-/// grow the expansion in a stack buffer (no per-value state checks, one
-/// conversion at the end). Longer slices run a 2Sum of
+/// Length 1 is a copy, length 2 a single 2Sum. Longer slices run a 2Sum of
 /// the values with a second 2Sum accumulating the error terms; as long as the
 /// error accumulation itself is exact (its own error is zero) the result is
 /// the two-component expansion of `s + c`; otherwise it falls back to the
-/// general expansion growth for the rest of the slice.
+/// general expansion growth (for slices of up to 16 values: redone from the
+/// start in a stack buffer; longer ones: for the rest of the slice).
 pub fn sum_exact(xs: &[f64]) -> ExactSum {
     match xs {
         [] => return ExactSum::new(),
@@ -922,9 +921,6 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
         }
         _ => {}
     }
-    if xs.len() <= STACK_GROW {
-        return sum_exact_stack(xs);
-    }
     let mut s = 0.0f64;
     let mut c = 0.0f64;
     let mut z = 0u8;
@@ -933,6 +929,9 @@ pub fn sum_exact(xs: &[f64]) -> ExactSum {
         let (s1, e) = two_sum(s, x);
         let (c1, f) = two_sum(c, e);
         if f != 0.0 || !(s1.is_finite() && e.is_finite() && c1.is_finite() && f.is_finite()) {
+            if xs.len() <= STACK_GROW {
+                return sum_exact_stack(xs);
+            }
             return sum_exact_slow(s, c, &xs[k..], z);
         }
         s = s1;

@@ -27,7 +27,9 @@
 //!   Python's `math.fsum` raises `OverflowError` instead; we return infinity.
 //! * **Intermediate overflow** (two huge finite partials whose floating-point
 //!   sum overflows although the exact sum is representable) never corrupts the
-//!   result: when a 2Sum produces a non-finite result from finite inputs, the
+//!   result (CPython raises "intermediate overflow in fsum" for e.g.
+//!   `[1.7e308, 1.7e308, -1.7e308]`; we return `1.7e308`): when a 2Sum
+//!   produces a non-finite result from finite inputs, the
 //!   accumulator switches to a *wide* representation, a 2240-bit two's
 //!   complement fixed-point integer in units of 2^-1074 that holds every sum of
 //!   up to 2^100 finite `f64` values exactly. The wide form is rare and slower;
@@ -36,10 +38,15 @@
 //!   `-0.0` only if at least one value was added and every value added was
 //!   `-0.0`; an empty sum, or an exactly cancelling one, is `+0.0`. A non-zero
 //!   exact sum that underflows to zero in a narrower target keeps its sign.
+//!   (CPython 3.11's `math.fsum([-0.0])` returns `+0.0`; here it is `-0.0`.)
 //! * **Rounding.** Every `round_*` rounds the exact sum *once*
 //!   (round-half-to-even) to the target type, with IEEE overflow and
 //!   subnormals of the target. `round_f64` equals `math.fsum` whenever the
-//!   latter does not raise.
+//!   latter does not raise (and apart from the `-0.0` case above). Narrow
+//!   targets are rounded from the correctly rounded f64 `hi` plus the sign of
+//!   the residual `exact - hi`, which decides only when `hi` is exactly a
+//!   midpoint of the target (all target midpoints are f64 values), so there
+//!   is no double rounding; the wide form rounds straight from the integer.
 //!
 //! `PartialEq` is structural: two sums with equal value may compare unequal
 //! (e.g. a different number of partials after different addition orders).

@@ -56,8 +56,12 @@ proptest! {
     /// Integer sums, min, max, last and error against an oracle, with spills.
     #[test]
     fn matches_oracle_with_spills(
-        shape in prop::collection::vec(1u64..40, 1..=4),
-        n in 10_000usize..30_000,
+        shape in (1usize..=4).prop_flat_map(|rank| {
+            // Enough distinct coordinates that runs outgrow the in-memory share.
+            let (lo, hi) = [(20_000u64, 200_000u64), (150, 600), (30, 80), (12, 30)][rank - 1];
+            prop::collection::vec(lo..hi, rank)
+        }),
+        n in 80_000usize..150_000,
         seed in any::<u64>(),
         policy in prop::sample::select(vec![DuplicatePolicy::Sum, DuplicatePolicy::Min, DuplicatePolicy::Max, DuplicatePolicy::Last]),
         threads in 1usize..=2,

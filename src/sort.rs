@@ -1,1 +1,377 @@
-//! Radix sort of (key, value) records (to be written).
+//! Stable in-memory sort of `(key, value)` records.
+//!
+//! `u64`/`u128` keys take a radix sort over only the `key_bits` low bits that
+//! a [`crate::key::KeyLayout`] can set:
+//!
+//! 1. Buffers of at least [`MSD_MIN`] records get one MSD pass on the top
+//!    (up to [`MSD_BITS`]) bits, scattering into buckets that fit in cache.
+//!    If every key shares that digit, the digit is dropped and the next one
+//!    down is tried instead.
+//! 2. Each bucket (or a whole small buffer) is LSD radix sorted with 8-bit
+//!    digits; one read computes every digit's histogram, and digits where one
+//!    bucket holds everything are skipped. Buckets under
+//!    [`INSERTION_MAX`] records are insertion sorted instead.
+//!
+//! Every step is stable, so equal keys keep their input order (the `last`
+//! duplicate policy depends on it). Wide keys take a bottom-up stable merge
+//! sort through the same scratch buffer, so the memory budget is identical.
+
+use crate::key::Key;
+
+/// One contribution: a packed index key and the raw bits of its value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct Record<K> {
+    /// Packed index tuple.
+    pub key: K,
+    /// Raw bits of the contribution (f64 bits or an integer); never inspected
+    /// by the sort.
+    pub val: u64,
+}
+
+/// Buffers at least this long get the MSD pass; smaller ones fit in cache
+/// (16 Ki records of 16 bytes = 256 KiB) and are LSD sorted directly.
+pub const MSD_MIN: usize = 1 << 14;
+/// Maximum width of the MSD digit: 2048 buckets, ~5 Ki records per bucket
+/// for 1e7 records.
+pub const MSD_BITS: u32 = 11;
+/// Width of the in-cache LSD digits: a 256-entry histogram stays in L1.
+const LSD_BITS: u32 = 8;
+/// Buckets shorter than this are insertion sorted instead of radix sorted.
+pub const INSERTION_MAX: usize = 64;
+/// Run length the wide-key merge sort starts from (insertion sorted).
+const MERGE_RUN: usize = 16;
+
+/// Bytes of `scratch` that [`sort_records`] uses for `n` records: exactly one
+/// record per input record, whatever the key type.
+pub fn scratch_bytes_needed<K>(n: usize) -> usize {
+    n.saturating_mul(std::mem::size_of::<Record<K>>())
+}
+
+/// Sorts `records` by key, stably (equal keys keep their input order).
+///
+/// `scratch` is reused between calls; it is grown to `records.len()` if
+/// shorter and never beyond it (see [`scratch_bytes_needed`]). `key_bits` is
+/// [`crate::key::KeyLayout::total_bits`]: every key bit at or above it must be
+/// zero, and those digits are skipped.
+pub fn sort_records<K: Key>(records: &mut [Record<K>], scratch: &mut Vec<Record<K>>, key_bits: u32) {
+    let n = records.len();
+    let key_bits = key_bits.min(K::BITS);
+    if n < 2 || key_bits == 0 {
+        return; // all keys are zero when no bits are used: already sorted
+    }
+    if n <= INSERTION_MAX {
+        insertion_sort(records);
+        return;
+    }
+    if scratch.len() < n {
+        // reserve_exact: plain `resize` could double the capacity past n.
+        scratch.reserve_exact(n - scratch.len());
+        scratch.resize(
+            n,
+            Record {
+                key: K::default(),
+                val: 0,
+            },
+        );
+    }
+    let scratch = &mut scratch[..n];
+    if K::RADIX {
+        radix_sort(records, scratch, key_bits);
+    } else {
+        merge_sort(records, scratch);
+    }
+}
+
+/// Stable insertion sort; the fastest choice for a few dozen records.
+fn insertion_sort<K: Key>(v: &mut [Record<K>]) {
+    for i in 1..v.len() {
+        let cur = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1].key > cur.key {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = cur;
+    }
+}
+
+/// MSD pass then per-bucket LSD; result in `data`.
+fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bits: u32) {
+    let n = data.len();
+    let mut counts = vec![[0usize; 1 << LSD_BITS]; K::BITS.div_ceil(LSD_BITS) as usize];
+    if n < MSD_MIN {
+        if lsd_sort(data, buf, key_bits, &mut counts) {
+            data.copy_from_slice(buf);
+        }
+        return;
+    }
+
+    // MSD: find the top digit that actually splits the data.
+    let mut hist = vec![0usize; 1 << MSD_BITS];
+    let (shift, mask) = loop {
+        let width = key_bits.min(MSD_BITS);
+        let shift = key_bits - width;
+        let mask = (1usize << width) - 1;
+        hist[..=mask].fill(0);
+        for r in data.iter() {
+            hist[r.key.radix_digit(shift) & mask] += 1;
+        }
+        if hist[..=mask].iter().any(|&c| c == n) {
+            // All keys share this digit; drop it.
+            key_bits = shift;
+            if key_bits == 0 {
+                return; // all keys equal
+            }
+            continue;
+        }
+        break (shift, mask);
+    };
+
+    // Exclusive prefix sums give each bucket's start; scatter data -> buf.
+    let mut offs = vec![0usize; mask + 1];
+    let mut sum = 0;
+    for (o, &c) in offs.iter_mut().zip(&hist[..=mask]) {
+        *o = sum;
+        sum += c;
+    }
+    for r in data.iter() {
+        let d = r.key.radix_digit(shift) & mask;
+        buf[offs[d]] = *r;
+        offs[d] += 1;
+    }
+
+    // Sort each bucket from buf back into data.
+    let mut start = 0;
+    for &c in &hist[..=mask] {
+        let end = start + c;
+        let (src, dst) = (&mut buf[start..end], &mut data[start..end]);
+        if c <= INSERTION_MAX {
+            dst.copy_from_slice(src);
+            insertion_sort(dst);
+        } else if !lsd_sort(src, dst, shift, &mut counts) {
+            dst.copy_from_slice(src);
+        }
+        start = end;
+    }
+}
+
+/// LSD radix sort of `a` on bits `[0, bits)` ping-ponging with `b` (same
+/// length; its contents are overwritten). Returns true if the sorted result
+/// ended in `b`, false if it is in `a`. `counts` has one histogram per digit.
+fn lsd_sort<K: Key>(
+    a: &mut [Record<K>],
+    b: &mut [Record<K>],
+    bits: u32,
+    counts: &mut [[usize; 1 << LSD_BITS]],
+) -> bool {
+    const MASK: usize = (1 << LSD_BITS) - 1;
+    let n = a.len();
+    let digits = bits.div_ceil(LSD_BITS) as usize;
+    let counts = &mut counts[..digits];
+    for h in counts.iter_mut() {
+        h.fill(0);
+    }
+    // One read fills every digit's histogram.
+    for r in a.iter() {
+        for (p, h) in counts.iter_mut().enumerate() {
+            h[r.key.radix_digit(p as u32 * LSD_BITS) & MASK] += 1;
+        }
+    }
+    let mut in_b = false;
+    for (p, h) in counts.iter_mut().enumerate() {
+        if h.iter().any(|&c| c == n) {
+            continue; // every key shares this digit
+        }
+        let mut sum = 0;
+        for c in h.iter_mut() {
+            let t = *c;
+            *c = sum;
+            sum += t;
+        }
+        let shift = p as u32 * LSD_BITS;
+        let (src, dst): (&[Record<K>], &mut [Record<K>]) = if in_b {
+            (&*b, &mut *a)
+        } else {
+            (&*a, &mut *b)
+        };
+        for r in src {
+            let d = r.key.radix_digit(shift) & MASK;
+            dst[h[d]] = *r;
+            h[d] += 1;
+        }
+        in_b = !in_b;
+    }
+    in_b
+}
+
+/// Stable bottom-up merge sort through `buf` (same length); result in
+/// `data`. Used for wide keys, where radix passes would be too many.
+fn merge_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>]) {
+    let n = data.len();
+    for run in data.chunks_mut(MERGE_RUN) {
+        insertion_sort(run);
+    }
+    let mut width = MERGE_RUN;
+    let mut in_buf = false;
+    while width < n {
+        let (src, dst): (&[Record<K>], &mut [Record<K>]) = if in_buf {
+            (&*buf, &mut *data)
+        } else {
+            (&*data, &mut *buf)
+        };
+        for (s, d) in src.chunks(2 * width).zip(dst.chunks_mut(2 * width)) {
+            let mid = width.min(s.len());
+            merge(&s[..mid], &s[mid..], d);
+        }
+        in_buf = !in_buf;
+        width *= 2;
+    }
+    if in_buf {
+        data.copy_from_slice(buf);
+    }
+}
+
+/// Stable merge of sorted `l` and `r` into `out` (ties take `l` first).
+fn merge<K: Key>(l: &[Record<K>], r: &[Record<K>], out: &mut [Record<K>]) {
+    let (mut i, mut j) = (0, 0);
+    for o in out.iter_mut() {
+        if j >= r.len() || (i < l.len() && l[i].key <= r[j].key) {
+            *o = l[i];
+            i += 1;
+        } else {
+            *o = r[j];
+            j += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::key::WideKey;
+    use proptest::prelude::*;
+
+    /// Sorts with `sort_records` and with the stable std sort, and compares
+    /// whole records: val = input position, so stability is checked too.
+    fn check<K: Key>(keys: Vec<K>, key_bits: u32) {
+        let mut recs: Vec<Record<K>> = keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, key)| Record { key, val: i as u64 })
+            .collect();
+        let mut expect = recs.clone();
+        expect.sort_by_key(|r| r.key);
+        let mut scratch = Vec::new();
+        sort_records(&mut recs, &mut scratch, key_bits);
+        assert!(scratch.len() <= recs.len() && scratch.capacity() <= recs.len().max(1));
+        assert_eq!(recs, expect);
+    }
+
+    fn mask_u128(bits: u32) -> u128 {
+        if bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        }
+    }
+
+    /// Keys masked to `bits`, drawn from a pool of `distinct` values so
+    /// duplicates are common when it is small.
+    fn keys_u128(
+        sizes: impl Strategy<Value = usize>,
+        max_bits: u32,
+    ) -> impl Strategy<Value = (Vec<u128>, u32)> {
+        (sizes, 0..=max_bits, 1usize..2000, any::<u64>()).prop_map(
+            move |(n, bits, distinct, seed)| {
+                // splitmix64: cheap deterministic data from proptest's seed.
+                let mut s = seed;
+                let mut next = move || {
+                    s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = s;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                };
+                let pool: Vec<u128> = (0..distinct)
+                    .map(|_| ((u128::from(next()) << 64) | u128::from(next())) & mask_u128(bits))
+                    .collect();
+                let keys = (0..n)
+                    .map(|_| pool[next() as usize % distinct])
+                    .collect();
+                (keys, bits)
+            },
+        )
+    }
+
+    fn sizes() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            0usize..300,
+            Just(INSERTION_MAX),
+            Just(INSERTION_MAX + 1),
+            (MSD_MIN - 2)..(MSD_MIN + 2),
+            MSD_MIN..(4 * MSD_MIN),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn sort_matches_std_u64((keys, bits) in keys_u128(sizes(), 64)) {
+            check(keys.into_iter().map(|k| k as u64).collect(), bits);
+        }
+
+        #[test]
+        fn sort_matches_std_u128((keys, bits) in keys_u128(sizes(), 128)) {
+            check(keys, bits);
+        }
+
+        #[test]
+        fn sort_matches_std_wide4((keys, bits) in keys_u128(0usize..3000, 128)) {
+            // Spread the bits over the words so every word is compared.
+            let wide = keys
+                .into_iter()
+                .map(|k| WideKey([(k >> 100) as u64, (k >> 64) as u64 & 0xf, (k >> 32) as u64, k as u64]))
+                .collect();
+            check::<WideKey<4>>(wide, bits + 128);
+        }
+    }
+
+    #[test]
+    fn sort_all_equal_and_edge_bits() {
+        for n in [0, 1, 2, 65, MSD_MIN, 3 * MSD_MIN] {
+            check(vec![0u64; n], 0);
+            check(vec![0u64; n], 64);
+            check(vec![u64::MAX; n], 64);
+            check(vec![5u128 << 100; n], 128);
+        }
+        // Only the top digit differs, and only the bottom bit.
+        let n = 2 * MSD_MIN;
+        check((0..n).map(|i| ((i % 3) as u64) << 62).collect(), 64);
+        check((0..n).map(|i| (i % 2) as u64).collect(), 64);
+        check((0..n).map(|i| (((i * 7919) % n) as u128) << 90).collect(), 128);
+        // Tiny key width with a large buffer.
+        check((0..n).map(|i| (i % 2) as u64).collect(), 1);
+    }
+
+    #[test]
+    fn sort_scratch_reused_and_bounded() {
+        let mut scratch: Vec<Record<u64>> = Vec::new();
+        for n in [3 * MSD_MIN, 100, 5 * MSD_MIN] {
+            let mut recs: Vec<Record<u64>> = (0..n)
+                .map(|i| Record {
+                    key: ((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 24,
+                    val: i as u64,
+                })
+                .collect();
+            let mut expect = recs.clone();
+            expect.sort_by_key(|r| r.key);
+            sort_records(&mut recs, &mut scratch, 40);
+            assert_eq!(recs, expect);
+            assert!(scratch.capacity() <= 5 * MSD_MIN);
+        }
+        assert_eq!(scratch_bytes_needed::<u64>(10), 160);
+        assert_eq!(scratch_bytes_needed::<u128>(10), 320);
+    }
+}

@@ -447,9 +447,7 @@ mod tests {
     fn tuple_in(shape: Vec<u64>) -> impl Strategy<Value = Vec<u64>> {
         shape
             .into_iter()
-            .map(|s| {
-                prop_oneof![Just(0u64), Just(s - 1), 0..s, Just(s / 2)].boxed()
-            })
+            .map(|s| prop_oneof![Just(0u64), Just(s - 1), 0..s, Just(s / 2)].boxed())
             .collect::<Vec<_>>()
     }
 

@@ -4,17 +4,21 @@
 //! a [`crate::key::KeyLayout`] can set:
 //!
 //! 1. Buffers of at least [`MSD_MIN`] records get one MSD pass on the top
-//!    (up to [`MSD_BITS`]) bits, scattering into buckets that fit in cache.
-//!    If every key shares that digit, the digit is dropped and the next one
-//!    down is tried instead.
-//! 2. Each bucket (or a whole small buffer) is LSD radix sorted with 8-bit
-//!    digits; one read computes every digit's histogram, and digits where one
-//!    bucket holds everything are skipped. Buckets under
-//!    [`INSERTION_MAX`] records are insertion sorted instead.
+//!    bits (enough for buckets of about [`BUCKET_TARGET`] records, at most
+//!    [`MSD_BITS`] bits), scattering into buckets that fit in L2. If every
+//!    key shares that digit, the digit is dropped and the next one down is
+//!    tried instead.
+//! 2. Each bucket (or a whole small buffer) is LSD radix sorted with
+//!    balanced digits of up to 8 bits (up to 11 bits for buckets of at least
+//!    2048 records); digits where one histogram bucket holds everything are
+//!    skipped. Buckets of at most [`INSERTION_MAX`] records are insertion
+//!    sorted instead.
 //!
 //! Every step is stable, so equal keys keep their input order (the `last`
 //! duplicate policy depends on it). Wide keys take a bottom-up stable merge
 //! sort through the same scratch buffer, so the memory budget is identical.
+//! No `unsafe`: profiling shows the scatter passes stall on stores, not on
+//! bounds checks.
 
 use crate::key::Key;
 
@@ -35,8 +39,14 @@ pub const MSD_MIN: usize = 1 << 14;
 /// Maximum width of the MSD digit: 2048 buckets, ~5 Ki records per bucket
 /// for 1e7 records.
 pub const MSD_BITS: u32 = 11;
-/// Width of the in-cache LSD digits: a 256-entry histogram stays in L1.
-const LSD_BITS: u32 = 8;
+/// Target average MSD bucket size: 8 Ki records (128 KiB of u64 records,
+/// plus as much again for the ping-pong half) stays in the 1 MiB L2.
+pub const BUCKET_TARGET: usize = 1 << 13;
+/// Widest in-cache LSD digit.
+const LSD_BITS_MAX: u32 = 11;
+/// Buckets at least this long may use digits wider than 8 bits; smaller ones
+/// would spend more time on the histogram than on the records.
+const LSD_WIDE_MIN: usize = 2048;
 /// Buckets shorter than this are insertion sorted instead of radix sorted.
 pub const INSERTION_MAX: usize = 64;
 /// Run length the wide-key merge sort starts from (insertion sorted).
@@ -54,7 +64,11 @@ pub fn scratch_bytes_needed<K>(n: usize) -> usize {
 /// shorter and never beyond it (see [`scratch_bytes_needed`]). `key_bits` is
 /// [`crate::key::KeyLayout::total_bits`]: every key bit at or above it must be
 /// zero, and those digits are skipped.
-pub fn sort_records<K: Key>(records: &mut [Record<K>], scratch: &mut Vec<Record<K>>, key_bits: u32) {
+pub fn sort_records<K: Key>(
+    records: &mut [Record<K>],
+    scratch: &mut Vec<Record<K>>,
+    key_bits: u32,
+) {
     let n = records.len();
     let key_bits = key_bits.min(K::BITS);
     if n < 2 || key_bits == 0 {
@@ -96,10 +110,28 @@ fn insertion_sort<K: Key>(v: &mut [Record<K>]) {
     }
 }
 
+/// Number of MSD bits for `n` records: enough that the average bucket holds
+/// about [`BUCKET_TARGET`] records, at most [`MSD_BITS`].
+fn msd_width(n: usize) -> u32 {
+    let buckets = n.div_ceil(BUCKET_TARGET).max(2);
+    (usize::BITS - (buckets - 1).leading_zeros()).min(MSD_BITS)
+}
+
+/// Digit width and pass count for an LSD sort of `m` records on `bits`
+/// bits: the fewest passes with digits of at most 8 bits, or of at most 11
+/// bits when the bucket is large enough to amortize a 2048-entry histogram.
+/// Digits are balanced (e.g. 29 bits = 3 x 10) so none is needlessly wide.
+fn lsd_plan(bits: u32, m: usize) -> (u32, u32) {
+    let max_width = if m >= LSD_WIDE_MIN { LSD_BITS_MAX } else { 8 };
+    let passes = bits.div_ceil(max_width);
+    (bits.div_ceil(passes.max(1)), passes)
+}
+
 /// MSD pass then per-bucket LSD; result in `data`.
 fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bits: u32) {
     let n = data.len();
-    let mut counts = vec![[0usize; 1 << LSD_BITS]; K::BITS.div_ceil(LSD_BITS) as usize];
+    // One histogram per possible LSD digit, reused by every bucket.
+    let mut counts = vec![0usize; (K::BITS.div_ceil(8) as usize) << LSD_BITS_MAX];
     if n < MSD_MIN {
         if lsd_sort(data, buf, key_bits, &mut counts) {
             data.copy_from_slice(buf);
@@ -109,15 +141,16 @@ fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bit
 
     // MSD: find the top digit that actually splits the data.
     let mut hist = vec![0usize; 1 << MSD_BITS];
+    let msd_bits = msd_width(n);
     let (shift, mask) = loop {
-        let width = key_bits.min(MSD_BITS);
+        let width = key_bits.min(msd_bits);
         let shift = key_bits - width;
         let mask = (1usize << width) - 1;
         hist[..=mask].fill(0);
         for r in data.iter() {
             hist[r.key.radix_digit(shift) & mask] += 1;
         }
-        if hist[..=mask].iter().any(|&c| c == n) {
+        if hist[..=mask].contains(&n) {
             // All keys share this digit; drop it.
             key_bits = shift;
             if key_bits == 0 {
@@ -158,29 +191,34 @@ fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bit
 
 /// LSD radix sort of `a` on bits `[0, bits)` ping-ponging with `b` (same
 /// length; its contents are overwritten). Returns true if the sorted result
-/// ended in `b`, false if it is in `a`. `counts` has one histogram per digit.
+/// ended in `b`, false if it is in `a`. `counts` holds a histogram of
+/// `1 << LSD_BITS_MAX` entries per digit.
 fn lsd_sort<K: Key>(
     a: &mut [Record<K>],
     b: &mut [Record<K>],
     bits: u32,
-    counts: &mut [[usize; 1 << LSD_BITS]],
+    counts: &mut [usize],
 ) -> bool {
-    const MASK: usize = (1 << LSD_BITS) - 1;
     let n = a.len();
-    let digits = bits.div_ceil(LSD_BITS) as usize;
-    let counts = &mut counts[..digits];
-    for h in counts.iter_mut() {
-        h.fill(0);
+    let (width, passes) = lsd_plan(bits, n);
+    if passes == 0 {
+        return false;
     }
-    // One read fills every digit's histogram.
-    for r in a.iter() {
-        for (p, h) in counts.iter_mut().enumerate() {
-            h[r.key.radix_digit(p as u32 * LSD_BITS) & MASK] += 1;
+    let size = 1usize << width;
+    let mask = size - 1;
+    let counts = &mut counts[..passes as usize * size];
+    counts.fill(0);
+    // A bucket fits in cache, so one simple loop per digit beats one read
+    // feeding every histogram (that inner loop does not unroll).
+    for (p, h) in counts.chunks_exact_mut(size).enumerate() {
+        let shift = p as u32 * width;
+        for r in a.iter() {
+            h[r.key.radix_digit(shift) & mask] += 1;
         }
     }
     let mut in_b = false;
-    for (p, h) in counts.iter_mut().enumerate() {
-        if h.iter().any(|&c| c == n) {
+    for (p, h) in counts.chunks_exact_mut(size).enumerate() {
+        if h.contains(&n) {
             continue; // every key shares this digit
         }
         let mut sum = 0;
@@ -189,14 +227,11 @@ fn lsd_sort<K: Key>(
             *c = sum;
             sum += t;
         }
-        let shift = p as u32 * LSD_BITS;
-        let (src, dst): (&[Record<K>], &mut [Record<K>]) = if in_b {
-            (&*b, &mut *a)
-        } else {
-            (&*a, &mut *b)
-        };
+        let shift = p as u32 * width;
+        let (src, dst): (&[Record<K>], &mut [Record<K>]) =
+            if in_b { (&*b, &mut *a) } else { (&*a, &mut *b) };
         for r in src {
-            let d = r.key.radix_digit(shift) & MASK;
+            let d = r.key.radix_digit(shift) & mask;
             dst[h[d]] = *r;
             h[d] += 1;
         }
@@ -297,9 +332,7 @@ mod tests {
                 let pool: Vec<u128> = (0..distinct)
                     .map(|_| ((u128::from(next()) << 64) | u128::from(next())) & mask_u128(bits))
                     .collect();
-                let keys = (0..n)
-                    .map(|_| pool[next() as usize % distinct])
-                    .collect();
+                let keys = (0..n).map(|_| pool[next() as usize % distinct]).collect();
                 (keys, bits)
             },
         )
@@ -350,7 +383,10 @@ mod tests {
         let n = 2 * MSD_MIN;
         check((0..n).map(|i| ((i % 3) as u64) << 62).collect(), 64);
         check((0..n).map(|i| (i % 2) as u64).collect(), 64);
-        check((0..n).map(|i| (((i * 7919) % n) as u128) << 90).collect(), 128);
+        check(
+            (0..n).map(|i| (((i * 7919) % n) as u128) << 90).collect(),
+            128,
+        );
         // Tiny key width with a large buffer.
         check((0..n).map(|i| (i % 2) as u64).collect(), 1);
     }

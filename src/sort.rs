@@ -8,6 +8,8 @@
 //!    [`MSD_BITS`] bits), scattering into buckets that fit in L2. If every
 //!    key shares that digit, the digit is dropped and the next one down is
 //!    tried instead.
+//!    Buckets above [`RECURSE_MIN`] records (skewed keys) get another MSD
+//!    pass on the next bits.
 //! 2. Each bucket (or a whole small buffer) is LSD radix sorted with
 //!    balanced digits of up to 8 bits (up to 11 bits for buckets of at least
 //!    2048 records); digits where one histogram bucket holds everything are
@@ -42,6 +44,9 @@ pub const MSD_BITS: u32 = 11;
 /// Target average MSD bucket size: 8 Ki records (128 KiB of u64 records,
 /// plus as much again for the ping-pong half) stays in the 1 MiB L2.
 pub const BUCKET_TARGET: usize = 1 << 13;
+/// MSD buckets larger than this (1 MiB of u64 records, twice that with the
+/// ping-pong half) get another MSD pass instead of an out-of-cache LSD sort.
+pub const RECURSE_MIN: usize = 1 << 16;
 /// Widest in-cache LSD digit.
 const LSD_BITS_MAX: u32 = 11;
 /// Buckets at least this long may use digits wider than 8 bits; smaller ones
@@ -91,7 +96,13 @@ pub fn sort_records<K: Key>(
     }
     let scratch = &mut scratch[..n];
     if K::RADIX {
-        radix_sort(records, scratch, key_bits);
+        debug_assert!(
+            key_bits >= K::BITS || records.iter().all(|r| r.key.radix_digit(key_bits) == 0),
+            "a key has bits at or above key_bits = {key_bits}"
+        );
+        // One histogram per possible LSD digit, reused by every bucket.
+        let mut counts = vec![0usize; (K::BITS.div_ceil(8) as usize) << LSD_BITS_MAX];
+        radix_sort(records, scratch, key_bits, &mut counts);
     } else {
         merge_sort(records, scratch);
     }
@@ -127,13 +138,17 @@ fn lsd_plan(bits: u32, m: usize) -> (u32, u32) {
     (bits.div_ceil(passes.max(1)), passes)
 }
 
-/// MSD pass then per-bucket LSD; result in `data`.
-fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bits: u32) {
+/// MSD pass then per-bucket LSD; result in `data`, `buf` (same length) is
+/// overwritten. `counts` is the LSD histogram space (see [`lsd_sort`]).
+fn radix_sort<K: Key>(
+    data: &mut [Record<K>],
+    buf: &mut [Record<K>],
+    mut key_bits: u32,
+    counts: &mut [usize],
+) {
     let n = data.len();
-    // One histogram per possible LSD digit, reused by every bucket.
-    let mut counts = vec![0usize; (K::BITS.div_ceil(8) as usize) << LSD_BITS_MAX];
     if n < MSD_MIN {
-        if lsd_sort(data, buf, key_bits, &mut counts) {
+        if lsd_sort(data, buf, key_bits, counts) {
             data.copy_from_slice(buf);
         }
         return;
@@ -182,7 +197,12 @@ fn radix_sort<K: Key>(data: &mut [Record<K>], buf: &mut [Record<K>], mut key_bit
         if c <= INSERTION_MAX {
             dst.copy_from_slice(src);
             insertion_sort(dst);
-        } else if !lsd_sort(src, dst, shift, &mut counts) {
+        } else if c > RECURSE_MIN {
+            // Skewed keys: a bucket too big for cache gets its own MSD pass
+            // on the next bits, then one copy back.
+            radix_sort(src, dst, shift, counts);
+            dst.copy_from_slice(src);
+        } else if !lsd_sort(src, dst, shift, counts) {
             dst.copy_from_slice(src);
         }
         start = end;
@@ -387,6 +407,23 @@ mod tests {
             (0..n).map(|i| (((i * 7919) % n) as u128) << 90).collect(),
             128,
         );
+        // Skew: 90% of keys share the top digit, so that bucket recurses.
+        let n = 4 * RECURSE_MIN;
+        check(
+            (0..n)
+                .map(|i| {
+                    let low =
+                        ((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 30) & ((1 << 34) - 1);
+                    if i % 10 == 0 {
+                        ((i % 7) as u64) << 34 | low
+                    } else {
+                        (3u64 << 34) | (low >> 20)
+                    }
+                })
+                .collect(),
+            37,
+        );
+        let n = 2 * MSD_MIN;
         // Tiny key width with a large buffer.
         check((0..n).map(|i| (i % 2) as u64).collect(), 1);
     }

@@ -86,11 +86,12 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// `SORT_QUICK=1 cargo bench --bench sort`: best of 5 runs per method and
-/// the ratios, which is robust to the noise of a shared machine.
-fn quick() {
+/// `SORT_QUICK=<runs> cargo bench --bench sort`: best of `runs` (default 5)
+/// per method and the ratios, which is robust to the noise of a shared
+/// machine.
+fn quick(runs: usize) {
     let best = |recs: &[Record<u64>], f: &mut dyn FnMut(&mut [Record<u64>])| {
-        (0..5)
+        (0..runs)
             .map(|_| {
                 let mut v = recs.to_vec();
                 let t = Instant::now();
@@ -128,8 +129,8 @@ fn records(keys: &[u64]) -> Vec<Record<u64>> {
 criterion_group!(benches, bench);
 
 fn main() {
-    if std::env::var_os("SORT_QUICK").is_some() {
-        quick();
+    if let Ok(runs) = std::env::var("SORT_QUICK") {
+        quick(runs.parse().unwrap_or(5).max(1));
         return;
     }
     benches();

@@ -27,6 +27,7 @@ struct Args {
     budget: u64,
     threads: usize,
     elasticity: bool,
+    fast_sums: bool,
     output: std::path::PathBuf,
     keep: bool,
 }
@@ -37,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
         budget: 64 << 20,
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         elasticity: false,
+        fast_sums: false,
         output: std::env::temp_dir().join(format!("assemble_fem-{}.hrry", std::process::id())),
         keep: false,
     };
@@ -48,13 +50,14 @@ fn parse_args() -> Result<Args, String> {
             "--budget" => a.budget = parse_size(&val()?).map_err(|e| e.to_string())?,
             "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
             "--elasticity" => a.elasticity = true,
+            "--fast-sums" => a.fast_sums = true,
             "--output" => {
                 a.output = val()?.into();
                 a.keep = true;
             }
             "-h" | "--help" => {
                 println!(
-                    "assemble_fem [--n ELEMENTS_PER_EDGE (56)] [--budget SIZE (64MiB)] [--threads N] [--elasticity] [--output FILE]"
+                    "assemble_fem [--n ELEMENTS_PER_EDGE (56)] [--budget SIZE (64MiB)] [--threads N] [--elasticity] [--fast-sums] [--output FILE]"
                 );
                 std::process::exit(0);
             }
@@ -85,7 +88,11 @@ fn gradients(x: &[[f64; 3]; 8], xi: [f64; 3]) -> ([[f64; 3]; 8], f64) {
     let mut dref = [[0.0; 3]; 8];
     for (a, c) in CORNERS.iter().enumerate() {
         let f = |d: usize| 1.0 + c[d] * xi[d];
-        dref[a] = [c[0] * f(1) * f(2) / 8.0, c[1] * f(0) * f(2) / 8.0, c[2] * f(0) * f(1) / 8.0];
+        dref[a] = [
+            c[0] * f(1) * f(2) / 8.0,
+            c[1] * f(0) * f(2) / 8.0,
+            c[2] * f(0) * f(1) / 8.0,
+        ];
     }
     // J[i][j] = d x_i / d xi_j
     let mut j = [[0.0; 3]; 3];
@@ -96,7 +103,8 @@ fn gradients(x: &[[f64; 3]; 8], xi: [f64; 3]) -> ([[f64; 3]; 8], f64) {
             }
         }
     }
-    let det = j[0][0] * (j[1][1] * j[2][2] - j[1][2] * j[2][1]) - j[0][1] * (j[1][0] * j[2][2] - j[1][2] * j[2][0])
+    let det = j[0][0] * (j[1][1] * j[2][2] - j[1][2] * j[2][1])
+        - j[0][1] * (j[1][0] * j[2][2] - j[1][2] * j[2][0])
         + j[0][2] * (j[1][0] * j[2][1] - j[1][1] * j[2][0]);
     // Inverse transpose times the reference gradient.
     let inv = [
@@ -215,6 +223,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         memory_budget: a.budget,
         threads: a.threads,
         tensor_name: "K".into(),
+        exact_sums: !a.fast_sums,
         ..AssembleOptions::default()
     };
     let t0 = Instant::now();
@@ -230,7 +239,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             z + s * (4.0 * x).sin() * (6.0 * y).cos(),
         ]
     };
-    let node = |i: usize, j: usize, k: usize| (i + nodes_per_edge * (j + nodes_per_edge * k)) as u64;
+    let node =
+        |i: usize, j: usize, k: usize| (i + nodes_per_edge * (j + nodes_per_edge * k)) as u64;
     let threads = a.threads.max(1);
     std::thread::scope(|s| -> Result<(), coo_assembler::Error> {
         let mut handles = Vec::new();
@@ -246,10 +256,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         for i in 0..n {
                             let mut x = [[0.0; 3]; 8];
                             for (c, off) in CORNERS.iter().enumerate() {
-                                let (ii, jj, kk) = (i + (off[0] > 0.0) as usize, j + (off[1] > 0.0) as usize, k + (off[2] > 0.0) as usize);
+                                let (ii, jj, kk) = (
+                                    i + (off[0] > 0.0) as usize,
+                                    j + (off[1] > 0.0) as usize,
+                                    k + (off[2] > 0.0) as usize,
+                                );
                                 x[c] = coord(ii, jj, kk);
                                 for d in 0..comps {
-                                    dofs[c * comps + d] = node(ii, jj, kk) * comps as u64 + d as u64;
+                                    dofs[c * comps + d] =
+                                        node(ii, jj, kk) * comps as u64 + d as u64;
                                 }
                             }
                             if comps == 3 {
@@ -265,7 +280,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }));
         }
         for h in handles {
-            h.join().map_err(|_| coo_assembler::Error::Poisoned("pushing thread panicked"))??;
+            h.join()
+                .map_err(|_| coo_assembler::Error::Poisoned("pushing thread panicked"))??;
         }
         Ok(())
     })?;
@@ -296,7 +312,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         peak_rss_mib().map_or("unknown".into(), |m| format!("{m:.1} MiB"))
     );
     if s.contributions != contributions {
-        return Err(format!("{} contributions arrived, {contributions} were pushed", s.contributions).into());
+        return Err(format!(
+            "{} contributions arrived, {contributions} were pushed",
+            s.contributions
+        )
+        .into());
     }
 
     // Check the physics on the file as a reader sees it.
@@ -305,7 +325,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let k = file.tensor("K")?;
     let problems = k.verify();
     if !problems.is_empty() {
-        return Err(format!("verify found {} problems, first: {}", problems.len(), problems[0]).into());
+        return Err(format!(
+            "verify found {} problems, first: {}",
+            problems.len(),
+            problems[0]
+        )
+        .into());
     }
     let mut asym = 0u64;
     let mut worst_row = 0.0f64;

@@ -12,7 +12,8 @@
 //! are more than the fan-in, and streams the result into the file writer.
 
 use crate::combine::{
-    CombinerKind, Combiner, FloatExtreme, FloatSum, IntExtreme, IntSum, Last, PushValue, Unique,
+    Combiner, CombinerKind, FloatExtreme, FloatFastSum, FloatSum, IntExtreme, IntSum, Last,
+    PushValue, Unique,
 };
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -20,7 +21,7 @@ use crate::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::merge::{combine_error, first_pass_width, Merger};
 use crate::options::{AssembleOptions, NonFinitePolicy};
 use crate::sort::{sort_records, Record};
-use crate::spill::{Run, RunReader, RunWriter, SpillFile};
+use crate::spill::{Run, RunFormat, RunReader, RunWriter, SpillFile};
 use crate::write::{FileWriter, WriteOptions};
 use crossbeam_channel::{Receiver, Sender};
 use std::marker::PhantomData;
@@ -99,7 +100,8 @@ impl Plan {
         let max_pushers = opts.threads;
         let n_chunks = max_pushers + sorters;
         let units = (n_chunks + sorters) as u64; // chunks + one sort scratch per sorter
-        let fixed = OUTPUT_BUFFER_BYTES + sorters as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        let fixed =
+            OUTPUT_BUFFER_BYTES + sorters as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let min_chunk_bytes = MIN_CHUNK_RECORDS * record_bytes;
         let minimum = fixed + ((units * min_chunk_bytes) as f64 / CHUNK_SHARE).ceil() as u64;
         if opts.memory_budget < minimum {
@@ -114,7 +116,8 @@ impl Plan {
         let held_limit = free - (chunk_bytes * units);
         // In the merge phase the chunk area is free again: readers get it.
         let reader_bytes = (BLOCK_TARGET + 4096) as u64 * 2;
-        let fan_in = ((chunk_bytes * units) / reader_bytes).clamp(2, opts.max_fan_in as u64) as usize;
+        let fan_in =
+            ((chunk_bytes * units) / reader_bytes).clamp(2, opts.max_fan_in as u64) as usize;
         Ok(Plan {
             chunk_records,
             sorters,
@@ -164,7 +167,7 @@ struct Core<K: Key> {
     kind: CombinerKind,
     opts: AssembleOptions,
     plan: Plan,
-    fingerprint: u64,
+    run_format: RunFormat,
     free_tx: Sender<Vec<Record<K>>>,
     free_rx: Receiver<Vec<Record<K>>>,
     work_tx: Sender<Job<K>>,
@@ -205,7 +208,11 @@ impl<K: Key> Core<K> {
         if let Some(d) = &s.spill_dir {
             return Ok(d.path().to_path_buf());
         }
-        let base = self.opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let base = self
+            .opts
+            .temp_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
         let d = self.opts.io.tempdir_in(&base)?;
         let p = d.path().to_path_buf();
         s.spill_dir = Some(d);
@@ -219,6 +226,10 @@ macro_rules! with_combiner {
         match $kind {
             CombinerKind::FloatSum => {
                 let $c = FloatSum($dtype);
+                $body
+            }
+            CombinerKind::FloatFastSum => {
+                let $c = FloatFastSum($dtype);
                 $body
             }
             CombinerKind::FloatExtreme { max } => {
@@ -250,14 +261,18 @@ macro_rules! with_combiner {
 fn est_acc_bytes(kind: CombinerKind) -> u64 {
     match kind {
         CombinerKind::FloatSum => 10,
-        CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
+        CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
         CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
         CombinerKind::Last => 18,
     }
 }
 
-fn new_core<K: Key>(layout: KeyLayout, dtype: DType, opts: AssembleOptions) -> Result<Arc<Core<K>>> {
-    let kind = CombinerKind::of(dtype, opts.duplicates);
+fn new_core<K: Key>(
+    layout: KeyLayout,
+    dtype: DType,
+    opts: AssembleOptions,
+) -> Result<Arc<Core<K>>> {
+    let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
     let key_varint = (layout.total_bits() as u64).div_ceil(7).max(1);
     let plan = Plan::new(&opts, record_bytes, key_varint + est_acc_bytes(kind))?;
@@ -267,7 +282,11 @@ fn new_core<K: Key>(layout: KeyLayout, dtype: DType, opts: AssembleOptions) -> R
     }
     fp.push(dtype.tag());
     fp.extend_from_slice(format!("{kind:?}/{}", K::BITS).as_bytes());
-    let fingerprint = xxhash_rust::xxh3::xxh3_64(&fp);
+    let run_format = RunFormat {
+        key_bits: layout.total_bits(),
+        fingerprint: xxhash_rust::xxh3::xxh3_64(&fp),
+        block_target: BLOCK_TARGET,
+    };
     let (free_tx, free_rx) = crossbeam_channel::unbounded();
     let (work_tx, work_rx) = crossbeam_channel::unbounded();
     for _ in 0..plan.n_chunks {
@@ -280,7 +299,7 @@ fn new_core<K: Key>(layout: KeyLayout, dtype: DType, opts: AssembleOptions) -> R
         kind,
         opts,
         plan,
-        fingerprint,
+        run_format,
         free_tx,
         free_rx,
         work_tx,
@@ -326,18 +345,28 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
         if !core.poisoned.load(Ordering::Relaxed) {
             let t = Instant::now();
             let before = scratch.capacity();
-            let r = make_run(core, comb, &mut chunk, origin, &mut scratch, &mut raws, &mut spill);
+            let r = make_run(
+                core,
+                comb,
+                &mut chunk,
+                origin,
+                &mut scratch,
+                &mut raws,
+                &mut spill,
+            );
             let grown = scratch.capacity().saturating_sub(before) as u64;
             core.mem.add(grown * core.plan.record_bytes);
             if let Err(e) = r {
                 core.fail(e);
             }
-            core.sort_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            core.sort_nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
         chunk.clear();
         let _ = core.free_tx.send(chunk);
     }
-    core.mem.sub(scratch.capacity() as u64 * core.plan.record_bytes);
+    core.mem
+        .sub(scratch.capacity() as u64 * core.plan.record_bytes);
 }
 
 /// Sort one chunk, combine equal keys, and write the result as a run.
@@ -364,7 +393,7 @@ fn make_run<K: Key, C: Combiner>(
     let io = &core.opts.io;
     let result = (|| -> Result<Run> {
         let mut w = if in_memory {
-            RunWriter::memory(comb, id, bits, core.fingerprint, BLOCK_TARGET, est as usize, io)?
+            RunWriter::memory(comb, id, core.run_format, est as usize, io)?
         } else {
             if spill.is_none() {
                 *spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
@@ -372,7 +401,7 @@ fn make_run<K: Key, C: Combiner>(
             let Some(sf) = spill.as_mut() else {
                 return Err(Error::Poisoned("spill file"));
             };
-            RunWriter::file(comb, id, bits, core.fingerprint, BLOCK_TARGET, sf, SPILL_BUFFER, io)
+            RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io)
         };
         let n = chunk.len();
         let mut i = 0;
@@ -383,11 +412,11 @@ fn make_run<K: Key, C: Combiner>(
                 j += 1;
             }
             let acc = if j == i + 1 {
-                comb.from_group(&[chunk[i].val], origin)
+                comb.combine_group(&[chunk[i].val], origin)
             } else {
                 raws.clear();
                 raws.extend(chunk[i..j].iter().map(|r| r.val));
-                comb.from_group(raws, origin)
+                comb.combine_group(raws, origin)
             }
             .map_err(|e| combine_error(&core.layout, core.dtype, &key, e))?;
             w.push(key, &acc)?;
@@ -468,7 +497,8 @@ impl<K: Key> Local<K> {
         if core.opts.non_finite != NonFinitePolicy::Keep {
             if let Some(f) = v.as_float() {
                 let refuse = f.is_nan()
-                    || (core.opts.non_finite == NonFinitePolicy::RejectNonFinite && f.is_infinite());
+                    || (core.opts.non_finite == NonFinitePolicy::RejectNonFinite
+                        && f.is_infinite());
                 if refuse {
                     return Err(Error::InvalidValue {
                         contribution: n,
@@ -522,7 +552,8 @@ impl<K: Key> Local<K> {
                 what: "an ingest chunk",
                 bytes: want as u64 * core.plan.record_bytes,
             })?;
-            core.mem.add((c.capacity() - had) as u64 * core.plan.record_bytes);
+            core.mem
+                .add((c.capacity() - had) as u64 * core.plan.record_bytes);
         }
         self.chunk = c;
         Ok(())
@@ -550,7 +581,9 @@ impl<K: Key> Drop for Local<K> {
         } else {
             self.send_chunk();
         }
-        self.core.contributions.fetch_add(self.count, Ordering::Relaxed);
+        self.core
+            .contributions
+            .fetch_add(self.count, Ordering::Relaxed);
         self.core.pushers_alive.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -606,7 +639,7 @@ impl AnyCore {
 /// assert_eq!(summary.nnz, 2);
 /// let file = HurrayFile::open(&out)?;
 /// assert_eq!(file.only_tensor()?.get(&[0, 1])?, Value::Float(1.75));
-/// # Ok::<(), coo_assembler::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Builder {
     core: AnyCore,
@@ -675,7 +708,12 @@ impl Builder {
 
     /// Push rank-2 contributions given as `(values, (rows, cols))`, the
     /// arrays scipy's `coo_array` takes.
-    pub fn push_coo<V: PushValue>(&mut self, rows: &[u64], cols: &[u64], values: &[V]) -> Result<()> {
+    pub fn push_coo<V: PushValue>(
+        &mut self,
+        rows: &[u64],
+        cols: &[u64],
+        values: &[V],
+    ) -> Result<()> {
         each!(AnyLocal, self.own()?, l => push_coo(l, rows, cols, values))
     }
 
@@ -711,7 +749,12 @@ fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[
     Ok(())
 }
 
-fn push_coo<K: Key, V: PushValue>(l: &mut Local<K>, rows: &[u64], cols: &[u64], values: &[V]) -> Result<()> {
+fn push_coo<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    rows: &[u64],
+    cols: &[u64],
+    values: &[V],
+) -> Result<()> {
     if l.core.layout.rank() != 2 {
         return Err(Error::WrongRank {
             contribution: l.count,
@@ -808,7 +851,12 @@ impl Pusher<'_> {
     }
 
     /// See [`Builder::push_coo`].
-    pub fn push_coo<V: PushValue>(&mut self, rows: &[u64], cols: &[u64], values: &[V]) -> Result<()> {
+    pub fn push_coo<V: PushValue>(
+        &mut self,
+        rows: &[u64],
+        cols: &[u64],
+        values: &[V],
+    ) -> Result<()> {
         each!(AnyLocal, &mut self.local, l => push_coo(l, rows, cols, values))
     }
 
@@ -854,15 +902,19 @@ fn open_readers<'c, K: Key, C: Combiner>(
     dir: &Path,
 ) -> Result<Vec<RunReader<'c, K, C>>> {
     runs.into_iter()
-        .map(|r| RunReader::open(comb, r, core.layout.total_bits(), core.fingerprint, dir, &core.opts.io))
+        .map(|r| RunReader::open(comb, r, core.run_format, dir, &core.opts.io))
         .collect()
 }
 
-fn merge_and_write<K: Key, C: Combiner>(core: &Core<K>, comb: &C, path: &Path, ingest: Duration) -> Result<Summary> {
+fn merge_and_write<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    path: &Path,
+    ingest: Duration,
+) -> Result<Summary> {
     let mut runs = std::mem::take(&mut core.lock().runs);
     let total_runs = runs.len() as u64;
     let io = &core.opts.io;
-    let bits = core.layout.total_bits();
     let fan_in = core.plan.fan_in;
     let reader_bytes = (BLOCK_TARGET + 4096) as u64;
     let dir_for_msgs = core
@@ -877,7 +929,11 @@ fn merge_and_write<K: Key, C: Combiner>(core: &Core<K>, comb: &C, path: &Path, i
         let w = first_pass_width(runs.len(), fan_in);
         runs.sort_by_key(|r| (r.bytes, r.id));
         let group: Vec<Run> = runs.drain(..w).collect();
-        let group_mem: u64 = group.iter().filter(|r| !r.is_spilled()).map(|r| r.bytes).sum();
+        let group_mem: u64 = group
+            .iter()
+            .filter(|r| !r.is_spilled())
+            .map(|r| r.bytes)
+            .sum();
         let buffers = w as u64 * reader_bytes + SPILL_BUFFER as u64 + BLOCK_TARGET as u64;
         core.mem.add(buffers);
         let id = core.next_run.fetch_add(1, Ordering::Relaxed);
@@ -889,7 +945,7 @@ fn merge_and_write<K: Key, C: Combiner>(core: &Core<K>, comb: &C, path: &Path, i
         };
         let readers = open_readers(core, comb, group, &dir_for_msgs)?;
         let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
-        let mut wr = RunWriter::file(comb, id, bits, core.fingerprint, BLOCK_TARGET, sf, SPILL_BUFFER, io);
+        let mut wr = RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io);
         while let Some((k, acc)) = merger.next_combined()? {
             wr.push(k, &acc)?;
         }

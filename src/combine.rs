@@ -30,7 +30,7 @@ pub(crate) trait Combiner: Send + Sync + 'static {
     type Acc: Clone + Send + Sync + fmt::Debug;
     /// Combine the contributions one run holds for one coordinate, in push
     /// order. `origin` orders runs for the `last` policy.
-    fn from_group(&self, raws: &[u64], origin: u64) -> Result<Self::Acc, CombineError>;
+    fn combine_group(&self, raws: &[u64], origin: u64) -> Result<Self::Acc, CombineError>;
     /// Fold `b` into `a`. For order-dependent policies `b` may come from
     /// any run: the accumulator carries what it needs to decide.
     fn merge(&self, a: &mut Self::Acc, b: Self::Acc) -> Result<(), CombineError>;
@@ -136,47 +136,252 @@ fn read_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
 }
 
 /// Exact float sums.
+///
+/// Almost every exact sum of finite-element contributions fits in two
+/// non-overlapping doubles, so the accumulator keeps that case inline
+/// (`Compact`, 24 bytes, no allocation, a few TwoSums per merge) and falls
+/// back to a full [`ExactSum`] expansion for everything else (more
+/// components, zeros, infinities, NaN, intermediate overflow). Both forms
+/// hold the exact value, so the result does not depend on which was used.
 pub(crate) struct FloatSum(pub DType);
 
-impl Combiner for FloatSum {
-    type Acc = ExactSum;
-    fn from_group(&self, raws: &[u64], _: u64) -> Result<ExactSum, CombineError> {
-        if let [one] = raws {
-            return Ok(ExactSum::from_value(f64::from_bits(*one)));
+/// Accumulator of [`FloatSum`].
+#[derive(Clone, Debug)]
+pub(crate) enum SumAcc {
+    /// `hi + lo` exactly, with `hi = fl(hi + lo)` finite and non-zero.
+    Compact { hi: f64, lo: f64 },
+    /// Any other exact sum.
+    Full(Box<ExactSum>),
+}
+
+#[inline(always)]
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// Header bytes of the ExactSum encoding for one and two finite, non-zero
+/// partials (no special value, zero bits "some value, some non -0.0").
+const HDR_ONE: u8 = 0x1C;
+const HDR_TWO: u8 = 0x2C;
+
+impl SumAcc {
+    /// The compact form of `hi + lo` when it is one (finite, non-zero).
+    #[inline]
+    fn compact(a: f64, b: f64) -> Option<SumAcc> {
+        let (hi, lo) = two_sum(a, b);
+        (hi.is_finite() && hi != 0.0).then_some(SumAcc::Compact { hi, lo })
+    }
+
+    fn from_exact(e: ExactSum) -> SumAcc {
+        if let Some(p) = e.partials() {
+            let c = match *p {
+                [x] => Self::compact(x, 0.0),
+                [lo, hi] => Self::compact(hi, lo),
+                _ => None,
+            };
+            if let Some(c) = c {
+                return c;
+            }
         }
-        // Groups are short (FE: a handful of elements share an entry); a
-        // small stack buffer avoids allocating for them.
-        let mut buf = [0f64; 32];
-        if raws.len() <= buf.len() {
-            for (b, r) in buf.iter_mut().zip(raws) {
-                *b = f64::from_bits(*r);
+        SumAcc::Full(Box::new(e))
+    }
+
+    fn to_exact(&self) -> ExactSum {
+        match self {
+            SumAcc::Compact { hi, lo } => {
+                let mut e = ExactSum::from_value(*hi);
+                if *lo != 0.0 {
+                    e.add(*lo);
+                }
+                e
             }
-            Ok(sum_exact(&buf[..raws.len()]))
-        } else {
-            let mut s = ExactSum::new();
-            for r in raws {
-                s.add(f64::from_bits(*r));
-            }
-            Ok(s)
+            SumAcc::Full(e) => (**e).clone(),
         }
     }
-    fn merge(&self, a: &mut ExactSum, b: ExactSum) -> Result<(), CombineError> {
-        a.merge(&b);
+}
+
+impl Combiner for FloatSum {
+    type Acc = SumAcc;
+    #[inline]
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<SumAcc, CombineError> {
+        match raws {
+            [one] => {
+                let v = f64::from_bits(*one);
+                Ok(Self::Acc::compact(v, 0.0)
+                    .unwrap_or_else(|| SumAcc::Full(Box::new(ExactSum::from_value(v)))))
+            }
+            [a, b] => {
+                let (a, b) = (f64::from_bits(*a), f64::from_bits(*b));
+                Ok(SumAcc::compact(a, b).unwrap_or_else(|| SumAcc::from_exact(sum_exact(&[a, b]))))
+            }
+            _ => {
+                // Groups are short (FE: a handful of elements share an
+                // entry); a stack buffer avoids allocating for them.
+                let mut buf = [0f64; 32];
+                let e = if raws.len() <= buf.len() {
+                    for (b, r) in buf.iter_mut().zip(raws) {
+                        *b = f64::from_bits(*r);
+                    }
+                    sum_exact(&buf[..raws.len()])
+                } else {
+                    let mut s = ExactSum::new();
+                    for r in raws {
+                        s.add(f64::from_bits(*r));
+                    }
+                    s
+                };
+                Ok(SumAcc::from_exact(e))
+            }
+        }
+    }
+    #[inline]
+    fn merge(&self, a: &mut SumAcc, b: SumAcc) -> Result<(), CombineError> {
+        if let (SumAcc::Compact { hi: ah, lo: al }, SumAcc::Compact { hi: bh, lo: bl }) = (&*a, &b)
+        {
+            // Grow the expansion [al, ah] by bh then bl, dropping zero
+            // partials; keep the compact form when two partials remain.
+            let mut parts = [0f64; 4];
+            let mut n = 0;
+            for p in [*al, *ah] {
+                if p != 0.0 {
+                    parts[n] = p;
+                    n += 1;
+                }
+            }
+            let mut ok = true;
+            for x in [*bh, *bl] {
+                if x == 0.0 {
+                    continue;
+                }
+                let mut q = x;
+                let mut m = 0;
+                for i in 0..n {
+                    let (s, e) = two_sum(q, parts[i]);
+                    if e != 0.0 {
+                        parts[m] = e;
+                        m += 1;
+                    }
+                    q = s;
+                }
+                if !q.is_finite() {
+                    ok = false;
+                    break;
+                }
+                if q != 0.0 {
+                    parts[m] = q;
+                    m += 1;
+                }
+                n = m;
+            }
+            if ok {
+                let c = match n {
+                    1 => SumAcc::compact(parts[0], 0.0),
+                    2 => SumAcc::compact(parts[1], parts[0]),
+                    _ => None,
+                };
+                if let Some(c) = c {
+                    *a = c;
+                    return Ok(());
+                }
+            }
+        }
+        let mut e = a.to_exact();
+        match &b {
+            SumAcc::Full(f) => e.merge(f),
+            c => e.merge(&c.to_exact()),
+        }
+        *a = SumAcc::from_exact(e);
         Ok(())
     }
-    fn encode(&self, a: &ExactSum, out: &mut Vec<u8>) {
-        a.encode(out)
+    #[inline]
+    fn encode(&self, a: &SumAcc, out: &mut Vec<u8>) {
+        // The same bytes ExactSum::encode gives for one or two partials.
+        match a {
+            SumAcc::Compact { hi, lo: 0.0 } => {
+                out.push(HDR_ONE);
+                out.extend_from_slice(&hi.to_le_bytes());
+            }
+            SumAcc::Compact { hi, lo } => {
+                out.push(HDR_TWO);
+                out.extend_from_slice(&lo.to_le_bytes());
+                out.extend_from_slice(&hi.to_le_bytes());
+            }
+            SumAcc::Full(e) => e.encode(out),
+        }
     }
-    fn decode(&self, buf: &[u8], pos: &mut usize) -> Option<ExactSum> {
-        ExactSum::decode(buf, pos)
+    #[inline]
+    fn decode(&self, buf: &[u8], pos: &mut usize) -> Option<SumAcc> {
+        let start = *pos;
+        let hdr = *buf.get(start)?;
+        let fast = match hdr {
+            HDR_ONE => {
+                let mut p = start + 1;
+                let v = f64::from_bits(read_u64(buf, &mut p)?);
+                (v.is_finite() && v != 0.0).then_some((SumAcc::Compact { hi: v, lo: 0.0 }, p))
+            }
+            HDR_TWO => {
+                let mut p = start + 1;
+                let lo = f64::from_bits(read_u64(buf, &mut p)?);
+                let hi = f64::from_bits(read_u64(buf, &mut p)?);
+                // Only the normalized form is taken here; anything else goes
+                // through the full, validating decoder.
+                match SumAcc::compact(hi, lo) {
+                    Some(SumAcc::Compact { hi: h, lo: l }) if h == hi && l == lo && lo != 0.0 => {
+                        Some((SumAcc::Compact { hi, lo }, p))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some((acc, p)) = fast {
+            *pos = p;
+            return Some(acc);
+        }
+        ExactSum::decode(buf, pos).map(SumAcc::from_exact)
     }
-    fn finish(&self, a: &ExactSum) -> Result<Value, CombineError> {
+    #[inline]
+    fn finish(&self, a: &SumAcc) -> Result<Value, CombineError> {
+        if let (DType::F64, SumAcc::Compact { hi, .. }) = (self.0, a) {
+            // hi = fl(hi + lo): already the correctly rounded sum.
+            return Ok(Value::Float(*hi));
+        }
+        let e = match a {
+            SumAcc::Full(e) => std::borrow::Cow::Borrowed(&**e),
+            c => std::borrow::Cow::Owned(c.to_exact()),
+        };
         Ok(Value::Float(match self.0 {
-            DType::F16 => a.round_f16().to_f64(),
-            DType::BF16 => a.round_bf16().to_f64(),
-            DType::F32 => a.round_f32() as f64,
-            _ => a.round_f64(),
+            DType::F16 => e.round_f16().to_f64(),
+            DType::BF16 => e.round_bf16().to_f64(),
+            DType::F32 => e.round_f32() as f64,
+            _ => e.round_f64(),
         }))
+    }
+}
+
+/// Plain f64 addition in arrival order: faster, but the result depends on
+/// the order and grouping of contributions (threads, budget, spill points).
+pub(crate) struct FloatFastSum(pub DType);
+
+impl Combiner for FloatFastSum {
+    type Acc = f64;
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<f64, CombineError> {
+        Ok(raws.iter().map(|r| f64::from_bits(*r)).sum())
+    }
+    fn merge(&self, a: &mut f64, b: f64) -> Result<(), CombineError> {
+        *a += b;
+        Ok(())
+    }
+    fn encode(&self, a: &f64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&a.to_le_bytes());
+    }
+    fn decode(&self, buf: &[u8], pos: &mut usize) -> Option<f64> {
+        read_u64(buf, pos).map(f64::from_bits)
+    }
+    fn finish(&self, a: &f64) -> Result<Value, CombineError> {
+        Ok(float_value(self.0, *a))
     }
 }
 
@@ -208,7 +413,7 @@ impl FloatExtreme {
 
 impl Combiner for FloatExtreme {
     type Acc = f64;
-    fn from_group(&self, raws: &[u64], _: u64) -> Result<f64, CombineError> {
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<f64, CombineError> {
         let mut it = raws.iter().map(|r| f64::from_bits(*r));
         let first = it.next().unwrap_or(0.0);
         Ok(it.fold(first, |a, b| self.pick(a, b)))
@@ -260,7 +465,7 @@ fn zigzag_decode(buf: &[u8], pos: &mut usize) -> Option<i128> {
 
 impl Combiner for IntSum {
     type Acc = i128;
-    fn from_group(&self, raws: &[u64], _: u64) -> Result<i128, CombineError> {
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<i128, CombineError> {
         // At most 2^64 terms of magnitude < 2^64 cannot overflow i128.
         Ok(raws.iter().map(|&r| raw_int(self.0, r)).sum())
     }
@@ -287,7 +492,7 @@ pub(crate) struct IntExtreme {
 
 impl Combiner for IntExtreme {
     type Acc = i128;
-    fn from_group(&self, raws: &[u64], _: u64) -> Result<i128, CombineError> {
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<i128, CombineError> {
         let it = raws.iter().map(|&r| raw_int(self.dtype, r));
         let v = if self.max { it.max() } else { it.min() };
         Ok(v.unwrap_or(0))
@@ -313,7 +518,7 @@ pub(crate) struct Last(pub DType);
 
 impl Combiner for Last {
     type Acc = (u64, u64);
-    fn from_group(&self, raws: &[u64], origin: u64) -> Result<(u64, u64), CombineError> {
+    fn combine_group(&self, raws: &[u64], origin: u64) -> Result<(u64, u64), CombineError> {
         Ok((origin, raws.last().copied().unwrap_or(0)))
     }
     fn merge(&self, a: &mut (u64, u64), b: (u64, u64)) -> Result<(), CombineError> {
@@ -340,7 +545,7 @@ pub(crate) struct Unique(pub DType);
 
 impl Combiner for Unique {
     type Acc = u64;
-    fn from_group(&self, raws: &[u64], _: u64) -> Result<u64, CombineError> {
+    fn combine_group(&self, raws: &[u64], _: u64) -> Result<u64, CombineError> {
         match raws {
             [one] => Ok(*one),
             _ => Err(CombineError::Duplicate),
@@ -364,6 +569,7 @@ impl Combiner for Unique {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum CombinerKind {
     FloatSum,
+    FloatFastSum,
     FloatExtreme { max: bool },
     IntSum,
     IntExtreme { max: bool },
@@ -372,8 +578,9 @@ pub(crate) enum CombinerKind {
 }
 
 impl CombinerKind {
-    pub(crate) fn of(dtype: DType, policy: DuplicatePolicy) -> CombinerKind {
+    pub(crate) fn of(dtype: DType, policy: DuplicatePolicy, exact_sums: bool) -> CombinerKind {
         match (dtype.is_float(), policy) {
+            (true, DuplicatePolicy::Sum) if !exact_sums => CombinerKind::FloatFastSum,
             (true, DuplicatePolicy::Sum) => CombinerKind::FloatSum,
             (true, DuplicatePolicy::Min) => CombinerKind::FloatExtreme { max: false },
             (true, DuplicatePolicy::Max) => CombinerKind::FloatExtreme { max: true },
@@ -480,35 +687,101 @@ mod tests {
         assert_eq!(read_varint(&[0xff; 11], &mut 0), None);
     }
 
+    /// The compact accumulator agrees with ExactSum on every path: groups,
+    /// merges in any tree, encode/decode through either decoder.
+    #[test]
+    fn float_sum_compact_form_is_exact() {
+        let c = FloatSum(DType::F64);
+        let vals = [
+            1.0, 1e-20, -1.0, 3.5, 1e16, -1e16, 0.1, 0.2, 0.3, -0.0, 0.0, 1e308, 1e308, -1e308,
+            5e-324, -2.5,
+        ];
+        let mut seed = 7u64;
+        for _ in 0..4000 {
+            let mut raws = Vec::new();
+            let mut exact = ExactSum::new();
+            let mut acc: Option<SumAcc> = None;
+            for _ in 0..(seed % 9 + 1) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = vals[(seed >> 33) as usize % vals.len()]
+                    * if seed & (1 << 20) != 0 { 3.0 } else { 1.0 };
+                exact.add(v);
+                raws.push(v.to_bits());
+                // Alternate: single contributions merged, or encoded and decoded.
+                let one = c.combine_group(&[v.to_bits()], 0).unwrap();
+                let mut bytes = Vec::new();
+                c.encode(&one, &mut bytes);
+                let mut p = 0;
+                let one = c.decode(&bytes, &mut p).unwrap();
+                assert_eq!(p, bytes.len());
+                match acc.as_mut() {
+                    None => acc = Some(one),
+                    Some(a) => c.merge(a, one).unwrap(),
+                }
+            }
+            let group = c.combine_group(&raws, 0).unwrap();
+            let want = exact.round_f64();
+            for got in [
+                c.finish(&group).unwrap(),
+                c.finish(acc.as_ref().unwrap()).unwrap(),
+            ] {
+                let Value::Float(g) = got else { panic!() };
+                assert!(
+                    g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                    "{raws:?}: {g} vs {want}"
+                );
+            }
+            // Our bytes decode with the general decoder to the same value.
+            let mut bytes = Vec::new();
+            c.encode(&group, &mut bytes);
+            let mut p = 0;
+            let e = ExactSum::decode(&bytes, &mut p).unwrap();
+            assert!(e.round_f64().to_bits() == want.to_bits() || want.is_nan());
+        }
+    }
+
     #[test]
     fn int_sum_detects_overflow_at_the_end() {
         let c = IntSum(DType::U8);
-        let mut a = c.from_group(&[200, 100], 0).unwrap();
+        let mut a = c.combine_group(&[200, 100], 0).unwrap();
         assert_eq!(c.finish(&a), Err(CombineError::Overflow));
         c.merge(&mut a, -100).unwrap();
         assert_eq!(c.finish(&a), Ok(Value::UInt(200)));
         let c = IntSum(DType::I8);
-        let a = c.from_group(&[(-100i64) as u64, (-29i64) as u64], 0).unwrap();
+        let a = c
+            .combine_group(&[(-100i64) as u64, (-29i64) as u64], 0)
+            .unwrap();
         assert_eq!(c.finish(&a), Err(CombineError::Overflow));
     }
 
     #[test]
     fn extremes_and_last_and_unique() {
-        let mx = FloatExtreme { dtype: DType::F64, max: true };
+        let mx = FloatExtreme {
+            dtype: DType::F64,
+            max: true,
+        };
         let raws: Vec<u64> = [1.0f64, 3.0, -2.0].iter().map(|v| v.to_bits()).collect();
-        assert_eq!(mx.finish(&mx.from_group(&raws, 0).unwrap()), Ok(Value::Float(3.0)));
+        assert_eq!(
+            mx.finish(&mx.combine_group(&raws, 0).unwrap()),
+            Ok(Value::Float(3.0))
+        );
         let nan: Vec<u64> = [1.0f64, f64::NAN].iter().map(|v| v.to_bits()).collect();
-        assert!(mx.from_group(&nan, 0).unwrap().is_nan());
-        let mn = IntExtreme { dtype: DType::I32, max: false };
-        assert_eq!(mn.from_group(&[5, (-7i64) as u64], 0), Ok(-7));
+        assert!(mx.combine_group(&nan, 0).unwrap().is_nan());
+        let mn = IntExtreme {
+            dtype: DType::I32,
+            max: false,
+        };
+        assert_eq!(mn.combine_group(&[5, (-7i64) as u64], 0), Ok(-7));
         let l = Last(DType::U16);
-        let mut a = l.from_group(&[1, 2, 3], 5).unwrap();
+        let mut a = l.combine_group(&[1, 2, 3], 5).unwrap();
         l.merge(&mut a, (4, 9)).unwrap();
         assert_eq!(l.finish(&a), Ok(Value::UInt(3)));
         l.merge(&mut a, (6, 9)).unwrap();
         assert_eq!(l.finish(&a), Ok(Value::UInt(9)));
         let u = Unique(DType::F64);
-        assert_eq!(u.from_group(&[1, 2], 0), Err(CombineError::Duplicate));
+        assert_eq!(u.combine_group(&[1, 2], 0), Err(CombineError::Duplicate));
     }
 
     #[test]

@@ -361,6 +361,15 @@ impl ExactSum {
         }
     }
 
+    /// The finite partials, smallest first, when the sum is an ordinary
+    /// expansion (no special value, not in the wide form).
+    pub fn partials(&self) -> Option<&[f64]> {
+        if self.special != SPECIAL_NONE || self.wide.is_some() {
+            return None;
+        }
+        Some(self.parts.as_slice())
+    }
+
     /// Exact sum is zero (false for NaN and infinities).
     pub fn is_zero(&self) -> bool {
         if self.special != SPECIAL_NONE {

@@ -57,7 +57,14 @@ fn at<'a>(source: &'a str, location: impl Fn() -> String + 'a) -> impl Fn(Error)
 }
 
 /// Push binary records from `r`. Returns the number of records.
-pub fn push_bin<R: Read>(b: &mut Builder, r: R, rank: usize, dtype: DType, source: &str, progress: Progress<'_>) -> Result<u64> {
+pub fn push_bin<R: Read>(
+    b: &mut Builder,
+    r: R,
+    rank: usize,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     fn typed<R: Read, V: PushValue>(
         b: &mut Builder,
         mut r: R,
@@ -102,7 +109,9 @@ pub fn push_bin<R: Read>(b: &mut Builder, r: R, rank: usize, dtype: DType, sourc
                     return Err(input_err(
                         source,
                         format!("record {records}"),
-                        format!("truncated: the input ends {filled} bytes into a {rec}-byte record"),
+                        format!(
+                            "truncated: the input ends {filled} bytes into a {rec}-byte record"
+                        ),
                     ));
                 }
                 return Ok(records);
@@ -154,7 +163,9 @@ fn parse_value(tok: &str, dtype: DType) -> std::result::Result<Parsed, String> {
     } else if let Ok(v) = tok.parse::<u64>() {
         Ok(Parsed::U(v))
     } else {
-        Err(format!("{tok:?} is not an integer (the element type is {dtype})"))
+        Err(format!(
+            "{tok:?} is not an integer (the element type is {dtype})"
+        ))
     }
 }
 
@@ -184,12 +195,12 @@ fn for_lines<R: BufRead>(
     let mut bytes = 0u64;
     loop {
         line.clear();
-        let got = r
-            .read_line(&mut line)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidData => input_err(source, format!("line {}", n + 1), "not valid UTF-8"),
-                _ => Error::io("read", source, e),
-            })?;
+        let got = r.read_line(&mut line).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => {
+                input_err(source, format!("line {}", n + 1), "not valid UTF-8")
+            }
+            _ => Error::io("read", source, e),
+        })?;
         if got == 0 {
             progress(bytes);
             return Ok(());
@@ -204,7 +215,14 @@ fn for_lines<R: BufRead>(
 }
 
 /// Push whitespace-separated text entries. Returns the number of entries.
-pub fn push_text<R: BufRead>(b: &mut Builder, r: R, rank: usize, dtype: DType, source: &str, progress: Progress<'_>) -> Result<u64> {
+pub fn push_text<R: BufRead>(
+    b: &mut Builder,
+    r: R,
+    rank: usize,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     let mut idx = vec![0u64; rank];
     let mut entries = 0u64;
     for_lines(r, source, 0, progress, |n, line| {
@@ -216,14 +234,31 @@ pub fn push_text<R: BufRead>(b: &mut Builder, r: R, rank: usize, dtype: DType, s
         let loc = || format!("line {n}");
         let mut tok = Some(first);
         for (d, slot) in idx.iter_mut().enumerate() {
-            let t = tok.ok_or_else(|| input_err(source, loc(), format!("expected {rank} indices and a value, found {d} fields")))?;
-            *slot = parse_index(t, &format!("index {d}")).map_err(|m| input_err(source, loc(), m))?;
+            let t = tok.ok_or_else(|| {
+                input_err(
+                    source,
+                    loc(),
+                    format!("expected {rank} indices and a value, found {d} fields"),
+                )
+            })?;
+            *slot =
+                parse_index(t, &format!("index {d}")).map_err(|m| input_err(source, loc(), m))?;
             tok = toks.next();
         }
-        let t = tok.ok_or_else(|| input_err(source, loc(), format!("expected {rank} indices and a value, the value is missing")))?;
+        let t = tok.ok_or_else(|| {
+            input_err(
+                source,
+                loc(),
+                format!("expected {rank} indices and a value, the value is missing"),
+            )
+        })?;
         let v = parse_value(t, dtype).map_err(|m| input_err(source, loc(), m))?;
         if let Some(extra) = toks.next() {
-            return Err(input_err(source, loc(), format!("unexpected field {extra:?} after the value")));
+            return Err(input_err(
+                source,
+                loc(),
+                format!("unexpected field {extra:?} after the value"),
+            ));
         }
         push_parsed(b, &idx, v).map_err(at(source, loc))?;
         entries += 1;
@@ -277,35 +312,73 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
     let mut n = 0u64;
     let mut next = |line: &mut String, n: &mut u64| -> Result<bool> {
         line.clear();
-        let got = r.read_line(line).map_err(|e| Error::io("read", source, e))?;
+        let got = r
+            .read_line(line)
+            .map_err(|e| Error::io("read", source, e))?;
         *n += 1;
         Ok(got > 0)
     };
     if !next(&mut line, &mut n)? {
-        return Err(input_err(source, "line 1".into(), "empty input: expected a %%MatrixMarket banner"));
+        return Err(input_err(
+            source,
+            "line 1".into(),
+            "empty input: expected a %%MatrixMarket banner",
+        ));
     }
-    let banner: Vec<String> = line.split_ascii_whitespace().map(|s| s.to_ascii_lowercase()).collect();
+    let banner: Vec<String> = line
+        .split_ascii_whitespace()
+        .map(|s| s.to_ascii_lowercase())
+        .collect();
     if banner.first().map(String::as_str) != Some("%%matrixmarket") || banner.len() != 5 {
-        return Err(input_err(source, "line 1".into(), "expected '%%MatrixMarket matrix coordinate <field> <symmetry>'"));
+        return Err(input_err(
+            source,
+            "line 1".into(),
+            "expected '%%MatrixMarket matrix coordinate <field> <symmetry>'",
+        ));
     }
     if banner[1] != "matrix" || banner[2] != "coordinate" {
-        return Err(input_err(source, "line 1".into(), format!("only 'matrix coordinate' files are supported, not '{} {}'", banner[1], banner[2])));
+        return Err(input_err(
+            source,
+            "line 1".into(),
+            format!(
+                "only 'matrix coordinate' files are supported, not '{} {}'",
+                banner[1], banner[2]
+            ),
+        ));
     }
     let field = match banner[3].as_str() {
         "real" | "double" => MtxField::Real,
         "integer" => MtxField::Integer,
         "pattern" => MtxField::Pattern,
-        f => return Err(input_err(source, "line 1".into(), format!("field '{f}' is not supported (use real, integer or pattern)"))),
+        f => {
+            return Err(input_err(
+                source,
+                "line 1".into(),
+                format!("field '{f}' is not supported (use real, integer or pattern)"),
+            ))
+        }
     };
     let symmetry = match banner[4].as_str() {
         "general" => MtxSymmetry::General,
         "symmetric" => MtxSymmetry::Symmetric,
         "skew-symmetric" => MtxSymmetry::SkewSymmetric,
-        s => return Err(input_err(source, "line 1".into(), format!("symmetry '{s}' is not supported (use general, symmetric or skew-symmetric)"))),
+        s => {
+            return Err(input_err(
+                source,
+                "line 1".into(),
+                format!(
+                    "symmetry '{s}' is not supported (use general, symmetric or skew-symmetric)"
+                ),
+            ))
+        }
     };
     loop {
         if !next(&mut line, &mut n)? {
-            return Err(input_err(source, format!("line {n}"), "missing the size line 'rows cols entries'"));
+            return Err(input_err(
+                source,
+                format!("line {n}"),
+                "missing the size line 'rows cols entries'",
+            ));
         }
         let t = line.trim();
         if t.is_empty() || t.starts_with('%') {
@@ -313,9 +386,15 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         }
         let nums: Vec<&str> = t.split_ascii_whitespace().collect();
         if nums.len() != 3 {
-            return Err(input_err(source, format!("line {n}"), "the size line must be 'rows cols entries'"));
+            return Err(input_err(
+                source,
+                format!("line {n}"),
+                "the size line must be 'rows cols entries'",
+            ));
         }
-        let p = |s: &str, w: &str| parse_index(s, w).map_err(|m| input_err(source, format!("line {n}"), m));
+        let p = |s: &str, w: &str| {
+            parse_index(s, w).map_err(|m| input_err(source, format!("line {n}"), m))
+        };
         return Ok(MtxHeader {
             rows: p(nums[0], "rows")?,
             cols: p(nums[1], "cols")?,
@@ -330,7 +409,14 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
 /// Push the entries of a MatrixMarket file whose header was read with
 /// [`read_mtx_header`]. Returns the number of contributions pushed
 /// (symmetric entries off the diagonal count twice).
-pub fn push_mtx<R: BufRead>(b: &mut Builder, r: R, h: &MtxHeader, dtype: DType, source: &str, progress: Progress<'_>) -> Result<u64> {
+pub fn push_mtx<R: BufRead>(
+    b: &mut Builder,
+    r: R,
+    h: &MtxHeader,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     let mut seen = 0u64;
     let mut pushed = 0u64;
     for_lines(r, source, h.lines, progress, |n, line| {
@@ -340,14 +426,27 @@ pub fn push_mtx<R: BufRead>(b: &mut Builder, r: R, h: &MtxHeader, dtype: DType, 
         }
         let loc = || format!("line {n}");
         if seen == h.entries {
-            return Err(input_err(source, loc(), format!("more entries than the {} the size line announces", h.entries)));
+            return Err(input_err(
+                source,
+                loc(),
+                format!(
+                    "more entries than the {} the size line announces",
+                    h.entries
+                ),
+            ));
         }
         let mut toks = t.split_ascii_whitespace();
         let mut one = |what: &str| -> Result<u64> {
-            let tok = toks.next().ok_or_else(|| input_err(source, loc(), format!("missing {what}")))?;
+            let tok = toks
+                .next()
+                .ok_or_else(|| input_err(source, loc(), format!("missing {what}")))?;
             let v = parse_index(tok, what).map_err(|m| input_err(source, loc(), m))?;
             if v == 0 {
-                return Err(input_err(source, loc(), format!("{what} is 0; MatrixMarket indices start at 1")));
+                return Err(input_err(
+                    source,
+                    loc(),
+                    format!("{what} is 0; MatrixMarket indices start at 1"),
+                ));
             }
             Ok(v - 1)
         };
@@ -356,10 +455,16 @@ pub fn push_mtx<R: BufRead>(b: &mut Builder, r: R, h: &MtxHeader, dtype: DType, 
         let v = match h.field {
             MtxField::Pattern => Parsed::I(1),
             _ => {
-                let tok = toks.next().ok_or_else(|| input_err(source, loc(), "missing value"))?;
+                let tok = toks
+                    .next()
+                    .ok_or_else(|| input_err(source, loc(), "missing value"))?;
                 let v = parse_value(tok, dtype).map_err(|m| input_err(source, loc(), m))?;
                 if h.field == MtxField::Integer && matches!(v, Parsed::F(f) if f.fract() != 0.0) {
-                    return Err(input_err(source, loc(), format!("{tok:?} is not an integer in an integer file")));
+                    return Err(input_err(
+                        source,
+                        loc(),
+                        format!("{tok:?} is not an integer in an integer file"),
+                    ));
                 }
                 v
             }
@@ -374,23 +479,43 @@ pub fn push_mtx<R: BufRead>(b: &mut Builder, r: R, h: &MtxHeader, dtype: DType, 
                     pushed += 1;
                 }
                 MtxSymmetry::SkewSymmetric => {
-                    let neg = match v {
-                        Parsed::F(f) => Parsed::F(-f),
-                        Parsed::I(x) => Parsed::I(x.checked_neg().ok_or_else(|| input_err(source, loc(), "value cannot be negated"))?),
-                        Parsed::U(_) => return Err(input_err(source, loc(), "value too large to negate for a skew-symmetric file")),
-                    };
+                    let neg =
+                        match v {
+                            Parsed::F(f) => Parsed::F(-f),
+                            Parsed::I(x) => Parsed::I(x.checked_neg().ok_or_else(|| {
+                                input_err(source, loc(), "value cannot be negated")
+                            })?),
+                            Parsed::U(_) => {
+                                return Err(input_err(
+                                    source,
+                                    loc(),
+                                    "value too large to negate for a skew-symmetric file",
+                                ))
+                            }
+                        };
                     push_parsed(b, &[j, i], neg).map_err(at(source, loc))?;
                     pushed += 1;
                 }
             }
         } else if h.symmetry == MtxSymmetry::SkewSymmetric {
-            return Err(input_err(source, loc(), "a skew-symmetric file cannot store a diagonal entry"));
+            return Err(input_err(
+                source,
+                loc(),
+                "a skew-symmetric file cannot store a diagonal entry",
+            ));
         }
         seen += 1;
         Ok(())
     })?;
     if seen != h.entries {
-        return Err(input_err(source, "end of input".into(), format!("{seen} entries found, the size line announces {}", h.entries)));
+        return Err(input_err(
+            source,
+            "end of input".into(),
+            format!(
+                "{seen} entries found, the size line announces {}",
+                h.entries
+            ),
+        ));
     }
     Ok(pushed)
 }

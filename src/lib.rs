@@ -1,5 +1,79 @@
-//! coo-assembler: assemble sparse COO tensors from streams of contributions
-//! into Hurray files, out of core, and read them back through a memory map.
+//! # coo-assembler
+//!
+//! Assemble a sparse tensor from a stream of contributions `(index tuple,
+//! value)` — billions of them, most coordinates hit many times, as
+//! finite-element codes produce — into one sorted, duplicate-free COO tensor
+//! in a [Hurray](https://github.com/pgillet/hurray) file, under a fixed
+//! memory budget; read it back through a validating memory map.
+//!
+//! ## The types at a glance
+//!
+//! - [`Builder`]: created with a shape, an element type ([`DType`]) and
+//!   [`AssembleOptions`] (memory budget in bytes, temp dir, threads,
+//!   [`DuplicatePolicy`], zero and NaN policies). `push`, `push_many`,
+//!   `push_coo`, `push_element`; [`Builder::pusher`] gives a [`Pusher`] per
+//!   thread; [`Builder::finish`] merges, writes and returns a [`Summary`].
+//! - [`HurrayFile`] / [`CooTensor`]: open (structure validated), `get`,
+//!   `prefix_range` (rows), `lower_bound`, `iter`, zero-copy typed
+//!   `values` and `indices`, and `verify` (content checks, O(nnz)).
+//! - [`write::FileWriter`]: the streaming container writer, for sorted
+//!   entries you already have.
+//! - [`Error`]: one `#[non_exhaustive]` error type; every variant names
+//!   what was wrong and where.
+//!
+//! ## Example
+//!
+//! ```
+//! use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile, Value};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("K.hrry");
+//! let opts = AssembleOptions { memory_budget: 64 << 20, ..AssembleOptions::default() };
+//! let builder = Builder::new(&[4, 4], DType::F64, opts)?;
+//! std::thread::scope(|s| -> coo_assembler::Result<()> {
+//!     for t in 0..2u64 {
+//!         let mut p = builder.pusher()?;
+//!         s.spawn(move || {
+//!             // Each thread pushes a 2x2 element matrix on dofs (t, t + 1).
+//!             p.push_element(&[t, t + 1], &[1.0, -1.0, -1.0, 1.0]).unwrap();
+//!         });
+//!     }
+//!     Ok(())
+//! })?;
+//! let summary = builder.finish(&path)?;
+//! assert_eq!(summary.contributions, 8);
+//! assert_eq!(summary.nnz, 7);
+//!
+//! let file = HurrayFile::open(&path)?;
+//! let k = file.only_tensor()?;
+//! assert_eq!(k.get(&[1, 1])?, Value::Float(2.0)); // two elements share dof 1
+//! assert_eq!(k.get(&[0, 3])?, Value::Float(0.0)); // not stored: zero
+//! assert!(k.verify().is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Memory model
+//!
+//! [`AssembleOptions::memory_budget`] bounds every buffer the assembler
+//! allocates: ingest chunks, sort scratch, in-memory runs, spill and merge
+//! buffers and the output writer's buffers. Pushers hand full chunks to
+//! sorter threads and wait for an empty one when all are in use, so memory
+//! does not grow with the input. A budget too small to work is refused up
+//! front with the minimum it needs. See `docs/architecture.md`.
+//!
+//! ## Guarantees
+//!
+//! - Float sums are exact (the correctly rounded sum of all contributions),
+//!   so the output is bit-for-bit identical for any thread count, budget or
+//!   input order. Integer sums are exact or fail with the coordinate.
+//! - The output file appears whole or not at all (temporary file, fsync,
+//!   rename, directory fsync); spill files are removed on success, error
+//!   and drop.
+//! - Bad input is a typed error, never a panic; spill runs and files are
+//!   checksummed, so damage is reported, never read as data.
+//! - Memory-mapped reading: a file truncated by another process while
+//!   mapped raises SIGBUS; use [`HurrayFile::read_into_memory`] for files
+//!   in untrusted locations.
 
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
@@ -26,3 +100,4 @@ pub use combine::PushValue;
 pub use element::{DType, Element, Value};
 pub use error::{Error, Result};
 pub use options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy};
+pub use read::{CooTensor, HurrayFile, ReadOptions};

@@ -16,7 +16,12 @@ use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
 /// The error for a combination that failed at `key`.
-pub(crate) fn combine_error<K: Key>(layout: &KeyLayout, dtype: DType, key: &K, e: CombineError) -> Error {
+pub(crate) fn combine_error<K: Key>(
+    layout: &KeyLayout,
+    dtype: DType,
+    key: &K,
+    e: CombineError,
+) -> Error {
     let mut coordinate = vec![0u64; layout.rank()];
     layout.unpack(key, &mut coordinate);
     match e {
@@ -62,7 +67,12 @@ pub(crate) struct Merger<'c, K: Key, C: Combiner> {
 }
 
 impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
-    pub(crate) fn new(comb: &'c C, layout: &'c KeyLayout, dtype: DType, mut readers: Vec<RunReader<'c, K, C>>) -> Result<Self> {
+    pub(crate) fn new(
+        comb: &'c C,
+        layout: &'c KeyLayout,
+        dtype: DType,
+        mut readers: Vec<RunReader<'c, K, C>>,
+    ) -> Result<Self> {
         let mut heap = BinaryHeap::with_capacity(readers.len());
         let mut accs = Vec::with_capacity(readers.len());
         for (src, r) in readers.iter_mut().enumerate() {
@@ -94,7 +104,12 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         let key = top.key;
         let acc = match self.accs[src].take() {
             Some(a) => a,
-            None => return Err(Error::CorruptRun { run: src as u64, detail: "merge lost a record".into() }),
+            None => {
+                return Err(Error::CorruptRun {
+                    run: src as u64,
+                    detail: "merge lost a record".into(),
+                })
+            }
         };
         match self.readers[src].next_record()? {
             Some((k, a)) => {

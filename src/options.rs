@@ -85,6 +85,11 @@ pub struct AssembleOptions {
     pub threads: usize,
     /// How duplicates combine. Default: sum.
     pub duplicates: DuplicatePolicy,
+    /// Float sums are exact: the correctly rounded sum of all contributions,
+    /// independent of order, threads and budget (default `true`). `false`
+    /// adds in arrival order with plain f64 arithmetic: faster, but the
+    /// last bits of a sum then depend on how contributions were grouped.
+    pub exact_sums: bool,
     /// Drop entries whose combined value is zero. Default: keep them.
     pub drop_zeros: bool,
     /// NaN / infinity policy for float contributions. Default: keep.
@@ -105,6 +110,7 @@ impl Default for AssembleOptions {
             temp_dir: None,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             duplicates: DuplicatePolicy::Sum,
+            exact_sums: true,
             drop_zeros: false,
             non_finite: NonFinitePolicy::Keep,
             tensor_name: "coo".to_string(),

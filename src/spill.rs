@@ -68,6 +68,15 @@ impl Run {
     }
 }
 
+/// What ties runs to one assembly: key width, a fingerprint of the
+/// tensor's layout, type and policy, and the block size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunFormat {
+    pub key_bits: u32,
+    pub fingerprint: u64,
+    pub block_target: usize,
+}
+
 /// An unnamed temporary file that runs are appended to, one after another.
 pub(crate) struct SpillFile {
     file: Arc<File>,
@@ -117,19 +126,18 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
     pub(crate) fn memory(
         comb: &'c C,
         id: u64,
-        key_bits: u32,
-        fingerprint: u64,
-        block_target: usize,
+        fmt: RunFormat,
         capacity: usize,
         io: &IoCtx,
     ) -> Result<Self> {
         let mut v = Vec::new();
-        v.try_reserve_exact(capacity).map_err(|_| Error::OutOfMemory {
-            what: "an in-memory run",
-            bytes: capacity as u64,
-        })?;
-        let mut w = Self::with_sink(comb, id, block_target, Sink::Memory(v), io);
-        w.put_header(key_bits, fingerprint);
+        v.try_reserve_exact(capacity)
+            .map_err(|_| Error::OutOfMemory {
+                what: "an in-memory run",
+                bytes: capacity as u64,
+            })?;
+        let mut w = Self::with_sink(comb, id, fmt.block_target, Sink::Memory(v), io);
+        w.put_header(fmt.key_bits, fmt.fingerprint);
         Ok(w)
     }
 
@@ -137,9 +145,7 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
     pub(crate) fn file(
         comb: &'c C,
         id: u64,
-        key_bits: u32,
-        fingerprint: u64,
-        block_target: usize,
+        fmt: RunFormat,
         spill: &'s mut SpillFile,
         buf_cap: usize,
         io: &IoCtx,
@@ -152,8 +158,8 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
             offset: start,
             buf_cap,
         };
-        let mut w = Self::with_sink(comb, id, block_target, sink, io);
-        w.put_header(key_bits, fingerprint);
+        let mut w = Self::with_sink(comb, id, fmt.block_target, sink, io);
+        w.put_header(fmt.key_bits, fmt.fingerprint);
         w
     }
 
@@ -233,12 +239,14 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
                 ..
             } => {
                 if buf.len() + bytes.len() > *buf_cap && !buf.is_empty() {
-                    self.io.write_all_at(&spill.file, buf, *offset, &spill.dir)?;
+                    self.io
+                        .write_all_at(&spill.file, buf, *offset, &spill.dir)?;
                     *offset += buf.len() as u64;
                     buf.clear();
                 }
                 if bytes.len() > *buf_cap {
-                    self.io.write_all_at(&spill.file, bytes, *offset, &spill.dir)?;
+                    self.io
+                        .write_all_at(&spill.file, bytes, *offset, &spill.dir)?;
                     *offset += bytes.len() as u64;
                 } else {
                     buf.extend_from_slice(bytes);
@@ -271,7 +279,8 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
                 offset,
                 ..
             } => {
-                self.io.write_all_at(&spill.file, &buf, offset, &spill.dir)?;
+                self.io
+                    .write_all_at(&spill.file, &buf, offset, &spill.dir)?;
                 let end = offset + buf.len() as u64;
                 spill.end = end;
                 let data = RunData::File {
@@ -313,10 +322,23 @@ pub(crate) struct RunReader<'c, K: Key, C: Combiner> {
 impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
     /// Open a run; checks header and footer. `dir` names the spill
     /// directory in messages.
-    pub(crate) fn open(comb: &'c C, run: Run, key_bits: u32, fingerprint: u64, dir: &Path, io: &IoCtx) -> Result<Self> {
-        let corrupt = |detail: String| Error::CorruptRun { run: run.id, detail };
+    pub(crate) fn open(
+        comb: &'c C,
+        run: Run,
+        fmt: RunFormat,
+        dir: &Path,
+        io: &IoCtx,
+    ) -> Result<Self> {
+        let (key_bits, fingerprint) = (fmt.key_bits, fmt.fingerprint);
+        let corrupt = |detail: String| Error::CorruptRun {
+            run: run.id,
+            detail,
+        };
         if run.bytes < (HEADER_LEN + FOOTER_LEN) as u64 {
-            return Err(corrupt(format!("{} bytes is too short for a run", run.bytes)));
+            return Err(corrupt(format!(
+                "{} bytes is too short for a run",
+                run.bytes
+            )));
         }
         let mut head = [0u8; HEADER_LEN];
         let mut foot = [0u8; FOOTER_LEN];
@@ -368,7 +390,10 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
                 buf.copy_from_slice(src);
                 Ok(())
             }
-            RunData::File { file, offset: start } => io.read_exact_at(file, buf, start + offset, dir),
+            RunData::File {
+                file,
+                offset: start,
+            } => io.read_exact_at(file, buf, start + offset, dir),
         }
     }
 
@@ -399,7 +424,10 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
         let sum = u64_at(&h, 8);
         let start = self.next_block + BLOCK_HEADER_LEN as u64;
         if len > MAX_BLOCK || start + len as u64 > self.blocks_end || count == 0 {
-            return Err(self.corrupt(format!("block at byte {} has an invalid length or count", self.next_block)));
+            return Err(self.corrupt(format!(
+                "block at byte {} has an invalid length or count",
+                self.next_block
+            )));
         }
         self.block.resize(len, 0);
         let mut block = std::mem::take(&mut self.block);
@@ -407,7 +435,10 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
         self.block = block;
         r?;
         if xxh3_64(&self.block) != sum {
-            return Err(self.corrupt(format!("checksum mismatch in block at byte {}", self.next_block)));
+            return Err(self.corrupt(format!(
+                "checksum mismatch in block at byte {}",
+                self.next_block
+            )));
         }
         self.next_block = start + len as u64;
         self.blocks_left -= 1;
@@ -463,19 +494,27 @@ mod tests {
     use crate::combine::IntSum;
     use crate::element::DType;
 
+    fn fmt(block: usize) -> RunFormat {
+        RunFormat {
+            key_bits: 40,
+            fingerprint: 99,
+            block_target: block,
+        }
+    }
+
     fn write(entries: &[(u64, i128)], spill: Option<&Path>, block: usize) -> Run {
         let c = IntSum(DType::I64);
         let io = IoCtx::new();
         let mut sf;
         let mut w = match spill {
-            None => RunWriter::<u64, _>::memory(&c, 7, 40, 99, block, 0, &io).unwrap(),
+            None => RunWriter::<u64, _>::memory(&c, 7, fmt(block), 0, &io).unwrap(),
             Some(d) => {
                 sf = SpillFile::create(d, &io).unwrap();
                 // A first run in the file, so the tested run starts at an offset.
-                let mut first = RunWriter::<u64, _>::file(&c, 1, 40, 99, block, &mut sf, 128, &io);
+                let mut first = RunWriter::<u64, _>::file(&c, 1, fmt(block), &mut sf, 128, &io);
                 first.push(5, &1).unwrap();
                 first.finish().unwrap();
-                RunWriter::<u64, _>::file(&c, 7, 40, 99, block, &mut sf, 128, &io)
+                RunWriter::<u64, _>::file(&c, 7, fmt(block), &mut sf, 128, &io)
             }
         };
         for (k, v) in entries {
@@ -486,7 +525,7 @@ mod tests {
 
     fn read_all(run: Run, dir: &Path) -> Result<Vec<(u64, i128)>> {
         let c = IntSum(DType::I64);
-        let mut r = RunReader::<u64, _>::open(&c, run, 40, 99, dir, &IoCtx::new())?;
+        let mut r = RunReader::<u64, _>::open(&c, run, fmt(64), dir, &IoCtx::new())?;
         let mut out = Vec::new();
         while let Some(x) = r.next_record()? {
             out.push(x);
@@ -497,7 +536,9 @@ mod tests {
     #[test]
     fn round_trip_memory_and_file() {
         let dir = tempfile::tempdir().unwrap();
-        let entries: Vec<(u64, i128)> = (0..1000).map(|i| (i * i * 7 + 3, i as i128 - 500)).collect();
+        let entries: Vec<(u64, i128)> = (0..1000)
+            .map(|i| (i * i * 7 + 3, i as i128 - 500))
+            .collect();
         for spill in [None, Some(dir.path())] {
             let run = write(&entries, spill, 100);
             assert_eq!(run.entries, 1000);
@@ -512,13 +553,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let entries: Vec<(u64, i128)> = (0..60).map(|i| (i * 3, i as i128)).collect();
         let run = write(&entries, None, 64);
-        let RunData::Memory(bytes) = &run.data else { unreachable!() };
+        let RunData::Memory(bytes) = &run.data else {
+            unreachable!()
+        };
         for i in 0..bytes.len() {
             let mut b = bytes.as_ref().clone();
             b[i] ^= 0x10;
-            let bad = Run { data: RunData::Memory(Arc::new(b)), ..run.clone() };
+            let bad = Run {
+                data: RunData::Memory(Arc::new(b)),
+                ..run.clone()
+            };
             let r = read_all(bad, dir.path());
-            assert!(r.is_err() || r.as_ref().unwrap() == &entries, "flip at {i} went unnoticed");
+            assert!(
+                r.is_err() || r.as_ref().unwrap() == &entries,
+                "flip at {i} went unnoticed"
+            );
             assert!(r.is_err(), "flip at {i} gave a result");
         }
         for n in 0..bytes.len() {

@@ -1,8 +1,10 @@
 //! The assembler against a BTreeMap oracle, under budgets small enough to
 //! force spills and multi-pass merges; determinism; bad input.
 
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value};
 use coo_assembler::read::HurrayFile;
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -118,13 +120,18 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let mut reference: Option<Vec<u8>> = None;
-    for (round, (threads, big)) in [(1, false), (2, false), (2, true), (1, true), (3, false)].into_iter().enumerate() {
+    for (round, (threads, big)) in [(1, false), (2, false), (2, true), (1, true), (3, false)]
+        .into_iter()
+        .enumerate()
+    {
         // A different order each round.
         let mut order = contribs.clone();
         let n = order.len();
         let mut r = 12345u64 + round as u64;
         for i in (1..n).rev() {
-            r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             order.swap(i, (r >> 33) as usize % (i + 1));
         }
         let mut opts = tiny(&shape, DType::F64, threads, tmp.path());
@@ -165,7 +172,10 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
     assert_eq!(got.len(), groups.len());
     for ((idx, v), (k, vals)) in got.iter().zip(&groups) {
         assert_eq!(idx.as_slice(), k.as_slice());
-        assert_eq!(*v, Value::Float(coo_assembler::exact::sum_exact(vals).round_f64()));
+        assert_eq!(
+            *v,
+            Value::Float(coo_assembler::exact::sum_exact(vals).round_f64())
+        );
     }
 }
 
@@ -180,11 +190,20 @@ fn bad_contributions_are_typed_errors_and_lose_nothing() {
     let mut b = Builder::new(&[10, 20], DType::F32, opts).unwrap();
     b.push(&[1, 2], 1.0f32).unwrap();
     match b.push(&[10, 0], 1.0) {
-        Err(Error::IndexOutOfRange { contribution: 1, dim: 0, index: 10, extent: 10 }) => {}
+        Err(Error::IndexOutOfRange {
+            contribution: 1,
+            dim: 0,
+            index: 10,
+            extent: 10,
+        }) => {}
         other => panic!("{other:?}"),
     }
     match b.push(&[1, 2, 3], 1.0) {
-        Err(Error::WrongRank { expected: 2, got: 3, .. }) => {}
+        Err(Error::WrongRank {
+            expected: 2,
+            got: 3,
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     match b.push(&[1, 2], f64::NAN) {
@@ -196,7 +215,10 @@ fn bad_contributions_are_typed_errors_and_lose_nothing() {
         other => panic!("{other:?}"),
     }
     let msg = b.push(&[3, 25], 1.0).unwrap_err().to_string();
-    assert!(msg.contains("dimension 1") && msg.contains("25") && msg.contains("20"), "{msg}");
+    assert!(
+        msg.contains("dimension 1") && msg.contains("25") && msg.contains("20"),
+        "{msg}"
+    );
     let out = tmp.path().join("o.hrry");
     let s = b.finish(&out).unwrap();
     assert_eq!(s.contributions, 2);
@@ -207,13 +229,22 @@ fn bad_contributions_are_typed_errors_and_lose_nothing() {
 fn integer_tensor_refuses_floats_and_detects_overflow() {
     let tmp = tempfile::tempdir().unwrap();
     let mut b = Builder::new(&[4], DType::U8, AssembleOptions::default()).unwrap();
-    assert!(matches!(b.push(&[0], 1.5f64), Err(Error::InvalidValue { .. })));
-    assert!(matches!(b.push(&[0], 256u32), Err(Error::InvalidValue { .. })));
+    assert!(matches!(
+        b.push(&[0], 1.5f64),
+        Err(Error::InvalidValue { .. })
+    ));
+    assert!(matches!(
+        b.push(&[0], 256u32),
+        Err(Error::InvalidValue { .. })
+    ));
     b.push(&[3], 200u8).unwrap();
     b.push(&[3], 100u8).unwrap();
     let out = tmp.path().join("o.hrry");
     match b.finish(&out) {
-        Err(Error::IntegerOverflow { coordinate, dtype: "u8" }) => assert_eq!(coordinate, vec![3]),
+        Err(Error::IntegerOverflow {
+            coordinate,
+            dtype: "u8",
+        }) => assert_eq!(coordinate, vec![3]),
         other => panic!("{other:?}"),
     }
     assert!(dir_is_empty(tmp.path()), "a failed finish left files");
@@ -267,7 +298,12 @@ fn unwritable_output_fails_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
     let spill = tempfile::tempdir().unwrap();
     let shape = [50u64, 50];
-    let mut b = Builder::new(&shape, DType::F64, tiny(&shape, DType::F64, 1, spill.path())).unwrap();
+    let mut b = Builder::new(
+        &shape,
+        DType::F64,
+        tiny(&shape, DType::F64, 1, spill.path()),
+    )
+    .unwrap();
     for k in 0..20_000u64 {
         b.push(&[k % 50, (k * 7) % 50], 1.0).unwrap();
     }
@@ -292,25 +328,37 @@ fn unwritable_output_fails_cleanly() {
         Some(e) => e,
         None => b.finish(tmp.path().join("o.hrry")).unwrap_err(),
     };
-    assert!(e.to_string().contains("missing") || matches!(e, Error::Poisoned(_)), "{e}");
+    assert!(
+        e.to_string().contains("missing") || matches!(e, Error::Poisoned(_)),
+        "{e}"
+    );
 }
 
 #[test]
 fn huge_shapes_use_wide_keys() {
     let tmp = tempfile::tempdir().unwrap();
-    for shape in [vec![1u64 << 40, 1 << 40], vec![u64::MAX - 1; 5], vec![3u64; 64]] {
+    for shape in [
+        vec![1u64 << 40, 1 << 40],
+        vec![u64::MAX - 1; 5],
+        vec![3u64; 64],
+    ] {
         let rank = shape.len();
         let mut b = Builder::new(&shape, DType::F64, AssembleOptions::default()).unwrap();
         let mut oracle = BTreeMap::new();
         for k in 0..500u64 {
-            let idx: Vec<u64> = (0..rank).map(|d| (k * 2654435761 + d as u64 * 97) % shape[d].min(1000)).collect();
+            let idx: Vec<u64> = (0..rank)
+                .map(|d| (k * 2654435761 + d as u64 * 97) % shape[d].min(1000))
+                .collect();
             b.push(&idx, 1.0).unwrap();
             *oracle.entry(idx).or_insert(0.0) += 1.0;
         }
         let out = tmp.path().join(format!("h{rank}.hrry"));
         b.finish(&out).unwrap();
         let got = read_all(&out);
-        let want: Vec<(Vec<u64>, Value)> = oracle.into_iter().map(|(k, v)| (k, Value::Float(v))).collect();
+        let want: Vec<(Vec<u64>, Value)> = oracle
+            .into_iter()
+            .map(|(k, v)| (k, Value::Float(v)))
+            .collect();
         assert_eq!(got, want, "shape {shape:?}");
     }
 }
@@ -330,7 +378,10 @@ fn element_matrix_push_matches_individual_pushes() {
             }
         }
     }
-    assert!(matches!(a.push_element(&[1, 9], &[1.0; 4]), Err(Error::IndexOutOfRange { index: 9, .. })));
+    assert!(matches!(
+        a.push_element(&[1, 9], &[1.0; 4]),
+        Err(Error::IndexOutOfRange { index: 9, .. })
+    ));
     let pa = tmp.path().join("a.hrry");
     let pb = tmp.path().join("b.hrry");
     a.finish(&pa).unwrap();
@@ -342,22 +393,43 @@ fn element_matrix_push_matches_individual_pushes() {
     c.push_coo(&rows, &cols, &[1.0f32, 2.0, 3.0]).unwrap();
     let pc = tmp.path().join("c.hrry");
     c.finish(&pc).unwrap();
-    assert_eq!(read_all(&pc), vec![(vec![0, 2], Value::Float(1.0)), (vec![1, 0], Value::Float(5.0))]);
+    assert_eq!(
+        read_all(&pc),
+        vec![
+            (vec![0, 2], Value::Float(1.0)),
+            (vec![1, 0], Value::Float(5.0))
+        ]
+    );
 }
 
 #[test]
 fn too_small_budget_is_refused_with_the_minimum() {
-    let e = Builder::new(&[10, 10], DType::F64, AssembleOptions { memory_budget: 1 << 20, ..AssembleOptions::default() }).err();
+    let e = Builder::new(
+        &[10, 10],
+        DType::F64,
+        AssembleOptions {
+            memory_budget: 1 << 20,
+            ..AssembleOptions::default()
+        },
+    )
+    .err();
     match e {
         Some(Error::BudgetTooSmall { budget, minimum }) => {
             assert_eq!(budget, 1 << 20);
             assert!(minimum > budget);
-            let ok = AssembleOptions { memory_budget: minimum, ..AssembleOptions::default() };
+            let ok = AssembleOptions {
+                memory_budget: minimum,
+                ..AssembleOptions::default()
+            };
             assert!(Builder::new(&[10, 10], DType::F64, ok).is_ok());
         }
         other => panic!("{other:?}"),
     }
     // 8 MiB works with the default thread count on these machines.
-    let eight = AssembleOptions { memory_budget: 8 << 20, threads: 2, ..AssembleOptions::default() };
+    let eight = AssembleOptions {
+        memory_budget: 8 << 20,
+        threads: 2,
+        ..AssembleOptions::default()
+    };
     assert!(Builder::new(&[1 << 20, 1 << 20], DType::F64, eight).is_ok());
 }

@@ -22,7 +22,8 @@ use crate::merge::{combine_error, first_pass_width, Merger};
 use crate::options::{AssembleOptions, NonFinitePolicy};
 use crate::sort::{sort_records, Record};
 use crate::spill::{Run, RunFormat, RunReader, RunWriter, SpillFile};
-use crate::write::{FileWriter, WriteOptions};
+use crate::element::Value;
+use crate::write::{FileSummary, FileWriter, WriteOptions};
 use crossbeam_channel::{Receiver, Sender};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -966,33 +967,13 @@ fn merge_and_write<K: Key, C: Combiner>(
     }
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
     let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
-    let wopts = WriteOptions {
-        io: io.clone(),
-        ..WriteOptions::default()
-    };
-    let mut fw = FileWriter::create(path, wopts)?;
-    let mut tw = fw.begin_tensor(&core.opts.tensor_name, core.dtype, core.layout.shape())?;
-    let mut idx = vec![0u64; core.layout.rank()];
-    let mut dropped = 0u64;
-    while let Some((k, acc)) = merger.next_combined()? {
-        let v = comb
-            .finish(&acc)
-            .map_err(|e| combine_error(&core.layout, core.dtype, &k, e))?;
-        if core.opts.drop_zeros && v.is_zero() {
-            dropped += 1;
-            continue;
-        }
-        core.layout.unpack(&k, &mut idx);
-        tw.push_value(&idx, v)?;
-    }
-    let ts = tw.finish()?;
-    let fs = fw.finish()?;
+    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path)?;
     drop(merger);
     core.mem.sub(buffers);
     Ok(Summary {
         path: path.to_path_buf(),
         contributions: core.contributions.load(Ordering::Relaxed),
-        nnz: ts.nnz,
+        nnz,
         dropped_zeros: dropped,
         runs: total_runs,
         runs_spilled: core.runs_spilled.load(Ordering::Relaxed),
@@ -1005,6 +986,111 @@ fn merge_and_write<K: Key, C: Combiner>(
         time_sort: Duration::from_nanos(core.sort_nanos.load(Ordering::Relaxed)),
         time_merge,
         time_write: t_write.elapsed(),
+    })
+}
+
+/// Entries handed from the merging thread to the writing thread at once.
+const WRITE_BATCH: usize = 16 << 10;
+
+/// Finished entries on their way to the writer.
+struct Batch {
+    idx: Vec<u64>,
+    vals: Vec<Value>,
+}
+
+enum ToWriter {
+    Batch(Batch),
+    /// Everything was sent: the writer may publish the file.
+    Done,
+}
+
+/// The final merge, pipelined over two threads: this one merges and
+/// rounds, a second one checks, hashes and writes. Without an explicit
+/// `Done` the writer drops its temporary file, so a merge error can never
+/// publish a partial file. Returns (dropped zeros, nnz, file summary).
+fn merge_into_file<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    merger: &mut Merger<'_, K, C>,
+    path: &Path,
+) -> Result<(u64, u64, FileSummary)> {
+    let rank = core.layout.rank();
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
+    for _ in 0..2 {
+        let _ = empty_tx.send(Batch {
+            idx: Vec::with_capacity(WRITE_BATCH * rank),
+            vals: Vec::with_capacity(WRITE_BATCH),
+        });
+    }
+    let wopts = WriteOptions {
+        io: core.opts.io.clone(),
+        ..WriteOptions::default()
+    };
+    let (name, dtype, shape) = (core.opts.tensor_name.as_str(), core.dtype, core.layout.shape());
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || -> Result<(u64, FileSummary)> {
+            let mut fw = FileWriter::create(path, wopts)?;
+            let mut tw = fw.begin_tensor(name, dtype, shape)?;
+            for msg in full_rx.iter() {
+                match msg {
+                    ToWriter::Batch(mut b) => {
+                        for (i, v) in b.vals.iter().enumerate() {
+                            tw.push_value(&b.idx[i * rank..(i + 1) * rank], *v)?;
+                        }
+                        b.idx.clear();
+                        b.vals.clear();
+                        let _ = empty_tx.send(b);
+                    }
+                    ToWriter::Done => {
+                        let ts = tw.finish()?;
+                        return Ok((ts.nnz, fw.finish()?));
+                    }
+                }
+            }
+            Err(Error::Poisoned("file writer (the merge stopped)"))
+        });
+        let merged = (|| -> Result<u64> {
+            let mut dropped = 0u64;
+            let Ok(mut b) = empty_rx.recv() else {
+                return Ok(0);
+            };
+            let mut idx = vec![0u64; rank];
+            while let Some((k, acc)) = merger.next_combined()? {
+                let v = comb
+                    .finish(&acc)
+                    .map_err(|e| combine_error(&core.layout, core.dtype, &k, e))?;
+                if core.opts.drop_zeros && v.is_zero() {
+                    dropped += 1;
+                    continue;
+                }
+                core.layout.unpack(&k, &mut idx);
+                b.idx.extend_from_slice(&idx);
+                b.vals.push(v);
+                if b.vals.len() == WRITE_BATCH {
+                    // A failed send or recv means the writer stopped: its
+                    // error is the one to report.
+                    if full_tx.send(ToWriter::Batch(b)).is_err() {
+                        return Ok(dropped);
+                    }
+                    match empty_rx.recv() {
+                        Ok(e) => b = e,
+                        Err(_) => return Ok(dropped),
+                    }
+                }
+            }
+            if full_tx.send(ToWriter::Batch(b)).is_ok() {
+                let _ = full_tx.send(ToWriter::Done);
+            }
+            Ok(dropped)
+        })();
+        drop(full_tx);
+        let written = writer
+            .join()
+            .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
+        let dropped = merged?;
+        let (nnz, fs) = written?;
+        Ok((dropped, nnz, fs))
     })
 }
 

@@ -7,7 +7,9 @@ use coo_assembler::hurray::KvValue;
 use coo_assembler::input::{self, InputFormat};
 use coo_assembler::options::parse_size;
 use coo_assembler::read::{CooTensor, HurrayFile, ReadOptions};
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value,
+};
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -37,6 +39,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Assemble contributions (duplicates combined) into a sorted Hurray COO file.
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler assemble --shape 1000,1000 --dtype f64 --input contribs.txt --format text --output K.hrry\n  \
+                  my_fe_code | coo-assembler assemble --shape 1e6,1e6 --input - --format bin --memory-budget 1GiB --output K.hrry\n  \
+                  coo-assembler assemble --input matrix.mtx --format mtx --duplicates max --drop-zeros -q -o M.hrry")]
     Assemble(AssembleArgs),
     /// Describe a file: container, tensors, shapes, nnz, statistics, metadata.
     Info {
@@ -187,7 +193,9 @@ fn open(path: &PathBuf, permissive: bool) -> anyhow::Result<HurrayFile> {
 fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
     Ok(match &pick.tensor {
         Some(name) => f.tensor(name)?,
-        None => f.only_tensor().map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
+        None => f
+            .only_tensor()
+            .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
     })
 }
 
@@ -198,7 +206,9 @@ fn parse_list(s: &str, what: &str) -> anyhow::Result<Vec<u64>> {
             // Accept 1e6 style extents, exactly integral only.
             t.parse::<u64>().or_else(|_| match t.parse::<f64>() {
                 Ok(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
-                _ => Err(usage(format!("{what}: {t:?} is not a non-negative integer"))),
+                _ => Err(usage(format!(
+                    "{what}: {t:?} is not a non-negative integer"
+                ))),
             })
         })
         .collect()
@@ -259,7 +269,11 @@ fn verify(path: &PathBuf, p: &Pick) -> anyhow::Result<ExitCode> {
         for pr in &problems {
             println!("{pr}");
         }
-        eprintln!("coo-assembler: {} problem(s) found in {}", problems.len(), path.display());
+        eprintln!(
+            "coo-assembler: {} problem(s) found in {}",
+            problems.len(),
+            path.display()
+        );
         Ok(ExitCode::from(1))
     }
 }
@@ -339,7 +353,11 @@ fn info(path: &PathBuf, json: bool) -> anyhow::Result<ExitCode> {
             h.alignment,
             h.flags
         );
-        let kv: Vec<String> = f.kv().iter().map(|(k, v)| format!("{}:{}", json_str(k), kv_text(v, true))).collect();
+        let kv: Vec<String> = f
+            .kv()
+            .iter()
+            .map(|(k, v)| format!("{}:{}", json_str(k), kv_text(v, true)))
+            .collect();
         o.push_str(&kv.join(","));
         o.push_str("},\"tensors\":[");
         let mut first = true;
@@ -383,7 +401,11 @@ fn info(path: &PathBuf, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         let names: Vec<&str> = f.tensor_names().collect();
         let _ = writeln!(o, "file:       {} ({} bytes)", path.display(), f.len());
-        let _ = writeln!(o, "container:  Hurray 1.0, buffer alignment {} B, flags 0x{:x}", h.alignment, h.flags);
+        let _ = writeln!(
+            o,
+            "container:  Hurray 1.0, buffer alignment {} B, flags 0x{:x}",
+            h.alignment, h.flags
+        );
         let _ = writeln!(o, "tensors:    {}", names.len());
         for (k, v) in f.kv() {
             let _ = writeln!(o, "metadata:   {k} = {}", kv_text(v, false));
@@ -431,8 +453,12 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     let dtype: DType = a.dtype.parse().map_err(|e: Error| usage(e.to_string()))?;
     let format: InputFormat = a.format.parse().map_err(|e: Error| usage(e.to_string()))?;
     let mut opts = AssembleOptions {
-        memory_budget: parse_size(&a.memory_budget).map_err(|e| usage(format!("--memory-budget: {e}")))?,
-        duplicates: a.duplicates.parse::<DuplicatePolicy>().map_err(|e| usage(e.to_string()))?,
+        memory_budget: parse_size(&a.memory_budget)
+            .map_err(|e| usage(format!("--memory-budget: {e}")))?,
+        duplicates: a
+            .duplicates
+            .parse::<DuplicatePolicy>()
+            .map_err(|e| usage(e.to_string()))?,
         drop_zeros: a.drop_zeros,
         tensor_name: a.name.clone(),
         temp_dir: a.temp_dir.clone(),
@@ -451,7 +477,8 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         ("<stdin>".into(), None, Box::new(io::stdin().lock()))
     } else {
         let p = PathBuf::from(&a.input);
-        let file = std::fs::File::open(&p).map_err(|e| anyhow::Error::new(Error::io("open", &p, e)))?;
+        let file =
+            std::fs::File::open(&p).map_err(|e| anyhow::Error::new(Error::io("open", &p, e)))?;
         let len = file.metadata().ok().map(|m| m.len());
         (a.input.clone(), len, Box::new(file))
     };
@@ -465,13 +492,20 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         (Some(s), Some(h)) => {
             let s = parse_list(s, "--shape")?;
             if s != [h.rows, h.cols] {
-                bail!(usage(format!("--shape {s:?} disagrees with the MatrixMarket header [{}, {}]", h.rows, h.cols)));
+                bail!(usage(format!(
+                    "--shape {s:?} disagrees with the MatrixMarket header [{}, {}]",
+                    h.rows, h.cols
+                )));
             }
             s
         }
         (Some(s), None) => parse_list(s, "--shape")?,
         (None, Some(h)) => vec![h.rows, h.cols],
-        (None, None) => return Err(usage("--shape is required for bin and text input (e.g. --shape 1000,1000)")),
+        (None, None) => {
+            return Err(usage(
+                "--shape is required for bin and text input (e.g. --shape 1000,1000)",
+            ))
+        }
     };
     let rank = shape.len();
     let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match e {
@@ -503,16 +537,30 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let pushed = match format {
-        InputFormat::Bin => input::push_bin(&mut builder, reader, rank, dtype, &source, &mut progress)?,
-        InputFormat::Text => input::push_text(&mut builder, reader, rank, dtype, &source, &mut progress)?,
+        InputFormat::Bin => {
+            input::push_bin(&mut builder, reader, rank, dtype, &source, &mut progress)?
+        }
+        InputFormat::Text => {
+            input::push_text(&mut builder, reader, rank, dtype, &source, &mut progress)?
+        }
         InputFormat::Mtx => {
             let h = mtx.ok_or_else(|| usage("internal: missing MatrixMarket header"))?;
-            input::push_mtx(&mut builder, reader.by_ref(), &h, dtype, &source, &mut progress)?
+            input::push_mtx(
+                &mut builder,
+                reader.by_ref(),
+                &h,
+                dtype,
+                &source,
+                &mut progress,
+            )?
         }
     };
     if let Some(b) = &bar {
         b.set_style(indicatif::ProgressStyle::default_spinner());
-        b.set_message(format!("{pushed} contributions read; merging and writing {}", a.output.display()));
+        b.set_message(format!(
+            "{pushed} contributions read; merging and writing {}",
+            a.output.display()
+        ));
         b.enable_steady_tick(std::time::Duration::from_millis(200));
     }
     let s = builder.finish(&a.output)?;

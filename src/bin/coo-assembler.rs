@@ -39,6 +39,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Assemble contributions (duplicates combined) into a sorted Hurray COO file.
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler assemble --shape 1000,1000 --dtype f64 --input contribs.txt --format text --output K.hrry\n  \
+                  my_fe_code | coo-assembler assemble --shape 1e6,1e6 --input - --format bin --memory-budget 1GiB --output K.hrry\n  \
+                  coo-assembler assemble --input matrix.mtx --format mtx --duplicates max --drop-zeros -q -o M.hrry")]
     Assemble(AssembleArgs),
     /// Describe a file: container, tensors, shapes, nnz, statistics, metadata.
     Info {

@@ -16,13 +16,13 @@ use crate::combine::{
     PushValue, Unique,
 };
 use crate::element::DType;
+use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::merge::{combine_error, first_pass_width, Merger};
 use crate::options::{AssembleOptions, NonFinitePolicy};
 use crate::sort::{sort_records, Record};
 use crate::spill::{Run, RunFormat, RunReader, RunWriter, SpillFile};
-use crate::element::Value;
 use crate::write::{FileSummary, FileWriter, WriteOptions};
 use crossbeam_channel::{Receiver, Sender};
 use std::marker::PhantomData;
@@ -1027,7 +1027,11 @@ fn merge_into_file<K: Key, C: Combiner>(
         io: core.opts.io.clone(),
         ..WriteOptions::default()
     };
-    let (name, dtype, shape) = (core.opts.tensor_name.as_str(), core.dtype, core.layout.shape());
+    let (name, dtype, shape) = (
+        core.opts.tensor_name.as_str(),
+        core.dtype,
+        core.layout.shape(),
+    );
     std::thread::scope(|s| {
         let writer = s.spawn(move || -> Result<(u64, FileSummary)> {
             let mut fw = FileWriter::create(path, wopts)?;

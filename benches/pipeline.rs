@@ -32,7 +32,12 @@ fn opts(budget: u64, dir: &Path) -> AssembleOptions {
     }
 }
 
-fn assemble(data: &[(u64, u64, f64)], nodes: u64, budget: u64, dir: &Path) -> coo_assembler::Summary {
+fn assemble(
+    data: &[(u64, u64, f64)],
+    nodes: u64,
+    budget: u64,
+    dir: &Path,
+) -> coo_assembler::Summary {
     let b = Builder::new(&[nodes, nodes], DType::F64, opts(budget, dir)).unwrap();
     {
         let mut p = b.pusher().unwrap();
@@ -106,19 +111,25 @@ fn benches(c: &mut Criterion) {
     for (name, budget) in [("256MiB", BIG), ("4MiB", TINY)] {
         let s = assemble(&data, nodes, budget, dir.path());
         eprintln!(
-            "pipeline: budget {name}: nnz {}, runs {} ({} spilled), merge passes {}, {} bytes spilled ({:.2} B/contribution), peak buffers {} B",
+            "pipeline: budget {name}: nnz {}, runs {} ({} spilled), merge passes {}, {} bytes spilled ({:.2} B/contribution), peak buffers {} B; ingest {:?}, sort (cpu) {:?}, merge {:?}, write {:?}",
             s.nnz,
             s.runs,
             s.runs_spilled,
             s.merge_passes,
             s.bytes_spilled,
             s.bytes_spilled as f64 / N as f64,
-            s.peak_buffer_bytes
+            s.peak_buffer_bytes,
+            s.time_ingest,
+            s.time_sort,
+            s.time_merge,
+            s.time_write
         );
     }
     let mut g = c.benchmark_group("assemble");
     g.throughput(Throughput::Elements(N));
-    g.bench_function("std_sort_naive_sum_baseline", |b| b.iter(|| black_box(naive(&data))));
+    g.bench_function("std_sort_naive_sum_baseline", |b| {
+        b.iter(|| black_box(naive(&data)))
+    });
     for (name, budget) in [("in_memory_256MiB", BIG), ("spill_merge_4MiB", TINY)] {
         g.bench_function(BenchmarkId::new("assembler", name), |b| {
             b.iter(|| black_box(assemble(&data, nodes, budget, dir.path())))

@@ -39,6 +39,7 @@ elif mode == "duckdb":
     con = duckdb.connect()
     con.execute("SET memory_limit='256MB'")
     con.execute("SET threads=2")
+    con.execute("SET enable_progress_bar=false")
     con.execute("SET preserve_insertion_order=false")
     t0 = time.perf_counter()
     a = np.fromfile(path, dtype=dt)
@@ -87,7 +88,7 @@ def main():
             else:
                 argv = [sys.executable, "-c", CHILD, tool, path, str(n)]
                 wall, so, se = run_child(argv)
-                res = json.loads([l for l in so.splitlines() if l.startswith("{")][-1])
+                res = json.loads(so[so.rindex("{"):])
             rss = [l for l in se.splitlines() if l.startswith("MAXRSS")]
             res["rss_mib"] = int(rss[0].split()[1]) / 1024 if rss else None
             res["tool"] = tool

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench e2e                  # E2E_N=1e7 contributions, < 1 min
 //! E2E_N=5e7 cargo bench --bench e2e        # the full run (1.2 GB per input)
+//! E2E_INPUTS=fe cargo bench --bench e2e    # only the FE input (fe,rand by default)
 //! E2E_REPS=3 cargo bench --bench e2e       # best wall time of 3 per mode (noisy shared machines)
 //! E2E_KEEP=/some/dir E2E_GEN_ONLY=1 cargo bench --bench e2e   # just write fe.bin (+ fe.shape) for benches/compare
 //! ```
@@ -225,7 +226,11 @@ fn parent() {
         "\n| input | mode | budget | wall s | M contrib/s | time / baseline | cpu s | cpu / baseline | peak RSS MiB | RSS - budget MiB | runs (spilled) | passes | spilled B/contrib | ingest / sort(cpu) / merge / write s |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let only = std::env::var("E2E_INPUTS").unwrap_or_else(|_| "fe,rand".into());
     for (name, extent, input) in &sets {
+        if !only.split(',').any(|o| o == *name) {
+            continue;
+        }
         let shape = format!("{extent},{extent}");
         let mut rows = Vec::new();
         let base_out = dir.join(format!("{name}.baseline.out"));

@@ -691,7 +691,7 @@ impl Builder {
         if self.own.is_none() {
             self.own = Some(self.core.local()?);
         }
-        self.own.as_mut().ok_or(Error::Poisoned("builder"))
+        self.own.as_mut().ok_or_else(|| Error::Poisoned("builder"))
     }
 
     /// Push one contribution from this thread (through a pusher the builder

@@ -25,7 +25,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/crash_test.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/out" "$W/tmp"
 T="$W/out/k.hrry"
-gen_records 600000 1 12 > "$W/in.bin"     # 14 MB, 4096x4096, ~600k distinct
+gen_records 2000000 1 12 > "$W/in.bin"    # 48 MB, 4096x4096, ~1.9M distinct: 50+ runs spilled, 3 passes at 8 MiB
 gen_records 1000 2 12 > "$W/prev.bin"
 
 ARGS=(assemble --shape 4096,4096 --dtype f64 --format bin --input "$W/in.bin"

@@ -136,9 +136,7 @@ impl IoCtx {
     pub fn tempdir_in(&self, dir: &Path) -> Result<tempfile::TempDir> {
         self.tick("create temporary directory in", dir)?;
         let prefix = format!("{}{}-", crate::sweep::TEMP_DIR_PREFIX, std::process::id());
-        let r = tempfile::Builder::new()
-            .prefix(&prefix)
-            .tempdir_in(dir);
+        let r = tempfile::Builder::new().prefix(&prefix).tempdir_in(dir);
         self.wrap("create temporary directory in", dir, r)
     }
 

@@ -44,7 +44,10 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// The pid in `.<target name>.tmp-<pid>-<hex>`, if `file` is such a name.
 fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {
-    let rest = file.strip_prefix('.')?.strip_prefix(target_name)?.strip_prefix(".tmp-")?;
+    let rest = file
+        .strip_prefix('.')?
+        .strip_prefix(target_name)?
+        .strip_prefix(".tmp-")?;
     let (pid, rnd) = rest.split_once('-')?;
     if rnd.is_empty() || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -171,8 +174,14 @@ mod tests {
             fs::create_dir(p).unwrap();
         }
         fs::write(full_dir.join("f"), b"x").unwrap();
-        assert_eq!(remove_stale_output_temps(&target).unwrap(), vec![stale.clone()]);
-        assert_eq!(remove_stale_temp_dirs(d.path()).unwrap(), vec![dead_dir.clone()]);
+        assert_eq!(
+            remove_stale_output_temps(&target).unwrap(),
+            vec![stale.clone()]
+        );
+        assert_eq!(
+            remove_stale_temp_dirs(d.path()).unwrap(),
+            vec![dead_dir.clone()]
+        );
         assert!(!stale.exists() && !dead_dir.exists());
         assert!(live.exists() && other.exists() && target.exists());
         assert!(full_dir.exists() && live_dir.exists());

@@ -57,7 +57,9 @@ fn contributions(shape: [u64; 2], n: usize, float: bool, seed: u64) -> Vec<([u64
 fn shuffle<T>(v: &mut [T], seed: u64) {
     let mut r = seed;
     for i in (1..v.len()).rev() {
-        r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        r = r
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         v.swap(i, (r >> 33) as usize % (i + 1));
     }
 }
@@ -79,7 +81,11 @@ fn assemble(
     out: &Path,
 ) -> Vec<u8> {
     let opts = AssembleOptions {
-        memory_budget: if c.budget_big { 256 << 20 } else { min_budget(&shape, dtype, c.threads) },
+        memory_budget: if c.budget_big {
+            256 << 20
+        } else {
+            min_budget(&shape, dtype, c.threads)
+        },
         threads: c.threads,
         temp_dir: Some(dir.to_path_buf()),
         max_fan_in: c.fan_in,
@@ -106,21 +112,48 @@ fn assemble(
     });
     let sum = b.finish(out).unwrap();
     if !c.budget_big {
-        assert!(sum.bytes_spilled > 0 && sum.merge_passes >= 2, "{dtype:?} {policy:?} threads {}: no spill: {sum:?}", c.threads);
+        assert!(
+            sum.bytes_spilled > 0 && sum.merge_passes >= 2,
+            "{dtype:?} {policy:?} threads {}: no spill: {sum:?}",
+            c.threads
+        );
     }
     let bytes = std::fs::read(out).unwrap();
     let f = HurrayFile::from_bytes(bytes.clone()).unwrap();
     assert!(f.verify().is_empty(), "{:?}", f.verify());
-    assert!(std::fs::read_dir(dir).unwrap().next().is_none(), "temp dir not empty");
+    assert!(
+        std::fs::read_dir(dir).unwrap().next().is_none(),
+        "temp dir not empty"
+    );
     bytes
 }
 
 const CFGS: &[Cfg] = &[
-    Cfg { threads: 1, budget_big: true, fan_in: 64 },
-    Cfg { threads: 1, budget_big: false, fan_in: 2 },
-    Cfg { threads: 2, budget_big: false, fan_in: 3 },
-    Cfg { threads: 3, budget_big: false, fan_in: 64 },
-    Cfg { threads: 2, budget_big: true, fan_in: 2 },
+    Cfg {
+        threads: 1,
+        budget_big: true,
+        fan_in: 64,
+    },
+    Cfg {
+        threads: 1,
+        budget_big: false,
+        fan_in: 2,
+    },
+    Cfg {
+        threads: 2,
+        budget_big: false,
+        fan_in: 3,
+    },
+    Cfg {
+        threads: 3,
+        budget_big: false,
+        fan_in: 64,
+    },
+    Cfg {
+        threads: 2,
+        budget_big: true,
+        fan_in: 2,
+    },
 ];
 
 fn sweep(dtype: DType, policy: DuplicatePolicy, drop_zeros: bool, n: usize) {
@@ -153,7 +186,11 @@ fn sweep(dtype: DType, policy: DuplicatePolicy, drop_zeros: bool, n: usize) {
 
 #[test]
 fn f32_sum_min_max() {
-    for p in [DuplicatePolicy::Sum, DuplicatePolicy::Min, DuplicatePolicy::Max] {
+    for p in [
+        DuplicatePolicy::Sum,
+        DuplicatePolicy::Min,
+        DuplicatePolicy::Max,
+    ] {
         sweep(DType::F32, p, false, 120_000);
     }
 }
@@ -166,7 +203,11 @@ fn f16_sum_and_drop_zeros() {
 
 #[test]
 fn i64_sum_min_max_drop_zeros() {
-    for p in [DuplicatePolicy::Sum, DuplicatePolicy::Min, DuplicatePolicy::Max] {
+    for p in [
+        DuplicatePolicy::Sum,
+        DuplicatePolicy::Min,
+        DuplicatePolicy::Max,
+    ] {
         sweep(DType::I64, p, false, 120_000);
     }
     sweep(DType::I64, DuplicatePolicy::Sum, true, 120_000);

@@ -76,7 +76,10 @@ fn assemble(s: &Setup, io: IoCtx, spill: &Path, out: &Path) -> coo_assembler::Re
         x ^= x >> 7;
         x ^= x << 17;
         let lin = x % total;
-        match b.push(&[lin / SHAPE[1], lin % SHAPE[1]], ((x >> 40) % 199) as i64 - 99) {
+        match b.push(
+            &[lin / SHAPE[1], lin % SHAPE[1]],
+            ((x >> 40) % 199) as i64 - 99,
+        ) {
             Ok(()) => {}
             // A background failure (a sorter's spill) poisons the builder;
             // `finish` reports the cause.
@@ -105,7 +108,11 @@ fn fds_into(dirs: &[&Path]) -> Vec<String> {
     for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
         if let Ok(t) = std::fs::read_link(e.path()) {
             if dirs.iter().any(|d| t.starts_with(d)) {
-                v.push(format!("{} -> {}", e.file_name().to_string_lossy(), t.display()));
+                v.push(format!(
+                    "{} -> {}",
+                    e.file_name().to_string_lossy(),
+                    t.display()
+                ));
             }
         }
     }
@@ -147,7 +154,12 @@ fn reference(s: &Setup, d: &Dirs, only_op: Option<&'static str>) -> (Vec<u8>, u6
     let io = IoCtx::with_faults(plan);
     let out = d.out_dir.join("reference.hrry");
     let passes = assemble(s, io.clone(), &d.spill, &out).unwrap();
-    eprintln!("reference: threads={} fan_in={}: {passes} merge passes, {} ops", s.threads, s.fan_in, io.ops());
+    eprintln!(
+        "reference: threads={} fan_in={}: {passes} merge passes, {} ops",
+        s.threads,
+        s.fan_in,
+        io.ops()
+    );
     let bytes = std::fs::read(&out).unwrap();
     std::fs::remove_file(&out).unwrap();
     let f = HurrayFile::from_bytes(bytes.clone()).unwrap();
@@ -178,8 +190,15 @@ fn faulty_run(s: &Setup, d: &Dirs, plan: FaultPlan, good: &[u8]) -> bool {
     let fired = match &r {
         Ok(_) => {
             // Only acceptable when the planned operation never happened.
-            assert!(io.ops() <= plan.at, "{ctx}: fault injected but the assembly succeeded");
-            assert_eq!(std::fs::read(&d.target).unwrap(), good, "{ctx}: wrong output");
+            assert!(
+                io.ops() <= plan.at,
+                "{ctx}: fault injected but the assembly succeeded"
+            );
+            assert_eq!(
+                std::fs::read(&d.target).unwrap(),
+                good,
+                "{ctx}: wrong output"
+            );
             false
         }
         Err(e) => {
@@ -188,28 +207,51 @@ fn faulty_run(s: &Setup, d: &Dirs, plan: FaultPlan, good: &[u8]) -> bool {
                 FaultKind::NoSpace => "No space left on device",
                 FaultKind::Io => "Input/output error",
             };
-            assert!(msg.contains(os), "{ctx}: message does not give the cause: {msg}");
+            assert!(
+                msg.contains(os),
+                "{ctx}: message does not give the cause: {msg}"
+            );
             assert!(
                 OPS.iter().any(|op| msg.contains(op)),
                 "{ctx}: message does not name the operation: {msg}"
             );
-            let after_rename = matches!(e, Error::Io { op: "fsync directory", .. });
+            let after_rename = matches!(
+                e,
+                Error::Io {
+                    op: "fsync directory",
+                    ..
+                }
+            );
             if let Some(op) = plan.only_op {
-                assert!(matches!(e, Error::Io { op: o, .. } if *o == op), "{ctx}: {msg}");
+                assert!(
+                    matches!(e, Error::Io { op: o, .. } if *o == op),
+                    "{ctx}: {msg}"
+                );
             }
             let now = std::fs::read(&d.target).unwrap();
             if after_rename {
                 // Documented exception: the rename happened; the directory
                 // fsync failed. The new file is complete.
-                assert_eq!(now, good, "{ctx}: after a failed dir fsync the new file must be complete");
+                assert_eq!(
+                    now, good,
+                    "{ctx}: after a failed dir fsync the new file must be complete"
+                );
             } else {
                 assert_eq!(now, PREVIOUS, "{ctx}: previous file changed: {msg}");
             }
             true
         }
     };
-    assert_eq!(listing(&d.out_dir), vec!["k.hrry".to_string()], "{ctx}: leftovers in the output dir");
-    assert!(listing(&d.spill).is_empty(), "{ctx}: leftovers in the temp dir: {:?}", listing(&d.spill));
+    assert_eq!(
+        listing(&d.out_dir),
+        vec!["k.hrry".to_string()],
+        "{ctx}: leftovers in the output dir"
+    );
+    assert!(
+        listing(&d.spill).is_empty(),
+        "{ctx}: leftovers in the temp dir: {:?}",
+        listing(&d.spill)
+    );
     let fds = fds_into(&[&d.out_dir, &d.spill]);
     assert!(fds.is_empty(), "{ctx}: descriptors leaked: {fds:?}");
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "{ctx}: a thread panicked");
@@ -228,7 +270,10 @@ fn variants(full: bool) -> Vec<(FaultMode, FaultKind)> {
             (FaultMode::FromOn, FaultKind::Io),
         ]
     } else {
-        vec![(FaultMode::Once, FaultKind::NoSpace), (FaultMode::FromOn, FaultKind::Io)]
+        vec![
+            (FaultMode::Once, FaultKind::NoSpace),
+            (FaultMode::FromOn, FaultKind::Io),
+        ]
     }
 }
 
@@ -243,7 +288,12 @@ fn sweep(s: &Setup, only_op: Option<&'static str>, full: bool) -> u64 {
     let mut fired = 0;
     for at in 0..count {
         for (mode, kind) in variants(full) {
-            let plan = FaultPlan { at, mode, kind, only_op };
+            let plan = FaultPlan {
+                at,
+                mode,
+                kind,
+                only_op,
+            };
             if faulty_run(s, &d, plan, &good) {
                 fired += 1;
             }
@@ -252,7 +302,11 @@ fn sweep(s: &Setup, only_op: Option<&'static str>, full: bool) -> u64 {
     // A clean run afterwards gives the same bytes.
     std::fs::write(&d.target, PREVIOUS).unwrap();
     assemble(s, IoCtx::new(), &d.spill, &d.target).unwrap();
-    assert_eq!(std::fs::read(&d.target).unwrap(), good, "clean run after the sweep differs");
+    assert_eq!(
+        std::fs::read(&d.target).unwrap(),
+        good,
+        "clean run after the sweep differs"
+    );
     assert_eq!(listing(&d.out_dir), vec!["k.hrry".to_string()]);
     assert!(listing(&d.spill).is_empty());
     eprintln!(
@@ -280,7 +334,13 @@ fn every_operation_fails_cleanly() {
         fan_in: 2,
         budget: min_budget(1),
     };
-    for op in ["fsync", "rename", "fsync directory", "create temporary file in", "create temporary directory in"] {
+    for op in [
+        "fsync",
+        "rename",
+        "fsync directory",
+        "create temporary file in",
+        "create temporary directory in",
+    ] {
         total += sweep(&s, Some(op), true);
     }
     eprintln!("FAULT POINTS COVERED: {total} faulty runs, each failed cleanly");
@@ -333,11 +393,17 @@ fn corrupted_spill_file_is_detected() {
             if !flipped && i % 512 == 0 {
                 // Flip one bit of the spill file once it holds the byte.
                 for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
-                    let Ok(t) = std::fs::read_link(e.path()) else { continue };
+                    let Ok(t) = std::fs::read_link(e.path()) else {
+                        continue;
+                    };
                     if !t.starts_with(&d.spill) {
                         continue;
                     }
-                    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(e.path()) else {
+                    let Ok(f) = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(e.path())
+                    else {
                         continue;
                     };
                     if f.metadata().unwrap().len() > flip_at + 64 {
@@ -353,7 +419,10 @@ fn corrupted_spill_file_is_detected() {
         }
         assert!(flipped, "the spill file never grew past byte {flip_at}");
         let e = b.finish(&d.target).unwrap_err();
-        assert!(matches!(e, Error::CorruptRun { .. }), "flip at {flip_at}: {e}");
+        assert!(
+            matches!(e, Error::CorruptRun { .. }),
+            "flip at {flip_at}: {e}"
+        );
         assert_eq!(std::fs::read(&d.target).unwrap(), PREVIOUS);
         assert_eq!(listing(&d.out_dir), vec!["k.hrry".to_string()]);
         assert!(listing(&d.spill).is_empty());

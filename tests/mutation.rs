@@ -94,13 +94,18 @@ fn small_file() -> (Vec<u8>, Vec<bool>) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.hrry");
     let mut fw = FileWriter::create(&p, WriteOptions::default()).unwrap();
-    fw.add_metadata("note", KvValue::String("mutation test".into())).unwrap();
-    fw.add_metadata("ints", KvValue::Array(vec![KvValue::I64(1), KvValue::I64(-2)]))
+    fw.add_metadata("note", KvValue::String("mutation test".into()))
         .unwrap();
+    fw.add_metadata(
+        "ints",
+        KvValue::Array(vec![KvValue::I64(1), KvValue::I64(-2)]),
+    )
+    .unwrap();
     {
         let mut t = fw.begin_tensor("a", DType::F64, &[20, 30]).unwrap();
-        let m: std::collections::BTreeMap<[u64; 2], f64> =
-            (0..40u64).map(|k| ([k / 2, (k * 7) % 30], k as f64 * 0.5 - 3.0)).collect();
+        let m: std::collections::BTreeMap<[u64; 2], f64> = (0..40u64)
+            .map(|k| ([k / 2, (k * 7) % 30], k as f64 * 0.5 - 3.0))
+            .collect();
         for (i, v) in m {
             t.push(&i, v).unwrap();
         }
@@ -108,8 +113,9 @@ fn small_file() -> (Vec<u8>, Vec<bool>) {
     }
     {
         let mut t = fw.begin_tensor("b", DType::I32, &[4, 5, 6]).unwrap();
-        let m: std::collections::BTreeMap<[u64; 3], i32> =
-            (0..25u64).map(|k| ([k / 7, (k / 2) % 5, k % 6], k as i32 - 12)).collect();
+        let m: std::collections::BTreeMap<[u64; 3], i32> = (0..25u64)
+            .map(|k| ([k / 7, (k / 2) % 5, k % 6], k as i32 - 12))
+            .collect();
         for (i, v) in m {
             t.push(&i, v).unwrap();
         }
@@ -271,7 +277,9 @@ where
         }
     }
     let what = what.to_string();
-    let t = worker.join().unwrap_or_else(|_| panic!("{what}: panicked (see above)"));
+    let t = worker
+        .join()
+        .unwrap_or_else(|_| panic!("{what}: panicked (see above)"));
     eprintln!(
         "{what}: {} cases: {} refused at open, {} flagged by verify, {} accepted ({} of them in covered bytes); largest allocation {} B, peak live heap {} B",
         t.cases, t.refused_at_open, t.flagged_by_verify, t.accepted, t.undetected, t.largest, t.peak
@@ -304,7 +312,10 @@ fn every_bit_flip() {
     // Accepted flips must be in padding no rule covers: buffers are
     // checksummed (xxh3 in KV), the index has its CRC-32C, descriptors and
     // statistics are checked by open and verify.
-    eprintln!("MUTATIONS (bit flips): {} over {len} bytes ({covered} covered by a rule)", t.cases);
+    eprintln!(
+        "MUTATIONS (bit flips): {} over {len} bytes ({covered} covered by a rule)",
+        t.cases
+    );
     // Report undetected flips as byte ranges.
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for &c in &t.undetected_cases {
@@ -315,7 +326,10 @@ fn every_bit_flip() {
         }
     }
     eprintln!("undetected flips in covered bytes, byte ranges: {ranges:?}");
-    assert_eq!(t.undetected, 0, "flips of covered bytes went unnoticed: bytes {ranges:?}");
+    assert_eq!(
+        t.undetected, 0,
+        "flips of covered bytes went unnoticed: bytes {ranges:?}"
+    );
 }
 
 #[test]

@@ -70,6 +70,7 @@ struct Cfg {
     fan_in: usize,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn assemble(
     shape: [u64; 2],
     dtype: DType,

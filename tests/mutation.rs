@@ -15,7 +15,7 @@
 //!   MUTATIONS=1000000 cargo test --release --test mutation -- --ignored --nocapture
 
 use coo_assembler::hurray::descriptor::descriptor_len;
-use coo_assembler::hurray::{align_up, KvValue, HEADER_LEN, TRAILER_LEN};
+use coo_assembler::hurray::{align_up, KvValue, TRAILER_LEN};
 use coo_assembler::read::{HurrayFile, ReadOptions};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::DType;
@@ -154,7 +154,7 @@ fn small_file() -> (Vec<u8>, Vec<bool>) {
         let vlen = t.nnz * t.dtype.width() as u64;
         mark(t.data_offset, vlen);
         let ioff = align_up(t.data_offset + vlen, 4096).unwrap();
-        mark(ioff, t.nnz * rank as u64 * 8);
+        mark(ioff, t.nnz * rank * 8);
     }
     let f = HurrayFile::from_bytes(bytes.clone()).unwrap();
     let tr = *f.trailer();
@@ -226,9 +226,7 @@ where
     let progress = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let (p2, d2) = (progress.clone(), done.clone());
-    let what2 = what.to_string();
     let worker = std::thread::spawn(move || {
-        let what = what2;
         let mut tally = Tally::default();
         let mut buf = Vec::new();
         for i in 0..n {
@@ -276,7 +274,6 @@ where
             panic!("{what}: case {p} has been running for more than 10 s (hang)");
         }
     }
-    let what = what.to_string();
     let t = worker
         .join()
         .unwrap_or_else(|_| panic!("{what}: panicked (see above)"));

@@ -88,7 +88,7 @@ fn assemble(s: &Setup, io: IoCtx, spill: &Path, out: &Path) -> coo_assembler::Re
         }
     }
     let sum = b.finish(out)?;
-    assert!(sum.runs_spilled >= 3, "setup must spill: {sum:?}");
+    assert!(sum.runs_spilled >= 2, "setup must spill: {sum:?}");
     assert!(sum.merge_passes >= 2, "setup must merge in passes: {sum:?}");
     Ok(sum.merge_passes)
 }
@@ -321,11 +321,13 @@ fn every_operation_fails_cleanly() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     install_panic_counter();
     let mut total = 0;
-    for (threads, fan_in, full) in [(1, 2, true), (1, 3, false)] {
+    // At the minimum budget the planner caps the fan-in at 2 whatever the
+    // option says; 5/4 of it lets fan-in 3 take effect.
+    for (threads, fan_in, scale, full) in [(1, 2, 4, true), (1, 3, 5, true)] {
         let s = Setup {
             threads,
             fan_in,
-            budget: min_budget(threads),
+            budget: min_budget(threads) * scale / 4,
         };
         total += sweep(&s, None, full);
     }

@@ -433,3 +433,61 @@ fn corrupted_spill_file_is_detected() {
     }
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
 }
+
+/// A pid that is not alive: a child that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+/// The leftover of a killed writer (`.<name>.tmp-<dead pid>-<hex>`) is
+/// removed by the next assembly writing the same target, and reported.
+/// Live processes' files and other targets' files are left alone.
+#[test]
+fn next_writer_removes_stale_output_temps() {
+    use coo_assembler::write::{FileWriter, WriteOptions};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dirs();
+    let dead = dead_pid();
+    let stale = d
+        .out_dir
+        .join(format!(".k.hrry.tmp-{dead}-00c0ffee00c0ffee"));
+    let live = d.out_dir.join(".k.hrry.tmp-1-00c0ffee00c0ffee"); // init: alive
+    let other = d
+        .out_dir
+        .join(format!(".j.hrry.tmp-{dead}-00c0ffee00c0ffee"));
+    for p in [&stale, &live, &other] {
+        std::fs::write(p, b"partial").unwrap();
+    }
+    let mut fw = FileWriter::create(&d.target, WriteOptions::default()).unwrap();
+    let mut t = fw.begin_tensor("t", DType::I64, &[4]).unwrap();
+    t.push(&[1], 5i64).unwrap();
+    t.finish().unwrap();
+    let s = fw.finish().unwrap();
+    assert_eq!(s.stale_removed, vec![stale.clone()]);
+    assert!(!stale.exists() && live.exists() && other.exists());
+}
+
+/// The empty spill directory of a killed assembly
+/// (`.coo-assembler-<dead pid>-*` in the temp dir) is removed by the next
+/// assembly using that temp dir.
+#[test]
+#[ignore = "not wired: the builder must call coo_assembler::sweep::remove_stale_temp_dirs(temp base) (see docs/reliability.md)"]
+fn next_assembly_removes_stale_spill_dirs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dirs();
+    let stale = d
+        .spill
+        .join(format!(".coo-assembler-{}-AbCdEf", dead_pid()));
+    std::fs::create_dir(&stale).unwrap();
+    let s = Setup {
+        threads: 1,
+        fan_in: 2,
+        budget: min_budget(1),
+    };
+    assemble(&s, IoCtx::new(), &d.spill, &d.target).unwrap();
+    assert!(!stale.exists(), "stale spill dir not removed");
+    assert!(listing(&d.spill).is_empty());
+}

@@ -130,12 +130,13 @@ impl IoCtx {
         self.wrap("create temporary file in", dir, tempfile::tempfile_in(dir))
     }
 
-    /// A private temporary directory inside `dir`, removed on drop.
+    /// A private temporary directory inside `dir`, removed on drop. Its
+    /// name is `.coo-assembler-<pid>-<random>`: the pid lets a later run
+    /// remove it if this process is killed ([`crate::sweep`]).
     pub fn tempdir_in(&self, dir: &Path) -> Result<tempfile::TempDir> {
         self.tick("create temporary directory in", dir)?;
-        let r = tempfile::Builder::new()
-            .prefix(".coo-assembler-")
-            .tempdir_in(dir);
+        let prefix = format!("{}{}-", crate::sweep::TEMP_DIR_PREFIX, std::process::id());
+        let r = tempfile::Builder::new().prefix(&prefix).tempdir_in(dir);
         self.wrap("create temporary directory in", dir, r)
     }
 

@@ -93,6 +93,7 @@ pub mod read;
 pub mod sort;
 pub(crate) mod spill;
 pub mod stats;
+pub mod sweep;
 pub mod write;
 
 pub use builder::{Builder, Pusher, Summary};

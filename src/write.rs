@@ -181,6 +181,10 @@ pub struct FileSummary {
     pub bytes: u64,
     /// The tensors, in write order.
     pub tensors: Vec<TensorSummary>,
+    /// Temporary output files of killed earlier runs (`.<name>.tmp-<pid>-*`
+    /// next to the target, whose process is dead) that this writer removed
+    /// when it started; see [`crate::sweep`].
+    pub stale_removed: Vec<PathBuf>,
 }
 
 /// Writes one Hurray file; see the [module docs](self).
@@ -209,6 +213,7 @@ pub struct FileWriter {
     tensors: Vec<TensorSummary>,
     poisoned: bool,
     committed: bool,
+    stale_removed: Vec<PathBuf>,
 }
 
 fn invalid(msg: String) -> Error {
@@ -238,6 +243,9 @@ impl FileWriter {
             )));
         };
         let dir = parent_dir(&target);
+        // Leftovers of killed runs writing the same target. Best effort: a
+        // directory we cannot list fails the create below with a message.
+        let stale_removed = crate::sweep::remove_stale_output_temps(&target).unwrap_or_default();
         let tmp_path = dir.join(format!(
             ".{}.tmp-{}-{:016x}",
             file_name.to_string_lossy(),
@@ -270,6 +278,7 @@ impl FileWriter {
             tensors: Vec::new(),
             poisoned: false,
             committed: false,
+            stale_removed,
         };
         // Placeholder header; rewritten at finish with the real count and flags.
         let header = w.header(FLAG_HAS_INDEX_CRC32C, u64::MAX);
@@ -441,6 +450,7 @@ impl FileWriter {
             path: self.target.clone(),
             bytes,
             tensors: std::mem::take(&mut self.tensors),
+            stale_removed: std::mem::take(&mut self.stale_removed),
         })
     }
 

@@ -1,0 +1,189 @@
+//! Removal of the leftovers of killed runs.
+//!
+//! A run that ends normally, or fails with an error, removes everything it
+//! made. A run killed outright (SIGKILL, power loss, OOM killer) can leave:
+//!
+//! - in the **output directory**: the temporary output file
+//!   `.<name>.tmp-<pid>-<16 hex>` (written by [`crate::write::FileWriter`]);
+//!   the target itself is never partial (it is only ever replaced by rename);
+//! - in the **temporary directory**: the private spill directory
+//!   `.coo-assembler-<pid>-<random>`, empty (spill files are unnamed
+//!   `O_TMPFILE` files, which the kernel frees with the process; where
+//!   `O_TMPFILE` is not supported the `tempfile` crate creates a named file
+//!   and unlinks it at once, so a kill can leave a file only in that window).
+//!
+//! Both names carry the pid of the process that made them. The functions
+//! here remove the leftovers whose process is no longer alive (checked with
+//! `kill(pid, 0)`), and return what they removed so that the caller can
+//! report it. A pid that is alive (or reused by another process) keeps its
+//! files: the sweep errs on the side of leaving a file. Caveat: processes in
+//! another pid namespace sharing the directory look dead from here; removing
+//! their files makes their own run fail cleanly (rename or spill creation
+//! error), never corrupts an output.
+
+use crate::error::{Error, Result};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Prefix of the private spill directories (followed by `<pid>-<random>`).
+pub const TEMP_DIR_PREFIX: &str = ".coo-assembler-";
+
+/// Whether process `pid` exists (EPERM counts as alive).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(p, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// The pid in `.<target name>.tmp-<pid>-<hex>`, if `file` is such a name.
+fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {
+    let rest = file
+        .strip_prefix('.')?
+        .strip_prefix(target_name)?
+        .strip_prefix(".tmp-")?;
+    let (pid, rnd) = rest.split_once('-')?;
+    if rnd.is_empty() || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// The pid in `.coo-assembler-<pid>-<random>`.
+fn temp_dir_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(TEMP_DIR_PREFIX)?;
+    let (pid, rnd) = rest.split_once('-')?;
+    if rnd.is_empty() {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+fn list(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let rd = fs::read_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
+    let mut v = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
+        if let Some(n) = e.file_name().to_str() {
+            v.push((n.to_string(), e.path()));
+        }
+    }
+    Ok(v)
+}
+
+/// Remove the temporary output files `.<name>.tmp-<pid>-<hex>` that killed
+/// runs left next to `target`. Returns the paths removed. A file that
+/// vanishes meanwhile (another sweeper) is not an error.
+pub fn remove_stale_output_temps(target: &Path) -> Result<Vec<PathBuf>> {
+    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
+        return Ok(Vec::new());
+    };
+    let dir = crate::io::parent_dir(target);
+    let me = std::process::id();
+    let mut removed = Vec::new();
+    for (file, path) in list(&dir)? {
+        match output_temp_pid(&file, name) {
+            Some(pid) if pid != me && !pid_alive(pid) => {}
+            _ => continue,
+        }
+        // Only plain files: never follow or remove anything else.
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => {}
+            _ => continue,
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove stale temporary file", &path, e)),
+        }
+    }
+    Ok(removed)
+}
+
+/// Remove the empty spill directories `.coo-assembler-<pid>-*` in `base`
+/// whose process is dead. A non-empty one is left alone (it is not what we
+/// leave behind). Returns the directories removed.
+pub fn remove_stale_temp_dirs(base: &Path) -> Result<Vec<PathBuf>> {
+    let me = std::process::id();
+    let mut removed = Vec::new();
+    for (name, path) in list(base)? {
+        match temp_dir_pid(&name) {
+            Some(pid) if pid != me && !pid_alive(pid) => {}
+            _ => continue,
+        }
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_dir() => {}
+            _ => continue,
+        }
+        match fs::remove_dir(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            // Not empty (ENOTEMPTY/EEXIST): leave it.
+            Err(_) => {}
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid that is not alive: a child that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        assert!(!pid_alive(pid));
+        pid
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(output_temp_pid(".k.hrry.tmp-123-00ff", "k.hrry"), Some(123));
+        assert_eq!(output_temp_pid(".k.hrry.tmp-123-", "k.hrry"), None);
+        assert_eq!(output_temp_pid(".k.hrry.tmp-123-zz", "k.hrry"), None);
+        assert_eq!(output_temp_pid(".x.hrry.tmp-123-00ff", "k.hrry"), None);
+        assert_eq!(output_temp_pid("k.hrry", "k.hrry"), None);
+        assert_eq!(temp_dir_pid(".coo-assembler-77-abc"), Some(77));
+        assert_eq!(temp_dir_pid(".coo-assembler-abc"), None);
+    }
+
+    #[test]
+    fn removes_only_dead_leftovers() {
+        let d = tempfile::tempdir().unwrap();
+        let dead = dead_pid();
+        let me = std::process::id();
+        let target = d.path().join("k.hrry");
+        let stale = d.path().join(format!(".k.hrry.tmp-{dead}-0123abcd"));
+        let live = d.path().join(format!(".k.hrry.tmp-{me}-0123abcd"));
+        let other = d.path().join(format!(".j.hrry.tmp-{dead}-0123abcd"));
+        for p in [&stale, &live, &other, &target] {
+            fs::write(p, b"x").unwrap();
+        }
+        let dead_dir = d.path().join(format!(".coo-assembler-{dead}-xyz"));
+        let full_dir = d.path().join(format!(".coo-assembler-{dead}-full"));
+        let live_dir = d.path().join(format!(".coo-assembler-{me}-xyz"));
+        for p in [&dead_dir, &full_dir, &live_dir] {
+            fs::create_dir(p).unwrap();
+        }
+        fs::write(full_dir.join("f"), b"x").unwrap();
+        assert_eq!(
+            remove_stale_output_temps(&target).unwrap(),
+            vec![stale.clone()]
+        );
+        assert_eq!(
+            remove_stale_temp_dirs(d.path()).unwrap(),
+            vec![dead_dir.clone()]
+        );
+        assert!(!stale.exists() && !dead_dir.exists());
+        assert!(live.exists() && other.exists() && target.exists());
+        assert!(full_dir.exists() && live_dir.exists());
+    }
+}

@@ -80,6 +80,9 @@ pub struct Summary {
     pub time_merge: Duration,
     /// The final merge and the file write, fsync and rename.
     pub time_write: Duration,
+    /// Leftovers of earlier, killed runs that this one removed (temporary
+    /// output files next to the target, empty spill directories).
+    pub stale_removed: Vec<PathBuf>,
 }
 
 /// How the budget is divided; derived once from the options.
@@ -159,6 +162,8 @@ struct Shared {
     runs: Vec<Run>,
     error: Option<Error>,
     spill_dir: Option<tempfile::TempDir>,
+    /// Leftovers of killed runs removed when this assembly started.
+    stale_removed: Vec<PathBuf>,
 }
 
 /// Everything the pushers, sorters and finish share, for one key type.
@@ -288,6 +293,9 @@ fn new_core<K: Key>(
         fingerprint: xxhash_rust::xxh3::xxh3_64(&fp),
         block_target: BLOCK_TARGET,
     };
+    // Leftovers of killed runs (their pid is dead) go before we add ours.
+    let base = opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let stale_removed = crate::sweep::remove_stale_temp_dirs(&base).unwrap_or_default();
     let (free_tx, free_rx) = crossbeam_channel::unbounded();
     let (work_tx, work_rx) = crossbeam_channel::unbounded();
     for _ in 0..plan.n_chunks {
@@ -305,7 +313,10 @@ fn new_core<K: Key>(
         free_rx,
         work_tx,
         work_rx,
-        shared: Mutex::new(Shared::default()),
+        shared: Mutex::new(Shared {
+            stale_removed,
+            ..Shared::default()
+        }),
         poisoned: AtomicBool::new(false),
         held: AtomicU64::new(0),
         mem: MemTracker::default(),
@@ -539,7 +550,11 @@ impl<K: Key> Local<K> {
     fn hand_off(&mut self) -> Result<()> {
         let core = Arc::clone(&self.core);
         if core.poisoned.load(Ordering::Relaxed) {
-            return Err(Error::Poisoned("assembler (finish() reports the cause)"));
+            // The first pusher to notice gets the cause itself; the
+            // assembler stays poisoned, so finish() fails too.
+            return Err(core.lock().error.take().unwrap_or(Error::Poisoned(
+                "assembler (an earlier push returned the cause)",
+            )));
         }
         self.send_chunk();
         let mut c = core
@@ -691,7 +706,11 @@ impl Builder {
         if self.own.is_none() {
             self.own = Some(self.core.local()?);
         }
-        self.own.as_mut().ok_or_else(|| Error::Poisoned("builder"))
+        // A match, not ok_or: no error value is built and dropped per push.
+        match self.own.as_mut() {
+            Some(l) => Ok(l),
+            None => Err(Error::Poisoned("builder")),
+        }
     }
 
     /// Push one contribution from this thread (through a pusher the builder
@@ -885,6 +904,11 @@ fn finish_core<K: Key>(core: &Arc<Core<K>>, path: &Path, ingest: Duration) -> Re
     if let Some(e) = core.lock().error.take() {
         return Err(e);
     }
+    if core.poisoned.load(Ordering::SeqCst) {
+        return Err(Error::Poisoned(
+            "assembler (an earlier push returned the cause)",
+        ));
+    }
     // Chunks are no longer needed: give their memory back before merging.
     while let Ok(c) = core.free_rx.try_recv() {
         core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
@@ -968,6 +992,8 @@ fn merge_and_write<K: Key, C: Combiner>(
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
     let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
     let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path)?;
+    let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
+    stale_removed.extend(fs.stale_removed.iter().cloned());
     drop(merger);
     core.mem.sub(buffers);
     Ok(Summary {
@@ -986,6 +1012,7 @@ fn merge_and_write<K: Key, C: Combiner>(
         time_sort: Duration::from_nanos(core.sort_nanos.load(Ordering::Relaxed)),
         time_merge,
         time_write: t_write.elapsed(),
+        stale_removed,
     })
 }
 

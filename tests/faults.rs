@@ -474,7 +474,6 @@ fn next_writer_removes_stale_output_temps() {
 /// (`.coo-assembler-<dead pid>-*` in the temp dir) is removed by the next
 /// assembly using that temp dir.
 #[test]
-#[ignore = "not wired: the builder must call coo_assembler::sweep::remove_stale_temp_dirs(temp base) (see docs/reliability.md)"]
 fn next_assembly_removes_stale_spill_dirs() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dirs();

@@ -170,7 +170,18 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("coo-assembler: error: {e:#}");
+            // Each cause once: library errors already name their source.
+            let mut msg = String::new();
+            for cause in e.chain() {
+                let t = cause.to_string();
+                if !msg.contains(&t) {
+                    if !msg.is_empty() {
+                        msg.push_str(": ");
+                    }
+                    msg.push_str(&t);
+                }
+            }
+            eprintln!("coo-assembler: error: {msg}");
             if e.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -570,6 +581,13 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         b.enable_steady_tick(std::time::Duration::from_millis(200));
     }
     let s = builder.finish(&a.output)?;
+    for p in &s.stale_removed {
+        // Shown even with --quiet: the user should know a run was killed.
+        eprintln!(
+            "coo-assembler: removed stale leftover of a killed run: {}",
+            p.display()
+        );
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -16,7 +16,6 @@ use crate::combine::{
     PushValue, Unique,
 };
 use crate::element::DType;
-use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::merge::{combine_error, first_pass_width, Merger};
@@ -1019,109 +1018,108 @@ fn merge_and_write<K: Key, C: Combiner>(
 /// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// Finished entries on their way to the writer.
-struct Batch {
-    idx: Vec<u64>,
-    vals: Vec<Value>,
+/// Merged entries on their way to the writer.
+struct Batch<K, A> {
+    keys: Vec<K>,
+    accs: Vec<A>,
 }
 
-enum ToWriter {
-    Batch(Batch),
+enum ToWriter<K, A> {
+    Batch(Batch<K, A>),
     /// Everything was sent: the writer may publish the file.
     Done,
 }
 
-/// The final merge, pipelined over two threads: this one merges and
-/// rounds, a second one checks, hashes and writes. Without an explicit
-/// `Done` the writer drops its temporary file, so a merge error can never
-/// publish a partial file. Returns (dropped zeros, nnz, file summary).
+/// The final merge, pipelined over two threads: this one merges runs, a
+/// second one rounds, unpacks, checks, hashes and writes (the two halves
+/// cost about the same). Without an explicit `Done` the writer drops its
+/// temporary file, so a merge error can never publish a partial file.
+/// Returns (dropped zeros, nnz, file summary).
 fn merge_into_file<K: Key, C: Combiner>(
     core: &Core<K>,
     comb: &C,
     merger: &mut Merger<'_, K, C>,
     path: &Path,
 ) -> Result<(u64, u64, FileSummary)> {
-    let rank = core.layout.rank();
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
     for _ in 0..2 {
         let _ = empty_tx.send(Batch {
-            idx: Vec::with_capacity(WRITE_BATCH * rank),
-            vals: Vec::with_capacity(WRITE_BATCH),
+            keys: Vec::with_capacity(WRITE_BATCH),
+            accs: Vec::with_capacity(WRITE_BATCH),
         });
     }
     let wopts = WriteOptions {
         io: core.opts.io.clone(),
         ..WriteOptions::default()
     };
-    let (name, dtype, shape) = (
-        core.opts.tensor_name.as_str(),
-        core.dtype,
-        core.layout.shape(),
-    );
     std::thread::scope(|s| {
-        let writer = s.spawn(move || -> Result<(u64, FileSummary)> {
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let layout = &core.layout;
             let mut fw = FileWriter::create(path, wopts)?;
-            let mut tw = fw.begin_tensor(name, dtype, shape)?;
+            let mut tw = fw.begin_tensor(&core.opts.tensor_name, core.dtype, layout.shape())?;
+            let mut idx = vec![0u64; layout.rank()];
+            let mut dropped = 0u64;
             for msg in full_rx.iter() {
                 match msg {
                     ToWriter::Batch(mut b) => {
-                        for (i, v) in b.vals.iter().enumerate() {
-                            tw.push_value(&b.idx[i * rank..(i + 1) * rank], *v)?;
+                        for (k, acc) in b.keys.iter().zip(&b.accs) {
+                            let v = comb
+                                .finish(acc)
+                                .map_err(|e| combine_error(layout, core.dtype, k, e))?;
+                            if core.opts.drop_zeros && v.is_zero() {
+                                dropped += 1;
+                                continue;
+                            }
+                            layout.unpack(k, &mut idx);
+                            tw.push_value(&idx, v)?;
                         }
-                        b.idx.clear();
-                        b.vals.clear();
+                        b.keys.clear();
+                        b.accs.clear();
                         let _ = empty_tx.send(b);
                     }
                     ToWriter::Done => {
                         let ts = tw.finish()?;
-                        return Ok((ts.nnz, fw.finish()?));
+                        return Ok((dropped, ts.nnz, fw.finish()?));
                     }
                 }
             }
             Err(Error::Poisoned("file writer (the merge stopped)"))
-        });
-        let merged = (|| -> Result<u64> {
-            let mut dropped = 0u64;
+        };
+        let writer = std::thread::Builder::new()
+            .name("coo-write".into())
+            .spawn_scoped(s, write)
+            .map_err(|e| Error::io("spawn writer thread", path, e))?;
+        let merged = (|| -> Result<()> {
             let Ok(mut b) = empty_rx.recv() else {
-                return Ok(0);
+                return Ok(());
             };
-            let mut idx = vec![0u64; rank];
             while let Some((k, acc)) = merger.next_combined()? {
-                let v = comb
-                    .finish(&acc)
-                    .map_err(|e| combine_error(&core.layout, core.dtype, &k, e))?;
-                if core.opts.drop_zeros && v.is_zero() {
-                    dropped += 1;
-                    continue;
-                }
-                core.layout.unpack(&k, &mut idx);
-                b.idx.extend_from_slice(&idx);
-                b.vals.push(v);
-                if b.vals.len() == WRITE_BATCH {
+                b.keys.push(k);
+                b.accs.push(acc);
+                if b.keys.len() == WRITE_BATCH {
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
                     if full_tx.send(ToWriter::Batch(b)).is_err() {
-                        return Ok(dropped);
+                        return Ok(());
                     }
                     match empty_rx.recv() {
                         Ok(e) => b = e,
-                        Err(_) => return Ok(dropped),
+                        Err(_) => return Ok(()),
                     }
                 }
             }
             if full_tx.send(ToWriter::Batch(b)).is_ok() {
                 let _ = full_tx.send(ToWriter::Done);
             }
-            Ok(dropped)
+            Ok(())
         })();
         drop(full_tx);
         let written = writer
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
-        let dropped = merged?;
-        let (nnz, fs) = written?;
-        Ok((dropped, nnz, fs))
+        merged?;
+        written
     })
 }
 

@@ -490,13 +490,23 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         Some("non-finite") => NonFinitePolicy::RejectNonFinite,
         Some(o) => return Err(usage(format!("--reject {o:?}: use nan or non-finite"))),
     };
+    let mut mapped: Option<memmap2::Mmap> = None;
     let (source, total, reader): (String, Option<u64>, Box<dyn Read>) = if a.input == "-" {
         ("<stdin>".into(), None, Box::new(io::stdin().lock()))
     } else {
         let p = PathBuf::from(&a.input);
         let file =
             std::fs::File::open(&p).map_err(|e| anyhow::Error::new(Error::io("open", &p, e)))?;
-        let len = file.metadata().ok().map(|m| m.len());
+        let meta = file.metadata().ok();
+        let len = meta.as_ref().map(|m| m.len());
+        if format == InputFormat::Bin && meta.is_some_and(|m| m.is_file() && m.len() > 0) {
+            // SAFETY: the map is only read; a file truncated by another
+            // process while we read it would raise SIGBUS (documented).
+            if let Ok(m) = unsafe { memmap2::Mmap::map(&file) } {
+                let _ = m.advise(memmap2::Advice::Sequential);
+                mapped = Some(m);
+            }
+        }
         (a.input.clone(), len, Box::new(file))
     };
     let mut reader = BufReader::with_capacity(1 << 20, reader);
@@ -554,9 +564,11 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let pushed = match format {
-        InputFormat::Bin => {
-            input::push_bin(&mut builder, reader, rank, dtype, &source, &mut progress)?
-        }
+        InputFormat::Bin => match &mapped {
+            // A mapped regular file is parsed in place: no read() copies.
+            Some(m) => input::push_bin_bytes(&mut builder, m, rank, dtype, &source, &mut progress)?,
+            None => input::push_bin(&mut builder, reader, rank, dtype, &source, &mut progress)?,
+        },
         InputFormat::Text => {
             input::push_text(&mut builder, reader, rank, dtype, &source, &mut progress)?
         }

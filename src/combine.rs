@@ -10,7 +10,7 @@
 //! element type.
 
 use crate::element::{DType, Value};
-use crate::exact::{sum_exact, ExactSum};
+use crate::exact::{sum_exact, two_sum, ExactSum};
 use crate::options::DuplicatePolicy;
 use half::{bf16, f16};
 use std::fmt;
@@ -152,13 +152,6 @@ pub(crate) enum SumAcc {
     Compact { hi: f64, lo: f64 },
     /// Any other exact sum.
     Full(Box<ExactSum>),
-}
-
-#[inline(always)]
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
-    let s = a + b;
-    let bb = s - a;
-    (s, (a - (s - bb)) + (b - bb))
 }
 
 /// Header bytes of the ExactSum encoding for one and two finite, non-zero

@@ -165,7 +165,7 @@ pub struct ExactSum {
 
 /// Error-free transformation: `s + e == a + b` exactly (absent overflow).
 #[inline(always)]
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
+pub(crate) fn two_sum(a: f64, b: f64) -> (f64, f64) {
     let s = a + b;
     let bb = s - a;
     let e = (a - (s - bb)) + (b - bb);

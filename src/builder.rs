@@ -356,15 +356,26 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
         if !core.poisoned.load(Ordering::Relaxed) {
             let t = Instant::now();
             let before = scratch.capacity();
-            let r = make_run(
-                core,
-                comb,
-                &mut chunk,
-                origin,
-                &mut scratch,
-                &mut raws,
-                &mut spill,
-            );
+            // The sort scratch is as large as a chunk: reserve it here so
+            // that running out of memory is an error, not an abort.
+            let want = chunk.len().saturating_sub(scratch.len());
+            let r = if scratch.capacity() < chunk.len() && scratch.try_reserve_exact(want).is_err()
+            {
+                Err(Error::OutOfMemory {
+                    what: "sort scratch",
+                    bytes: chunk.len() as u64 * core.plan.record_bytes,
+                })
+            } else {
+                make_run(
+                    core,
+                    comb,
+                    &mut chunk,
+                    origin,
+                    &mut scratch,
+                    &mut raws,
+                    &mut spill,
+                )
+            };
             let grown = scratch.capacity().saturating_sub(before) as u64;
             core.mem.add(grown * core.plan.record_bytes);
             if let Err(e) = r {

@@ -108,12 +108,25 @@ impl Backing {
         }
     }
 
-    fn aligned_copy(bytes: &[u8]) -> Backing {
-        let mut v = vec![0u64; bytes.len().div_ceil(8)];
+    fn aligned_copy(bytes: &[u8]) -> Result<Backing> {
+        let mut v = aligned_zeroed(bytes.len())?;
         let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
         dst[..bytes.len()].copy_from_slice(bytes);
-        Backing::Mem(v, bytes.len())
+        Ok(Backing::Mem(v, bytes.len()))
     }
+}
+
+/// An 8-aligned zeroed buffer of at least `n` bytes; running out of memory
+/// is an error, not an abort.
+fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
+    let words = n.div_ceil(8);
+    let mut v: Vec<u64> = Vec::new();
+    v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
+        what: "an in-memory copy of the file",
+        bytes: n as u64,
+    })?;
+    v.resize(words, 0);
+    Ok(v)
 }
 
 /// Validated location of one tensor.
@@ -207,7 +220,7 @@ impl HurrayFile {
         let n = usize::try_from(len).map_err(|_| {
             Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
         })?;
-        let mut v = vec![0u64; n.div_ceil(8)];
+        let mut v = aligned_zeroed(n)?;
         {
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
             ctx.read_exact_at(&file, &mut dst[..n], 0, path)?;
@@ -222,7 +235,7 @@ impl HurrayFile {
 
     /// [`HurrayFile::from_bytes`] with options.
     pub fn from_bytes_with(bytes: &[u8], opts: ReadOptions) -> Result<HurrayFile> {
-        Self::from_backing(Backing::aligned_copy(bytes), opts)
+        Self::from_backing(Backing::aligned_copy(bytes)?, opts)
     }
 
     fn from_backing(backing: Backing, opts: ReadOptions) -> Result<HurrayFile> {

@@ -558,9 +558,30 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let page = 4096u64;
+    let mut released = 0u64;
     let mut progress = |n: u64| {
         if let Some(b) = &bar {
             b.set_position(n);
+        }
+        // Pages of a mapped input that were already parsed leave our
+        // resident set (the page cache keeps them): without this the whole
+        // input would count against the memory budget.
+        if let Some(m) = &mapped {
+            let upto = n / page * page;
+            if upto >= released + (16 << 20) {
+                // SAFETY: a read-only private file mapping; the range was
+                // parsed and is never read again, and re-reading it would
+                // only fault the same file bytes back in.
+                let _ = unsafe {
+                    m.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        released as usize,
+                        (upto - released) as usize,
+                    )
+                };
+                released = upto;
+            }
         }
     };
     let pushed = match format {

@@ -468,6 +468,8 @@ struct Local<K: Key> {
     origin_base: u64,
     chunk_seq: u64,
     count: u64,
+    /// Converted values of one element matrix (reused).
+    elem_raws: Vec<u64>,
 }
 
 impl<K: Key> Local<K> {
@@ -487,6 +489,7 @@ impl<K: Key> Local<K> {
             origin_base: id << 32,
             chunk_seq: 0,
             count: 0,
+            elem_raws: Vec::new(),
         })
     }
 
@@ -837,28 +840,32 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
             });
         }
     }
-    let mut raws = [0u64; 64];
-    let mut n0 = l.count;
-    for (a, &r) in dofs.iter().enumerate() {
-        let row = &local[a * n..(a + 1) * n];
-        // Convert the row first (values may be refused); then append.
-        let mut tmp = Vec::new();
-        let rr: &mut [u64] = if n <= raws.len() {
-            &mut raws[..n]
-        } else {
-            tmp.resize(n, 0);
-            &mut tmp
-        };
-        for (slot, &v) in rr.iter_mut().zip(row) {
-            *slot = l.raw(v, n0)?;
-            n0 += 1;
-        }
-        for (&c, &raw) in dofs.iter().zip(rr.iter()) {
-            let key = l.core.layout.pack::<K>(&[r, c]);
-            l.append(key, raw)?;
+    // Convert every value before appending any: a refused value leaves
+    // nothing of the element pushed.
+    let mut raws = std::mem::take(&mut l.elem_raws);
+    raws.clear();
+    let n0 = l.count;
+    for (i, &v) in local.iter().enumerate() {
+        match l.raw(v, n0 + i as u64) {
+            Ok(r) => raws.push(r),
+            Err(e) => {
+                l.elem_raws = raws;
+                return Err(e);
+            }
         }
     }
-    Ok(())
+    let mut result = Ok(());
+    'rows: for (&r, row) in dofs.iter().zip(raws.chunks_exact(n.max(1))) {
+        for (&c, &raw) in dofs.iter().zip(row) {
+            let key = l.core.layout.pack::<K>(&[r, c]);
+            if let Err(e) = l.append(key, raw) {
+                result = Err(e);
+                break 'rows;
+            }
+        }
+    }
+    l.elem_raws = raws;
+    result
 }
 
 /// A handle for pushing from one thread; cheap, `Send`. Dropping it hands

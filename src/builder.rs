@@ -261,11 +261,12 @@ macro_rules! with_combiner {
     };
 }
 
-/// Largest encoded accumulator we plan for (one expansion component, an
-/// i128 zigzag varint, or origin + value for `last`).
+/// Largest encoded accumulator we plan for: a two-double exact sum (the
+/// compact form, 17 bytes), an i128 zigzag varint, or origin + value for
+/// `last`. Rarer, longer expansions may grow an in-memory run past it.
 fn est_acc_bytes(kind: CombinerKind) -> u64 {
     match kind {
-        CombinerKind::FloatSum => 10,
+        CombinerKind::FloatSum => 17,
         CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
         CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
         CombinerKind::Last => 18,

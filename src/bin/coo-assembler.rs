@@ -569,7 +569,7 @@ fn assemble(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         // input would count against the memory budget.
         if let Some(m) = &mapped {
             let upto = n / page * page;
-            if upto >= released + (16 << 20) {
+            if upto >= released + (4 << 20) {
                 // SAFETY: a read-only private file mapping; the range was
                 // parsed and is never read again, and re-reading it would
                 // only fault the same file bytes back in.

@@ -167,6 +167,51 @@ impl SumAcc {
         (hi.is_finite() && hi != 0.0).then_some(SumAcc::Compact { hi, lo })
     }
 
+    /// The exact sum of a group when it stays within two components all
+    /// along (almost always for FE data): an expansion grown in a fixed
+    /// array, no ExactSum. None sends the group to the general path
+    /// (specials, overflow, an exact zero, more components).
+    #[inline]
+    fn sum_compact(raws: &[u64]) -> Option<SumAcc> {
+        let mut parts = [0f64; 3];
+        let mut n = 0;
+        for r in raws {
+            let x = f64::from_bits(*r);
+            if !x.is_finite() {
+                return None;
+            }
+            if x == 0.0 {
+                continue;
+            }
+            let mut q = x;
+            let mut m = 0;
+            for i in 0..n {
+                let (s, e) = two_sum(q, parts[i]);
+                if e != 0.0 {
+                    parts[m] = e;
+                    m += 1;
+                }
+                q = s;
+            }
+            if !q.is_finite() {
+                return None;
+            }
+            if q != 0.0 {
+                parts[m] = q;
+                m += 1;
+            }
+            if m > 2 {
+                return None;
+            }
+            n = m;
+        }
+        match n {
+            1 => Self::compact(parts[0], 0.0),
+            2 => Self::compact(parts[1], parts[0]),
+            _ => None,
+        }
+    }
+
     fn from_exact(e: ExactSum) -> SumAcc {
         if let Some(p) = e.partials() {
             let c = match *p {
@@ -210,6 +255,9 @@ impl Combiner for FloatSum {
                 Ok(SumAcc::compact(a, b).unwrap_or_else(|| SumAcc::from_exact(sum_exact(&[a, b]))))
             }
             _ => {
+                if let Some(c) = SumAcc::sum_compact(raws) {
+                    return Ok(c);
+                }
                 // Groups are short (FE: a handful of elements share an
                 // entry); a stack buffer avoids allocating for them.
                 let mut buf = [0f64; 32];

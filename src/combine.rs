@@ -159,6 +159,55 @@ pub(crate) enum SumAcc {
 const HDR_ONE: u8 = 0x1C;
 const HDR_TWO: u8 = 0x2C;
 
+/// A short non-overlapping expansion (smallest first) in a fixed array:
+/// Shewchuk's grow-expansion with zero elimination, for the compact paths.
+#[derive(Default)]
+struct Partials {
+    parts: [f64; 4],
+    n: usize,
+}
+
+impl Partials {
+    /// Add `x` exactly. False when an intermediate sum overflows (the caller
+    /// then takes the general path). Holds up to 4 partials: callers keep
+    /// at most 3 before a call.
+    #[inline(always)]
+    fn grow(&mut self, x: f64) -> bool {
+        if x == 0.0 {
+            return true;
+        }
+        let mut q = x;
+        let mut m = 0;
+        for i in 0..self.n {
+            let (s, e) = two_sum(q, self.parts[i]);
+            if e != 0.0 {
+                self.parts[m] = e;
+                m += 1;
+            }
+            q = s;
+        }
+        if !q.is_finite() {
+            return false;
+        }
+        if q != 0.0 {
+            self.parts[m] = q;
+            m += 1;
+        }
+        self.n = m;
+        true
+    }
+
+    /// The compact accumulator for one or two partials.
+    #[inline]
+    fn compact(&self) -> Option<SumAcc> {
+        match self.n {
+            1 => SumAcc::compact(self.parts[0], 0.0),
+            2 => SumAcc::compact(self.parts[1], self.parts[0]),
+            _ => None,
+        }
+    }
+}
+
 impl SumAcc {
     /// The compact form of `hi + lo` when it is one (finite, non-zero).
     #[inline]
@@ -173,43 +222,14 @@ impl SumAcc {
     /// (specials, overflow, an exact zero, more components).
     #[inline]
     fn sum_compact(raws: &[u64]) -> Option<SumAcc> {
-        let mut parts = [0f64; 3];
-        let mut n = 0;
+        let mut parts = Partials::default();
         for r in raws {
             let x = f64::from_bits(*r);
-            if !x.is_finite() {
+            if !x.is_finite() || !parts.grow(x) || parts.n > 2 {
                 return None;
             }
-            if x == 0.0 {
-                continue;
-            }
-            let mut q = x;
-            let mut m = 0;
-            for i in 0..n {
-                let (s, e) = two_sum(q, parts[i]);
-                if e != 0.0 {
-                    parts[m] = e;
-                    m += 1;
-                }
-                q = s;
-            }
-            if !q.is_finite() {
-                return None;
-            }
-            if q != 0.0 {
-                parts[m] = q;
-                m += 1;
-            }
-            if m > 2 {
-                return None;
-            }
-            n = m;
         }
-        match n {
-            1 => Self::compact(parts[0], 0.0),
-            2 => Self::compact(parts[1], parts[0]),
-            _ => None,
-        }
+        parts.compact()
     }
 
     fn from_exact(e: ExactSum) -> SumAcc {
@@ -281,51 +301,13 @@ impl Combiner for FloatSum {
     fn merge(&self, a: &mut SumAcc, b: SumAcc) -> Result<(), CombineError> {
         if let (SumAcc::Compact { hi: ah, lo: al }, SumAcc::Compact { hi: bh, lo: bl }) = (&*a, &b)
         {
-            // Grow the expansion [al, ah] by bh then bl, dropping zero
-            // partials; keep the compact form when two partials remain.
-            let mut parts = [0f64; 4];
-            let mut n = 0;
-            for p in [*al, *ah] {
-                if p != 0.0 {
-                    parts[n] = p;
-                    n += 1;
-                }
-            }
-            let mut ok = true;
-            for x in [*bh, *bl] {
-                if x == 0.0 {
-                    continue;
-                }
-                let mut q = x;
-                let mut m = 0;
-                for i in 0..n {
-                    let (s, e) = two_sum(q, parts[i]);
-                    if e != 0.0 {
-                        parts[m] = e;
-                        m += 1;
-                    }
-                    q = s;
-                }
-                if !q.is_finite() {
-                    ok = false;
-                    break;
-                }
-                if q != 0.0 {
-                    parts[m] = q;
-                    m += 1;
-                }
-                n = m;
-            }
-            if ok {
-                let c = match n {
-                    1 => SumAcc::compact(parts[0], 0.0),
-                    2 => SumAcc::compact(parts[1], parts[0]),
-                    _ => None,
-                };
-                if let Some(c) = c {
-                    *a = c;
-                    return Ok(());
-                }
+            // Grow the expansion [al, ah] by bh and bl; keep the compact
+            // form when at most two partials remain.
+            let mut parts = Partials::default();
+            let grown = [*al, *ah, *bh, *bl].into_iter().all(|x| parts.grow(x));
+            if let Some(c) = grown.then(|| parts.compact()).flatten() {
+                *a = c;
+                return Ok(());
             }
         }
         let mut e = a.to_exact();

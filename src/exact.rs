@@ -751,39 +751,6 @@ fn read_u64_le(buf: &[u8], pos: &mut usize) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        let part = u64::from(b & 0x7f);
-        if i == 9 && b > 1 {
-            return None;
-        }
-        v |= part << (7 * i);
-        if b & 0x80 == 0 {
-            // canonical: no redundant trailing zero byte
-            if i > 0 && b == 0 {
-                return None;
-            }
-            return Some(v);
-        }
-    }
-    None
-}
-
-fn write_varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
 /// Minimal number of limbs that sign-extend back to `limbs`.
 fn wide_len(limbs: &[u64; WIDE_LIMBS]) -> usize {
     let mut l = WIDE_LIMBS;
@@ -817,7 +784,7 @@ impl ExactSum {
             out.push(base | ((n as u8) << 4));
         } else {
             out.push(base | (HDR_N_VARINT << 4));
-            write_varint(out, n as u64);
+            crate::varint::write_u64(n as u64, out);
         }
         if n > 0 {
             for p in self.parts.as_slice() {
@@ -867,7 +834,7 @@ impl ExactSum {
             return Some(s);
         }
         let n = if nfield == HDR_N_VARINT {
-            let n = read_varint(buf, pos)?;
+            let n = crate::varint::read_u64(buf, pos)?;
             if n < u64::from(HDR_N_VARINT) {
                 return None;
             }

@@ -126,17 +126,12 @@ impl Key for u64 {
 
     fn write_delta(prev: &Self, cur: &Self, out: &mut Vec<u8>) {
         debug_assert!(cur >= prev);
-        let mut d = cur.wrapping_sub(*prev);
-        while d >= 0x80 {
-            out.push((d as u8) | 0x80);
-            d >>= 7;
-        }
-        out.push(d as u8);
+        crate::varint::write_u64(cur.wrapping_sub(*prev), out);
     }
 
     fn read_delta(prev: &Self, buf: &[u8], pos: &mut usize) -> Option<Self> {
         let save = *pos;
-        let d: u64 = read_varint(buf, pos)?;
+        let d = crate::varint::read_u64(buf, pos)?;
         let r = prev.checked_add(d);
         if r.is_none() {
             *pos = save;

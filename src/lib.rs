@@ -94,6 +94,7 @@ pub mod sort;
 pub(crate) mod spill;
 pub mod stats;
 pub mod sweep;
+pub(crate) mod varint;
 pub mod write;
 
 pub use builder::{Builder, Pusher, Summary};

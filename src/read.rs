@@ -116,6 +116,20 @@ impl Backing {
     }
 }
 
+/// Open `path` and take its length, refusing a file too short to hold a
+/// header and a trailer.
+fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64)> {
+    let file = ctx.open(path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat", path, e))?
+        .len();
+    if len < HEADER_LEN + TRAILER_LEN {
+        return Err(too_short(len));
+    }
+    Ok((file, len))
+}
+
 /// An 8-aligned zeroed buffer of at least `n` bytes; running out of memory
 /// is an error, not an abort.
 fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
@@ -183,14 +197,8 @@ impl HurrayFile {
     /// Map `path` into memory and validate its structure.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let file = IoCtx::new().open(path)?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        if len < HEADER_LEN + TRAILER_LEN {
-            return Err(too_short(len));
-        }
+        let ctx = IoCtx::new();
+        let (file, _) = open_sized(&ctx, path)?;
         // SAFETY: the map is read-only and private to this object. The one
         // hazard, another process truncating or rewriting the file while it
         // is mapped, is documented (SIGBUS) with `read_into_memory` as the
@@ -209,14 +217,7 @@ impl HurrayFile {
     pub fn read_into_memory_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
         let path = path.as_ref();
         let ctx = IoCtx::new();
-        let file = ctx.open(path)?;
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
-        if len < HEADER_LEN + TRAILER_LEN {
-            return Err(too_short(len));
-        }
+        let (file, len) = open_sized(&ctx, path)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
         })?;

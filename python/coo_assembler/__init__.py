@@ -540,6 +540,10 @@ class File:
             rows, indptr, perm = self._native.csc_parts(index64)
             data = _scipy_data(self.values())[perm]
             a = sp.csc_array((data, rows, indptr), shape=shape)
+        if index64:
+            # The constructor narrows small int64 indices to int32; keep
+            # what was asked for (scipy's tocsr keeps int64 inputs int64).
+            a.indices, a.indptr = (indices, indptr) if layout == "csr" else (rows, indptr)
         a.has_sorted_indices = True
         a.has_canonical_format = True
         return a

@@ -218,6 +218,7 @@ impl<'py> IntArr1<'py> {
 }
 
 /// A 2-D integer array (element dofs), borrowed.
+#[derive(Clone, Copy)]
 pub enum Ints2<'a> {
     U8(ArrayView2<'a, u8>),
     I8(ArrayView2<'a, i8>),
@@ -259,20 +260,7 @@ impl<'a> Ints2<'a> {
 
     /// Column j (all elements' j-th dof) as a 1-D view.
     pub fn column(&self, j: usize) -> Ints<'a> {
-        int2_column!(self.clone_view(), j, [U8, I8, U16, I16, U32, I32, U64, I64])
-    }
-
-    fn clone_view(&self) -> Ints2<'a> {
-        match self {
-            Ints2::U8(v) => Ints2::U8(v.clone()),
-            Ints2::I8(v) => Ints2::I8(v.clone()),
-            Ints2::U16(v) => Ints2::U16(v.clone()),
-            Ints2::I16(v) => Ints2::I16(v.clone()),
-            Ints2::U32(v) => Ints2::U32(v.clone()),
-            Ints2::I32(v) => Ints2::I32(v.clone()),
-            Ints2::U64(v) => Ints2::U64(v.clone()),
-            Ints2::I64(v) => Ints2::I64(v.clone()),
-        }
+        int2_column!(*self, j, [U8, I8, U16, I16, U32, I32, U64, I64])
     }
 
     /// Rows `start..end` as u64, row after row (entry i's index at

@@ -11,6 +11,9 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{input_error, to_py};
 
+/// A NumPy array of a dtype known only at run time.
+type Arr<'py> = Bound<'py, PyAny>;
+
 /// An open file; `tensor` names the tensor all methods look at.
 #[pyclass(module = "coo_assembler._native", name = "File", frozen)]
 pub struct NativeFile {
@@ -122,13 +125,13 @@ fn csr_structure<I: SpIndex>(indices: &[u64], nrows: usize) -> (Vec<I>, Vec<I>) 
     (cols, indptr)
 }
 
+/// Row indices, column pointers, and the permutation to apply to values.
+type Csc<I> = (Vec<I>, Vec<I>, Vec<u64>);
+
 /// CSC of a row-major sorted rank-2 COO by a counting sort on columns:
 /// row indices, column pointers and the permutation to apply to values.
 /// Rows come out increasing within each column (the scan is row-major).
-fn csc_structure<I: SpIndex>(
-    indices: &[u64],
-    ncols: usize,
-) -> Result<(Vec<I>, Vec<I>, Vec<u64>), String> {
+fn csc_structure<I: SpIndex>(indices: &[u64], ncols: usize) -> Result<Csc<I>, String> {
     let nnz = indices.len() / 2;
     let mut start = vec![0u64; ncols + 1];
     for (p, e) in indices.chunks_exact(2).enumerate() {
@@ -323,7 +326,7 @@ impl NativeFile {
     fn csr_parts<'py>(
         slf: &Bound<'py, Self>,
         index64: bool,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
         let py = slf.py();
         let t = slf.get().t()?;
         let (nrows, nnz) = (sorted_matrix(&t)?.0, t.nnz() as usize);
@@ -349,11 +352,7 @@ impl NativeFile {
         &self,
         py: Python<'py>,
         index64: bool,
-    ) -> PyResult<(
-        Bound<'py, PyAny>,
-        Bound<'py, PyAny>,
-        Bound<'py, PyArray1<u64>>,
-    )> {
+    ) -> PyResult<(Arr<'py>, Arr<'py>, Bound<'py, PyArray1<u64>>)> {
         let t = self.t()?;
         let ncols = sorted_matrix(&t)?.1;
         let src = t.indices();

@@ -96,7 +96,7 @@ def problem(n: int, elasticity: bool, intorder: int):
     return basis, form
 
 
-def ours(coo, basis, budget: str, threads, tmp: str):
+def ours(coo, basis, budget: str, threads, tmp: str, exact: bool = True):
     """Assembly step through coo_assembler: returns (csr, times, peaks)."""
     # scikit-fem's element matrices: local[e, j, i] holds the (test i,
     # trial j) integral, which goes to row dofs[i], column dofs[j]. Our
@@ -107,7 +107,7 @@ def ours(coo, basis, budget: str, threads, tmp: str):
     path = os.path.join(tmp, "K.hrry")
     with Peak() as build:
         with ca.Builder((basis.N, basis.N), memory_budget=budget, threads=threads,
-                        temp_dir=tmp) as b:
+                        temp_dir=tmp, exact_sums=exact) as b:
             b.push_elements(dofs, ke)
             summary = b.finish(path)
     with Peak() as load:
@@ -151,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--elasticity", action="store_true", help="3 dofs per node")
     ap.add_argument("--budget", default="256MiB", help="memory budget (default 256MiB)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--fast-sums", action="store_true",
+                    help="exact_sums=False: plain f64 sums in arrival order")
     ap.add_argument("--intorder", type=int, default=3,
                     help="quadrature order (default 3: 2x2x2 Gauss points, exact for these "
                          "stiffness matrices on the box mesh; scikit-fem's own default for "
@@ -180,7 +182,8 @@ def main(argv=None) -> int:
     del S2
 
     with tempfile.TemporaryDirectory(prefix="skfem-bench-") as tmp:
-        K, summary, build, load = ours(coo, basis, args.budget, args.threads, tmp)
+        K, summary, build, load = ours(coo, basis, args.budget, args.threads, tmp,
+                                       exact=not args.fast_sums)
         ours_step = build.seconds + load.seconds
         print(f"coo_assembler step:     {ours_step:7.2f} s")
         print(f"  push_elements+finish: {build.seconds:7.2f} s   peak +{build.mib:7.0f} MiB"

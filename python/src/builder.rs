@@ -110,7 +110,6 @@ pub struct NativeBuilder {
     /// pushes in flight.
     live: RwLock<Option<Live>>,
     shape: Vec<u64>,
-    order_matters: bool,
 }
 
 impl NativeBuilder {
@@ -235,7 +234,6 @@ fn push_elements<'b, T: Num>(
     builder: &'b Builder,
     pool: &Pool<'b>,
     shape: &[u64],
-    order_matters: bool,
     dofs: &Ints2<'_>,
     ke: &ArrayView3<'_, T>,
 ) -> R<()> {
@@ -262,34 +260,14 @@ fn push_elements<'b, T: Num>(
         };
         Fail::Input(format!("dofs[{e}, {a}] = {v} {why}"))
     })?;
-    let strides = ke.strides();
-    let element_fastest = strides[0].unsigned_abs() <= strides[1].unsigned_abs()
-        && strides[0].unsigned_abs() <= strides[2].unsigned_abs();
-    if element_fastest && !order_matters {
-        // Element-last storage (scikit-fem's data[a, b, e] seen as
-        // ke[e, a, b]): push entry (a, b) of every element at once, reading
-        // three sequential streams instead of gathering k*k scattered values
-        // per element. Sums, min, max and `error` do not depend on order.
-        let cols: Vec<Ints<'_>> = (0..k).map(|a| dofs.column(a)).collect();
-        return pool.with(builder, |p| {
-            let (mut rb, mut cb, mut vb) = (Vec::new(), Vec::new(), Vec::new());
-            for a in 0..k {
-                for b in 0..k {
-                    let vals = ke.index_axis(Axis(1), a);
-                    let vals = vals.index_axis(Axis(1), b);
-                    let mut start = 0;
-                    while start < n_el {
-                        let end = (start + CHUNK).min(n_el);
-                        let r = cols[a].chunk(start, end, &mut rb);
-                        let c = cols[b].chunk(start, end, &mut cb);
-                        p.push_coo(r, c, chunk_of(&vals, start, end, &mut vb))?;
-                        start = end;
-                    }
-                }
-            }
-            Ok(())
-        });
-    }
+    // Element by element, whatever the layout: neighbouring elements share
+    // dofs, so a chunk then holds many contributions to the same
+    // coordinates and its run shrinks when they are combined. (Pushing
+    // entry (a, b) of all elements at a time reads memory sequentially for
+    // element-last storage, but leaves chunks with almost no duplicates:
+    // 12.2 s instead of 9.1 s to finish on a 5e7 scikit-fem problem.)
+    // Gathering one element's k*k values from element-last storage touches
+    // the same k*k cache lines as the previous element: it stays in L1.
     pool.with(builder, |p| {
         let (mut db, mut vb) = (Vec::new(), Vec::new());
         for e in 0..n_el {
@@ -371,7 +349,6 @@ impl NativeBuilder {
         Ok(NativeBuilder {
             live: RwLock::new(Some(live)),
             shape,
-            order_matters: policy == DuplicatePolicy::Last,
         })
     }
 
@@ -433,9 +410,9 @@ impl NativeBuilder {
         let d = IntArr2::borrow(&dofs, "dofs")?;
         let dview = d.view();
         let k = ValArr3::borrow(&ke)?;
-        let (shape, om) = (&self.shape, self.order_matters);
+        let shape = &self.shape;
         with_values!(ValArr3, &k, v => py.detach(|| {
-            self.with_live(|b, pool| push_elements(b, pool, shape, om, &dview, &v))
+            self.with_live(|b, pool| push_elements(b, pool, shape, &dview, &v))
         }))?;
         Ok(())
     }

@@ -172,6 +172,7 @@ pub struct coo_info {
 }
 
 /// A failed call: the status code and the message for `coo_last_error`.
+#[derive(Debug)]
 pub(crate) struct Fail {
     pub(crate) code: c_int,
     pub(crate) msg: String,

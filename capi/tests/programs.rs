@@ -90,12 +90,19 @@ fn compile_c(sources: &[PathBuf], dir: &Path, exe: &str, link: Link) -> PathBuf 
     let lib = lib_dir();
     let out = dir.join(exe);
     let mut cmd = Command::new(tool("CC", "cc"));
-    cmd.args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic"])
-        .arg("-I")
-        .arg(repo_root().join("include"))
-        .args(sources)
-        .arg("-o")
-        .arg(&out);
+    cmd.args([
+        "-std=c11",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+    ])
+    .arg("-I")
+    .arg(repo_root().join("include"))
+    .args(sources)
+    .arg("-o")
+    .arg(&out);
     match link {
         Link::Shared => {
             cmd.arg(format!("-L{}", lib.display()))
@@ -145,7 +152,10 @@ fn c_example_assembles_1d_poisson_and_reads_it_back() {
     assert_eq!(field(&out, "contributions"), 4 * n);
     assert_eq!(field(&out, "nnz"), 3 * n + 1);
     assert!(out.contains("K[1,1]=128\n"), "{out}");
-    assert!(out.contains("K[1,0]=-64\nK[1,1]=128\nK[1,2]=-64\n"), "{out}");
+    assert!(
+        out.contains("K[1,0]=-64\nK[1,1]=128\nK[1,2]=-64\n"),
+        "{out}"
+    );
 
     // The tridiagonal matrix of linear elements with h = 1/n.
     let mut want = BTreeMap::new();
@@ -240,7 +250,10 @@ fn c_threads_push_at_once_through_pushers() {
     // in any order, so the oracle's plain additions are the exact sums.
     assert_eq!(entries(&path), want);
     let thirds = per_thread / 3;
-    assert_eq!(field(&out, "contributions"), threads * (thirds * 2 + thirds * 4));
+    assert_eq!(
+        field(&out, "contributions"),
+        threads * (thirds * 2 + thirds * 4)
+    );
     assert!(field(&out, "runs_spilled") > 0, "{out}");
     assert!(field(&out, "merge_passes") > 1, "{out}");
     let left: Vec<_> = std::fs::read_dir(&spill).expect("read spill").collect();
@@ -274,10 +287,15 @@ fn c_error_paths_give_documented_codes_and_messages() {
         "COO_ERR_INVALID_FILE",
         "COO_ERR_STATE",
     ] {
-        assert!(out.contains(&format!(": {code} ")), "{code} not seen:\n{out}");
+        assert!(
+            out.contains(&format!(": {code} ")),
+            "{code} not seen:\n{out}"
+        );
     }
     // Failed and abandoned assemblies leave no spill file and no output.
-    let left: Vec<_> = std::fs::read_dir(work.join("spill")).expect("read").collect();
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
     assert!(left.is_empty(), "{left:?}");
     for gone in ["overflow.hrry", "dup.hrry", "alive.hrry"] {
         assert!(!work.join(gone).exists(), "{gone} was published");
@@ -288,7 +306,10 @@ fn c_error_paths_give_documented_codes_and_messages() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with('.'))
         .collect();
-    assert!(leftovers.is_empty(), "temporary outputs left: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "temporary outputs left: {leftovers:?}"
+    );
     // The integer tensor written through the C API reads back in Rust.
     let f = HurrayFile::open(work.join("i8.hrry")).expect("open");
     let t = f.only_tensor().expect("tensor");
@@ -330,7 +351,14 @@ fn fortran_example_assembles_2d_poisson_with_openmp_pushers() {
     let fc = tool("FC", "gfortran");
     let exe = dir.path().join("assemble_fe");
     let compiled = Command::new(&fc)
-        .args(["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2", "-fopenmp"])
+        .args([
+            "-std=f2008",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O2",
+            "-fopenmp",
+        ])
         .arg(format!("-J{}", dir.path().display()))
         .arg(repo_root().join("fortran/coo_assembler.f90"))
         .arg(repo_root().join("fortran/examples/assemble_fe.f90"))

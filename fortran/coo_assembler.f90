@@ -66,7 +66,7 @@ module coo_assembler
       coo_builder_push_many, coo_builder_push_element, coo_pusher_new, &
       coo_pusher_push, coo_pusher_push_many, coo_pusher_push_element, &
       coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
-      coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
+      coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
       coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close
 
    interface
@@ -169,6 +169,12 @@ module coo_assembler
          import :: c_ptr
          type(c_ptr) :: msg
       end function coo_last_error
+
+      subroutine coo_set_last_error(status, message) bind(c, name="coo_set_last_error")
+         import :: c_int, c_char
+         integer(c_int), value :: status
+         character(kind=c_char), intent(in) :: message(*)
+      end subroutine coo_set_last_error
 
       function coo_last_status() bind(c, name="coo_last_status") result(s)
          import :: c_int
@@ -668,11 +674,13 @@ contains
       status = fortran_error(COO_ERR_ARGUMENT, msg)
    end function shape_mismatch
 
+   !> Record an error found on the Fortran side as this thread's last
+   !> error, so that coo_error_message() reports it like the library's.
    function fortran_error(code, msg) result(status)
       integer(c_int), intent(in) :: code
       character(len=*), intent(in) :: msg
       integer(c_int) :: status
-      write (error_unit, '(a)') 'coo_assembler: '//trim(msg)
+      call coo_set_last_error(code, c_string(msg))
       status = code
    end function fortran_error
 

@@ -251,6 +251,16 @@ const char *coo_last_error(void);
 int coo_last_status(void);
 
 /**
+ * Record an error for this thread, as if a call had failed with `status`
+ * and `message` (NULL: ""): for language bindings that check arguments
+ * before calling in, so that `coo_last_error` reports their errors too.
+ *
+ * # Safety
+ * `message` is NULL or a NUL-terminated string.
+ */
+void coo_set_last_error(int status, const char *message);
+
+/**
  * A constant name for a status code: "COO_OK", "COO_ERR_INDEX", ...;
  * "unknown status" for any other value.
  */

@@ -315,6 +315,25 @@ pub extern "C" fn coo_last_status() -> c_int {
     LAST.try_with(|l| l.borrow().0).unwrap_or(COO_OK)
 }
 
+/// Record an error for this thread, as if a call had failed with `status`
+/// and `message` (NULL: ""): for language bindings that check arguments
+/// before calling in, so that `coo_last_error` reports their errors too.
+///
+/// # Safety
+/// `message` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn coo_set_last_error(status: c_int, message: *const c_char) {
+    let msg = if message.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null and NUL-terminated by the caller's contract.
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    quietly(|| record(status, msg));
+}
+
 /// A constant name for a status code: "COO_OK", "COO_ERR_INDEX", ...;
 /// "unknown status" for any other value.
 #[no_mangle]
@@ -378,6 +397,15 @@ mod tests {
         // Success does not clear the last error (like errno).
         assert_eq!(status(|| Ok(())), COO_OK);
         assert_eq!(last(), "disk");
+    }
+
+    #[test]
+    fn bindings_can_record_their_own_errors() {
+        unsafe { coo_set_last_error(COO_ERR_RANK, c"index has 3 components".as_ptr()) };
+        assert_eq!(coo_last_status(), COO_ERR_RANK);
+        assert_eq!(last(), "index has 3 components");
+        unsafe { coo_set_last_error(COO_ERR_INDEX, std::ptr::null()) };
+        assert_eq!((coo_last_status(), last()), (COO_ERR_INDEX, String::new()));
     }
 
     #[test]

@@ -344,37 +344,41 @@ fn poisson_2d_oracle(n: u64) -> BTreeMap<(u64, u64), f64> {
     want
 }
 
-#[test]
-fn fortran_example_assembles_2d_poisson_with_openmp_pushers() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// Compile Fortran sources (after the module) against the library.
+fn compile_fortran(sources: &[&str], dir: &Path, exe: &str, flags: &[&str]) -> PathBuf {
     let lib = lib_dir();
     let fc = tool("FC", "gfortran");
-    let exe = dir.path().join("assemble_fe");
-    let compiled = Command::new(&fc)
-        .args([
-            "-std=f2008",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-O2",
-            "-fopenmp",
-        ])
-        .arg(format!("-J{}", dir.path().display()))
+    let out = dir.join(exe);
+    let mut cmd = Command::new(&fc);
+    cmd.args(["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .args(flags)
+        .arg(format!("-J{}", dir.display()))
         .arg(repo_root().join("fortran/coo_assembler.f90"))
-        .arg(repo_root().join("fortran/examples/assemble_fe.f90"))
+        .args(sources.iter().map(|s| repo_root().join(s)))
         .arg("-o")
-        .arg(&exe)
+        .arg(&out)
         .arg(format!("-L{}", lib.display()))
         .arg("-lcoo_assembler")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .output();
-    let compiled = compiled.unwrap_or_else(|e| {
+        .arg(format!("-Wl,-rpath,{}", lib.display()));
+    let compiled = cmd.output().unwrap_or_else(|e| {
         panic!("cannot run {fc}: {e} (install gfortran: apt-get install gfortran, or set FC)")
     });
     assert!(
         compiled.status.success(),
-        "gfortran failed:\n{}",
+        "{fc} failed:\n{}",
         String::from_utf8_lossy(&compiled.stderr)
+    );
+    out
+}
+
+#[test]
+fn fortran_example_assembles_2d_poisson_with_openmp_pushers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_fortran(
+        &["fortran/examples/assemble_fe.f90"],
+        dir.path(),
+        "assemble_fe",
+        &["-fopenmp"],
     );
     let n = 24u64;
     let path = dir.path().join("K.hrry");
@@ -404,6 +408,30 @@ fn fortran_example_assembles_2d_poisson_with_openmp_pushers() {
         assert!((g - w).abs() <= 1e-12, "{k:?}: {g} vs {w}");
     }
     assert_eq!(field(&out, "contributions"), 2 * n * n * 9);
+}
+
+#[test]
+fn fortran_layer_indices_batches_and_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The checks compare exact sums with ==, on purpose.
+    let exe = compile_fortran(
+        &["capi/tests/fortran/checks.f90"],
+        dir.path(),
+        "checks",
+        &["-Wno-compare-reals"],
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "checks");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let e = entries(&work.join("F.hrry"));
+    assert_eq!(e.len(), 100);
+    assert_eq!(e[&(8, 9)], 50.0);
 }
 
 #[test]

@@ -244,44 +244,39 @@ module coo_assembler
    ! ------------------------------------------------------------------
    public :: coo_error_message
 
-   !> An assembly. `call b%init(shape, dtype, ...)`, push, then
-   !> `call b%finish(path)` (or `call b%free()` to abandon it).
-   type, public :: coo_builder_t
+   !> What builders and pushers share: the handle, the index base and the
+   !> push procedures (which go to coo_builder_push* or coo_pusher_push*).
+   type, public :: coo_pushing_t
       type(c_ptr) :: handle = c_null_ptr
       integer :: rank = 0
       !> Subtracted from every index: 1 with one_based=.true.
       integer(int64) :: base = 0
+      !> VIA_BUILDER or VIA_PUSHER, set by init.
+      integer :: via = 0
+   contains
+      procedure, private :: push_i4, push_i8
+      generic :: push => push_i4, push_i8
+      procedure, private :: push_many_i4, push_many_i8
+      generic :: push_many => push_many_i4, push_many_i8
+      procedure, private :: push_element_i4, push_element_i8
+      generic :: push_element => push_element_i4, push_element_i8
+   end type coo_pushing_t
+
+   !> An assembly. `call b%init(shape, dtype, ...)`, push, then
+   !> `call b%finish(path)` (or `call b%free()` to abandon it).
+   type, extends(coo_pushing_t), public :: coo_builder_t
    contains
       procedure, private :: init_i4 => builder_init_i4, init_i8 => builder_init_i8
       generic :: init => init_i4, init_i8
-      procedure, private :: push_i4 => builder_push_i4, push_i8 => builder_push_i8
-      generic :: push => push_i4, push_i8
-      procedure, private :: push_many_i4 => builder_push_many_i4
-      procedure, private :: push_many_i8 => builder_push_many_i8
-      generic :: push_many => push_many_i4, push_many_i8
-      procedure, private :: push_element_i4 => builder_push_element_i4
-      procedure, private :: push_element_i8 => builder_push_element_i8
-      generic :: push_element => push_element_i4, push_element_i8
       procedure :: finish => builder_finish
       procedure :: free => builder_free
    end type coo_builder_t
 
    !> A pusher for one thread: `call p%init(b)`, push, `call p%free()`
    !> (every pusher must be freed before `b%finish`).
-   type, public :: coo_pusher_t
-      type(c_ptr) :: handle = c_null_ptr
-      integer :: rank = 0
-      integer(int64) :: base = 0
+   type, extends(coo_pushing_t), public :: coo_pusher_t
    contains
       procedure :: init => pusher_init
-      procedure, private :: push_i4 => pusher_push_i4, push_i8 => pusher_push_i8
-      generic :: push => push_i4, push_i8
-      procedure, private :: push_many_i4 => pusher_push_many_i4
-      procedure, private :: push_many_i8 => pusher_push_many_i8
-      generic :: push_many => push_many_i4, push_many_i8
-      procedure, private :: push_element_i4 => pusher_push_element_i4
-      procedure, private :: push_element_i8 => pusher_push_element_i8
-      generic :: push_element => push_element_i4, push_element_i8
       procedure :: free => pusher_free
    end type coo_pusher_t
 
@@ -400,63 +395,13 @@ contains
       t = COO_F64
       if (present(dtype)) t = dtype
       self%handle = coo_builder_new(int(size(shape), c_int32_t), shape, t, opts)
+      self%via = VIA_BUILDER
       self%rank = size(shape)
       self%base = base_of(one_based)
       status = COO_OK
       if (.not. c_associated(self%handle)) status = coo_last_status()
       call settle(status, 'coo_builder_new', stat)
    end subroutine builder_init_i8
-
-   subroutine builder_push_i4(self, idx, value, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int32), intent(in) :: idx(:)
-      real(c_double), intent(in) :: value
-      integer, intent(out), optional :: stat
-      call push_one(VIA_BUILDER, self%handle, self%rank, int(idx, int64) - self%base, value, stat)
-   end subroutine builder_push_i4
-
-   !> Push one contribution: `idx` has `rank` components.
-   subroutine builder_push_i8(self, idx, value, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int64), intent(in) :: idx(:)
-      real(c_double), intent(in) :: value
-      integer, intent(out), optional :: stat
-      call push_one(VIA_BUILDER, self%handle, self%rank, idx - self%base, value, stat)
-   end subroutine builder_push_i8
-
-   subroutine builder_push_many_i4(self, idx, values, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int32), intent(in) :: idx(:, :)
-      real(c_double), intent(in) :: values(:)
-      integer, intent(out), optional :: stat
-      call push_batch_i4(VIA_BUILDER, self%handle, self%base, idx, values, stat)
-   end subroutine builder_push_many_i4
-
-   !> Push contributions: column j of `idx` (shape rank x n) is the index of `values(j)`.
-   subroutine builder_push_many_i8(self, idx, values, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int64), intent(in) :: idx(:, :)
-      real(c_double), intent(in) :: values(:)
-      integer, intent(out), optional :: stat
-      call push_batch_i8(VIA_BUILDER, self%handle, self%base, idx, values, stat)
-   end subroutine builder_push_many_i8
-
-   subroutine builder_push_element_i4(self, dofs, ke, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int32), intent(in) :: dofs(:)
-      real(c_double), intent(in) :: ke(:, :)
-      integer, intent(out), optional :: stat
-      call push_elem(VIA_BUILDER, self%handle, int(dofs, int64) - self%base, ke, stat)
-   end subroutine builder_push_element_i4
-
-   !> Push an element matrix: `ke(a, b)` goes to `(dofs(a), dofs(b))`.
-   subroutine builder_push_element_i8(self, dofs, ke, stat)
-      class(coo_builder_t), intent(inout) :: self
-      integer(int64), intent(in) :: dofs(:)
-      real(c_double), intent(in) :: ke(:, :)
-      integer, intent(out), optional :: stat
-      call push_elem(VIA_BUILDER, self%handle, dofs - self%base, ke, stat)
-   end subroutine builder_push_element_i8
 
    !> Merge and write the tensor to `path`. The builder is consumed
    !> whatever the outcome (on error nothing is written).
@@ -490,60 +435,13 @@ contains
       integer, intent(out), optional :: stat
       integer(c_int) :: status
       self%handle = coo_pusher_new(b%handle)
+      self%via = VIA_PUSHER
       self%rank = b%rank
       self%base = b%base
       status = COO_OK
       if (.not. c_associated(self%handle)) status = coo_last_status()
       call settle(status, 'coo_pusher_new', stat)
    end subroutine pusher_init
-
-   subroutine pusher_push_i4(self, idx, value, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int32), intent(in) :: idx(:)
-      real(c_double), intent(in) :: value
-      integer, intent(out), optional :: stat
-      call push_one(VIA_PUSHER, self%handle, self%rank, int(idx, int64) - self%base, value, stat)
-   end subroutine pusher_push_i4
-
-   subroutine pusher_push_i8(self, idx, value, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int64), intent(in) :: idx(:)
-      real(c_double), intent(in) :: value
-      integer, intent(out), optional :: stat
-      call push_one(VIA_PUSHER, self%handle, self%rank, idx - self%base, value, stat)
-   end subroutine pusher_push_i8
-
-   subroutine pusher_push_many_i4(self, idx, values, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int32), intent(in) :: idx(:, :)
-      real(c_double), intent(in) :: values(:)
-      integer, intent(out), optional :: stat
-      call push_batch_i4(VIA_PUSHER, self%handle, self%base, idx, values, stat)
-   end subroutine pusher_push_many_i4
-
-   subroutine pusher_push_many_i8(self, idx, values, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int64), intent(in) :: idx(:, :)
-      real(c_double), intent(in) :: values(:)
-      integer, intent(out), optional :: stat
-      call push_batch_i8(VIA_PUSHER, self%handle, self%base, idx, values, stat)
-   end subroutine pusher_push_many_i8
-
-   subroutine pusher_push_element_i4(self, dofs, ke, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int32), intent(in) :: dofs(:)
-      real(c_double), intent(in) :: ke(:, :)
-      integer, intent(out), optional :: stat
-      call push_elem(VIA_PUSHER, self%handle, int(dofs, int64) - self%base, ke, stat)
-   end subroutine pusher_push_element_i4
-
-   subroutine pusher_push_element_i8(self, dofs, ke, stat)
-      class(coo_pusher_t), intent(inout) :: self
-      integer(int64), intent(in) :: dofs(:)
-      real(c_double), intent(in) :: ke(:, :)
-      integer, intent(out), optional :: stat
-      call push_elem(VIA_PUSHER, self%handle, dofs - self%base, ke, stat)
-   end subroutine pusher_push_element_i8
 
    !> Release the pusher (its contributions go to the builder).
    subroutine pusher_free(self)
@@ -552,7 +450,58 @@ contains
       self%handle = c_null_ptr
    end subroutine pusher_free
 
-   ! ------------------------ shared push paths -----------------------
+   ! ---------------- pushing (builders and pushers alike) -------------
+
+   subroutine push_i4(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: idx(:)
+      real(c_double), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call push_one(self%via, self%handle, self%rank, int(idx, int64) - self%base, value, stat)
+   end subroutine push_i4
+
+   !> Push one contribution: `idx` has `rank` components.
+   subroutine push_i8(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:)
+      real(c_double), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call push_one(self%via, self%handle, self%rank, idx - self%base, value, stat)
+   end subroutine push_i8
+
+   subroutine push_many_i4(self, idx, values, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      call push_batch_i4(self%via, self%handle, self%base, idx, values, stat)
+   end subroutine push_many_i4
+
+   !> Push contributions: column j of `idx` (shape rank x n) is the index of `values(j)`.
+   subroutine push_many_i8(self, idx, values, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      call push_batch_i8(self%via, self%handle, self%base, idx, values, stat)
+   end subroutine push_many_i8
+
+   subroutine push_element_i4(self, dofs, ke, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: dofs(:)
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      call push_elem(self%via, self%handle, int(dofs, int64) - self%base, ke, stat)
+   end subroutine push_element_i4
+
+   !> Push an element matrix: `ke(a, b)` goes to `(dofs(a), dofs(b))`.
+   subroutine push_element_i8(self, dofs, ke, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: dofs(:)
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      call push_elem(self%via, self%handle, dofs - self%base, ke, stat)
+   end subroutine push_element_i8
 
    subroutine push_one(via, handle, rank, idx0, value, stat)
       integer, intent(in) :: via, rank

@@ -350,7 +350,9 @@ fn compile_fortran(sources: &[&str], dir: &Path, exe: &str, flags: &[&str]) -> P
     let fc = tool("FC", "gfortran");
     let out = dir.join(exe);
     let mut cmd = Command::new(&fc);
-    cmd.args(["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2"])
+    // In the temporary directory: no stale .mod file elsewhere is found first.
+    cmd.current_dir(dir)
+        .args(["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2"])
         .args(flags)
         .arg(format!("-J{}", dir.display()))
         .arg(repo_root().join("fortran/coo_assembler.f90"))

@@ -76,7 +76,7 @@ use crate::hurray::{
     align_up, index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics, Trailer,
     HEADER_LEN, TRAILER_LEN,
 };
-use crate::io::IoCtx;
+use crate::fs::ctx::IoCtx;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;

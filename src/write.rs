@@ -67,12 +67,14 @@
 
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
+use crate::fs::ctx::IoCtx;
+use crate::fs::names::{output_temp_name, parent_dir};
+use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
     self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
     IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
 };
-use crate::io::{parent_dir, IoCtx};
 use crate::stats::StatsAccumulator;
 use std::collections::HashSet;
 use std::fs::File;
@@ -245,12 +247,11 @@ impl FileWriter {
         let dir = parent_dir(&target);
         // Leftovers of killed runs writing the same target. Best effort: a
         // directory we cannot list fails the create below with a message.
-        let stale_removed = crate::sweep::remove_stale_output_temps(&target).unwrap_or_default();
-        let tmp_path = dir.join(format!(
-            ".{}.tmp-{}-{:016x}",
-            file_name.to_string_lossy(),
+        let stale_removed = remove_stale_output_temps(&opts.io, &target).unwrap_or_default();
+        let tmp_path = dir.join(output_temp_name(
+            &file_name.to_string_lossy(),
             std::process::id(),
-            random_u64()
+            random_u64(),
         ));
         let file = opts.io.create_new(&tmp_path)?;
         let mut w = FileWriter {

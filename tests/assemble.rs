@@ -1,7 +1,7 @@
 //! The assembler against a BTreeMap oracle, under budgets small enough to
 //! force spills and multi-pass merges; determinism; bad input.
 
-use coo_assembler::read::HurrayFile;
+use coo_assembler::HurrayFile;
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value,
 };
@@ -174,7 +174,7 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
         assert_eq!(idx.as_slice(), k.as_slice());
         assert_eq!(
             *v,
-            Value::Float(coo_assembler::exact::sum_exact(vals).round_f64())
+            Value::Float(coo_assembler::assemble::exact::sum_exact(vals).round_f64())
         );
     }
 }

@@ -4,8 +4,8 @@
 
 mod common;
 
-use coo_assembler::read::HurrayFile;
 use coo_assembler::write::{FileWriter, WriteOptions};
+use coo_assembler::HurrayFile;
 use coo_assembler::{DType, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -16,9 +16,9 @@
 
 use coo_assembler::hurray::descriptor::descriptor_len;
 use coo_assembler::hurray::{align_up, KvValue, TRAILER_LEN};
-use coo_assembler::read::{HurrayFile, ReadOptions};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::DType;
+use coo_assembler::{HurrayFile, ReadOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use coo_assembler::hurray::KvValue;
-use coo_assembler::read::{HurrayFile, Problem, ReadOptions};
 use coo_assembler::{DType, Element, Error, Value};
+use coo_assembler::{HurrayFile, Problem, ReadOptions};
 use half::f16;
 use proptest::prelude::*;
 use std::collections::BTreeMap;

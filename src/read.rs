@@ -120,10 +120,7 @@ impl Backing {
 /// header and a trailer.
 fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64)> {
     let file = ctx.open(path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat", path, e))?
-        .len();
+    let len = ctx.file_len(&file, path)?;
     if len < HEADER_LEN + TRAILER_LEN {
         return Err(too_short(len));
     }
@@ -196,14 +193,19 @@ impl HurrayFile {
 
     /// Map `path` into memory and validate its structure.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::open_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::open_with`], performing the file operations through
+    /// `io` (fault injection in tests).
+    pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let ctx = IoCtx::new();
-        let (file, _) = open_sized(&ctx, path)?;
+        let (file, _) = open_sized(io, path)?;
         // SAFETY: the map is read-only and private to this object. The one
         // hazard, another process truncating or rewriting the file while it
         // is mapped, is documented (SIGBUS) with `read_into_memory` as the
         // alternative.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap", path, e))?;
+        let map = unsafe { io.map(&file, path) }?;
         Self::from_backing(Backing::Mmap(map), opts)
     }
 
@@ -215,9 +217,19 @@ impl HurrayFile {
 
     /// [`HurrayFile::read_into_memory`] with options.
     pub fn read_into_memory_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::read_into_memory_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::read_into_memory_with`], performing the file
+    /// operations through `io` (fault injection in tests).
+    pub fn read_into_memory_with_io(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        io: &IoCtx,
+    ) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let ctx = IoCtx::new();
-        let (file, len) = open_sized(&ctx, path)?;
+        let ctx = io;
+        let (file, len) = open_sized(ctx, path)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
         })?;

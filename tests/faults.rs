@@ -498,3 +498,65 @@ fn next_assembly_removes_stale_spill_dirs() {
     assert!(!stale.exists(), "stale spill dir not removed");
     assert!(listing(&d.spill).is_empty());
 }
+
+/// The reader goes through the I/O context too: every operation of `open`
+/// and `read_into_memory` fails cleanly with a message naming it, and the
+/// file is read correctly once the planned fault is past.
+#[test]
+fn reader_operations_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.hrry");
+    let mut b = coo_assembler::Builder::new(
+        &[10, 10],
+        coo_assembler::DType::F64,
+        coo_assembler::AssembleOptions {
+            threads: 1,
+            memory_budget: 64 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for k in 0..50u64 {
+        b.push(&[k % 10, k / 5], k as f64).unwrap();
+    }
+    b.finish(&path).unwrap();
+    let opts = coo_assembler::ReadOptions::default();
+    type OpenFn = fn(
+        &std::path::Path,
+        coo_assembler::ReadOptions,
+        &IoCtx,
+    ) -> coo_assembler::Result<HurrayFile>;
+    let readers: [(&str, OpenFn); 2] = [
+        ("open", |p, o, io| HurrayFile::open_with_io(p, o, io)),
+        ("read_into_memory", |p, o, io| {
+            HurrayFile::read_into_memory_with_io(p, o, io)
+        }),
+    ];
+    for (what, open) in readers {
+        let mut failed = 0;
+        for at in 0.. {
+            let io = IoCtx::with_faults(FaultPlan {
+                at,
+                mode: FaultMode::Once,
+                kind: FaultKind::Io,
+                only_op: None,
+            });
+            match open(&path, opts, &io) {
+                Ok(f) => {
+                    assert!(io.injected().is_empty(), "{what} op {at}: fault ignored");
+                    assert!(f.verify().is_empty());
+                    break;
+                }
+                Err(Error::Io { op, source, .. }) => {
+                    assert_eq!(source.raw_os_error(), Some(libc::EIO), "{what} op {at}");
+                    assert_eq!(io.injected(), vec![op], "{what} op {at}");
+                    failed += 1;
+                }
+                Err(e) => panic!("{what} op {at}: expected an I/O error, got {e}"),
+            }
+            assert!(at < 20, "{what}: no run succeeded");
+        }
+        // open, stat and (mmap or read): each is a fault point.
+        assert!(failed >= 3, "{what}: only {failed} fault points");
+    }
+}

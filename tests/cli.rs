@@ -7,6 +7,8 @@ mod common;
 // Issue 8 (input formats and messages), beside these helpers.
 #[path = "cli/input.rs"]
 mod input;
+#[path = "cli/signals.rs"]
+mod signals;
 
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::HurrayFile;

@@ -88,13 +88,15 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
     let layout = match (banner[1].as_str(), banner[2].as_str()) {
         ("matrix", "coordinate") => MtxLayout::Coordinate,
         ("matrix", "array") => MtxLayout::Array,
-        (a, b) => return Err(input_err(
-            source,
-            line1(),
-            format!(
+        (a, b) => {
+            return Err(input_err(
+                source,
+                line1(),
+                format!(
                 "only 'matrix coordinate' and 'matrix array' files are supported, not '{a} {b}'"
             ),
-        )),
+            ))
+        }
     };
     let field = match banner[3].as_str() {
         "real" | "double" => MtxField::Real,

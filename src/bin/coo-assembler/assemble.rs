@@ -299,18 +299,17 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     } else {
         "<stdin>".into()
     };
-    let open_raw = || -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>, Option<File>)> {
-        if from_file {
-            let p = PathBuf::from(&a.input);
-            let file = io_ctx.open(&p)?;
-            let len = io_ctx.file_len(&file, &p).ok();
-            let clone = file.try_clone().ok();
-            Ok((Box::new(file), len, clone))
-        } else {
-            Ok((Box::new(io::stdin()), None, None))
-        }
+    // The raw input, its length when it is a file, and the file itself
+    // (to map it when it is plain binary).
+    let (raw, total, file): (Box<dyn Read + Send>, Option<u64>, Option<File>) = if from_file {
+        let p = PathBuf::from(&a.input);
+        let file = io_ctx.open(&p)?;
+        let len = io_ctx.file_len(&file, &p).ok();
+        let clone = file.try_clone().ok();
+        (Box::new(file), len, clone)
+    } else {
+        (Box::new(io::stdin()), None, None)
     };
-    let (raw, total, file) = open_raw()?;
     let (reader, compression) = input::decompress(raw, &source)?;
     let (head, reader) = input::peek(reader, 32, &source)?;
     let sniffed = sniff_format(&head);

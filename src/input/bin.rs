@@ -84,10 +84,12 @@ fn push_bin_from<R: Read>(
                         source_name,
                         location,
                         detail,
+                        cause,
                     } if hint => Error::Input {
                         source_name,
                         location,
                         detail: format!("{detail}; {}", l.hint),
+                        cause,
                     },
                     e => e,
                 }

@@ -368,7 +368,9 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     }
     let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match (e, &header_shape) {
         // The shape came from the file: a shape Hurray cannot hold is bad input.
-        (Error::InvalidOptions(m), Some((_, what, line))) if a.shape.is_none() => {
+        (e @ (Error::InvalidOptions(_) | Error::InvalidArgument(_)), Some((_, what, line)))
+            if a.shape.is_none() =>
+        {
             anyhow::Error::from(Error::Input {
                 source_name: source.clone(),
                 location: if *line > 0 {
@@ -376,10 +378,13 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     "header".into()
                 },
-                detail: format!("the shape of the {what}: {m}"),
+                detail: format!("the shape of the {what}: {e}"),
+                cause: Some(Box::new(e)),
             })
         }
-        (e @ (Error::InvalidOptions(_) | Error::BudgetTooSmall { .. }), _) => usage(e.to_string()),
+        (e @ (Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::BudgetTooSmall { .. }), _) => {
+            usage(e.to_string())
+        }
         (other, _) => other.into(),
     })?;
 

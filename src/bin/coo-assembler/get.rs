@@ -10,14 +10,7 @@ pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode
     let t = pick(&f, p)?;
     let idx = parse_list(index, "index")?;
     let v = t.get(&idx).map_err(|e| match e {
-        Error::WrongRank { expected, got, .. } => usage(format!(
-            "expected {expected} indices (the tensor has rank {expected}), got {got}: {index:?}"
-        )),
-        Error::IndexOutOfRange {
-            dim, index, extent, ..
-        } => usage(format!(
-            "index {index} in dimension {dim} is out of range (extent {extent}, indices are 0-based)"
-        )),
+        Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),
     })?;
     println!("{}", v.repr(t.descriptor().dtype));

@@ -382,9 +382,12 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
                 cause: Some(Box::new(e)),
             })
         }
-        (e @ (Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::BudgetTooSmall { .. }), _) => {
-            usage(e.to_string())
-        }
+        (
+            e @ (Error::InvalidOptions(_)
+            | Error::InvalidArgument(_)
+            | Error::BudgetTooSmall { .. }),
+            _,
+        ) => usage(e.to_string()),
         (other, _) => other.into(),
     })?;
 

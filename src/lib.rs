@@ -97,6 +97,9 @@ pub mod sweep;
 pub(crate) mod varint;
 pub mod write;
 
+// Issue 10: products, exports and pictures of stored matrices.
+pub mod matrix;
+
 pub use builder::{Builder, Pusher, Summary};
 pub use combine::PushValue;
 pub use element::{DType, Element, Value};

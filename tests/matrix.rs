@@ -499,7 +499,7 @@ fn spy_pixels() {
         // Frame and caption ink.
         assert_eq!(px[0], 160);
         assert!(
-            px[(s.plot.1 as usize + 2) * w..].iter().any(|&v| v == 0),
+            px[(s.plot.1 as usize + 2) * w..].contains(&0),
             "{name}: caption"
         );
         s

@@ -225,6 +225,9 @@ fn row_blocks(nnz: usize, size: usize, row: impl Fn(usize) -> u64) -> Vec<(Range
         .collect()
 }
 
+/// The rows of y a block owns: first row and the slice.
+type RowSlice<'y> = (usize, &'y mut [f64]);
+
 fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
     let t = a.tensor();
     let ind = t.indices();
@@ -244,7 +247,7 @@ fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matri
         firsts.push(f);
     }
     firsts.push(y.len());
-    let mut slices: Vec<Mutex<Option<(usize, &mut [f64])>>> = Vec::with_capacity(blocks.len());
+    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(blocks.len());
     let mut rest = y;
     for k in 0..blocks.len() {
         let (head, tail) = rest.split_at_mut(firsts[k + 1] - firsts[k]);

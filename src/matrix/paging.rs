@@ -89,11 +89,7 @@ impl Region {
     fn of(bytes: &[u8], entries: usize) -> Region {
         Region {
             base: bytes.as_ptr() as usize,
-            width: if entries == 0 {
-                0
-            } else {
-                bytes.len() / entries
-            },
+            width: bytes.len().checked_div(entries).unwrap_or(0),
             len: bytes.len(),
         }
     }

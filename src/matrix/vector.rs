@@ -134,12 +134,14 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> MatrixResult<Vec<f64>> {
         }),
         "|i1" => (1, |b| b[0] as i8 as f64),
         "|u1" => (1, |b| b[0] as f64),
-        other => return Err(bad(
-            path,
-            format!(
+        other => {
+            return Err(bad(
+                path,
+                format!(
                 "dtype {other:?} is not supported (use float64, float32 or little-endian integers)"
             ),
-        )),
+            ))
+        }
     };
     let need = n
         .checked_mul(conv.0)

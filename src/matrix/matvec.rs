@@ -7,9 +7,9 @@
 //! - **owned rows**: the entries are sorted by the output index (`A x` on a
 //!   row-sorted COO; CSR `A x` and CSC `A^T x` will use it too). Blocks of
 //!   about [`BLOCK_ENTRIES`] entries are cut at row boundaries, so each block
-//!   owns its rows of `y` and every `y[i]` is the sum of row i's products in
-//!   storage order, starting from 0.0: the result does not depend on the
-//!   blocks, let alone the threads, and equals a sequential loop.
+//!   owns its rows of `y`, and every `y[i]` is row i's products summed in a
+//!   fixed order (four accumulators by position in the row, see
+//!   [`row_dot`]): the result depends on neither blocks nor threads.
 //! - **scatter**: any other order (`A^T x` on a row-sorted COO, an unsorted
 //!   COO). Each block adds its products into a partial vector (in storage
 //!   order); partials are added into `y` in block order, each over the span
@@ -277,8 +277,8 @@ fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matri
     r
 }
 
-/// Rows of one block: `ys` holds rows `row0..`; each row's products are
-/// summed in storage order from 0.0.
+/// Rows of one block: `ys` holds rows `row0..`. Each row is one
+/// [`row_dot`].
 #[inline(never)]
 fn owned_block<T: Element>(
     a: &Matrix<'_>,
@@ -289,36 +289,48 @@ fn owned_block<T: Element>(
     row0: usize,
     ys: &mut [f64],
 ) -> MatrixResult<()> {
-    let (s, e) = (range.start, range.end);
-    if s == e {
-        return Ok(());
-    }
-    let mut cur = ind[2 * s] as usize;
-    let mut acc = 0.0f64;
-    for (k, (ij, v)) in ind[2 * s..2 * e]
-        .chunks_exact(2)
-        .zip(&vals[s..e])
-        .enumerate()
-    {
-        let r = ij[0] as usize;
-        if r != cur {
-            match ys.get_mut(cur.wrapping_sub(row0)) {
-                Some(slot) if r > cur => *slot = acc,
-                _ => return Err(a.corrupt(s + k, format_args!("row {r} breaks the sorted order"))),
-            }
-            cur = r;
-            acc = 0.0;
+    let (mut p, e) = (range.start, range.end);
+    let mut prev: Option<u64> = None;
+    while p < e {
+        let r = ind[2 * p];
+        let mut q = p + 1;
+        while q < e && ind[2 * q] == r {
+            q += 1;
         }
-        let Some(&xc) = x.get(ij[1] as usize) else {
-            return Err(a.corrupt(s + k, format_args!("column {} is out of range", ij[1])));
+        let slot = match ys.get_mut((r as usize).wrapping_sub(row0)) {
+            Some(slot) if prev.is_none_or(|pr| r > pr) => slot,
+            _ => return Err(a.corrupt(p, format_args!("row {r} breaks the sorted order"))),
         };
-        acc += f64_of(*v) * xc;
-    }
-    match ys.get_mut(cur.wrapping_sub(row0)) {
-        Some(slot) => *slot = acc,
-        None => return Err(a.corrupt(e - 1, format_args!("row {cur} is outside its block"))),
+        match row_dot(&ind[2 * p..2 * q], &vals[p..q], x) {
+            Some(v) => *slot = v,
+            None => return Err(a.corrupt(p, "a column of this row is out of range")),
+        }
+        prev = Some(r);
+        p = q;
     }
     Ok(())
+}
+
+/// Sum of `v[k] * x[col k]` over one row: entry k of the row goes to
+/// accumulator k mod 4 (in storage order), and the result is
+/// `(a0 + a1) + (a2 + a3)`. Four chains instead of one dependent sum keep
+/// the adder busy; the order depends only on the row, so it is the same
+/// for any blocks and threads. `None` when a column is out of range.
+#[inline(always)]
+fn row_dot<T: Element>(ij: &[u64], v: &[T], x: &[f64]) -> Option<f64> {
+    let mut acc = [0.0f64; 4];
+    let (c8, v4) = (ij.chunks_exact(8), v.chunks_exact(4));
+    let (crest, vrest) = (c8.remainder(), v4.remainder());
+    for (c, w) in c8.zip(v4) {
+        acc[0] += f64_of(w[0]) * *x.get(c[1] as usize)?;
+        acc[1] += f64_of(w[1]) * *x.get(c[3] as usize)?;
+        acc[2] += f64_of(w[2]) * *x.get(c[5] as usize)?;
+        acc[3] += f64_of(w[3]) * *x.get(c[7] as usize)?;
+    }
+    for (k, (c, w)) in crest.chunks_exact(2).zip(vrest).enumerate() {
+        acc[k] += f64_of(*w) * *x.get(c[1] as usize)?;
+    }
+    Some((acc[0] + acc[1]) + (acc[2] + acc[3]))
 }
 
 /// A block's partial vector (full output length; only `lo..hi` was touched).

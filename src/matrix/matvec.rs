@@ -255,8 +255,7 @@ fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matri
         rest = tail;
     }
     let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
-    let window = 2 * rayon::current_num_threads() + 2;
-    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, window, paging, ());
+    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
     let r = with_values!(t, |vals| {
         workers(
             || {
@@ -361,7 +360,7 @@ fn scatter(
     let sweep: Sweep<'_, Partial, Reduce<'_>> = Sweep::new(
         a,
         &blocks,
-        window,
+        Some(window),
         paging,
         Reduce {
             y,

@@ -34,6 +34,8 @@ pub enum Paging {
 
 /// Bytes read ahead of the newest block handed out.
 const READ_AHEAD: usize = 32 << 20;
+/// Bytes of blocks a streaming pass may have in flight.
+const STREAM_WINDOW: usize = 64 << 20;
 /// madvise calls cover at least this many bytes (fewer system calls).
 const ADVISE_STEP: usize = 4 << 20;
 
@@ -206,14 +208,28 @@ pub(crate) struct Sweep<'s, P, S> {
 
 impl<'s, P, S> Sweep<'s, P, S> {
     /// A pass over `blocks` (entry ranges, increasing) of `m`; at most
-    /// `window` blocks are handed out beyond the oldest unfinished one.
+    /// `window` blocks are handed out beyond the oldest unfinished one,
+    /// more (`STREAM_WINDOW` bytes' worth) when the pass streams, and
+    /// without limit when `window` is `None` and the pass does not stream
+    /// (nothing then depends on it, and a descheduled worker would stall
+    /// the others).
     pub(crate) fn new(
         m: &Matrix<'_>,
         blocks: &'s [Range<usize>],
-        window: usize,
+        window: Option<usize>,
         paging: Paging,
         sink: S,
     ) -> Self {
+        let pager = Pager::new(m, paging);
+        let bytes_per_block = (m.stored_bytes() as usize)
+            .checked_div(blocks.len())
+            .unwrap_or(1)
+            .max(1);
+        let window = match (window, pager.stream) {
+            (Some(w), _) => w,
+            (None, true) => (STREAM_WINDOW / bytes_per_block).max(4),
+            (None, false) => usize::MAX / 2,
+        };
         Sweep {
             blocks,
             next: AtomicUsize::new(0),
@@ -221,7 +237,7 @@ impl<'s, P, S> Sweep<'s, P, S> {
             state: Mutex::new(State {
                 low: 0,
                 pending: BTreeMap::new(),
-                pager: Pager::new(m, paging),
+                pager,
                 sink,
             }),
             cv: Condvar::new(),
@@ -308,7 +324,7 @@ pub(crate) fn for_each_block<E>(
     paging: Paging,
     mut f: impl FnMut(Range<usize>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let sweep: Sweep<'_, (), ()> = Sweep::new(m, blocks, 1, paging, ());
+    let sweep: Sweep<'_, (), ()> = Sweep::new(m, blocks, Some(1), paging, ());
     while let Some((b, r)) = sweep.claim() {
         if let Err(e) = f(r) {
             sweep.stop();

@@ -101,5 +101,15 @@ fn pass(
     paging: Paging,
     f: impl FnMut(Range<usize>) -> MatrixResult<()>,
 ) -> MatrixResult<()> {
-    for_each_block(a, &fixed_blocks(a.nnz() as usize, PASS_BLOCK), paging, f)
+    pass_blocks(a, paging, PASS_BLOCK, f)
+}
+
+/// [`pass`] with blocks of `block` entries.
+fn pass_blocks(
+    a: &Matrix<'_>,
+    paging: Paging,
+    block: usize,
+    f: impl FnMut(Range<usize>) -> MatrixResult<()>,
+) -> MatrixResult<()> {
+    for_each_block(a, &fixed_blocks(a.nnz() as usize, block), paging, f)
 }

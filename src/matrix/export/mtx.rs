@@ -1,7 +1,6 @@
 //! MatrixMarket coordinate text.
 //!
-//! Floats are printed in their shortest round-trip form (Rust's formatting
-//! of f64; exponent form outside 1e-5..1e16), so a reader that parses
+//! Floats are printed in their shortest round-trip form (zmij), so a reader that parses
 //! correctly rounded (scipy's fast_matrix_market, strtod) gets the stored
 //! value back bit for bit; f32/f16/bf16 values are the same numbers widened.
 //! NaN and infinities are written `nan`, `inf`, `-inf`.
@@ -17,9 +16,8 @@
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
 use super::super::view::{to_usize, Matrix};
-use super::{pass, ExportOptions, ExportSummary};
+use super::{pass, pass_blocks, ExportOptions, ExportSummary};
 use crate::Value;
-use std::io::Write;
 use std::path::Path;
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
@@ -36,16 +34,16 @@ fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
     buf.extend_from_slice(&tmp[i..]);
 }
 
-/// The shortest text that reads back as `v`.
+/// The shortest text that reads back as `v` (zmij: Schubfach, several
+/// times faster than `{}` formatting, exponent form for large and small
+/// magnitudes).
 pub(crate) fn put_f64(buf: &mut Vec<u8>, v: f64) {
     if v.is_nan() {
         buf.extend_from_slice(b"nan");
     } else if v.is_infinite() {
         buf.extend_from_slice(if v > 0.0 { b"inf" } else { b"-inf" });
-    } else if v == 0.0 || (1e-5..1e16).contains(&v.abs()) {
-        let _ = write!(buf, "{v}");
     } else {
-        let _ = write!(buf, "{v:e}");
+        buf.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
     }
 }
 
@@ -107,6 +105,14 @@ pub(super) fn write(
         t.name(),
     );
     o.write(head.as_bytes())?;
+    if !sym {
+        write_general(a, &mut o, opts)?;
+        let bytes = o.commit()?;
+        return Ok(ExportSummary {
+            entries: count,
+            bytes,
+        });
+    }
     let (mut below, mut above) = (0u64, 0u64);
     // Row being read, and whether its first entry above the diagonal is known.
     let (mut row, mut row_upper_set) = (u64::MAX, true);
@@ -157,13 +163,7 @@ pub(super) fn write(
                     cursor[j as usize] = q + 1;
                 }
             }
-            let buf = o.buffer();
-            put_u64(buf, i + 1);
-            buf.push(b' ');
-            put_u64(buf, j + 1);
-            buf.push(b' ');
-            put_value(buf, t.value(p as u64));
-            buf.push(b'\n');
+            put_line(o.buffer(), i, j, t.value(p as u64));
         }
         Ok(o.maybe_flush()?)
     })?;
@@ -179,6 +179,52 @@ pub(super) fn write(
         entries: count,
         bytes,
     })
+}
+
+/// One entry's line.
+#[inline]
+fn put_line(buf: &mut Vec<u8>, i: u64, j: u64, v: Value) {
+    put_u64(buf, i + 1);
+    buf.push(b' ');
+    put_u64(buf, j + 1);
+    buf.push(b' ');
+    put_value(buf, v);
+    buf.push(b'\n');
+}
+
+/// Entries formatted per parallel piece.
+const PIECE: usize = 1 << 15;
+
+/// The general case: pieces of a pass's block formatted on every core,
+/// written in order.
+fn write_general(a: &Matrix<'_>, o: &mut Output, opts: &ExportOptions) -> MatrixResult<()> {
+    use rayon::prelude::*;
+    let t = a.tensor();
+    let ind = t.indices();
+    pass_blocks(
+        a,
+        opts.paging,
+        PIECE * 2 * rayon::current_num_threads(),
+        |r| {
+            let pieces: Vec<Vec<u8>> = (r.start..r.end)
+                .step_by(PIECE)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|s| {
+                    let e = (s + PIECE).min(r.end);
+                    let mut buf = Vec::with_capacity((e - s) * 32);
+                    for p in s..e {
+                        put_line(&mut buf, ind[2 * p], ind[2 * p + 1], t.value(p as u64));
+                    }
+                    buf
+                })
+                .collect();
+            for b in pieces {
+                o.write(&b)?;
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Why lower entry (i, j) at position p has no mirror; q is row j's cursor.

@@ -321,7 +321,7 @@ fn symmetric_mtx_check() {
     let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('%')).collect();
     assert_eq!(
         body,
-        ["4 4 5", "1 1 4", "2 2 4", "3 1 -1", "3 3 4", "4 3 0.5"]
+        ["4 4 5", "1 1 4.0", "2 2 4.0", "3 1 -1.0", "3 3 4.0", "4 3 0.5"]
     );
 
     let bad = [

@@ -22,7 +22,7 @@
 //!
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("A.hrry");
-//! let b = Builder::new(&[2, 3], DType::F64, AssembleOptions::default())?;
+//! let mut b = Builder::new(&[2, 3], DType::F64, AssembleOptions::default())?;
 //! b.push(&[0, 2], 2.0)?;
 //! b.push(&[1, 0], -1.0)?;
 //! b.finish(&path)?;

@@ -35,7 +35,7 @@ pub enum Paging {
 /// Bytes read ahead of the newest block handed out.
 const READ_AHEAD: usize = 32 << 20;
 /// Bytes of blocks a streaming pass may have in flight.
-const STREAM_WINDOW: usize = 64 << 20;
+const STREAM_WINDOW: usize = 16 << 20;
 /// madvise calls cover at least this many bytes (fewer system calls).
 const ADVISE_STEP: usize = 4 << 20;
 

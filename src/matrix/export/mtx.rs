@@ -212,7 +212,7 @@ fn write_general(a: &Matrix<'_>, o: &mut Output, opts: &ExportOptions) -> Matrix
                 .into_par_iter()
                 .map(|s| {
                     let e = (s + PIECE).min(r.end);
-                    let mut buf = Vec::with_capacity((e - s) * 32);
+                    let mut buf = Vec::with_capacity((e - s) * 48);
                     for p in s..e {
                         put_line(&mut buf, ind[2 * p], ind[2 * p + 1], t.value(p as u64));
                     }

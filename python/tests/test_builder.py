@@ -2,6 +2,7 @@
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -160,19 +161,32 @@ def test_threads_push_at_once(rng, tmp_path):
 
 
 def test_gil_is_released_while_pushing(rng):
-    # A Python thread keeps counting while another pushes a large batch.
+    # While one thread is inside a large native push, the main thread must keep
+    # running Python. Ticks are timestamped and only those in the middle half of
+    # the push count: a held GIL would allow none there (the edges may see a
+    # switch-interval slice before the native call starts or after it returns).
     m = 3_000_000
     r, c = rng.integers(0, 5000, m), rng.integers(0, 5000, m)
     v = rng.standard_normal(m)
+    span = []
     ticks = []
     with ca.Builder((5000, 5000), threads=2) as b:
-        t = threading.Thread(target=b.push, args=(v, (r, c)))
+        def push():
+            t0 = time.perf_counter()
+            b.push(v, (r, c))
+            span.extend([t0, time.perf_counter()])
+
+        t = threading.Thread(target=push)
         t.start()
         while t.is_alive():
-            ticks.append(1)
+            ticks.append(time.perf_counter())
         t.join()
         b.close()
-    assert len(ticks) > 1000
+    t0, t1 = span
+    lo, hi = t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0)
+    inside = sum(lo <= x <= hi for x in ticks)
+    assert t1 - t0 > 0.02, "the push was too short to tell"
+    assert inside > 100, f"{inside} ticks during the push"
 
 
 def test_exception_in_with_publishes_nothing_and_cleans_up(rng, tmp_path):

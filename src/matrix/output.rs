@@ -3,7 +3,8 @@
 //! killed run's leftover is removed later), fsynced, renamed, directory
 //! fsynced. Dropped without [`Output::commit`], the temporary file goes.
 
-use crate::io::{parent_dir, IoCtx};
+use crate::fs::names::{output_temp_name, parent_dir};
+use crate::IoCtx;
 use crate::Result;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -46,11 +47,10 @@ impl Output {
             )));
         };
         let dir = parent_dir(target);
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}-{:016x}",
-            name.to_string_lossy(),
+        let tmp = dir.join(output_temp_name(
+            &name.to_string_lossy(),
             std::process::id(),
-            random_tag()
+            random_tag(),
         ));
         let file = io.create_new(&tmp)?;
         Ok(Output {

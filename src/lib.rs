@@ -105,6 +105,9 @@ internal_mod!(read);
 internal_mod!(stats);
 pub mod write;
 
+// Issue 10: products, exports and pictures of stored matrices.
+pub mod matrix;
+
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;

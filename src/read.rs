@@ -400,6 +400,21 @@ impl HurrayFile {
     }
 }
 
+// Used by `matrix` (issue 10): streaming passes release the pages of a
+// mapped file behind their cursor, which is only sound for a file mapping.
+impl HurrayFile {
+    /// The file's bytes when they are a read-only memory map of the file
+    /// (`open`), `None` for an in-memory copy (`read_into_memory`,
+    /// `from_bytes`). Pages of a file mapping may be dropped with
+    /// `MADV_DONTNEED`: they are read again from the file when touched.
+    pub fn mapped_bytes(&self) -> Option<&[u8]> {
+        match &self.backing {
+            Backing::Mmap(m) => Some(m),
+            Backing::Mem(..) => None,
+        }
+    }
+}
+
 /// Prefix of the KV keys holding xxh3-64 checksums of tensor buffers.
 pub const CHECKSUM_KEY_PREFIX: &str = "coo_assembler.xxh3.";
 

@@ -548,6 +548,61 @@ class File:
         a.has_canonical_format = True
         return a
 
+    def matvec(
+        self,
+        x: Any,
+        transpose: bool = False,
+        *,
+        threads: Optional[int] = None,
+        allow_non_finite: bool = False,
+        paging: str = "auto",
+    ) -> np.ndarray:
+        """``A @ x`` (``A.T @ x`` with ``transpose``) straight from the file.
+
+        ``x`` is any 1-D array (converted to float64); the result is a new
+        float64 array. Values of every type are computed in float64. The
+        product runs on ``threads`` threads (default: every core) and gives
+        the same bytes for any thread count. NaN or infinity in ``x`` raise
+        :class:`InputError` unless ``allow_non_finite``. ``paging``:
+        ``"stream"`` releases the file's pages behind the pass (for files
+        larger than memory), ``"keep"`` leaves them mapped, ``"auto"``
+        streams when the matrix exceeds a quarter of physical memory.
+        """
+        if self.ndim != 2:
+            raise InputError(f"matvec needs a matrix; the tensor has rank {self.ndim}")
+        xs = np.ascontiguousarray(x, dtype=np.float64)
+        if xs.ndim != 1:
+            raise InputError(f"x must be 1-D, got shape {xs.shape}")
+        return _native.matvec(
+            self._native, xs, bool(transpose), threads, bool(allow_non_finite), paging
+        )
+
+    def export(
+        self,
+        path: PathLike,
+        to: str,
+        *,
+        symmetric: bool = False,
+        npz_layout: str = "auto",
+        petsc_int64: bool = False,
+    ) -> dict:
+        """Write the matrix to ``path`` for another program, streamed from
+        the file: ``to="mtx"`` (MatrixMarket; ``symmetric=True`` checks
+        symmetry and writes one triangle), ``"npz"`` (what
+        ``scipy.sparse.load_npz`` reads: ``npz_layout`` ``"csr"``,
+        ``"coo"`` or ``"auto"``) or ``"petsc"`` (PETSc binary, 32-bit
+        indices unless ``petsc_int64``). The file appears whole or not at
+        all. Returns ``{"entries": ..., "bytes": ...}``."""
+        return _native.export(
+            self._native, os.fspath(path), to, bool(symmetric), npz_layout, bool(petsc_int64)
+        )
+
+    def spy(self, path: PathLike, size: int = 1024) -> dict:
+        """Draw the sparsity pattern into the PNG ``path`` (``size`` pixels
+        on the longer side; shade = log of the entries per pixel; shape and
+        nnz in a caption). Returns the picture's geometry."""
+        return _native.spy(self._native, os.fspath(path), int(size))
+
     def __enter__(self) -> "File":
         return self
 

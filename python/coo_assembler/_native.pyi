@@ -50,3 +50,21 @@ class File:
     def csr_parts(self, index64: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]: ...
     def csc_parts(self, index64: bool) -> Tuple[np.ndarray, np.ndarray, np.ndarray]: ...
     def verify(self) -> List[str]: ...
+
+def matvec(
+    file: File,
+    x: np.ndarray,
+    transpose: bool = False,
+    threads: Optional[int] = None,
+    allow_non_finite: bool = False,
+    paging_mode: str = "auto",
+) -> np.ndarray: ...
+def export(
+    file: File,
+    path: str,
+    to: str,
+    symmetric: bool = False,
+    npz_layout: str = "auto",
+    petsc_int64: bool = False,
+) -> Dict[str, int]: ...
+def spy(file: File, path: str, size: int = 1024) -> Dict[str, Any]: ...

@@ -25,6 +25,11 @@ impl NativeFile {
     fn t(&self) -> PyResult<CooTensor<'_>> {
         self.file.tensor(&self.tensor).map_err(to_py)
     }
+
+    /// The open file and the tensor's name (for `matrix.rs`).
+    pub(crate) fn parts(&self) -> (&HurrayFile, &str) {
+        (&self.file, &self.tensor)
+    }
 }
 
 /// The tensor's values as a read-only NumPy view of the file's bytes; the

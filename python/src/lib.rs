@@ -9,6 +9,7 @@ mod arrays;
 mod builder;
 mod errors;
 mod file;
+mod matrix;
 
 use pyo3::prelude::*;
 
@@ -16,5 +17,6 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<builder::NativeBuilder>()?;
     m.add_class::<file::NativeFile>()?;
+    matrix::register(m)?;
     Ok(())
 }

@@ -4,8 +4,11 @@
 
 mod assemble;
 mod dump;
+mod export;
 mod get;
 mod info;
+mod matvec;
+mod spy;
 mod verify;
 
 use anyhow::Context;
@@ -71,9 +74,25 @@ enum Cmd {
         /// Print at most N entries.
         #[arg(long, value_name = "N")]
         limit: Option<u64>,
+        /// Print the dense matrix instead, one row per line (at most 10,000 elements).
+        #[arg(long, conflicts_with = "limit")]
+        dense: bool,
         #[command(flatten)]
         pick: Pick,
     },
+    /// Multiply by a vector: y = A x, or A^T x with --transpose (.npy or .f64 vectors).
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler matvec K.hrry --x x.npy --out y.npy\n  \
+                  coo-assembler matvec K.hrry --x x.f64 --out y.f64 --transpose --threads 4")]
+    Matvec(matvec::MatvecArgs),
+    /// Write the matrix for another program: MatrixMarket, scipy .npz or PETSc binary.
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler export K.hrry --to mtx K.mtx --symmetric\n  \
+                  coo-assembler export K.hrry --to npz K.npz        # scipy.sparse.load_npz\n  \
+                  coo-assembler export K.hrry --to petsc K.petsc --petsc-int64")]
+    Export(export::ExportArgs),
+    /// Draw the sparsity pattern as a PNG (shade: log of the entries per pixel).
+    Spy(spy::SpyArgs),
     /// Check every rule of the format and the content (bounds, order,
     /// duplicates, statistics, checksums); prints OK or each problem.
     Verify {
@@ -151,7 +170,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             verbose,
         } => info::run(&file, json, verbose),
         Cmd::Get { file, index, pick } => get::run(&file, &index, &pick),
-        Cmd::Dump { file, limit, pick } => dump::run(&file, limit, &pick),
+        Cmd::Dump {
+            file,
+            limit,
+            dense,
+            pick,
+        } => dump::run(&file, limit, dense, &pick),
+        Cmd::Matvec(a) => matvec::run(a),
+        Cmd::Export(a) => export::run(a),
+        Cmd::Spy(a) => spy::run(a),
         Cmd::Verify { file, pick } => verify::run(&file, &pick),
     }
 }

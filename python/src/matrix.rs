@@ -1,0 +1,146 @@
+//! Products, exports and pictures of a stored matrix (`coo_assembler.matrix`
+//! in the library), all with the GIL released.
+
+use std::path::PathBuf;
+
+use coo_assembler::matrix::{
+    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatrixError,
+    MatvecOptions, NonFiniteInput, Paging, SpyOptions,
+};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{input_error, raise, to_py, Kind};
+use crate::file::NativeFile;
+
+/// A matrix error as the package's exception.
+fn to_py_m(e: MatrixError) -> PyErr {
+    match e {
+        MatrixError::Crate(e) => to_py(e),
+        MatrixError::TooLarge { .. } => raise(Kind::Budget, e.to_string()),
+        e => input_error(e.to_string()),
+    }
+}
+
+fn paging(name: &str) -> PyResult<Paging> {
+    match name {
+        "auto" => Ok(Paging::Auto),
+        "stream" => Ok(Paging::Stream),
+        "keep" => Ok(Paging::Keep),
+        _ => Err(input_error(format!(
+            "paging must be auto, stream or keep, not {name:?}"
+        ))),
+    }
+}
+
+/// `A @ x` or `A.T @ x` as a new float64 array.
+#[pyfunction]
+#[pyo3(signature = (file, x, transpose=false, threads=None, allow_non_finite=false, paging_mode="auto"))]
+fn matvec<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, NativeFile>,
+    x: PyReadonlyArray1<'py, f64>,
+    transpose: bool,
+    threads: Option<usize>,
+    allow_non_finite: bool,
+    paging_mode: &str,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let (f, name) = file.get().parts();
+    let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
+    let opts = MatvecOptions {
+        threads,
+        non_finite: if allow_non_finite {
+            NonFiniteInput::Allow
+        } else {
+            NonFiniteInput::Error
+        },
+        paging: paging(paging_mode)?,
+    };
+    let y = py
+        .detach(|| {
+            let a = Matrix::of_file(f, Some(name))?;
+            matrix::matvec(&a, xs, transpose, &opts)
+        })
+        .map_err(to_py_m)?;
+    Ok(PyArray1::from_vec(py, y))
+}
+
+/// Export to `path` as mtx, npz or petsc; returns {"entries", "bytes"}.
+#[pyfunction]
+#[pyo3(signature = (file, path, to, symmetric=false, npz_layout="auto", petsc_int64=false))]
+fn export<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, NativeFile>,
+    path: PathBuf,
+    to: &str,
+    symmetric: bool,
+    npz_layout: &str,
+    petsc_int64: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (f, name) = file.get().parts();
+    let format: Format = to.parse().map_err(to_py_m)?;
+    let npz_layout = match npz_layout {
+        "auto" => NpzLayout::Auto,
+        "csr" => NpzLayout::Csr,
+        "coo" => NpzLayout::Coo,
+        other => {
+            return Err(input_error(format!(
+                "npz_layout must be auto, csr or coo, not {other:?}"
+            )))
+        }
+    };
+    let opts = ExportOptions {
+        symmetric,
+        npz_layout,
+        petsc_int64,
+        paging: Paging::Auto,
+    };
+    let s = py
+        .detach(|| {
+            let a = Matrix::of_file(f, Some(name))?;
+            matrix::export::export(&a, format, &path, &opts)
+        })
+        .map_err(to_py_m)?;
+    let d = PyDict::new(py);
+    d.set_item("entries", s.entries)?;
+    d.set_item("bytes", s.bytes)?;
+    Ok(d)
+}
+
+/// Draw the sparsity pattern into the PNG `path`; returns the geometry.
+#[pyfunction]
+#[pyo3(signature = (file, path, size=1024))]
+fn spy<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, NativeFile>,
+    path: PathBuf,
+    size: u32,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (f, name) = file.get().parts();
+    let opts = SpyOptions {
+        size,
+        ..SpyOptions::default()
+    };
+    let s = py
+        .detach(|| matrix::spy(f, Some(name), &path, &opts))
+        .map_err(to_py_m)?;
+    let d = PyDict::new(py);
+    d.set_item("width", s.width)?;
+    d.set_item("height", s.height)?;
+    d.set_item("origin", s.origin)?;
+    d.set_item("plot", s.plot)?;
+    d.set_item("per_block", s.per_block)?;
+    d.set_item("zoom", s.zoom)?;
+    d.set_item("max_count", s.max_count)?;
+    d.set_item("caption", s.caption)?;
+    d.set_item("bytes", s.bytes)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(spy, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary.
+
+use crate::matvec::PagingArg;
+use crate::{open, pick, Pick};
+use clap::{Args, ValueEnum};
+use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
+use coo_assembler::matrix::Matrix;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum To {
+    /// MatrixMarket coordinate text (real/integer by type; 1-based).
+    Mtx,
+    /// scipy sparse .npz (scipy.sparse.load_npz reads it).
+    Npz,
+    /// PETSc binary matrix (MatLoad, petsc4py Mat().load).
+    Petsc,
+}
+
+/// Which scipy array an .npz holds.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum NpzArg {
+    /// csr_array for a sorted matrix, coo_array otherwise.
+    Auto,
+    /// csr_array (needs a sorted matrix).
+    Csr,
+    /// coo_array.
+    Coo,
+}
+
+#[derive(Args)]
+pub(crate) struct ExportArgs {
+    /// The Hurray file (a rank-2 tensor).
+    file: PathBuf,
+    /// The output file (replaced atomically).
+    out: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum)]
+    to: To,
+    /// MatrixMarket: check symmetry (refuse otherwise) and write one triangle.
+    #[arg(long)]
+    symmetric: bool,
+    /// .npz: which scipy array to write.
+    #[arg(long, value_enum, default_value_t = NpzArg::Auto)]
+    npz_layout: NpzArg,
+    /// PETSc: 64-bit indices, for PETSc built --with-64-bit-indices.
+    #[arg(long)]
+    petsc_int64: bool,
+    /// Page handling of the mapped file.
+    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
+    paging: PagingArg,
+    /// Print nothing on success.
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    pick: Pick,
+}
+
+pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
+    if a.symmetric && !matches!(a.to, To::Mtx) {
+        return Err(crate::usage(
+            "--symmetric is a MatrixMarket option (--to mtx)",
+        ));
+    }
+    let f = open(&a.file, false)?;
+    let t = pick(&f, &a.pick)?;
+    let m = Matrix::of_file(&f, Some(t.name()))?;
+    let format = match a.to {
+        To::Mtx => Format::Mtx,
+        To::Npz => Format::Npz,
+        To::Petsc => Format::Petsc,
+    };
+    let opts = ExportOptions {
+        symmetric: a.symmetric,
+        npz_layout: match a.npz_layout {
+            NpzArg::Auto => NpzLayout::Auto,
+            NpzArg::Csr => NpzLayout::Csr,
+            NpzArg::Coo => NpzLayout::Coo,
+        },
+        petsc_int64: a.petsc_int64,
+        paging: a.paging.into(),
+    };
+    let t0 = Instant::now();
+    let s = export::export(&m, format, &a.out, &opts)?;
+    let secs = t0.elapsed().as_secs_f64();
+    if !a.quiet {
+        eprintln!(
+            "wrote {}: {} entries, {} bytes in {:.2} s ({:.0} MB/s)",
+            a.out.display(),
+            s.entries,
+            s.bytes,
+            secs,
+            s.bytes as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,101 @@
+//! `coo-assembler matvec`: y = A x or A^T x, vectors in `.npy` or raw `.f64`.
+
+use crate::{open, pick, Pick};
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use coo_assembler::matrix::{self, vector, Matrix, MatvecOptions, NonFiniteInput, Paging};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// NaN and infinity in x.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum NonFinite {
+    /// Refuse the product, naming the first one.
+    Error,
+    /// Compute anyway; they propagate into y.
+    Allow,
+}
+
+/// What to do with the pages of the mapped file.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum PagingArg {
+    /// Stream when the matrix exceeds a quarter of physical memory.
+    Auto,
+    /// Sequential read-ahead, pages released behind the pass (bounded memory).
+    Stream,
+    /// Leave pages mapped.
+    Keep,
+}
+
+impl From<PagingArg> for Paging {
+    fn from(p: PagingArg) -> Paging {
+        match p {
+            PagingArg::Auto => Paging::Auto,
+            PagingArg::Stream => Paging::Stream,
+            PagingArg::Keep => Paging::Keep,
+        }
+    }
+}
+
+#[derive(Args)]
+pub(crate) struct MatvecArgs {
+    /// The Hurray file (a rank-2 tensor).
+    file: PathBuf,
+    /// The vector x: NumPy .npy (1-D, float or integer) or raw little-endian .f64.
+    #[arg(long, value_name = "PATH")]
+    x: PathBuf,
+    /// Where to write y (.npy or .f64, by extension); replaced atomically.
+    #[arg(long, value_name = "PATH")]
+    out: PathBuf,
+    /// Compute A^T x instead of A x.
+    #[arg(long)]
+    transpose: bool,
+    /// Worker threads (default: one per core). The result is the same for any count.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// NaN or infinity in x.
+    #[arg(long, value_enum, default_value_t = NonFinite::Error)]
+    non_finite: NonFinite,
+    /// Page handling of the mapped file.
+    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
+    paging: PagingArg,
+    /// Print nothing on success.
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    pick: Pick,
+}
+
+pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
+    let x = vector::read_vector(&a.x)?;
+    let f = open(&a.file, false)?;
+    let t = pick(&f, &a.pick)?;
+    let m = Matrix::of_file(&f, Some(t.name()))?;
+    let opts = MatvecOptions {
+        threads: a.threads,
+        non_finite: match a.non_finite {
+            NonFinite::Error => NonFiniteInput::Error,
+            NonFinite::Allow => NonFiniteInput::Allow,
+        },
+        paging: a.paging.into(),
+    };
+    let t0 = Instant::now();
+    let y = matrix::matvec(&m, &x, a.transpose, &opts)?;
+    let secs = t0.elapsed().as_secs_f64();
+    vector::write_vector(&a.out, &y)
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    if !a.quiet {
+        eprintln!(
+            "{}: {} x {} matrix, nnz {}, {} values in {:.3} s -> {}",
+            if a.transpose { "y = A^T x" } else { "y = A x" },
+            m.rows(),
+            m.cols(),
+            m.nnz(),
+            y.len(),
+            secs,
+            a.out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,122 @@
+//! Errors of the matrix operations (products, exports, pictures).
+
+use std::path::PathBuf;
+
+/// Result alias of the `matrix` module.
+pub type MatrixResult<T> = std::result::Result<T, MatrixError>;
+
+/// What can go wrong when using a stored matrix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MatrixError {
+    /// An error of the reader or of a file operation.
+    #[error(transparent)]
+    Crate(#[from] crate::Error),
+
+    /// The tensor does not have the rank the operation needs.
+    #[error("{op} needs a tensor of rank {needs}; {tensor:?} has rank {rank}")]
+    Rank {
+        /// The operation ("matvec", "export to mtx", ...).
+        op: &'static str,
+        /// The tensor's name.
+        tensor: String,
+        /// Its rank.
+        rank: usize,
+        /// What the operation needs, as text ("2", "at least 2").
+        needs: &'static str,
+    },
+
+    /// A vector does not have the length the product needs.
+    #[error("{what} has {got} elements; the product needs {expected} (the matrix is {rows} x {cols}{transposed})")]
+    VectorLength {
+        /// Which vector ("x").
+        what: &'static str,
+        /// Its length.
+        got: usize,
+        /// The length needed.
+        expected: u64,
+        /// Matrix rows.
+        rows: u64,
+        /// Matrix columns.
+        cols: u64,
+        /// ", transposed" when A^T x was asked for, else empty.
+        transposed: &'static str,
+    },
+
+    /// A NaN or infinity in an input vector under the `error` policy.
+    #[error("x[{position}] = {value} is not finite (non-finite policy is `error`; allow it to let NaN and infinity propagate)")]
+    NonFiniteInput {
+        /// Position of the first non-finite element.
+        position: usize,
+        /// Its value.
+        value: f64,
+    },
+
+    /// A dimension does not fit this machine's address space.
+    #[error("dimension of {extent} does not fit in memory on this machine")]
+    TooLarge {
+        /// The extent.
+        extent: u64,
+    },
+
+    /// The operation needs entries sorted row-major (is_sorted = 1).
+    #[error("{op} needs a matrix sorted row-major; {tensor:?} is not sorted ({hint})")]
+    NotSorted {
+        /// The operation.
+        op: &'static str,
+        /// The tensor.
+        tensor: String,
+        /// What to do instead.
+        hint: &'static str,
+    },
+
+    /// `--symmetric` on a matrix that is not symmetric (or not square).
+    #[error("the matrix is not symmetric: {detail}")]
+    NotSymmetric {
+        /// The first difference found.
+        detail: String,
+    },
+
+    /// The matrix needs 64-bit indices in the target format and they were
+    /// not enabled.
+    #[error("{what} = {value} does not fit a 32-bit index; {hint}")]
+    IndexTooLarge {
+        /// Which quantity ("nnz", "rows", ...).
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// What to do.
+        hint: &'static str,
+    },
+
+    /// A vector file that cannot be read as a vector.
+    #[error("{path}: {detail}")]
+    VectorFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+
+    /// Options that cannot work.
+    #[error("invalid option: {0}")]
+    Options(String),
+
+    /// `dense` on a matrix with too many elements.
+    #[error("the dense form has {elements} elements ({shape}), more than the limit of {limit}")]
+    TooManyElements {
+        /// rows x cols.
+        elements: u128,
+        /// The shape as text.
+        shape: String,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl MatrixError {
+    /// Shorthand for an I/O error of the crate's kind.
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, e: std::io::Error) -> Self {
+        MatrixError::Crate(crate::Error::io(op, path, e))
+    }
+}

@@ -1,0 +1,115 @@
+//! Exports of a stored matrix to the formats other programs read, each
+//! streamed from the mapped file with bounded memory into an output that
+//! appears whole or not at all (temporary file, fsync, rename).
+//!
+//! - [`Format::Mtx`]: MatrixMarket coordinate, `real` or `integer` by the
+//!   element type, `general` or (checked) `symmetric`; 1-based; floats in
+//!   their shortest round-trip form, so they read back bit for bit.
+//! - [`Format::Npz`]: what `scipy.sparse.save_npz(..., compressed=False)`
+//!   writes: a stored zip (zip64 when large) of `.npy` arrays, read back by
+//!   `scipy.sparse.load_npz` as a `csr_array` or `coo_array`.
+//! - [`Format::Petsc`]: PETSc's binary matrix format (what `MatLoad` reads),
+//!   32-bit indices by default, 64-bit on request.
+
+mod mtx;
+mod npz;
+mod petsc;
+mod zip;
+
+use super::error::{MatrixError, MatrixResult};
+use super::paging::{for_each_block, Paging};
+use super::view::{fixed_blocks, Matrix};
+use std::ops::Range;
+use std::path::Path;
+use std::str::FromStr;
+
+pub use npz::NpzLayout;
+
+/// Target format of [`export`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// MatrixMarket coordinate text (`.mtx`).
+    Mtx,
+    /// scipy sparse `.npz`.
+    Npz,
+    /// PETSc binary matrix.
+    Petsc,
+}
+
+impl FromStr for Format {
+    type Err = MatrixError;
+    fn from_str(s: &str) -> MatrixResult<Format> {
+        match s.to_ascii_lowercase().as_str() {
+            "mtx" | "matrixmarket" | "mm" => Ok(Format::Mtx),
+            "npz" | "scipy" => Ok(Format::Npz),
+            "petsc" => Ok(Format::Petsc),
+            _ => Err(MatrixError::Options(format!(
+                "unknown export format {s:?}; use mtx, npz or petsc"
+            ))),
+        }
+    }
+}
+
+/// Options of [`export`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportOptions {
+    /// MatrixMarket: check that the matrix is symmetric (refusing it
+    /// otherwise) and write the lower triangle with the `symmetric` header.
+    pub symmetric: bool,
+    /// `.npz`: which scipy array to write.
+    pub npz_layout: NpzLayout,
+    /// PETSc: 64-bit indices (for PETSc configured `--with-64-bit-indices`).
+    pub petsc_int64: bool,
+    /// Page handling of a mapped file.
+    pub paging: Paging,
+}
+
+/// What [`export`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    /// Entries written (one triangle for a symmetric MatrixMarket file).
+    pub entries: u64,
+    /// Bytes of the output file.
+    pub bytes: u64,
+}
+
+/// Write `a` to `out` in `format`.
+pub fn export(
+    a: &Matrix<'_>,
+    format: Format,
+    out: &Path,
+    opts: &ExportOptions,
+) -> MatrixResult<ExportSummary> {
+    if opts.symmetric && format != Format::Mtx {
+        return Err(MatrixError::Options(
+            "symmetric output is a MatrixMarket option".into(),
+        ));
+    }
+    match format {
+        Format::Mtx => mtx::write(a, out, opts),
+        Format::Npz => npz::write(a, out, opts),
+        Format::Petsc => petsc::write(a, out, opts),
+    }
+}
+
+/// Entries per block of an export pass.
+const PASS_BLOCK: usize = 1 << 16;
+
+/// One pass over all entries in storage order, a block at a time.
+fn pass(
+    a: &Matrix<'_>,
+    paging: Paging,
+    f: impl FnMut(Range<usize>) -> MatrixResult<()>,
+) -> MatrixResult<()> {
+    pass_blocks(a, paging, PASS_BLOCK, f)
+}
+
+/// [`pass`] with blocks of `block` entries.
+fn pass_blocks(
+    a: &Matrix<'_>,
+    paging: Paging,
+    block: usize,
+    f: impl FnMut(Range<usize>) -> MatrixResult<()>,
+) -> MatrixResult<()> {
+    for_each_block(a, &fixed_blocks(a.nnz() as usize, block), paging, f)
+}

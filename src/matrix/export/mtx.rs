@@ -1,0 +1,249 @@
+//! MatrixMarket coordinate text.
+//!
+//! Floats are printed in their shortest round-trip form (zmij), so a reader that parses
+//! correctly rounded (scipy's fast_matrix_market, strtod) gets the stored
+//! value back bit for bit; f32/f16/bf16 values are the same numbers widened.
+//! NaN and infinities are written `nan`, `inf`, `-inf`.
+//!
+//! `symmetric`: the matrix must be square and sorted; every entry (i, j)
+//! off the diagonal needs (j, i) with the same bytes. Checked in the same
+//! pass that writes the lower triangle, with one cursor per row (8 bytes
+//! per row): when row i is read, each (i, j) with j < i must be the next
+//! unmatched entry above the diagonal in row j, whose cursor then moves on;
+//! at the end the entries above and below the diagonal must be as many.
+//! A failed check removes the partial output.
+
+use super::super::error::{MatrixError, MatrixResult};
+use super::super::output::Output;
+use super::super::view::{to_usize, Matrix};
+use super::{pass, pass_blocks, ExportOptions, ExportSummary};
+use crate::Value;
+use std::path::Path;
+
+fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&tmp[i..]);
+}
+
+/// The shortest text that reads back as `v` (zmij: Schubfach, several
+/// times faster than `{}` formatting, exponent form for large and small
+/// magnitudes).
+pub(crate) fn put_f64(buf: &mut Vec<u8>, v: f64) {
+    if v.is_nan() {
+        buf.extend_from_slice(b"nan");
+    } else if v.is_infinite() {
+        buf.extend_from_slice(if v > 0.0 { b"inf" } else { b"-inf" });
+    } else {
+        buf.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    }
+}
+
+fn put_value(buf: &mut Vec<u8>, v: Value) {
+    match v {
+        Value::Float(f) => put_f64(buf, f),
+        Value::Int(i) => {
+            if i < 0 {
+                buf.push(b'-');
+            }
+            put_u64(buf, i.unsigned_abs());
+        }
+        Value::UInt(u) => put_u64(buf, u),
+    }
+}
+
+pub(super) fn write(
+    a: &Matrix<'_>,
+    out: &Path,
+    opts: &ExportOptions,
+) -> MatrixResult<ExportSummary> {
+    let t = a.tensor();
+    let field = if t.dtype().is_float() {
+        "real"
+    } else {
+        "integer"
+    };
+    let (m, n) = (a.rows(), a.cols());
+    let ind = t.indices();
+    let vbytes = t.values_bytes();
+    let w = t.dtype().width();
+    let sym = opts.symmetric;
+    let mut count = t.nnz();
+    let mut cursor: Vec<u64> = Vec::new();
+    if sym {
+        if m != n {
+            return Err(MatrixError::NotSymmetric {
+                detail: format!("it is {m} x {n}, not square"),
+            });
+        }
+        a.require_sorted("a symmetric MatrixMarket export", "export it as general")?;
+        // Entries written: the diagonal and below (a pre-pass over rows and
+        // columns, so the size line is exact before any entry).
+        let mut lower_and_diag = 0u64;
+        pass(a, opts.paging, |r| {
+            for e in ind[2 * r.start..2 * r.end].chunks_exact(2) {
+                lower_and_diag += (e[1] <= e[0]) as u64;
+            }
+            Ok(())
+        })?;
+        count = lower_and_diag;
+        cursor = vec![u64::MAX; to_usize(m)?];
+    }
+    let mut o = Output::create(out)?;
+    let head = format!(
+        "%%MatrixMarket matrix coordinate {field} {}\n% written by coo-assembler {} from tensor {:?}\n{m} {n} {count}\n",
+        if sym { "symmetric" } else { "general" },
+        env!("CARGO_PKG_VERSION"),
+        t.name(),
+    );
+    o.write(head.as_bytes())?;
+    if !sym {
+        write_general(a, &mut o, opts)?;
+        let bytes = o.commit()?;
+        return Ok(ExportSummary {
+            entries: count,
+            bytes,
+        });
+    }
+    let (mut below, mut above) = (0u64, 0u64);
+    // Row being read, and whether its first entry above the diagonal is known.
+    let (mut row, mut row_upper_set) = (u64::MAX, true);
+    let nnz = t.nnz() as usize;
+    pass(a, opts.paging, |r| {
+        for (k, e) in ind[2 * r.start..2 * r.end].chunks_exact(2).enumerate() {
+            let p = r.start + k;
+            let (i, j) = (e[0], e[1]);
+            if sym {
+                if i != row {
+                    if !row_upper_set {
+                        // The previous row had nothing above the diagonal:
+                        // its cursor points at this row's first entry,
+                        // which can never match it.
+                        cursor[row as usize] = p as u64;
+                    }
+                    if i >= m || (row != u64::MAX && i < row) {
+                        return Err(a.corrupt(
+                            p,
+                            format_args!("row {i} breaks the sorted order or the shape"),
+                        ));
+                    }
+                    row = i;
+                    row_upper_set = false;
+                }
+                if j > i {
+                    above += 1;
+                    if !row_upper_set {
+                        cursor[i as usize] = p as u64;
+                        row_upper_set = true;
+                    }
+                    continue;
+                }
+                if j < i {
+                    below += 1;
+                    let q = cursor[j as usize];
+                    let ok = q < nnz as u64 && {
+                        let q = q as usize;
+                        ind[2 * q] == j
+                            && ind[2 * q + 1] == i
+                            && vbytes[q * w..q * w + w] == vbytes[p * w..p * w + w]
+                    };
+                    if !ok {
+                        return Err(MatrixError::NotSymmetric {
+                            detail: mismatch(a, i, j, p, q),
+                        });
+                    }
+                    cursor[j as usize] = q + 1;
+                }
+            }
+            put_line(o.buffer(), i, j, t.value(p as u64));
+        }
+        Ok(o.maybe_flush()?)
+    })?;
+    if sym && above != below {
+        return Err(MatrixError::NotSymmetric {
+            detail: format!(
+                "{above} entries above the diagonal but {below} below: some entry above has no mirror"
+            ),
+        });
+    }
+    let bytes = o.commit()?;
+    Ok(ExportSummary {
+        entries: count,
+        bytes,
+    })
+}
+
+/// One entry's line.
+#[inline]
+fn put_line(buf: &mut Vec<u8>, i: u64, j: u64, v: Value) {
+    put_u64(buf, i + 1);
+    buf.push(b' ');
+    put_u64(buf, j + 1);
+    buf.push(b' ');
+    put_value(buf, v);
+    buf.push(b'\n');
+}
+
+/// Entries formatted per parallel piece.
+const PIECE: usize = 1 << 15;
+
+/// The general case: pieces of a pass's block formatted on every core,
+/// written in order.
+fn write_general(a: &Matrix<'_>, o: &mut Output, opts: &ExportOptions) -> MatrixResult<()> {
+    use rayon::prelude::*;
+    let t = a.tensor();
+    let ind = t.indices();
+    pass_blocks(
+        a,
+        opts.paging,
+        PIECE * 2 * rayon::current_num_threads(),
+        |r| {
+            let pieces: Vec<Vec<u8>> = (r.start..r.end)
+                .step_by(PIECE)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|s| {
+                    let e = (s + PIECE).min(r.end);
+                    let mut buf = Vec::with_capacity((e - s) * 48);
+                    for p in s..e {
+                        put_line(&mut buf, ind[2 * p], ind[2 * p + 1], t.value(p as u64));
+                    }
+                    buf
+                })
+                .collect();
+            for b in pieces {
+                o.write(&b)?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Why lower entry (i, j) at position p has no mirror; q is row j's cursor.
+fn mismatch(a: &Matrix<'_>, i: u64, j: u64, p: usize, q: u64) -> String {
+    let t = a.tensor();
+    let here = t.value(p as u64);
+    if q < t.nnz() {
+        let e = t.index(q);
+        if e[0] == j && e[1] == i {
+            return format!("A[{i}, {j}] = {here} but A[{j}, {i}] = {}", t.value(q));
+        }
+        if e[0] == j && e[1] < i {
+            return format!(
+                "A[{j}, {}] = {} has no mirror A[{}, {j}]",
+                e[1],
+                t.value(q),
+                e[1]
+            );
+        }
+    }
+    format!("A[{i}, {j}] = {here} but A[{j}, {i}] is not stored")
+}

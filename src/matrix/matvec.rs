@@ -1,0 +1,451 @@
+//! `y = A x` and `y = A^T x` from the stored matrix, in parallel and
+//! deterministic.
+//!
+//! Two kernels, chosen by how the entries are ordered relative to the
+//! output:
+//!
+//! - **owned rows**: the entries are sorted by the output index (`A x` on a
+//!   row-sorted COO; CSR `A x` and CSC `A^T x` will use it too). Blocks of
+//!   about [`BLOCK_ENTRIES`] entries are cut at row boundaries, so each block
+//!   owns its rows of `y`, and every `y[i]` is row i's products summed in a
+//!   fixed order (four accumulators by position in the row, see
+//!   [`row_dot`]): the result depends on neither blocks nor threads.
+//! - **scatter**: any other order (`A^T x` on a row-sorted COO, an unsorted
+//!   COO). Each block adds its products into a partial vector (in storage
+//!   order); partials are added into `y` in block order, each over the span
+//!   of indices its block touched. The blocks come from the data (a fixed
+//!   entry count, at least the output length, so the reduction costs at
+//!   most as much as the products), never from the thread count, so the
+//!   bytes are the same with 1 or 64 threads.
+//!
+//! Values of every type are widened to f64. Workers take blocks in
+//! increasing order and stay within a window of the oldest unfinished one,
+//! so a file larger than memory is read once, sequentially, through a
+//! bounded set of pages (see [`Paging`]).
+
+use super::error::{MatrixError, MatrixResult};
+use super::paging::{Paging, Sweep};
+use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
+use crate::Element;
+use std::ops::Range;
+use std::sync::Mutex;
+
+/// Entries per block of the owned-rows kernel (before the cut moves to a
+/// row boundary): 1.5 MiB of f64 entries, small enough to balance two
+/// threads on small matrices, large enough that handing out blocks is free.
+pub const BLOCK_ENTRIES: usize = 1 << 16;
+/// Minimum entries per block of the scatter kernel.
+pub const SCATTER_MIN_ENTRIES: usize = 1 << 18;
+
+/// What to do with NaN and infinity in `x`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NonFiniteInput {
+    /// Refuse the product, naming the first non-finite element.
+    #[default]
+    Error,
+    /// Compute anyway (IEEE rules: they propagate into y).
+    Allow,
+}
+
+/// Options of [`matvec`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MatvecOptions {
+    /// Worker threads; `None` uses rayon's global pool (one per core).
+    /// The result is the same for every count.
+    pub threads: Option<usize>,
+    /// NaN / infinity in `x`.
+    pub non_finite: NonFiniteInput,
+    /// Page handling of a mapped file.
+    pub paging: Paging,
+}
+
+/// `A x` (or `A^T x` when `transpose`) as a new vector.
+pub fn matvec(
+    a: &Matrix<'_>,
+    x: &[f64],
+    transpose: bool,
+    opts: &MatvecOptions,
+) -> MatrixResult<Vec<f64>> {
+    let out_len = to_usize(if transpose { a.cols() } else { a.rows() })?;
+    check_x(a, x, transpose, opts)?;
+    let mut y = Vec::new();
+    y.try_reserve_exact(out_len)
+        .map_err(|_| MatrixError::TooLarge {
+            extent: out_len as u64,
+        })?;
+    y.resize(out_len, 0.0);
+    run(a, x, &mut y, transpose, opts)?;
+    Ok(y)
+}
+
+/// [`matvec`] into `y`, which must have the output length; it is overwritten.
+pub fn matvec_into(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    transpose: bool,
+    opts: &MatvecOptions,
+) -> MatrixResult<()> {
+    let out = if transpose { a.cols() } else { a.rows() };
+    if y.len() as u64 != out {
+        return Err(length_error(a, "y", y.len(), out, transpose));
+    }
+    check_x(a, x, transpose, opts)?;
+    y.fill(0.0);
+    run(a, x, y, transpose, opts)
+}
+
+fn length_error(
+    a: &Matrix<'_>,
+    what: &'static str,
+    got: usize,
+    expected: u64,
+    transpose: bool,
+) -> MatrixError {
+    MatrixError::VectorLength {
+        what,
+        got,
+        expected,
+        rows: a.rows(),
+        cols: a.cols(),
+        transposed: if transpose { ", transposed" } else { "" },
+    }
+}
+
+fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> MatrixResult<()> {
+    let need = if transpose { a.rows() } else { a.cols() };
+    if x.len() as u64 != need {
+        return Err(length_error(a, "x", x.len(), need, transpose));
+    }
+    if opts.non_finite == NonFiniteInput::Error {
+        if let Some(position) = x.iter().position(|v| !v.is_finite()) {
+            return Err(MatrixError::NonFiniteInput {
+                position,
+                value: x[position],
+            });
+        }
+    }
+    Ok(())
+}
+
+fn run(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    transpose: bool,
+    opts: &MatvecOptions,
+) -> MatrixResult<()> {
+    if a.nnz() == 0 {
+        return Ok(());
+    }
+    let pool = match opts.threads {
+        Some(0) => return Err(MatrixError::Options("threads must be at least 1".into())),
+        Some(n) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map_err(|e| MatrixError::Options(format!("cannot start {n} threads: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut go = || match (a.layout(), transpose) {
+        (Layout::Coo { sorted: true }, false) => owned_rows(a, x, y, opts.paging),
+        // CSR (A x) and CSC (A^T x) will join the owned kernel; their
+        // transposes the scatter one.
+        (Layout::Coo { .. }, _) => scatter(a, x, y, transpose, opts.paging),
+    };
+    match pool {
+        Some(p) => p.install(go),
+        None => go(),
+    }
+}
+
+/// Spawn one worker per thread of the current pool and wait for them;
+/// the first error wins.
+fn workers(work: impl Fn() -> MatrixResult<()> + Sync, stop: impl Fn() + Sync) -> MatrixResult<()> {
+    let first: Mutex<Option<MatrixError>> = Mutex::new(None);
+    rayon::scope(|s| {
+        for _ in 0..rayon::current_num_threads() {
+            s.spawn(|_| {
+                if let Err(e) = work() {
+                    stop();
+                    let mut f = first.lock().unwrap_or_else(|e| e.into_inner());
+                    f.get_or_insert(e);
+                }
+            });
+        }
+    });
+    match first.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Blocks of about `size` entries of a row-sorted matrix, each starting at
+/// the first entry of a row, with that row. `row(p)` is the row of entry p.
+/// (On a file that claims to be sorted but is not, the cuts are merely
+/// uneven; the kernel reports the disorder.)
+fn row_blocks(nnz: usize, size: usize, row: impl Fn(usize) -> u64) -> Vec<(Range<usize>, u64)> {
+    let mut starts = vec![0usize];
+    let mut target = size.max(1);
+    while target < nnz {
+        let last = starts[starts.len() - 1];
+        let r = row(target);
+        // First entry of row r in (last, target].
+        let (mut lo, mut hi) = (last + 1, target);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if row(mid) < r {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let cut = if row(lo - 1) < r {
+            lo
+        } else {
+            // Row r began at or before the previous cut (a row longer than
+            // a block): cut after it.
+            let mut p = target + 1;
+            while p < nnz && row(p) <= r {
+                p += 1;
+            }
+            p
+        };
+        if cut >= nnz {
+            break;
+        }
+        starts.push(cut);
+        target = cut + size;
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &s)| (s..starts.get(k + 1).copied().unwrap_or(nnz), row(s)))
+        .collect()
+}
+
+/// The rows of y a block owns: first row and the slice.
+type RowSlice<'y> = (usize, &'y mut [f64]);
+
+fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
+    let t = a.tensor();
+    let ind = t.indices();
+    let nnz = t.nnz() as usize;
+    let blocks = row_blocks(nnz, BLOCK_ENTRIES, |p| ind[2 * p]);
+    // Block k owns rows [first row of k, first row of k + 1); check the
+    // order before splitting y (a damaged file must not panic).
+    let mut firsts: Vec<usize> = Vec::with_capacity(blocks.len() + 1);
+    for (k, (r, first)) in blocks.iter().enumerate() {
+        let f = if k == 0 { 0 } else { *first as usize };
+        if k > 0 && (f >= y.len() || f <= firsts[k - 1]) {
+            return Err(a.corrupt(
+                r.start,
+                format_args!("row {first} breaks the sorted order or the shape"),
+            ));
+        }
+        firsts.push(f);
+    }
+    firsts.push(y.len());
+    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(blocks.len());
+    let mut rest = y;
+    for k in 0..blocks.len() {
+        let (head, tail) = rest.split_at_mut(firsts[k + 1] - firsts[k]);
+        slices.push(Mutex::new(Some((firsts[k], head))));
+        rest = tail;
+    }
+    let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
+    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
+    let r = with_values!(t, |vals| {
+        workers(
+            || {
+                while let Some((b, range)) = sweep.claim() {
+                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let Some((row0, ys)) = taken else {
+                        continue;
+                    };
+                    owned_block(a, ind, vals, x, range, row0, ys)?;
+                    sweep.done(b, (), |_, _| {});
+                }
+                Ok(())
+            },
+            || sweep.stop(),
+        )
+    });
+    sweep.finish();
+    r
+}
+
+/// Rows of one block: `ys` holds rows `row0..`. Each row is one
+/// [`row_dot`].
+#[inline(never)]
+fn owned_block<T: Element>(
+    a: &Matrix<'_>,
+    ind: &[u64],
+    vals: &[T],
+    x: &[f64],
+    range: Range<usize>,
+    row0: usize,
+    ys: &mut [f64],
+) -> MatrixResult<()> {
+    let (mut p, e) = (range.start, range.end);
+    let mut prev: Option<u64> = None;
+    while p < e {
+        let r = ind[2 * p];
+        let mut q = p + 1;
+        while q < e && ind[2 * q] == r {
+            q += 1;
+        }
+        let slot = match ys.get_mut((r as usize).wrapping_sub(row0)) {
+            Some(slot) if prev.is_none_or(|pr| r > pr) => slot,
+            _ => return Err(a.corrupt(p, format_args!("row {r} breaks the sorted order"))),
+        };
+        match row_dot(&ind[2 * p..2 * q], &vals[p..q], x) {
+            Some(v) => *slot = v,
+            None => return Err(a.corrupt(p, "a column of this row is out of range")),
+        }
+        prev = Some(r);
+        p = q;
+    }
+    Ok(())
+}
+
+/// Sum of `v[k] * x[col k]` over one row: entry k of the row goes to
+/// accumulator k mod 4 (in storage order), and the result is
+/// `(a0 + a1) + (a2 + a3)`. Four chains instead of one dependent sum keep
+/// the adder busy; the order depends only on the row, so it is the same
+/// for any blocks and threads. `None` when a column is out of range.
+#[inline(always)]
+fn row_dot<T: Element>(ij: &[u64], v: &[T], x: &[f64]) -> Option<f64> {
+    let mut acc = [0.0f64; 4];
+    let (c8, v4) = (ij.chunks_exact(8), v.chunks_exact(4));
+    let (crest, vrest) = (c8.remainder(), v4.remainder());
+    for (c, w) in c8.zip(v4) {
+        acc[0] += f64_of(w[0]) * *x.get(c[1] as usize)?;
+        acc[1] += f64_of(w[1]) * *x.get(c[3] as usize)?;
+        acc[2] += f64_of(w[2]) * *x.get(c[5] as usize)?;
+        acc[3] += f64_of(w[3]) * *x.get(c[7] as usize)?;
+    }
+    for (k, (c, w)) in crest.chunks_exact(2).zip(vrest).enumerate() {
+        acc[k] += f64_of(*w) * *x.get(c[1] as usize)?;
+    }
+    Some((acc[0] + acc[1]) + (acc[2] + acc[3]))
+}
+
+/// A block's partial vector (full output length; only `lo..hi` was touched).
+struct Partial {
+    buf: Vec<f64>,
+    lo: usize,
+    hi: usize,
+}
+
+struct Reduce<'y> {
+    y: &'y mut [f64],
+    free: Vec<Vec<f64>>,
+}
+
+fn scatter(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    transpose: bool,
+    paging: Paging,
+) -> MatrixResult<()> {
+    let t = a.tensor();
+    let ind = t.indices();
+    let nnz = t.nnz() as usize;
+    let out_len = y.len();
+    let blocks = fixed_blocks(nnz, SCATTER_MIN_ENTRIES.max(out_len));
+    let window = 2 * rayon::current_num_threads() + 2;
+    let sweep: Sweep<'_, Partial, Reduce<'_>> = Sweep::new(
+        a,
+        &blocks,
+        Some(window),
+        paging,
+        Reduce {
+            y,
+            free: Vec::new(),
+        },
+    );
+    let take_buffer = || -> MatrixResult<Vec<f64>> {
+        let recycled = sweep_free(&sweep);
+        match recycled {
+            Some(b) => Ok(b),
+            None => {
+                // At most `window` buffers exist: one per block in flight.
+                let mut v = Vec::new();
+                v.try_reserve_exact(out_len)
+                    .map_err(|_| MatrixError::TooLarge {
+                        extent: out_len as u64,
+                    })?;
+                v.resize(out_len, 0.0);
+                Ok(v)
+            }
+        }
+    };
+    let r = with_values!(t, |vals| {
+        workers(
+            || {
+                while let Some((b, range)) = sweep.claim() {
+                    let mut buf = take_buffer()?;
+                    let (lo, hi) = if transpose {
+                        scatter_block::<_, true>(a, ind, vals, x, range, &mut buf)?
+                    } else {
+                        scatter_block::<_, false>(a, ind, vals, x, range, &mut buf)?
+                    };
+                    sweep.done(b, Partial { buf, lo, hi }, |red, mut p| {
+                        if p.lo < p.hi {
+                            for (yi, pi) in red.y[p.lo..p.hi].iter_mut().zip(&mut p.buf[p.lo..p.hi])
+                            {
+                                *yi += *pi;
+                                *pi = 0.0;
+                            }
+                        }
+                        red.free.push(p.buf);
+                    });
+                }
+                Ok(())
+            },
+            || sweep.stop(),
+        )
+    });
+    sweep.finish();
+    r
+}
+
+fn sweep_free(sweep: &Sweep<'_, Partial, Reduce<'_>>) -> Option<Vec<f64>> {
+    sweep.with_sink(|red| red.free.pop())
+}
+
+/// Products of one block added into `buf` at the output index; returns the
+/// span touched. `TRANSPOSE`: output index = column, input = row.
+#[inline(never)]
+fn scatter_block<T: Element, const TRANSPOSE: bool>(
+    a: &Matrix<'_>,
+    ind: &[u64],
+    vals: &[T],
+    x: &[f64],
+    range: Range<usize>,
+    buf: &mut [f64],
+) -> MatrixResult<(usize, usize)> {
+    let (s, e) = (range.start, range.end);
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    for (k, (ij, v)) in ind[2 * s..2 * e]
+        .chunks_exact(2)
+        .zip(&vals[s..e])
+        .enumerate()
+    {
+        let (i_out, i_in) = if TRANSPOSE {
+            (ij[1] as usize, ij[0] as usize)
+        } else {
+            (ij[0] as usize, ij[1] as usize)
+        };
+        match (buf.get_mut(i_out), x.get(i_in)) {
+            (Some(slot), Some(&xv)) => *slot += f64_of(*v) * xv,
+            _ => return Err(a.corrupt(s + k, format_args!("coordinate {ij:?} is out of range"))),
+        }
+        lo = lo.min(i_out);
+        hi = hi.max(i_out + 1);
+    }
+    Ok((lo.min(hi), hi))
+}

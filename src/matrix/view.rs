@@ -1,0 +1,246 @@
+//! A rank-2 tensor seen as a matrix, and how its entries are laid out.
+//!
+//! Everything in `matrix` goes through [`Matrix`]: it knows the shape, the
+//! layout (sorted or unsorted COO today; CSR and CSC slot in as further
+//! [`Layout`] variants) and whether the bytes are a file mapping whose pages
+//! may be released behind a sequential pass.
+
+use super::error::{MatrixError, MatrixResult};
+use crate::{CooTensor, DType, Element, HurrayFile};
+use std::ops::Range;
+
+/// How the entries of a matrix are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Coordinate list; `sorted` means row-major order without duplicates.
+    Coo {
+        /// The descriptor's is_sorted flag.
+        sorted: bool,
+    },
+}
+
+/// A rank-2 tensor of an open file, used as a matrix.
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<'a> {
+    t: CooTensor<'a>,
+    rows: u64,
+    cols: u64,
+    layout: Layout,
+    /// The bytes are a read-only file mapping: pages may be dropped with
+    /// `MADV_DONTNEED` and are read again from the file when touched.
+    releasable: bool,
+}
+
+impl<'a> Matrix<'a> {
+    /// A matrix view of `t`, which must have rank 2. Its pages are never
+    /// released (use [`Matrix::of_file`] for that).
+    pub fn new(t: CooTensor<'a>) -> MatrixResult<Matrix<'a>> {
+        Self::with_rank(t, "a matrix operation", 2, 2)
+    }
+
+    /// The first two dimensions of a tensor of rank `min..=max`.
+    pub(crate) fn with_rank(
+        t: CooTensor<'a>,
+        op: &'static str,
+        min: usize,
+        max: usize,
+    ) -> MatrixResult<Matrix<'a>> {
+        if t.rank() < min || t.rank() > max {
+            return Err(MatrixError::Rank {
+                op,
+                tensor: t.name().to_string(),
+                rank: t.rank(),
+                needs: if max == min { "2" } else { "at least 2" },
+            });
+        }
+        let s = t.shape();
+        Ok(Matrix {
+            t,
+            rows: s[0],
+            cols: s[1],
+            layout: Layout::Coo {
+                sorted: t.is_sorted(),
+            },
+            releasable: false,
+        })
+    }
+
+    /// The tensor `name` of `file` (its only tensor when `None`) as a
+    /// matrix. When the file is memory-mapped, sequential passes may
+    /// release the pages they are done with, so a file larger than memory
+    /// streams through a bounded window.
+    pub fn of_file(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<Matrix<'a>> {
+        Ok(Matrix::new(pick(file, name)?)?.in_file(file))
+    }
+
+    /// Allow page release when the tensor's buffers lie in `file`'s mapping.
+    pub(crate) fn in_file(mut self, file: &HurrayFile) -> Matrix<'a> {
+        self.releasable = match file.mapped_bytes() {
+            Some(map) => {
+                let (lo, hi) = (map.as_ptr() as usize, map.as_ptr() as usize + map.len());
+                let inside = |b: &[u8]| {
+                    let p = b.as_ptr() as usize;
+                    b.is_empty() || (p >= lo && p + b.len() <= hi)
+                };
+                inside(self.t.values_bytes()) && inside(self.t.indices_bytes())
+            }
+            None => false,
+        };
+        self
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> CooTensor<'a> {
+        self.t
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Number of columns.
+    pub fn cols(&self) -> u64 {
+        self.cols
+    }
+
+    /// Stored entries.
+    pub fn nnz(&self) -> u64 {
+        self.t.nnz()
+    }
+
+    /// The layout of the entries.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.t.dtype()
+    }
+
+    /// True when entries are in row-major order.
+    pub fn is_row_sorted(&self) -> bool {
+        matches!(self.layout, Layout::Coo { sorted: true })
+    }
+
+    pub(crate) fn releasable(&self) -> bool {
+        self.releasable
+    }
+
+    /// Bytes of the stored entries (values and indices).
+    pub fn stored_bytes(&self) -> u64 {
+        (self.t.values_bytes().len() + self.t.indices_bytes().len()) as u64
+    }
+
+    /// Refuse anything but a row-major sorted matrix.
+    pub(crate) fn require_sorted(&self, op: &'static str, hint: &'static str) -> MatrixResult<()> {
+        if self.is_row_sorted() {
+            Ok(())
+        } else {
+            Err(MatrixError::NotSorted {
+                op,
+                tensor: self.t.name().to_string(),
+                hint,
+            })
+        }
+    }
+
+    /// An error for stored content that breaks the format's rules (open
+    /// checks structure only; `verify` finds these).
+    pub(crate) fn corrupt(&self, entry: usize, detail: impl std::fmt::Display) -> MatrixError {
+        MatrixError::Crate(crate::Error::invalid(
+            format!("tensor {:?}", self.t.name()),
+            0,
+            format!("entry {entry}: {detail}; run verify for the full report"),
+        ))
+    }
+}
+
+/// The tensor `name` of `file`, or its only tensor.
+pub(crate) fn pick<'a>(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<CooTensor<'a>> {
+    Ok(match name {
+        Some(n) => file.tensor(n)?,
+        None => file.only_tensor()?,
+    })
+}
+
+/// `usize` of an extent, or a typed error.
+pub(crate) fn to_usize(extent: u64) -> MatrixResult<usize> {
+    usize::try_from(extent).map_err(|_| MatrixError::TooLarge { extent })
+}
+
+/// A stored value widened to f64 (exact for every type but 64-bit
+/// integers beyond 2^53, which round).
+#[inline(always)]
+pub(crate) fn f64_of<T: Element>(v: T) -> f64 {
+    v.to_value().to_f64()
+}
+
+/// Split `0..n` into consecutive ranges of `size` (the last may be shorter).
+pub(crate) fn fixed_blocks(n: usize, size: usize) -> Vec<Range<usize>> {
+    let size = size.max(1);
+    (0..n.div_ceil(size))
+        .map(|b| b * size..((b + 1) * size).min(n))
+        .collect()
+}
+
+/// Run `$body` with `$v` bound to the tensor's values as a typed slice.
+macro_rules! with_values {
+    ($t:expr, |$v:ident| $body:expr) => {{
+        use half::{bf16, f16};
+        let t = $t;
+        match t.dtype() {
+            $crate::DType::F64 => {
+                let $v = t.values::<f64>()?;
+                $body
+            }
+            $crate::DType::F32 => {
+                let $v = t.values::<f32>()?;
+                $body
+            }
+            $crate::DType::F16 => {
+                let $v = t.values::<f16>()?;
+                $body
+            }
+            $crate::DType::BF16 => {
+                let $v = t.values::<bf16>()?;
+                $body
+            }
+            $crate::DType::I8 => {
+                let $v = t.values::<i8>()?;
+                $body
+            }
+            $crate::DType::U8 => {
+                let $v = t.values::<u8>()?;
+                $body
+            }
+            $crate::DType::I16 => {
+                let $v = t.values::<i16>()?;
+                $body
+            }
+            $crate::DType::U16 => {
+                let $v = t.values::<u16>()?;
+                $body
+            }
+            $crate::DType::I32 => {
+                let $v = t.values::<i32>()?;
+                $body
+            }
+            $crate::DType::U32 => {
+                let $v = t.values::<u32>()?;
+                $body
+            }
+            $crate::DType::I64 => {
+                let $v = t.values::<i64>()?;
+                $body
+            }
+            $crate::DType::U64 => {
+                let $v = t.values::<u64>()?;
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_values;

@@ -1,0 +1,206 @@
+//! The matrix subcommands of the CLI: matvec, export, spy, dump --dense.
+
+use coo_assembler::matrix::{matvec, vector, Matrix, MatvecOptions};
+use coo_assembler::HurrayFile;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+        .args(args)
+        .output()
+        .expect("run coo-assembler")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = cli(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails(args: &[&str], code: i32, text: &str) {
+    let o = cli(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    assert!(err.contains(text), "{args:?}: {err}");
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A banded n x n matrix with a few off-band entries, assembled by the CLI.
+fn assemble(dir: &Path, n: u64) -> PathBuf {
+    let mut text = String::new();
+    for i in 0..n {
+        for j in i.saturating_sub(2)..(i + 3).min(n) {
+            text.push_str(&format!("{i} {j} {}\n", 1.0 / (1 + i + 2 * j) as f64));
+        }
+    }
+    text.push_str(&format!("0 {} 7.5\n", n - 1));
+    let input = dir.join("a.txt");
+    std::fs::write(&input, text).unwrap();
+    let out = dir.join("a.hrry");
+    let shape = format!("{n},{n}");
+    ok(&[
+        "assemble",
+        "--shape",
+        &shape,
+        "--input",
+        s(&input),
+        "--format",
+        "text",
+        "--output",
+        s(&out),
+        "-q",
+    ]);
+    out
+}
+
+#[test]
+fn matvec_cli_matches_the_library_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = assemble(dir.path(), 300_000);
+    let x: Vec<f64> = (0..300_000).map(|k| (k % 17) as f64 - 8.25).collect();
+    let xp = dir.path().join("x.npy");
+    vector::write_vector(&xp, &x).unwrap();
+    let f = HurrayFile::open(&a).unwrap();
+    let m = Matrix::of_file(&f, None).unwrap();
+    for transpose in [false, true] {
+        let want = matvec(&m, &x, transpose, &MatvecOptions::default()).unwrap();
+        for (threads, ext) in [("1", "npy"), ("3", "f64")] {
+            let yp = dir.path().join(format!("y.{ext}"));
+            let mut args = vec![
+                "matvec",
+                s(&a),
+                "--x",
+                s(&xp),
+                "--out",
+                s(&yp),
+                "--threads",
+                threads,
+                "-q",
+            ];
+            if transpose {
+                args.push("--transpose");
+            }
+            ok(&args);
+            let y = vector::read_vector(&yp).unwrap();
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&y),
+                bits(&want),
+                "transpose={transpose} threads={threads}"
+            );
+        }
+    }
+    let short = dir.path().join("short.f64");
+    std::fs::write(&short, [0u8; 16]).unwrap();
+    let out = dir.path().join("bad.npy");
+    fails(
+        &["matvec", s(&a), "--x", s(&short), "--out", s(&out)],
+        1,
+        "x has 2 elements; the product needs 300000",
+    );
+    assert!(!out.exists());
+    let nan = dir.path().join("nan.f64");
+    let mut b = vec![0u8; 300_000 * 8];
+    b[8 * 5..8 * 6].copy_from_slice(&f64::NAN.to_le_bytes());
+    std::fs::write(&nan, &b).unwrap();
+    fails(
+        &["matvec", s(&a), "--x", s(&nan), "--out", s(&out)],
+        1,
+        "x[5] = NaN is not finite",
+    );
+    ok(&[
+        "matvec",
+        s(&a),
+        "--x",
+        s(&nan),
+        "--out",
+        s(&out),
+        "--non-finite",
+        "allow",
+        "-q",
+    ]);
+    fails(
+        &[
+            "matvec",
+            s(&a),
+            "--x",
+            s(&xp),
+            "--out",
+            s(&out),
+            "--paging",
+            "sometimes",
+        ],
+        2,
+        "invalid value",
+    );
+}
+
+#[test]
+fn export_spy_and_dense() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = assemble(dir.path(), 40);
+    let mtx = dir.path().join("a.mtx");
+    ok(&["export", s(&a), "--to", "mtx", s(&mtx), "-q"]);
+    let text = std::fs::read_to_string(&mtx).unwrap();
+    assert!(text.starts_with("%%MatrixMarket matrix coordinate real general\n"));
+    assert!(text.contains("\n40 40 195\n"), "{text}");
+    assert!(text.contains("\n1 40 7.5\n"));
+    // Not symmetric (values and the corner entry): refused, nothing written.
+    let sym = dir.path().join("s.mtx");
+    fails(
+        &["export", s(&a), "--to", "mtx", s(&sym), "--symmetric"],
+        1,
+        "not symmetric",
+    );
+    assert!(!sym.exists());
+    fails(
+        &["export", s(&a), "--to", "npz", s(&sym), "--symmetric"],
+        2,
+        "MatrixMarket option",
+    );
+    let npz = dir.path().join("a.npz");
+    ok(&["export", s(&a), "--to", "npz", s(&npz), "-q"]);
+    assert_eq!(&std::fs::read(&npz).unwrap()[..4], b"PK\x03\x04");
+    let petsc = dir.path().join("a.petsc");
+    ok(&[
+        "export",
+        s(&a),
+        "--to",
+        "petsc",
+        s(&petsc),
+        "--petsc-int64",
+        "-q",
+    ]);
+    let b = std::fs::read(&petsc).unwrap();
+    assert_eq!(i64::from_be_bytes(b[..8].try_into().unwrap()), 1211216);
+    assert_eq!(b.len(), 8 * (4 + 40 + 195) + 8 * 195);
+    let png = dir.path().join("a.png");
+    ok(&["spy", s(&a), "--out", s(&png), "--size", "200", "-q"]);
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    fails(
+        &["spy", s(&a), "--out", s(&png), "--size", "8"],
+        1,
+        "picture size 8",
+    );
+
+    let d = ok(&["dump", s(&a), "--dense"]);
+    let rows: Vec<&str> = d.lines().collect();
+    assert_eq!(rows.len(), 40);
+    assert_eq!(rows[0].split_whitespace().count(), 40);
+    assert_eq!(rows[0].split_whitespace().last(), Some("7.5"));
+    assert_eq!(rows[39].split_whitespace().next(), Some("0"));
+    let big = assemble(dir.path(), 101);
+    fails(
+        &["dump", s(&big), "--dense"],
+        1,
+        "10201 elements (101 x 101), more than the limit of 10000",
+    );
+}

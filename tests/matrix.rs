@@ -1,0 +1,551 @@
+//! Matrix products, exports and pictures (issue 10) on files written by
+//! the test helper (sorted and unsorted COO, any value type).
+
+mod common;
+
+use coo_assembler::matrix::export::{export, ExportOptions, Format};
+use coo_assembler::matrix::{
+    dense, matvec, matvec_into, spy, Matrix, MatrixError, MatvecOptions, NonFiniteInput, Paging,
+    SpyOptions, BLOCK_ENTRIES, SCATTER_MIN_ENTRIES,
+};
+use coo_assembler::{Element, HurrayFile, Value};
+use std::path::{Path, PathBuf};
+
+/// splitmix64.
+fn rand(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn unit(s: &mut u64) -> f64 {
+    (rand(s) >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+}
+
+/// Write entries (in the order given) as a file; `sorted` sets the flag.
+fn write<E: Element>(
+    dir: &Path,
+    name: &str,
+    shape: &[u64],
+    entries: &[(Vec<u64>, E)],
+    sorted: bool,
+) -> PathBuf {
+    let t = common::tensor("A", shape, entries, sorted);
+    let (bytes, _) = common::build(&[t], &[], common::Opts::default());
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Distinct random coordinates with values, sorted row-major.
+fn random_entries(m: u64, n: u64, k: usize, seed: u64) -> Vec<(Vec<u64>, f64)> {
+    let mut s = seed;
+    let mut keys: Vec<(u64, u64)> = (0..k)
+        .map(|_| (rand(&mut s) % m, rand(&mut s) % n))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .map(|(i, j)| (vec![i, j], unit(&mut s)))
+        .collect()
+}
+
+/// A banded matrix: rows of 2w+1 entries around the diagonal.
+fn band_entries(n: u64, w: u64, seed: u64) -> Vec<(Vec<u64>, f64)> {
+    let mut s = seed;
+    let mut e = Vec::new();
+    for i in 0..n {
+        for j in i.saturating_sub(w)..(i + w + 1).min(n) {
+            e.push((vec![i, j], unit(&mut s)));
+        }
+    }
+    e
+}
+
+/// Shuffled copy (Fisher-Yates).
+fn shuffled<T: Clone>(v: &[T], seed: u64) -> Vec<T> {
+    let mut s = seed;
+    let mut out = v.to_vec();
+    for i in (1..out.len()).rev() {
+        let j = (rand(&mut s) % (i as u64 + 1)) as usize;
+        out.swap(i, j);
+    }
+    out
+}
+
+/// Reference product in storage order, with a compensated sum per output.
+fn reference(entries: &[(Vec<u64>, f64)], x: &[f64], out_len: usize, transpose: bool) -> Vec<f64> {
+    let mut sum = vec![0.0f64; out_len];
+    let mut comp = vec![0.0f64; out_len];
+    for (ij, v) in entries {
+        let (o, i) = if transpose {
+            (ij[1], ij[0])
+        } else {
+            (ij[0], ij[1])
+        };
+        let (o, p) = (o as usize, v * x[i as usize]);
+        // Neumaier.
+        let t = sum[o] + p;
+        comp[o] += if sum[o].abs() >= p.abs() {
+            (sum[o] - t) + p
+        } else {
+            (p - t) + sum[o]
+        };
+        sum[o] = t;
+    }
+    sum.iter().zip(&comp).map(|(s, c)| s + c).collect()
+}
+
+fn close(y: &[f64], r: &[f64], entries: &[(Vec<u64>, f64)], x: &[f64], transpose: bool) {
+    // Error bound per output: 1e-12 of the sum of |products|.
+    let abs: Vec<(Vec<u64>, f64)> = entries.iter().map(|(i, v)| (i.clone(), v.abs())).collect();
+    let ax: Vec<f64> = x.iter().map(|v| v.abs()).collect();
+    let bound = reference(&abs, &ax, y.len(), transpose);
+    for k in 0..y.len() {
+        assert!(
+            (y[k] - r[k]).abs() <= 1e-12 * bound[k],
+            "y[{k}] = {} vs {}",
+            y[k],
+            r[k]
+        );
+    }
+}
+
+fn opts(threads: usize) -> MatvecOptions {
+    MatvecOptions {
+        threads: Some(threads),
+        ..MatvecOptions::default()
+    }
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Products of sorted and unsorted files, both directions, are right and
+/// bitwise identical for 1, 2, 3 and 7 threads and both paging modes.
+#[test]
+fn matvec_is_right_and_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m, n) = (3000u64, 2500u64);
+    // Enough entries for many owned blocks and several scatter blocks.
+    let rnd = random_entries(m, n, 6 * SCATTER_MIN_ENTRIES, 1);
+    assert!(rnd.len() > 4 * SCATTER_MIN_ENTRIES && rnd.len() > 20 * BLOCK_ENTRIES);
+    let band = band_entries(20_000, 13, 2);
+    let cases = [
+        ("random", vec![m, n], rnd.clone(), true),
+        ("random-unsorted", vec![m, n], shuffled(&rnd, 3), false),
+        ("band", vec![20_000, 20_000], band.clone(), true),
+        (
+            "band-unsorted",
+            vec![20_000, 20_000],
+            shuffled(&band, 4),
+            false,
+        ),
+    ];
+    let mut s = 99u64;
+    for (name, shape, entries, sorted) in cases {
+        let p = write(
+            dir.path(),
+            &format!("{name}.hrry"),
+            &shape,
+            &entries,
+            sorted,
+        );
+        let f = HurrayFile::open(&p).unwrap();
+        let a = Matrix::of_file(&f, None).unwrap();
+        assert_eq!(a.is_row_sorted(), sorted);
+        for transpose in [false, true] {
+            let (xl, yl) = if transpose {
+                (shape[0], shape[1])
+            } else {
+                (shape[1], shape[0])
+            };
+            let x: Vec<f64> = (0..xl).map(|_| unit(&mut s)).collect();
+            let want = reference(&entries, &x, yl as usize, transpose);
+            let y1 = matvec(&a, &x, transpose, &opts(1)).unwrap();
+            close(&y1, &want, &entries, &x, transpose);
+            if sorted && !transpose {
+                // Owned rows: entry k of a row in accumulator k mod 4,
+                // combined (a0 + a1) + (a2 + a3).
+                let mut acc = vec![[0.0f64; 4]; yl as usize];
+                let mut pos = vec![0usize; yl as usize];
+                for (ij, v) in &entries {
+                    let r = ij[0] as usize;
+                    acc[r][pos[r] % 4] += v * x[ij[1] as usize];
+                    pos[r] += 1;
+                }
+                let seq: Vec<f64> = acc.iter().map(|a| (a[0] + a[1]) + (a[2] + a[3])).collect();
+                assert_eq!(bits(&y1), bits(&seq), "{name}");
+            }
+            for t in [2, 3, 7] {
+                for paging in [Paging::Keep, Paging::Stream] {
+                    let o = MatvecOptions { paging, ..opts(t) };
+                    let y = matvec(&a, &x, transpose, &o).unwrap();
+                    assert_eq!(
+                        bits(&y),
+                        bits(&y1),
+                        "{name} transpose={transpose} threads={t} {paging:?}"
+                    );
+                }
+            }
+            let mut y = vec![f64::NAN; yl as usize];
+            matvec_into(&a, &x, &mut y, transpose, &opts(2)).unwrap();
+            assert_eq!(bits(&y), bits(&y1));
+        }
+    }
+}
+
+#[test]
+fn matvec_on_an_in_memory_copy_and_every_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = random_entries(50, 40, 600, 5);
+    let ints: Vec<(Vec<u64>, i16)> = e
+        .iter()
+        .map(|(i, v)| (i.clone(), (v * 100.0) as i16))
+        .collect();
+    let as_f64: Vec<(Vec<u64>, f64)> = ints.iter().map(|(i, v)| (i.clone(), *v as f64)).collect();
+    let p = write(dir.path(), "i.hrry", &[50, 40], &ints, true);
+    let f = HurrayFile::read_into_memory(&p).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    let x: Vec<f64> = (0..40).map(|k| k as f64 - 3.5).collect();
+    let y = matvec(
+        &a,
+        &x,
+        false,
+        &MatvecOptions {
+            paging: Paging::Stream,
+            ..opts(2)
+        },
+    )
+    .unwrap();
+    close(&y, &reference(&as_f64, &x, 50, false), &as_f64, &x, false);
+}
+
+#[test]
+fn matvec_errors_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "a.hrry",
+        &[4, 3],
+        &random_entries(4, 3, 8, 7),
+        true,
+    );
+    let f = HurrayFile::open(&p).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    let e = matvec(&a, &[1.0; 4], false, &opts(1)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MatrixError::VectorLength {
+                got: 4,
+                expected: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("4 x 3"), "{e}");
+    let e = matvec(&a, &[1.0; 3], true, &opts(1)).unwrap_err();
+    assert!(e.to_string().contains("transposed"), "{e}");
+    let e = matvec(&a, &[1.0, f64::INFINITY, 0.0], false, &opts(1)).unwrap_err();
+    assert!(
+        matches!(e, MatrixError::NonFiniteInput { position: 1, .. }),
+        "{e}"
+    );
+    let allow = MatvecOptions {
+        non_finite: NonFiniteInput::Allow,
+        ..opts(1)
+    };
+    let y = matvec(&a, &[1.0, f64::NAN, 0.0], false, &allow).unwrap();
+    assert!(y.iter().any(|v| v.is_nan()));
+    let e = matvec(&a, &[1.0; 3], false, &opts(0)).unwrap_err();
+    assert!(matches!(e, MatrixError::Options(_)), "{e}");
+    let p3 = write(
+        dir.path(),
+        "t.hrry",
+        &[2, 2, 2],
+        &[(vec![0, 1, 1], 1.0f64)],
+        true,
+    );
+    let f3 = HurrayFile::open(&p3).unwrap();
+    let e = Matrix::of_file(&f3, None).unwrap_err();
+    assert!(matches!(e, MatrixError::Rank { rank: 3, .. }), "{e}");
+}
+
+/// A file that says sorted but is not, or holds an index beyond the shape
+/// (open checks structure, not content): an error, never a panic.
+#[test]
+fn damaged_content_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let unsorted = vec![(vec![3, 0], 1.0f64), (vec![1, 1], 2.0), (vec![0, 2], 3.0)];
+    let p = write(dir.path(), "lie.hrry", &[4, 3], &unsorted, true);
+    let f = HurrayFile::open_with(&p, coo_assembler::ReadOptions { permissive: true }).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    for t in [false, true] {
+        let x = vec![1.0; if t { 4 } else { 3 }];
+        if let Err(e) = matvec(&a, &x, t, &opts(2)) {
+            assert!(e.to_string().contains("run verify"), "{e}");
+        }
+    }
+    let e = matvec(&a, &[1.0; 3], false, &opts(2)).unwrap_err();
+    assert!(e.to_string().contains("sorted order"), "{e}");
+}
+
+#[test]
+fn symmetric_mtx_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let sym = vec![
+        (vec![0, 0], 4.0f64),
+        (vec![0, 2], -1.0),
+        (vec![1, 1], 4.0),
+        (vec![2, 0], -1.0),
+        (vec![2, 2], 4.0),
+        (vec![2, 3], 0.5),
+        (vec![3, 2], 0.5),
+    ];
+    let p = write(dir.path(), "s.hrry", &[4, 4], &sym, true);
+    let f = HurrayFile::open(&p).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    let out = dir.path().join("s.mtx");
+    let o = ExportOptions {
+        symmetric: true,
+        ..ExportOptions::default()
+    };
+    let s = export(&a, Format::Mtx, &out, &o).unwrap();
+    assert_eq!(s.entries, 5);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('%')).collect();
+    assert_eq!(
+        body,
+        ["4 4 5", "1 1 4.0", "2 2 4.0", "3 1 -1.0", "3 3 4.0", "4 3 0.5"]
+    );
+
+    let bad = [
+        // value differs
+        vec![(vec![0, 1], 1.0f64), (vec![1, 0], 2.0)],
+        // mirror missing (above)
+        vec![(vec![0, 1], 1.0), (vec![1, 1], 2.0)],
+        // mirror missing (below)
+        vec![(vec![1, 0], 1.0)],
+        // an upper entry skipped by a later match: (0,1) has no (1,0), (0,2) has (2,0)
+        vec![(vec![0, 1], 1.0), (vec![0, 2], 1.0), (vec![2, 0], 1.0)],
+        // -0.0 vs 0.0 are different bytes
+        vec![(vec![0, 1], 0.0), (vec![1, 0], -0.0)],
+    ];
+    for (k, entries) in bad.iter().enumerate() {
+        let p = write(dir.path(), &format!("b{k}.hrry"), &[3, 3], entries, true);
+        let f = HurrayFile::open(&p).unwrap();
+        let a = Matrix::of_file(&f, None).unwrap();
+        let out = dir.path().join(format!("b{k}.mtx"));
+        let e = export(&a, Format::Mtx, &out, &o).unwrap_err();
+        assert!(
+            matches!(e, MatrixError::NotSymmetric { .. }),
+            "case {k}: {e}"
+        );
+        assert!(!out.exists());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Not square.
+    let p = write(dir.path(), "r.hrry", &[2, 3], &[(vec![0, 0], 1.0f64)], true);
+    let f = HurrayFile::open(&p).unwrap();
+    let e = export(&Matrix::of_file(&f, None).unwrap(), Format::Mtx, &out, &o).unwrap_err();
+    assert!(e.to_string().contains("not square"), "{e}");
+}
+
+#[test]
+fn petsc_header_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = vec![(vec![0, 1], 2.5f64), (vec![2, 0], -1.0), (vec![2, 2], 3.0)];
+    let p = write(dir.path(), "p.hrry", &[4, 3], &e, true);
+    let f = HurrayFile::open(&p).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    let out = dir.path().join("p.petsc");
+    export(&a, Format::Petsc, &out, &ExportOptions::default()).unwrap();
+    let b = std::fs::read(&out).unwrap();
+    let ints: Vec<i32> = b[..4 * (4 + 4 + 3)]
+        .chunks_exact(4)
+        .map(|c| i32::from_be_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(ints, [1211216, 4, 3, 3, 1, 0, 2, 0, 1, 0, 2]);
+    let vals: Vec<f64> = b[44..]
+        .chunks_exact(8)
+        .map(|c| f64::from_be_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(vals, [2.5, -1.0, 3.0]);
+    let o64 = ExportOptions {
+        petsc_int64: true,
+        ..ExportOptions::default()
+    };
+    export(&a, Format::Petsc, &out, &o64).unwrap();
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().len(),
+        8 * (4 + 4 + 3) + 8 * 3
+    );
+    // Unsorted: refused.
+    let pu = write(dir.path(), "u.hrry", &[4, 3], &e, false);
+    let fu = HurrayFile::open(&pu).unwrap();
+    let err = export(
+        &Matrix::of_file(&fu, None).unwrap(),
+        Format::Petsc,
+        &out,
+        &o64,
+    )
+    .unwrap_err();
+    assert!(matches!(err, MatrixError::NotSorted { .. }), "{err}");
+    // Needs 64-bit: a shape beyond i32 (the file stays small).
+    let big = write(
+        dir.path(),
+        "big.hrry",
+        &[3_000_000_000, 5],
+        &[(vec![2_999_999_999, 1], 1.0f64)],
+        true,
+    );
+    let fb = HurrayFile::open(&big).unwrap();
+    let ab = Matrix::of_file(&fb, None).unwrap();
+    let err = export(&ab, Format::Petsc, &out, &ExportOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("--petsc-int64"), "{err}");
+}
+
+#[test]
+fn dense_small_matrices_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "d.hrry",
+        &[2, 3],
+        &[(vec![0, 2], 7i32), (vec![1, 0], -1)],
+        true,
+    );
+    let f = HurrayFile::open(&p).unwrap();
+    let a = Matrix::of_file(&f, None).unwrap();
+    let d = dense(&a, 10_000).unwrap();
+    let v = |x: i64| Value::Int(x);
+    assert_eq!(d, [v(0), v(0), v(7), v(-1), v(0), v(0)]);
+    let e = dense(&a, 5).unwrap_err();
+    assert!(e.to_string().contains("6 elements (2 x 3)"), "{e}");
+}
+
+/// Decode a grayscale PNG: (width, height, pixels).
+fn read_png(p: &Path) -> (usize, usize, Vec<u8>) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(p).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Grayscale);
+    buf.truncate(info.buffer_size());
+    (info.width as usize, info.height as usize, buf)
+}
+
+/// Diagonal, band and one dense block: the plot has ink exactly where the
+/// blocks hold entries, darker where they hold more.
+#[test]
+fn spy_pixels() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 256u64;
+    let diag: Vec<(Vec<u64>, f64)> = (0..n).map(|i| (vec![i, i], 1.0)).collect();
+    let band = band_entries(n, 2, 1);
+    let mut block: Vec<(Vec<u64>, f64)> = Vec::new();
+    for i in 64..128 {
+        for j in 128..192 {
+            block.push((vec![i, j], 1.0));
+        }
+    }
+    let check = |name: &str, entries: &[(Vec<u64>, f64)], size: u32| {
+        let p = write(dir.path(), &format!("{name}.hrry"), &[n, n], entries, true);
+        let f = HurrayFile::open(&p).unwrap();
+        let out = dir.path().join(format!("{name}.png"));
+        let s = spy(
+            &f,
+            None,
+            &out,
+            &SpyOptions {
+                size,
+                ..SpyOptions::default()
+            },
+        )
+        .unwrap();
+        let (w, h, px) = read_png(&out);
+        assert_eq!((w as u32, h as u32), (s.width, s.height));
+        assert_eq!(s.caption, format!("{n} x {n}, nnz {}", entries.len()));
+        // Expected count per block.
+        let pb = s.per_block;
+        let g = n.div_ceil(pb) as usize;
+        let mut count = vec![0u32; g * g];
+        for (ij, _) in entries {
+            count[(ij[0] / pb) as usize * g + (ij[1] / pb) as usize] += 1;
+        }
+        let max = *count.iter().max().unwrap();
+        assert_eq!(max, s.max_count);
+        let z = s.zoom as usize;
+        for by in 0..g {
+            for bx in 0..g {
+                let c = count[by * g + bx];
+                for (dy, dx) in [(0, 0), (z - 1, z - 1)] {
+                    let (x, y) = (1 + bx * z + dx, 1 + by * z + dy);
+                    let shade = px[y * w + x];
+                    assert_eq!(
+                        shade,
+                        coo_assembler::matrix::spy_shade(c, max),
+                        "{name} block ({by}, {bx}) count {c}"
+                    );
+                    assert_eq!(shade == 255, c == 0);
+                }
+            }
+        }
+        // Frame and caption ink.
+        assert_eq!(px[0], 160);
+        assert!(
+            px[(s.plot.1 as usize + 2) * w..].contains(&0),
+            "{name}: caption"
+        );
+        s
+    };
+    let s = check("diag", &diag, 1024);
+    assert_eq!((s.zoom, s.per_block), (4, 1));
+    let s = check("diag-small", &diag, 64);
+    assert_eq!((s.zoom, s.per_block), (1, 4));
+    check("band", &band, 100);
+    let s = check("block", &block, 256);
+    assert_eq!(s.max_count, 1);
+    // A rank-3 tensor: dimensions after the first two summed.
+    let t3: Vec<(Vec<u64>, f64)> = vec![
+        (vec![0, 0, 0], 1.0),
+        (vec![0, 0, 1], 1.0),
+        (vec![3, 1, 0], 1.0),
+    ];
+    let p = write(dir.path(), "t3.hrry", &[4, 4, 2], &t3, true);
+    let f = HurrayFile::open(&p).unwrap();
+    let s = spy(
+        &f,
+        None,
+        &dir.path().join("t3.png"),
+        &SpyOptions {
+            size: 16,
+            ..SpyOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(s.max_count, 2);
+    assert!(s.caption.contains("summed"));
+}
+
+#[test]
+fn vectors_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = vec![1.0, -0.0, f64::MIN_POSITIVE, 1e300];
+    for name in ["v.npy", "v.f64"] {
+        let p = dir.path().join(name);
+        coo_assembler::matrix::vector::write_vector(&p, &v).unwrap();
+        let back = coo_assembler::matrix::vector::read_vector(&p).unwrap();
+        assert_eq!(bits(&back), bits(&v));
+    }
+}

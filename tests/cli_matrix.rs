@@ -196,7 +196,7 @@ fn export_spy_and_dense() {
     assert_eq!(rows.len(), 40);
     assert_eq!(rows[0].split_whitespace().count(), 40);
     assert_eq!(rows[0].split_whitespace().last(), Some("7.5"));
-    assert_eq!(rows[39].split_whitespace().next(), Some("0"));
+    assert_eq!(rows[39].split_whitespace().next(), Some("0.0"));
     let big = assemble(dir.path(), 101);
     fails(
         &["dump", s(&big), "--dense"],

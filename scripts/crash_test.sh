@@ -72,9 +72,11 @@ before_tmp=$(find "$W/tmp" -mindepth 1 -maxdepth 1 | wc -l)
 nonempty=$(find "$W/tmp" -mindepth 2 | head -5)
 [ -z "$nonempty" ] || fail "killed runs left files inside spill dirs: $nonempty"
 
-# The next run removes the leftovers (and says so).
+# The next run removes the leftovers (and says so: without -q, which
+# silences that message too).
 cp "$W/prev.hrry" "$T"
-run "$T" 2> "$W/final.err" || fail "the run after the kills failed: $(cat "$W/final.err")"
+LOUD=(); for a in "${ARGS[@]}"; do [ "$a" = -q ] || LOUD+=("$a"); done
+"$BIN" "${LOUD[@]}" --output "$T" 2> "$W/final.err" || fail "the run after the kills failed: $(cat "$W/final.err")"
 [ "$(sha "$T")" = "$NEW" ] || fail "the run after the kills wrote different bytes"
 left_out=$(find "$W/out" -maxdepth 1 -name '.k.hrry.tmp-*' | wc -l)
 left_tmp=$(find "$W/tmp" -mindepth 1 -maxdepth 1 | wc -l)

@@ -68,7 +68,7 @@
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::names::{output_temp_name, parent_dir};
+use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
@@ -78,7 +78,6 @@ use crate::hurray::{
 use crate::stats::StatsAccumulator;
 use std::collections::HashSet;
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
@@ -249,11 +248,7 @@ impl FileWriter {
         // Leftovers of killed runs writing the same target. Best effort: a
         // directory we cannot list fails the create below with a message.
         let stale_removed = remove_stale_output_temps(&opts.io, &target).unwrap_or_default();
-        let tmp_path = dir.join(output_temp_name(
-            &file_name.to_string_lossy(),
-            std::process::id(),
-            random_u64(),
-        ));
+        let tmp_path = dir.join(new_output_temp_name(&file_name.to_string_lossy()));
         let file = opts.io.create_new(&tmp_path)?;
         let mut w = FileWriter {
             target,
@@ -573,17 +568,6 @@ impl Drop for FileWriter {
 
 fn align8(x: u64) -> Result<u64> {
     align_up(x, 8).ok_or_else(|| invalid("file offset overflows u64".into()))
-}
-
-/// A random number for temporary file names (no extra dependency: the
-/// standard hasher is randomly keyed per process).
-fn random_u64() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    h.write_u128(nanos);
-    h.finish()
 }
 
 fn check_kv_value(key: &str, v: &KvValue) -> Result<()> {

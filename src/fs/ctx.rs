@@ -234,6 +234,12 @@ impl IoCtx {
         fs::remove_dir(path)
     }
 
+    /// Remove a directory and what it holds. Cleanup: not a fault point
+    /// (see [`IoCtx::remove`]).
+    pub fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir_all(path)
+    }
+
     /// The entries of a directory: (file name, path), names that are not
     /// UTF-8 left out.
     pub fn list_dir(&self, dir: &Path) -> Result<Vec<(String, std::path::PathBuf)>> {

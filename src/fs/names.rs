@@ -33,6 +33,23 @@ pub(crate) fn output_temp_name(target_name: &str, pid: u32, random: u64) -> Stri
     format!(".{target_name}.tmp-{pid}-{random:016x}")
 }
 
+/// A fresh temporary output name for `target_name`, for this process.
+pub(crate) fn new_output_temp_name(target_name: &str) -> String {
+    output_temp_name(target_name, std::process::id(), random_u64())
+}
+
+/// A random number for temporary names (no extra dependency: the standard
+/// hasher is randomly keyed per process; the time separates calls).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    h.finish()
+}
+
 /// The pid in `.<target name>.tmp-<pid>-<hex>`, if `file` is such a name.
 #[cfg(test)]
 pub(crate) fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {

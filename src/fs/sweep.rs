@@ -87,7 +87,7 @@ pub fn remove_own_leftovers(target: &Path, temp_base: &Path) -> Vec<PathBuf> {
     for (name, path) in io.list_dir(temp_base).unwrap_or_default() {
         if spill_dir_pid(&name) == Some(me)
             && matches!(io.symlink_metadata(&path), Ok(m) if m.file_type().is_dir())
-            && std::fs::remove_dir_all(&path).is_ok()
+            && io.remove_dir_all(&path).is_ok()
         {
             removed.push(path);
         }

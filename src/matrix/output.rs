@@ -3,7 +3,7 @@
 //! killed run's leftover is removed later), fsynced, renamed, directory
 //! fsynced. Dropped without [`Output::commit`], the temporary file goes.
 
-use crate::fs::names::{output_temp_name, parent_dir};
+use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::IoCtx;
 use crate::Result;
 use std::fs::File;
@@ -23,17 +23,6 @@ pub(crate) struct Output {
     flushed: u64,
 }
 
-fn random_tag() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 impl Output {
     pub(crate) fn create(target: &Path) -> Result<Output> {
         Self::create_with(target, IoCtx::new())
@@ -47,11 +36,7 @@ impl Output {
             )));
         };
         let dir = parent_dir(target);
-        let tmp = dir.join(output_temp_name(
-            &name.to_string_lossy(),
-            std::process::id(),
-            random_tag(),
-        ));
+        let tmp = dir.join(new_output_temp_name(&name.to_string_lossy()));
         let file = io.create_new(&tmp)?;
         Ok(Output {
             io,

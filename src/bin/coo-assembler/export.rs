@@ -1,7 +1,7 @@
 //! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary.
 
-use crate::matvec::PagingArg;
-use crate::{open, pick, Pick};
+use crate::matvec::MatrixCommon;
+use crate::{open, pick};
 use clap::{Args, ValueEnum};
 use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
 use coo_assembler::matrix::Matrix;
@@ -49,14 +49,8 @@ pub(crate) struct ExportArgs {
     /// PETSc: 64-bit indices, for PETSc built --with-64-bit-indices.
     #[arg(long)]
     petsc_int64: bool,
-    /// Page handling of the mapped file.
-    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
-    paging: PagingArg,
-    /// Print nothing on success.
-    #[arg(short, long)]
-    quiet: bool,
     #[command(flatten)]
-    pick: Pick,
+    common: MatrixCommon,
 }
 
 pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -66,7 +60,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.pick)?;
+    let t = pick(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let format = match a.to {
         To::Mtx => Format::Mtx,
@@ -81,12 +75,12 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             NpzArg::Coo => NpzLayout::Coo,
         },
         petsc_int64: a.petsc_int64,
-        paging: a.paging.into(),
+        paging: a.common.paging.into(),
     };
     let t0 = Instant::now();
     let s = export::export(&m, format, &a.out, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
-    if !a.quiet {
+    if !a.common.quiet {
         eprintln!(
             "wrote {}: {} entries, {} bytes in {:.2} s ({:.0} MB/s)",
             a.out.display(),

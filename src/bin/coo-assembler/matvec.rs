@@ -38,6 +38,20 @@ impl From<PagingArg> for Paging {
     }
 }
 
+/// The options every command over a stored matrix takes (matvec, export,
+/// spy), declared once so their names and help stay the same.
+#[derive(Args)]
+pub(crate) struct MatrixCommon {
+    /// Page handling of the mapped file.
+    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
+    pub(crate) paging: PagingArg,
+    /// Print nothing on success.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) pick: Pick,
+}
+
 #[derive(Args)]
 pub(crate) struct MatvecArgs {
     /// The Hurray file (a rank-2 tensor).
@@ -57,20 +71,14 @@ pub(crate) struct MatvecArgs {
     /// NaN or infinity in x.
     #[arg(long, value_enum, default_value_t = NonFinite::Error)]
     non_finite: NonFinite,
-    /// Page handling of the mapped file.
-    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
-    paging: PagingArg,
-    /// Print nothing on success.
-    #[arg(short, long)]
-    quiet: bool,
     #[command(flatten)]
-    pick: Pick,
+    common: MatrixCommon,
 }
 
 pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
     let x = vector::read_vector(&a.x)?;
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.pick)?;
+    let t = pick(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let opts = MatvecOptions {
         threads: a.threads,
@@ -78,14 +86,14 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
             NonFinite::Error => NonFiniteInput::Error,
             NonFinite::Allow => NonFiniteInput::Allow,
         },
-        paging: a.paging.into(),
+        paging: a.common.paging.into(),
     };
     let t0 = Instant::now();
     let y = matrix::matvec(&m, &x, a.transpose, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
     vector::write_vector(&a.out, &y)
         .with_context(|| format!("cannot write {}", a.out.display()))?;
-    if !a.quiet {
+    if !a.common.quiet {
         eprintln!(
             "{}: {} x {} matrix, nnz {}, {} values in {:.3} s -> {}",
             if a.transpose { "y = A^T x" } else { "y = A x" },

@@ -1,7 +1,7 @@
 //! `coo-assembler spy`: a PNG of the sparsity pattern.
 
-use crate::matvec::PagingArg;
-use crate::{open, pick, Pick};
+use crate::matvec::MatrixCommon;
+use crate::{open, pick};
 use clap::Args;
 use coo_assembler::matrix::{self, SpyOptions};
 use std::path::PathBuf;
@@ -17,25 +17,19 @@ pub(crate) struct SpyArgs {
     /// Pixels on the longer side of the plot (16..=8192).
     #[arg(long, default_value_t = 1024)]
     size: u32,
-    /// Page handling of the mapped file.
-    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
-    paging: PagingArg,
-    /// Print nothing on success.
-    #[arg(short, long)]
-    quiet: bool,
     #[command(flatten)]
-    pick: Pick,
+    common: MatrixCommon,
 }
 
 pub(crate) fn run(a: SpyArgs) -> anyhow::Result<ExitCode> {
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.pick)?;
+    let t = pick(&f, &a.common.pick)?;
     let opts = SpyOptions {
         size: a.size,
-        paging: a.paging.into(),
+        paging: a.common.paging.into(),
     };
     let s = matrix::spy(&f, Some(t.name()), &a.out, &opts)?;
-    if !a.quiet {
+    if !a.common.quiet {
         eprintln!(
             "wrote {}: {} x {} pixels, {} rows/columns per pixel block, fullest block {} entries ({})",
             a.out.display(),

@@ -20,6 +20,8 @@ pub struct CooTensor<'a> {
     pub(super) permissive: bool,
     /// Absolute file offset of the indices buffer (for error messages).
     pub(super) indices_offset: u64,
+    /// The file mapping (none in memory), to release pages read in order.
+    pub(super) mapped: super::release::Mapped<'a>,
 }
 
 impl fmt::Debug for CooTensor<'_> {
@@ -292,13 +294,25 @@ impl<'a> CooTensor<'a> {
         Ok(lo as u64..hi.max(lo) as u64)
     }
 
-    /// Every entry in storage order: (coordinate, value).
+    /// Every entry in storage order: (coordinate, value). On a mapped file
+    /// the pages behind the iterator leave the resident set as it advances
+    /// (slices it returned stay valid: they read back from the file).
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u64], Value)> + 'a {
         let d = self.desc.dtype;
+        let (r, w) = (self.rank, d.width());
+        let mut behind_i = self.mapped.cursor(self.indices_bytes());
+        let mut behind_v = self.mapped.cursor(self.values);
         self.indices
-            .chunks_exact(self.rank)
-            .zip(self.values.chunks_exact(d.width()))
-            .map(move |(i, v)| (i, d.decode(v)))
+            .chunks_exact(r)
+            .zip(self.values.chunks_exact(w))
+            .enumerate()
+            .map(move |(k, (i, v))| {
+                if k % 4096 == 0 {
+                    behind_i.at(k * r * 8);
+                    behind_v.at(k * w);
+                }
+                (i, d.decode(v))
+            })
     }
 
 }
@@ -309,7 +323,7 @@ pub(super) mod tests {
     use super::*;
     use crate::hurray::BufferHandle;
 
-    pub(super) fn desc(shape: Vec<u64>, nnz: u64, sorted: bool) -> CooDescriptor {
+    pub(in crate::read) fn desc(shape: Vec<u64>, nnz: u64, sorted: bool) -> CooDescriptor {
         CooDescriptor {
             dtype: DType::U8,
             shape: shape.clone(),
@@ -321,7 +335,7 @@ pub(super) mod tests {
         }
     }
 
-    pub(super) fn view<'a>(d: &'a CooDescriptor, ind: &'a [u64], vals: &'a [u8]) -> CooTensor<'a> {
+    pub(in crate::read) fn view<'a>(d: &'a CooDescriptor, ind: &'a [u64], vals: &'a [u8]) -> CooTensor<'a> {
         CooTensor {
             name: "t",
             desc: d,
@@ -332,6 +346,7 @@ pub(super) mod tests {
             kv: &[],
             permissive: true,
             indices_offset: 0,
+            mapped: crate::read::release::Mapped(None),
         }
     }
 

@@ -401,6 +401,7 @@ fn check_entry(
     };
     Ok(TensorMeta {
         name: e.name.clone(),
+        descriptor: d_off as usize..d_end as usize,
         desc,
         values,
         indices,

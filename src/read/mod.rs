@@ -67,12 +67,13 @@ compile_error!("coo_assembler::read casts file bytes to u64 / element slices in 
 
 mod coo;
 mod layout;
+mod release;
 mod verify;
 
 pub use coo::CooTensor;
 // Public paths of the former single-file module (used with the `internals` feature).
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use verify::{Problem, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
+pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
@@ -104,6 +105,14 @@ impl Backing {
                 let all: &[u8] = bytemuck::cast_slice(v);
                 &all[..*len]
             }
+        }
+    }
+
+    /// The mapping, for releasing pages behind a cursor (none in memory).
+    fn mapped(&self) -> release::Mapped<'_> {
+        match self {
+            Backing::Mmap(m) => release::Mapped(Some(m)),
+            Backing::Mem(..) => release::Mapped(None),
         }
     }
 
@@ -144,6 +153,8 @@ fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
 struct TensorMeta {
     name: String,
     desc: CooDescriptor,
+    /// The descriptor's bytes (for the padding check).
+    descriptor: Range<usize>,
     values: Range<usize>,
     indices: Range<usize>,
 }
@@ -322,6 +333,7 @@ impl HurrayFile {
             kv: &self.kv,
             permissive: self.opts.permissive,
             indices_offset: t.indices.start as u64,
+            mapped: self.backing.mapped(),
         }
     }
 

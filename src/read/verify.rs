@@ -3,6 +3,9 @@
 //! [`Problem`]s through a per-rule capped collector.
 
 use super::{close, shape_product, CooTensor, HurrayFile};
+use crate::element::{format_float, group_digits, DType};
+use crate::hurray::{HEADER_LEN, TRAILER_LEN};
+use std::ops::Range;
 use crate::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
@@ -10,14 +13,38 @@ use crate::hurray::KvValue;
 use std::cmp::Ordering;
 use std::fmt;
 
-/// A content problem found by [`CooTensor::verify`] / [`HurrayFile::verify`].
+/// How serious a [`Problem`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// A rule of the format or of the content is broken: the file is invalid.
+    Error,
+    /// Advisory data disagrees with the content: the statistics, which the
+    /// spec says readers must not rely on for correctness. The file is valid.
+    Warning,
+}
+
+impl Severity {
+    /// The severity of the problems of `rule` (and of its `-more` summary).
+    pub fn of_rule(rule: &str) -> Severity {
+        if rule.starts_with("statistics-mismatch") {
+            Severity::Warning
+        } else {
+            Severity::Error
+        }
+    }
+}
+
+/// A problem found by [`CooTensor::verify`] / [`HurrayFile::verify`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
+    /// Error (the file breaks a rule) or warning (advisory data disagrees).
+    pub severity: Severity,
     /// The tensor concerned, if any.
     pub tensor: Option<String>,
     /// Short stable rule id: `index-out-of-bounds`, `not-sorted`, `duplicate`,
-    /// `statistics-mismatch`, `checksum-mismatch`, `checksum-orphan`, or
-    /// `<rule>-more` for the summary of problems beyond the per-rule cap.
+    /// `padding-not-zero`, `statistics-mismatch` (a warning),
+    /// `checksum-mismatch`, `checksum-orphan`, or `<rule>-more` for the
+    /// summary of problems beyond the per-rule cap.
     pub rule: &'static str,
     /// The entry (0-based position in the buffers), if any.
     pub entry: Option<u64>,
@@ -25,8 +52,34 @@ pub struct Problem {
     pub detail: String,
 }
 
+impl Problem {
+    /// A problem of `rule`, with the severity the rule has.
+    pub fn new(
+        rule: &'static str,
+        tensor: Option<String>,
+        entry: Option<u64>,
+        detail: String,
+    ) -> Problem {
+        Problem {
+            severity: Severity::of_rule(rule),
+            tensor,
+            rule,
+            entry,
+            detail,
+        }
+    }
+
+    /// Whether the file is invalid because of this problem.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.severity == Severity::Warning {
+            f.write_str("warning: ")?;
+        }
         write!(f, "[{}]", self.rule)?;
         if let Some(t) = &self.tensor {
             write!(f, " tensor {t:?}")?;
@@ -71,12 +124,12 @@ impl<'a> Collector<'a> {
 
     fn push(&mut self, rule: &'static str, entry: Option<u64>, detail: impl FnOnce() -> String) {
         if self.count(rule) <= MAX_PROBLEMS_PER_RULE {
-            self.out.push(Problem {
-                tensor: Some(self.tensor.to_string()),
+            self.out.push(Problem::new(
                 rule,
+                Some(self.tensor.to_string()),
                 entry,
-                detail: detail(),
-            });
+                detail(),
+            ));
         }
     }
 
@@ -91,12 +144,12 @@ impl<'a> Collector<'a> {
                     "checksum-mismatch" => "checksum-mismatch-more",
                     _ => "more",
                 };
-                self.out.push(Problem {
-                    tensor: Some(self.tensor.to_string()),
-                    rule: more,
-                    entry: None,
-                    detail: format!("and {} more {rule} problems", n - MAX_PROBLEMS_PER_RULE),
-                });
+                self.out.push(Problem::new(
+                    more,
+                    Some(self.tensor.to_string()),
+                    None,
+                    format!("and {} more {rule} problems", n - MAX_PROBLEMS_PER_RULE),
+                ));
             }
         }
         self.out
@@ -130,13 +183,78 @@ impl HurrayFile {
         for (k, _) in &self.kv {
             if let Some((name, _)) = parse_checksum_key(k) {
                 if !self.by_name.contains_key(name) {
-                    out.push(Problem {
-                        tensor: Some(name.to_string()),
-                        rule: "checksum-orphan",
-                        entry: None,
-                        detail: format!("KV key {k:?} names a tensor that is not in the file"),
-                    });
+                    out.push(Problem::new(
+                        "checksum-orphan",
+                        Some(name.to_string()),
+                        None,
+                        format!("KV key {k:?} names a tensor that is not in the file"),
+                    ));
                 }
+            }
+        }
+        out.extend(self.check_padding());
+        out
+    }
+
+    /// Every byte between the file's sections (header, descriptors,
+    /// buffers, KV, index, trailer) must be 0x00: the spec's padding rule.
+    /// Streamed over the file, O(size), one problem per gap naming its first
+    /// non-zero byte.
+    fn check_padding(&self) -> Vec<Problem> {
+        let bytes = self.backing.bytes();
+        let len = bytes.len();
+        let mut regions: Vec<(Range<usize>, String)> = vec![(0..HEADER_LEN as usize, "the file header".into())];
+        for t in &self.tensors {
+            let n = &t.name;
+            regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
+            regions.push((t.values.clone(), format!("the values of {n:?}")));
+            regions.push((t.indices.clone(), format!("the indices of {n:?}")));
+        }
+        let (ko, kl) = (self.trailer.kv_offset as usize, self.trailer.kv_length as usize);
+        if kl > 0 {
+            regions.push((ko..ko + kl, "the KV section".into()));
+        }
+        let (io, il) = (self.trailer.index_offset as usize, self.trailer.index_length as usize);
+        regions.push((io..io + il, "the index".into()));
+        regions.push((len - TRAILER_LEN as usize..len, "the trailer".into()));
+        regions.retain(|(r, _)| !r.is_empty());
+        regions.sort_by_key(|(r, _)| (r.start, r.end));
+        let mapped = self.backing.mapped();
+        let mut out = Vec::new();
+        let mut end = 0usize;
+        let mut after = "the start of the file".to_string();
+        for (r, name) in &regions {
+            if r.start > end {
+                let gap = &bytes[end..r.start];
+                let mut behind = mapped.cursor(gap);
+                let mut first = None;
+                let mut count = 0u64;
+                for (k, chunk) in gap.chunks(1 << 20).enumerate() {
+                    for (j, &b) in chunk.iter().enumerate() {
+                        if b != 0 {
+                            count += 1;
+                            first.get_or_insert((end + k * (1 << 20) + j, b));
+                        }
+                    }
+                    behind.at((k + 1) << 20);
+                }
+                behind.flush(gap.len());
+                if let Some((at, b)) = first {
+                    out.push(Problem::new(
+                        "padding-not-zero",
+                        None,
+                        None,
+                        format!(
+                            "byte {at}: padding between {after} and {name} must be 0x00, found 0x{b:02x} ({count} non-zero of the {} padding bytes {end}..{})",
+                            gap.len(),
+                            r.start
+                        ),
+                    ));
+                }
+            }
+            if r.end > end {
+                end = r.end;
+                after = name.clone();
             }
         }
         out
@@ -164,7 +282,11 @@ impl<'a> CooTensor<'a> {
         let shape = &self.desc.shape;
         let mut order_ok = true;
         let mut prev: Option<&[u64]> = None;
+        let mut behind = self.mapped.cursor(self.indices_bytes());
         for (p, e) in self.indices.chunks_exact(r).enumerate() {
+            if p % 4096 == 0 {
+                behind.at(p * r * 8);
+            }
             for (d, (&i, &ext)) in e.iter().zip(shape).enumerate() {
                 if i >= ext {
                     c.push("index-out-of-bounds", Some(p as u64), || {
@@ -348,50 +470,75 @@ impl<'a> CooTensor<'a> {
             amax = amax.max(x.abs());
             sum += x;
         }
+        // The same over the stored values only: the convention of writers
+        // that take `values.min()`, `values.mean()`... of what they store.
+        let (stored_min, stored_max) = (min, max);
         if implicit {
             min = min.min(0.0);
             max = max.max(0.0);
         }
-        let mut bad = |field: &str, got: f64, want: f64| {
-            c.push("statistics-mismatch", None, || {
-                format!("{field} is {got} but the data give {want}")
+        let elements = group_digits(total);
+        let num = |v: f64| format_float(v, DType::F64);
+        let mut bad = |field: &str, noun: &str, got: f64, want: f64, stored: Option<f64>| {
+            c.push("statistics-mismatch", None, || match stored {
+                Some(s) if implicit && nnz > 0 && close(got, s, amax) => format!(
+                    "{field} is {}: this is the {noun} over the {} stored values; the spec defines it over all {elements} elements, implicit zeros included, which gives {} (statistics are advisory: the data are not affected)",
+                    num(got),
+                    group_digits(u128::from(nnz)),
+                    num(want)
+                ),
+                _ => format!(
+                    "{field} is {} but the data give {} (over all {elements} elements, implicit zeros included)",
+                    num(got),
+                    num(want)
+                ),
             })
         };
         if m & VALUE_RANGE_VALID != 0 && min <= max {
-            for (f, got, want) in [
-                ("value_min", s.value_min, min),
-                ("value_max", s.value_max, max),
-                ("value_abs_max", s.value_abs_max, amax),
+            for (f, noun, got, want, stored) in [
+                ("value_min", "minimum", s.value_min, min, Some(stored_min)),
+                ("value_max", "maximum", s.value_max, max, Some(stored_max)),
+                ("value_abs_max", "largest magnitude", s.value_abs_max, amax, None),
             ] {
                 if got != want {
-                    bad(f, got, want);
+                    bad(f, noun, got, want, stored);
                 }
             }
         }
         if m & NAN_INF_VALID != 0 {
             if s.has_nan != nan {
-                bad("has_nan", s.has_nan as u8 as f64, nan as u8 as f64);
+                bad("has_nan", "", s.has_nan as u8 as f64, nan as u8 as f64, None);
             }
             if s.has_inf != inf {
-                bad("has_inf", s.has_inf as u8 as f64, inf as u8 as f64);
+                bad("has_inf", "", s.has_inf as u8 as f64, inf as u8 as f64, None);
             }
         }
         if m & VALUE_STATS_VALID != 0 && total > 0 && !nan {
             let mean = sum / n_f;
-            let mut sq = 0.0f64;
+            let stored_mean = sum / (nnz.max(1) as f64);
+            let (mut sq, mut stored_sq) = (0.0f64, 0.0f64);
             for (_, v) in self.iter() {
                 let d = v.to_f64() - mean;
                 sq += d * d;
+                let d = v.to_f64() - stored_mean;
+                stored_sq += d * d;
             }
             if implicit {
                 sq += (n_f - nnz as f64) * mean * mean;
             }
             let sd = (sq / n_f).sqrt();
+            let stored_sd = (stored_sq / (nnz.max(1) as f64)).sqrt();
             if !close(s.value_mean, mean, amax) {
-                bad("value_mean", s.value_mean, mean);
+                bad("value_mean", "mean", s.value_mean, mean, Some(stored_mean));
             }
             if !close(s.value_stddev, sd, amax) {
-                bad("value_stddev", s.value_stddev, sd);
+                bad(
+                    "value_stddev",
+                    "standard deviation",
+                    s.value_stddev,
+                    sd,
+                    Some(stored_sd),
+                );
             }
         }
     }
@@ -411,7 +558,16 @@ impl<'a> CooTensor<'a> {
             };
             match v {
                 KvValue::U64(want) => {
-                    let got = xxhash_rust::xxh3::xxh3_64(data);
+                    // Streamed, releasing the pages hashed (same digest as
+                    // the one-shot xxh3_64).
+                    let mut h = xxhash_rust::xxh3::Xxh3::new();
+                    let mut behind = self.mapped.cursor(data);
+                    for (k, chunk) in data.chunks(1 << 20).enumerate() {
+                        h.update(chunk);
+                        behind.at((k + 1) << 20);
+                    }
+                    behind.flush(data.len());
+                    let got = h.digest();
                     if got != *want {
                         c.push("checksum-mismatch", None, || {
                             format!("{which} buffer hashes to xxh3 0x{got:016x}, KV {k:?} says 0x{want:016x}")

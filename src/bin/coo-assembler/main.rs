@@ -79,6 +79,9 @@ enum Cmd {
     Verify {
         /// The Hurray file.
         file: PathBuf,
+        /// Fail on warnings too (statistics that disagree with the data).
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         pick: Pick,
     },
@@ -152,7 +155,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => info::run(&file, json, verbose),
         Cmd::Get { file, index, pick } => get::run(&file, &index, &pick),
         Cmd::Dump { file, limit, pick } => dump::run(&file, limit, &pick),
-        Cmd::Verify { file, pick } => verify::run(&file, &pick),
+        Cmd::Verify { file, strict, pick } => verify::run(&file, &pick, strict),
     }
 }
 

@@ -11,6 +11,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
 
 /// Run the CLI with stdout to /dev/null; its exit code and peak RSS (KiB),
 /// from wait4's rusage (VmHWM of that child alone).
+// wait4 reaps the child (Child::wait cannot give its rusage).
+#[allow(clippy::zombie_processes)]
 fn peak_rss(args: &[&str]) -> (i32, i64) {
     let child = Command::new(BIN)
         .args(args)

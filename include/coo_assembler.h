@@ -469,7 +469,7 @@ int coo_file_prefix_range(const coo_file *f,
 
 /**
  * Check the whole file's content (bounds, order, duplicates, statistics,
- * checksums; O(nnz)). `COO_OK` when clean, else `COO_ERR_INVALID_FILE`
+ * checksums; O(nnz)). `COO_OK` when clean or with warnings only, else `COO_ERR_INVALID_FILE`
  * with the problems in `coo_last_error`.
  *
  * # Safety

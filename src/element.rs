@@ -283,6 +283,19 @@ impl Value {
     }
 }
 
+/// `n` with thousands separators: `9,000,000`.
+pub fn group_digits(n: u128) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (k, c) in d.chars().enumerate() {
+        if k > 0 && (d.len() - k) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `v` written with the fewest significant digits that read back to the
 /// same value of `dtype` (an f32 value as an f32, not as the f64 it was
 /// widened to), laid out as Python's `repr` does: positional from 1e-4 up
@@ -448,6 +461,9 @@ mod tests {
         );
         assert_eq!(Value::Float(1e-300).to_string(), "1e-300");
         assert_eq!(Value::Int(-3).repr(DType::I8), "-3");
+        assert_eq!(group_digits(9_000_000), "9,000,000");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
     }
 
     #[test]

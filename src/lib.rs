@@ -111,7 +111,7 @@ pub mod matrix;
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;
-pub use element::{format_float, DType, Element, Value};
+pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
@@ -119,4 +119,4 @@ pub use hurray::{KvValue, Statistics};
 pub use options::{
     parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, DEFAULT_MEMORY_BUDGET,
 };
-pub use read::{CooTensor, HurrayFile, Problem, ReadOptions};
+pub use read::{CooTensor, HurrayFile, Problem, ReadOptions, Severity};

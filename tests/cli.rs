@@ -962,7 +962,7 @@ fn verify_reports_each_broken_content_rule() {
     let (b, _) = build(std::slice::from_ref(&t), &checksums(&t), Opts::default());
     let p = w.input("content.hrry", &b);
     let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["problem(s) found"]);
+    fails(&o, 1, &["error"]);
     let lines: Vec<&str> = o.stdout.lines().collect();
     for needle in [
         "[not-sorted] tensor \"coo\" entry 2",
@@ -990,9 +990,11 @@ fn verify_reports_each_broken_content_rule() {
     let (b, _) = build(std::slice::from_ref(&t), &kv, Opts::default());
     let p = w.input("stats.hrry", &b);
     let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["2 problem(s) found"]);
+    // The checksum is an error; the statistics only a warning.
+    fails(&o, 1, &["1 error and 1 warning"]);
     assert!(
-        o.stdout.contains("[statistics-mismatch] tensor \"coo\""),
+        o.stdout
+            .contains("warning: [statistics-mismatch] tensor \"coo\""),
         "{}",
         o.stdout
     );
@@ -1018,7 +1020,7 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
     b[off] = 7;
     let p = w.input("flip.hrry", &b);
     let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["problem(s) found"]);
+    fails(&o, 1, &["error"]);
     assert!(
         o.stdout
             .contains("[index-out-of-bounds] tensor \"coo\" entry 1"),
@@ -1038,7 +1040,7 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
     assert!(fix_crc(&mut b));
     let p = w.input("renamed.hrry", &b);
     let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["problem(s) found"]);
+    fails(&o, 1, &["error"]);
     assert!(o.stdout.contains("[checksum-orphan]"), "{}", o.stdout);
     assert!(o.stdout.contains("coo_assembler.xxh3.coo."), "{}", o.stdout);
 }

@@ -243,8 +243,16 @@ fn nonzero_padding_needs_permissive() {
             e.contains("must be 0x00") && e.contains(&format!("byte {pos}")),
             "{e}"
         );
+        // Permissive open lets it through; verify names the byte (issue 8).
         let f = HurrayFile::from_bytes_with(&m, ReadOptions { permissive: true }).unwrap();
-        assert!(f.verify().is_empty());
+        let p = f.verify();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].rule, "padding-not-zero");
+        assert!(
+            p[0].is_error() && p[0].detail.contains(&format!("byte {pos}")),
+            "{}",
+            p[0]
+        );
     }
 }
 

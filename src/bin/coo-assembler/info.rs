@@ -2,7 +2,7 @@
 //! text or JSON (through serde_json).
 
 use crate::open;
-use coo_assembler::{format_float, DType, HurrayFile, KvValue, Statistics};
+use coo_assembler::{format_float, group_digits, DType, HurrayFile, KvValue, Statistics};
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -110,19 +110,6 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
     })
 }
 
-/// `n` with thousands separators: 9,000,000.
-fn grouped(n: u128) -> String {
-    let d = n.to_string();
-    let mut out = String::with_capacity(d.len() + d.len() / 3);
-    for (k, c) in d.chars().enumerate() {
-        if k > 0 && (d.len() - k) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn human_bytes(b: u64) -> String {
     if b < 1024 {
         return format!("{b} bytes");
@@ -134,7 +121,11 @@ fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    format!("{v:.1} {} ({} bytes)", units[u], grouped(u128::from(b)))
+    format!(
+        "{v:.1} {} ({} bytes)",
+        units[u],
+        group_digits(u128::from(b))
+    )
 }
 
 /// Metadata that is bookkeeping rather than content (buffer checksums):
@@ -156,13 +147,17 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
     );
     for t in f.tensors() {
         let d = t.descriptor();
-        let dims: Vec<String> = d.shape.iter().map(|&e| grouped(u128::from(e))).collect();
+        let dims: Vec<String> = d
+            .shape
+            .iter()
+            .map(|&e| group_digits(u128::from(e)))
+            .collect();
         // The element count can pass u64 (rank up to 64); say so then.
         let elements = d
             .shape
             .iter()
             .try_fold(1u128, |a, &e| a.checked_mul(u128::from(e)));
-        let elements_text = elements.map_or("more than 2^128".to_string(), grouped);
+        let elements_text = elements.map_or("more than 2^128".to_string(), group_digits);
         let _ = writeln!(o, "\ntensor {:?}", t.name());
         let _ = writeln!(o, "  type:        {}", d.dtype);
         let _ = writeln!(
@@ -177,7 +172,7 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
         let _ = writeln!(
             o,
             "  stored:      {} entries{density}",
-            grouped(u128::from(d.nnz))
+            group_digits(u128::from(d.nnz))
         );
         let _ = writeln!(
             o,

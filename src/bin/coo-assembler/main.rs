@@ -98,6 +98,9 @@ enum Cmd {
     Verify {
         /// The Hurray file.
         file: PathBuf,
+        /// Fail on warnings too (statistics that disagree with the data).
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         pick: Pick,
     },
@@ -179,7 +182,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Matvec(a) => matvec::run(a),
         Cmd::Export(a) => export::run(a),
         Cmd::Spy(a) => spy::run(a),
-        Cmd::Verify { file, pick } => verify::run(&file, &pick),
+        Cmd::Verify { file, strict, pick } => verify::run(&file, &pick, strict),
     }
 }
 

@@ -1,25 +1,39 @@
 //! `coo-assembler verify`: every rule of the format and the content.
+//! Broken rules are errors (exit 1); advisory data that disagrees with the
+//! content (statistics) gives warnings (exit 0, or 1 with `--strict`).
 
 use crate::{open, pick, Pick};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) fn run(path: &Path, p: &Pick) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCode> {
     let f = open(path, true)?;
     let problems = match &p.tensor {
         Some(_) => pick(&f, p)?.verify(),
         None => f.verify(),
     };
-    if problems.is_empty() {
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    let warnings = problems.len() - errors;
+    for pr in &problems {
+        println!("{pr}");
+    }
+    let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+    if errors == 0 && warnings == 0 {
         println!("OK");
         Ok(ExitCode::SUCCESS)
+    } else if errors == 0 && !strict {
+        println!("OK with {}", plural(warnings, "warning"));
+        Ok(ExitCode::SUCCESS)
     } else {
-        for pr in &problems {
-            println!("{pr}");
-        }
+        let why = if errors == 0 {
+            " (warnings fail under --strict)"
+        } else {
+            ""
+        };
         eprintln!(
-            "coo-assembler: {} problem(s) found in {}",
-            problems.len(),
+            "coo-assembler: {} and {} in {}{why}",
+            plural(errors, "error"),
+            plural(warnings, "warning"),
             path.display()
         );
         Ok(ExitCode::from(1))

@@ -1,0 +1,436 @@
+//! The validating reader: memory-mapped (or in-memory) Hurray files with
+//! zero-copy typed views, lookups and a full content check ([`HurrayFile::verify`]).
+//!
+//! # What opening checks
+//!
+//! [`HurrayFile::open`] checks every structural rule of the container in
+//! time and memory independent of `nnz` (O(index + KV + descriptors)):
+//! header (via the codec), trailer (magic, reserved bytes, `index_crc32c == 0`
+//! when `HAS_INDEX_CRC32C` is clear), index bounds (inside the file, 8-aligned,
+//! ending before the trailer, after `first_descriptor_offset`), the index
+//! CRC-32C when the flag is set, the KV section (both `kv_offset` and
+//! `kv_length` zero or both non-zero, 8-aligned, inside the tensor/metadata
+//! region, not overlapping the index; the trailer is trusted even when
+//! `HAS_KV_METADATA` is clear, but the flag set with `kv_length == 0` is an
+//! error), every index entry (descriptor 8-aligned, inside the file,
+//! `descriptor_length` equal to the descriptor's own, descriptor decoded by the
+//! codec), and the buffers of every tensor: values `byte_size == nnz * width`,
+//! indices `byte_size == nnz * rank * 8`, `data_offset == align_up(end of
+//! descriptor, A)`, indices at `align_up(end of values, A)`, `data_length ==
+//! end of indices - data_offset`, each non-empty buffer aligned to the
+//! alignment its handle claims, all ending before the trailer, no tensor region
+//! overlapping the KV section, the index or another tensor. A tensor with
+//! `nnz = 0` owns no buffer bytes: its `data_offset` must still be
+//! `align_up(end of descriptor, A)` and `data_length` 0, but that offset may
+//! lie past the written bytes (the reference writer pads only to 8). Buffers
+//! are located from the descriptor, never by extra padding: the spec's
+//! sequential-reader protocol and the reference reader find buffer k+1 at
+//! `align_up(end of buffer k, A)`, so anything else is rejected. All arithmetic is
+//! checked; a hostile file gives an [`Error::InvalidFile`] naming the section
+//! and byte offset, never a panic, an out-of-bounds read or an allocation
+//! larger than O(file size).
+//!
+//! # What `permissive` relaxes
+//!
+//! Content rules (every index `< shape[d]`, no duplicates, sortedness when
+//! `is_sorted = 1`) cost O(nnz) and are checked by [`CooTensor::verify`] only,
+//! in both modes. In the default strict mode the reader additionally refuses
+//! the violations it meets for free:
+//! * at open, a tensor whose `nnz` exceeds `product(shape)` (it must hold
+//!   duplicates or out-of-range entries);
+//! * at open, non-zero padding between the descriptor and the values buffer
+//!   or between the two buffers (the spec says 0x00; at most 2 A bytes per
+//!   tensor are read);
+//! * at open, a statistics `sparsity_ratio` (when its mask bit is set) that
+//!   contradicts `1 - nnz / product(shape)` beyond a 1e-6 relative tolerance
+//!   (an O(1) consistency check that catches a corrupted shape);
+//! * in [`CooTensor::get`] / [`CooTensor::find`], a coordinate stored twice
+//!   (the neighbour of a binary-search hit, or a second match of a linear scan).
+//!
+//! With `permissive: true` those are let through (lookups return the first
+//! match) so that broken files can be opened and inspected. Nothing
+//! structural is relaxed: memory safety never depends on the mode.
+//!
+//! # Memory maps and SIGBUS
+//!
+//! [`HurrayFile::open`] maps the file. If another process truncates the file
+//! while it is mapped, touching the vanished pages raises `SIGBUS` and kills
+//! the process; no Rust code can catch that. For files that may change
+//! underneath you, use [`HurrayFile::read_into_memory`] (reads the whole file
+//! into an 8-aligned heap buffer) or [`HurrayFile::from_bytes`].
+//!
+//! Zero-copy typed views assume a little-endian host (as the format is
+//! little-endian); the crate refuses to compile elsewhere.
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target");
+
+mod coo;
+mod layout;
+mod release;
+mod verify;
+
+pub use coo::CooTensor;
+// Public paths of the former single-file module (used with the `internals` feature).
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
+
+use crate::error::{Error, Result};
+use crate::fs::ctx::IoCtx;
+use crate::hurray::{CooDescriptor, FileHeader, KvValue, Trailer, HEADER_LEN, TRAILER_LEN};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+/// Options for [`HurrayFile::open_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Let content rule violations through (see the module docs). Default false.
+    pub permissive: bool,
+}
+
+/// The bytes of an open file.
+enum Backing {
+    Mmap(memmap2::Mmap),
+    /// 8-aligned heap copy: `len` bytes at the start of the `u64` vector.
+    Mem(Vec<u64>, usize),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Mmap(m) => m,
+            Backing::Mem(v, len) => {
+                let all: &[u8] = bytemuck::cast_slice(v);
+                &all[..*len]
+            }
+        }
+    }
+
+    /// The mapping, for releasing pages behind a cursor (none in memory).
+    fn mapped(&self) -> release::Mapped<'_> {
+        match self {
+            Backing::Mmap(m) => release::Mapped(Some(m)),
+            Backing::Mem(..) => release::Mapped(None),
+        }
+    }
+
+    fn aligned_copy(bytes: &[u8]) -> Result<Backing> {
+        let mut v = aligned_zeroed(bytes.len())?;
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+        dst[..bytes.len()].copy_from_slice(bytes);
+        Ok(Backing::Mem(v, bytes.len()))
+    }
+}
+
+/// Open `path` and take its length, refusing a file too short to hold a
+/// header and a trailer.
+fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64)> {
+    let file = ctx.open(path)?;
+    let len = ctx.file_len(&file, path)?;
+    if len < HEADER_LEN + TRAILER_LEN {
+        return Err(too_short(len));
+    }
+    Ok((file, len))
+}
+
+/// An 8-aligned zeroed buffer of at least `n` bytes; running out of memory
+/// is an error, not an abort.
+fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
+    let words = n.div_ceil(8);
+    let mut v: Vec<u64> = Vec::new();
+    v.try_reserve_exact(words).map_err(|_| Error::OutOfMemory {
+        what: "an in-memory copy of the file",
+        bytes: n as u64,
+    })?;
+    v.resize(words, 0);
+    Ok(v)
+}
+
+/// Validated location of one tensor.
+#[derive(Clone, Debug)]
+struct TensorMeta {
+    name: String,
+    desc: CooDescriptor,
+    /// The descriptor's bytes (for the padding check).
+    descriptor: Range<usize>,
+    values: Range<usize>,
+    indices: Range<usize>,
+}
+
+/// An open, structurally validated Hurray file.
+pub struct HurrayFile {
+    backing: Backing,
+    header: FileHeader,
+    trailer: Trailer,
+    kv: Vec<(String, KvValue)>,
+    tensors: Vec<TensorMeta>,
+    by_name: HashMap<String, usize>,
+    opts: ReadOptions,
+}
+
+impl fmt::Debug for HurrayFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HurrayFile")
+            .field("len", &self.len())
+            .field("header", &self.header)
+            .field("trailer", &self.trailer)
+            .field("tensors", &self.tensor_names().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn too_short(len: u64) -> Error {
+    Error::invalid(
+        "file",
+        0,
+        format!(
+            "file is {len} bytes, shorter than the {} bytes of header and trailer",
+            HEADER_LEN + TRAILER_LEN
+        ),
+    )
+}
+
+impl HurrayFile {
+    /// The file's bytes when they are a read-only memory map of the file
+    /// (`open`), `None` for an in-memory copy (`read_into_memory`,
+    /// `from_bytes`). Pages of a file mapping may be dropped with
+    /// `MADV_DONTNEED`: they are read again from the file when touched
+    /// (`matrix` streams that way).
+    pub fn mapped_bytes(&self) -> Option<&[u8]> {
+        match &self.backing {
+            Backing::Mmap(m) => Some(m),
+            Backing::Mem(..) => None,
+        }
+    }
+
+    /// Map `path` into memory and validate its structure (default options).
+    ///
+    /// See the module docs about `SIGBUS` when the file is truncated while
+    /// mapped; [`HurrayFile::read_into_memory`] avoids it.
+    pub fn open(path: impl AsRef<Path>) -> Result<HurrayFile> {
+        Self::open_with(path, ReadOptions::default())
+    }
+
+    /// Map `path` into memory and validate its structure.
+    pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::open_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::open_with`], performing the file operations through
+    /// `io` (fault injection in tests).
+    pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
+        let path = path.as_ref();
+        let (file, _) = open_sized(io, path)?;
+        // SAFETY: the map is read-only and private to this object. The one
+        // hazard, another process truncating or rewriting the file while it
+        // is mapped, is documented (SIGBUS) with `read_into_memory` as the
+        // alternative.
+        let map = unsafe { io.map(&file, path) }?;
+        Self::from_backing(Backing::Mmap(map), opts)
+    }
+
+    /// Read the whole file into an 8-aligned heap buffer (no memory map, so
+    /// no `SIGBUS` if the file is truncated meanwhile) and validate it.
+    pub fn read_into_memory(path: impl AsRef<Path>) -> Result<HurrayFile> {
+        Self::read_into_memory_with(path, ReadOptions::default())
+    }
+
+    /// [`HurrayFile::read_into_memory`] with options.
+    pub fn read_into_memory_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::read_into_memory_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::read_into_memory_with`], performing the file
+    /// operations through `io` (fault injection in tests).
+    pub fn read_into_memory_with_io(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        io: &IoCtx,
+    ) -> Result<HurrayFile> {
+        let path = path.as_ref();
+        let ctx = io;
+        let (file, len) = open_sized(ctx, path)?;
+        let n = usize::try_from(len).map_err(|_| {
+            Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
+        })?;
+        let mut v = aligned_zeroed(n)?;
+        {
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+            ctx.read_exact_at(&file, &mut dst[..n], 0, path)?;
+        }
+        Self::from_backing(Backing::Mem(v, n), opts)
+    }
+
+    /// Validate a file held in memory (copied into an 8-aligned buffer).
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<HurrayFile> {
+        Self::from_bytes_with(&bytes, ReadOptions::default())
+    }
+
+    /// [`HurrayFile::from_bytes`] with options.
+    pub fn from_bytes_with(bytes: &[u8], opts: ReadOptions) -> Result<HurrayFile> {
+        Self::from_backing(Backing::aligned_copy(bytes)?, opts)
+    }
+
+    fn from_backing(backing: Backing, opts: ReadOptions) -> Result<HurrayFile> {
+        let bytes = backing.bytes();
+        if bytes.as_ptr() as usize % 8 != 0 {
+            // Cannot happen (page-aligned map, u64 vector), but typed views depend on it.
+            return Err(Error::Unsupported(
+                "file bytes are not 8-aligned in memory".into(),
+            ));
+        }
+        let parsed = layout::parse(bytes, opts)?;
+        let by_name = parsed
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(HurrayFile {
+            header: parsed.header,
+            trailer: parsed.trailer,
+            kv: parsed.kv,
+            tensors: parsed.tensors,
+            by_name,
+            opts,
+            backing,
+        })
+    }
+
+    /// The file header.
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// The trailer.
+    pub fn trailer(&self) -> &Trailer {
+        &self.trailer
+    }
+
+    /// The KV metadata entries, in file order (empty without a KV section).
+    pub fn kv(&self) -> &[(String, KvValue)] {
+        &self.kv
+    }
+
+    /// Options the file was opened with.
+    pub fn options(&self) -> ReadOptions {
+        self.opts
+    }
+
+    /// Tensor names in index order.
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.iter().map(|t| t.name.as_str())
+    }
+
+    /// Number of tensors.
+    pub fn tensor_count(&self) -> usize {
+        self.tensors.len()
+    }
+
+    fn view<'s>(&'s self, t: &'s TensorMeta) -> CooTensor<'s> {
+        let bytes = self.backing.bytes();
+        let ib = &bytes[t.indices.clone()];
+        // Cannot fail: the backing is 8-aligned, the buffer starts at a
+        // multiple of A >= 4096 and its size is a multiple of 8 (checked at open).
+        let indices: &[u64] = bytemuck::try_cast_slice(ib).unwrap_or(&[]);
+        CooTensor {
+            name: &t.name,
+            desc: &t.desc,
+            values: &bytes[t.values.clone()],
+            indices,
+            rank: t.desc.rank(),
+            nnz: indices.len() / t.desc.rank().max(1),
+            kv: &self.kv,
+            permissive: self.opts.permissive,
+            indices_offset: t.indices.start as u64,
+            mapped: self.backing.mapped(),
+        }
+    }
+
+    fn available(&self) -> String {
+        self.tensor_names()
+            .map(|n| format!("{n:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The tensor called `name`.
+    pub fn tensor(&self, name: &str) -> Result<CooTensor<'_>> {
+        match self.by_name.get(name) {
+            Some(&i) => Ok(self.view(&self.tensors[i])),
+            None => Err(Error::TensorNotFound {
+                name: name.to_string(),
+                available: self.available(),
+            }),
+        }
+    }
+
+    /// Every tensor, in index order.
+    pub fn tensors(&self) -> impl Iterator<Item = CooTensor<'_>> {
+        self.tensors.iter().map(|t| self.view(t))
+    }
+
+    /// The single tensor of the file; an error if it holds none or several.
+    pub fn only_tensor(&self) -> Result<CooTensor<'_>> {
+        if self.tensors.len() == 1 {
+            Ok(self.view(&self.tensors[0]))
+        } else {
+            Err(Error::TensorNotFound {
+                name: format!(
+                    "<the only tensor> (the file holds {} tensors)",
+                    self.tensors.len()
+                ),
+                available: self.available(),
+            })
+        }
+    }
+
+
+    /// File size in bytes.
+    pub fn len(&self) -> u64 {
+        self.backing.bytes().len() as u64
+    }
+
+    /// Always false for an open file (a valid file has at least 104 bytes).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Product of the shape, saturating at u128::MAX.
+fn shape_product(shape: &[u64]) -> u128 {
+    shape
+        .iter()
+        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128))
+        .unwrap_or(u128::MAX)
+}
+
+/// Equal, both NaN, or within a relative tolerance of 1e-6 (plus 1e-9 * scale
+/// absolute), since another writer may sum in another order.
+fn close(a: f64, b: f64, scale: f64) -> bool {
+    a == b
+        || (a.is_nan() && b.is_nan())
+        || (a - b).abs() <= 1e-6 * a.abs().max(b.abs()) + 1e-9 * scale
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_helpers() {
+        assert_eq!(shape_product(&[u64::MAX, u64::MAX, 2]), u128::MAX);
+        assert!(close(0.1 + 0.2, 0.3, 1.0));
+        assert!(!close(0.8, 0.84, 1.0));
+    }
+
+    #[test]
+    fn too_short_inputs() {
+        for n in [0usize, 1, 63, 103] {
+            assert!(HurrayFile::from_bytes(vec![0; n]).is_err());
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Giving mapped pages back behind a sequential cursor, so that `verify`,
+//! `iter` (and the CLI's `dump`) keep a bounded resident set whatever the
+//! file size: without it every page read stays resident (file-backed pages
+//! count in the process's RSS until the kernel needs the memory).
+//!
+//! Only a read-only file mapping is ever advised (`MADV_DONTNEED` there
+//! drops the pages; touching them again reads the same bytes back from the
+//! file). A heap copy ([`super::HurrayFile::read_into_memory`]) is never
+//! advised: `MADV_DONTNEED` would zero private anonymous memory.
+
+/// Release in steps of at least this many bytes (few system calls).
+const STEP: usize = 8 << 20;
+
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+    })
+}
+
+/// The mapping a tensor's buffers live in, when they are mapped.
+#[derive(Clone, Copy)]
+pub(super) struct Mapped<'a>(pub(super) Option<&'a memmap2::Mmap>);
+
+impl Mapped<'_> {
+    /// Drop the whole pages inside `bytes` (a sub-slice of the mapping)
+    /// from the resident set. No-op for memory that is not the mapping.
+    pub(super) fn release(&self, bytes: &[u8]) {
+        let Some(map) = self.0 else {
+            return;
+        };
+        let base = map.as_ptr() as usize;
+        let start = bytes.as_ptr() as usize;
+        if bytes.is_empty() || start < base || start + bytes.len() > base + map.len() {
+            return;
+        }
+        let page = page_size();
+        // Whole pages only: the neighbouring bytes may still be in use.
+        let from = (start - base).div_ceil(page) * page;
+        let to = (start - base + bytes.len()) / page * page;
+        if to <= from {
+            return;
+        }
+        // SAFETY: a read-only file mapping; the range is inside it, and the
+        // pages are only re-read (from the file) if touched again.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+
+    /// A cursor over `bytes` that releases what lies behind it.
+    pub(super) fn cursor<'b>(self, bytes: &'b [u8]) -> Behind<'b>
+    where
+        Self: 'b,
+    {
+        Behind {
+            map: Mapped(self.0),
+            bytes,
+            done: 0,
+        }
+    }
+}
+
+/// Releases `bytes[..n]` as a sequential reader reports progress `n`.
+pub(super) struct Behind<'b> {
+    map: Mapped<'b>,
+    bytes: &'b [u8],
+    done: usize,
+}
+
+impl Behind<'_> {
+    /// The reader has finished with `bytes[..n]`.
+    #[inline]
+    pub(super) fn at(&mut self, n: usize) {
+        if n >= self.done + STEP {
+            self.flush(n);
+        }
+    }
+
+    /// Release everything read so far (up to `n`).
+    pub(super) fn flush(&mut self, n: usize) {
+        let n = n.min(self.bytes.len());
+        if n > self.done {
+            self.map.release(&self.bytes[self.done..n]);
+            self.done = n;
+        }
+    }
+}

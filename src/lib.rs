@@ -113,6 +113,7 @@ pub use error::{Error, Result};
 pub use fs::IoCtx;
 pub use hurray::{KvValue, Statistics};
 pub use options::{
-    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, DEFAULT_MEMORY_BUDGET,
+    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
+    DEFAULT_MEMORY_BUDGET,
 };
 pub use read::{CooTensor, HurrayFile, Problem, ReadOptions};

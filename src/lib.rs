@@ -95,6 +95,7 @@ macro_rules! internal_mod {
 
 internal_mod!(assemble);
 internal_mod!(codec);
+pub mod convert;
 mod element;
 mod error;
 internal_mod!(fs);
@@ -108,6 +109,7 @@ pub mod write;
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;
+pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{DType, Element, Value};
 pub use error::{Error, Result};
 pub use fs::IoCtx;

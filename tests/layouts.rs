@@ -345,3 +345,174 @@ fn writer_checks_the_layout_order() {
     assert!(s.pointers_xxh3.is_some());
     fw.finish().unwrap();
 }
+
+// ------------------------------------------------------------------ convert
+
+use coo_assembler::{convert, ConvertOptions, DuplicatePolicy};
+use proptest::prelude::*;
+
+fn convert_to(
+    input: &Path,
+    output: &Path,
+    to: OutputLayout,
+    budget: u64,
+) -> coo_assembler::ConvertSummary {
+    let opts = ConvertOptions {
+        to,
+        memory_budget: budget,
+        threads: 2,
+        temp_dir: output.parent().map(Path::to_path_buf),
+        ..ConvertOptions::default()
+    };
+    convert(input, output, &opts).unwrap()
+}
+
+const LAYOUTS: [OutputLayout; 3] = [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+    /// assemble --layout X == convert --to X of the COO output (and of the
+    /// CSR and CSC outputs), byte for byte, for every X; all equal the oracle.
+    #[test]
+    fn assemble_into_x_equals_convert_to_x(
+        rows in 1u64..300, cols in 1u64..300, n in 0usize..30_000, seed in any::<u64>(),
+        dti in 0usize..3,
+    ) {
+        let dt = [DType::F64, DType::F32, DType::I64][dti];
+        let dir = tempfile::tempdir().unwrap();
+        let shape = [rows, cols];
+        let c = contributions(shape, n, seed, dt);
+        let oracle = oracle_of(&c);
+        let mut assembled = Vec::new();
+        for layout in LAYOUTS {
+            let p = dir.path().join(format!("a_{layout}.hrry"));
+            assemble(&p, shape, dt, &c, layout, 2, true);
+            if layout != OutputLayout::Coo {
+                check_against_reference(&p, &oracle, shape, dt, layout);
+            }
+            assembled.push((p.clone(), std::fs::read(&p).unwrap()));
+        }
+        // Budget: the smallest the sorting path accepts, plus the read buffers.
+        let budget = minimum_budget(&shape, dt, &AssembleOptions { threads: 2, ..AssembleOptions::default() }) + (1 << 20);
+        for (from, (src, _)) in LAYOUTS.iter().zip(&assembled) {
+            for (to, (_, want)) in LAYOUTS.iter().zip(&assembled) {
+                let out = dir.path().join(format!("c_{from}_{to}.hrry"));
+                let s = convert_to(src, &out, *to, budget.max(8 << 20));
+                prop_assert_eq!(s.nnz, oracle.len() as u64);
+                let streamed = matches!((from, to),
+                    (OutputLayout::Coo | OutputLayout::Csr, OutputLayout::Coo | OutputLayout::Csr)
+                    | (OutputLayout::Csc, OutputLayout::Csc));
+                prop_assert_eq!(s.sorted_by.is_none(), streamed);
+                let got = std::fs::read(&out).unwrap();
+                prop_assert!(got == *want, "{} -> {}: bytes differ from assembling into {}", from, to, to);
+            }
+        }
+    }
+}
+
+/// A COO file as the reference writes it: unsorted, maybe with duplicates.
+fn reference_coo(path: &Path, shape: &[u64], entries: &[(Vec<u64>, f64)]) {
+    use hurray_core::layout::CooLayout;
+    use hurray_core::{BufferHandle, DeviceTag, ElementType, Shape, TensorDescriptor};
+    let values: Vec<u8> = entries.iter().flat_map(|(_, v)| v.to_le_bytes()).collect();
+    let indices: Vec<u8> = entries
+        .iter()
+        .flat_map(|(i, _)| i.iter().flat_map(|x| x.to_le_bytes()))
+        .collect();
+    let bh = |n: usize| {
+        BufferHandle::new(
+            n as u64,
+            4096,
+            DeviceTag::Cpu,
+            hurray_core::SyncMode::ProducerSynced,
+        )
+        .unwrap()
+    };
+    let d = TensorDescriptor::new(
+        1,
+        0,
+        ElementType::from_tag(DType::F64.tag()).unwrap(),
+        Shape::new(shape.to_vec()).unwrap(),
+        0,
+        LayoutDescriptor::Coo(CooLayout::new(entries.len() as u64, false)),
+        vec![bh(values.len()), bh(indices.len())],
+        None,
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let bytes = rt.block_on(async {
+        let mut w = hurray_io::file::FileWriter::new(Vec::<u8>::new())
+            .await
+            .unwrap();
+        w.write_tensor("u", &d, &[&values, &indices]).await.unwrap();
+        w.finish(vec![]).await.unwrap()
+    });
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn unsorted_duplicates_are_refused_unless_a_policy_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("u.hrry");
+    let entries = vec![
+        (vec![2, 1], 1.0),
+        (vec![0, 3], 2.0),
+        (vec![2, 1], 0.5),
+        (vec![1, 0], -1.0),
+    ];
+    reference_coo(&input, &[3, 4], &entries);
+    for to in LAYOUTS {
+        let out = dir.path().join(format!("o_{to}.hrry"));
+        let opts = ConvertOptions {
+            to,
+            threads: 1,
+            ..ConvertOptions::default()
+        };
+        let e = convert(&input, &out, &opts).unwrap_err().to_string();
+        assert!(e.contains("[2, 1]"), "{to}: {e}");
+        assert!(!out.exists(), "{to}: a refused conversion left an output");
+        let opts = ConvertOptions {
+            duplicates: Some(DuplicatePolicy::Sum),
+            ..opts
+        };
+        let s = convert(&input, &out, &opts).unwrap();
+        assert_eq!(s.nnz, 3);
+        if to != OutputLayout::Coo {
+            let mut o = Oracle::new();
+            o.insert((2, 1), Value::Float(1.5));
+            o.insert((0, 3), Value::Float(2.0));
+            o.insert((1, 0), Value::Float(-1.0));
+            // The reference writer names the tensor "u"; check under that name.
+            let t = read_reference(&out, "u");
+            let want = expected_buffers(&o, [3, 4], DType::F64, to == OutputLayout::Csc);
+            assert!(t.buffers == want.to_vec(), "{to}");
+        }
+    }
+}
+
+#[test]
+fn convert_refuses_bad_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("r3.hrry");
+    reference_coo(&input, &[2, 2, 2], &[(vec![1, 1, 1], 1.0)]);
+    let out = dir.path().join("o.hrry");
+    let opts = ConvertOptions {
+        to: OutputLayout::Csr,
+        ..ConvertOptions::default()
+    };
+    let e = convert(&input, &out, &opts).unwrap_err().to_string();
+    assert!(e.contains("rank 3"), "{e}");
+    let opts = ConvertOptions {
+        to: OutputLayout::Coo,
+        tensor: Some("nope".into()),
+        ..ConvertOptions::default()
+    };
+    let e = convert(&input, &out, &opts).unwrap_err().to_string();
+    assert!(e.contains("nope") && e.contains("u"), "{e}");
+    assert!(!out.exists());
+}

@@ -322,6 +322,7 @@ impl HurrayFile {
             nnz: indices.len() / t.desc.rank().max(1),
             kv: &self.kv,
             permissive: self.opts.permissive,
+            indices_offset: t.indices.start as u64,
         }
     }
 
@@ -951,6 +952,8 @@ pub struct CooTensor<'a> {
     nnz: usize,
     kv: &'a [(String, KvValue)],
     permissive: bool,
+    /// Absolute file offset of the indices buffer (for error messages).
+    indices_offset: u64,
 }
 
 impl fmt::Debug for CooTensor<'_> {
@@ -1026,12 +1029,11 @@ impl<'a> CooTensor<'a> {
     /// The values as a typed slice, zero-copy. `T` must be the tensor's type.
     pub fn values<T: Element>(&self) -> Result<&'a [T]> {
         if T::DTYPE != self.desc.dtype {
-            return Err(Error::Unsupported(format!(
-                "tensor {:?} holds {} values, not {}",
-                self.name,
-                self.desc.dtype,
-                T::DTYPE
-            )));
+            return Err(Error::TypeMismatch {
+                tensor: self.name.to_string(),
+                stored: self.desc.dtype.name(),
+                requested: T::DTYPE.name(),
+            });
         }
         bytemuck::try_cast_slice(self.values).map_err(|e| {
             Error::Unsupported(format!(
@@ -1063,8 +1065,8 @@ impl<'a> CooTensor<'a> {
 
     fn check_rank(&self, idx: &[u64]) -> Result<()> {
         if idx.len() != self.rank {
-            return Err(Error::WrongRank {
-                contribution: 0,
+            return Err(Error::WrongIndexCount {
+                position: idx.to_vec(),
                 expected: self.rank,
                 got: idx.len(),
             });
@@ -1076,8 +1078,8 @@ impl<'a> CooTensor<'a> {
         self.check_rank(idx)?;
         for (dim, (&i, &e)) in idx.iter().zip(&self.desc.shape).enumerate() {
             if i >= e {
-                return Err(Error::IndexOutOfRange {
-                    contribution: 0,
+                return Err(Error::PositionOutOfRange {
+                    position: idx.to_vec(),
                     dim,
                     index: i,
                     extent: e,
@@ -1132,16 +1134,17 @@ impl<'a> CooTensor<'a> {
     }
 
     fn duplicate_error(&self, idx: &[u64], a: usize, b: usize) -> Error {
+        // The byte where the second copy's indices start.
+        let at = self.indices_offset + (b * self.rank * 8) as u64;
         Error::invalid(
-            format!("tensor {:?}", self.name),
-            0,
+            format!("indices of tensor {:?}", self.name),
+            at,
             format!("coordinate {idx:?} is stored twice (entries {a} and {b}); open with permissive to read it anyway"),
         )
     }
 
     /// Position of the entry stored at `idx`, if any. Rank and bounds are
-    /// checked ([`Error::WrongRank`], [`Error::IndexOutOfRange`], both with
-    /// `contribution: 0`). Binary search when sorted, linear scan otherwise.
+    /// checked ([`Error::WrongIndexCount`], [`Error::PositionOutOfRange`]). Binary search when sorted, linear scan otherwise.
     /// Strict mode: a coordinate met twice is an [`Error::InvalidFile`].
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
         self.check_bounds(idx)?;
@@ -1194,8 +1197,8 @@ impl<'a> CooTensor<'a> {
     /// `[i]` gives row i. Sorted tensors only.
     pub fn prefix_range(&self, prefix: &[u64]) -> Result<Range<u64>> {
         if prefix.is_empty() || prefix.len() > self.rank {
-            return Err(Error::WrongRank {
-                contribution: 0,
+            return Err(Error::WrongIndexCount {
+                position: prefix.to_vec(),
                 expected: self.rank,
                 got: prefix.len(),
             });
@@ -1222,7 +1225,7 @@ impl<'a> CooTensor<'a> {
     /// unsorted tensor are found by hash partitioning — `P = ceil(2 * nnz * 16
     /// / DUPLICATE_MEMORY_CAP)` passes, each collecting `(hash, position)`
     /// pairs (plus a 1-byte mark) of one partition into vectors of at most
-    /// [`DUPLICATE_MEMORY_CAP`] bytes (64 MiB), sorted, equal hashes compared
+    /// `DUPLICATE_MEMORY_CAP` bytes (64 MiB), sorted, equal hashes compared
     /// coordinate by coordinate. A partition larger than the cap (adversarial
     /// hashes) is processed in cap-sized chunks, each probed by a scan of the
     /// rest: still exact and bounded, only slower.
@@ -1526,6 +1529,7 @@ mod tests {
             nnz: ind.len() / d.rank(),
             kv: &[],
             permissive: true,
+            indices_offset: 0,
         }
     }
 

@@ -221,7 +221,7 @@ pub struct FileSummary {
     pub tensors: Vec<TensorSummary>,
     /// Temporary output files of killed earlier runs (`.<name>.tmp-<pid>-*`
     /// next to the target, whose process is dead) that this writer removed
-    /// when it started; see [`crate::sweep`].
+    /// when it started; see `docs/reliability.md`.
     pub stale_removed: Vec<PathBuf>,
 }
 
@@ -254,8 +254,9 @@ pub struct FileWriter {
     stale_removed: Vec<PathBuf>,
 }
 
+/// A call argument the writer cannot take (name, metadata, offsets).
 fn invalid(msg: String) -> Error {
-    Error::InvalidOptions(msg)
+    Error::InvalidArgument(msg)
 }
 
 impl FileWriter {
@@ -264,12 +265,12 @@ impl FileWriter {
         let target = path.as_ref().to_path_buf();
         let a = opts.alignment;
         if !a.is_power_of_two() || !(MIN_ALIGNMENT..=MAX_ALIGNMENT).contains(&a) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidOptions(format!(
                 "alignment {a} must be a power of two in {MIN_ALIGNMENT}..={MAX_ALIGNMENT}"
             )));
         }
         if !(MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&opts.buffer_bytes) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidOptions(format!(
                 "buffer_bytes {} must be in {MIN_BUFFER_BYTES}..={MAX_BUFFER_BYTES}",
                 opts.buffer_bytes
             )));

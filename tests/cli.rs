@@ -629,7 +629,7 @@ fn get_usage_errors() {
     let p = w.out("m.hrry");
     multi_file(&p);
     let o = run(&["get", s(&p), "0", "--tensor", "A"]);
-    fails(&o, 2, &["rank"]);
+    fails(&o, 2, &["expected 2 indices, got 1"]);
     let o = run(&["get", s(&p), "0,3", "--tensor", "A"]);
     fails(&o, 2, &["3"]);
     let o = run(&["get", s(&p), "0,x", "--tensor", "A"]);

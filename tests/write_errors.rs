@@ -180,12 +180,12 @@ fn invalid_options_and_names() {
     for s in bad_shapes {
         assert!(matches!(
             fw.begin_tensor("x", DType::F32, s),
-            Err(Error::InvalidOptions(_))
+            Err(Error::InvalidArgument(_))
         ));
     }
     assert!(matches!(
         fw.begin_tensor("", DType::F32, &[1]),
-        Err(Error::InvalidOptions(_))
+        Err(Error::InvalidArgument(_))
     ));
     fw.begin_tensor("x", DType::F32, &[1])
         .unwrap()
@@ -193,7 +193,7 @@ fn invalid_options_and_names() {
         .unwrap();
     assert!(matches!(
         fw.begin_tensor("x", DType::F32, &[1]),
-        Err(Error::InvalidOptions(_))
+        Err(Error::InvalidArgument(_))
     ));
     fw.add_metadata("k", KvValue::Bool(true)).unwrap();
     for (k, v) in [
@@ -210,7 +210,7 @@ fn invalid_options_and_names() {
         ),
     ] {
         assert!(
-            matches!(fw.add_metadata(k, v), Err(Error::InvalidOptions(_))),
+            matches!(fw.add_metadata(k, v), Err(Error::InvalidArgument(_))),
             "{k:?}"
         );
     }

@@ -36,7 +36,7 @@ impl<K: Key> Local<K> {
         core.pushers_alive
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
             .map_err(|_| {
-                Error::InvalidOptions(format!(
+                Error::InvalidArgument(format!(
                     "at most {max} pushers may be alive at once (options.threads = {max}); raise threads or drop a pusher first"
                 ))
             })?;
@@ -334,11 +334,12 @@ impl Builder {
 fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
     let rank = l.core.layout.rank();
     if indices.len() != values.len() * rank {
-        return Err(Error::WrongRank {
-            contribution: l.count,
-            expected: rank,
-            got: indices.len() / values.len().max(1),
-        });
+        return Err(Error::InvalidArgument(format!(
+            "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
+            indices.len(),
+            values.len(),
+            values.len() * rank
+        )));
     }
     for (idx, &v) in indices.chunks_exact(rank).zip(values) {
         l.push(idx, v)?;
@@ -360,7 +361,7 @@ fn push_coo<K: Key, V: PushValue>(
         });
     }
     if rows.len() != values.len() || cols.len() != values.len() {
-        return Err(Error::InvalidOptions(format!(
+        return Err(Error::InvalidArgument(format!(
             "push_coo: rows ({}), cols ({}) and values ({}) differ in length",
             rows.len(),
             cols.len(),
@@ -383,7 +384,7 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
         });
     }
     if local.len() != n * n {
-        return Err(Error::InvalidOptions(format!(
+        return Err(Error::InvalidArgument(format!(
             "push_element: {} dofs need a {n}x{n} matrix ({} values), got {}",
             n,
             n * n,

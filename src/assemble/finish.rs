@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What an assembly did, returned by [`Builder::finish`].
+/// What an assembly did, returned by [`crate::Builder::finish`].
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Summary {

@@ -39,6 +39,7 @@ pub(crate) fn input_err(source: &str, location: String, detail: impl Into<String
         source_name: source.to_string(),
         location,
         detail: detail.into(),
+        cause: None,
     }
 }
 
@@ -49,6 +50,11 @@ pub(crate) fn at<'a>(
 ) -> impl Fn(Error) -> Error + 'a {
     move |e| match e {
         Error::Io { .. } | Error::Poisoned(_) | Error::OutOfMemory { .. } => e,
-        other => input_err(source, location(), other.to_string()),
+        other => Error::Input {
+            source_name: source.to_string(),
+            location: location(),
+            detail: other.to_string(),
+            cause: Some(Box::new(other)),
+        },
     }
 }

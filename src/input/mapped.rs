@@ -15,7 +15,7 @@ const RELEASE_STEP: u64 = 4 << 20;
 /// Page size the release rounds down to.
 const PAGE: u64 = 4096;
 
-/// A read-only map of an input file; see the [module docs](self).
+/// A read-only map of an input file; see the module docs of `coo_assembler::input`.
 pub struct MappedInput {
     map: memmap2::Mmap,
     released: u64,

@@ -272,7 +272,9 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     };
     let rank = shape.len();
     let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match e {
-        Error::InvalidOptions(_) | Error::BudgetTooSmall { .. } => usage(e.to_string()),
+        Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::BudgetTooSmall { .. } => {
+            usage(e.to_string())
+        }
         other => other.into(),
     })?;
 

@@ -10,7 +10,7 @@ pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode
     let t = pick(&f, p)?;
     let idx = parse_list(index, "index")?;
     let v = t.get(&idx).map_err(|e| match e {
-        Error::WrongRank { .. } | Error::IndexOutOfRange { .. } => usage(e.to_string()),
+        Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),
     })?;
     println!("{v}");

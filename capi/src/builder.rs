@@ -1,0 +1,540 @@
+//! `coo_builder` and `coo_pusher`: assembling a tensor.
+//!
+//! Ownership: the library's `Builder` lives in an `Arc` shared by the
+//! `coo_builder` handle and every `coo_pusher`, so a pusher never outlives
+//! the builder it pushes into (its sorter threads must run while a pusher
+//! may still hand them a chunk). `coo_builder_finish` needs the only
+//! reference: with pushers alive it fails and abandons the builder, which
+//! is then dropped (spill files removed) when the last pusher is freed.
+
+use crate::convert::{
+    dtype_from_c, duplicates_from_c, indices, negative_component, slice, to_i64, to_u64,
+};
+use crate::{
+    coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail, Res,
+    COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_STATE, COO_MAX_RANK,
+};
+use coo_assembler::{AssembleOptions, Builder, DType, Pusher};
+use std::ffi::{c_char, c_int};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+// The handles are used from any thread: what they hold must allow it.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    const fn sent<T: Send>() {}
+    shared::<Builder>();
+    sent::<Pusher<'static>>();
+};
+
+/// The builder and what every push needs to know about it.
+pub(crate) struct Shared {
+    builder: Builder,
+    rank: usize,
+    kind: Kind,
+    started: Instant,
+}
+
+/// How a `double` value reaches the library for this element type.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// As f64: the library rounds once, at the end, to a narrower float.
+    Float,
+    /// As an i64, for every integer type but u64 (the library checks the range).
+    Signed,
+    /// As a u64, for u64 tensors.
+    Unsigned,
+}
+
+/// Values converted per batch for integer tensors: bounds the scratch memory.
+const CONVERT_BATCH: usize = 4096;
+
+/// A pusher with the scratch space to convert values; one per thread.
+pub(crate) struct Feed {
+    // Field order matters: the pusher is dropped before the Arc that keeps
+    // its builder alive.
+    pusher: Pusher<'static>,
+    shared: Arc<Shared>,
+    signed: Vec<i64>,
+    unsigned: Vec<u64>,
+}
+
+impl Feed {
+    fn new(shared: &Arc<Shared>) -> Res<Feed> {
+        let p = shared.builder.pusher().map_err(|e| {
+            let mut f = Fail::from(e);
+            if f.code == COO_ERR_ARGUMENT {
+                // The only option-like error here: too many pushers alive.
+                f.code = COO_ERR_STATE;
+            }
+            f
+        })?;
+        // SAFETY: the pusher borrows the builder inside `shared`, which is
+        // behind an Arc (it never moves) and which this Feed keeps alive
+        // until after the pusher is dropped (field order above).
+        let pusher = unsafe { std::mem::transmute::<Pusher<'_>, Pusher<'static>>(p) };
+        Ok(Feed {
+            pusher,
+            shared: Arc::clone(shared),
+            signed: Vec::new(),
+            unsigned: Vec::new(),
+        })
+    }
+
+    /// # Safety
+    /// `idx` is NULL or points to `rank` int64.
+    unsafe fn push(&mut self, idx: *const i64, value: f64) -> Res<()> {
+        let n = self.pusher.count();
+        let rank = self.shared.rank;
+        // SAFETY: forwarded contract.
+        let idx = unsafe { indices(idx, rank, "idx", negative_component(rank, n)) }?;
+        match self.shared.kind {
+            Kind::Float => self.pusher.push(idx, value)?,
+            Kind::Signed => self.pusher.push(idx, to_i64(value, n)?)?,
+            Kind::Unsigned => self.pusher.push(idx, to_u64(value, n)?)?,
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `idx` and `values` are NULL or point to `n * rank` int64 and `n` doubles.
+    unsafe fn push_many(&mut self, n: usize, idx: *const i64, values: *const f64) -> Res<()> {
+        let first = self.pusher.count();
+        let rank = self.shared.rank;
+        let len = n.checked_mul(rank).ok_or_else(|| {
+            Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
+        })?;
+        // SAFETY: forwarded contract.
+        let idx = unsafe { indices(idx, len, "idx", negative_component(rank, first)) }?;
+        // SAFETY: forwarded contract.
+        let values = unsafe { slice(values, n, "values") }?;
+        if self.shared.kind == Kind::Float {
+            self.pusher.push_many(idx, values)?;
+            return Ok(());
+        }
+        for (vals, ids) in values
+            .chunks(CONVERT_BATCH)
+            .zip(idx.chunks(CONVERT_BATCH * rank))
+        {
+            let base = self.pusher.count();
+            self.convert(vals, base)?;
+            match self.shared.kind {
+                Kind::Unsigned => self.pusher.push_many(ids, &self.unsigned)?,
+                _ => self.pusher.push_many(ids, &self.signed)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `dofs` and `ke` are NULL or point to `k` int64 and `k * k` doubles.
+    unsafe fn push_element(&mut self, k: usize, dofs: *const i64, ke: *const f64) -> Res<()> {
+        let first = self.pusher.count();
+        let kk = k
+            .checked_mul(k)
+            .ok_or_else(|| Fail::new(COO_ERR_ARGUMENT, format!("k = {k} overflows k * k")))?;
+        // SAFETY: forwarded contract.
+        let dofs = unsafe {
+            indices(dofs, k, "dofs", |a, v| {
+                format!("element dof {a}: index {v} is negative")
+            })
+        }?;
+        // SAFETY: forwarded contract.
+        let ke = unsafe { slice(ke, kk, "ke") }?;
+        if self.shared.kind == Kind::Float {
+            self.pusher.push_element(dofs, ke)?;
+            return Ok(());
+        }
+        // Whole element converted first: a refused value pushes none of it.
+        self.convert(ke, first)?;
+        match self.shared.kind {
+            Kind::Unsigned => self.pusher.push_element(dofs, &self.unsigned)?,
+            _ => self.pusher.push_element(dofs, &self.signed)?,
+        }
+        Ok(())
+    }
+
+    /// Convert `vals` (contributions `first..`) into the scratch vector of
+    /// this tensor's integer kind.
+    fn convert(&mut self, vals: &[f64], first: u64) -> Res<()> {
+        let numbered = vals.iter().zip(first..);
+        match self.shared.kind {
+            Kind::Unsigned => {
+                self.unsigned.clear();
+                for (&v, n) in numbered {
+                    self.unsigned.push(to_u64(v, n)?);
+                }
+            }
+            _ => {
+                self.signed.clear();
+                for (&v, n) in numbered {
+                    self.signed.push(to_i64(v, n)?);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An assembly in progress (opaque). Create with `coo_builder_new`; end
+/// with `coo_builder_finish` or `coo_builder_free`.
+pub struct coo_builder {
+    // Dropped first: the builder's own pusher, used by coo_builder_push*.
+    own: Mutex<Option<Feed>>,
+    shared: Arc<Shared>,
+}
+
+/// A handle for pushing from one thread (opaque), created by
+/// `coo_pusher_new`, released by `coo_pusher_free`.
+pub struct coo_pusher {
+    feed: Feed,
+    /// An internal error happened in a call on this pusher.
+    broken: bool,
+}
+
+/// Fill `out` with the default options: 256 MiB budget, system temp dir,
+/// all cores, `COO_DUP_SUM`, zeros kept, exact sums. Does nothing if `out`
+/// is NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `coo_options`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
+    if out.is_null() {
+        return;
+    }
+    let d = AssembleOptions::default();
+    let o = coo_options {
+        memory_budget: d.memory_budget,
+        temp_dir: std::ptr::null(),
+        threads: 0,
+        duplicates: DuplicatesArg(crate::coo_duplicates::COO_DUP_SUM as c_int),
+        drop_zeros: BoolArg(u8::from(d.drop_zeros)),
+        exact_sums: BoolArg(u8::from(d.exact_sums)),
+    };
+    // SAFETY: non-null and writable by the caller's contract; `write` does
+    // not read the (possibly uninitialised) old value.
+    unsafe { out.write(o) };
+}
+
+/// # Safety
+/// `o` points to a readable `coo_options` whose `temp_dir` is NULL or a
+/// NUL-terminated string.
+unsafe fn options_from_c(o: &coo_options) -> Res<AssembleOptions> {
+    let mut opts = AssembleOptions {
+        memory_budget: o.memory_budget,
+        duplicates: duplicates_from_c(o.duplicates)?,
+        drop_zeros: o.drop_zeros.0 != 0,
+        exact_sums: o.exact_sums.0 != 0,
+        ..AssembleOptions::default()
+    };
+    if o.threads != 0 {
+        opts.threads = o.threads as usize;
+    }
+    if !o.temp_dir.is_null() {
+        // SAFETY: non-null, NUL-terminated by the caller's contract.
+        opts.temp_dir = Some(unsafe { crate::c_path(o.temp_dir, "options->temp_dir") }?);
+    }
+    Ok(opts)
+}
+
+/// A builder for a tensor of `rank` dimensions (1..=64) with extents
+/// `shape[0..rank]` (each >= 0) and element type `dtype`. `options` may be
+/// NULL for the defaults. Starts the sorter threads. NULL on error
+/// (`coo_last_error` says why).
+///
+/// # Safety
+/// `shape` is NULL or points to `rank` int64; `options` is NULL or points
+/// to a `coo_options` (its `temp_dir` NULL or a NUL-terminated string).
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_new(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+) -> *mut coo_builder {
+    handle(|| {
+        if rank == 0 || rank > COO_MAX_RANK {
+            return Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!("rank {rank} is out of 1..=64"),
+            ));
+        }
+        // SAFETY: `rank` int64 by the caller's contract.
+        let extents = unsafe {
+            indices(shape, rank as usize, "shape", |d, v| {
+                format!("shape[{d}] = {v} is negative")
+            })
+        }
+        .map_err(|mut f| {
+            if f.code != COO_ERR_NULL {
+                f.code = COO_ERR_ARGUMENT;
+            }
+            f
+        })?;
+        let dtype = dtype_from_c(dtype)?;
+        let opts = if options.is_null() {
+            AssembleOptions::default()
+        } else {
+            // SAFETY: non-null and readable by the caller's contract; every
+            // field is a plain integer or pointer, so any bits are valid.
+            unsafe { options_from_c(&*options) }?
+        };
+        let kind = match dtype {
+            d if d.is_float() => Kind::Float,
+            DType::U64 => Kind::Unsigned,
+            _ => Kind::Signed,
+        };
+        let started = Instant::now();
+        let builder = Builder::new(extents, dtype, opts)?;
+        Ok(Box::new(coo_builder {
+            own: Mutex::new(None),
+            shared: Arc::new(Shared {
+                builder,
+                rank: rank as usize,
+                kind,
+                started,
+            }),
+        }))
+    })
+}
+
+/// Run `f` on the builder's own pusher (made on first use).
+fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int {
+    status(|| {
+        // SAFETY: NULL or a live handle from coo_builder_new (the caller's
+        // contract); only shared access is taken, the Mutex serialises.
+        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+        let mut own = b.own.lock().map_err(|_| {
+            Fail::new(
+                COO_ERR_STATE,
+                "an internal error in an earlier push left this builder unusable",
+            )
+        })?;
+        if own.is_none() {
+            *own = Some(Feed::new(&b.shared)?);
+        }
+        match own.as_mut() {
+            Some(feed) => f(feed),
+            None => Err(Fail::new(COO_ERR_STATE, "builder has no pusher")),
+        }
+    })
+}
+
+/// Push one contribution: `idx` holds `rank` components. Calls on one
+/// builder are serialised (a lock); for parallel pushing give each thread
+/// a `coo_pusher`. The builder's own pusher counts as one of the
+/// `options.threads` pushers.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push(
+    b: *mut coo_builder,
+    idx: *const i64,
+    value: f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push(idx, value) })
+}
+
+/// Push `n` contributions: contribution `i` has index
+/// `idx[i*rank .. (i+1)*rank]` and value `values[i]`. On error, the
+/// contributions before the failing one may have been pushed.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `idx` and `values` are NULL or point to
+/// `n * rank` int64 and `n` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_many(
+    b: *mut coo_builder,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_many(n, idx, values) })
+}
+
+/// Push a dense element matrix (rank-2 tensors): `ke[a*k + b]` goes to
+/// `(dofs[a], dofs[b])`. All or nothing: on error none of it is pushed.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `dofs` and `ke` are NULL or point to `k`
+/// int64 and `k * k` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_element(
+    b: *mut coo_builder,
+    k: usize,
+    dofs: *const i64,
+    ke: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_element(k, dofs, ke) })
+}
+
+/// A pusher for one thread. Several threads may call this at once on the
+/// same builder. At most `options.threads` pushers (the builder's own
+/// included once used) may be alive at once (`COO_ERR_STATE` beyond). NULL
+/// on error.
+///
+/// # Safety
+/// `b` is NULL or a live builder.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_new(b: *mut coo_builder) -> *mut coo_pusher {
+    handle(|| {
+        // SAFETY: NULL or a live handle (caller's contract); shared access.
+        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+        Ok(Box::new(coo_pusher {
+            feed: Feed::new(&b.shared)?,
+            broken: false,
+        }))
+    })
+}
+
+/// Run `f` on a pusher; an internal error makes it unusable.
+fn with_pusher(p: *mut coo_pusher, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int {
+    // SAFETY: NULL or a live pusher used by one thread at a time (the
+    // caller's contract), so this is the only reference.
+    let Some(p) = (unsafe { p.as_mut() }) else {
+        return status(|| Err(Fail::null("pusher")));
+    };
+    if p.broken {
+        return status(|| {
+            Err(Fail::new(
+                COO_ERR_STATE,
+                "an internal error in an earlier push left this pusher unusable",
+            ))
+        });
+    }
+    let code = status(|| f(&mut p.feed));
+    if code == COO_ERR_PANIC {
+        p.broken = true;
+    }
+    code
+}
+
+/// As `coo_builder_push`, through this thread's pusher (no lock).
+///
+/// # Safety
+/// `p` is NULL or a live pusher not used by another thread during the
+/// call; `idx` is NULL or points to `rank` int64.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push(p: *mut coo_pusher, idx: *const i64, value: f64) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push(idx, value) })
+}
+
+/// As `coo_builder_push_many`, through this thread's pusher.
+///
+/// # Safety
+/// As `coo_pusher_push`, with `idx` and `values` NULL or pointing to
+/// `n * rank` int64 and `n` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push_many(
+    p: *mut coo_pusher,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_many(n, idx, values) })
+}
+
+/// As `coo_builder_push_element`, through this thread's pusher.
+///
+/// # Safety
+/// As `coo_pusher_push`, with `dofs` and `ke` NULL or pointing to `k`
+/// int64 and `k * k` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push_element(
+    p: *mut coo_pusher,
+    k: usize,
+    dofs: *const i64,
+    ke: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_element(k, dofs, ke) })
+}
+
+/// Release a pusher, handing its buffered contributions to the builder.
+/// Every pusher must be freed before `coo_builder_finish`. NULL: no-op.
+///
+/// # Safety
+/// `p` is NULL or a live pusher, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_free(p: *mut coo_pusher) {
+    if !p.is_null() {
+        // SAFETY: a pointer from coo_pusher_new, freed once (caller's contract).
+        quietly(|| drop(unsafe { Box::from_raw(p) }));
+    }
+}
+
+/// Merge everything and write the tensor to `path` (atomically: temporary
+/// file, fsync, rename); fill `out` (may be NULL). Consumes `b` whatever
+/// the outcome: on error nothing is published and spill files are removed.
+/// Every pusher must have been freed (`COO_ERR_STATE` otherwise).
+///
+/// # Safety
+/// `b` is NULL or a live builder, not used afterwards (nor during the call
+/// by another thread); `path` is NULL or NUL-terminated; `out` is NULL or
+/// valid for writing a `coo_summary`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_finish(
+    b: *mut coo_builder,
+    path: *const c_char,
+    out: *mut coo_summary,
+) -> c_int {
+    status(|| {
+        if b.is_null() {
+            return Err(Fail::null("builder"));
+        }
+        // SAFETY: a pointer from coo_builder_new, consumed once (contract).
+        let b = unsafe { Box::from_raw(b) };
+        let coo_builder { own, shared } = *b;
+        // A poisoned lock still holds the pusher: drop it either way.
+        drop(own.into_inner().unwrap_or_else(|e| e.into_inner()));
+        // SAFETY: NULL or NUL-terminated (contract). Checked before the
+        // merge; on error the builder is dropped here, abandoned.
+        let path = unsafe { crate::c_path(path, "path") }?;
+        let shared = Arc::try_unwrap(shared).map_err(|still| {
+            let alive = Arc::strong_count(&still) - 1;
+            Fail::new(
+                COO_ERR_STATE,
+                format!(
+                    "{alive} pusher(s) still alive: free them (coo_pusher_free) before \
+                     coo_builder_finish; the builder is abandoned, nothing was written"
+                ),
+            )
+        })?;
+        let s = shared.builder.finish(&path)?;
+        if !out.is_null() {
+            let summary = coo_summary {
+                contributions: s.contributions,
+                nnz: s.nnz,
+                runs_spilled: s.runs_spilled,
+                merge_passes: u64::from(s.merge_passes),
+                bytes_spilled: s.bytes_spilled,
+                peak_buffer_bytes: s.peak_buffer_bytes,
+                seconds: shared.started.elapsed().as_secs_f64(),
+            };
+            // SAFETY: non-null and writable (contract); `write` does not
+            // read the old value.
+            unsafe { out.write(summary) };
+        }
+        Ok(())
+    })
+}
+
+/// Abandon an assembly: nothing is published and spill files are removed
+/// (when the last pusher is freed, if some are still alive). NULL: no-op.
+///
+/// # Safety
+/// `b` is NULL or a live builder, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_free(b: *mut coo_builder) {
+    if !b.is_null() {
+        // SAFETY: a pointer from coo_builder_new, freed once (contract).
+        quietly(|| drop(unsafe { Box::from_raw(b) }));
+    }
+}

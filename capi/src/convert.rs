@@ -1,0 +1,252 @@
+//! Checked conversions between the C types and the library's: enums given
+//! as ints, `int64_t` indices, `double` values for integer tensors.
+
+use crate::{
+    coo_dtype, coo_duplicates, DTypeArg, DuplicatesArg, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
+    COO_ERR_VALUE,
+};
+use coo_assembler::{DType, DuplicatePolicy};
+
+const DTYPES: [(coo_dtype, DType); 12] = [
+    (coo_dtype::COO_F64, DType::F64),
+    (coo_dtype::COO_F32, DType::F32),
+    (coo_dtype::COO_F16, DType::F16),
+    (coo_dtype::COO_BF16, DType::BF16),
+    (coo_dtype::COO_I8, DType::I8),
+    (coo_dtype::COO_I16, DType::I16),
+    (coo_dtype::COO_I32, DType::I32),
+    (coo_dtype::COO_I64, DType::I64),
+    (coo_dtype::COO_U8, DType::U8),
+    (coo_dtype::COO_U16, DType::U16),
+    (coo_dtype::COO_U32, DType::U32),
+    (coo_dtype::COO_U64, DType::U64),
+];
+
+pub(crate) fn dtype_from_c(d: DTypeArg) -> Res<DType> {
+    DTYPES
+        .iter()
+        .find(|(c, _)| *c as i32 == d.0)
+        .map(|&(_, t)| t)
+        .ok_or_else(|| {
+            Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "dtype {} is not a coo_dtype (COO_F64 = 0 .. COO_U64 = 11)",
+                    d.0
+                ),
+            )
+        })
+}
+
+pub(crate) fn dtype_to_c(t: DType) -> DTypeArg {
+    // Every DType the library has is in the table; a new one would show up
+    // as an error in the tests (f64 is never returned silently for it).
+    DTypeArg(
+        DTYPES
+            .iter()
+            .find(|(_, d)| *d == t)
+            .map_or(-1, |&(c, _)| c as i32),
+    )
+}
+
+pub(crate) fn duplicates_from_c(d: DuplicatesArg) -> Res<DuplicatePolicy> {
+    const ALL: [(coo_duplicates, DuplicatePolicy); 5] = [
+        (coo_duplicates::COO_DUP_SUM, DuplicatePolicy::Sum),
+        (coo_duplicates::COO_DUP_MIN, DuplicatePolicy::Min),
+        (coo_duplicates::COO_DUP_MAX, DuplicatePolicy::Max),
+        (coo_duplicates::COO_DUP_LAST, DuplicatePolicy::Last),
+        (coo_duplicates::COO_DUP_ERROR, DuplicatePolicy::Error),
+    ];
+    ALL.iter()
+        .find(|(c, _)| *c as i32 == d.0)
+        .map(|&(_, p)| p)
+        .ok_or_else(|| {
+            Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "duplicates {} is not a coo_duplicates (COO_DUP_SUM = 0 .. COO_DUP_ERROR = 4)",
+                    d.0
+                ),
+            )
+        })
+}
+
+/// A caller's array of `n` elements as a slice; NULL is allowed when `n == 0`.
+///
+/// # Safety
+/// `p` is NULL or points to `n` readable, initialised `T` that stay
+/// unchanged while the slice is used.
+pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(Fail::null(what));
+    }
+    if !p.is_aligned() {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!("{what} is not aligned for its element type"),
+        ));
+    }
+    // SAFETY: non-null, aligned, and `n` elements long by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// `n` int64 indices checked to be >= 0 and seen as u64 (same bits), no
+/// copy. A negative one is `COO_ERR_INDEX` with the message `negative(i, v)`.
+///
+/// # Safety
+/// As [`slice`].
+pub(crate) unsafe fn indices<'a>(
+    p: *const i64,
+    n: usize,
+    what: &str,
+    negative: impl FnOnce(usize, i64) -> String,
+) -> Res<&'a [u64]> {
+    // SAFETY: forwarded contract.
+    let s = unsafe { slice(p, n, what) }?;
+    if let Some(i) = s.iter().position(|&v| v < 0) {
+        return Err(Fail::new(COO_ERR_INDEX, negative(i, s[i])));
+    }
+    // All non-negative: the same bits read as u64 are the same numbers.
+    Ok(as_unsigned(s))
+}
+
+/// The message for a negative component `i` of a flat array of
+/// contributions of rank `rank`, the first numbered `first`.
+pub(crate) fn negative_component(rank: usize, first: u64) -> impl FnOnce(usize, i64) -> String {
+    move |i, v| {
+        let r = rank.max(1);
+        format!(
+            "contribution {}: index {v} in dimension {} is negative",
+            first + (i / r) as u64,
+            i % r
+        )
+    }
+}
+
+fn as_unsigned(s: &[i64]) -> &[u64] {
+    // SAFETY: i64 and u64 have the same size and alignment, and every bit
+    // pattern is valid for both.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u64>(), s.len()) }
+}
+
+/// Caller-owned output pointer as `&mut T`; NULL is `COO_ERR_NULL`.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of one `T`.
+pub(crate) unsafe fn out_ref<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    if p.is_null() {
+        return Err(Fail::null(what));
+    }
+    if !p.is_aligned() {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!("{what} is not aligned"),
+        ));
+    }
+    // SAFETY: non-null, aligned, writable by the caller's contract.
+    Ok(unsafe { &mut *p })
+}
+
+fn refused(v: f64, n: u64, reason: &str) -> Fail {
+    Fail::new(
+        COO_ERR_VALUE,
+        format!("contribution {n}: value {v} refused: {reason}"),
+    )
+}
+
+const NOT_INTEGRAL: &str = "an integer tensor takes integral values";
+const DOES_NOT_FIT: &str = "the integer does not fit the tensor's element type";
+/// 2^63 and 2^64 as f64 (exact).
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+const TWO_64: f64 = 18_446_744_073_709_551_616.0;
+
+/// A `double` for a signed (or narrower unsigned) integer tensor: it must be
+/// integral; the library then checks it fits the element type.
+pub(crate) fn to_i64(v: f64, n: u64) -> Res<i64> {
+    if v.fract() != 0.0 {
+        // Also NaN and infinities, whose fract() is NaN.
+        return Err(refused(v, n, NOT_INTEGRAL));
+    }
+    if !(-TWO_63..TWO_63).contains(&v) {
+        return Err(refused(v, n, DOES_NOT_FIT));
+    }
+    Ok(v as i64)
+}
+
+/// A `double` for a `COO_U64` tensor.
+pub(crate) fn to_u64(v: f64, n: u64) -> Res<u64> {
+    if v.fract() != 0.0 {
+        return Err(refused(v, n, NOT_INTEGRAL));
+    }
+    if !(0.0..TWO_64).contains(&v) {
+        return Err(refused(v, n, DOES_NOT_FIT));
+    }
+    Ok(v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::COO_ERR_NULL;
+
+    #[test]
+    fn enums_round_trip_and_reject_unknown_values() {
+        for (c, t) in DTYPES {
+            assert_eq!(dtype_from_c(DTypeArg(c as i32)).unwrap(), t);
+            assert_eq!(dtype_to_c(t).0, c as i32);
+        }
+        assert_eq!(
+            dtype_from_c(DTypeArg(12)).unwrap_err().code,
+            COO_ERR_ARGUMENT
+        );
+        assert_eq!(
+            dtype_from_c(DTypeArg(-1)).unwrap_err().code,
+            COO_ERR_ARGUMENT
+        );
+        assert_eq!(
+            duplicates_from_c(DuplicatesArg(4)).unwrap(),
+            DuplicatePolicy::Error
+        );
+        assert_eq!(
+            duplicates_from_c(DuplicatesArg(5)).unwrap_err().code,
+            COO_ERR_ARGUMENT
+        );
+    }
+
+    #[test]
+    fn negative_indices_are_refused_with_their_place() {
+        let idx = [0i64, 3, 2, -7];
+        let e = unsafe { indices(idx.as_ptr(), 4, "idx", negative_component(2, 10)) }.unwrap_err();
+        assert_eq!(e.code, COO_ERR_INDEX);
+        assert_eq!(
+            e.msg,
+            "contribution 11: index -7 in dimension 1 is negative"
+        );
+        let ok = unsafe { indices(idx.as_ptr(), 3, "idx", negative_component(2, 0)) }.unwrap();
+        assert_eq!(ok, &[0u64, 3, 2]);
+        let e =
+            unsafe { indices(std::ptr::null(), 2, "idx", negative_component(2, 0)) }.unwrap_err();
+        assert_eq!(e.code, COO_ERR_NULL);
+        assert!(unsafe { indices(std::ptr::null(), 0, "idx", negative_component(2, 0)) }.is_ok());
+    }
+
+    #[test]
+    fn doubles_for_integer_tensors() {
+        assert_eq!(to_i64(-3.0, 0).unwrap(), -3);
+        assert_eq!(to_i64(-TWO_63, 0).unwrap(), i64::MIN);
+        assert_eq!(to_i64(TWO_63, 0).unwrap_err().code, COO_ERR_VALUE);
+        assert_eq!(to_i64(0.5, 0).unwrap_err().code, COO_ERR_VALUE);
+        assert_eq!(to_i64(f64::NAN, 0).unwrap_err().code, COO_ERR_VALUE);
+        assert_eq!(to_i64(f64::INFINITY, 0).unwrap_err().code, COO_ERR_VALUE);
+        assert_eq!(to_u64(TWO_63, 0).unwrap(), 1 << 63);
+        assert_eq!(
+            to_u64(-1.0, 5).unwrap_err().msg,
+            format!("contribution 5: value -1 refused: {DOES_NOT_FIT}")
+        );
+        assert_eq!(to_u64(TWO_64, 0).unwrap_err().code, COO_ERR_VALUE);
+        assert_eq!(to_u64(-0.0, 0).unwrap(), 0);
+    }
+}

@@ -1,0 +1,309 @@
+//! `coo_file`: reading a tensor of a Hurray file through the validating
+//! memory-mapped reader.
+
+use crate::convert::{dtype_to_c, indices, negative_component, out_ref, slice};
+use crate::{
+    coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
+    COO_ERR_INVALID_FILE,
+};
+use coo_assembler::{CooTensor, HurrayFile};
+use std::ffi::{c_char, c_int, CStr};
+use std::ptr::NonNull;
+
+// Readers may share a coo_file across threads.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<HurrayFile>();
+};
+
+/// An open tensor of a Hurray file (opaque); `coo_file_close` releases it.
+/// Every `coo_file_*` reading function takes a `const coo_file *` and may be
+/// called from several threads at once.
+pub struct coo_file {
+    /// A view into `*file`: it borrows the boxed reader, which is freed
+    /// only in Drop, after the view's last use.
+    tensor: CooTensor<'static>,
+    /// Owned; held as a raw pointer (not a Box) so that moving this struct
+    /// does not invalidate the view's borrows.
+    file: NonNull<HurrayFile>,
+}
+
+// SAFETY: the raw pointer is an owned HurrayFile (Send + Sync, checked
+// above) and the view only borrows it.
+unsafe impl Send for coo_file {}
+// SAFETY: as above; all access through `&coo_file` is read-only.
+unsafe impl Sync for coo_file {}
+
+impl Drop for coo_file {
+    fn drop(&mut self) {
+        // SAFETY: from Box::into_raw in open, freed once, here.
+        drop(unsafe { Box::from_raw(self.file.as_ptr()) });
+    }
+}
+
+fn open(path: *const c_char, name: *const c_char) -> Res<Box<coo_file>> {
+    // SAFETY: NULL or NUL-terminated by the caller's contract.
+    let path = unsafe { crate::c_path(path, "path") }?;
+    let file = NonNull::from(Box::leak(Box::new(HurrayFile::open(&path)?)));
+    // Frees the reader if no view can be made.
+    let guard = FileGuard(Some(file));
+    // SAFETY: `file` stays allocated until coo_file's Drop (or the guard's),
+    // and is never mutated: a 'static view is valid for the handle's life.
+    let f: &'static HurrayFile = unsafe { file.as_ref() };
+    let tensor = if name.is_null() {
+        f.tensors().next().ok_or_else(|| {
+            Fail::new(
+                COO_ERR_INVALID_FILE,
+                format!("{}: the file holds no tensor", path.display()),
+            )
+        })?
+    } else {
+        // SAFETY: non-null and NUL-terminated (contract).
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_str()
+            .map_err(|_| Fail::new(COO_ERR_ARGUMENT, "tensor name is not UTF-8"))?;
+        f.tensor(name)?
+    };
+    guard.defuse();
+    Ok(Box::new(coo_file { tensor, file }))
+}
+
+struct FileGuard(Option<NonNull<HurrayFile>>);
+
+impl FileGuard {
+    fn defuse(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FileGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            // SAFETY: from Box::leak in `open`; no view of it survives.
+            drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+    }
+}
+
+/// Open the first tensor of the Hurray file at `path` (its structure is
+/// validated; `coo_file_verify` checks the content). The file is memory
+/// mapped: truncating it while open raises SIGBUS. NULL on error.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_open(path: *const c_char) -> *mut coo_file {
+    handle(|| open(path, std::ptr::null()))
+}
+
+/// As `coo_file_open`, for the tensor called `name` (NULL: the first).
+///
+/// # Safety
+/// `path` and `name` are NULL or NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_open_tensor(
+    path: *const c_char,
+    name: *const c_char,
+) -> *mut coo_file {
+    handle(|| open(path, name))
+}
+
+fn file<'a>(f: *const coo_file) -> Res<&'a coo_file> {
+    // SAFETY: NULL or a live handle (the caller's contract).
+    unsafe { f.as_ref() }.ok_or_else(|| Fail::null("file"))
+}
+
+/// An index component of a file that does not fit `int64_t`.
+fn too_large(v: u64) -> Fail {
+    Fail::new(
+        COO_ERR_INVALID_FILE,
+        format!("{v} does not fit int64_t (this API's index type)"),
+    )
+}
+
+/// Rank, shape, element type, entry count and sortedness of the tensor.
+///
+/// # Safety
+/// `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_info`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -> c_int {
+    status(|| {
+        let t = file(f)?.tensor;
+        let mut shape = [0i64; 64];
+        for (s, &e) in shape.iter_mut().zip(t.shape()) {
+            *s = i64::try_from(e).map_err(|_| too_large(e))?;
+        }
+        let info = coo_info {
+            rank: t.rank() as u32,
+            shape,
+            dtype: dtype_to_c(t.dtype()),
+            nnz: t.nnz(),
+            sorted: t.is_sorted(),
+        };
+        // SAFETY: NULL or writable (contract).
+        *unsafe { out_ref(out, "out") }? = info;
+        Ok(())
+    })
+}
+
+/// The value at `idx` (`rank` components) as a double; 0.0 where nothing
+/// is stored. 64-bit integers beyond 2^53 are rounded.
+///
+/// # Safety
+/// `f` is NULL or a live file; `idx` is NULL or points to `rank` int64;
+/// `value` is NULL or valid for writing a double.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_get(
+    f: *const coo_file,
+    idx: *const i64,
+    value: *mut f64,
+) -> c_int {
+    status(|| {
+        let t = file(f)?.tensor;
+        // SAFETY: `rank` int64 (contract).
+        let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
+        // SAFETY: NULL or writable (contract).
+        let value = unsafe { out_ref(value, "value") }?;
+        *value = t.get(idx)?.to_f64();
+        Ok(())
+    })
+}
+
+/// Copy entries `first .. first + n` (fewer at the end of the tensor) in
+/// storage order: coordinates into `idx` (`rank` per entry; may be NULL)
+/// and values into `values` (may be NULL); the number copied into
+/// `*n_read` (may be NULL). `first > nnz` is `COO_ERR_INDEX`; `first ==
+/// nnz` reads nothing.
+///
+/// # Safety
+/// `f` is NULL or a live file; `idx` and `values` are NULL or writable for
+/// `n * rank` int64 and `n` doubles; `n_read` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_read_entries(
+    f: *const coo_file,
+    first: u64,
+    n: usize,
+    idx: *mut i64,
+    values: *mut f64,
+    n_read: *mut usize,
+) -> c_int {
+    status(|| {
+        let t = file(f)?.tensor;
+        let nnz = t.nnz();
+        if first > nnz {
+            return Err(Fail::new(
+                COO_ERR_INDEX,
+                format!("first entry {first} is beyond the tensor's {nnz} entries"),
+            ));
+        }
+        let count = (nnz - first).min(n as u64) as usize;
+        let rank = t.rank();
+        let start = first as usize;
+        if !idx.is_null() && count > 0 {
+            let src = &t.indices()[start * rank..(start + count) * rank];
+            // SAFETY: non-null, writable for n * rank >= count * rank int64 (contract).
+            let dst = unsafe { out_slice(idx, count * rank, "idx") }?;
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = i64::try_from(s).map_err(|_| too_large(s))?;
+            }
+        }
+        if !values.is_null() && count > 0 {
+            // SAFETY: non-null, writable for n >= count doubles (contract).
+            let dst = unsafe { out_slice(values, count, "values") }?;
+            if let Ok(v) = t.values::<f64>() {
+                dst.copy_from_slice(&v[start..start + count]);
+            } else {
+                for (d, i) in dst.iter_mut().zip(first..) {
+                    *d = t.value(i).to_f64();
+                }
+            }
+        }
+        if !n_read.is_null() {
+            // SAFETY: non-null and writable (contract).
+            *unsafe { out_ref(n_read, "n_read") }? = count;
+        }
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `p` is non-null and writable for `n` elements.
+unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'a mut [T]> {
+    // SAFETY: checks alignment and nullness; the caller vouches for the length.
+    unsafe { slice(p.cast_const(), n, what) }?;
+    // SAFETY: as above, and writable (contract).
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// The entries whose coordinate starts with `prefix` (1..=rank components;
+/// one component: a row) are entries `*begin .. *end` (read them with
+/// `coo_file_read_entries`). Sorted tensors only (`COO_ERR_INVALID_FILE`
+/// otherwise).
+///
+/// # Safety
+/// `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`
+/// int64; `begin` and `end` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_prefix_range(
+    f: *const coo_file,
+    prefix_len: usize,
+    prefix: *const i64,
+    begin: *mut u64,
+    end: *mut u64,
+) -> c_int {
+    status(|| {
+        let t = file(f)?.tensor;
+        // SAFETY: `prefix_len` int64 (contract).
+        let p = unsafe {
+            indices(
+                prefix,
+                prefix_len,
+                "prefix",
+                negative_component(prefix_len, 0),
+            )
+        }?;
+        // SAFETY: NULL or writable (contract).
+        let (b, e) = unsafe { (out_ref(begin, "begin")?, out_ref(end, "end")?) };
+        let r = t.prefix_range(p)?;
+        (*b, *e) = (r.start, r.end);
+        Ok(())
+    })
+}
+
+/// Check the whole file's content (bounds, order, duplicates, statistics,
+/// checksums; O(nnz)). `COO_OK` when clean, else `COO_ERR_INVALID_FILE`
+/// with the problems in `coo_last_error`.
+///
+/// # Safety
+/// `f` is NULL or a live file.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_verify(f: *const coo_file) -> c_int {
+    status(|| {
+        let f = file(f)?;
+        // SAFETY: the reader lives as long as the handle.
+        let problems = unsafe { f.file.as_ref() }.verify();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        const SHOWN: usize = 5;
+        let mut msg = format!("{} problem(s): ", problems.len());
+        let listed: Vec<String> = problems.iter().take(SHOWN).map(|p| p.to_string()).collect();
+        msg.push_str(&listed.join("; "));
+        if problems.len() > SHOWN {
+            msg.push_str("; ...");
+        }
+        Err(Fail::new(COO_ERR_INVALID_FILE, msg))
+    })
+}
+
+/// Close a file. NULL: no-op.
+///
+/// # Safety
+/// `f` is NULL or a live file, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_close(f: *mut coo_file) {
+    if !f.is_null() {
+        // SAFETY: a pointer from coo_file_open*, closed once (contract).
+        quietly(|| drop(unsafe { Box::from_raw(f) }));
+    }
+}

@@ -1,0 +1,438 @@
+//! The C ABI of coo-assembler: `libcoo_assembler.so` / `libcoo_assembler.a`
+//! and the header `include/coo_assembler.h` (generated from this crate by
+//! cbindgen, see `cbindgen.toml`; a test fails when the committed header is
+//! stale).
+//!
+//! Conventions, for every function:
+//! - handles are opaque pointers; a NULL handle or a NULL required pointer
+//!   is `COO_ERR_NULL`, never a crash;
+//! - indices are `int64_t` (Fortran has no unsigned integers); a negative
+//!   index is `COO_ERR_INDEX`;
+//! - functions return an `int` status: 0 (`COO_OK`) or a negative
+//!   `COO_ERR_*` code; those that return a handle return NULL on error.
+//!   Either way `coo_last_error()` / `coo_last_status()` say what happened
+//!   on this thread;
+//! - no panic crosses the boundary: one becomes `COO_ERR_PANIC`, and the
+//!   handle it happened in is unusable afterwards (`COO_ERR_STATE`).
+//!
+//! Only items re-exported at the root of the `coo_assembler` crate are used,
+//! so that the library's internal modules can move freely.
+
+// The C names are the API: lower-case types and upper-case enum variants.
+#![allow(non_camel_case_types)]
+
+mod builder;
+mod convert;
+mod file;
+
+pub use builder::*;
+pub use file::*;
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Success.
+pub const COO_OK: c_int = 0;
+/// A required pointer argument (a handle, an output, an array) is NULL.
+pub const COO_ERR_NULL: c_int = -1;
+/// An argument is invalid: an unknown enum value, a rank outside 1..=64, a
+/// negative extent, arrays of inconsistent sizes, options that cannot work.
+pub const COO_ERR_ARGUMENT: c_int = -2;
+/// An index is negative or outside the tensor's shape.
+pub const COO_ERR_INDEX: c_int = -3;
+/// An index has the wrong number of components for the tensor
+/// (e.g. `coo_builder_push_element` on a tensor whose rank is not 2).
+pub const COO_ERR_RANK: c_int = -4;
+/// A value was refused: not integral or out of range for an integer
+/// tensor, or refused by the value policy.
+pub const COO_ERR_VALUE: c_int = -5;
+/// A coordinate was given twice under `COO_DUP_ERROR`.
+pub const COO_ERR_DUPLICATE: c_int = -6;
+/// An integer sum does not fit the tensor's element type.
+pub const COO_ERR_OVERFLOW: c_int = -7;
+/// The memory budget is too small, or memory could not be allocated.
+pub const COO_ERR_BUDGET: c_int = -8;
+/// An operating-system I/O call failed (bad path, disk full, permissions),
+/// or a temporary spill file was damaged.
+pub const COO_ERR_IO: c_int = -9;
+/// The file is not a valid Hurray file, uses a feature this library does
+/// not read, holds no such tensor, or failed `coo_file_verify`.
+pub const COO_ERR_INVALID_FILE: c_int = -10;
+/// The handle cannot do this now: pushers still alive at
+/// `coo_builder_finish`, more pushers than `options.threads`, or an
+/// earlier error (I/O or internal) left the handle unusable.
+pub const COO_ERR_STATE: c_int = -11;
+/// An internal error (a bug: please report it with the message).
+pub const COO_ERR_PANIC: c_int = -12;
+/// An error of a kind this version of the C API does not classify.
+pub const COO_ERR_OTHER: c_int = -13;
+
+/// Largest rank of a tensor (the size of `coo_info.shape`).
+pub const COO_MAX_RANK: u32 = 64;
+
+/// Element type of a tensor. Values are passed as `double` and converted
+/// to this type with the library's rules (see `docs/c-api.md`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_dtype {
+    COO_F64,
+    COO_F32,
+    COO_F16,
+    COO_BF16,
+    COO_I8,
+    COO_I16,
+    COO_I32,
+    COO_I64,
+    COO_U8,
+    COO_U16,
+    COO_U32,
+    COO_U64,
+}
+
+/// How contributions to the same coordinate combine.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_duplicates {
+    /// Add them (floats: the correctly rounded exact sum).
+    COO_DUP_SUM,
+    /// Keep the smallest.
+    COO_DUP_MIN,
+    /// Keep the largest.
+    COO_DUP_MAX,
+    /// Keep the last one (by pusher creation order, then push order).
+    COO_DUP_LAST,
+    /// A second contribution to a coordinate is an error.
+    COO_DUP_ERROR,
+}
+
+/// A `coo_dtype` as it crosses the boundary: a plain `int`, so that a value
+/// outside the enum is an error rather than undefined behaviour. The header
+/// calls it `coo_dtype` (cbindgen.toml renames it).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct DTypeArg(pub c_int);
+
+/// A `coo_duplicates` as it crosses the boundary (see [`DTypeArg`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct DuplicatesArg(pub c_int);
+
+/// A C `bool` read from caller memory as a byte: some Fortran compilers
+/// store `.true.` as 0xFF, which is not a valid Rust `bool`. Non-zero is
+/// true. The header calls it `bool`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct BoolArg(pub u8);
+
+/// Options of an assembly; fill with `coo_options_default` first.
+#[repr(C)]
+pub struct coo_options {
+    /// Bytes all the assembler's buffers may use together (default 256 MiB).
+    pub memory_budget: u64,
+    /// Directory for spill files (a private subdirectory is made there);
+    /// NULL: the system temporary directory. Copied by `coo_builder_new`.
+    pub temp_dir: *const c_char,
+    /// Sorting threads and the most pushers alive at once; 0: all cores.
+    pub threads: u32,
+    /// How duplicates combine (default `COO_DUP_SUM`).
+    pub duplicates: DuplicatesArg,
+    /// Drop entries whose combined value is zero (default false).
+    pub drop_zeros: BoolArg,
+    /// Exact float sums, bit-reproducible (default true); false: faster
+    /// sums in arrival order.
+    pub exact_sums: BoolArg,
+}
+
+/// What an assembly did, filled by `coo_builder_finish`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct coo_summary {
+    pub contributions: u64,
+    pub nnz: u64,
+    pub runs_spilled: u64,
+    pub merge_passes: u64,
+    pub bytes_spilled: u64,
+    pub peak_buffer_bytes: u64,
+    /// Wall-clock seconds from `coo_builder_new` to the end of `coo_builder_finish`.
+    pub seconds: f64,
+}
+
+/// Shape and type of an open tensor, filled by `coo_file_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct coo_info {
+    pub rank: u32,
+    /// Extents of the first `rank` dimensions; the rest are 0.
+    pub shape: [i64; 64],
+    pub dtype: DTypeArg,
+    pub nnz: u64,
+    /// Entries are stored in row-major coordinate order.
+    pub sorted: bool,
+}
+
+/// A failed call: the status code and the message for `coo_last_error`.
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub(crate) code: c_int,
+    pub(crate) msg: String,
+}
+
+impl Fail {
+    pub(crate) fn new(code: c_int, msg: impl Into<String>) -> Fail {
+        Fail {
+            code,
+            msg: msg.into(),
+        }
+    }
+
+    pub(crate) fn null(what: &str) -> Fail {
+        Fail::new(COO_ERR_NULL, format!("{what} is NULL"))
+    }
+}
+
+impl From<coo_assembler::Error> for Fail {
+    fn from(e: coo_assembler::Error) -> Fail {
+        use coo_assembler::Error as E;
+        let code = match &e {
+            E::Io { .. } | E::CorruptRun { .. } => COO_ERR_IO,
+            E::InvalidFile { .. } | E::Unsupported(_) | E::TensorNotFound { .. } => {
+                COO_ERR_INVALID_FILE
+            }
+            E::WrongRank { .. } | E::WrongIndexCount { .. } => COO_ERR_RANK,
+            E::IndexOutOfRange { .. } | E::PositionOutOfRange { .. } => COO_ERR_INDEX,
+            E::InvalidValue { .. } => COO_ERR_VALUE,
+            E::DuplicateCoordinate { .. } => COO_ERR_DUPLICATE,
+            E::IntegerOverflow { .. } => COO_ERR_OVERFLOW,
+            E::InvalidOptions(_)
+            | E::InvalidArgument(_)
+            | E::TypeMismatch { .. }
+            | E::OutOfOrder { .. }
+            | E::Input { .. } => COO_ERR_ARGUMENT,
+            E::BudgetTooSmall { .. } | E::OutOfMemory { .. } => COO_ERR_BUDGET,
+            E::Poisoned(_) => COO_ERR_STATE,
+            _ => COO_ERR_OTHER,
+        };
+        Fail::new(code, e.to_string())
+    }
+}
+
+pub(crate) type Res<T> = Result<T, Fail>;
+
+thread_local! {
+    /// This thread's last error: status and NUL-terminated message.
+    static LAST: RefCell<(c_int, CString)> = RefCell::new((COO_OK, CString::default()));
+}
+
+fn record(code: c_int, msg: String) {
+    // An interior NUL would truncate the C string; make it visible instead.
+    let msg = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    LAST.with(|l| *l.borrow_mut() = (code, msg));
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    format!("internal error (please report it): {what}")
+}
+
+/// Run `f`, catching panics; on failure record the error for this thread.
+/// Returns the status code.
+pub(crate) fn status(f: impl FnOnce() -> Res<()>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => COO_OK,
+        Ok(Err(e)) => {
+            record(e.code, e.msg);
+            e.code
+        }
+        Err(p) => {
+            record(COO_ERR_PANIC, panic_message(&*p));
+            COO_ERR_PANIC
+        }
+    }
+}
+
+/// Run `f`, catching panics; a handle on success, NULL on failure.
+pub(crate) fn handle<T>(f: impl FnOnce() -> Res<Box<T>>) -> *mut T {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(b)) => Box::into_raw(b),
+        Ok(Err(e)) => {
+            record(e.code, e.msg);
+            std::ptr::null_mut()
+        }
+        Err(p) => {
+            record(COO_ERR_PANIC, panic_message(&*p));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Run a destructor body, catching panics (they are recorded, not returned).
+pub(crate) fn quietly(f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        record(COO_ERR_PANIC, panic_message(&*p));
+    }
+}
+
+/// A borrowed C string as a path. NULL is `COO_ERR_NULL`.
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+pub(crate) unsafe fn c_path(s: *const c_char, what: &str) -> Res<std::path::PathBuf> {
+    if s.is_null() {
+        return Err(Fail::null(what));
+    }
+    // SAFETY: non-null and NUL-terminated by the caller's contract.
+    let bytes = unsafe { CStr::from_ptr(s) }.to_bytes();
+    if bytes.is_empty() {
+        return Err(Fail::new(COO_ERR_ARGUMENT, format!("{what} is empty")));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(std::ffi::OsStr::from_bytes(bytes).into())
+    }
+    #[cfg(not(unix))]
+    {
+        std::str::from_utf8(bytes)
+            .map(Into::into)
+            .map_err(|_| Fail::new(COO_ERR_ARGUMENT, format!("{what} is not UTF-8")))
+    }
+}
+
+/// The message of this thread's last failed call, or "" if none failed yet.
+/// The pointer stays valid until the next failing call on this thread.
+#[no_mangle]
+pub extern "C" fn coo_last_error() -> *const c_char {
+    // A thread being torn down has no message left: give a static "".
+    LAST.try_with(|l| l.borrow().1.as_ptr())
+        .unwrap_or(c"".as_ptr())
+}
+
+/// The status code of this thread's last failed call, or `COO_OK` if none
+/// failed yet. Useful after a function that returns NULL on error.
+#[no_mangle]
+pub extern "C" fn coo_last_status() -> c_int {
+    LAST.try_with(|l| l.borrow().0).unwrap_or(COO_OK)
+}
+
+/// Record an error for this thread, as if a call had failed with `status`
+/// and `message` (NULL: ""): for language bindings that check arguments
+/// before calling in, so that `coo_last_error` reports their errors too.
+///
+/// # Safety
+/// `message` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn coo_set_last_error(status: c_int, message: *const c_char) {
+    let msg = if message.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null and NUL-terminated by the caller's contract.
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    quietly(|| record(status, msg));
+}
+
+/// A constant name for a status code: "COO_OK", "COO_ERR_INDEX", ...;
+/// "unknown status" for any other value.
+#[no_mangle]
+pub extern "C" fn coo_status_name(status: c_int) -> *const c_char {
+    let s: &'static CStr = match status {
+        COO_OK => c"COO_OK",
+        COO_ERR_NULL => c"COO_ERR_NULL",
+        COO_ERR_ARGUMENT => c"COO_ERR_ARGUMENT",
+        COO_ERR_INDEX => c"COO_ERR_INDEX",
+        COO_ERR_RANK => c"COO_ERR_RANK",
+        COO_ERR_VALUE => c"COO_ERR_VALUE",
+        COO_ERR_DUPLICATE => c"COO_ERR_DUPLICATE",
+        COO_ERR_OVERFLOW => c"COO_ERR_OVERFLOW",
+        COO_ERR_BUDGET => c"COO_ERR_BUDGET",
+        COO_ERR_IO => c"COO_ERR_IO",
+        COO_ERR_INVALID_FILE => c"COO_ERR_INVALID_FILE",
+        COO_ERR_STATE => c"COO_ERR_STATE",
+        COO_ERR_PANIC => c"COO_ERR_PANIC",
+        COO_ERR_OTHER => c"COO_ERR_OTHER",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// The library version, e.g. "0.1.0".
+#[no_mangle]
+pub extern "C" fn coo_version() -> *const c_char {
+    const V: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    V.as_ptr().cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        // SAFETY: coo_last_error always returns a valid C string.
+        unsafe { CStr::from_ptr(coo_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn panics_become_a_status_and_a_message() {
+        let code = status(|| panic!("boom"));
+        assert_eq!(code, COO_ERR_PANIC);
+        assert_eq!(coo_last_status(), COO_ERR_PANIC);
+        assert!(last().contains("boom"), "{}", last());
+    }
+
+    #[test]
+    fn errors_are_per_thread() {
+        assert_eq!(status(|| Err(Fail::new(COO_ERR_IO, "disk"))), COO_ERR_IO);
+        std::thread::spawn(|| {
+            assert_eq!(last(), "");
+            assert_eq!(coo_last_status(), COO_OK);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(last(), "disk");
+        // Success does not clear the last error (like errno).
+        assert_eq!(status(|| Ok(())), COO_OK);
+        assert_eq!(last(), "disk");
+    }
+
+    #[test]
+    fn bindings_can_record_their_own_errors() {
+        unsafe { coo_set_last_error(COO_ERR_RANK, c"index has 3 components".as_ptr()) };
+        assert_eq!(coo_last_status(), COO_ERR_RANK);
+        assert_eq!(last(), "index has 3 components");
+        unsafe { coo_set_last_error(COO_ERR_INDEX, std::ptr::null()) };
+        assert_eq!((coo_last_status(), last()), (COO_ERR_INDEX, String::new()));
+    }
+
+    #[test]
+    fn every_status_has_a_name() {
+        for code in COO_ERR_OTHER..=COO_OK {
+            // SAFETY: static C strings.
+            let n = unsafe { CStr::from_ptr(coo_status_name(code)) };
+            assert!(n.to_str().unwrap().starts_with("COO_"), "{code}");
+        }
+        let n = unsafe { CStr::from_ptr(coo_status_name(7)) };
+        assert_eq!(n.to_str().unwrap(), "unknown status");
+    }
+
+    #[test]
+    fn library_errors_map_to_codes() {
+        let e = coo_assembler::Error::IndexOutOfRange {
+            contribution: 3,
+            dim: 1,
+            index: 9,
+            extent: 4,
+        };
+        let f = Fail::from(e);
+        assert_eq!(f.code, COO_ERR_INDEX);
+        assert!(f.msg.contains("index 9 in dimension 1"), "{}", f.msg);
+    }
+}

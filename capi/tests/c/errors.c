@@ -1,0 +1,262 @@
+/* Error paths of the C API: each call gives its documented status code and
+ * a message. Usage: errors DIR (an empty directory for outputs and spills).
+ * Prints one line per check; exits 1 if any check failed. */
+#include <coo_assembler.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+
+/* `got` must be `want`; an error must come with a message. */
+static void expect(int got, int want, const char *label) {
+    const char *msg = got == COO_OK ? "" : coo_last_error();
+    if (got != want || (want != COO_OK && msg[0] == '\0')) {
+        printf("FAIL %s: got %s, want %s (%s)\n", label, coo_status_name(got),
+               coo_status_name(want), msg);
+        failures++;
+    } else {
+        printf("ok %s: %s %s\n", label, coo_status_name(got), msg);
+    }
+}
+
+/* For functions returning a handle: NULL means coo_last_status(). */
+static int status_of(const void *handle) { return handle ? COO_OK : coo_last_status(); }
+
+static void expect_true(int cond, const char *label) {
+    printf("%s %s\n", cond ? "ok" : "FAIL", label);
+    if (!cond)
+        failures++;
+}
+
+static char dir[4096], spill[4096];
+
+static const char *in_dir(const char *name) {
+    static char buf[8][4200];
+    static int next = 0;
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+    return b;
+}
+
+static coo_builder *new_builder(uint32_t rank, const int64_t *shape, coo_dtype t,
+                                coo_duplicates dup, uint32_t threads) {
+    coo_options o;
+    coo_options_default(&o);
+    o.temp_dir = spill;
+    o.duplicates = dup;
+    o.threads = threads;
+    coo_builder *b = coo_builder_new(rank, shape, t, &o);
+    if (b == NULL) {
+        printf("FAIL new_builder: %s\n", coo_last_error());
+        failures++;
+    }
+    return b;
+}
+
+static void *other_thread(void *arg) {
+    (void)arg;
+    /* A fresh thread has no error; its errors do not touch main's. */
+    expect_true(coo_last_error()[0] == '\0' && coo_last_status() == COO_OK,
+                "a new thread starts without an error");
+    int64_t idx[2] = {0, 0};
+    expect(coo_builder_push(NULL, idx, 1.0), COO_ERR_NULL, "push on NULL (other thread)");
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2)
+        return 2;
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    snprintf(spill, sizeof spill, "%s/spill", argv[1]);
+    expect_true(coo_last_error()[0] == '\0' && coo_last_status() == COO_OK,
+                "no error before any call");
+    expect_true(strlen(coo_version()) > 0, "coo_version");
+
+    int64_t shape[2] = {3, 4};
+    int64_t idx[2] = {0, 0};
+    double v = 0;
+    coo_options o;
+    coo_options_default(&o);
+
+    /* Bad builder arguments. */
+    expect(status_of(coo_builder_new(0, shape, COO_F64, NULL)), COO_ERR_ARGUMENT, "rank 0");
+    int64_t big[65] = {0};
+    expect(status_of(coo_builder_new(65, big, COO_F64, NULL)), COO_ERR_ARGUMENT, "rank 65");
+    expect(status_of(coo_builder_new(2, NULL, COO_F64, NULL)), COO_ERR_NULL, "NULL shape");
+    int64_t negative_shape[2] = {3, -4};
+    expect(status_of(coo_builder_new(2, negative_shape, COO_F64, NULL)), COO_ERR_ARGUMENT,
+           "negative extent");
+    expect(status_of(coo_builder_new(2, shape, (coo_dtype)99, NULL)), COO_ERR_ARGUMENT,
+           "unknown dtype");
+    o.duplicates = (coo_duplicates)7;
+    expect(status_of(coo_builder_new(2, shape, COO_F64, &o)), COO_ERR_ARGUMENT,
+           "unknown duplicates policy");
+    coo_options_default(&o);
+    o.memory_budget = 1;
+    expect(status_of(coo_builder_new(2, shape, COO_F64, &o)), COO_ERR_BUDGET, "budget of 1 byte");
+    expect_true(strstr(coo_last_error(), "at least") != NULL, "budget message names the minimum");
+
+    /* NULL handles and pointers. */
+    expect(coo_builder_push(NULL, idx, 1.0), COO_ERR_NULL, "push on NULL builder");
+    expect(coo_pusher_push(NULL, idx, 1.0), COO_ERR_NULL, "push on NULL pusher");
+    expect(status_of(coo_pusher_new(NULL)), COO_ERR_NULL, "pusher of NULL builder");
+    expect(coo_builder_finish(NULL, in_dir("x.hrry"), NULL), COO_ERR_NULL, "finish NULL");
+    expect(coo_file_info(NULL, NULL), COO_ERR_NULL, "info on NULL file");
+    expect(status_of(coo_file_open(NULL)), COO_ERR_NULL, "open NULL path");
+    coo_builder_free(NULL);
+    coo_pusher_free(NULL);
+    coo_file_close(NULL);
+    coo_options_default(NULL);
+    expect_true(1, "free/close/default accept NULL");
+
+    /* Per-thread messages. */
+    expect(coo_builder_push(NULL, idx, 1.0), COO_ERR_NULL, "push on NULL (main)");
+    char before[256];
+    snprintf(before, sizeof before, "%s", coo_last_error());
+    pthread_t t;
+    pthread_create(&t, NULL, other_thread, NULL);
+    pthread_join(t, NULL);
+    expect_true(strcmp(before, coo_last_error()) == 0, "main's message survives the other thread");
+
+    /* Indices. */
+    coo_builder *b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, NULL, 1.0), COO_ERR_NULL, "NULL idx");
+    int64_t neg[2] = {-1, 0}, row_out[2] = {3, 0}, col_out[2] = {0, 4};
+    expect(coo_builder_push(b, neg, 1.0), COO_ERR_INDEX, "negative index");
+    expect_true(strstr(coo_last_error(), "negative") != NULL, "message says negative");
+    expect(coo_builder_push(b, row_out, 1.0), COO_ERR_INDEX, "row out of range");
+    expect(coo_builder_push(b, col_out, 1.0), COO_ERR_INDEX, "column out of range");
+    int64_t many[6] = {0, 0, 1, 1, 2, -3};
+    double many_v[3] = {1, 2, 3};
+    expect(coo_builder_push_many(b, 3, many, many_v), COO_ERR_INDEX, "negative in push_many");
+    expect(coo_builder_push_many(b, 2, NULL, many_v), COO_ERR_NULL, "push_many NULL idx");
+    expect(coo_builder_push_many(b, 0, NULL, NULL), COO_OK, "push_many of nothing");
+    int64_t dofs_neg[2] = {0, -2}, dofs_out[2] = {0, 3};
+    double ke[4] = {1, 2, 3, 4};
+    expect(coo_builder_push_element(b, 2, dofs_neg, ke), COO_ERR_INDEX, "negative dof");
+    expect(coo_builder_push_element(b, 2, dofs_out, ke), COO_ERR_INDEX, "dof out of range");
+    int64_t good[2] = {2, 3};
+    expect(coo_builder_push(b, good, 1.5), COO_OK, "a good push");
+    expect(coo_builder_push(b, good, NAN), COO_OK, "NaN kept by default in a float tensor");
+    coo_builder_free(b);
+
+    /* Wrong rank. */
+    int64_t shape3[3] = {2, 2, 2};
+    b = new_builder(3, shape3, COO_F64, COO_DUP_SUM, 2);
+    int64_t dofs[2] = {0, 1};
+    expect(coo_builder_push_element(b, 2, dofs, ke), COO_ERR_RANK, "element into a rank-3 tensor");
+    coo_builder_free(b);
+
+    /* Values for integer tensors. */
+    b = new_builder(2, shape, COO_I8, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, idx, 1.5), COO_ERR_VALUE, "1.5 into i8");
+    expect(coo_builder_push(b, idx, 300), COO_ERR_VALUE, "300 into i8");
+    expect(coo_builder_push(b, idx, NAN), COO_ERR_VALUE, "NaN into i8");
+    expect(coo_builder_push(b, idx, -128), COO_OK, "-128 into i8");
+    double ke_bad[4] = {1, 2, 3, 0.25};
+    expect(coo_builder_push_element(b, 2, dofs, ke_bad), COO_ERR_VALUE, "element with 0.25 into i8");
+    expect(coo_builder_finish(b, in_dir("i8.hrry"), NULL), COO_OK, "finish i8");
+    coo_file *f = coo_file_open(in_dir("i8.hrry"));
+    expect(status_of(f), COO_OK, "open i8");
+    coo_info info;
+    expect(coo_file_info(f, &info), COO_OK, "info i8");
+    expect_true(info.dtype == COO_I8 && info.nnz == 1, "i8 tensor holds one entry");
+    expect(coo_file_get(f, idx, &v), COO_OK, "get i8");
+    expect_true(v == -128.0, "value -128 read back (nothing of the refused element)");
+    coo_file_close(f);
+
+    b = new_builder(1, shape, COO_U64, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, idx, -1), COO_ERR_VALUE, "-1 into u64");
+    expect(coo_builder_push(b, idx, 9223372036854775808.0), COO_OK, "2^63 into u64");
+    expect(coo_builder_finish(b, in_dir("u64.hrry"), NULL), COO_OK, "finish u64");
+    f = coo_file_open(in_dir("u64.hrry"));
+    expect(coo_file_get(f, idx, &v), COO_OK, "get u64");
+    expect_true(v == 9223372036854775808.0, "2^63 read back");
+    coo_file_close(f);
+
+    /* Integer overflow and duplicates are found at finish. */
+    b = new_builder(2, shape, COO_I8, COO_DUP_SUM, 2);
+    coo_builder_push(b, idx, 100);
+    coo_builder_push(b, idx, 100);
+    expect(coo_builder_finish(b, in_dir("overflow.hrry"), NULL), COO_ERR_OVERFLOW, "100 + 100 in i8");
+    b = new_builder(2, shape, COO_F64, COO_DUP_ERROR, 2);
+    coo_builder_push(b, idx, 1);
+    coo_builder_push(b, idx, 2);
+    expect(coo_builder_finish(b, in_dir("dup.hrry"), NULL), COO_ERR_DUPLICATE, "COO_DUP_ERROR");
+
+    /* Options reach the library. */
+    coo_options_default(&o);
+    o.temp_dir = spill;
+    o.drop_zeros = true;
+    o.duplicates = COO_DUP_MIN;
+    b = coo_builder_new(2, shape, COO_F64, &o);
+    int64_t one[2] = {1, 1};
+    coo_builder_push(b, idx, 0.0);
+    coo_builder_push(b, one, 5.0);
+    coo_builder_push(b, one, -2.0);
+    coo_summary s;
+    expect(coo_builder_finish(b, in_dir("min.hrry"), &s), COO_OK, "finish min/drop_zeros");
+    expect_true(s.nnz == 1 && s.contributions == 3, "zero dropped, min kept");
+    f = coo_file_open(in_dir("min.hrry"));
+    coo_file_get(f, one, &v);
+    expect_true(v == -2.0, "min of 5 and -2");
+    coo_file_close(f);
+
+    /* Pusher limits and lifetimes. */
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 1);
+    coo_pusher *p = coo_pusher_new(b);
+    expect(status_of(p), COO_OK, "first pusher");
+    expect(status_of(coo_pusher_new(b)), COO_ERR_STATE, "second pusher with threads = 1");
+    expect(coo_builder_push(b, idx, 1.0), COO_ERR_STATE, "builder push while the pusher lives");
+    expect(coo_pusher_push(p, idx, 1.0), COO_OK, "pusher push");
+    coo_pusher_free(p);
+    expect(coo_builder_push(b, idx, 1.0), COO_OK, "builder push after the pusher is freed");
+    coo_builder_free(b);
+
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    p = coo_pusher_new(b);
+    expect(coo_builder_finish(b, in_dir("alive.hrry"), NULL), COO_ERR_STATE, "finish with a live pusher");
+    expect(coo_pusher_push(p, idx, 1.0), COO_OK, "an orphaned pusher still accepts pushes");
+    coo_pusher_free(p); /* the abandoned builder goes with it */
+    f = coo_file_open(in_dir("alive.hrry"));
+    expect(status_of(f), COO_ERR_IO, "nothing written by the failed finish");
+
+    /* Bad output paths: the builder is consumed, nothing appears. */
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    coo_builder_push(b, idx, 1.0);
+    expect(coo_builder_finish(b, in_dir("no/such/dir/K.hrry"), NULL), COO_ERR_IO, "finish into a missing directory");
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    expect(coo_builder_finish(b, "", NULL), COO_ERR_ARGUMENT, "finish to an empty path");
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    expect(coo_builder_finish(b, NULL, NULL), COO_ERR_NULL, "finish to a NULL path");
+
+    /* Reading. */
+    expect(status_of(coo_file_open(in_dir("missing.hrry"))), COO_ERR_IO, "open a missing file");
+    FILE *junk = fopen(in_dir("junk.hrry"), "w");
+    fputs("this is not a Hurray file, just some text that is long enough to be read\n", junk);
+    fclose(junk);
+    expect(status_of(coo_file_open(in_dir("junk.hrry"))), COO_ERR_INVALID_FILE, "open a text file");
+    expect(status_of(coo_file_open_tensor(in_dir("min.hrry"), "nope")), COO_ERR_INVALID_FILE,
+           "open a tensor that is not there");
+    f = coo_file_open_tensor(in_dir("min.hrry"), "coo");
+    expect(status_of(f), COO_OK, "open the tensor by name");
+    expect(coo_file_get(f, neg, &v), COO_ERR_INDEX, "get at a negative index");
+    expect(coo_file_get(f, row_out, &v), COO_ERR_INDEX, "get out of range");
+    expect(coo_file_get(f, idx, NULL), COO_ERR_NULL, "get into NULL");
+    expect(coo_file_get(f, idx, &v), COO_OK, "get an absent entry");
+    expect_true(v == 0.0, "absent entries read as 0");
+    size_t got = 99;
+    expect(coo_file_read_entries(f, 2, 1, NULL, NULL, &got), COO_ERR_INDEX, "read past the end");
+    expect(coo_file_read_entries(f, 1, 5, NULL, NULL, &got), COO_OK, "read at the end");
+    expect_true(got == 0, "nothing read at the end");
+    uint64_t lo, hi;
+    int64_t prefix3[3] = {0, 0, 0};
+    expect(coo_file_prefix_range(f, 3, prefix3, &lo, &hi), COO_ERR_RANK, "prefix longer than the rank");
+    expect(coo_file_verify(f), COO_OK, "verify a good file");
+    coo_file_close(f);
+
+    printf("%d failed\n", failures);
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,452 @@
+//! C and Fortran programs built against libcoo_assembler, run, and their
+//! output files checked with the Rust reader.
+//!
+//! Needs a C compiler (`cc`, or `$CC`) and `gfortran` (or `$FC`); `.ci/run`
+//! installs gfortran when it is missing. The library is built by running
+//! cargo from the test (`cargo test` does not build a cdylib-only crate for
+//! its integration tests), into this test's own target directory and
+//! profile.
+
+use coo_assembler::{AssembleOptions, Builder, DType, Error, HurrayFile, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("capi/ has a parent")
+        .to_path_buf()
+}
+
+/// The directory holding libcoo_assembler.so and .a, built once per run.
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // This test runs as <target>/<profile dir>/deps/<name>-<hash>.
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in <target>/<profile>/deps")
+            .to_path_buf();
+        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev".to_string(),
+            Some(other) => other.to_string(),
+            None => panic!("no profile directory in {}", exe.display()),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let out = Command::new(cargo)
+            .args(["build", "-p", "coo-assembler-capi", "--profile", &profile])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(repo_root())
+            .output()
+            .expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build -p coo-assembler-capi failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for lib in ["libcoo_assembler.so", "libcoo_assembler.a"] {
+            assert!(
+                profile_dir.join(lib).exists(),
+                "{lib} missing in {}",
+                profile_dir.display()
+            );
+        }
+        profile_dir
+    })
+}
+
+fn tool(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
+/// Run a command, panic with its output unless it succeeds; its stdout.
+fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+enum Link {
+    Shared,
+    Static,
+}
+
+/// Compile C sources against the library into `dir/exe`.
+fn compile_c(sources: &[PathBuf], dir: &Path, exe: &str, link: Link) -> PathBuf {
+    let lib = lib_dir();
+    let out = dir.join(exe);
+    let mut cmd = Command::new(tool("CC", "cc"));
+    cmd.args([
+        "-std=c11",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+    ])
+    .arg("-I")
+    .arg(repo_root().join("include"))
+    .args(sources)
+    .arg("-o")
+    .arg(&out);
+    match link {
+        Link::Shared => {
+            cmd.arg(format!("-L{}", lib.display()))
+                .arg("-lcoo_assembler")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            // The static library needs what the Rust standard library uses.
+            cmd.arg(lib.join("libcoo_assembler.a"))
+                .args(["-lgcc_s", "-lutil", "-lrt", "-ldl"]);
+        }
+    }
+    cmd.args(["-lpthread", "-lm"]);
+    run(&mut cmd, &format!("compiling {exe}"));
+    out
+}
+
+/// A field `name=<number>` of a program's output.
+fn field(out: &str, name: &str) -> u64 {
+    let key = format!("{name}=");
+    out.split_whitespace()
+        .find_map(|w| w.strip_prefix(&key))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name}= in:\n{out}"))
+}
+
+/// Every entry of the file's only tensor, as f64.
+fn entries(path: &Path) -> BTreeMap<(u64, u64), f64> {
+    let file = HurrayFile::open(path).expect("open output");
+    let t = file.only_tensor().expect("one tensor");
+    assert!(t.verify().is_empty(), "{:?}", t.verify());
+    t.iter().map(|(i, v)| ((i[0], i[1]), v.to_f64())).collect()
+}
+
+#[test]
+fn c_example_assembles_1d_poisson_and_reads_it_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/examples/assemble.c")],
+        dir.path(),
+        "assemble",
+        Link::Shared,
+    );
+    let n = 64u64;
+    let path = dir.path().join("K.hrry");
+    let out = run(Command::new(&exe).arg(&path).arg(n.to_string()), "assemble");
+    assert_eq!(field(&out, "contributions"), 4 * n);
+    assert_eq!(field(&out, "nnz"), 3 * n + 1);
+    assert!(out.contains("K[1,1]=128\n"), "{out}");
+    assert!(
+        out.contains("K[1,0]=-64\nK[1,1]=128\nK[1,2]=-64\n"),
+        "{out}"
+    );
+
+    // The tridiagonal matrix of linear elements with h = 1/n.
+    let mut want = BTreeMap::new();
+    for e in 0..n {
+        for (a, b, v) in [(0, 0, 1.0), (0, 1, -1.0), (1, 0, -1.0), (1, 1, 1.0)] {
+            *want.entry((e + a, e + b)).or_insert(0.0) += v * n as f64;
+        }
+    }
+    assert_eq!(entries(&path), want);
+}
+
+#[test]
+fn c_example_links_statically() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/examples/assemble.c")],
+        dir.path(),
+        "assemble_static",
+        Link::Static,
+    );
+    let path = dir.path().join("K.hrry");
+    let out = run(Command::new(&exe).arg(&path).arg("5"), "assemble_static");
+    assert_eq!(field(&out, "nnz"), 16);
+    assert_eq!(entries(&path).get(&(2, 2)), Some(&10.0));
+}
+
+/// The smallest budget the library accepts for this shape and thread count.
+fn minimum_budget(shape: &[u64], threads: usize) -> u64 {
+    let opts = AssembleOptions {
+        memory_budget: 1,
+        threads,
+        ..AssembleOptions::default()
+    };
+    match Builder::new(shape, DType::F64, opts) {
+        Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("a 1-byte budget was accepted"),
+    }
+}
+
+/// Replays tests/c/threads.c: each thread's LCG and how it pushes.
+fn threads_oracle(threads: u64, per_thread: u64) -> BTreeMap<(u64, u64), f64> {
+    let mut want = BTreeMap::new();
+    for t in 0..threads {
+        let mut s = 1000 + t;
+        for i in 0..per_thread {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (r, c) = ((s >> 33) % 300, (s >> 13) % 300);
+            let v = (((s >> 50) % 17) as f64 - 8.0) / 8.0;
+            let mut add = |k, x| *want.entry(k).or_insert(0.0) += x;
+            if i % 3 == 2 {
+                add((r, r), v);
+                add((r, c), 1.0);
+                add((c, r), -1.0);
+                add((c, c), v);
+            } else {
+                add((r, c), v);
+            }
+        }
+    }
+    want
+}
+
+#[test]
+fn c_threads_push_at_once_through_pushers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/threads.c")],
+        dir.path(),
+        "threads",
+        Link::Shared,
+    );
+    let (threads, per_thread) = (4u64, 60_000u64);
+    // Just above the minimum: runs must spill and merge in several passes.
+    let budget = minimum_budget(&[300, 300], threads as usize) * 11 / 10;
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).expect("mkdir spill");
+    let path = dir.path().join("T.hrry");
+    let out = run(
+        Command::new(&exe)
+            .arg(&path)
+            .arg(threads.to_string())
+            .arg(per_thread.to_string())
+            .arg(budget.to_string())
+            .arg(&spill),
+        "threads",
+    );
+    let want = threads_oracle(threads, per_thread);
+    // Values are multiples of 1/8 far from overflow: every sum is exact
+    // in any order, so the oracle's plain additions are the exact sums.
+    assert_eq!(entries(&path), want);
+    let thirds = per_thread / 3;
+    assert_eq!(
+        field(&out, "contributions"),
+        threads * (thirds * 2 + thirds * 4)
+    );
+    assert!(field(&out, "runs_spilled") > 0, "{out}");
+    assert!(field(&out, "merge_passes") > 1, "{out}");
+    let left: Vec<_> = std::fs::read_dir(&spill).expect("read spill").collect();
+    assert!(left.is_empty(), "spill files left: {left:?}");
+}
+
+#[test]
+fn c_error_paths_give_documented_codes_and_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/errors.c")],
+        dir.path(),
+        "errors",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "errors");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    // Each code the header documents for these paths was seen.
+    for code in [
+        "COO_ERR_NULL",
+        "COO_ERR_ARGUMENT",
+        "COO_ERR_INDEX",
+        "COO_ERR_RANK",
+        "COO_ERR_VALUE",
+        "COO_ERR_DUPLICATE",
+        "COO_ERR_OVERFLOW",
+        "COO_ERR_BUDGET",
+        "COO_ERR_IO",
+        "COO_ERR_INVALID_FILE",
+        "COO_ERR_STATE",
+    ] {
+        assert!(
+            out.contains(&format!(": {code} ")),
+            "{code} not seen:\n{out}"
+        );
+    }
+    // Failed and abandoned assemblies leave no spill file and no output.
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    for gone in ["overflow.hrry", "dup.hrry", "alive.hrry"] {
+        assert!(!work.join(gone).exists(), "{gone} was published");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&work)
+        .expect("read")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary outputs left: {leftovers:?}"
+    );
+    // The integer tensor written through the C API reads back in Rust.
+    let f = HurrayFile::open(work.join("i8.hrry")).expect("open");
+    let t = f.only_tensor().expect("tensor");
+    assert_eq!(t.dtype(), DType::I8);
+    assert_eq!(t.get(&[0, 0]).expect("get"), Value::Int(-128));
+}
+
+/// The P1 stiffness matrix of the Fortran example, computed here the
+/// same way (element by element) but summed in Rust.
+fn poisson_2d_oracle(n: u64) -> BTreeMap<(u64, u64), f64> {
+    let mut want = BTreeMap::new();
+    for s in 0..n * n {
+        let (i, j) = (s % n, s / n);
+        for tri in [
+            [(i, j), (i + 1, j), (i + 1, j + 1)],
+            [(i, j), (i + 1, j + 1), (i, j + 1)],
+        ] {
+            let x: Vec<f64> = tri.iter().map(|p| p.0 as f64 / n as f64).collect();
+            let y: Vec<f64> = tri.iter().map(|p| p.1 as f64 / n as f64).collect();
+            let area2 = (x[1] - x[0]) * (y[2] - y[0]) - (x[2] - x[0]) * (y[1] - y[0]);
+            let bx = [y[1] - y[2], y[2] - y[0], y[0] - y[1]];
+            let by = [x[2] - x[1], x[0] - x[2], x[1] - x[0]];
+            let dof: Vec<u64> = tri.iter().map(|p| p.1 * (n + 1) + p.0).collect();
+            for a in 0..3 {
+                for b in 0..3 {
+                    let k = (bx[a] * bx[b] + by[a] * by[b]) / (2.0 * area2);
+                    *want.entry((dof[a], dof[b])).or_insert(0.0) += k;
+                }
+            }
+        }
+    }
+    want
+}
+
+/// Compile Fortran sources (after the module) against the library.
+fn compile_fortran(sources: &[&str], dir: &Path, exe: &str, flags: &[&str]) -> PathBuf {
+    let lib = lib_dir();
+    let fc = tool("FC", "gfortran");
+    let out = dir.join(exe);
+    let mut cmd = Command::new(&fc);
+    // In the temporary directory: no stale .mod file elsewhere is found first.
+    cmd.current_dir(dir)
+        .args(["-std=f2008", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .args(flags)
+        .arg(format!("-J{}", dir.display()))
+        .arg(repo_root().join("fortran/coo_assembler.f90"))
+        .args(sources.iter().map(|s| repo_root().join(s)))
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lcoo_assembler")
+        .arg(format!("-Wl,-rpath,{}", lib.display()));
+    let compiled = cmd.output().unwrap_or_else(|e| {
+        panic!("cannot run {fc}: {e} (install gfortran: apt-get install gfortran, or set FC)")
+    });
+    assert!(
+        compiled.status.success(),
+        "{fc} failed:\n{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    out
+}
+
+#[test]
+fn fortran_example_assembles_2d_poisson_with_openmp_pushers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_fortran(
+        &["fortran/examples/assemble_fe.f90"],
+        dir.path(),
+        "assemble_fe",
+        &["-fopenmp"],
+    );
+    let n = 24u64;
+    let path = dir.path().join("K.hrry");
+    let out = run(
+        Command::new(&exe)
+            .arg(&path)
+            .arg(n.to_string())
+            .env("OMP_NUM_THREADS", "2"),
+        "assemble_fe",
+    );
+    assert!(out.contains("threads=2"), "{out}");
+    assert!(out.contains(")=4.000"), "{out}");
+    let row_sum: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("max |row sum|="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no row sum in:\n{out}"));
+    assert!(row_sum < 1e-12, "{out}");
+    assert!(out.contains("verify=0"), "{out}");
+
+    let got = entries(&path);
+    let want = poisson_2d_oracle(n);
+    assert_eq!(got.len(), want.len());
+    for ((k, g), (wk, w)) in got.iter().zip(&want) {
+        assert_eq!(k, wk);
+        // Exact sums against the oracle's order-dependent ones: ulps apart.
+        assert!((g - w).abs() <= 1e-12, "{k:?}: {g} vs {w}");
+    }
+    assert_eq!(field(&out, "contributions"), 2 * n * n * 9);
+}
+
+#[test]
+fn fortran_layer_indices_batches_and_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The checks compare exact sums with ==, on purpose.
+    let exe = compile_fortran(
+        &["capi/tests/fortran/checks.f90"],
+        dir.path(),
+        "checks",
+        &["-Wno-compare-reals"],
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "checks");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let e = entries(&work.join("F.hrry"));
+    assert_eq!(e.len(), 100);
+    assert_eq!(e[&(8, 9)], 50.0);
+}
+
+#[test]
+fn docs_show_the_tested_examples_verbatim() {
+    let docs = std::fs::read_to_string(repo_root().join("docs/c-api.md")).expect("docs/c-api.md");
+    for example in [
+        "capi/examples/assemble.c",
+        "fortran/examples/assemble_fe.f90",
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(example)).expect("example");
+        assert!(
+            docs.contains(&text),
+            "docs/c-api.md does not show {example} as it is; paste it again"
+        );
+    }
+}

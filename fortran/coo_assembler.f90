@@ -1,0 +1,733 @@
+! coo_assembler: Fortran interface to the coo-assembler C library
+! (libcoo_assembler.so / .a; see docs/c-api.md).
+!
+! Two layers:
+! - the C API itself through ISO_C_BINDING (coo_builder_new, coo_pusher_push,
+!   ..., same names, types and status codes as include/coo_assembler.h);
+! - a thin idiomatic layer: derived types coo_builder_t, coo_pusher_t and
+!   coo_file_t whose procedures take Fortran strings, default or 64-bit
+!   integer indices, optional 1-based indexing (one_based=.true.), and an
+!   optional `stat` argument: when it is absent, an error prints the
+!   library's message and stops the program.
+!
+! Threads: one coo_pusher_t per thread (e.g. per OpenMP thread); at most
+! `threads` pushers may be alive at once. A coo_builder_t's own push calls
+! are serialised by a lock. A coo_file_t may be read from several threads.
+module coo_assembler
+   use, intrinsic :: iso_c_binding
+   use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64
+   implicit none
+   private
+
+   ! coo_dtype
+   integer(c_int), parameter, public :: COO_F64 = 0, COO_F32 = 1, COO_F16 = 2, &
+      COO_BF16 = 3, COO_I8 = 4, COO_I16 = 5, COO_I32 = 6, COO_I64 = 7, COO_U8 = 8, &
+      COO_U16 = 9, COO_U32 = 10, COO_U64 = 11
+   ! coo_duplicates
+   integer(c_int), parameter, public :: COO_DUP_SUM = 0, COO_DUP_MIN = 1, &
+      COO_DUP_MAX = 2, COO_DUP_LAST = 3, COO_DUP_ERROR = 4
+   ! Status codes
+   integer(c_int), parameter, public :: COO_OK = 0, COO_ERR_NULL = -1, &
+      COO_ERR_ARGUMENT = -2, COO_ERR_INDEX = -3, COO_ERR_RANK = -4, COO_ERR_VALUE = -5, &
+      COO_ERR_DUPLICATE = -6, COO_ERR_OVERFLOW = -7, COO_ERR_BUDGET = -8, &
+      COO_ERR_IO = -9, COO_ERR_INVALID_FILE = -10, COO_ERR_STATE = -11, &
+      COO_ERR_PANIC = -12, COO_ERR_OTHER = -13
+   integer, parameter, public :: COO_MAX_RANK = 64
+
+   ! The C structs. Unsigned C fields are signed here (Fortran has no
+   ! unsigned integers); the values involved stay far below 2^63.
+   type, bind(c), public :: coo_options
+      integer(c_int64_t) :: memory_budget
+      type(c_ptr) :: temp_dir
+      integer(c_int32_t) :: threads
+      integer(c_int) :: duplicates
+      logical(c_bool) :: drop_zeros
+      logical(c_bool) :: exact_sums
+   end type coo_options
+
+   type, bind(c), public :: coo_summary
+      integer(c_int64_t) :: contributions, nnz, runs_spilled, merge_passes, &
+         bytes_spilled, peak_buffer_bytes
+      real(c_double) :: seconds
+   end type coo_summary
+
+   type, bind(c), public :: coo_info
+      integer(c_int32_t) :: rank
+      integer(c_int64_t) :: shape(64)
+      integer(c_int) :: dtype
+      integer(c_int64_t) :: nnz
+      logical(c_bool) :: sorted
+   end type coo_info
+
+   ! ------------------------------------------------------------------
+   ! The C API (see include/coo_assembler.h for each function's contract)
+   ! ------------------------------------------------------------------
+   public :: coo_options_default, coo_builder_new, coo_builder_push, &
+      coo_builder_push_many, coo_builder_push_element, coo_pusher_new, &
+      coo_pusher_push, coo_pusher_push_many, coo_pusher_push_element, &
+      coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
+      coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
+      coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close
+
+   interface
+      subroutine coo_options_default(out) bind(c, name="coo_options_default")
+         import :: coo_options
+         type(coo_options), intent(out) :: out
+      end subroutine coo_options_default
+
+      function coo_builder_new(rank, shape, dtype, options) &
+         bind(c, name="coo_builder_new") result(b)
+         import :: c_int32_t, c_int64_t, c_int, c_ptr, coo_options
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         type(c_ptr) :: b
+      end function coo_builder_new
+
+      function coo_builder_push(b, idx, value) bind(c, name="coo_builder_push") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), value :: value
+         integer(c_int) :: s
+      end function coo_builder_push
+
+      function coo_builder_push_many(b, n, idx, values) &
+         bind(c, name="coo_builder_push_many") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_builder_push_many
+
+      function coo_builder_push_element(b, k, dofs, ke) &
+         bind(c, name="coo_builder_push_element") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_size_t), value :: k
+         integer(c_int64_t), intent(in) :: dofs(*)
+         real(c_double), intent(in) :: ke(*)
+         integer(c_int) :: s
+      end function coo_builder_push_element
+
+      function coo_pusher_new(b) bind(c, name="coo_pusher_new") result(p)
+         import :: c_ptr
+         type(c_ptr), value :: b
+         type(c_ptr) :: p
+      end function coo_pusher_new
+
+      function coo_pusher_push(p, idx, value) bind(c, name="coo_pusher_push") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: p
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), value :: value
+         integer(c_int) :: s
+      end function coo_pusher_push
+
+      function coo_pusher_push_many(p, n, idx, values) &
+         bind(c, name="coo_pusher_push_many") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: p
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_pusher_push_many
+
+      function coo_pusher_push_element(p, k, dofs, ke) &
+         bind(c, name="coo_pusher_push_element") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: p
+         integer(c_size_t), value :: k
+         integer(c_int64_t), intent(in) :: dofs(*)
+         real(c_double), intent(in) :: ke(*)
+         integer(c_int) :: s
+      end function coo_pusher_push_element
+
+      subroutine coo_pusher_free(p) bind(c, name="coo_pusher_free")
+         import :: c_ptr
+         type(c_ptr), value :: p
+      end subroutine coo_pusher_free
+
+      function coo_builder_finish(b, path, out) bind(c, name="coo_builder_finish") result(s)
+         import :: c_ptr, c_char, c_int, coo_summary
+         type(c_ptr), value :: b
+         character(kind=c_char), intent(in) :: path(*)
+         type(coo_summary), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_builder_finish
+
+      subroutine coo_builder_free(b) bind(c, name="coo_builder_free")
+         import :: c_ptr
+         type(c_ptr), value :: b
+      end subroutine coo_builder_free
+
+      function coo_last_error() bind(c, name="coo_last_error") result(msg)
+         import :: c_ptr
+         type(c_ptr) :: msg
+      end function coo_last_error
+
+      subroutine coo_set_last_error(status, message) bind(c, name="coo_set_last_error")
+         import :: c_int, c_char
+         integer(c_int), value :: status
+         character(kind=c_char), intent(in) :: message(*)
+      end subroutine coo_set_last_error
+
+      function coo_last_status() bind(c, name="coo_last_status") result(s)
+         import :: c_int
+         integer(c_int) :: s
+      end function coo_last_status
+
+      function coo_file_open(path) bind(c, name="coo_file_open") result(f)
+         import :: c_char, c_ptr
+         character(kind=c_char), intent(in) :: path(*)
+         type(c_ptr) :: f
+      end function coo_file_open
+
+      function coo_file_open_tensor(path, name) bind(c, name="coo_file_open_tensor") result(f)
+         import :: c_char, c_ptr
+         character(kind=c_char), intent(in) :: path(*)
+         character(kind=c_char), intent(in) :: name(*)
+         type(c_ptr) :: f
+      end function coo_file_open_tensor
+
+      function coo_file_info(f, out) bind(c, name="coo_file_info") result(s)
+         import :: c_ptr, c_int, coo_info
+         type(c_ptr), value :: f
+         type(coo_info), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_file_info
+
+      function coo_file_get(f, idx, value) bind(c, name="coo_file_get") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: f
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), intent(out) :: value
+         integer(c_int) :: s
+      end function coo_file_get
+
+      function coo_file_read_entries(f, first, n, idx, values, n_read) &
+         bind(c, name="coo_file_read_entries") result(s)
+         import :: c_ptr, c_int64_t, c_size_t, c_double, c_int
+         type(c_ptr), value :: f
+         integer(c_int64_t), value :: first
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(out) :: idx(*)
+         real(c_double), intent(out) :: values(*)
+         integer(c_size_t), intent(out) :: n_read
+         integer(c_int) :: s
+      end function coo_file_read_entries
+
+      function coo_file_verify(f) bind(c, name="coo_file_verify") result(s)
+         import :: c_ptr, c_int
+         type(c_ptr), value :: f
+         integer(c_int) :: s
+      end function coo_file_verify
+
+      subroutine coo_file_close(f) bind(c, name="coo_file_close")
+         import :: c_ptr
+         type(c_ptr), value :: f
+      end subroutine coo_file_close
+
+      pure function c_strlen(s) bind(c, name="strlen") result(n)
+         import :: c_ptr, c_size_t
+         type(c_ptr), value, intent(in) :: s
+         integer(c_size_t) :: n
+      end function c_strlen
+   end interface
+
+   ! ------------------------------------------------------------------
+   ! The idiomatic layer
+   ! ------------------------------------------------------------------
+   public :: coo_error_message
+
+   !> What builders and pushers share: the handle, the index base and the
+   !> push procedures (which go to coo_builder_push* or coo_pusher_push*).
+   type, public :: coo_pushing_t
+      type(c_ptr) :: handle = c_null_ptr
+      integer :: rank = 0
+      !> Subtracted from every index: 1 with one_based=.true.
+      integer(int64) :: base = 0
+      !> VIA_BUILDER or VIA_PUSHER, set by init.
+      integer :: via = 0
+   contains
+      procedure, private :: push_i4, push_i8
+      generic :: push => push_i4, push_i8
+      procedure, private :: push_many_i4, push_many_i8
+      generic :: push_many => push_many_i4, push_many_i8
+      procedure, private :: push_element_i4, push_element_i8
+      generic :: push_element => push_element_i4, push_element_i8
+   end type coo_pushing_t
+
+   !> An assembly. `call b%init(shape, dtype, ...)`, push, then
+   !> `call b%finish(path)` (or `call b%free()` to abandon it).
+   type, extends(coo_pushing_t), public :: coo_builder_t
+   contains
+      procedure, private :: init_i4 => builder_init_i4, init_i8 => builder_init_i8
+      generic :: init => init_i4, init_i8
+      procedure :: finish => builder_finish
+      procedure :: free => builder_free
+   end type coo_builder_t
+
+   !> A pusher for one thread: `call p%init(b)`, push, `call p%free()`
+   !> (every pusher must be freed before `b%finish`).
+   type, extends(coo_pushing_t), public :: coo_pusher_t
+   contains
+      procedure :: init => pusher_init
+      procedure :: free => pusher_free
+   end type coo_pusher_t
+
+   !> An open tensor: `call f%open(path)`, `f%info`, `f%get`, `f%read_entries`,
+   !> `f%verify`, `call f%close()`.
+   type, public :: coo_file_t
+      type(c_ptr) :: handle = c_null_ptr
+      integer :: rank = 0
+      integer(int64) :: base = 0
+   contains
+      procedure :: open => file_open
+      procedure :: info => file_info
+      procedure, private :: get_i4 => file_get_i4, get_i8 => file_get_i8
+      generic :: get => get_i4, get_i8
+      procedure :: read_entries => file_read_entries
+      procedure :: verify => file_verify
+      procedure :: close => file_close
+   end type coo_file_t
+
+   !> Entries converted per C call when indices must be shifted or widened.
+   integer, parameter :: BATCH = 1024
+
+   !> Which C entry points a push goes to.
+   integer, parameter :: VIA_BUILDER = 1, VIA_PUSHER = 2
+
+contains
+
+   !> This thread's last error message ("" if none).
+   function coo_error_message() result(msg)
+      character(len=:), allocatable :: msg
+      type(c_ptr) :: p
+      character(kind=c_char), pointer :: chars(:)
+      integer :: n, i
+      p = coo_last_error()
+      n = int(c_strlen(p))
+      allocate (character(len=n) :: msg)
+      if (n == 0) return
+      call c_f_pointer(p, chars, [n])
+      do i = 1, n
+         msg(i:i) = chars(i)
+      end do
+   end function coo_error_message
+
+   !> Report a status: into `stat` when present, else stop on error.
+   subroutine settle(status, what, stat)
+      integer(c_int), intent(in) :: status
+      character(len=*), intent(in) :: what
+      integer, intent(out), optional :: stat
+      if (present(stat)) then
+         stat = int(status)
+      else if (status /= COO_OK) then
+         write (error_unit, '(a)') 'coo_assembler: '//what//': '//coo_error_message()
+         error stop 1
+      end if
+   end subroutine settle
+
+   pure function c_string(s) result(c)
+      character(len=*), intent(in) :: s
+      character(kind=c_char, len=len_trim(s) + 1) :: c
+      c = trim(s)//c_null_char
+   end function c_string
+
+   pure function base_of(one_based) result(base)
+      logical, intent(in), optional :: one_based
+      integer(int64) :: base
+      base = 0
+      if (present(one_based)) then
+         if (one_based) base = 1
+      end if
+   end function base_of
+
+   ! ---------------------------- builder ----------------------------
+
+   subroutine builder_init_i4(self, shape, dtype, stat, memory_budget, temp_dir, &
+                              threads, duplicates, drop_zeros, exact_sums, one_based)
+      class(coo_builder_t), intent(inout) :: self
+      integer(int32), intent(in) :: shape(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      call builder_init_i8(self, int(shape, int64), dtype, stat, memory_budget, &
+                           temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+   end subroutine builder_init_i4
+
+   !> Start an assembly of a tensor of `shape` (default type COO_F64); the
+   !> optional arguments override the library's defaults.
+   subroutine builder_init_i8(self, shape, dtype, stat, memory_budget, temp_dir, &
+                              threads, duplicates, drop_zeros, exact_sums, one_based)
+      class(coo_builder_t), intent(inout) :: self
+      integer(int64), intent(in) :: shape(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      type(coo_options) :: opts
+      character(kind=c_char, len=:), allocatable, target :: dir
+      integer(c_int) :: t, status
+
+      call coo_options_default(opts)
+      if (present(memory_budget)) opts%memory_budget = memory_budget
+      if (present(threads)) opts%threads = int(threads, c_int32_t)
+      if (present(duplicates)) opts%duplicates = duplicates
+      if (present(drop_zeros)) opts%drop_zeros = logical(drop_zeros, c_bool)
+      if (present(exact_sums)) opts%exact_sums = logical(exact_sums, c_bool)
+      if (present(temp_dir)) then
+         dir = c_string(temp_dir) ! copied by coo_builder_new
+         opts%temp_dir = c_loc(dir)
+      end if
+      t = COO_F64
+      if (present(dtype)) t = dtype
+      self%handle = coo_builder_new(int(size(shape), c_int32_t), shape, t, opts)
+      self%via = VIA_BUILDER
+      self%rank = size(shape)
+      self%base = base_of(one_based)
+      status = COO_OK
+      if (.not. c_associated(self%handle)) status = coo_last_status()
+      call settle(status, 'coo_builder_new', stat)
+   end subroutine builder_init_i8
+
+   !> Merge and write the tensor to `path`. The builder is consumed
+   !> whatever the outcome (on error nothing is written).
+   subroutine builder_finish(self, path, summary, stat)
+      class(coo_builder_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      type(coo_summary), intent(out), optional :: summary
+      integer, intent(out), optional :: stat
+      type(coo_summary) :: s
+      integer(c_int) :: status
+      status = coo_builder_finish(self%handle, c_string(path), s)
+      self%handle = c_null_ptr
+      if (present(summary)) summary = s
+      call settle(status, 'coo_builder_finish', stat)
+   end subroutine builder_finish
+
+   !> Abandon the assembly: nothing is written, temporary files are removed.
+   subroutine builder_free(self)
+      class(coo_builder_t), intent(inout) :: self
+      call coo_builder_free(self%handle)
+      self%handle = c_null_ptr
+   end subroutine builder_free
+
+   ! ---------------------------- pusher -----------------------------
+
+   !> A pusher on `b` for the calling thread; indices as `b`'s (1-based
+   !> if `b` was made with one_based=.true.).
+   subroutine pusher_init(self, b, stat)
+      class(coo_pusher_t), intent(inout) :: self
+      type(coo_builder_t), intent(in) :: b
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      self%handle = coo_pusher_new(b%handle)
+      self%via = VIA_PUSHER
+      self%rank = b%rank
+      self%base = b%base
+      status = COO_OK
+      if (.not. c_associated(self%handle)) status = coo_last_status()
+      call settle(status, 'coo_pusher_new', stat)
+   end subroutine pusher_init
+
+   !> Release the pusher (its contributions go to the builder).
+   subroutine pusher_free(self)
+      class(coo_pusher_t), intent(inout) :: self
+      call coo_pusher_free(self%handle)
+      self%handle = c_null_ptr
+   end subroutine pusher_free
+
+   ! ---------------- pushing (builders and pushers alike) -------------
+
+   subroutine push_i4(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: idx(:)
+      real(c_double), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call push_one(self%via, self%handle, self%rank, int(idx, int64) - self%base, value, stat)
+   end subroutine push_i4
+
+   !> Push one contribution: `idx` has `rank` components.
+   subroutine push_i8(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:)
+      real(c_double), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call push_one(self%via, self%handle, self%rank, idx - self%base, value, stat)
+   end subroutine push_i8
+
+   subroutine push_many_i4(self, idx, values, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      call push_batch_i4(self%via, self%handle, self%base, idx, values, stat)
+   end subroutine push_many_i4
+
+   !> Push contributions: column j of `idx` (shape rank x n) is the index of `values(j)`.
+   subroutine push_many_i8(self, idx, values, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      call push_batch_i8(self%via, self%handle, self%base, idx, values, stat)
+   end subroutine push_many_i8
+
+   subroutine push_element_i4(self, dofs, ke, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: dofs(:)
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      call push_elem(self%via, self%handle, int(dofs, int64) - self%base, ke, stat)
+   end subroutine push_element_i4
+
+   !> Push an element matrix: `ke(a, b)` goes to `(dofs(a), dofs(b))`.
+   subroutine push_element_i8(self, dofs, ke, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: dofs(:)
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      call push_elem(self%via, self%handle, dofs - self%base, ke, stat)
+   end subroutine push_element_i8
+
+   subroutine push_one(via, handle, rank, idx0, value, stat)
+      integer, intent(in) :: via, rank
+      type(c_ptr), intent(in) :: handle
+      integer(int64), intent(in) :: idx0(:)
+      real(c_double), intent(in) :: value
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      if (size(idx0) /= rank) then
+         status = rank_mismatch(size(idx0), rank)
+      else if (via == VIA_PUSHER) then
+         status = coo_pusher_push(handle, idx0, value)
+      else
+         status = coo_builder_push(handle, idx0, value)
+      end if
+      call settle(status, 'push', stat)
+   end subroutine push_one
+
+   subroutine push_batch_i8(via, handle, base, idx, values, stat)
+      integer, intent(in) :: via
+      type(c_ptr), intent(in) :: handle
+      integer(int64), intent(in) :: base
+      integer(int64), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      integer(int64), allocatable :: tmp(:, :)
+      integer(c_int) :: status
+      integer :: j, m
+      if (size(idx, 2) /= size(values)) then
+         status = shape_mismatch(size(idx, 2), size(values))
+      else if (base == 0) then
+         status = batch_call(via, handle, idx, values)
+      else
+         allocate (tmp(size(idx, 1), min(BATCH, size(values))))
+         status = COO_OK
+         do j = 1, size(values), BATCH
+            m = min(BATCH, size(values) - j + 1)
+            tmp(:, 1:m) = idx(:, j:j + m - 1) - base
+            status = batch_call(via, handle, tmp(:, 1:m), values(j:j + m - 1))
+            if (status /= COO_OK) exit
+         end do
+      end if
+      call settle(status, 'push_many', stat)
+   end subroutine push_batch_i8
+
+   subroutine push_batch_i4(via, handle, base, idx, values, stat)
+      integer, intent(in) :: via
+      type(c_ptr), intent(in) :: handle
+      integer(int64), intent(in) :: base
+      integer(int32), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      integer(int64), allocatable :: tmp(:, :)
+      integer(c_int) :: status
+      integer :: j, m
+      status = COO_OK
+      if (size(idx, 2) /= size(values)) then
+         status = shape_mismatch(size(idx, 2), size(values))
+      else
+         allocate (tmp(size(idx, 1), min(BATCH, size(values))))
+         do j = 1, size(values), BATCH
+            m = min(BATCH, size(values) - j + 1)
+            tmp(:, 1:m) = int(idx(:, j:j + m - 1), int64) - base
+            status = batch_call(via, handle, tmp(:, 1:m), values(j:j + m - 1))
+            if (status /= COO_OK) exit
+         end do
+      end if
+      call settle(status, 'push_many', stat)
+   end subroutine push_batch_i4
+
+   function batch_call(via, handle, idx, values) result(status)
+      integer, intent(in) :: via
+      type(c_ptr), intent(in) :: handle
+      integer(int64), intent(in) :: idx(:, :)
+      real(c_double), intent(in) :: values(:)
+      integer(c_int) :: status
+      if (via == VIA_PUSHER) then
+         status = coo_pusher_push_many(handle, size(values, kind=c_size_t), idx, values)
+      else
+         status = coo_builder_push_many(handle, size(values, kind=c_size_t), idx, values)
+      end if
+   end function batch_call
+
+   subroutine push_elem(via, handle, dofs0, ke, stat)
+      integer, intent(in) :: via
+      type(c_ptr), intent(in) :: handle
+      integer(int64), intent(in) :: dofs0(:)
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      if (size(ke, 1) /= size(dofs0) .or. size(ke, 2) /= size(dofs0)) then
+         status = shape_mismatch(size(ke), size(dofs0)**2)
+      else if (via == VIA_PUSHER) then
+         ! The C API reads ke row-major: pass the transpose so that
+         ! ke(a, b) goes to (dofs(a), dofs(b)).
+         status = coo_pusher_push_element(handle, size(dofs0, kind=c_size_t), dofs0, &
+                                          transpose(ke))
+      else
+         status = coo_builder_push_element(handle, size(dofs0, kind=c_size_t), dofs0, &
+                                           transpose(ke))
+      end if
+      call settle(status, 'push_element', stat)
+   end subroutine push_elem
+
+   !> A Fortran-side size check failed: report it like the library would.
+   function rank_mismatch(got, rank) result(status)
+      integer, intent(in) :: got, rank
+      integer(c_int) :: status
+      character(len=120) :: msg
+      write (msg, '(a,i0,a,i0)') 'index has ', got, ' components, the tensor has rank ', rank
+      status = fortran_error(COO_ERR_RANK, msg)
+   end function rank_mismatch
+
+   function shape_mismatch(got, want) result(status)
+      integer, intent(in) :: got, want
+      integer(c_int) :: status
+      character(len=120) :: msg
+      write (msg, '(a,i0,a,i0)') 'array sizes disagree: ', got, ' against ', want
+      status = fortran_error(COO_ERR_ARGUMENT, msg)
+   end function shape_mismatch
+
+   !> Record an error found on the Fortran side as this thread's last
+   !> error, so that coo_error_message() reports it like the library's.
+   function fortran_error(code, msg) result(status)
+      integer(c_int), intent(in) :: code
+      character(len=*), intent(in) :: msg
+      integer(c_int) :: status
+      call coo_set_last_error(code, c_string(msg))
+      status = code
+   end function fortran_error
+
+   ! ----------------------------- file ------------------------------
+
+   !> Open the first tensor of the file at `path` (or the tensor `tensor`).
+   subroutine file_open(self, path, stat, tensor, one_based)
+      class(coo_file_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      integer, intent(out), optional :: stat
+      character(len=*), intent(in), optional :: tensor
+      logical, intent(in), optional :: one_based
+      type(coo_info) :: info
+      integer(c_int) :: status
+      if (present(tensor)) then
+         self%handle = coo_file_open_tensor(c_string(path), c_string(tensor))
+      else
+         self%handle = coo_file_open(c_string(path))
+      end if
+      self%base = base_of(one_based)
+      status = COO_OK
+      if (.not. c_associated(self%handle)) then
+         status = coo_last_status()
+      else
+         status = coo_file_info(self%handle, info)
+         self%rank = int(info%rank)
+      end if
+      call settle(status, 'coo_file_open', stat)
+   end subroutine file_open
+
+   subroutine file_info(self, info, stat)
+      class(coo_file_t), intent(in) :: self
+      type(coo_info), intent(out) :: info
+      integer, intent(out), optional :: stat
+      call settle(coo_file_info(self%handle, info), 'coo_file_info', stat)
+   end subroutine file_info
+
+   subroutine file_get_i4(self, idx, value, stat)
+      class(coo_file_t), intent(in) :: self
+      integer(int32), intent(in) :: idx(:)
+      real(c_double), intent(out) :: value
+      integer, intent(out), optional :: stat
+      call file_get_i8(self, int(idx, int64), value, stat)
+   end subroutine file_get_i4
+
+   !> The value at `idx` (0 where nothing is stored).
+   subroutine file_get_i8(self, idx, value, stat)
+      class(coo_file_t), intent(in) :: self
+      integer(int64), intent(in) :: idx(:)
+      real(c_double), intent(out) :: value
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      value = 0
+      if (size(idx) /= self%rank) then
+         status = rank_mismatch(size(idx), self%rank)
+      else
+         status = coo_file_get(self%handle, idx - self%base, value)
+      end if
+      call settle(status, 'coo_file_get', stat)
+   end subroutine file_get_i8
+
+   !> Entries first, first+1, ... (numbered from `base`) in storage order:
+   !> as many as `values` holds or the tensor has left. `idx` has shape
+   !> (rank, size(values)); `n_read` tells how many were read.
+   subroutine file_read_entries(self, first, idx, values, n_read, stat)
+      class(coo_file_t), intent(in) :: self
+      integer(int64), intent(in) :: first
+      integer(int64), intent(out) :: idx(:, :)
+      real(c_double), intent(out) :: values(:)
+      integer, intent(out) :: n_read
+      integer, intent(out), optional :: stat
+      integer(c_size_t) :: got
+      integer(c_int) :: status
+      n_read = 0
+      if (size(idx, 1) /= self%rank .or. size(idx, 2) < size(values)) then
+         status = shape_mismatch(size(idx), self%rank*size(values))
+      else
+         status = coo_file_read_entries(self%handle, first - self%base, &
+                                        size(values, kind=c_size_t), idx, values, got)
+         if (status == COO_OK) then
+            n_read = int(got)
+            idx(:, 1:n_read) = idx(:, 1:n_read) + self%base
+         end if
+      end if
+      call settle(status, 'coo_file_read_entries', stat)
+   end subroutine file_read_entries
+
+   !> Check the file's content (O(nnz)).
+   subroutine file_verify(self, stat)
+      class(coo_file_t), intent(in) :: self
+      integer, intent(out), optional :: stat
+      call settle(coo_file_verify(self%handle), 'coo_file_verify', stat)
+   end subroutine file_verify
+
+   subroutine file_close(self)
+      class(coo_file_t), intent(inout) :: self
+      call coo_file_close(self%handle)
+      self%handle = c_null_ptr
+   end subroutine file_close
+
+end module coo_assembler

@@ -1,0 +1,647 @@
+"""Assemble sparse matrices and tensors out of core, with exact sums.
+
+coo_assembler turns contributions ``(index tuple, value)`` -- as many as a
+finite-element code produces, most coordinates hit many times -- into one
+sorted, duplicate-free sparse tensor in a Hurray file, under a fixed memory
+budget. Float duplicates are summed exactly (the correctly rounded sum), so
+the result does not depend on thread count, budget or push order.
+
+Three entry points:
+
+- :func:`assemble`: the one-call replacement for
+  ``scipy.sparse.coo_array((data, (row, col)), shape).tocsr()``.
+- :class:`Builder`: push from any number of threads (the GIL is released),
+  element matrices included, then :meth:`Builder.finish` writes the file.
+- :func:`open`: read a file back: lookups, rows, checks, scipy arrays whose
+  value array is a view of the file.
+
+Errors are :class:`CooAssemblerError` subclasses: :class:`InputError`,
+:class:`BudgetError`, :class:`StorageError`, :class:`InvalidFileError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+from ._errors import (
+    BudgetError,
+    CooAssemblerError,
+    InputError,
+    InvalidFileError,
+    StorageError,
+)
+
+__all__ = [
+    "Builder",
+    "Summary",
+    "File",
+    "Statistics",
+    "open",
+    "assemble",
+    "parse_size",
+    "DTYPES",
+    "CooAssemblerError",
+    "InputError",
+    "BudgetError",
+    "StorageError",
+    "InvalidFileError",
+]
+
+__version__ = "0.1.0"
+
+#: Element types a tensor can hold, in NumPy spelling ("bfloat16" has no
+#: NumPy type: push float arrays into it, read it back as float32).
+DTYPES: Tuple[str, ...] = (
+    "float64", "float32", "float16", "bfloat16",
+    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+)
+
+_NUMPY_NAME = {
+    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
+    "i8": "int8", "u8": "uint8", "i16": "int16", "u16": "uint16",
+    "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
+}
+
+PathLike = Union[str, "os.PathLike[str]"]
+Size = Union[int, str]
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+}
+
+
+def parse_size(size: Size) -> int:
+    """Bytes in ``size``: an int, or a string such as ``"256MiB"``,
+    ``"1.5GiB"``, ``"512KiB"``, ``"2G"`` or ``"100MB"`` (KB, MB, GB, TB are
+    powers of 1000; K, M, G, T and the *iB forms powers of 1024)."""
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        if size < 0:
+            raise InputError(f"size {size} is negative")
+        return int(size)
+    if not isinstance(size, str):
+        raise InputError(f"size must be an int or a string like '256MiB', got {size!r}")
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", size)
+    if m is None or m.group(2).lower() not in _UNITS:
+        raise InputError(
+            f"{size!r} is not a size like 256MiB (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+        )
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The NumPy-spelled name of a supported element type."""
+    if isinstance(dtype, str) and dtype.lower() in ("bf16", "bfloat16"):
+        return "bfloat16"
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as e:
+        raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}") from e
+    if name not in DTYPES:
+        raise InputError(f"dtype {name} is not supported; use one of {', '.join(DTYPES)}")
+    return name
+
+
+def _native_order(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order (a copy only when it is not)."""
+    if not a.dtype.isnative:
+        return a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _values(data: Any) -> np.ndarray:
+    v = _native_order(np.asarray(data))
+    if v.ndim != 1:
+        raise InputError(f"values must be a 1-D array, got shape {v.shape}")
+    if v.dtype.kind not in "fiu":
+        raise InputError(
+            f"values must be float16/32/64 or integers, got {v.dtype}"
+        )
+    return v
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What :meth:`Builder.finish` did (the Rust ``Summary``'s fields).
+
+    Times are in seconds. ``time_sort`` is summed over sorter threads and
+    overlaps ingestion.
+    """
+
+    path: str
+    contributions: int
+    nnz: int
+    dropped_zeros: int
+    runs: int
+    runs_spilled: int
+    merge_passes: int
+    bytes_spilled: int
+    peak_buffer_bytes: int
+    memory_budget: int
+    file_bytes: int
+    time_ingest: float
+    time_sort: float
+    time_merge: float
+    time_write: float
+    stale_removed: List[str]
+
+
+class Builder:
+    """Assemble one sparse tensor from contributions pushed in any order.
+
+    Parameters
+    ----------
+    shape
+        Extent of each dimension (rank 1 to 64).
+    dtype
+        Element type of the tensor: one of :data:`DTYPES` (a NumPy dtype or
+        its name). Pushed values convert to it: floats go into float
+        tensors (summed exactly, rounded once at the end), integers into
+        integer tensors when they fit, and into float tensors when they are
+        exact (``|v| <= 2**53``).
+    memory_budget
+        Bytes all of the assembler's buffers may use, as an int or a string
+        such as ``"256MiB"``. A budget too small to work raises
+        :class:`BudgetError` with the minimum.
+    temp_dir
+        Where spill files go (a private subdirectory; default: the system
+        temporary directory).
+    threads
+        Sorter threads, which is also how many pushes may run at once
+        (default: the number of cores). More concurrent pushes wait.
+    duplicates
+        ``"sum"`` (exact), ``"min"``, ``"max"``, ``"last"`` or ``"error"``.
+    drop_zeros
+        Drop entries whose combined value is zero (default: keep them, as
+        ``scipy``'s ``tocsr`` does).
+    exact_sums
+        ``False`` adds floats in arrival order instead: faster, but the last
+        bits then depend on threads and budget.
+    non_finite
+        ``"keep"`` (default), ``"reject_nan"`` or ``"reject_non_finite"``.
+
+    Use it as a context manager: leaving the ``with`` block by an exception
+    abandons the assembly -- nothing is published at the target path and
+    every temporary file is removed -- and the exception propagates.
+    Leaving it normally without :meth:`finish` abandons it too and raises
+    :class:`CooAssemblerError`, so that data is never dropped silently.
+
+    >>> import numpy as np, coo_assembler as ca
+    >>> with ca.Builder((3, 3)) as b:                     # doctest: +SKIP
+    ...     b.push(np.array([1.0, 2.0, 0.5]), (np.array([0, 2, 0]), np.array([1, 2, 1])))
+    ...     summary = b.finish("K.hrry")
+    >>> summary.nnz                                        # doctest: +SKIP
+    2
+
+    Thread safety: ``push``, ``push_elements`` may be called from several
+    threads at once; each call uses one of ``threads`` internal pushers for
+    its duration, with the GIL released. ``finish`` waits for pushes in
+    flight. If a push raises, contributions before the failing one may
+    already be in (bad indices are checked before anything is pushed; a
+    value refused by the tensor's type is found while pushing): leave the
+    ``with`` block by the exception to discard the assembly.
+    """
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        dtype: Any = "float64",
+        memory_budget: Size = "256MiB",
+        temp_dir: Optional[PathLike] = None,
+        threads: Optional[int] = None,
+        duplicates: str = "sum",
+        drop_zeros: bool = False,
+        exact_sums: bool = True,
+        non_finite: str = "keep",
+    ) -> None:
+        shape_t = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape_t):
+            raise InputError(f"shape {shape_t} has a negative extent")
+        self._shape = shape_t
+        self._dtype = _dtype_name(dtype)
+        self._native = _native.Builder(
+            list(shape_t),
+            self._dtype,
+            parse_size(memory_budget),
+            None if temp_dir is None else os.fspath(temp_dir),
+            threads,
+            duplicates,
+            bool(drop_zeros),
+            bool(exact_sums),
+            non_finite,
+        )
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The tensor's shape."""
+        return self._shape
+
+    @property
+    def dtype(self) -> str:
+        """The element type, NumPy spelling (``"float64"``, ``"bfloat16"``...)."""
+        return self._dtype
+
+    @property
+    def is_open(self) -> bool:
+        """False once finished or closed."""
+        return self._native.is_open
+
+    def push(self, data: Any, coords: Any) -> None:
+        """Push contributions ``data[i]`` at coordinates given by ``coords``.
+
+        ``coords`` is either a tuple ``(row, col)`` -- one 1-D index array
+        per dimension, as ``scipy.sparse.coo_array((data, (row, col)))``
+        takes -- or one 2-D array of shape ``(rank, n)`` or ``(n, rank)``
+        (when ``n == rank`` it is read as ``(rank, n)``). Index arrays may
+        have any integer dtype; values any float or integer dtype. Arrays
+        already contiguous and of the internal types (uint64 or
+        non-negative int64 indices, values of any supported dtype) are read
+        in place; others are converted a chunk at a time, so no
+        input-sized copy is ever made.
+        """
+        values = _values(data)
+        rank = len(self._shape)
+        if isinstance(coords, (tuple, list)):
+            cols = [_native_order(np.asarray(c)) for c in coords]
+            for d, c in enumerate(cols):
+                if c.ndim != 1:
+                    raise InputError(f"index array {d} must be 1-D, got shape {c.shape}")
+            self._native.push_columns(cols, values)
+            return
+        idx = _native_order(np.asarray(coords))
+        n = values.shape[0]
+        if idx.ndim == 1 and rank == 1:
+            self._native.push_columns([idx], values)
+        elif idx.ndim == 2 and idx.shape == (rank, n):
+            self._native.push_columns([idx[d] for d in range(rank)], values)
+        elif idx.ndim == 2 and idx.shape == (n, rank):
+            if idx.flags.c_contiguous:
+                self._native.push_rows(idx, values)
+            else:
+                self._native.push_columns([idx[:, d] for d in range(rank)], values)
+        else:
+            raise InputError(
+                f"coords of shape {idx.shape} match neither ({rank}, {n}) nor ({n}, {rank}) "
+                f"for {n} values and a rank-{rank} tensor"
+            )
+
+    def push_elements(self, dofs: Any, ke: Any) -> None:
+        """Push a batch of dense element matrices (rank-2 tensors only).
+
+        ``dofs`` has shape ``(n_elements, k)`` and ``ke`` shape
+        ``(n_elements, k, k)``; ``ke[e, a, b]`` goes to
+        ``(dofs[e, a], dofs[e, b])``. Any integer dtype for ``dofs``, any
+        numeric dtype for ``ke``, any strides: transposed views such as
+        scikit-fem's ``basis.element_dofs.T`` and
+        ``form.elemental(basis).tolocal().swapaxes(1, 2)`` are read in
+        place (see ``docs/python.md``).
+        """
+        d = _native_order(np.asarray(dofs))
+        k = _native_order(np.asarray(ke))
+        if d.ndim != 2:
+            raise InputError(f"dofs must have shape (n_elements, k), got {d.shape}")
+        if k.ndim != 3:
+            raise InputError(f"ke must have shape (n_elements, k, k), got {k.shape}")
+        if k.dtype.kind not in "fiu":
+            raise InputError(f"ke must be float16/32/64 or integers, got {k.dtype}")
+        self._native.push_elements(d, k)
+
+    def finish(self, path: PathLike) -> Summary:
+        """Merge everything and write the tensor to ``path`` atomically
+        (temporary file, fsync, rename). Spill files are removed whatever
+        the outcome; the builder cannot be used afterwards."""
+        d = self._native.finish(os.fspath(path))
+        d["path"] = os.fspath(d["path"])
+        d["stale_removed"] = [os.fspath(p) for p in d["stale_removed"]]
+        return Summary(**d)
+
+    def close(self) -> None:
+        """Abandon the assembly: nothing is written and temporary files are
+        removed. Does nothing after :meth:`finish` or a previous close."""
+        self._native.close()
+
+    def __enter__(self) -> "Builder":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is not None:
+            self.close()
+            return False
+        if self._native.is_open:
+            self.close()
+            raise CooAssemblerError(
+                "the builder was left without finish(); nothing was written "
+                "(call close() to abandon it on purpose)"
+            )
+        return False
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"<coo_assembler.Builder shape={self._shape} dtype={self._dtype} {state}>"
+
+
+# Bits of the statistics section's computed_mask (Hurray spec).
+_RANGE_VALID = 1 << 2
+_MOMENTS_VALID = 1 << 3
+_NM_VALID = 1 << 4
+_NAN_INF_VALID = 1 << 5
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """The statistics section of a tensor. Values are over the logical
+    tensor, implicit zeros included; a field the writer did not compute is
+    None."""
+
+    nnz: int
+    sparsity_ratio: float
+    value_min: Optional[float]
+    value_max: Optional[float]
+    value_abs_max: Optional[float]
+    value_mean: Optional[float]
+    value_stddev: Optional[float]
+    nm_sparsity: Optional[Tuple[int, int]]
+    has_nan: Optional[bool]
+    has_inf: Optional[bool]
+
+    @classmethod
+    def _from_native(cls, d: dict) -> "Statistics":
+        m = d["computed_mask"]
+
+        def when(bit: int, v: Any) -> Any:
+            return v if m & bit else None
+
+        return cls(
+            nnz=d["nnz"],
+            sparsity_ratio=d["sparsity_ratio"],
+            value_min=when(_RANGE_VALID, d["value_min"]),
+            value_max=when(_RANGE_VALID, d["value_max"]),
+            value_abs_max=when(_RANGE_VALID, d["value_abs_max"]),
+            value_mean=when(_MOMENTS_VALID, d["value_mean"]),
+            value_stddev=when(_MOMENTS_VALID, d["value_stddev"]),
+            nm_sparsity=when(_NM_VALID, (d["nm_n"], d["nm_m"])),
+            has_nan=when(_NAN_INF_VALID, d["has_nan"]),
+            has_inf=when(_NAN_INF_VALID, d["has_inf"]),
+        )
+
+
+def _index_dtype(nnz: int, shape: Tuple[int, ...]) -> type:
+    """int32 when every index and pointer fits, as scipy chooses."""
+    return np.int32 if max((nnz,) + shape) <= np.iinfo(np.int32).max else np.int64
+
+
+def _scipy_data(values: np.ndarray) -> np.ndarray:
+    # scipy.sparse refuses float16: widen (a copy).
+    return values.astype(np.float32) if values.dtype == np.float16 else values
+
+
+class File:
+    """One tensor of an open Hurray file (see :func:`open`).
+
+    The file is memory-mapped and its structure validated when opened;
+    :meth:`verify` checks the content. Value arrays handed out are
+    read-only views of the mapping and keep it alive.
+    """
+
+    def __init__(
+        self, path: PathLike, tensor: Optional[str] = None, *, in_memory: bool = False
+    ) -> None:
+        self._native = _native.File(os.fspath(path), tensor, in_memory)
+        self.path = os.fspath(path)
+
+    @property
+    def tensor(self) -> str:
+        """Name of the tensor this object reads."""
+        return self._native.tensor_name
+
+    @property
+    def tensor_names(self) -> List[str]:
+        """Every tensor in the file."""
+        return self._native.tensor_names
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self._native.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._native.shape)
+
+    @property
+    def dtype(self) -> str:
+        """Element type, NumPy spelling (``np.dtype(f.dtype)`` works for all
+        but ``"bfloat16"``, which is read as float32)."""
+        return _NUMPY_NAME[self._native.dtype]
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries."""
+        return self._native.nnz
+
+    @property
+    def layout(self) -> str:
+        """Storage layout of the tensor: ``"coo"`` (sorted row-major when
+        :attr:`is_sorted`). CSR/CSC file layouts will appear here when the
+        library writes them; :meth:`to_scipy` then reads them directly."""
+        return "coo"
+
+    @property
+    def is_sorted(self) -> bool:
+        return self._native.is_sorted
+
+    @property
+    def statistics(self) -> Optional[Statistics]:
+        """The statistics section, or None when the file has none."""
+        d = self._native.statistics()
+        return None if d is None else Statistics._from_native(d)
+
+    def get(self, idx: Sequence[int]) -> Union[int, float]:
+        """Value at ``idx`` (one index per dimension); zero when not stored.
+        Binary search on sorted tensors."""
+        return self._native.get([int(i) for i in idx])
+
+    def row(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Entries whose first index is ``i``: ``(indices, values)``.
+
+        For a matrix, ``indices`` are the column indices (int64, shape
+        ``(m,)``); for rank r > 2, the remaining coordinates (shape
+        ``(m, r - 1)``). ``values`` is a read-only view of the file.
+        Sorted tensors only.
+        """
+        if self.ndim < 2:
+            raise InputError("row() needs a tensor of rank 2 or more")
+        start, end = self._native.row_range(int(i))
+        coords = self._native.coords_slice(start, end)[:, 1:]
+        if self.ndim == 2:
+            coords = coords[:, 0]
+        return coords, self._native.values_slice(start, end)
+
+    def values(self) -> np.ndarray:
+        """All stored values in storage order: a read-only, zero-copy view
+        of the file (a float32 copy for bfloat16)."""
+        return self._native.values_slice(0, self.nnz)
+
+    def coords(self) -> np.ndarray:
+        """All coordinates as int64, shape ``(rank, nnz)`` (a copy)."""
+        return self._native.coords_by_dim()
+
+    def verify(self) -> List[str]:
+        """Content checks (bounds, order, duplicates, statistics,
+        checksums), O(nnz). Returns the problems found: empty means sound."""
+        return self._native.verify()
+
+    def to_scipy(self, layout: Optional[str] = None, *, index_dtype: Any = None) -> Any:
+        """The tensor as a scipy sparse array.
+
+        ``layout`` is ``"coo"``, ``"csr"`` or ``"csc"``; the default is the
+        file's own :attr:`layout`. The value array of a ``coo`` or ``csr``
+        result is a read-only view of the mapped file (no copy; float16 and
+        bfloat16 are widened to float32, which scipy needs); index arrays are
+        new int32 or int64 arrays, as scipy chooses for the size. CSR of a
+        sorted file costs one pass over the indices; CSC a counting sort by
+        column, with the values permuted into a new array. Results have
+        sorted indices and no duplicates (``has_canonical_format``).
+        ``index_dtype`` (int32 or int64) forces the CSR/CSC index type;
+        the default is int32 when every index and pointer fits.
+        """
+        import scipy.sparse as sp
+
+        layout = self.layout if layout is None else layout
+        shape = self.shape
+        if layout == "coo":
+            a = sp.coo_array(
+                (_scipy_data(self.values()), tuple(self.coords())), shape=shape
+            )
+            if self.is_sorted:
+                a.has_canonical_format = True
+            return a
+        if layout not in ("csr", "csc"):
+            raise InputError(f"unknown layout {layout!r}; use coo, csr or csc")
+        if self.ndim != 2:
+            raise InputError(f"{layout} needs a matrix; the tensor has rank {self.ndim}")
+        if not self.is_sorted:
+            return self.to_scipy("coo").asformat(layout)
+        if index_dtype is None:
+            index_dtype = _index_dtype(self.nnz, shape)
+        index64 = np.dtype(index_dtype) == np.int64
+        if layout == "csr":
+            data, indices, indptr = self._native.csr_parts(index64)
+            a = sp.csr_array((_scipy_data(data), indices, indptr), shape=shape)
+        else:
+            rows, indptr, perm = self._native.csc_parts(index64)
+            data = _scipy_data(self.values())[perm]
+            a = sp.csc_array((data, rows, indptr), shape=shape)
+        if index64:
+            # The constructor narrows small int64 indices to int32; keep
+            # what was asked for (scipy's tocsr keeps int64 inputs int64).
+            a.indices, a.indptr = (indices, indptr) if layout == "csr" else (rows, indptr)
+        a.has_sorted_indices = True
+        a.has_canonical_format = True
+        return a
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        # The mapping goes when the last view of it does.
+        self._native = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"<coo_assembler.File {self.path!r} tensor={self.tensor!r} shape={self.shape} "
+            f"dtype={self.dtype} nnz={self.nnz} layout={self.layout}>"
+        )
+
+
+def open(path: PathLike, tensor: Optional[str] = None, *, in_memory: bool = False) -> File:
+    """Open a Hurray file and validate its structure.
+
+    ``tensor`` names the tensor to read (default: the file's only tensor).
+    ``in_memory=True`` reads the file into memory instead of mapping it:
+    use it for files another process may truncate while you read them
+    (a truncated mapping raises SIGBUS).
+    """
+    return File(path, tensor, in_memory=in_memory)
+
+
+def _scipy_index_dtype(coords: Any, nnz: int, shape: Tuple[int, ...]) -> type:
+    """The index type scipy's ``coo_array(...).tocsr()`` would give: int64
+    when an index array's dtype does not fit int32 or the sizes do not."""
+    if _index_dtype(nnz, shape) is np.int64:
+        return np.int64
+    arrays = coords if isinstance(coords, (tuple, list)) else [coords]
+    for c in arrays:
+        if not np.can_cast(np.asarray(c).dtype, np.int32):
+            return np.int64
+    return np.int32
+
+
+def _default_dtype(values: np.ndarray) -> str:
+    name = values.dtype.name
+    if name in DTYPES:
+        return name
+    raise InputError(f"values of dtype {values.dtype} cannot be assembled; pass dtype=")
+
+
+def assemble(
+    data: Any,
+    coords: Any,
+    shape: Sequence[int],
+    *,
+    layout: str = "csr",
+    dtype: Any = None,
+    memory_budget: Size = "256MiB",
+    temp_dir: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    drop_zeros: bool = False,
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+) -> Any:
+    """Assemble contributions into a scipy sparse array in one call.
+
+    The drop-in replacement for
+    ``scipy.sparse.coo_array((data, (row, col)), shape).tocsr()``
+    (``layout="csc"`` for ``tocsc()``, ``"coo"`` for a canonical COO):
+    duplicates summed exactly, memory bounded by ``memory_budget`` while
+    assembling (plus the result), sorted indices. ``coords`` takes the forms
+    :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
+    the other options are :class:`Builder`'s.
+
+    The assembly goes through a temporary Hurray file (in ``temp_dir``),
+    which is read into the scipy arrays and removed. Once the library writes
+    CSR/CSC files, this reads them directly instead of converting.
+    """
+    values = _values(data)
+    dtype = _default_dtype(values) if dtype is None else dtype
+    with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+        path = os.path.join(tmp, "assembled.hrry")
+        with Builder(
+            shape,
+            dtype,
+            memory_budget=memory_budget,
+            temp_dir=tmp,
+            threads=threads,
+            duplicates=duplicates,
+            drop_zeros=drop_zeros,
+            exact_sums=exact_sums,
+            non_finite=non_finite,
+        ) as b:
+            b.push(values, coords)
+            b.finish(path)
+        f = File(path)
+        a = f.to_scipy(layout, index_dtype=_scipy_index_dtype(coords, f.nnz, f.shape))
+        # Own the values, so nothing refers to the temporary file any more.
+        if not a.data.flags.owndata or not a.data.flags.writeable:
+            a.data = np.array(a.data)
+        del f
+    return a

@@ -1,0 +1,20 @@
+//! `coo_assembler._native`: the Rust half of the `coo_assembler` Python
+//! package. The pure-Python half (`coo_assembler/__init__.py`) parses
+//! arguments, normalises arrays and builds the scipy objects; this module
+//! does the work with the GIL released.
+//!
+//! Only items re-exported at the root of the `coo_assembler` crate are used.
+
+mod arrays;
+mod builder;
+mod errors;
+mod file;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<builder::NativeBuilder>()?;
+    m.add_class::<file::NativeFile>()?;
+    Ok(())
+}

@@ -28,6 +28,7 @@ struct Args {
     threads: usize,
     elasticity: bool,
     fast_sums: bool,
+    layout: coo_assembler::OutputLayout,
     output: std::path::PathBuf,
     keep: bool,
 }
@@ -39,6 +40,7 @@ fn parse_args() -> Result<Args, String> {
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         elasticity: false,
         fast_sums: false,
+        layout: coo_assembler::OutputLayout::Coo,
         output: std::env::temp_dir().join(format!("assemble_fem-{}.hrry", std::process::id())),
         keep: false,
     };
@@ -51,6 +53,11 @@ fn parse_args() -> Result<Args, String> {
             "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
             "--elasticity" => a.elasticity = true,
             "--fast-sums" => a.fast_sums = true,
+            "--layout" => {
+                a.layout = val()?
+                    .parse()
+                    .map_err(|e: coo_assembler::Error| e.to_string())?
+            }
             "--output" => {
                 a.output = val()?.into();
                 a.keep = true;
@@ -224,6 +231,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         threads: a.threads,
         tensor_name: "K".into(),
         exact_sums: !a.fast_sums,
+        layout: a.layout,
         ..AssembleOptions::default()
     };
     let t0 = Instant::now();

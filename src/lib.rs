@@ -95,6 +95,7 @@ macro_rules! internal_mod {
 
 internal_mod!(assemble);
 internal_mod!(codec);
+pub mod convert;
 mod element;
 mod error;
 internal_mod!(fs);
@@ -111,12 +112,14 @@ pub mod matrix;
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;
+pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
 pub use hurray::{KvValue, Statistics};
 pub use options::{
-    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, DEFAULT_MEMORY_BUDGET,
+    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
+    DEFAULT_MEMORY_BUDGET,
 };
 pub use read::{CooTensor, HurrayFile, Problem, ReadOptions, Severity};

@@ -55,6 +55,78 @@ impl fmt::Display for DuplicatePolicy {
     }
 }
 
+/// The layout of the tensor written: COO (any rank), or CSR / CSC (rank 2
+/// only, Hurray layout tags 0x07 and 0x08).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum OutputLayout {
+    /// Coordinate list: values and an `nnz x rank` index buffer, row-major order.
+    #[default]
+    Coo,
+    /// Compressed sparse rows: values, `col_indices`, `row_ptr` (nrows + 1).
+    Csr,
+    /// Compressed sparse columns: values, `row_indices`, `col_ptr` (ncols + 1).
+    Csc,
+}
+
+impl OutputLayout {
+    /// The Hurray layout tag.
+    pub fn tag(self) -> u8 {
+        match self {
+            OutputLayout::Coo => 0x06,
+            OutputLayout::Csr => 0x07,
+            OutputLayout::Csc => 0x08,
+        }
+    }
+
+    /// CSR or CSC: a rank-2 layout with a pointer buffer.
+    pub fn is_compressed(self) -> bool {
+        self != OutputLayout::Coo
+    }
+
+    /// The dimension whose index is compressed into the pointer buffer
+    /// (the "major" one): 0 for COO and CSR, 1 for CSC. Entries are stored
+    /// in increasing order of (major index, other index).
+    pub fn major_dim(self) -> usize {
+        usize::from(self == OutputLayout::Csc)
+    }
+
+    /// Refuse a shape this layout cannot hold (CSR and CSC are rank 2 only).
+    pub fn check_rank(self, rank: usize) -> Result<()> {
+        if self.is_compressed() && rank != 2 {
+            return Err(Error::InvalidOptions(format!(
+                "layout {self} holds matrices only (rank 2); the tensor has rank {rank}: use the coo layout"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for OutputLayout {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "coo" => OutputLayout::Coo,
+            "csr" => OutputLayout::Csr,
+            "csc" => OutputLayout::Csc,
+            _ => {
+                return Err(Error::InvalidOptions(format!(
+                    "unknown layout {s:?}; use coo, csr or csc"
+                )))
+            }
+        })
+    }
+}
+
+impl fmt::Display for OutputLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OutputLayout::Coo => "coo",
+            OutputLayout::Csr => "csr",
+            OutputLayout::Csc => "csc",
+        })
+    }
+}
+
 /// What to do with NaN and infinite contributions to a float tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum NonFinitePolicy {
@@ -94,6 +166,9 @@ pub struct AssembleOptions {
     pub drop_zeros: bool,
     /// NaN / infinity policy for float contributions. Default: keep.
     pub non_finite: NonFinitePolicy,
+    /// Layout of the tensor written. Default COO; CSR and CSC need rank 2
+    /// (checked by `Builder::new`).
+    pub layout: OutputLayout,
     /// Name of the tensor in the file. Default "coo".
     pub tensor_name: String,
     /// Upper bound on runs merged at once; the budget and the file
@@ -113,6 +188,7 @@ impl Default for AssembleOptions {
             exact_sums: true,
             drop_zeros: false,
             non_finite: NonFinitePolicy::Keep,
+            layout: OutputLayout::Coo,
             tensor_name: "coo".to_string(),
             max_fan_in: 64,
             io: IoCtx::new(),
@@ -200,5 +276,19 @@ mod tests {
             assert_eq!(p.parse::<DuplicatePolicy>().unwrap().to_string(), p);
         }
         assert!("avg".parse::<DuplicatePolicy>().is_err());
+    }
+
+    #[test]
+    fn layouts_parse_and_check_rank() {
+        for l in ["coo", "csr", "csc"] {
+            assert_eq!(l.parse::<OutputLayout>().unwrap().to_string(), l);
+        }
+        assert_eq!("CSR".parse::<OutputLayout>().unwrap(), OutputLayout::Csr);
+        assert!("dense".parse::<OutputLayout>().is_err());
+        assert!(OutputLayout::Coo.check_rank(3).is_ok());
+        assert!(OutputLayout::Csr.check_rank(2).is_ok());
+        let e = OutputLayout::Csc.check_rank(3).unwrap_err().to_string();
+        assert!(e.contains("rank 3") && e.contains("csc"), "{e}");
+        assert_eq!(OutputLayout::Csc.major_dim(), 1);
     }
 }

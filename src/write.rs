@@ -1,10 +1,22 @@
 //! The streaming HRRYFILE container writer.
 //!
-//! [`FileWriter`] writes one Hurray file holding any number of COO tensors.
-//! Each tensor is written by a [`TensorWriter`] from a **sorted stream** of
-//! entries (strictly increasing lexicographic order, dimension 0 major). The
-//! number of entries is not known in advance and nothing is held in memory:
-//! memory use is a few fixed buffers, whatever the count.
+//! [`FileWriter`] writes one Hurray file holding any number of COO, CSR or
+//! CSC tensors. Each tensor is written by a [`TensorWriter`] from a **sorted
+//! stream** of entries (strictly increasing lexicographic order, dimension 0
+//! major; for CSC, column major: by column, then row). The number of entries
+//! is not known in advance and nothing is held in memory: memory use is a
+//! few fixed buffers, whatever the count (the pointer buffer of CSR/CSC, with
+//! its `nrows + 1` entries, is streamed too).
+//!
+//! # CSR and CSC
+//! Three buffers: values, the minor indices (`col_indices` for CSR,
+//! `row_indices` for CSC) and the pointers (`row_ptr` / `col_ptr`, u64,
+//! `extent of the major dimension + 1` entries). Values stream into the
+//! output as for COO; the minor indices and the pointers each stream into
+//! their own side file, and are appended in that order at `finish`, each at
+//! the next multiple of A. A pointer entry is emitted when the first entry
+//! of a later row (column) arrives, so empty rows cost 8 bytes each and
+//! nothing else.
 //!
 //! # How a tensor is written without knowing nnz
 //! The descriptor length is fixed by the rank (`149 + 8r` with statistics,
@@ -43,9 +55,11 @@
 //! # KV entries written by the crate (stable keys)
 //! - `coo_assembler.writer` (string): `"coo-assembler <version>"`, when
 //!   [`WriteOptions::provenance`] is on (default).
-//! - `coo_assembler.xxh3.<tensor name>.values` and
-//!   `coo_assembler.xxh3.<tensor name>.indices` (u64): xxh3-64 of the exact
+//! - `coo_assembler.xxh3.<tensor name>.<buffer>` (u64): xxh3-64 of the exact
 //!   bytes of each buffer, when [`WriteOptions::checksums`] is on (default).
+//!   Buffer names are the spec's: `values`, `indices` (COO); `values`,
+//!   `col_indices`, `row_ptr` (CSR); `values`, `row_indices`, `col_ptr`
+//!   (CSC). One key per buffer, in buffer order.
 //!
 //! Keys starting with `coo_assembler.` are reserved: [`FileWriter::add_metadata`]
 //! refuses them. Order in the section: writer, user entries (in the order
@@ -70,11 +84,13 @@ use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::fs::sweep::remove_stale_output_temps;
+use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
     self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
     IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
 };
+pub use crate::options::OutputLayout;
 use crate::stats::StatsAccumulator;
 use std::collections::HashSet;
 use std::fs::File;
@@ -100,7 +116,22 @@ pub fn values_checksum_key(tensor: &str) -> String {
 
 /// KV key of the xxh3-64 of a tensor's indices buffer.
 pub fn indices_checksum_key(tensor: &str) -> String {
-    format!("coo_assembler.xxh3.{tensor}.indices")
+    buffer_checksum_key(tensor, "indices")
+}
+
+/// KV key of the xxh3-64 of the buffer named `buffer` (see
+/// [`buffer_names`]) of a tensor.
+pub fn buffer_checksum_key(tensor: &str, buffer: &str) -> String {
+    format!("coo_assembler.xxh3.{tensor}.{buffer}")
+}
+
+/// The spec's names of a layout's buffers, in buffer order.
+pub fn buffer_names(layout: OutputLayout) -> &'static [&'static str] {
+    match layout {
+        OutputLayout::Coo => &["values", "indices"],
+        OutputLayout::Csr => &["values", "col_indices", "row_ptr"],
+        OutputLayout::Csc => &["values", "row_indices", "col_ptr"],
+    }
 }
 
 /// Padding after the last buffer of a tensor.
@@ -157,19 +188,24 @@ pub struct TensorSummary {
     pub dtype: DType,
     /// Shape.
     pub shape: Vec<u64>,
+    /// Layout.
+    pub layout: OutputLayout,
     /// Number of stored entries.
     pub nnz: u64,
     /// The statistics section, when written.
     pub statistics: Option<Statistics>,
     /// xxh3-64 of the values buffer bytes (always computed).
     pub values_xxh3: u64,
-    /// xxh3-64 of the indices buffer bytes (always computed).
+    /// xxh3-64 of the indices buffer bytes (COO's `indices`, CSR's
+    /// `col_indices`, CSC's `row_indices`; always computed).
     pub indices_xxh3: u64,
+    /// xxh3-64 of the pointer buffer (`row_ptr` / `col_ptr`), for CSR and CSC.
+    pub pointers_xxh3: Option<u64>,
     /// Absolute offset of the descriptor.
     pub descriptor_offset: u64,
     /// Absolute offset of the values buffer (the first buffer).
     pub data_offset: u64,
-    /// End of the indices buffer minus `data_offset`.
+    /// End of the last buffer minus `data_offset`.
     pub data_length: u64,
 }
 
@@ -318,13 +354,26 @@ impl FileWriter {
         Ok(())
     }
 
-    /// Start a tensor. Entries are then pushed in strictly increasing order
-    /// and the tensor is closed with [`TensorWriter::finish`].
+    /// Start a COO tensor. Entries are then pushed in strictly increasing
+    /// order and the tensor is closed with [`TensorWriter::finish`].
     pub fn begin_tensor(
         &mut self,
         name: &str,
         dtype: DType,
         shape: &[u64],
+    ) -> Result<TensorWriter<'_>> {
+        self.begin_tensor_as(name, dtype, shape, OutputLayout::Coo)
+    }
+
+    /// Start a tensor in `layout` (CSR and CSC: rank 2 only). Entries are
+    /// pushed in the layout's order: row-major for COO and CSR,
+    /// column-major (by column, then row) for CSC.
+    pub fn begin_tensor_as(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        layout: OutputLayout,
     ) -> Result<TensorWriter<'_>> {
         self.check_usable()?;
         if name.is_empty() || name.len() > usize::from(u16::MAX) {
@@ -336,7 +385,8 @@ impl FileWriter {
         if self.names.contains(name) {
             return Err(invalid(format!("tensor name {name:?} used twice")));
         }
-        if self.checksums && indices_checksum_key(name).len() > usize::from(u16::MAX) {
+        if self.checksums && buffer_checksum_key(name, "row_indices").len() > usize::from(u16::MAX)
+        {
             return Err(invalid(format!(
                 "tensor name of {} bytes is too long for its checksum KV key",
                 name.len()
@@ -353,8 +403,13 @@ impl FileWriter {
                 "tensor {name:?}: extent of dimension {d} is u64::MAX (dynamic), not storable"
             )));
         }
+        layout.check_rank(rank)?;
         let descriptor_offset = self.pos();
-        let desc_len = descriptor_len(rank, self.statistics) as u64;
+        let desc_len = if layout.is_compressed() {
+            compressed_descriptor_len(self.statistics)
+        } else {
+            descriptor_len(rank, self.statistics)
+        } as u64;
         let values_offset = self.align(descriptor_offset + desc_len)?;
         // The descriptor's place is zero-filled now and written at finish.
         self.put_zeros(values_offset - descriptor_offset)?;
@@ -365,14 +420,14 @@ impl FileWriter {
             name: name.to_string(),
             dtype,
             width: dtype.width(),
+            layout,
             shape: shape.to_vec(),
             prev: vec![0; rank],
             nnz: 0,
             // Room for one entry past the flush threshold (rank <= 64).
-            idx_buf: Vec::with_capacity(cap + 8 * MAX_RANK),
-            side: None,
-            side_len: 0,
-            ihash: Xxh3::new(),
+            idx: SideStream::new(cap + 8 * MAX_RANK),
+            ptr: layout.is_compressed().then(|| SideStream::new(cap + 8)),
+            next_major: 0,
             stats: self.statistics.then(|| StatsAccumulator::new(shape)),
             descriptor_offset,
             values_offset,
@@ -403,8 +458,12 @@ impl FileWriter {
         kv.extend(self.user_kv.iter().cloned());
         if self.checksums {
             for t in &self.tensors {
-                kv.push((values_checksum_key(&t.name), KvValue::U64(t.values_xxh3)));
-                kv.push((indices_checksum_key(&t.name), KvValue::U64(t.indices_xxh3)));
+                let hashes = [Some(t.values_xxh3), Some(t.indices_xxh3), t.pointers_xxh3];
+                for (name, h) in buffer_names(t.layout).iter().zip(hashes) {
+                    if let Some(h) = h {
+                        kv.push((buffer_checksum_key(&t.name, name), KvValue::U64(h)));
+                    }
+                }
             }
         }
         let mut flags = FLAG_HAS_INDEX_CRC32C;
@@ -611,15 +670,17 @@ pub struct TensorWriter<'a> {
     name: String,
     dtype: DType,
     width: usize,
+    layout: OutputLayout,
     shape: Vec<u64>,
     /// The previous entry's coordinate (valid when nnz > 0).
     prev: Vec<u64>,
     nnz: u64,
-    /// Pending indices (u64 LE), spilled to `side` when full.
-    idx_buf: Vec<u8>,
-    side: Option<File>,
-    side_len: u64,
-    ihash: Xxh3,
+    /// The indices (COO: all of them; CSR/CSC: the minor one), u64 LE.
+    idx: SideStream,
+    /// CSR/CSC: the pointer buffer, u64 LE.
+    ptr: Option<SideStream>,
+    /// CSR/CSC: the first row (column) whose pointer is not written yet.
+    next_major: u64,
     stats: Option<StatsAccumulator>,
     descriptor_offset: u64,
     values_offset: u64,
@@ -674,7 +735,8 @@ impl TensorWriter<'_> {
     /// does not grow with the number of entries.
     pub fn buffer_bytes(&self) -> usize {
         self.fw.buf.capacity()
-            + self.idx_buf.capacity()
+            + self.idx.buf.capacity()
+            + self.ptr.as_ref().map_or(0, |p| p.buf.capacity())
             + self.prev.capacity() * 8
             + self.stats.as_ref().map_or(0, |s| s.buffer_bytes())
     }
@@ -711,7 +773,11 @@ impl TensorWriter<'_> {
                 });
             }
         }
-        if self.nnz > 0 && idx <= self.prev.as_slice() {
+        let out_of_order = match self.layout {
+            OutputLayout::Csc => (idx[1], idx[0]) <= (self.prev[1], self.prev[0]),
+            _ => idx <= self.prev.as_slice(),
+        };
+        if self.nnz > 0 && out_of_order {
             return Err(Error::OutOfOrder {
                 entry: self.nnz,
                 previous: self.prev.clone(),
@@ -724,8 +790,16 @@ impl TensorWriter<'_> {
     /// Record an entry whose value bytes are already in the output buffer.
     #[inline]
     fn accept(&mut self, idx: &[u64], v: f64) -> Result<()> {
-        for &i in idx {
-            self.idx_buf.extend_from_slice(&i.to_le_bytes());
+        if self.ptr.is_some() {
+            let major = self.layout.major_dim();
+            self.idx.push(idx[1 - major]);
+            if idx[major] >= self.next_major {
+                self.pointers_upto(idx[major])?;
+            }
+        } else {
+            for &i in idx {
+                self.idx.push(i);
+            }
         }
         self.prev.copy_from_slice(idx);
         self.nnz += 1;
@@ -735,34 +809,41 @@ impl TensorWriter<'_> {
         if self.fw.buf.len() >= self.fw.buf_cap {
             self.fw.flush()?;
         }
-        if self.idx_buf.len() >= self.fw.buf_cap {
-            self.spill_indices()?;
+        if self.idx.buf.len() >= self.fw.buf_cap {
+            let r = self.idx.spill(&self.fw.io, &self.fw.dir);
+            self.poison_on_err(r)?;
         }
         Ok(())
     }
 
-    /// Move the pending indices to the side file (created on first use).
-    fn spill_indices(&mut self) -> Result<()> {
-        let r = self.spill_inner();
+    fn poison_on_err(&mut self, r: Result<()>) -> Result<()> {
         if r.is_err() {
             self.fw.poisoned = true;
         }
         r
     }
 
-    fn spill_inner(&mut self) -> Result<()> {
-        if self.idx_buf.is_empty() {
+    /// Write the pointers of rows (columns) `next_major ..= major`: each is
+    /// the number of entries before it, `nnz` (the entry being accepted is
+    /// not counted yet). A long run of empty rows is written in buffer-sized
+    /// pieces.
+    #[cold]
+    fn pointers_upto(&mut self, major: u64) -> Result<()> {
+        let cap = self.fw.buf_cap;
+        let Some(ptr) = self.ptr.as_mut() else {
             return Ok(());
-        }
-        let io = &self.fw.io;
-        let side = match &mut self.side {
-            Some(f) => f,
-            None => self.side.insert(io.tempfile_in(&self.fw.dir)?),
         };
-        io.write_all(side, &self.idx_buf, &self.fw.dir)?;
-        self.ihash.update(&self.idx_buf);
-        self.side_len += self.idx_buf.len() as u64;
-        self.idx_buf.clear();
+        while self.next_major <= major {
+            ptr.push(self.nnz);
+            self.next_major += 1;
+            if ptr.buf.len() >= cap {
+                let r = ptr.spill(&self.fw.io, &self.fw.dir);
+                if r.is_err() {
+                    self.fw.poisoned = true;
+                }
+                r?;
+            }
+        }
         Ok(())
     }
 
@@ -792,52 +873,51 @@ impl TensorWriter<'_> {
             self.fw.vhash.update(&self.fw.buf[from..]);
         }
         let values_xxh3 = self.fw.vhash.digest();
-        let indices_offset = self.fw.align(values_end)?;
-        self.fw.put_zeros(indices_offset - values_end)?;
-        let indices_len;
-        if self.side.is_some() {
-            self.spill_inner()?;
-            self.fw.flush()?;
-            let fw = &mut *self.fw;
-            if let Some(side) = &mut self.side {
-                fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;
-                fw.io
-                    .copy(side, &mut fw.file, self.side_len, &fw.tmp_path)?;
+        let (indices_len, indices_xxh3) = self.idx.append_to(self.fw)?;
+        let mut pointers = None;
+        if self.ptr.is_some() {
+            // The pointers of the rows (columns) after the last entry, and
+            // the final one, all equal to nnz.
+            let major_extent = self.shape[self.layout.major_dim()];
+            self.pointers_upto(major_extent)?;
+            if let Some(ptr) = &mut self.ptr {
+                pointers = Some(ptr.append_to(self.fw)?);
             }
-            fw.flushed += self.side_len;
-            indices_len = self.side_len;
-            self.side = None;
-        } else {
-            self.ihash.update(&self.idx_buf);
-            indices_len = self.idx_buf.len() as u64;
-            let idx = std::mem::take(&mut self.idx_buf);
-            let r = self.fw.put(&idx);
-            self.idx_buf = idx;
-            r?;
         }
-        let indices_xxh3 = self.ihash.digest();
-        let indices_end = self.fw.pos();
-        debug_assert_eq!(indices_end, indices_offset + indices_len);
+        let last_end = self.fw.pos();
         let next = match self.fw.tail_padding {
-            TailPadding::Alignment => align8(self.fw.align(indices_end)?)?,
-            TailPadding::Eight => align8(indices_end)?,
+            TailPadding::Alignment => align8(self.fw.align(last_end)?)?,
+            TailPadding::Eight => align8(last_end)?,
         };
-        self.fw.put_zeros(next - indices_end)?;
+        self.fw.put_zeros(next - last_end)?;
 
         let a = self.fw.alignment as u32;
         let statistics = self.stats.as_ref().map(|s| s.finish());
-        let desc = CooDescriptor {
-            dtype: self.dtype,
-            shape: self.shape.clone(),
-            nnz: self.nnz,
-            is_sorted: true,
-            values: BufferHandle::cpu(values_len, a),
-            indices: BufferHandle::cpu(indices_len, a),
-            statistics,
+        let bytes = match pointers {
+            None => CooDescriptor {
+                dtype: self.dtype,
+                shape: self.shape.clone(),
+                nnz: self.nnz,
+                is_sorted: true,
+                values: BufferHandle::cpu(values_len, a),
+                indices: BufferHandle::cpu(indices_len, a),
+                statistics,
+            }
+            .encode(),
+            Some((pointers_len, _)) => CompressedDescriptor {
+                column_major: self.layout == OutputLayout::Csc,
+                dtype: self.dtype,
+                shape: [self.shape[0], self.shape[1]],
+                nnz: self.nnz,
+                values: BufferHandle::cpu(values_len, a),
+                indices: BufferHandle::cpu(indices_len, a),
+                pointers: BufferHandle::cpu(pointers_len, a),
+                statistics,
+            }
+            .encode(),
         };
-        let bytes = desc.encode();
         self.fw.write_at(&bytes, self.descriptor_offset)?;
-        let data_length = indices_end - self.values_offset;
+        let data_length = last_end - self.values_offset;
         self.fw.entries.push(IndexEntry {
             name: self.name.clone(),
             descriptor_offset: self.descriptor_offset,
@@ -850,10 +930,12 @@ impl TensorWriter<'_> {
             name: self.name.clone(),
             dtype: self.dtype,
             shape: self.shape.clone(),
+            layout: self.layout,
             nnz: self.nnz,
             statistics,
             values_xxh3,
             indices_xxh3,
+            pointers_xxh3: pointers.map(|(_, h)| h),
             descriptor_offset: self.descriptor_offset,
             data_offset: self.values_offset,
             data_length,
@@ -870,5 +952,75 @@ impl Drop for TensorWriter<'_> {
             self.fw.poisoned = true;
             self.fw.vhash_from = None;
         }
+    }
+}
+
+/// One buffer after the values (indices, pointers), streamed through a
+/// bounded buffer into an unnamed side file (created when the buffer first
+/// fills), then appended to the output at the next multiple of A.
+struct SideStream {
+    buf: Vec<u8>,
+    file: Option<File>,
+    len: u64,
+    hash: Xxh3,
+}
+
+impl SideStream {
+    fn new(capacity: usize) -> SideStream {
+        SideStream {
+            buf: Vec::with_capacity(capacity),
+            file: None,
+            len: 0,
+            hash: Xxh3::new(),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, x: u64) {
+        self.buf.extend_from_slice(&x.to_le_bytes());
+    }
+
+    /// Move the pending bytes to the side file.
+    fn spill(&mut self, io: &IoCtx, dir: &Path) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let side = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert(io.tempfile_in(dir)?),
+        };
+        io.write_all(side, &self.buf, dir)?;
+        self.hash.update(&self.buf);
+        self.len += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Pad the output to A and append the whole stream there (kernel-side
+    /// copy from the side file, or the buffer itself when it never
+    /// filled). Returns the stream's length and xxh3-64.
+    fn append_to(&mut self, fw: &mut FileWriter) -> Result<(u64, u64)> {
+        let end = fw.pos();
+        let start = fw.align(end)?;
+        fw.put_zeros(start - end)?;
+        if self.file.is_some() {
+            self.spill(&fw.io, &fw.dir)?;
+            fw.flush()?;
+            if let Some(side) = &mut self.file {
+                fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;
+                fw.io.copy(side, &mut fw.file, self.len, &fw.tmp_path)?;
+            }
+            fw.flushed += self.len;
+            self.file = None;
+        } else {
+            self.hash.update(&self.buf);
+            self.len = self.buf.len() as u64;
+            let bytes = std::mem::take(&mut self.buf);
+            let r = fw.put(&bytes);
+            self.buf = bytes;
+            r?;
+        }
+        debug_assert_eq!(fw.pos(), start + self.len);
+        Ok((self.len, self.hash.digest()))
     }
 }

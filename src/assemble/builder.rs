@@ -250,7 +250,12 @@ impl Builder {
                 "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
             )));
         }
-        let layout = KeyLayout::new(shape);
+        opts.layout.check_rank(shape.len())?;
+        // CSC: column-major keys, so runs and the merge come out by column.
+        let layout = match opts.layout.major_dim() {
+            0 => KeyLayout::new(shape),
+            m => KeyLayout::with_major(shape, m),
+        };
         let core = match layout.width() {
             KeyWidth::U64 => AnyCore::U64(new_core(layout, dtype, opts)?),
             KeyWidth::U128 => AnyCore::U128(new_core(layout, dtype, opts)?),

@@ -166,15 +166,21 @@ fn merge_into_file<K: Key, C: Combiner>(
             accs: Vec::with_capacity(WRITE_BATCH),
         });
     }
+    let layout_out = core.opts.layout;
+    // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
+    // plus the pointers for CSR/CSC.
+    let streams = if layout_out.is_compressed() { 3 } else { 2 };
     let wopts = WriteOptions {
         io: core.opts.io.clone(),
+        buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
         ..WriteOptions::default()
     };
     std::thread::scope(|s| {
         let write = move || -> Result<(u64, u64, FileSummary)> {
             let layout = &core.layout;
             let mut fw = FileWriter::create(path, wopts)?;
-            let mut tw = fw.begin_tensor(&core.opts.tensor_name, core.dtype, layout.shape())?;
+            let mut tw =
+                fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
             let mut idx = vec![0u64; layout.rank()];
             let mut dropped = 0u64;
             for msg in full_rx.iter() {

@@ -48,13 +48,13 @@ impl BufferHandle {
         }
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.byte_size.to_le_bytes());
         out.extend_from_slice(&self.alignment.to_le_bytes());
         out.extend_from_slice(&[self.device_tag, self.sync_mode, self.memory_class, 0]);
     }
 
-    fn decode(r: &mut ByteReader<'_>, which: &str) -> Result<BufferHandle> {
+    pub(crate) fn decode(r: &mut ByteReader<'_>, which: &str) -> Result<BufferHandle> {
         let start = r.pos();
         let byte_size = r.u64("buffer byte_size")?;
         let alignment = r.u32("buffer alignment")?;

@@ -5,6 +5,7 @@
 //! checks (buffers inside the file, index against descriptor) live in the
 //! reader. Decoders never allocate more than the input's length justifies.
 
+pub mod compressed;
 pub mod descriptor;
 pub mod header;
 pub mod index;
@@ -35,6 +36,10 @@ pub const MIN_ALIGNMENT: u32 = 4096;
 pub const MAX_ALIGNMENT: u32 = 2 * 1024 * 1024;
 /// Layout tag of COO.
 pub const LAYOUT_COO: u8 = 0x06;
+/// Layout tag of CSR.
+pub const LAYOUT_CSR: u8 = 0x07;
+/// Layout tag of CSC.
+pub const LAYOUT_CSC: u8 = 0x08;
 /// Largest rank the format allows.
 pub const MAX_RANK: usize = 64;
 

@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 use coo_assembler::input::{self, Compression, InputFormat, MappedInput, MtxHeader, NpyHeader};
 use coo_assembler::{
     parse_size, AssembleOptions, Builder, DType, DuplicatePolicy, Error, IoCtx, NonFinitePolicy,
+    OutputLayout,
 };
 use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read};
@@ -86,9 +87,30 @@ impl From<FormatArg> for InputFormat {
     }
 }
 
+/// Output layouts, as `--layout` accepts them.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum LayoutArg {
+    /// Coordinate list (any rank).
+    Coo,
+    /// Compressed sparse rows (matrices only).
+    Csr,
+    /// Compressed sparse columns (matrices only).
+    Csc,
+}
+
+impl From<LayoutArg> for OutputLayout {
+    fn from(l: LayoutArg) -> OutputLayout {
+        match l {
+            LayoutArg::Coo => OutputLayout::Coo,
+            LayoutArg::Csr => OutputLayout::Csr,
+            LayoutArg::Csc => OutputLayout::Csc,
+        }
+    }
+}
+
 /// Duplicate policies, as `--duplicates` accepts them.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum DuplicatesArg {
+pub(crate) enum DuplicatesArg {
     /// Exact sum (the default).
     Sum,
     /// The smallest contribution.
@@ -172,6 +194,9 @@ pub(crate) struct AssembleArgs {
     /// Refuse some non-finite contributions (default: keep them all).
     #[arg(long, value_enum, ignore_case = true)]
     reject: Option<RejectArg>,
+    /// Layout of the output: coo (any rank), csr or csc (matrices only).
+    #[arg(long, value_enum, ignore_case = true, default_value = "coo")]
+    layout: LayoutArg,
     /// Name of the tensor in the file.
     #[arg(long, default_value = "coo")]
     name: String,
@@ -277,6 +302,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         drop_zeros: a.drop_zeros,
         exact_sums: !a.fast_sums,
         tensor_name: a.name.clone(),
+        layout: a.layout.into(),
         temp_dir: a.temp_dir.clone(),
         non_finite: a
             .reject

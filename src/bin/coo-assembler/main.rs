@@ -3,6 +3,7 @@
 //! lives only here.
 
 mod assemble;
+mod convert;
 mod dump;
 mod export;
 mod get;
@@ -46,6 +47,12 @@ enum Cmd {
                   my_fe_code | coo-assembler assemble --shape 1e6,1e6 --input - --format bin --memory-budget 1GiB --output K.hrry\n  \
                   coo-assembler assemble --input matrix.mtx --format mtx --duplicates max --drop-zeros -q -o M.hrry")]
     Assemble(assemble::AssembleArgs),
+    /// Rewrite one tensor in another layout (coo, csr, csc), out of core.
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler convert K.hrry K_csr.hrry --to csr\n  \
+                  coo-assembler convert big_csr.hrry big_csc.hrry --to csc --memory-budget 256MiB\n  \
+                  coo-assembler convert unsorted.hrry K.hrry --to coo --duplicates sum")]
+    Convert(convert::ConvertArgs),
     /// Describe a file: container, tensors, shapes, nnz, statistics, metadata.
     Info {
         /// The Hurray file.
@@ -167,6 +174,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Cmd::Assemble(a) => assemble::run(a),
+        Cmd::Convert(a) => convert::run(a),
         Cmd::Info {
             file,
             json,

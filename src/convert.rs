@@ -1,0 +1,533 @@
+//! Convert one tensor of a Hurray file into another layout (COO, CSR, CSC),
+//! out of core, under a memory budget.
+//!
+//! The input's buffers are read with positioned reads through small
+//! buffers (never mapped), so resident memory does not grow with the file.
+//! Two paths:
+//! - **One streaming pass** when the input is already in the output's
+//!   order: sorted COO or CSR into COO or CSR, CSC into CSC. Entries go
+//!   straight into the [`FileWriter`], which checks the order (a CSR whose
+//!   columns are not increasing within a row, or an unsorted COO flagged
+//!   sorted, is an error naming the entry).
+//! - **Through the external sort** otherwise (unsorted COO, CSR <-> CSC,
+//!   COO -> CSC, ...): every entry is pushed into a [`Builder`] for the
+//!   output layout, so the result is what assembling the same entries would
+//!   give. Duplicate coordinates (possible only in unsorted COO or a
+//!   damaged file) are refused, naming the coordinate, unless
+//!   [`ConvertOptions::duplicates`] says how to combine them.
+//!
+//! Both paths write through the same writer with the same options as
+//! [`Builder::finish`], so converting an assembled COO file gives the same
+//! bytes as assembling its contributions straight into the other layout
+//! (values, statistics and KV checksums included). The output appears
+//! whole or not at all.
+
+use crate::assemble::builder::Builder;
+use crate::assemble::finish::Summary;
+use crate::element::{DType, Value};
+use crate::error::{Error, Result};
+use crate::fs::ctx::IoCtx;
+use crate::hurray::compressed::CompressedDescriptor;
+use crate::hurray::{
+    align_up, index, CooDescriptor, FileHeader, Trailer, HEADER_LEN, LAYOUT_COO, LAYOUT_CSC,
+    LAYOUT_CSR, TRAILER_LEN,
+};
+use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET};
+use crate::write::{FileWriter, WriteOptions};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Bytes of each input read buffer (values, indices, pointers).
+const READ_BUFFER: usize = 256 << 10;
+
+/// Options of [`convert`].
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// The layout to write.
+    pub to: OutputLayout,
+    /// Bytes all buffers may use (read buffers, sort, merge, writer).
+    /// Default [`DEFAULT_MEMORY_BUDGET`].
+    pub memory_budget: u64,
+    /// The tensor to convert; `None` takes the file's only tensor.
+    pub tensor: Option<String>,
+    /// How duplicate coordinates combine; `None` (default) refuses them.
+    pub duplicates: Option<DuplicatePolicy>,
+    /// Where the external sort spills (default: the system temp dir).
+    pub temp_dir: Option<PathBuf>,
+    /// Sorting threads. Default: the number of cores.
+    pub threads: usize,
+    /// File operations (fault injection in tests).
+    pub io: IoCtx,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        let a = AssembleOptions::default();
+        ConvertOptions {
+            to: OutputLayout::Coo,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            tensor: None,
+            duplicates: None,
+            temp_dir: None,
+            threads: a.threads,
+            io: IoCtx::new(),
+        }
+    }
+}
+
+/// What [`convert`] did.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ConvertSummary {
+    /// The file written.
+    pub path: PathBuf,
+    /// The tensor converted (its name is kept).
+    pub tensor: String,
+    /// Input layout.
+    pub from: OutputLayout,
+    /// Output layout.
+    pub to: OutputLayout,
+    /// Entries written.
+    pub nnz: u64,
+    /// Size of the output.
+    pub file_bytes: u64,
+    /// The assembly's summary when the entries went through the external
+    /// sort; `None` for a single streaming pass.
+    pub sorted_by: Option<Summary>,
+}
+
+/// Where one tensor's buffers lie in the input file.
+struct Located {
+    name: String,
+    dtype: DType,
+    shape: Vec<u64>,
+    layout: OutputLayout,
+    sorted: bool,
+    nnz: u64,
+    values: u64,
+    indices: u64,
+    pointers: u64,
+}
+
+fn bad(path: &Path, offset: u64, detail: String) -> Error {
+    Error::invalid(format!("file {}", path.display()), offset, detail)
+}
+
+/// Find the tensor and its buffers, checking every structural rule that
+/// reading them relies on (sizes, placement, bounds).
+fn locate(io: &IoCtx, file: &File, path: &Path, tensor: Option<&str>) -> Result<Located> {
+    let len = io.file_len(file, path)?;
+    if len < HEADER_LEN + TRAILER_LEN {
+        return Err(bad(
+            path,
+            0,
+            format!("{len} bytes is too short for a Hurray file"),
+        ));
+    }
+    let mut head = [0u8; HEADER_LEN as usize];
+    io.read_exact_at(file, &mut head, 0, path)?;
+    let header = FileHeader::decode(&head)?;
+    let mut tail = [0u8; TRAILER_LEN as usize];
+    io.read_exact_at(file, &mut tail, len - TRAILER_LEN, path)?;
+    let trailer = Trailer::decode(&tail, len)?;
+    let index_end = trailer.index_offset.checked_add(trailer.index_length);
+    if index_end.is_none_or(|e| e > len - TRAILER_LEN) {
+        return Err(bad(
+            path,
+            len - TRAILER_LEN,
+            "index lies outside the file".into(),
+        ));
+    }
+    let index_len = usize::try_from(trailer.index_length)
+        .map_err(|_| bad(path, trailer.index_offset, "index too long".into()))?;
+    let mut ib = vec![0u8; index_len];
+    io.read_exact_at(file, &mut ib, trailer.index_offset, path)?;
+    let entries = index::decode(&ib, trailer.index_offset)?;
+    let entry = match tensor {
+        Some(n) => entries.iter().find(|e| e.name == n),
+        None if entries.len() == 1 => entries.first(),
+        None => None,
+    };
+    let Some(entry) = entry else {
+        let available = entries
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(match tensor {
+            Some(n) => Error::TensorNotFound {
+                name: n.to_string(),
+                available,
+            },
+            None => Error::InvalidOptions(format!(
+                "the file holds {} tensors ({available}): name one",
+                entries.len()
+            )),
+        });
+    };
+    let d_off = entry.descriptor_offset;
+    let d_len = u64::from(entry.descriptor_length);
+    if d_off.checked_add(d_len).is_none_or(|e| e > len) || !(16..=1 << 16).contains(&d_len) {
+        return Err(bad(
+            path,
+            d_off,
+            format!("descriptor of {:?} lies outside the file", entry.name),
+        ));
+    }
+    let mut db = vec![0u8; d_len as usize];
+    io.read_exact_at(file, &mut db, d_off, path)?;
+    let section = format!("descriptor of tensor {:?}", entry.name);
+    let (dtype, shape, layout, sorted, nnz, sizes) = match db[15] {
+        LAYOUT_COO => {
+            let d = CooDescriptor::decode(&db, d_off, &section)?;
+            let sizes = [d.values.byte_size, d.indices.byte_size, 0];
+            (
+                d.dtype,
+                d.shape,
+                OutputLayout::Coo,
+                d.is_sorted,
+                d.nnz,
+                sizes,
+            )
+        }
+        LAYOUT_CSR | LAYOUT_CSC => {
+            let d = CompressedDescriptor::decode(&db, d_off, &section)?;
+            let layout = if d.column_major {
+                OutputLayout::Csc
+            } else {
+                OutputLayout::Csr
+            };
+            let sizes = [
+                d.values.byte_size,
+                d.indices.byte_size,
+                d.pointers.byte_size,
+            ];
+            (d.dtype, d.shape.to_vec(), layout, true, d.nnz, sizes)
+        }
+        t => {
+            return Err(Error::Unsupported(format!(
+                "{section}: layout tag 0x{t:02x}; convert reads COO, CSR and CSC"
+            )))
+        }
+    };
+    if d_len as usize != db.len() {
+        return Err(bad(path, d_off, "descriptor_length mismatch".into()));
+    }
+    let idx_per_entry = if layout == OutputLayout::Coo {
+        shape.len() as u64
+    } else {
+        1
+    };
+    let want = [
+        nnz.checked_mul(dtype.width() as u64),
+        nnz.checked_mul(8 * idx_per_entry),
+        if layout == OutputLayout::Coo {
+            Some(0)
+        } else {
+            shape[layout.major_dim()]
+                .checked_add(1)
+                .and_then(|n| n.checked_mul(8))
+        },
+    ];
+    for (k, (&got, w)) in sizes.iter().zip(want).enumerate() {
+        if w != Some(got) {
+            return Err(bad(
+                path,
+                d_off,
+                format!("{section}: buffer {k} has {got} bytes, nnz {nnz} and shape {shape:?} need {w:?}"),
+            ));
+        }
+    }
+    // Buffers follow each other at the next multiple of A.
+    let a = u64::from(header.alignment);
+    let values = entry.data_offset;
+    let overflow = || bad(path, d_off, format!("{section}: buffers overflow u64"));
+    let indices = values
+        .checked_add(sizes[0])
+        .and_then(|e| align_up(e, a))
+        .ok_or_else(overflow)?;
+    let pointers = indices
+        .checked_add(sizes[1])
+        .and_then(|e| align_up(e, a))
+        .ok_or_else(overflow)?;
+    let end = if layout == OutputLayout::Coo {
+        indices + sizes[1]
+    } else {
+        pointers.checked_add(sizes[2]).ok_or_else(overflow)?
+    };
+    if values < d_off + d_len || (end > values && end > len) {
+        return Err(bad(
+            path,
+            d_off,
+            format!("{section}: buffers {values}..{end} lie outside the file ({len} bytes)"),
+        ));
+    }
+    Ok(Located {
+        name: entry.name.clone(),
+        dtype,
+        shape,
+        layout,
+        sorted,
+        nnz,
+        values,
+        indices,
+        pointers,
+    })
+}
+
+/// Sequential positioned reads of one buffer through a fixed buffer.
+struct Stream<'a> {
+    io: &'a IoCtx,
+    file: &'a File,
+    path: &'a Path,
+    next: u64,
+    end: u64,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl<'a> Stream<'a> {
+    fn new(io: &'a IoCtx, file: &'a File, path: &'a Path, start: u64, len: u64) -> Stream<'a> {
+        Stream {
+            io,
+            file,
+            path,
+            next: start,
+            end: start + len,
+            buf: Vec::with_capacity(READ_BUFFER),
+            at: 0,
+        }
+    }
+
+    /// The next `n` bytes (`n` <= 512); the caller knows they exist.
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        if self.buf.len() - self.at < n {
+            self.refill(n)?;
+        }
+        let s = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    #[cold]
+    fn refill(&mut self, n: usize) -> Result<()> {
+        self.buf.drain(..self.at);
+        self.at = 0;
+        let have = self.buf.len();
+        let want = ((READ_BUFFER - have) as u64).min(self.end - self.next) as usize;
+        if have + want < n {
+            return Err(bad(self.path, self.next, "buffer ends early".into()));
+        }
+        self.buf.resize(have + want, 0);
+        self.io
+            .read_exact_at(self.file, &mut self.buf[have..], self.next, self.path)?;
+        self.next += want as u64;
+        Ok(())
+    }
+}
+
+/// Convert one tensor of `input` into `opts.to`, written to `output`; see
+/// the [module docs](self).
+pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertSummary> {
+    let io = &opts.io;
+    let file = io.open(input)?;
+    let t = locate(io, &file, input, opts.tensor.as_deref())?;
+    opts.to.check_rank(t.shape.len())?;
+    let streams = 3 * READ_BUFFER as u64;
+    let one_pass = match (t.layout, opts.to) {
+        (OutputLayout::Coo, OutputLayout::Coo | OutputLayout::Csr) => t.sorted,
+        (OutputLayout::Csr, OutputLayout::Coo | OutputLayout::Csr) => true,
+        (OutputLayout::Csc, OutputLayout::Csc) => true,
+        _ => false,
+    };
+    let mut values = Stream::new(io, &file, input, t.values, t.nnz * t.dtype.width() as u64);
+    let idx_len = if t.layout == OutputLayout::Coo {
+        t.shape.len() as u64
+    } else {
+        1
+    };
+    let mut indices = Stream::new(io, &file, input, t.indices, t.nnz * 8 * idx_len);
+    let major_extent = t.shape[t.layout.major_dim()];
+    let ptr_len = if t.layout == OutputLayout::Coo {
+        0
+    } else {
+        (major_extent + 1) * 8
+    };
+    let mut ptr = Stream::new(io, &file, input, t.pointers, ptr_len);
+    let mut entries = Entries::new(&t, &mut ptr, input)?;
+    let mut idx = vec![0u64; t.shape.len()];
+    if one_pass {
+        let wopts = WriteOptions {
+            io: io.clone(),
+            ..WriteOptions::default()
+        };
+        if opts.memory_budget < streams + 3 * wopts.buffer_bytes as u64 {
+            return Err(Error::BudgetTooSmall {
+                budget: opts.memory_budget,
+                minimum: streams + 3 * wopts.buffer_bytes as u64,
+            });
+        }
+        let mut fw = FileWriter::create(output, wopts)?;
+        let mut tw = fw.begin_tensor_as(&t.name, t.dtype, &t.shape, opts.to)?;
+        while entries.next(&mut indices, &mut ptr, &mut idx)? {
+            let v = values.take(t.dtype.width())?;
+            let f = t.dtype.decode(v).to_f64();
+            tw.push_le(&idx, v, f)?;
+        }
+        let nnz = tw.finish()?.nnz;
+        let fs = fw.finish()?;
+        return Ok(ConvertSummary {
+            path: output.to_path_buf(),
+            tensor: t.name,
+            from: t.layout,
+            to: opts.to,
+            nnz,
+            file_bytes: fs.bytes,
+            sorted_by: None,
+        });
+    }
+    let aopts = AssembleOptions {
+        memory_budget: opts.memory_budget.saturating_sub(streams),
+        temp_dir: opts.temp_dir.clone(),
+        threads: opts.threads,
+        duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
+        layout: opts.to,
+        tensor_name: t.name.clone(),
+        io: io.clone(),
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&t.shape, t.dtype, aopts)?;
+    while entries.next(&mut indices, &mut ptr, &mut idx)? {
+        match t.dtype.decode(values.take(t.dtype.width())?) {
+            Value::Float(x) => b.push(&idx, x),
+            Value::Int(x) => b.push(&idx, x),
+            Value::UInt(x) => b.push(&idx, x),
+        }?;
+    }
+    let s = b.finish(output)?;
+    Ok(ConvertSummary {
+        path: output.to_path_buf(),
+        tensor: t.name,
+        from: t.layout,
+        to: opts.to,
+        nnz: s.nnz,
+        file_bytes: s.file_bytes,
+        sorted_by: Some(s),
+    })
+}
+
+/// Walks the coordinates of a tensor in storage order.
+struct Entries {
+    layout: OutputLayout,
+    nnz: u64,
+    seen: u64,
+    /// CSR/CSC: the current major index and where the next one starts.
+    major: u64,
+    major_extent: u64,
+    major_end: u64,
+    path: PathBuf,
+}
+
+impl Entries {
+    fn new(t: &Located, ptr: &mut Stream<'_>, path: &Path) -> Result<Entries> {
+        let mut e = Entries {
+            layout: t.layout,
+            nnz: t.nnz,
+            seen: 0,
+            major: 0,
+            major_extent: t.shape[t.layout.major_dim()],
+            major_end: 0,
+            path: path.to_path_buf(),
+        };
+        if t.layout.is_compressed() {
+            let first = ptr.u64()?;
+            if first != 0 {
+                return Err(e.ptr_error(0, format!("pointer[0] is {first}, must be 0")));
+            }
+            // A matrix with no rows (columns) has the one pointer only.
+            if e.major_extent > 0 {
+                e.major_end = ptr.u64()?;
+                e.check_ptr(0, 0)?;
+            }
+        }
+        Ok(e)
+    }
+
+    fn ptr_error(&self, at: u64, detail: String) -> Error {
+        let what = if self.layout == OutputLayout::Csc {
+            "col_ptr"
+        } else {
+            "row_ptr"
+        };
+        Error::invalid(format!("{what} of {}", self.path.display()), at, detail)
+    }
+
+    fn check_ptr(&self, prev: u64, m: u64) -> Result<()> {
+        if self.major_end < prev || self.major_end > self.nnz {
+            return Err(self.ptr_error(
+                m + 1,
+                format!(
+                    "pointer[{}] = {} breaks pointer[{m}] = {prev} <= pointer <= nnz = {}",
+                    m + 1,
+                    self.major_end,
+                    self.nnz
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fill `idx` with the next coordinate; false at the end.
+    #[inline]
+    fn next(
+        &mut self,
+        indices: &mut Stream<'_>,
+        ptr: &mut Stream<'_>,
+        idx: &mut [u64],
+    ) -> Result<bool> {
+        if self.layout == OutputLayout::Coo {
+            if self.seen == self.nnz {
+                return Ok(false);
+            }
+            for i in idx.iter_mut() {
+                *i = indices.u64()?;
+            }
+            self.seen += 1;
+            return Ok(true);
+        }
+        // Skip to the row (column) holding entry `seen`.
+        while self.seen == self.major_end {
+            if self.major + 1 >= self.major_extent {
+                if self.seen != self.nnz {
+                    return Err(self.ptr_error(
+                        self.major_extent,
+                        format!(
+                            "the last pointer is {}, must be nnz = {}",
+                            self.seen, self.nnz
+                        ),
+                    ));
+                }
+                return Ok(false);
+            }
+            self.major += 1;
+            let prev = self.major_end;
+            self.major_end = ptr.u64()?;
+            self.check_ptr(prev, self.major)?;
+        }
+        let minor = indices.u64()?;
+        let md = self.layout.major_dim();
+        idx[md] = self.major;
+        idx[1 - md] = minor;
+        self.seen += 1;
+        Ok(true)
+    }
+}

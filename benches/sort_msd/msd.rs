@@ -49,19 +49,14 @@ pub fn sort(records: &mut [Rec], scratch: &mut Vec<Rec>, key_bits: u32, threads:
     }
     let buf = &mut scratch[..n];
     let threads = threads.clamp(1, 1 + n / (1 << 20));
-    let mut counts = vec![0usize; 3 << LSD_BITS_MAX];
-    msd(records, buf, threads, &mut counts);
-}
-
-/// Highest varying bit + 1 (0 if all keys equal) and lowest varying bit.
-#[inline]
-fn varying(recs: &[Rec]) -> (u32, u32) {
-    let k0 = recs[0].key;
-    let mut m = 0u64;
-    for r in recs {
-        m |= r.key ^ k0;
+    let mut counts = vec![0usize; 6 << LSD_BITS_MAX];
+    if n < MSD_MIN {
+        if lsd(records, buf, key_bits, &mut counts) {
+            records.copy_from_slice(buf);
+        }
+        return;
     }
-    (64 - m.leading_zeros(), m.trailing_zeros().min(64))
+    msd(records, buf, key_bits, threads, &mut counts);
 }
 
 fn varying_mask(recs: &[Rec]) -> u64 {
@@ -74,35 +69,28 @@ fn varying_mask(recs: &[Rec]) -> u64 {
 }
 
 /// MSD scatter `data` -> `buf`, then sort every bucket back into `data`.
-fn msd(data: &mut [Rec], buf: &mut [Rec], threads: usize, counts: &mut [usize]) {
+fn msd(data: &mut [Rec], buf: &mut [Rec], key_bits: u32, threads: usize, counts: &mut [usize]) {
     let n = data.len();
-    let (hi, _) = varying_par(data, threads);
+    let buckets = n.div_ceil(BUCKET_TARGET).max(2);
+    let want = (usize::BITS - (buckets - 1).leading_zeros()).clamp(1, MSD_BITS_MAX);
+    // Guess that the top `want` bits of key_bits vary; the same pass gives
+    // the varying mask, and only if the guess was wrong is the histogram
+    // taken again, directly on the right digit.
+    let mut width = want.min(key_bits);
+    let mut shift = key_bits - width;
+    let (mut hists, m) = hist_par(data, shift, width, threads, true);
+    let hi = 64 - m.leading_zeros();
     if hi == 0 {
         return; // all keys equal
     }
-    let buckets = n.div_ceil(BUCKET_TARGET).max(2);
-    let width = (usize::BITS - (buckets - 1).leading_zeros())
-        .clamp(1, MSD_BITS_MAX)
-        .min(hi);
-    let shift = hi - width;
+    if hi < key_bits {
+        width = want.min(hi);
+        shift = hi - width;
+        hists = hist_par(data, shift, width, threads, false).0;
+    }
     let size = 1usize << width;
     let mask = (size - 1) as u64;
-
-    // Per-thread histograms of contiguous parts.
     let part = n.div_ceil(threads);
-    let hists: Vec<Vec<usize>> = if threads == 1 {
-        vec![histogram(data, shift, mask, size)]
-    } else {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = data
-                .chunks(part)
-                .map(|c| s.spawn(move || histogram(c, shift, mask, size)))
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| vec![0; size]))
-                .collect()
-        })
-    };
     let mut totals = vec![0usize; size];
     for h in &hists {
         for (t, c) in totals.iter_mut().zip(h) {
@@ -125,7 +113,8 @@ fn msd(data: &mut [Rec], buf: &mut [Rec], threads: usize, counts: &mut [usize]) 
             offs[d] += 1;
         }
     } else {
-        let mut slots: Vec<Vec<&mut [Rec]>> = (0..threads).map(|_| Vec::with_capacity(size)).collect();
+        let mut slots: Vec<Vec<&mut [Rec]>> =
+            (0..threads).map(|_| Vec::with_capacity(size)).collect();
         let mut rest: &mut [Rec] = buf;
         for d in 0..size {
             for (t, h) in hists.iter().enumerate() {
@@ -175,7 +164,7 @@ fn msd(data: &mut [Rec], buf: &mut [Rec], threads: usize, counts: &mut [usize]) 
                 let end = groups.get(i + 1).map_or(size, |g| g.0);
                 let tot = &totals[first..end];
                 s.spawn(move || {
-                    let mut counts = vec![0usize; 3 << LSD_BITS_MAX];
+                    let mut counts = vec![0usize; 6 << LSD_BITS_MAX];
                     sort_buckets(b, d, tot, shift, &mut counts);
                 });
             }
@@ -183,40 +172,59 @@ fn msd(data: &mut [Rec], buf: &mut [Rec], threads: usize, counts: &mut [usize]) 
     }
 }
 
-fn varying_par(data: &[Rec], threads: usize) -> (u32, u32) {
-    if threads == 1 {
-        return varying(data);
-    }
+/// Per-thread histograms of the digit `[shift, shift + width)` over
+/// contiguous parts, and (if `with_mask`) the OR of `key ^ first key`.
+fn hist_par(
+    data: &[Rec],
+    shift: u32,
+    width: u32,
+    threads: usize,
+    with_mask: bool,
+) -> (Vec<Vec<usize>>, u64) {
     let part = data.len().div_ceil(threads);
     let k0 = data[0].key;
-    let m = std::thread::scope(|s| {
-        let hs: Vec<_> = data
-            .chunks(part)
-            .map(|c| {
-                s.spawn(move || {
-                    let mut m = 0u64;
-                    for r in c {
-                        m |= r.key ^ k0;
-                    }
-                    m
-                })
-            })
-            .collect();
-        hs.into_iter().fold(0u64, |a, h| a | h.join().unwrap_or(u64::MAX))
-    });
-    (64 - m.leading_zeros(), m.trailing_zeros().min(64))
-}
-
-fn histogram(c: &[Rec], shift: u32, mask: u64, size: usize) -> Vec<usize> {
-    let mut h = vec![0usize; size];
-    for r in c {
-        h[((r.key >> shift) & mask) as usize] += 1;
+    let one = move |c: &[Rec]| {
+        let size = 1usize << width;
+        let mask = (size - 1) as u64;
+        let mut h = vec![0usize; size];
+        let mut m = 0u64;
+        if with_mask {
+            for r in c {
+                m |= r.key ^ k0;
+                h[((r.key >> shift) & mask) as usize] += 1;
+            }
+        } else {
+            for r in c {
+                h[((r.key >> shift) & mask) as usize] += 1;
+            }
+        }
+        (h, m)
+    };
+    if threads == 1 {
+        let (h, m) = one(data);
+        return (vec![h], m);
     }
-    h
+    std::thread::scope(|s| {
+        let hs: Vec<_> = data.chunks(part).map(|c| s.spawn(move || one(c))).collect();
+        let mut out = Vec::new();
+        let mut m = 0u64;
+        for h in hs {
+            let (hh, mm) = h.join().unwrap_or_else(|_| (vec![0; 1 << width], u64::MAX));
+            out.push(hh);
+            m |= mm;
+        }
+        (out, m)
+    })
 }
 
 /// Sort consecutive buckets of the given sizes from `src` into `dst`.
-fn sort_buckets(src: &mut [Rec], dst: &mut [Rec], sizes: &[usize], shift: u32, counts: &mut [usize]) {
+fn sort_buckets(
+    src: &mut [Rec],
+    dst: &mut [Rec],
+    sizes: &[usize],
+    shift: u32,
+    counts: &mut [usize],
+) {
     let mut start = 0;
     for &c in sizes {
         let end = start + c;
@@ -226,7 +234,7 @@ fn sort_buckets(src: &mut [Rec], dst: &mut [Rec], sizes: &[usize], shift: u32, c
             insertion_sort(d);
         } else if c > RECURSE_MIN {
             // Skewed: another MSD pass inside this bucket (s -> d -> sorted in s), copy back.
-            msd(s, d, 1, counts);
+            msd(s, d, shift, 1, counts);
             d.copy_from_slice(s);
         } else if !lsd(s, d, shift, counts) {
             d.copy_from_slice(s);
@@ -238,17 +246,17 @@ fn sort_buckets(src: &mut [Rec], dst: &mut [Rec], sizes: &[usize], shift: u32, c
 /// How to turn a key into the compact digit source: bits `[lo, hi)` with
 /// the constant gap `[g0, g1)` removed.
 #[derive(Clone, Copy)]
-struct Squeeze {
+struct Squeeze<const GAP: bool> {
     lo: u32,
     g0: u32,
     g1: u32,
 }
 
-impl Squeeze {
+impl<const GAP: bool> Squeeze<GAP> {
     #[inline(always)]
     fn apply(self, k: u64) -> u64 {
         let k = k >> self.lo;
-        if self.g1 > self.g0 {
+        if GAP {
             let low = k & ((1u64 << self.g0) - 1);
             ((k >> self.g1) << self.g0) | low
         } else {
@@ -279,7 +287,6 @@ fn longest_gap(m: u64, bits: u32) -> (u32, u32) {
 /// LSD sort of `a` on the bits below `bits` that vary, ping-ponging with
 /// `b`; true if the result is in `b`.
 fn lsd(a: &mut [Rec], b: &mut [Rec], bits: u32, counts: &mut [usize]) -> bool {
-    let n = a.len();
     let m = varying_mask(a) & low_mask(bits);
     if m == 0 {
         return false;
@@ -291,12 +298,21 @@ fn lsd(a: &mut [Rec], b: &mut [Rec], bits: u32, counts: &mut [usize]) -> bool {
     let (g0, g1) = longest_gap(rel, span);
     let plain_passes = span.div_ceil(LSD_BITS_MAX);
     let squeezed = span - (g1 - g0);
-    let sq = if g1 > g0 && squeezed.div_ceil(LSD_BITS_MAX) < plain_passes {
-        Squeeze { lo, g0, g1 }
+    if g1 > g0 && squeezed.div_ceil(LSD_BITS_MAX) < plain_passes {
+        lsd_passes(a, b, Squeeze::<true> { lo, g0, g1 }, squeezed, counts)
     } else {
-        Squeeze { lo, g0: 0, g1: 0 }
-    };
-    let eff = if sq.g1 > sq.g0 { squeezed } else { span };
+        lsd_passes(a, b, Squeeze::<false> { lo, g0: 0, g1: 0 }, span, counts)
+    }
+}
+
+fn lsd_passes<const GAP: bool>(
+    a: &mut [Rec],
+    b: &mut [Rec],
+    sq: Squeeze<GAP>,
+    eff: u32,
+    counts: &mut [usize],
+) -> bool {
+    let n = a.len();
     let max_w = if n >= 2048 { LSD_BITS_MAX } else { 8 };
     let passes = eff.div_ceil(max_w);
     let width = eff.div_ceil(passes);

@@ -1,6 +1,8 @@
 //! Prototype bench: the MSD-first radix sort that sorts only the varying key
 //! bits (`benches/sort_msd/msd.rs`) against the current `sort_records`, on
-//! FE keys (3D Q1 mesh in element order, the mesh sized for n) and uniform
+//! FE keys (3D Q1 mesh in element order, the mesh sized for n; and
+//! `fechunk`, the first n records of the 5e7 mesh, which is what a sorter
+//! thread sorts as one chunk in the 5e7 runs) and uniform
 //! random keys (2^24 x 2^24, 48 bits), 1 and 2 threads.
 //!
 //! ```sh
@@ -32,6 +34,24 @@ fn fe_records(n: u64) -> (Vec<Record<u64>>, u32) {
             key: layout.pack(&[r, c]),
             val: x.to_bits(),
         })
+    });
+    (v, layout.total_bits())
+}
+
+/// The first `n` records of the 5e7-contribution FE mesh: what a sorter
+/// gets as one chunk in the 5e7 runs (keys confined to a band of rows).
+fn fe_chunk_records(n: u64) -> (Vec<Record<u64>>, u32) {
+    let total = 50_000_000u64.max(n);
+    let nodes = fe::fe_nodes(total);
+    let layout = KeyLayout::new(&[nodes, nodes]);
+    let mut v = Vec::with_capacity(n as usize);
+    fe::fe_contributions(total, |r, c, x| {
+        if (v.len() as u64) < n {
+            v.push(Record {
+                key: layout.pack(&[r, c]),
+                val: x.to_bits(),
+            })
+        }
     });
     (v, layout.total_bits())
 }
@@ -108,8 +128,17 @@ fn bench(c: &mut Criterion) {
 /// allocated and touched once, outside the timing.
 fn quick(runs: usize, sizes: &[u64]) {
     for &n in sizes {
-        for (name, (recs, bits)) in [("fe", fe_records(n)), ("rand48", rand_records(n))] {
+        let sets = [
+            ("fe", fe_records(n)),
+            ("fechunk", fe_chunk_records(n.min(1 << 23))),
+            ("rand48", rand_records(n)),
+        ];
+        for (name, (recs, bits)) in sets {
+            if name == "fechunk" && n > 1 << 23 {
+                continue; // chunks are at most 8 Mi records
+            }
             check(&recs, bits);
+            let n = recs.len();
             let mut v = recs.clone();
             let mut scratch = vec![vec![Record { key: 0, val: 0 }; recs.len()]; 2];
             let mut sc = vec![Record { key: 0, val: 0 }; recs.len()];

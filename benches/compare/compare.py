@@ -22,7 +22,8 @@ per --budgets x --threads combination ("ours 256MiB t2"), input by path.
 and imports excluded for Python; process wall time for the CLI). Every
 repetition runs every tool once, in the same order, so the tools alternate;
 the best total per tool is reported, with each tool's ratio to each of
-our configurations.
+our configurations, and the child's CPU seconds (user + system, Python
+start-up and imports included).
 """
 import argparse
 import json
@@ -94,7 +95,7 @@ def cpu_model():
 
 def run_child(argv):
     t0 = time.perf_counter()
-    argv = ["/usr/bin/time", "-f", "MAXRSS %M"] + argv
+    argv = ["/usr/bin/time", "-f", "MAXRSS %M CPU %U %S"] + argv
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = p.communicate()
     wall = time.perf_counter() - t0
@@ -161,8 +162,12 @@ def main():
                     argv = [sys.executable, "-c", CHILD, tool, path, str(n), a.duckdb_limit]
                     wall, so, se = run_child(argv)
                     res = json.loads(so[so.rindex("{"):])
-                rss = [l for l in se.splitlines() if l.startswith("MAXRSS")]
-                res["rss_mib"] = int(rss[0].split()[1]) / 1024 if rss else None
+                rss = [l.split() for l in se.splitlines() if l.startswith("MAXRSS")]
+                res["rss_mib"] = int(rss[0][1]) / 1024 if rss else None
+                # user + system CPU seconds of the whole child (Python
+                # start-up and imports included): less sensitive to the load
+                # of a shared machine than wall time.
+                res["cpu"] = float(rss[0][3]) + float(rss[0][4]) if rss else None
                 res["tool"] = tool
                 rows.append(res)
                 print(f"  rep {rep + 1} {inp} {tool}: {res['total']:.2f} s", file=sys.stderr)
@@ -174,14 +179,15 @@ def main():
         print(f"\n{inp}: {count} contributions, {n}x{n}, {os.path.getsize(path) / 1e9:.2f} GB "
               f"({fname}); best of {a.reps}\n")
         head = " | ".join(f"/ {t[5:]}" for t in ours_tools)
-        print(f"| tool | load s | work s | total s | nnz | {head} | peak RSS MiB | notes |")
-        print("|---|---|---|---|---|" + "---|" * len(ours_tools) + "---|---|")
+        print(f"| tool | load s | work s | total s | cpu s | nnz | {head} | peak RSS MiB | notes |")
+        print("|---|---|---|---|---|---|" + "---|" * len(ours_tools) + "---|---|")
         for t in tools:
             r = best[t]
             f = lambda k: f"{r[k]:.2f}" if k in r else "-"
             rss = f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "-"
             ratios = " | ".join(f"{r['total'] / best[o]['total']:.2f}" for o in ours_tools)
-            print(f"| {t} | {f('load')} | {f('work')} | {r['total']:.2f} | {r['nnz']} | {ratios} | {rss} | {r.get('note', '')} |")
+            cpu = f"{r['cpu']:.2f}" if r.get("cpu") is not None else "-"
+            print(f"| {t} | {f('load')} | {f('work')} | {r['total']:.2f} | {cpu} | {r['nnz']} | {ratios} | {rss} | {r.get('note', '')} |")
         nnz = {best[t]["nnz"] for t in best}
         print("\nnnz agree" if len(nnz) == 1 else f"\nnnz DISAGREE: {nnz}")
     load1 = os.getloadavg()

@@ -22,7 +22,7 @@
 #[path = "common/fe.rs"]
 mod fe;
 
-use coo_assembler::read::HurrayFile;
+use coo_assembler::HurrayFile;
 use coo_assembler::{input, AssembleOptions, Builder, DType};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};

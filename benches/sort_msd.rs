@@ -20,8 +20,8 @@ mod fe;
 #[path = "sort_msd/msd.rs"]
 mod msd;
 
-use coo_assembler::key::KeyLayout;
-use coo_assembler::sort::{sort_records, Record};
+use coo_assembler::assemble::key::KeyLayout;
+use coo_assembler::assemble::sort::{sort_records, Record};
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
 

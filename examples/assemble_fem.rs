@@ -17,8 +17,8 @@
 //! cargo run --release --example assemble_fem -- --elasticity --n 30
 //! ```
 
-use coo_assembler::options::parse_size;
-use coo_assembler::read::HurrayFile;
+use coo_assembler::parse_size;
+use coo_assembler::HurrayFile;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use std::time::Instant;
 

@@ -63,6 +63,50 @@ pub enum Error {
         got: usize,
     },
 
+    /// A query (`get`, `find`, `lower_bound`, `prefix_range`) gave the wrong
+    /// number of indices for the tensor.
+    #[error("position {position:?}: expected {expected} indices, got {got}")]
+    WrongIndexCount {
+        /// The position queried.
+        position: Vec<u64>,
+        /// How many indices the query takes (the rank; for a prefix, at most).
+        expected: usize,
+        /// How many were given.
+        got: usize,
+    },
+
+    /// A queried position lies outside the tensor's shape.
+    #[error(
+        "position {position:?}: index {index} in dimension {dim} is out of range (extent {extent})"
+    )]
+    PositionOutOfRange {
+        /// The position queried.
+        position: Vec<u64>,
+        /// The dimension (0-based).
+        dim: usize,
+        /// The offending index.
+        index: u64,
+        /// The extent of that dimension.
+        extent: u64,
+    },
+
+    /// A typed view asked for another element type than the tensor holds.
+    #[error("tensor {tensor:?} holds {stored} values, not {requested}")]
+    TypeMismatch {
+        /// The tensor.
+        tensor: String,
+        /// The element type stored.
+        stored: &'static str,
+        /// The element type asked for.
+        requested: &'static str,
+    },
+
+    /// An argument of a call that cannot work: lengths that do not match,
+    /// too many pushers alive, a name or metadata entry that cannot be
+    /// stored.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
     /// An index component is outside the tensor's shape.
     #[error("contribution {contribution}: index {index} in dimension {dim} is out of range (extent {extent})")]
     IndexOutOfRange {
@@ -147,7 +191,8 @@ pub enum Error {
         bytes: u64,
     },
 
-    /// Input data (text, MatrixMarket or binary records) could not be parsed.
+    /// Input data (text, MatrixMarket or binary records) could not be
+    /// parsed, or a contribution it holds was refused.
     #[error("{source_name}:{location}: {detail}")]
     Input {
         /// File name or `<stdin>`.
@@ -156,6 +201,10 @@ pub enum Error {
         location: String,
         /// What is wrong.
         detail: String,
+        /// The error the contribution met in the builder, when that is
+        /// what went wrong (`detail` is then its message).
+        #[source]
+        cause: Option<Box<Error>>,
     },
 
     /// A previous I/O error left this object unusable.

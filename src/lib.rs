@@ -78,28 +78,41 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod builder;
-pub(crate) mod combine;
-pub mod element;
-pub mod error;
-pub mod exact;
+/// Declares a module that is public with the `internals` feature (for the
+/// benches, examples and fault tests that need the parts) and private to
+/// the crate otherwise.
+macro_rules! internal_mod {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$m])*
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    };
+}
+
+internal_mod!(assemble);
+internal_mod!(codec);
+mod element;
+mod error;
+internal_mod!(fs);
 pub mod hurray;
 pub mod input;
-pub mod io;
-pub mod key;
-pub(crate) mod merge;
-pub mod options;
-pub mod read;
-pub mod sort;
-pub(crate) mod spill;
-pub mod stats;
-pub mod sweep;
-pub(crate) mod varint;
+mod options;
+internal_mod!(read);
+internal_mod!(stats);
 pub mod write;
 
-pub use builder::{Builder, Pusher, Summary};
-pub use combine::PushValue;
+pub use assemble::builder::{Builder, Pusher};
+pub use assemble::combine::PushValue;
+pub use assemble::finish::Summary;
 pub use element::{DType, Element, Value};
 pub use error::{Error, Result};
-pub use options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy};
-pub use read::{CooTensor, HurrayFile, ReadOptions};
+pub use fs::IoCtx;
+pub use hurray::{KvValue, Statistics};
+pub use options::{
+    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, DEFAULT_MEMORY_BUDGET,
+};
+pub use read::{CooTensor, HurrayFile, Problem, ReadOptions};

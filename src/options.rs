@@ -1,7 +1,7 @@
 //! The assembler's knobs, validated before any work starts.
 
 use crate::error::{Error, Result};
-use crate::io::IoCtx;
+use crate::fs::ctx::IoCtx;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;

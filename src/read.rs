@@ -76,7 +76,7 @@ use crate::hurray::{
     align_up, index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics, Trailer,
     HEADER_LEN, TRAILER_LEN,
 };
-use crate::io::IoCtx;
+use crate::fs::ctx::IoCtx;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
@@ -120,10 +120,7 @@ impl Backing {
 /// header and a trailer.
 fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64)> {
     let file = ctx.open(path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat", path, e))?
-        .len();
+    let len = ctx.file_len(&file, path)?;
     if len < HEADER_LEN + TRAILER_LEN {
         return Err(too_short(len));
     }
@@ -196,14 +193,19 @@ impl HurrayFile {
 
     /// Map `path` into memory and validate its structure.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::open_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::open_with`], performing the file operations through
+    /// `io` (fault injection in tests).
+    pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let ctx = IoCtx::new();
-        let (file, _) = open_sized(&ctx, path)?;
+        let (file, _) = open_sized(io, path)?;
         // SAFETY: the map is read-only and private to this object. The one
         // hazard, another process truncating or rewriting the file while it
         // is mapped, is documented (SIGBUS) with `read_into_memory` as the
         // alternative.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap", path, e))?;
+        let map = unsafe { io.map(&file, path) }?;
         Self::from_backing(Backing::Mmap(map), opts)
     }
 
@@ -215,9 +217,19 @@ impl HurrayFile {
 
     /// [`HurrayFile::read_into_memory`] with options.
     pub fn read_into_memory_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
+        Self::read_into_memory_with_io(path, opts, &IoCtx::new())
+    }
+
+    /// [`HurrayFile::read_into_memory_with`], performing the file
+    /// operations through `io` (fault injection in tests).
+    pub fn read_into_memory_with_io(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        io: &IoCtx,
+    ) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let ctx = IoCtx::new();
-        let (file, len) = open_sized(&ctx, path)?;
+        let ctx = io;
+        let (file, len) = open_sized(ctx, path)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
         })?;
@@ -310,6 +322,7 @@ impl HurrayFile {
             nnz: indices.len() / t.desc.rank().max(1),
             kv: &self.kv,
             permissive: self.opts.permissive,
+            indices_offset: t.indices.start as u64,
         }
     }
 
@@ -939,6 +952,8 @@ pub struct CooTensor<'a> {
     nnz: usize,
     kv: &'a [(String, KvValue)],
     permissive: bool,
+    /// Absolute file offset of the indices buffer (for error messages).
+    indices_offset: u64,
 }
 
 impl fmt::Debug for CooTensor<'_> {
@@ -1014,12 +1029,11 @@ impl<'a> CooTensor<'a> {
     /// The values as a typed slice, zero-copy. `T` must be the tensor's type.
     pub fn values<T: Element>(&self) -> Result<&'a [T]> {
         if T::DTYPE != self.desc.dtype {
-            return Err(Error::Unsupported(format!(
-                "tensor {:?} holds {} values, not {}",
-                self.name,
-                self.desc.dtype,
-                T::DTYPE
-            )));
+            return Err(Error::TypeMismatch {
+                tensor: self.name.to_string(),
+                stored: self.desc.dtype.name(),
+                requested: T::DTYPE.name(),
+            });
         }
         bytemuck::try_cast_slice(self.values).map_err(|e| {
             Error::Unsupported(format!(
@@ -1051,8 +1065,8 @@ impl<'a> CooTensor<'a> {
 
     fn check_rank(&self, idx: &[u64]) -> Result<()> {
         if idx.len() != self.rank {
-            return Err(Error::WrongRank {
-                contribution: 0,
+            return Err(Error::WrongIndexCount {
+                position: idx.to_vec(),
                 expected: self.rank,
                 got: idx.len(),
             });
@@ -1064,8 +1078,8 @@ impl<'a> CooTensor<'a> {
         self.check_rank(idx)?;
         for (dim, (&i, &e)) in idx.iter().zip(&self.desc.shape).enumerate() {
             if i >= e {
-                return Err(Error::IndexOutOfRange {
-                    contribution: 0,
+                return Err(Error::PositionOutOfRange {
+                    position: idx.to_vec(),
                     dim,
                     index: i,
                     extent: e,
@@ -1120,16 +1134,17 @@ impl<'a> CooTensor<'a> {
     }
 
     fn duplicate_error(&self, idx: &[u64], a: usize, b: usize) -> Error {
+        // The byte where the second copy's indices start.
+        let at = self.indices_offset + (b * self.rank * 8) as u64;
         Error::invalid(
-            format!("tensor {:?}", self.name),
-            0,
+            format!("indices of tensor {:?}", self.name),
+            at,
             format!("coordinate {idx:?} is stored twice (entries {a} and {b}); open with permissive to read it anyway"),
         )
     }
 
     /// Position of the entry stored at `idx`, if any. Rank and bounds are
-    /// checked ([`Error::WrongRank`], [`Error::IndexOutOfRange`], both with
-    /// `contribution: 0`). Binary search when sorted, linear scan otherwise.
+    /// checked ([`Error::WrongIndexCount`], [`Error::PositionOutOfRange`]). Binary search when sorted, linear scan otherwise.
     /// Strict mode: a coordinate met twice is an [`Error::InvalidFile`].
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
         self.check_bounds(idx)?;
@@ -1182,8 +1197,8 @@ impl<'a> CooTensor<'a> {
     /// `[i]` gives row i. Sorted tensors only.
     pub fn prefix_range(&self, prefix: &[u64]) -> Result<Range<u64>> {
         if prefix.is_empty() || prefix.len() > self.rank {
-            return Err(Error::WrongRank {
-                contribution: 0,
+            return Err(Error::WrongIndexCount {
+                position: prefix.to_vec(),
                 expected: self.rank,
                 got: prefix.len(),
             });
@@ -1210,7 +1225,7 @@ impl<'a> CooTensor<'a> {
     /// unsorted tensor are found by hash partitioning — `P = ceil(2 * nnz * 16
     /// / DUPLICATE_MEMORY_CAP)` passes, each collecting `(hash, position)`
     /// pairs (plus a 1-byte mark) of one partition into vectors of at most
-    /// [`DUPLICATE_MEMORY_CAP`] bytes (64 MiB), sorted, equal hashes compared
+    /// `DUPLICATE_MEMORY_CAP` bytes (64 MiB), sorted, equal hashes compared
     /// coordinate by coordinate. A partition larger than the cap (adversarial
     /// hashes) is processed in cap-sized chunks, each probed by a scan of the
     /// rest: still exact and bounded, only slower.
@@ -1514,6 +1529,7 @@ mod tests {
             nnz: ind.len() / d.rank(),
             kv: &[],
             permissive: true,
+            indices_offset: 0,
         }
     }
 

@@ -225,11 +225,6 @@ impl StatsAccumulator {
         })
     }
 
-    /// Stored values pushed so far.
-    pub fn nnz(&self) -> u64 {
-        self.done.n + self.block.len() as u64
-    }
-
     /// Bytes of memory held (fixed).
     pub fn buffer_bytes(&self) -> usize {
         self.block.capacity() * std::mem::size_of::<f64>()

@@ -67,12 +67,14 @@
 
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
+use crate::fs::ctx::IoCtx;
+use crate::fs::names::{output_temp_name, parent_dir};
+use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::{
     self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
     IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
 };
-use crate::io::{parent_dir, IoCtx};
 use crate::stats::StatsAccumulator;
 use std::collections::HashSet;
 use std::fs::File;
@@ -183,7 +185,7 @@ pub struct FileSummary {
     pub tensors: Vec<TensorSummary>,
     /// Temporary output files of killed earlier runs (`.<name>.tmp-<pid>-*`
     /// next to the target, whose process is dead) that this writer removed
-    /// when it started; see [`crate::sweep`].
+    /// when it started; see `docs/reliability.md`.
     pub stale_removed: Vec<PathBuf>,
 }
 
@@ -216,8 +218,9 @@ pub struct FileWriter {
     stale_removed: Vec<PathBuf>,
 }
 
+/// A call argument the writer cannot take (name, metadata, offsets).
 fn invalid(msg: String) -> Error {
-    Error::InvalidOptions(msg)
+    Error::InvalidArgument(msg)
 }
 
 impl FileWriter {
@@ -226,12 +229,12 @@ impl FileWriter {
         let target = path.as_ref().to_path_buf();
         let a = opts.alignment;
         if !a.is_power_of_two() || !(MIN_ALIGNMENT..=MAX_ALIGNMENT).contains(&a) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidOptions(format!(
                 "alignment {a} must be a power of two in {MIN_ALIGNMENT}..={MAX_ALIGNMENT}"
             )));
         }
         if !(MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&opts.buffer_bytes) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidOptions(format!(
                 "buffer_bytes {} must be in {MIN_BUFFER_BYTES}..={MAX_BUFFER_BYTES}",
                 opts.buffer_bytes
             )));
@@ -245,12 +248,11 @@ impl FileWriter {
         let dir = parent_dir(&target);
         // Leftovers of killed runs writing the same target. Best effort: a
         // directory we cannot list fails the create below with a message.
-        let stale_removed = crate::sweep::remove_stale_output_temps(&target).unwrap_or_default();
-        let tmp_path = dir.join(format!(
-            ".{}.tmp-{}-{:016x}",
-            file_name.to_string_lossy(),
+        let stale_removed = remove_stale_output_temps(&opts.io, &target).unwrap_or_default();
+        let tmp_path = dir.join(output_temp_name(
+            &file_name.to_string_lossy(),
             std::process::id(),
-            random_u64()
+            random_u64(),
         ));
         let file = opts.io.create_new(&tmp_path)?;
         let mut w = FileWriter {

@@ -1,7 +1,7 @@
 //! The assembler against a BTreeMap oracle, under budgets small enough to
 //! force spills and multi-pass merges; determinism; bad input.
 
-use coo_assembler::read::HurrayFile;
+use coo_assembler::HurrayFile;
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value,
 };
@@ -174,7 +174,7 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
         assert_eq!(idx.as_slice(), k.as_slice());
         assert_eq!(
             *v,
-            Value::Float(coo_assembler::exact::sum_exact(vals).round_f64())
+            Value::Float(coo_assembler::assemble::exact::sum_exact(vals).round_f64())
         );
     }
 }
@@ -432,4 +432,56 @@ fn too_small_budget_is_refused_with_the_minimum() {
         ..AssembleOptions::default()
     };
     assert!(Builder::new(&[1 << 20, 1 << 20], DType::F64, eight).is_ok());
+}
+
+/// Argument errors are `InvalidArgument`, and an input error keeps the
+/// builder's typed error as its source.
+#[test]
+fn argument_errors_and_typed_input_causes() {
+    let opts = AssembleOptions {
+        threads: 1,
+        memory_budget: 64 << 20,
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&[4, 4], DType::F64, opts).unwrap();
+    assert!(matches!(
+        b.push_many(&[1, 2, 3], &[1.0, 2.0]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        b.push_coo(&[1], &[1, 2], &[1.0]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        b.push_element(&[0, 1], &[1.0; 3]),
+        Err(Error::InvalidArgument(_))
+    ));
+    // The builder keeps one pusher and threads = 1: no second one.
+    match b.pusher() {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("at most 1 pushers"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a second pusher with threads = 1"),
+    }
+    let text = b"0 0 1.5\n0 9 2.0\n";
+    let e =
+        coo_assembler::input::push_text(&mut b, &text[..], 2, DType::F64, "in.txt", &mut |_| {})
+            .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "in.txt:line 2: contribution 1: index 9 in dimension 1 is out of range (extent 4)"
+    );
+    assert!(std::error::Error::source(&e).is_some());
+    match e {
+        Error::Input {
+            cause: Some(cause), ..
+        } => assert!(matches!(
+            *cause,
+            Error::IndexOutOfRange {
+                index: 9,
+                dim: 1,
+                ..
+            }
+        )),
+        other => panic!("{other:?}"),
+    }
 }

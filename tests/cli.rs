@@ -4,8 +4,8 @@
 
 mod common;
 
-use coo_assembler::read::HurrayFile;
 use coo_assembler::write::{FileWriter, WriteOptions};
+use coo_assembler::HurrayFile;
 use coo_assembler::{DType, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -629,7 +629,7 @@ fn get_usage_errors() {
     let p = w.out("m.hrry");
     multi_file(&p);
     let o = run(&["get", s(&p), "0", "--tensor", "A"]);
-    fails(&o, 2, &["rank"]);
+    fails(&o, 2, &["expected 2 indices, got 1"]);
     let o = run(&["get", s(&p), "0,3", "--tensor", "A"]);
     fails(&o, 2, &["3"]);
     let o = run(&["get", s(&p), "0,x", "--tensor", "A"]);

@@ -5,7 +5,7 @@
 //! min, max, last (last: fixed order, pushers split the sequence in
 //! creation order, which is what `last` is defined on) and drop_zeros.
 
-use coo_assembler::read::HurrayFile;
+use coo_assembler::HurrayFile;
 use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error};
 use std::path::Path;
 

@@ -1,12 +1,12 @@
 //! Interoperability with the reference implementation (hurray-core /
 //! hurray-io 0.1.0), both ways, for every numeric element type and ranks
 //! 1 to 4; and an independent, std-only decoding of one of our files
-//! against the facts sheet (/work/shared/hurray-coo.md).
+//! against the COO layout of the spec (pgillet/hurray, docs/spec/layouts/coo.md).
 
 mod common;
 
-use coo_assembler::read::HurrayFile;
 use coo_assembler::write::{FileWriter, WriteOptions};
+use coo_assembler::HurrayFile;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;

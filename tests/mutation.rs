@@ -16,9 +16,9 @@
 
 use coo_assembler::hurray::descriptor::descriptor_len;
 use coo_assembler::hurray::{align_up, KvValue, TRAILER_LEN};
-use coo_assembler::read::{HurrayFile, ReadOptions};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::DType;
+use coo_assembler::{HurrayFile, ReadOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,22 +58,28 @@ fn note_free(size: usize) {
     });
 }
 
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counting around it does not allocate (thread-local cells).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_alloc(layout.size());
+        // SAFETY: the caller upholds GlobalAlloc's contract, forwarded as is.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         note_free(layout.size());
+        // SAFETY: the caller upholds GlobalAlloc's contract, forwarded as is.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_alloc(layout.size());
+        // SAFETY: the caller upholds GlobalAlloc's contract, forwarded as is.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_free(layout.size());
         note_alloc(new_size);
+        // SAFETY: the caller upholds GlobalAlloc's contract, forwarded as is.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use coo_assembler::hurray::KvValue;
-use coo_assembler::read::{HurrayFile, Problem, ReadOptions};
 use coo_assembler::{DType, Element, Error, Value};
+use coo_assembler::{HurrayFile, Problem, ReadOptions};
 use half::f16;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -38,15 +38,23 @@ fn get_hit_and_miss_sorted() {
     assert_eq!(t.find(&[2, 1]).unwrap(), None);
     assert!(matches!(
         t.get(&[1]),
-        Err(Error::WrongRank {
+        Err(Error::WrongIndexCount {
             expected: 2,
             got: 1,
             ..
         })
     ));
+    let msg = t.get(&[1]).unwrap_err().to_string();
+    assert!(msg.contains("expected 2 indices, got 1"), "{msg}");
+    assert!(!msg.contains("contribution"), "{msg}");
+    let msg = t.get(&[1, 5]).unwrap_err().to_string();
+    assert!(
+        msg.starts_with("position [1, 5]: index 5 in dimension 1"),
+        "{msg}"
+    );
     assert!(matches!(
         t.get(&[1, 5]),
-        Err(Error::IndexOutOfRange {
+        Err(Error::PositionOutOfRange {
             dim: 1,
             index: 5,
             extent: 5,
@@ -101,10 +109,13 @@ fn lower_bound_prefix_range_and_iter_order() {
     assert_eq!(t.prefix_range(&[2, 0]).unwrap(), 2..4);
     assert_eq!(t.prefix_range(&[4, 4, 4]).unwrap(), 5..6);
     assert_eq!(t.prefix_range(&[3]).unwrap(), 5..5);
-    assert!(matches!(t.prefix_range(&[]), Err(Error::WrongRank { .. })));
+    assert!(matches!(
+        t.prefix_range(&[]),
+        Err(Error::WrongIndexCount { .. })
+    ));
     assert!(matches!(
         t.prefix_range(&[1, 1, 1, 1]),
-        Err(Error::WrongRank { .. })
+        Err(Error::WrongIndexCount { .. })
     ));
     let got: Vec<(Vec<u64>, Value)> = t.iter().map(|(i, v)| (i.to_vec(), v)).collect();
     let want: Vec<(Vec<u64>, Value)> = entries
@@ -131,7 +142,12 @@ fn several_tensors_by_name_and_typed_values() {
         Value::Int(-7)
     );
     assert_eq!(f.tensor("c").unwrap().get(&[5]).unwrap(), Value::Float(0.5));
-    assert!(f.tensor("a").unwrap().values::<i32>().is_err());
+    match f.tensor("a").unwrap().values::<i32>() {
+        Err(e @ Error::TypeMismatch { .. }) => {
+            assert_eq!(e.to_string(), "tensor \"a\" holds f32 values, not i32");
+        }
+        other => panic!("expected TypeMismatch, got {other:?}"),
+    }
     assert!(f.tensor("a").unwrap().values::<f64>().is_err());
     match f.tensor("zz") {
         Err(Error::TensorNotFound { name, available }) => {
@@ -245,11 +261,17 @@ fn verify_duplicate_sorted_and_strict_get() {
         &[(vec![0, 1], 1.0), (vec![2, 2], 2.0), (vec![2, 2], 3.0)],
         true,
     );
-    let b = build(&[t], &[], Opts::default()).0;
+    let (b, layout) = build(&[t], &[], Opts::default());
     let f = HurrayFile::from_bytes(b.clone()).unwrap();
     assert_eq!(rules(&f.verify()), [("duplicate", Some(2))]);
     let e = err_of(f.only_tensor().unwrap().get(&[2, 2]));
     assert!(e.contains("stored twice"), "{e}");
+    // The real offset of the second copy's indices, not "byte 0".
+    let second = layout.indices_offsets[0] + 2 * 2 * 8;
+    match f.only_tensor().unwrap().get(&[2, 2]) {
+        Err(Error::InvalidFile { offset, .. }) => assert_eq!(offset, second),
+        other => panic!("{other:?}"),
+    }
     let f = HurrayFile::from_bytes_with(&b, PERMISSIVE).unwrap();
     assert_eq!(
         f.only_tensor().unwrap().get(&[2, 2]).unwrap(),

@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use coo_assembler::hurray::{KvValue, Statistics};
-use coo_assembler::read::{HurrayFile, ReadOptions};
 use coo_assembler::{DType, Error, Value};
+use coo_assembler::{HurrayFile, ReadOptions};
 
 type Snapshot = (Vec<u64>, Vec<Value>, Vec<u64>, DType);
 

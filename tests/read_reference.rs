@@ -1,7 +1,7 @@
 //! Interoperability: files written by the reference writer (hurray-io 0.1.0)
 //! open, read and verify with our reader.
 
-use coo_assembler::read::HurrayFile;
+use coo_assembler::HurrayFile;
 use coo_assembler::Value;
 use hurray_core::{
     BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, SyncMode, TensorDescriptor,

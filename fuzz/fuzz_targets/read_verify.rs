@@ -6,7 +6,7 @@
 //!   cd fuzz && cargo +nightly fuzz run read_verify -- -max_total_time=300 -malloc_limit_mb=64
 #![no_main]
 
-use coo_assembler::read::{HurrayFile, ReadOptions};
+use coo_assembler::{HurrayFile, ReadOptions};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -15,10 +15,11 @@
 //! different run. The fingerprint ties a run to the tensor's layout, type
 //! and policy.
 
-use crate::combine::Combiner;
+use crate::codec::{le_u32_at, le_u64_at};
+use crate::assemble::combine::Combiner;
 use crate::error::{Error, Result};
-use crate::io::IoCtx;
-use crate::key::Key;
+use crate::fs::ctx::IoCtx;
+use crate::assemble::key::Key;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -476,22 +477,20 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
+/// The little-endian `u32` at `at` of a fixed-size header (always in bounds).
+fn u32_at<const N: usize>(b: &[u8; N], at: usize) -> u32 {
+    le_u32_at(b, at).unwrap_or(u32::MAX)
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+/// The little-endian `u64` at `at` of a fixed-size header (always in bounds).
+fn u64_at<const N: usize>(b: &[u8; N], at: usize) -> u64 {
+    le_u64_at(b, at).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::combine::IntSum;
+    use crate::assemble::combine::IntSum;
     use crate::element::DType;
 
     fn fmt(block: usize) -> RunFormat {

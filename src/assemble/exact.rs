@@ -73,6 +73,7 @@
 //! non-canonical counts, and truncated input. It allocates at most what the
 //! buffer's remaining length justifies.
 
+use crate::codec::{read_u64, take_le_u64, write_u64};
 use half::{bf16, f16};
 
 const SPECIAL_NONE: u8 = 0;
@@ -172,6 +173,40 @@ pub(crate) fn two_sum(a: f64, b: f64) -> (f64, f64) {
     (s, e)
 }
 
+/// Where Grow-Expansion stopped on an intermediate overflow: the exact
+/// total is then `buf[..kept] + carry + buf[at..n]`.
+pub(crate) struct GrowOverflow {
+    pub(crate) kept: usize,
+    pub(crate) at: usize,
+    pub(crate) carry: f64,
+}
+
+/// Shewchuk's Grow-Expansion, the one copy: add `x` to the non-overlapping
+/// expansion `buf[..n]` (smallest first) in place, keeping the non-zero
+/// error terms at the front. Returns how many were kept and the new top
+/// sum, which the caller appends when non-zero (it knows where room is).
+#[inline(always)]
+pub(crate) fn grow_expansion(buf: &mut [f64], n: usize, x: f64) -> Result<(usize, f64), GrowOverflow> {
+    let mut q = x;
+    let mut i = 0;
+    for j in 0..n {
+        let (s, e) = two_sum(q, buf[j]);
+        if !(s.is_finite() && e.is_finite()) {
+            return Err(GrowOverflow {
+                kept: i,
+                at: j,
+                carry: q,
+            });
+        }
+        if e != 0.0 {
+            buf[i] = e;
+            i += 1;
+        }
+        q = s;
+    }
+    Ok((i, q))
+}
+
 #[inline(always)]
 fn zero_bits_of(x: f64) -> u8 {
     if x.to_bits() == NEG_ZERO_BITS {
@@ -267,7 +302,7 @@ impl ExactSum {
     /// Grow-Expansion of the finite expansion by finite `x` (not wide, not
     /// special): 2Sum through the partials from the smallest, keeping
     /// non-zero error terms in place, then the final sum on top.
-    fn grow(&mut self, mut x: f64) {
+    fn grow(&mut self, x: f64) {
         let p = &mut self.parts;
         let spilled = p.spilled();
         let n = p.len();
@@ -276,24 +311,16 @@ impl ExactSum {
         } else {
             &mut p.inline[..p.n]
         };
-        let mut i = 0;
-        for j in 0..n {
-            let y = buf[j];
-            let (s, e) = two_sum(x, y);
-            if !(s.is_finite() && e.is_finite()) {
-                // Intermediate overflow: the exact total is
-                // buf[..i] + x + buf[j..]; move it to the wide form.
-                let w = wide_of(&buf[..i], x, &buf[j..]);
+        let (i, x) = match grow_expansion(buf, n, x) {
+            Ok(r) => r,
+            Err(o) => {
+                // Intermediate overflow: move the exact total to the wide form.
+                let w = wide_of(&buf[..o.kept], o.carry, &buf[o.at..]);
                 self.parts.clear();
                 self.wide = Some(w);
                 return;
             }
-            if e != 0.0 {
-                buf[i] = e;
-                i += 1;
-            }
-            x = s;
-        }
+        };
         if spilled {
             p.heap.truncate(i);
             if x != 0.0 {
@@ -744,11 +771,11 @@ impl Wide {
 const HDR_N_VARINT: u8 = 14;
 const HDR_N_WIDE: u8 = 15;
 
-fn read_u64_le(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let end = pos.checked_add(8)?;
-    let b: [u8; 8] = buf.get(*pos..end)?.try_into().ok()?;
-    *pos = end;
-    Some(u64::from_le_bytes(b))
+/// The header byte [`ExactSum::encode`] writes for `n` (< 14) finite,
+/// non-zero partials: no special value, zero bits "some value, some value
+/// that is not -0.0". Lets the compact accumulator write the same bytes.
+pub(crate) const fn finite_header(n: u8) -> u8 {
+    SPECIAL_NONE | ((Z_ANY | Z_POS) << 2) | (n << 4)
 }
 
 /// Minimal number of limbs that sign-extend back to `limbs`.
@@ -784,7 +811,7 @@ impl ExactSum {
             out.push(base | ((n as u8) << 4));
         } else {
             out.push(base | (HDR_N_VARINT << 4));
-            crate::varint::write_u64(n as u64, out);
+            write_u64(n as u64, out);
         }
         if n > 0 {
             for p in self.parts.as_slice() {
@@ -820,7 +847,7 @@ impl ExactSum {
             }
             let mut w = Wide::default();
             for i in 0..l {
-                w.limbs[i] = read_u64_le(buf, pos)?;
+                w.limbs[i] = take_le_u64(buf, pos)?;
             }
             if w.limbs[l - 1] >> 63 != 0 {
                 for limb in &mut w.limbs[l..] {
@@ -834,7 +861,7 @@ impl ExactSum {
             return Some(s);
         }
         let n = if nfield == HDR_N_VARINT {
-            let n = crate::varint::read_u64(buf, pos)?;
+            let n = read_u64(buf, pos)?;
             if n < u64::from(HDR_N_VARINT) {
                 return None;
             }
@@ -856,7 +883,7 @@ impl ExactSum {
         let mut parts = Vec::with_capacity(n);
         let mut prev: Option<f64> = None;
         for _ in 0..n {
-            let x = f64::from_bits(read_u64_le(buf, pos)?);
+            let x = f64::from_bits(take_le_u64(buf, pos)?);
             if !x.is_finite() || x == 0.0 {
                 return None;
             }
@@ -950,19 +977,9 @@ fn sum_exact_stack(xs: &[f64]) -> ExactSum {
         if !x.is_finite() {
             return sum_exact_general(xs);
         }
-        let mut q = x;
-        let mut i = 0;
-        for j in 0..n {
-            let (s, e) = two_sum(q, buf[j]);
-            if !(s.is_finite() && e.is_finite()) {
-                return sum_exact_general(xs);
-            }
-            if e != 0.0 {
-                buf[i] = e;
-                i += 1;
-            }
-            q = s;
-        }
+        let Ok((mut i, q)) = grow_expansion(&mut buf, n, x) else {
+            return sum_exact_general(xs);
+        };
         if q != 0.0 && i < STACK_GROW {
             buf[i] = q;
             i += 1;

@@ -1,4 +1,5 @@
-//! K-way merge of sorted runs, combining equal keys.
+//! K-way merge of sorted runs, combining equal keys, and the intermediate
+//! passes that bring the number of runs down to the fan-in.
 //!
 //! A binary heap of the runs' current keys, advanced in place with
 //! `peek_mut`, yields each key once with the combination of every run's
@@ -6,12 +7,16 @@
 //! exact, min and max are symmetric, `last` carries the origin of each value
 //! in the accumulator, `error` fails on any tie.
 
-use crate::combine::{CombineError, Combiner};
+use crate::assemble::combine::{CombineError, Combiner};
+use crate::assemble::shared::Core;
+use crate::assemble::key::{Key, KeyLayout};
+use crate::assemble::plan::{BLOCK_TARGET, RUN_READER_BYTES, SPILL_BUFFER};
+use crate::assemble::spill::{Run, RunReader, RunWriter, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::key::{Key, KeyLayout};
-use crate::spill::RunReader;
 use std::cmp::Ordering;
+use std::path::Path;
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
@@ -155,6 +160,68 @@ pub(crate) fn first_pass_width(n: usize, fan_in: usize) -> usize {
     } else {
         r + 1
     }
+}
+
+/// Open a reader on each run; `dir` names where spilled runs live, for
+/// messages.
+pub(crate) fn open_readers<'c, K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &'c C,
+    runs: Vec<Run>,
+    dir: &Path,
+) -> Result<Vec<RunReader<'c, K, C>>> {
+    runs.into_iter()
+        .map(|r| RunReader::open(comb, r, core.run_format, dir, &core.opts.io))
+        .collect()
+}
+
+/// The intermediate passes: while there are more runs than the fan-in,
+/// merge the smallest ones into a new spilled run (the first pass sized by
+/// [`first_pass_width`] so that the last pass is full). Returns the runs
+/// left for the final pass and the number of passes made.
+pub(crate) fn merge_passes<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    mut runs: Vec<Run>,
+    dir_for_msgs: &Path,
+) -> Result<(Vec<Run>, u32)> {
+    let io = &core.opts.io;
+    let fan_in = core.plan.fan_in;
+    let mut passes = 0u32;
+    let mut pass_spill: Option<SpillFile> = None;
+    while runs.len() > fan_in {
+        let w = first_pass_width(runs.len(), fan_in);
+        runs.sort_by_key(|r| (r.bytes, r.id));
+        let group: Vec<Run> = runs.drain(..w).collect();
+        let group_mem: u64 = group
+            .iter()
+            .filter(|r| !r.is_spilled())
+            .map(|r| r.bytes)
+            .sum();
+        let buffers = w as u64 * RUN_READER_BYTES + SPILL_BUFFER as u64 + BLOCK_TARGET as u64;
+        core.mem.add(buffers);
+        let id = core.next_run.fetch_add(1, AtomicOrdering::Relaxed);
+        if pass_spill.is_none() {
+            pass_spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
+        }
+        let Some(sf) = pass_spill.as_mut() else {
+            return Err(Error::Poisoned("spill file"));
+        };
+        let readers = open_readers(core, comb, group, dir_for_msgs)?;
+        let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
+        let mut wr = RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io);
+        while let Some((k, acc)) = merger.next_combined()? {
+            wr.push(k, &acc)?;
+        }
+        let run = wr.finish()?;
+        drop(merger);
+        core.mem.sub(buffers + group_mem);
+        core.bytes_spilled
+            .fetch_add(run.bytes, AtomicOrdering::Relaxed);
+        runs.push(run);
+        passes += 1;
+    }
+    Ok((runs, passes))
 }
 
 #[cfg(test)]

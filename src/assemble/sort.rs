@@ -1,7 +1,7 @@
 //! Stable in-memory sort of `(key, value)` records.
 //!
 //! `u64`/`u128` keys take a radix sort over only the `key_bits` low bits that
-//! a [`crate::key::KeyLayout`] can set:
+//! a [`crate::assemble::key::KeyLayout`] can set:
 //!
 //! 1. Buffers of at least [`MSD_MIN`] records get one MSD pass on the top
 //!    bits (enough for buckets of about [`BUCKET_TARGET`] records, widened
@@ -23,7 +23,7 @@
 //! No `unsafe`: profiling shows the scatter passes stall on stores, not on
 //! bounds checks.
 
-use crate::key::Key;
+use crate::assemble::key::Key;
 
 /// One contribution: a packed index key and the raw bits of its value.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,17 +61,11 @@ pub const INSERTION_MAX: usize = 64;
 /// Run length the wide-key merge sort starts from (insertion sorted).
 const MERGE_RUN: usize = 16;
 
-/// Bytes of `scratch` that [`sort_records`] uses for `n` records: exactly one
-/// record per input record, whatever the key type.
-pub fn scratch_bytes_needed<K>(n: usize) -> usize {
-    n.saturating_mul(std::mem::size_of::<Record<K>>())
-}
-
 /// Sorts `records` by key, stably (equal keys keep their input order).
 ///
 /// `scratch` is reused between calls; it is grown to `records.len()` if
-/// shorter and never beyond it (see [`scratch_bytes_needed`]). `key_bits` is
-/// [`crate::key::KeyLayout::total_bits`]: every key bit at or above it must be
+/// shorter and never beyond it (one record per input record). `key_bits` is
+/// [`crate::assemble::key::KeyLayout::total_bits`]: every key bit at or above it must be
 /// zero, and those digits are skipped.
 pub fn sort_records<K: Key>(
     records: &mut [Record<K>],
@@ -319,7 +313,7 @@ fn merge<K: Key>(l: &[Record<K>], r: &[Record<K>], out: &mut [Record<K>]) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::key::WideKey;
+    use crate::assemble::key::WideKey;
     use proptest::prelude::*;
 
     /// Sorts with `sort_records` and with the stable std sort, and compares
@@ -468,7 +462,5 @@ mod tests {
             assert_eq!(recs, expect);
             assert!(scratch.capacity() <= 5 * MSD_MIN);
         }
-        assert_eq!(scratch_bytes_needed::<u64>(10), 160);
-        assert_eq!(scratch_bytes_needed::<u128>(10), 320);
     }
 }

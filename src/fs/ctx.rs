@@ -1,4 +1,5 @@
-//! Every file operation of the crate goes through [`IoCtx`].
+//! Every file operation of the crate goes through [`IoCtx`] (the
+//! mechanism only: what files are called is `names.rs`'s business).
 //!
 //! One narrow interface serves two ends: error messages that name the
 //! operation and the path, and fault injection. A [`FaultPlan`] makes the
@@ -9,7 +10,7 @@
 use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -48,6 +49,8 @@ pub struct FaultPlan {
 struct Inner {
     plan: Option<FaultPlan>,
     ops: AtomicU64,
+    /// Names of the operations a fault was injected into.
+    injected: std::sync::Mutex<Vec<&'static str>>,
 }
 
 /// Handle through which the crate performs file operations.
@@ -69,7 +72,7 @@ impl IoCtx {
         IoCtx {
             inner: Arc::new(Inner {
                 plan: Some(plan),
-                ops: AtomicU64::new(0),
+                ..Inner::default()
             }),
         }
     }
@@ -77,6 +80,15 @@ impl IoCtx {
     /// Number of operations counted so far (with `only_op`, only those).
     pub fn ops(&self) -> u64 {
         self.inner.ops.load(Ordering::Relaxed)
+    }
+
+    /// The operations a fault was injected into so far, in order.
+    pub fn injected(&self) -> Vec<&'static str> {
+        self.inner
+            .injected
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
     }
 
     /// Count one operation and fail it when the plan says so.
@@ -93,6 +105,9 @@ impl IoCtx {
             FaultMode::FromOn => n >= plan.at,
         };
         if fail {
+            if let Ok(mut v) = self.inner.injected.lock() {
+                v.push(op);
+            }
             let source = match plan.kind {
                 FaultKind::NoSpace => io::Error::from_raw_os_error(libc::ENOSPC),
                 FaultKind::Io => io::Error::from_raw_os_error(libc::EIO),
@@ -130,13 +145,11 @@ impl IoCtx {
         self.wrap("create temporary file in", dir, tempfile::tempfile_in(dir))
     }
 
-    /// A private temporary directory inside `dir`, removed on drop. Its
-    /// name is `.coo-assembler-<pid>-<random>`: the pid lets a later run
-    /// remove it if this process is killed ([`crate::sweep`]).
-    pub fn tempdir_in(&self, dir: &Path) -> Result<tempfile::TempDir> {
+    /// A temporary directory inside `dir` whose name starts with `prefix`
+    /// (the caller chooses the name format), removed on drop.
+    pub fn tempdir_in(&self, dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
         self.tick("create temporary directory in", dir)?;
-        let prefix = format!("{}{}-", crate::sweep::TEMP_DIR_PREFIX, std::process::id());
-        let r = tempfile::Builder::new().prefix(&prefix).tempdir_in(dir);
+        let r = tempfile::Builder::new().prefix(prefix).tempdir_in(dir);
         self.wrap("create temporary directory in", dir, r)
     }
 
@@ -214,13 +227,51 @@ impl IoCtx {
     pub fn remove(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
     }
-}
 
-/// Directory that holds `path` ("." for a bare file name).
-pub fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+    /// Remove an empty directory. Cleanup: not a fault point (see
+    /// [`IoCtx::remove`]).
+    pub fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
+    }
+
+    /// The entries of a directory: (file name, path), names that are not
+    /// UTF-8 left out.
+    pub fn list_dir(&self, dir: &Path) -> Result<Vec<(String, std::path::PathBuf)>> {
+        self.tick("list directory", dir)?;
+        let rd = self.wrap("list directory", dir, fs::read_dir(dir))?;
+        let mut v = Vec::new();
+        for e in rd {
+            let e = self.wrap("list directory", dir, e)?;
+            if let Some(n) = e.file_name().to_str() {
+                v.push((n.to_string(), e.path()));
+            }
+        }
+        Ok(v)
+    }
+
+    /// Metadata of `path` itself (a symbolic link is not followed).
+    pub fn symlink_metadata(&self, path: &Path) -> Result<fs::Metadata> {
+        self.tick("lstat", path)?;
+        self.wrap("lstat", path, fs::symlink_metadata(path))
+    }
+
+    /// Length of an open file.
+    pub fn file_len(&self, f: &File, path: &Path) -> Result<u64> {
+        self.tick("stat", path)?;
+        self.wrap("stat", path, f.metadata().map(|m| m.len()))
+    }
+
+    /// Map an open file read-only.
+    ///
+    /// # Safety
+    /// The mapping is only sound while no one truncates or writes the file;
+    /// see `memmap2::Mmap::map`. The caller documents why that holds (or
+    /// what a violation costs: SIGBUS on truncation).
+    pub unsafe fn map(&self, f: &File, path: &Path) -> Result<memmap2::Mmap> {
+        self.tick("mmap", path)?;
+        // SAFETY: forwarded to the caller, see above.
+        let r = unsafe { memmap2::Mmap::map(f) };
+        self.wrap("mmap", path, r)
     }
 }
 

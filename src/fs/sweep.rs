@@ -4,7 +4,7 @@
 //! made. A run killed outright (SIGKILL, power loss, OOM killer) can leave:
 //!
 //! - in the **output directory**: the temporary output file
-//!   `.<name>.tmp-<pid>-<16 hex>` (written by [`crate::write::FileWriter`]);
+//!   `.<name>.tmp-<pid>-<16 hex>` (written by the file writer);
 //!   the target itself is never partial (it is only ever replaced by rename);
 //! - in the **temporary directory**: the private spill directory
 //!   `.coo-assembler-<pid>-<random>`, empty (spill files are unnamed
@@ -22,12 +22,10 @@
 //! error), never corrupts an output.
 
 use crate::error::{Error, Result};
-use std::fs;
+use crate::fs::ctx::IoCtx;
+use crate::fs::names::{output_temp_pid, parent_dir, spill_dir_pid};
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// Prefix of the private spill directories (followed by `<pid>-<random>`).
-pub const TEMP_DIR_PREFIX: &str = ".coo-assembler-";
 
 /// Whether process `pid` exists (EPERM counts as alive).
 pub fn pid_alive(pid: u32) -> bool {
@@ -42,62 +40,27 @@ pub fn pid_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// The pid in `.<target name>.tmp-<pid>-<hex>`, if `file` is such a name.
-fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {
-    let rest = file
-        .strip_prefix('.')?
-        .strip_prefix(target_name)?
-        .strip_prefix(".tmp-")?;
-    let (pid, rnd) = rest.split_once('-')?;
-    if rnd.is_empty() || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    pid.parse().ok()
-}
-
-/// The pid in `.coo-assembler-<pid>-<random>`.
-fn temp_dir_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(TEMP_DIR_PREFIX)?;
-    let (pid, rnd) = rest.split_once('-')?;
-    if rnd.is_empty() {
-        return None;
-    }
-    pid.parse().ok()
-}
-
-fn list(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let rd = fs::read_dir(dir).map_err(|e| Error::io("list directory", dir, e))?;
-    let mut v = Vec::new();
-    for e in rd {
-        let e = e.map_err(|e| Error::io("list directory", dir, e))?;
-        if let Some(n) = e.file_name().to_str() {
-            v.push((n.to_string(), e.path()));
-        }
-    }
-    Ok(v)
-}
-
 /// Remove the temporary output files `.<name>.tmp-<pid>-<hex>` that killed
 /// runs left next to `target`. Returns the paths removed. A file that
 /// vanishes meanwhile (another sweeper) is not an error.
-pub fn remove_stale_output_temps(target: &Path) -> Result<Vec<PathBuf>> {
+pub fn remove_stale_output_temps(io: &IoCtx, target: &Path) -> Result<Vec<PathBuf>> {
     let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
         return Ok(Vec::new());
     };
-    let dir = crate::io::parent_dir(target);
+    let dir = parent_dir(target);
     let me = std::process::id();
     let mut removed = Vec::new();
-    for (file, path) in list(&dir)? {
+    for (file, path) in io.list_dir(&dir)? {
         match output_temp_pid(&file, name) {
             Some(pid) if pid != me && !pid_alive(pid) => {}
             _ => continue,
         }
         // Only plain files: never follow or remove anything else.
-        match fs::symlink_metadata(&path) {
+        match io.symlink_metadata(&path) {
             Ok(m) if m.file_type().is_file() => {}
             _ => continue,
         }
-        match fs::remove_file(&path) {
+        match io.remove(&path) {
             Ok(()) => removed.push(path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("remove stale temporary file", &path, e)),
@@ -109,19 +72,19 @@ pub fn remove_stale_output_temps(target: &Path) -> Result<Vec<PathBuf>> {
 /// Remove the empty spill directories `.coo-assembler-<pid>-*` in `base`
 /// whose process is dead. A non-empty one is left alone (it is not what we
 /// leave behind). Returns the directories removed.
-pub fn remove_stale_temp_dirs(base: &Path) -> Result<Vec<PathBuf>> {
+pub fn remove_stale_temp_dirs(io: &IoCtx, base: &Path) -> Result<Vec<PathBuf>> {
     let me = std::process::id();
     let mut removed = Vec::new();
-    for (name, path) in list(base)? {
-        match temp_dir_pid(&name) {
+    for (name, path) in io.list_dir(base)? {
+        match spill_dir_pid(&name) {
             Some(pid) if pid != me && !pid_alive(pid) => {}
             _ => continue,
         }
-        match fs::symlink_metadata(&path) {
+        match io.symlink_metadata(&path) {
             Ok(m) if m.file_type().is_dir() => {}
             _ => continue,
         }
-        match fs::remove_dir(&path) {
+        match io.remove_dir(&path) {
             Ok(()) => removed.push(path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             // Not empty (ENOTEMPTY/EEXIST): leave it.
@@ -134,6 +97,7 @@ pub fn remove_stale_temp_dirs(base: &Path) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     /// A pid that is not alive: a child that has exited and been reaped.
     fn dead_pid() -> u32 {
@@ -142,17 +106,6 @@ mod tests {
         c.wait().unwrap();
         assert!(!pid_alive(pid));
         pid
-    }
-
-    #[test]
-    fn names_parse() {
-        assert_eq!(output_temp_pid(".k.hrry.tmp-123-00ff", "k.hrry"), Some(123));
-        assert_eq!(output_temp_pid(".k.hrry.tmp-123-", "k.hrry"), None);
-        assert_eq!(output_temp_pid(".k.hrry.tmp-123-zz", "k.hrry"), None);
-        assert_eq!(output_temp_pid(".x.hrry.tmp-123-00ff", "k.hrry"), None);
-        assert_eq!(output_temp_pid("k.hrry", "k.hrry"), None);
-        assert_eq!(temp_dir_pid(".coo-assembler-77-abc"), Some(77));
-        assert_eq!(temp_dir_pid(".coo-assembler-abc"), None);
     }
 
     #[test]
@@ -175,11 +128,11 @@ mod tests {
         }
         fs::write(full_dir.join("f"), b"x").unwrap();
         assert_eq!(
-            remove_stale_output_temps(&target).unwrap(),
+            remove_stale_output_temps(&IoCtx::new(), &target).unwrap(),
             vec![stale.clone()]
         );
         assert_eq!(
-            remove_stale_temp_dirs(d.path()).unwrap(),
+            remove_stale_temp_dirs(&IoCtx::new(), d.path()).unwrap(),
             vec![dead_dir.clone()]
         );
         assert!(!stale.exists() && !dead_dir.exists());

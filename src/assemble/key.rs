@@ -6,6 +6,7 @@
 //! index tuples equals the integer order of their keys. The total width picks
 //! the smallest [`Key`] type that holds it (see [`KeyWidth`]).
 
+use crate::codec::{read_leb, write_leb, LebWord};
 use std::fmt::Debug;
 
 /// An unsigned integer wide enough to hold a packed index tuple.
@@ -15,7 +16,7 @@ use std::fmt::Debug;
 pub trait Key: Copy + Ord + Eq + Default + Send + Sync + Debug + 'static {
     /// Capacity in bits: 64, 128, 256 or 4096.
     const BITS: u32;
-    /// Whether [`crate::sort::sort_records`] may radix sort this type using
+    /// Whether the radix sort may radix sort this type using
     /// [`Key::radix_digit`]; wide keys take a comparison sort instead, since
     /// hundreds of digit passes would lose to comparisons.
     const RADIX: bool;
@@ -55,55 +56,6 @@ fn low_mask(nbits: u32) -> u64 {
     }
 }
 
-/// Largest number of LEB128 bytes a key of `bits` bits can need.
-const fn max_varint_len(bits: u32) -> usize {
-    bits.div_ceil(7) as usize
-}
-
-/// Reads an LEB128 varint into `acc` via `or_bits`, enforcing canonical form
-/// and the capacity `K::BITS`. Shared by every key type so the rules agree.
-fn read_varint<K: Key>(buf: &[u8], pos: &mut usize) -> Option<K> {
-    let start = *pos;
-    let mut acc = K::default();
-    let max_len = max_varint_len(K::BITS);
-    let mut i = 0usize;
-    loop {
-        if i >= max_len {
-            return None; // overlong: more groups than the capacity needs
-        }
-        let byte = *buf.get(start.checked_add(i)?)?;
-        let group = u64::from(byte & 0x7f);
-        let shift = 7 * i as u32;
-        // Bits of this group that fall at or above K::BITS would be lost.
-        let room = K::BITS - shift; // > 0 because i < max_len
-        if room < 7 && group >> room != 0 {
-            return None;
-        }
-        acc.or_bits(group, shift);
-        i += 1;
-        if byte & 0x80 == 0 {
-            // A final zero group after others is a non-canonical encoding.
-            if byte == 0 && i > 1 {
-                return None;
-            }
-            *pos = start + i;
-            return Some(acc);
-        }
-    }
-}
-
-/// Writes the LEB128 varint of a key value, 7 bits at a time.
-fn write_varint<K: Key>(v: &K, significant_bits: u32, out: &mut Vec<u8>) {
-    let groups = significant_bits.div_ceil(7).max(1);
-    for g in 0..groups {
-        let mut byte = v.get_bits(7 * g, 7) as u8;
-        if g + 1 < groups {
-            byte |= 0x80;
-        }
-        out.push(byte);
-    }
-}
-
 impl Key for u64 {
     const BITS: u32 = 64;
     const RADIX: bool = true;
@@ -126,12 +78,12 @@ impl Key for u64 {
 
     fn write_delta(prev: &Self, cur: &Self, out: &mut Vec<u8>) {
         debug_assert!(cur >= prev);
-        crate::varint::write_u64(cur.wrapping_sub(*prev), out);
+        write_leb(&cur.wrapping_sub(*prev), out);
     }
 
     fn read_delta(prev: &Self, buf: &[u8], pos: &mut usize) -> Option<Self> {
         let save = *pos;
-        let d = crate::varint::read_u64(buf, pos)?;
+        let d: u64 = read_leb(buf, pos)?;
         let r = prev.checked_add(d);
         if r.is_none() {
             *pos = save;
@@ -162,17 +114,12 @@ impl Key for u128 {
 
     fn write_delta(prev: &Self, cur: &Self, out: &mut Vec<u8>) {
         debug_assert!(cur >= prev);
-        let mut d = cur.wrapping_sub(*prev);
-        while d >= 0x80 {
-            out.push((d as u8) | 0x80);
-            d >>= 7;
-        }
-        out.push(d as u8);
+        write_leb(&cur.wrapping_sub(*prev), out);
     }
 
     fn read_delta(prev: &Self, buf: &[u8], pos: &mut usize) -> Option<Self> {
         let save = *pos;
-        let d: u128 = read_varint(buf, pos)?;
+        let d: u128 = read_leb(buf, pos)?;
         let r = prev.checked_add(d);
         if r.is_none() {
             *pos = save;
@@ -193,16 +140,6 @@ impl<const N: usize> Default for WideKey<N> {
 }
 
 impl<const N: usize> WideKey<N> {
-    /// Number of significant bits (0 for zero).
-    fn significant_bits(&self) -> u32 {
-        for (i, w) in self.0.iter().enumerate() {
-            if *w != 0 {
-                return ((N - i) as u32) * 64 - w.leading_zeros();
-            }
-        }
-        0
-    }
-
     /// `self - other` modulo 2^BITS, with the borrow flowing from the least
     /// significant word (index N-1) up.
     fn wrapping_sub(&self, other: &Self) -> Self {
@@ -228,6 +165,26 @@ impl<const N: usize> WideKey<N> {
             carry = c1 | c2;
         }
         (!carry).then_some(WideKey(r))
+    }
+}
+
+impl<const N: usize> LebWord for WideKey<N> {
+    const WIDTH: u32 = 64 * N as u32;
+    #[inline]
+    fn or_group(&mut self, group: u64, shift: u32) {
+        self.or_bits(group, shift);
+    }
+    #[inline]
+    fn group(&self, shift: u32) -> u8 {
+        self.get_bits(shift, 7) as u8
+    }
+    fn significant_bits(&self) -> u32 {
+        for (i, w) in self.0.iter().enumerate() {
+            if *w != 0 {
+                return ((N - i) as u32) * 64 - w.leading_zeros();
+            }
+        }
+        0
     }
 }
 
@@ -273,12 +230,12 @@ impl<const N: usize> Key for WideKey<N> {
     fn write_delta(prev: &Self, cur: &Self, out: &mut Vec<u8>) {
         debug_assert!(cur >= prev);
         let d = cur.wrapping_sub(prev);
-        write_varint(&d, d.significant_bits(), out);
+        write_leb(&d, out);
     }
 
     fn read_delta(prev: &Self, buf: &[u8], pos: &mut usize) -> Option<Self> {
         let save = *pos;
-        let d: Self = read_varint(buf, pos)?;
+        let d: Self = read_leb(buf, pos)?;
         let r = prev.checked_add(&d);
         if r.is_none() {
             *pos = save;
@@ -535,7 +492,7 @@ mod tests {
 
     fn delta_rejections<K: Key>() {
         let zero = K::default();
-        let max_len = max_varint_len(K::BITS);
+        let max_len = K::BITS.div_ceil(7) as usize;
         // Truncated: empty and continuation bit on the last byte.
         rejects(&zero, &[]);
         rejects(&zero, &[0x80]);

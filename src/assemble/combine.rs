@@ -10,9 +10,12 @@
 //! element type.
 
 use crate::element::{DType, Value};
-use crate::exact::{sum_exact, two_sum, ExactSum};
+use crate::assemble::exact::{finite_header, grow_expansion, sum_exact, two_sum, ExactSum};
 use crate::options::DuplicatePolicy;
-use crate::varint::{read_u64 as read_u64_varint, write_u64};
+use crate::codec::{
+    read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
+    write_u64,
+};
 use half::{bf16, f16};
 use std::fmt;
 
@@ -100,14 +103,6 @@ fn raw_int(dtype: DType, raw: u64) -> i128 {
     }
 }
 
-fn read_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let b = buf.get(*pos..pos.checked_add(8)?)?;
-    *pos += 8;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    Some(u64::from_le_bytes(a))
-}
-
 /// Exact float sums.
 ///
 /// Almost every exact sum of finite-element contributions fits in two
@@ -128,9 +123,9 @@ pub(crate) enum SumAcc {
 }
 
 /// Header bytes of the ExactSum encoding for one and two finite, non-zero
-/// partials (no special value, zero bits "some value, some non -0.0").
-const HDR_ONE: u8 = 0x1C;
-const HDR_TWO: u8 = 0x2C;
+/// partials.
+const HDR_ONE: u8 = finite_header(1);
+const HDR_TWO: u8 = finite_header(2);
 
 /// A short non-overlapping expansion (smallest first) in a fixed array:
 /// Shewchuk's grow-expansion with zero elimination, for the compact paths.
@@ -149,19 +144,9 @@ impl Partials {
         if x == 0.0 {
             return true;
         }
-        let mut q = x;
-        let mut m = 0;
-        for i in 0..self.n {
-            let (s, e) = two_sum(q, self.parts[i]);
-            if e != 0.0 {
-                self.parts[m] = e;
-                m += 1;
-            }
-            q = s;
-        }
-        if !q.is_finite() {
+        let Ok((mut m, q)) = grow_expansion(&mut self.parts, self.n, x) else {
             return false;
-        }
+        };
         if q != 0.0 {
             self.parts[m] = q;
             m += 1;
@@ -432,33 +417,6 @@ impl Combiner for FloatExtreme {
 /// Exact integer sums in i128; the element type's range is checked at the end.
 pub(crate) struct IntSum(pub DType);
 
-fn zigzag_encode(v: i128, out: &mut Vec<u8>) {
-    let mut z = ((v << 1) ^ (v >> 127)) as u128;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
-fn zigzag_decode(buf: &[u8], pos: &mut usize) -> Option<i128> {
-    let mut z = 0u128;
-    let mut shift = 0u32;
-    loop {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        if shift >= 128 {
-            return None;
-        }
-        z |= u128::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-    }
-    Some(((z >> 1) as i128) ^ -((z & 1) as i128))
-}
-
 impl Combiner for IntSum {
     type Acc = i128;
     fn combine_group(&self, raws: &[u64], _: u64) -> Result<i128, CombineError> {
@@ -470,10 +428,10 @@ impl Combiner for IntSum {
         Ok(())
     }
     fn encode(&self, a: &i128, out: &mut Vec<u8>) {
-        zigzag_encode(*a, out)
+        write_i128_zigzag(*a, out)
     }
     fn decode(&self, buf: &[u8], pos: &mut usize) -> Option<i128> {
-        zigzag_decode(buf, pos)
+        read_i128_zigzag(buf, pos)
     }
     fn finish(&self, a: &i128) -> Result<Value, CombineError> {
         int_value(self.0, *a)
@@ -498,10 +456,10 @@ impl Combiner for IntExtreme {
         Ok(())
     }
     fn encode(&self, a: &i128, out: &mut Vec<u8>) {
-        zigzag_encode(*a, out)
+        write_i128_zigzag(*a, out)
     }
     fn decode(&self, buf: &[u8], pos: &mut usize) -> Option<i128> {
-        zigzag_decode(buf, pos)
+        read_i128_zigzag(buf, pos)
     }
     fn finish(&self, a: &i128) -> Result<Value, CombineError> {
         int_value(self.dtype, *a)
@@ -660,6 +618,44 @@ macro_rules! push_int {
 
 push_int!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
 
+/// Run `$body` with `$c` bound to the combiner for `$kind` and `$dtype`.
+macro_rules! with_combiner {
+    ($kind:expr, $dtype:expr, $c:ident => $body:expr) => {
+        match $kind {
+            $crate::assemble::combine::CombinerKind::FloatSum => {
+                let $c = $crate::assemble::combine::FloatSum($dtype);
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::FloatFastSum => {
+                let $c = $crate::assemble::combine::FloatFastSum($dtype);
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::FloatExtreme { max } => {
+                let $c = $crate::assemble::combine::FloatExtreme { dtype: $dtype, max };
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::IntSum => {
+                let $c = $crate::assemble::combine::IntSum($dtype);
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::IntExtreme { max } => {
+                let $c = $crate::assemble::combine::IntExtreme { dtype: $dtype, max };
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::Last => {
+                let $c = $crate::assemble::combine::Last($dtype);
+                $body
+            }
+            $crate::assemble::combine::CombinerKind::Unique => {
+                let $c = $crate::assemble::combine::Unique($dtype);
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) use with_combiner;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -668,9 +664,9 @@ mod tests {
     fn varints_round_trip() {
         for v in [0i128, -1, 1, i128::MAX, i128::MIN, -(1 << 70)] {
             let mut b = Vec::new();
-            zigzag_encode(v, &mut b);
+            write_i128_zigzag(v, &mut b);
             let mut p = 0;
-            assert_eq!(zigzag_decode(&b, &mut p), Some(v));
+            assert_eq!(read_i128_zigzag(&b, &mut p), Some(v));
         }
     }
 

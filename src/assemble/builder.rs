@@ -1,0 +1,489 @@
+//! [`Builder`] and the per-thread [`Pusher`]s: validate each contribution,
+//! pack its index tuple into a key, append `(key, raw value)` to the
+//! pusher's chunk, and hand full chunks to the sorters (`run.rs`), taking
+//! an empty chunk from a fixed pool (waiting if there is none: that is the
+//! back-pressure that bounds memory). `finish` is in `finish.rs`.
+
+use crate::assemble::combine::PushValue;
+use crate::assemble::shared::{new_core, Core, Job};
+use crate::assemble::finish::{finish_core, Summary};
+use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
+use crate::assemble::run::spawn_sorters;
+use crate::assemble::sort::Record;
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::options::{AssembleOptions, NonFinitePolicy};
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One pusher's state for one key type.
+struct Local<K: Key> {
+    core: Arc<Core<K>>,
+    chunk: Vec<Record<K>>,
+    origin_base: u64,
+    chunk_seq: u64,
+    count: u64,
+    /// Converted values of one element matrix (reused).
+    elem_raws: Vec<u64>,
+}
+
+impl<K: Key> Local<K> {
+    fn new(core: &Arc<Core<K>>) -> Result<Local<K>> {
+        let max = core.plan.max_pushers;
+        core.pushers_alive
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
+            .map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "at most {max} pushers may be alive at once (options.threads = {max}); raise threads or drop a pusher first"
+                ))
+            })?;
+        let id = core.next_pusher.fetch_add(1, Ordering::SeqCst);
+        Ok(Local {
+            core: Arc::clone(core),
+            chunk: Vec::new(),
+            origin_base: id << 32,
+            chunk_seq: 0,
+            count: 0,
+            elem_raws: Vec::new(),
+        })
+    }
+
+    #[inline]
+    fn check(&self, idx: &[u64], n: u64) -> Result<()> {
+        let shape = self.core.layout.shape();
+        if idx.len() != shape.len() {
+            return Err(Error::WrongRank {
+                contribution: n,
+                expected: shape.len(),
+                got: idx.len(),
+            });
+        }
+        for (dim, (&i, &e)) in idx.iter().zip(shape).enumerate() {
+            if i >= e {
+                return Err(Error::IndexOutOfRange {
+                    contribution: n,
+                    dim,
+                    index: i,
+                    extent: e,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn raw<V: PushValue>(&self, v: V, n: u64) -> Result<u64> {
+        let core = &self.core;
+        if core.opts.non_finite != NonFinitePolicy::Keep {
+            if let Some(f) = v.as_float() {
+                let refuse = f.is_nan()
+                    || (core.opts.non_finite == NonFinitePolicy::RejectNonFinite
+                        && f.is_infinite());
+                if refuse {
+                    return Err(Error::InvalidValue {
+                        contribution: n,
+                        value: f.to_string(),
+                        reason: "the non-finite policy refuses it",
+                    });
+                }
+            }
+        }
+        v.to_raw(core.dtype).map_err(|reason| Error::InvalidValue {
+            contribution: n,
+            value: v.to_string(),
+            reason,
+        })
+    }
+
+    #[inline]
+    fn append(&mut self, key: K, raw: u64) -> Result<()> {
+        if self.chunk.len() == self.chunk.capacity() {
+            self.hand_off()?;
+        }
+        self.chunk.push(Record { key, val: raw });
+        self.count += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn push<V: PushValue>(&mut self, idx: &[u64], v: V) -> Result<()> {
+        let n = self.count;
+        self.check(idx, n)?;
+        let raw = self.raw(v, n)?;
+        let key = self.core.layout.pack::<K>(idx);
+        self.append(key, raw)
+    }
+
+    /// Send the full chunk to the sorters and take an empty one.
+    fn hand_off(&mut self) -> Result<()> {
+        let core = Arc::clone(&self.core);
+        if core.poisoned.load(Ordering::Relaxed) {
+            // The first pusher to notice gets the cause itself; the
+            // assembler stays poisoned, so finish() fails too.
+            return Err(core.lock().error.take().unwrap_or(Error::Poisoned(
+                "assembler (an earlier push returned the cause)",
+            )));
+        }
+        self.send_chunk();
+        let mut c = core
+            .free_rx
+            .recv()
+            .map_err(|_| Error::Poisoned("assembler"))?;
+        let want = core.plan.chunk_records;
+        if c.capacity() < want {
+            let had = c.capacity();
+            c.try_reserve_exact(want).map_err(|_| Error::OutOfMemory {
+                what: "an ingest chunk",
+                bytes: want as u64 * core.plan.record_bytes,
+            })?;
+            core.mem
+                .add((c.capacity() - had) as u64 * core.plan.record_bytes);
+        }
+        self.chunk = c;
+        Ok(())
+    }
+
+    fn send_chunk(&mut self) {
+        if self.chunk.is_empty() {
+            return;
+        }
+        let chunk = std::mem::take(&mut self.chunk);
+        let origin = self.origin_base | self.chunk_seq;
+        self.chunk_seq += 1;
+        // The receiver lives in the core we hold: the send cannot fail.
+        let _ = self.core.work_tx.send(Job::Sort { chunk, origin });
+    }
+}
+
+impl<K: Key> Drop for Local<K> {
+    fn drop(&mut self) {
+        // Hand the partial chunk over (a channel send, no I/O): nothing
+        // pushed is lost when a pusher goes out of scope.
+        if self.chunk.is_empty() && self.chunk.capacity() > 0 {
+            let c = std::mem::take(&mut self.chunk);
+            let _ = self.core.free_tx.send(c);
+        } else {
+            self.send_chunk();
+        }
+        self.core
+            .contributions
+            .fetch_add(self.count, Ordering::Relaxed);
+        self.core.pushers_alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+enum AnyCore {
+    U64(Arc<Core<u64>>),
+    U128(Arc<Core<u128>>),
+    W256(Arc<Core<WideKey<4>>>),
+    W4096(Arc<Core<WideKey<64>>>),
+}
+
+enum AnyLocal {
+    U64(Local<u64>),
+    U128(Local<u128>),
+    W256(Local<WideKey<4>>),
+    W4096(Local<WideKey<64>>),
+}
+
+macro_rules! each {
+    ($enum:ident, $x:expr, $v:ident => $body:expr) => {
+        match $x {
+            $enum::U64($v) => $body,
+            $enum::U128($v) => $body,
+            $enum::W256($v) => $body,
+            $enum::W4096($v) => $body,
+        }
+    };
+}
+
+impl AnyCore {
+    fn local(&self) -> Result<AnyLocal> {
+        Ok(match self {
+            AnyCore::U64(c) => AnyLocal::U64(Local::new(c)?),
+            AnyCore::U128(c) => AnyLocal::U128(Local::new(c)?),
+            AnyCore::W256(c) => AnyLocal::W256(Local::new(c)?),
+            AnyCore::W4096(c) => AnyLocal::W4096(Local::new(c)?),
+        })
+    }
+}
+
+/// Assembles one COO tensor from contributions pushed in any order, from
+/// any number of threads, under a fixed memory budget.
+///
+/// ```
+/// use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile, Value};
+/// let dir = tempfile::tempdir()?;
+/// let out = dir.path().join("k.hrry");
+/// let mut b = Builder::new(&[3, 3], DType::F64, AssembleOptions::default())?;
+/// b.push(&[0, 1], 1.5)?;
+/// b.push(&[2, 2], 1.0)?;
+/// b.push(&[0, 1], 0.25)?; // duplicates are summed
+/// let summary = b.finish(&out)?;
+/// assert_eq!(summary.nnz, 2);
+/// let file = HurrayFile::open(&out)?;
+/// assert_eq!(file.only_tensor()?.get(&[0, 1])?, Value::Float(1.75));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Builder {
+    core: AnyCore,
+    own: Option<AnyLocal>,
+    started: Instant,
+}
+
+impl Builder {
+    /// A builder for a tensor of `shape` (rank 1 to 64) and element type
+    /// `dtype`. Checks the options and the budget; starts the sorter threads.
+    pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
+        opts.validate()?;
+        if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
+            return Err(Error::InvalidOptions(format!(
+                "rank {} is out of 1..=64 for a COO tensor",
+                shape.len()
+            )));
+        }
+        if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
+            return Err(Error::InvalidOptions(format!(
+                "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
+            )));
+        }
+        let layout = KeyLayout::new(shape);
+        let core = match layout.width() {
+            KeyWidth::U64 => AnyCore::U64(new_core(layout, dtype, opts)?),
+            KeyWidth::U128 => AnyCore::U128(new_core(layout, dtype, opts)?),
+            KeyWidth::W256 => AnyCore::W256(new_core(layout, dtype, opts)?),
+            KeyWidth::W4096 => AnyCore::W4096(new_core(layout, dtype, opts)?),
+        };
+        each!(AnyCore, &core, c => spawn_sorters(c))?;
+        Ok(Builder {
+            core,
+            own: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// A pusher for one thread. At most `options.threads` may be alive at
+    /// once (each holds one chunk of the budget).
+    pub fn pusher(&self) -> Result<Pusher<'_>> {
+        Ok(Pusher {
+            local: self.core.local()?,
+            _builder: PhantomData,
+        })
+    }
+
+    fn own(&mut self) -> Result<&mut AnyLocal> {
+        if self.own.is_none() {
+            self.own = Some(self.core.local()?);
+        }
+        // A match, not ok_or: no error value is built and dropped per push.
+        match self.own.as_mut() {
+            Some(l) => Ok(l),
+            None => Err(Error::Poisoned("builder")),
+        }
+    }
+
+    /// Push one contribution from this thread (through a pusher the builder
+    /// keeps; it counts as one of the `threads` pushers).
+    #[inline]
+    pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => l.push(idx, value))
+    }
+
+    /// Push many contributions: `indices` holds `values.len() * rank`
+    /// components, entry i at `indices[i*rank..(i+1)*rank]`.
+    pub fn push_many<V: PushValue>(&mut self, indices: &[u64], values: &[V]) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => push_many(l, indices, values))
+    }
+
+    /// Push rank-2 contributions given as `(values, (rows, cols))`, the
+    /// arrays scipy's `coo_array` takes.
+    pub fn push_coo<V: PushValue>(
+        &mut self,
+        rows: &[u64],
+        cols: &[u64],
+        values: &[V],
+    ) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => push_coo(l, rows, cols, values))
+    }
+
+    /// Push a dense element matrix (rank 2): `local[a * n + b]` goes to
+    /// `(dofs[a], dofs[b])`, with `n = dofs.len()`.
+    pub fn push_element<V: PushValue>(&mut self, dofs: &[u64], local: &[V]) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => push_element(l, dofs, local))
+    }
+
+    /// Merge everything and write the tensor to `path` (atomically: a
+    /// temporary file in the same directory, fsync, rename). Spill files are
+    /// removed whatever the outcome.
+    pub fn finish(mut self, path: impl AsRef<Path>) -> Result<Summary> {
+        drop(self.own.take());
+        let ingest = self.started.elapsed();
+        let path = path.as_ref();
+        each!(AnyCore, &self.core, c => finish_core(c, path, ingest))
+    }
+}
+
+fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
+    let rank = l.core.layout.rank();
+    if indices.len() != values.len() * rank {
+        return Err(Error::InvalidArgument(format!(
+            "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
+            indices.len(),
+            values.len(),
+            values.len() * rank
+        )));
+    }
+    for (idx, &v) in indices.chunks_exact(rank).zip(values) {
+        l.push(idx, v)?;
+    }
+    Ok(())
+}
+
+fn push_coo<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    rows: &[u64],
+    cols: &[u64],
+    values: &[V],
+) -> Result<()> {
+    if l.core.layout.rank() != 2 {
+        return Err(Error::WrongRank {
+            contribution: l.count,
+            expected: l.core.layout.rank(),
+            got: 2,
+        });
+    }
+    if rows.len() != values.len() || cols.len() != values.len() {
+        return Err(Error::InvalidArgument(format!(
+            "push_coo: rows ({}), cols ({}) and values ({}) differ in length",
+            rows.len(),
+            cols.len(),
+            values.len()
+        )));
+    }
+    for ((&r, &c), &v) in rows.iter().zip(cols).zip(values) {
+        l.push(&[r, c], v)?;
+    }
+    Ok(())
+}
+
+fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V]) -> Result<()> {
+    let n = dofs.len();
+    if l.core.layout.rank() != 2 {
+        return Err(Error::WrongRank {
+            contribution: l.count,
+            expected: l.core.layout.rank(),
+            got: 2,
+        });
+    }
+    if local.len() != n * n {
+        return Err(Error::InvalidArgument(format!(
+            "push_element: {} dofs need a {n}x{n} matrix ({} values), got {}",
+            n,
+            n * n,
+            local.len()
+        )));
+    }
+    // Validate everything first so that an error leaves nothing half pushed.
+    let shape = l.core.layout.shape();
+    let extent = shape[0].min(shape[1]);
+    for (a, &d) in dofs.iter().enumerate() {
+        if d >= extent {
+            let dim = usize::from(d < shape[0]);
+            return Err(Error::IndexOutOfRange {
+                contribution: l.count + (a * n) as u64,
+                dim,
+                index: d,
+                extent: shape[dim],
+            });
+        }
+    }
+    // Convert every value before appending any: a refused value leaves
+    // nothing of the element pushed.
+    let mut raws = std::mem::take(&mut l.elem_raws);
+    raws.clear();
+    let n0 = l.count;
+    for (i, &v) in local.iter().enumerate() {
+        match l.raw(v, n0 + i as u64) {
+            Ok(r) => raws.push(r),
+            Err(e) => {
+                l.elem_raws = raws;
+                return Err(e);
+            }
+        }
+    }
+    let mut result = Ok(());
+    'rows: for (&r, row) in dofs.iter().zip(raws.chunks_exact(n.max(1))) {
+        for (&c, &raw) in dofs.iter().zip(row) {
+            let key = l.core.layout.pack::<K>(&[r, c]);
+            if let Err(e) = l.append(key, raw) {
+                result = Err(e);
+                break 'rows;
+            }
+        }
+    }
+    l.elem_raws = raws;
+    result
+}
+
+/// A handle for pushing from one thread; cheap, `Send`. Dropping it hands
+/// its buffered contributions to the builder.
+pub struct Pusher<'b> {
+    local: AnyLocal,
+    _builder: PhantomData<&'b Builder>,
+}
+
+impl Pusher<'_> {
+    /// Push one contribution.
+    #[inline]
+    pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => l.push(idx, value))
+    }
+
+    /// See [`Builder::push_many`].
+    pub fn push_many<V: PushValue>(&mut self, indices: &[u64], values: &[V]) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => push_many(l, indices, values))
+    }
+
+    /// See [`Builder::push_coo`].
+    pub fn push_coo<V: PushValue>(
+        &mut self,
+        rows: &[u64],
+        cols: &[u64],
+        values: &[V],
+    ) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => push_coo(l, rows, cols, values))
+    }
+
+    /// See [`Builder::push_element`].
+    pub fn push_element<V: PushValue>(&mut self, dofs: &[u64], local: &[V]) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => push_element(l, dofs, local))
+    }
+
+    /// Contributions pushed through this pusher so far.
+    pub fn count(&self) -> u64 {
+        each!(AnyLocal, &self.local, l => l.count)
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        // A builder dropped without finish: stop the sorters so their
+        // threads end; spill files go with the core.
+        drop(self.own.take());
+        each!(AnyCore, &self.core, c => {
+            c.poisoned.store(true, Ordering::SeqCst);
+            for _ in 0..c.plan.sorters {
+                let _ = c.work_tx.send(Job::Stop);
+            }
+            let handles = std::mem::take(&mut *c.threads.lock().unwrap_or_else(|e| e.into_inner()));
+            for h in handles {
+                let _ = h.join();
+            }
+            c.lock().spill_dir.take();
+        })
+    }
+}
+

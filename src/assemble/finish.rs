@@ -1,0 +1,242 @@
+//! `finish`: stop the sorters, merge the runs (intermediate passes in
+//! `merge.rs`), and the final merge pipelined into the file writer.
+
+use crate::assemble::combine::{with_combiner, Combiner};
+use crate::assemble::shared::{Core, Job};
+use crate::assemble::key::Key;
+use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
+use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
+use crate::error::{Error, Result};
+use crate::write::{FileSummary, FileWriter, WriteOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What an assembly did, returned by [`crate::Builder::finish`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Summary {
+    /// The file written.
+    pub path: PathBuf,
+    /// Contributions pushed.
+    pub contributions: u64,
+    /// Entries in the file.
+    pub nnz: u64,
+    /// Entries dropped because their combined value was zero.
+    pub dropped_zeros: u64,
+    /// Sorted runs made from chunks.
+    pub runs: u64,
+    /// Of those, runs written to disk.
+    pub runs_spilled: u64,
+    /// Merge passes, the final one included (0 when nothing was pushed).
+    pub merge_passes: u32,
+    /// Bytes written to spill files, all passes included.
+    pub bytes_spilled: u64,
+    /// Largest number of bytes the assembler's buffers held at once.
+    pub peak_buffer_bytes: u64,
+    /// The budget they had to stay under.
+    pub memory_budget: u64,
+    /// Size of the output file.
+    pub file_bytes: u64,
+    /// From `Builder::new` to the start of `finish`.
+    pub time_ingest: Duration,
+    /// Time sorter threads spent sorting, combining and spilling (summed
+    /// over threads; it overlaps with ingestion).
+    pub time_sort: Duration,
+    /// Intermediate merge passes.
+    pub time_merge: Duration,
+    /// The final merge and the file write, fsync and rename.
+    pub time_write: Duration,
+    /// Leftovers of earlier, killed runs that this one removed (temporary
+    /// output files next to the target, empty spill directories).
+    pub stale_removed: Vec<PathBuf>,
+}
+
+pub(crate) fn finish_core<K: Key>(core: &Arc<Core<K>>, path: &Path, ingest: Duration) -> Result<Summary> {
+    for _ in 0..core.plan.sorters {
+        let _ = core.work_tx.send(Job::Stop);
+    }
+    let handles = std::mem::take(&mut *core.threads.lock().unwrap_or_else(|e| e.into_inner()));
+    for h in handles {
+        if h.join().is_err() {
+            core.fail(Error::Poisoned("sorter thread (it panicked)"));
+        }
+    }
+    if let Some(e) = core.lock().error.take() {
+        return Err(e);
+    }
+    if core.poisoned.load(Ordering::SeqCst) {
+        return Err(Error::Poisoned(
+            "assembler (an earlier push returned the cause)",
+        ));
+    }
+    // Chunks are no longer needed: give their memory back before merging.
+    while let Ok(c) = core.free_rx.try_recv() {
+        core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
+    }
+    let (kind, dtype) = (core.kind, core.dtype);
+    let r = with_combiner!(kind, dtype, comb => merge_and_write(core, &comb, path, ingest));
+    // Spill files and the private directory go now, success or not.
+    core.lock().spill_dir.take();
+    r
+}
+
+fn merge_and_write<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    path: &Path,
+    ingest: Duration,
+) -> Result<Summary> {
+    let runs = std::mem::take(&mut core.lock().runs);
+    let total_runs = runs.len() as u64;
+    let dir_for_msgs = core
+        .lock()
+        .spill_dir
+        .as_ref()
+        .map_or_else(|| PathBuf::from("<memory>"), |d| d.path().to_path_buf());
+    let t_merge = Instant::now();
+    let (runs, mut passes) = merge_passes(core, comb, runs, &dir_for_msgs)?;
+    let time_merge = t_merge.elapsed();
+
+    let t_write = Instant::now();
+    let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES;
+    core.mem.add(buffers);
+    if !runs.is_empty() {
+        passes += 1;
+    }
+    let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
+    let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
+    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path)?;
+    let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
+    stale_removed.extend(fs.stale_removed.iter().cloned());
+    drop(merger);
+    core.mem.sub(buffers);
+    Ok(Summary {
+        path: path.to_path_buf(),
+        contributions: core.contributions.load(Ordering::Relaxed),
+        nnz,
+        dropped_zeros: dropped,
+        runs: total_runs,
+        runs_spilled: core.runs_spilled.load(Ordering::Relaxed),
+        merge_passes: passes,
+        bytes_spilled: core.bytes_spilled.load(Ordering::Relaxed),
+        peak_buffer_bytes: core.mem.peak.load(Ordering::Relaxed),
+        memory_budget: core.opts.memory_budget,
+        file_bytes: fs.bytes,
+        time_ingest: ingest,
+        time_sort: Duration::from_nanos(core.sort_nanos.load(Ordering::Relaxed)),
+        time_merge,
+        time_write: t_write.elapsed(),
+        stale_removed,
+    })
+}
+
+/// Entries handed from the merging thread to the writing thread at once.
+const WRITE_BATCH: usize = 16 << 10;
+
+/// Merged entries on their way to the writer.
+struct Batch<K, A> {
+    keys: Vec<K>,
+    accs: Vec<A>,
+}
+
+enum ToWriter<K, A> {
+    Batch(Batch<K, A>),
+    /// Everything was sent: the writer may publish the file.
+    Done,
+}
+
+/// The final merge, pipelined over two threads: this one merges runs, a
+/// second one rounds, unpacks, checks, hashes and writes (the two halves
+/// cost about the same). Without an explicit `Done` the writer drops its
+/// temporary file, so a merge error can never publish a partial file.
+/// Returns (dropped zeros, nnz, file summary).
+fn merge_into_file<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    merger: &mut Merger<'_, K, C>,
+    path: &Path,
+) -> Result<(u64, u64, FileSummary)> {
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
+    for _ in 0..2 {
+        let _ = empty_tx.send(Batch {
+            keys: Vec::with_capacity(WRITE_BATCH),
+            accs: Vec::with_capacity(WRITE_BATCH),
+        });
+    }
+    let wopts = WriteOptions {
+        io: core.opts.io.clone(),
+        ..WriteOptions::default()
+    };
+    std::thread::scope(|s| {
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let layout = &core.layout;
+            let mut fw = FileWriter::create(path, wopts)?;
+            let mut tw = fw.begin_tensor(&core.opts.tensor_name, core.dtype, layout.shape())?;
+            let mut idx = vec![0u64; layout.rank()];
+            let mut dropped = 0u64;
+            for msg in full_rx.iter() {
+                match msg {
+                    ToWriter::Batch(mut b) => {
+                        for (k, acc) in b.keys.iter().zip(&b.accs) {
+                            let v = comb
+                                .finish(acc)
+                                .map_err(|e| combine_error(layout, core.dtype, k, e))?;
+                            if core.opts.drop_zeros && v.is_zero() {
+                                dropped += 1;
+                                continue;
+                            }
+                            layout.unpack(k, &mut idx);
+                            tw.push_value(&idx, v)?;
+                        }
+                        b.keys.clear();
+                        b.accs.clear();
+                        let _ = empty_tx.send(b);
+                    }
+                    ToWriter::Done => {
+                        let ts = tw.finish()?;
+                        return Ok((dropped, ts.nnz, fw.finish()?));
+                    }
+                }
+            }
+            Err(Error::Poisoned("file writer (the merge stopped)"))
+        };
+        let writer = std::thread::Builder::new()
+            .name("coo-write".into())
+            .spawn_scoped(s, write)
+            .map_err(|e| Error::io("spawn writer thread", path, e))?;
+        let merged = (|| -> Result<()> {
+            let Ok(mut b) = empty_rx.recv() else {
+                return Ok(());
+            };
+            while let Some((k, acc)) = merger.next_combined()? {
+                b.keys.push(k);
+                b.accs.push(acc);
+                if b.keys.len() == WRITE_BATCH {
+                    // A failed send or recv means the writer stopped: its
+                    // error is the one to report.
+                    if full_tx.send(ToWriter::Batch(b)).is_err() {
+                        return Ok(());
+                    }
+                    match empty_rx.recv() {
+                        Ok(e) => b = e,
+                        Err(_) => return Ok(()),
+                    }
+                }
+            }
+            if full_tx.send(ToWriter::Batch(b)).is_ok() {
+                let _ = full_tx.send(ToWriter::Done);
+            }
+            Ok(())
+        })();
+        drop(full_tx);
+        let written = writer
+            .join()
+            .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
+        merged?;
+        written
+    })
+}
+

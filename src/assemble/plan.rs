@@ -1,0 +1,219 @@
+//! The budget plan: how [`AssembleOptions::memory_budget`] is divided
+//! between fixed buffers, ingest chunks, sort scratch and in-memory runs,
+//! and the merge fan-in that follows. Pure arithmetic, tested below.
+
+use crate::assemble::combine::CombinerKind;
+use crate::error::{Error, Result};
+use crate::options::AssembleOptions;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes the output writer's buffers may take (values + indices streams).
+pub(crate) const OUTPUT_BUFFER_BYTES: u64 = 2 << 20;
+/// Target payload of a run block.
+pub(crate) const BLOCK_TARGET: usize = 64 << 10;
+/// Write buffer of a spill file writer.
+pub(crate) const SPILL_BUFFER: usize = 256 << 10;
+/// Buffer bytes one open run reader takes: a block and its header.
+pub(crate) const RUN_READER_BYTES: u64 = (BLOCK_TARGET + 4096) as u64;
+/// Fewest records a chunk may hold: below this, runs get so short that
+/// merging them costs more than it saves.
+pub(crate) const MIN_CHUNK_RECORDS: u64 = 4096;
+/// Share of the free budget given to chunks and sort scratch during
+/// ingestion; the rest holds in-memory runs.
+pub(crate) const CHUNK_SHARE: f64 = 0.6;
+/// Largest ingest chunk (and so sort scratch) in bytes. Beyond this a
+/// larger budget only hurts: every chunk and scratch byte is faulted in
+/// fresh (1.4-2 s per GiB measured here, `scripts/page_faults.py`), and
+/// with few, huge chunks the last one is sorted while the other core
+/// idles. On 5e7 FE contributions at a 4 GiB budget, uncapped (409 MiB)
+/// chunks cost 2.2-3.3 s of system time and 1.7 GB of RSS against 1.6 s
+/// and 650 MB with this cap. What the chunks no longer take goes to
+/// in-memory runs. 64 MiB is still 4 Mi u64 records per run, sorted in
+/// L2-sized buckets.
+pub(crate) const CHUNK_MAX_BYTES: u64 = 64 << 20;
+
+/// How the budget is divided; derived once from the options.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub(crate) chunk_records: usize,
+    pub(crate) sorters: usize,
+    pub(crate) max_pushers: usize,
+    pub(crate) n_chunks: usize,
+    pub(crate) held_limit: u64,
+    pub(crate) est_bytes_per_record: u64,
+    pub(crate) fan_in: usize,
+    pub(crate) record_bytes: u64,
+}
+
+impl Plan {
+    pub(crate) fn new(opts: &AssembleOptions, record_bytes: u64, est_bytes_per_record: u64) -> Result<Plan> {
+        let sorters = opts.threads;
+        let max_pushers = opts.threads;
+        let n_chunks = max_pushers + sorters;
+        let units = (n_chunks + sorters) as u64; // chunks + one sort scratch per sorter
+        let fixed =
+            OUTPUT_BUFFER_BYTES + sorters as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        let min_chunk_bytes = MIN_CHUNK_RECORDS * record_bytes;
+        let minimum = fixed + ((units * min_chunk_bytes) as f64 / CHUNK_SHARE).ceil() as u64;
+        if opts.memory_budget < minimum {
+            return Err(Error::BudgetTooSmall {
+                budget: opts.memory_budget,
+                minimum,
+            });
+        }
+        let free = opts.memory_budget - fixed;
+        let chunk_bytes = (((free as f64 * CHUNK_SHARE) as u64) / units).min(CHUNK_MAX_BYTES);
+        let chunk_records = (chunk_bytes / record_bytes).min(u32::MAX as u64) as usize;
+        let held_limit = free - (chunk_bytes * units);
+        // In the merge phase the chunk area is free again: readers get it.
+        let reader_bytes = RUN_READER_BYTES * 2;
+        let fan_in =
+            ((chunk_bytes * units) / reader_bytes).clamp(2, opts.max_fan_in as u64) as usize;
+        Ok(Plan {
+            chunk_records,
+            sorters,
+            max_pushers,
+            n_chunks,
+            held_limit,
+            est_bytes_per_record,
+            fan_in,
+            record_bytes,
+        })
+    }
+}
+
+/// Buffer bytes in use, and the peak.
+#[derive(Default, Debug)]
+pub(crate) struct MemTracker {
+    now: AtomicU64,
+    pub(crate) peak: AtomicU64,
+}
+
+impl MemTracker {
+    pub(crate) fn add(&self, n: u64) {
+        let now = self.now.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+    pub(crate) fn sub(&self, n: u64) {
+        self.now.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Largest encoded accumulator we plan for: a two-double exact sum (the
+/// compact form, 17 bytes), an i128 zigzag varint, or origin + value for
+/// `last`. Rarer, longer expansions may grow an in-memory run past it.
+pub(crate) fn est_acc_bytes(kind: CombinerKind) -> u64 {
+    match kind {
+        CombinerKind::FloatSum => 17,
+        CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
+        CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
+        CombinerKind::Last => 18,
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(budget: u64, threads: usize, max_fan_in: usize) -> AssembleOptions {
+        AssembleOptions {
+            memory_budget: budget,
+            threads,
+            max_fan_in,
+            ..AssembleOptions::default()
+        }
+    }
+
+    /// The minimum a too-small budget reports.
+    fn minimum(threads: usize, record_bytes: u64) -> u64 {
+        match Plan::new(&opts(0, threads, 64), record_bytes, 8) {
+            Err(Error::BudgetTooSmall { budget: 0, minimum }) => minimum,
+            other => panic!("expected BudgetTooSmall, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimum_budget_is_exactly_the_smallest_that_works() {
+        for threads in [1, 2, 8] {
+            for record_bytes in [16u64, 24, 40] {
+                let min = minimum(threads, record_bytes);
+                let fixed = OUTPUT_BUFFER_BYTES
+                    + threads as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+                assert!(min > fixed, "the minimum covers the fixed buffers");
+                let p = Plan::new(&opts(min, threads, 64), record_bytes, 8).unwrap();
+                assert!(
+                    p.chunk_records as u64 >= MIN_CHUNK_RECORDS,
+                    "threads {threads}, record {record_bytes}: {} records",
+                    p.chunk_records
+                );
+                assert_eq!(p.sorters, threads);
+                assert_eq!(p.n_chunks, 2 * threads);
+                match Plan::new(&opts(min - 1, threads, 64), record_bytes, 8) {
+                    Err(Error::BudgetTooSmall { budget, minimum }) => {
+                        assert_eq!((budget, minimum), (min - 1, min));
+                    }
+                    other => panic!("one byte less must be refused, got {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn budget_shares_add_up() {
+        let budget = 64 << 20;
+        let p = Plan::new(&opts(budget, 2, 64), 16, 8).unwrap();
+        let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        let units = (p.n_chunks + p.sorters) as u64;
+        let chunk_area = p.chunk_records as u64 * 16 * units;
+        assert!(fixed + chunk_area + p.held_limit <= budget);
+        // The in-memory runs get about 40 % of what the fixed buffers leave.
+        let free = (budget - fixed) as f64;
+        let share = p.held_limit as f64 / free;
+        assert!((share - (1.0 - CHUNK_SHARE)).abs() < 0.01, "share {share}");
+    }
+
+    #[test]
+    fn fan_in_is_clamped_to_the_option_and_to_two() {
+        // A large budget pays for many readers: the option caps them.
+        let big = Plan::new(&opts(4 << 30, 2, 8), 16, 8).unwrap();
+        assert_eq!(big.fan_in, 8);
+        let big = Plan::new(&opts(4 << 30, 2, 1000), 16, 8).unwrap();
+        assert_eq!(big.fan_in, 1000);
+        // The smallest budget still merges two runs at a time.
+        let min = minimum(1, 40);
+        let small = Plan::new(&opts(min, 1, 64), 40, 8).unwrap();
+        assert!((2..=64).contains(&small.fan_in), "fan-in {}", small.fan_in);
+        let reader_bytes = (BLOCK_TARGET + 4096) as u64 * 2;
+        let chunk_area = small.chunk_records as u64 * 40 * 3;
+        assert_eq!(small.fan_in as u64, (chunk_area / reader_bytes).clamp(2, 64));
+    }
+
+    #[test]
+    fn chunks_are_capped_and_the_rest_holds_runs() {
+        let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        // 256 MiB: 60 % of the free budget over 6 units, below the cap.
+        let small = Plan::new(&opts(256 << 20, 2, 64), 16, 8).unwrap();
+        let free = (256u64 << 20) - fixed;
+        assert_eq!(
+            small.chunk_records as u64,
+            ((free as f64 * CHUNK_SHARE) as u64) / 6 / 16
+        );
+        // 4 GiB: capped; everything else holds in-memory runs.
+        let big = Plan::new(&opts(4 << 30, 2, 64), 16, 8).unwrap();
+        assert_eq!(big.chunk_records as u64, CHUNK_MAX_BYTES / 16);
+        assert_eq!(big.held_limit, (4u64 << 30) - fixed - 6 * CHUNK_MAX_BYTES);
+        assert!(big.fan_in >= small.fan_in);
+    }
+
+    #[test]
+    fn memory_tracker_keeps_the_peak() {
+        let m = MemTracker::default();
+        m.add(100);
+        m.add(50);
+        m.sub(120);
+        m.add(10);
+        assert_eq!(m.peak.load(Ordering::Relaxed), 150);
+        assert_eq!(m.now.load(Ordering::Relaxed), 40);
+    }
+}

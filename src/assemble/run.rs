@@ -1,0 +1,151 @@
+//! Run making: the sorter threads radix-sort full chunks, combine equal
+//! keys into accumulators, and encode the result as a run kept in memory
+//! or appended to the sorter's spill file.
+
+use crate::assemble::combine::{with_combiner, Combiner};
+use crate::assemble::shared::{Core, Job};
+use crate::assemble::key::Key;
+use crate::assemble::merge::combine_error;
+use crate::assemble::plan::SPILL_BUFFER;
+use crate::assemble::sort::{sort_records, Record};
+use crate::assemble::spill::{Run, RunWriter, SpillFile};
+use crate::error::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Start the sorter threads of `core`.
+pub(crate) fn spawn_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
+    let mut handles = Vec::new();
+    for i in 0..core.plan.sorters {
+        let c = Arc::clone(core);
+        let h = std::thread::Builder::new()
+            .name(format!("coo-sort-{i}"))
+            .spawn(move || {
+                let (kind, dtype) = (c.kind, c.dtype);
+                with_combiner!(kind, dtype, comb => sorter_loop(&c, &comb))
+            })
+            .map_err(|e| Error::io("spawn sorter thread", "", e))?;
+        handles.push(h);
+    }
+    *core.threads.lock().unwrap_or_else(|e| e.into_inner()) = handles;
+    Ok(())
+}
+
+fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
+    let mut scratch: Vec<Record<K>> = Vec::new();
+    let mut raws: Vec<u64> = Vec::new();
+    let mut spill: Option<SpillFile> = None;
+    while let Ok(job) = core.work_rx.recv() {
+        let (mut chunk, origin) = match job {
+            Job::Sort { chunk, origin } => (chunk, origin),
+            Job::Stop => break,
+        };
+        if !core.poisoned.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            let before = scratch.capacity();
+            // The sort scratch is as large as a chunk: reserve it here so
+            // that running out of memory is an error, not an abort.
+            let want = chunk.len().saturating_sub(scratch.len());
+            let r = if scratch.capacity() < chunk.len() && scratch.try_reserve_exact(want).is_err()
+            {
+                Err(Error::OutOfMemory {
+                    what: "sort scratch",
+                    bytes: chunk.len() as u64 * core.plan.record_bytes,
+                })
+            } else {
+                make_run(
+                    core,
+                    comb,
+                    &mut chunk,
+                    origin,
+                    &mut scratch,
+                    &mut raws,
+                    &mut spill,
+                )
+            };
+            let grown = scratch.capacity().saturating_sub(before) as u64;
+            core.mem.add(grown * core.plan.record_bytes);
+            if let Err(e) = r {
+                core.fail(e);
+            }
+            core.sort_nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        chunk.clear();
+        let _ = core.free_tx.send(chunk);
+    }
+    core.mem
+        .sub(scratch.capacity() as u64 * core.plan.record_bytes);
+}
+
+/// Sort one chunk, combine equal keys, and write the result as a run.
+fn make_run<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    chunk: &mut [Record<K>],
+    origin: u64,
+    scratch: &mut Vec<Record<K>>,
+    raws: &mut Vec<u64>,
+    spill: &mut Option<SpillFile>,
+) -> Result<()> {
+    let bits = core.layout.total_bits();
+    sort_records(chunk, scratch, bits);
+    let id = core.next_run.fetch_add(1, Ordering::Relaxed);
+    let est = chunk.len() as u64 * core.plan.est_bytes_per_record + 64;
+    // Reserve room among the in-memory runs, or spill.
+    let in_memory = core
+        .held
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
+            (h + est <= core.plan.held_limit).then_some(h + est)
+        })
+        .is_ok();
+    let io = &core.opts.io;
+    let result = (|| -> Result<Run> {
+        let mut w = if in_memory {
+            RunWriter::memory(comb, id, core.run_format, est as usize, io)?
+        } else {
+            if spill.is_none() {
+                *spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
+            }
+            let Some(sf) = spill.as_mut() else {
+                return Err(Error::Poisoned("spill file"));
+            };
+            RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io)
+        };
+        let n = chunk.len();
+        let mut i = 0;
+        while i < n {
+            let key = chunk[i].key;
+            let mut j = i + 1;
+            while j < n && chunk[j].key == key {
+                j += 1;
+            }
+            let acc = if j == i + 1 {
+                comb.combine_group(&[chunk[i].val], origin)
+            } else {
+                raws.clear();
+                raws.extend(chunk[i..j].iter().map(|r| r.val));
+                comb.combine_group(raws, origin)
+            }
+            .map_err(|e| combine_error(&core.layout, core.dtype, &key, e))?;
+            w.push(key, &acc)?;
+            i = j;
+        }
+        w.finish()
+    })();
+    if in_memory {
+        core.held.fetch_sub(est, Ordering::SeqCst);
+    }
+    let run = result?;
+    if run.is_spilled() {
+        core.runs_spilled.fetch_add(1, Ordering::Relaxed);
+        core.bytes_spilled.fetch_add(run.bytes, Ordering::Relaxed);
+    } else {
+        core.held.fetch_add(run.bytes, Ordering::SeqCst);
+        core.mem.add(run.bytes);
+    }
+    core.lock().runs.push(run);
+    Ok(())
+}
+

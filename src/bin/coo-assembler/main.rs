@@ -1,0 +1,181 @@
+//! The coo-assembler command line: assemble contributions into a Hurray
+//! COO file, and inspect such files. One module per subcommand; `anyhow`
+//! lives only here.
+
+mod assemble;
+mod dump;
+mod get;
+mod info;
+mod verify;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use coo_assembler::{CooTensor, HurrayFile, ReadOptions};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "coo-assembler",
+    version,
+    about = "Assemble sparse COO tensors from (index, value) contributions into Hurray files, and inspect them.",
+    long_about = "Assemble sparse COO tensors from streams of (index, value) contributions into \
+                  sorted, duplicate-free Hurray (HRRYFILE) files, under a fixed memory budget, \
+                  and inspect such files.\n\n\
+                  Examples:\n  \
+                  coo-assembler assemble --shape 1000,1000 --dtype f64 --input contribs.txt --format text --output K.hrry\n  \
+                  my_fe_code | coo-assembler assemble --shape 1e6,1e6 --input - --format bin --memory-budget 1GiB --output K.hrry\n  \
+                  coo-assembler info K.hrry\n  \
+                  coo-assembler get K.hrry 3,4\n  \
+                  coo-assembler verify K.hrry\n\n\
+                  Exit status: 0 success, 1 invalid file, failed check or failed assembly, 2 usage error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Assemble contributions (duplicates combined) into a sorted Hurray COO file.
+    #[command(after_help = "Examples:\n  \
+                  coo-assembler assemble --shape 1000,1000 --dtype f64 --input contribs.txt --format text --output K.hrry\n  \
+                  my_fe_code | coo-assembler assemble --shape 1e6,1e6 --input - --format bin --memory-budget 1GiB --output K.hrry\n  \
+                  coo-assembler assemble --input matrix.mtx --format mtx --duplicates max --drop-zeros -q -o M.hrry")]
+    Assemble(assemble::AssembleArgs),
+    /// Describe a file: container, tensors, shapes, nnz, statistics, metadata.
+    Info {
+        /// The Hurray file.
+        file: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the value at one coordinate (zero when no entry is stored).
+    Get {
+        /// The Hurray file.
+        file: PathBuf,
+        /// The coordinate, comma separated, 0-based: e.g. 3,4.
+        index: String,
+        #[command(flatten)]
+        pick: Pick,
+    },
+    /// Print the entries, one per line: indices then value, space separated.
+    Dump {
+        /// The Hurray file.
+        file: PathBuf,
+        /// Print at most N entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        #[command(flatten)]
+        pick: Pick,
+    },
+    /// Check every rule of the format and the content (bounds, order,
+    /// duplicates, statistics, checksums); prints OK or each problem.
+    Verify {
+        /// The Hurray file.
+        file: PathBuf,
+        #[command(flatten)]
+        pick: Pick,
+    },
+}
+
+/// Which tensor of a file a command works on.
+#[derive(Args)]
+struct Pick {
+    /// The tensor to use when the file holds several.
+    #[arg(long, value_name = "NAME")]
+    tensor: Option<String>,
+}
+
+/// Failures that are the user's command line, not the data: exit 2.
+#[derive(Debug)]
+struct Usage(String);
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+fn main() -> ExitCode {
+    // Never show a Rust backtrace to a user: a panic is a bug, say so plainly.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("coo-assembler: internal error: {info}. Please report this.");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // Each cause once: library errors already name their source.
+            let mut msg = String::new();
+            for cause in e.chain() {
+                let t = cause.to_string();
+                if !msg.contains(&t) {
+                    if !msg.is_empty() {
+                        msg.push_str(": ");
+                    }
+                    msg.push_str(&t);
+                }
+            }
+            eprintln!("coo-assembler: error: {msg}");
+            if e.downcast_ref::<Usage>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Assemble(a) => assemble::run(a),
+        Cmd::Info { file, json } => info::run(&file, json),
+        Cmd::Get { file, index, pick } => get::run(&file, &index, &pick),
+        Cmd::Dump { file, limit, pick } => dump::run(&file, limit, &pick),
+        Cmd::Verify { file, pick } => verify::run(&file, &pick),
+    }
+}
+
+/// Open a file for inspection (permissive: broken files can be looked at).
+fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
+    HurrayFile::open_with(path, ReadOptions { permissive })
+        .with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// The tensor `pick` names, or the only one.
+fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
+    Ok(match &pick.tensor {
+        Some(name) => f.tensor(name)?,
+        None => f
+            .only_tensor()
+            .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
+    })
+}
+
+/// A comma-separated list of non-negative integers (1e6 style accepted
+/// when exactly integral).
+fn parse_list(s: &str, what: &str) -> anyhow::Result<Vec<u64>> {
+    s.split(',')
+        .map(|t| {
+            let t = t.trim();
+            t.parse::<u64>().or_else(|_| match t.parse::<f64>() {
+                Ok(f) if f >= 0.0 && f.fract() == 0.0 && f < 1.8e19 => Ok(f as u64),
+                _ => Err(usage(format!(
+                    "{what}: {t:?} is not a non-negative integer"
+                ))),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,60 @@
+//! What the readers share: the formats, the progress callback, and the
+//! errors that name the input location.
+
+use crate::error::{Error, Result};
+use std::str::FromStr;
+
+/// The formats `assemble` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// Records of `rank` u64 little-endian indices, then one value of the
+    /// element type, little-endian; no header.
+    Bin,
+    /// One entry per line: indices (0-based) then the value, separated by
+    /// whitespace; `#` starts a comment.
+    Text,
+    /// MatrixMarket coordinate format (1-based; shape from the header).
+    Mtx,
+}
+
+impl FromStr for InputFormat {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "bin" => Ok(InputFormat::Bin),
+            "text" | "txt" => Ok(InputFormat::Text),
+            "mtx" => Ok(InputFormat::Mtx),
+            _ => Err(Error::InvalidOptions(format!(
+                "unknown input format {s:?}; use bin, text or mtx"
+            ))),
+        }
+    }
+}
+
+/// Called with the number of input bytes consumed so far.
+pub type Progress<'a> = &'a mut dyn FnMut(u64);
+
+pub(crate) fn input_err(source: &str, location: String, detail: impl Into<String>) -> Error {
+    Error::Input {
+        source_name: source.to_string(),
+        location,
+        detail: detail.into(),
+        cause: None,
+    }
+}
+
+/// Give a push error the input location (record or line) it came from.
+pub(crate) fn at<'a>(
+    source: &'a str,
+    location: impl Fn() -> String + 'a,
+) -> impl Fn(Error) -> Error + 'a {
+    move |e| match e {
+        Error::Io { .. } | Error::Poisoned(_) | Error::OutOfMemory { .. } => e,
+        other => Error::Input {
+            source_name: source.to_string(),
+            location: location(),
+            detail: other.to_string(),
+            cause: Some(Box::new(other)),
+        },
+    }
+}

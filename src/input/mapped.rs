@@ -1,0 +1,91 @@
+//! A memory-mapped binary input, parsed in place, whose parsed pages leave
+//! the resident set as parsing advances: without this the whole input
+//! would count against the memory budget (the page cache keeps the pages).
+
+use crate::assemble::builder::Builder;
+use crate::element::DType;
+use crate::error::Result;
+use crate::fs::IoCtx;
+use crate::input::bin::push_bin_bytes;
+use std::fs::File;
+use std::path::Path;
+
+/// Release parsed pages in steps of at least this many bytes.
+const RELEASE_STEP: u64 = 4 << 20;
+/// Page size the release rounds down to.
+const PAGE: u64 = 4096;
+
+/// A read-only map of an input file; see the module docs of `coo_assembler::input`.
+pub struct MappedInput {
+    map: memmap2::Mmap,
+    released: u64,
+}
+
+impl std::fmt::Debug for MappedInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedInput")
+            .field("len", &self.map.len())
+            .field("released", &self.released)
+            .finish()
+    }
+}
+
+impl MappedInput {
+    /// Map `file` (opened from `path`) for sequential reading. `None` when
+    /// it is empty, not a regular file, or cannot be mapped: the caller
+    /// then reads it through a buffer.
+    pub fn map(io: &IoCtx, file: &File, path: &Path) -> Option<MappedInput> {
+        if io.file_len(file, path).ok()? == 0 {
+            return None;
+        }
+        // SAFETY: the map is only read; a file truncated by another process
+        // while we read it would raise SIGBUS (documented for the CLI).
+        let map = unsafe { io.map(file, path) }.ok()?;
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some(MappedInput { map, released: 0 })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Push the binary records of the mapped file (see
+    /// [`push_bin_bytes`]), releasing parsed pages as it goes; `progress`
+    /// gets the bytes parsed so far.
+    pub fn push_bin(
+        &mut self,
+        b: &mut Builder,
+        rank: usize,
+        dtype: DType,
+        source: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let map = &self.map;
+        let released = &mut self.released;
+        push_bin_bytes(b, map, rank, dtype, source, &mut |n| {
+            progress(n);
+            release(map, released, n);
+        })
+    }
+}
+
+/// Give back to the kernel the pages of `map` from `*released` up to byte
+/// `parsed`, once they make up at least a few MiB.
+fn release(map: &memmap2::Mmap, released: &mut u64, parsed: u64) {
+    let upto = (parsed / PAGE * PAGE).min(map.len() as u64);
+    if upto < *released + RELEASE_STEP {
+        return;
+    }
+    // SAFETY: a read-only private file mapping; the range was parsed and is
+    // never read again, and reading it would only fault the same file bytes
+    // back in.
+    let _ = unsafe {
+        map.unchecked_advise_range(
+            memmap2::UncheckedAdvice::DontNeed,
+            *released as usize,
+            (upto - *released) as usize,
+        )
+    };
+    *released = upto;
+}

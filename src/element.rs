@@ -261,13 +261,90 @@ impl Value {
     }
 }
 
+/// Floats as Python's `repr` writes them, for f64 values.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Value::Float(v) => write!(f, "{v}"),
+            Value::Float(v) => f.write_str(&format_float(*v, DType::F64)),
             Value::Int(v) => write!(f, "{v}"),
             Value::UInt(v) => write!(f, "{v}"),
         }
+    }
+}
+
+impl Value {
+    /// The value as text for a tensor of `dtype`: integers in full, floats
+    /// with [`format_float`] (the shortest digits for that type).
+    pub fn repr(&self, dtype: DType) -> String {
+        match self {
+            Value::Float(v) => format_float(*v, dtype),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// `v` written with the fewest significant digits that read back to the
+/// same value of `dtype` (an f32 value as an f32, not as the f64 it was
+/// widened to), laid out as Python's `repr` does: positional from 1e-4 up
+/// to 1e16 (`0.0001`, `1234.5`, `2.0`), with an exponent of at least two
+/// digits outside (`1e-05`, `1e+16`, `5e-324`); `nan`, `inf`, `-inf`.
+pub fn format_float(v: f64, dtype: DType) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    // Shortest round-trip digits in scientific form, e.g. "-1.2345e3".
+    let sci = match dtype {
+        DType::F32 => format!("{:e}", v as f32),
+        DType::F16 | DType::BF16 => {
+            let back = |t: &str| -> Option<u64> {
+                let x: f64 = t.parse().ok()?;
+                Some(if dtype == DType::F16 {
+                    f16::from_f64(x).to_bits().into()
+                } else {
+                    bf16::from_f64(x).to_bits().into()
+                })
+            };
+            let want = back(&format!("{v:e}"));
+            (0..17)
+                .map(|p| format!("{v:.p$e}"))
+                .find(|t| back(t) == want)
+                .unwrap_or_else(|| format!("{v:e}"))
+        }
+        _ => format!("{v:e}"),
+    };
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mant) = match mant.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mant),
+    };
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let digits = match digits.trim_end_matches('0') {
+        "" => "0",
+        d => d,
+    };
+    if (-4..16).contains(&exp) {
+        let n = digits.len() as i32;
+        let body = if exp < 0 {
+            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
+        } else if n <= exp + 1 {
+            format!("{digits}{}.0", "0".repeat((exp + 1 - n) as usize))
+        } else {
+            let (a, b) = digits.split_at((exp + 1) as usize);
+            format!("{a}.{b}")
+        };
+        format!("{sign}{body}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits.to_string()
+        };
+        let es = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{m}e{es}{:02}", exp.unsigned_abs())
     }
 }
 
@@ -331,6 +408,47 @@ impl Element for bf16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floats_print_like_python_repr() {
+        for (v, want) in [
+            (1e-300, "1e-300"),
+            (5e-324, "5e-324"),
+            (1e-5, "1e-05"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00012, "0.00012"),
+            (1234.5, "1234.5"),
+            (2.0, "2.0"),
+            (-2.0, "-2.0"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (0.1, "0.1"),
+            (-1.2345e-7, "-1.2345e-07"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (f64::NAN, "nan"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            let got = format_float(v, DType::F64);
+            assert_eq!(got, want, "{v:e}");
+            if v.is_finite() {
+                assert_eq!(got.parse::<f64>().unwrap().to_bits(), v.to_bits(), "{got}");
+            }
+        }
+        // The shortest digits of the element type, not of the widened f64.
+        assert_eq!(format_float(f64::from(0.1f32), DType::F32), "0.1");
+        assert_eq!(format_float(f64::from(1e-30f32), DType::F32), "1e-30");
+        assert_eq!(format_float(f16::from_f32(0.1).to_f64(), DType::F16), "0.1");
+        assert_eq!(
+            format_float(bf16::from_f32(2.71).to_f64(), DType::BF16),
+            "2.7"
+        );
+        assert_eq!(Value::Float(1e-300).to_string(), "1e-300");
+        assert_eq!(Value::Int(-3).repr(DType::I8), "-3");
+    }
 
     #[test]
     fn tags_round_trip_and_names_parse() {

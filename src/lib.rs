@@ -108,8 +108,9 @@ pub mod write;
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;
-pub use element::{DType, Element, Value};
+pub use element::{format_float, DType, Element, Value};
 pub use error::{Error, Result};
+pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
 pub use hurray::{KvValue, Statistics};
 pub use options::{

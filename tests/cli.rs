@@ -4,6 +4,12 @@
 
 mod common;
 
+// Issue 8 (input formats and messages), beside these helpers.
+#[path = "cli/input.rs"]
+mod input;
+#[path = "cli/signals.rs"]
+mod signals;
+
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::HurrayFile;
 use coo_assembler::{DType, Value};
@@ -188,15 +194,15 @@ fn text_input_with_duplicates_and_comments() {
         fl(&[(&[0, 0], 2.0), (&[1, 2], 1e-3), (&[2, 1], 1.75)])
     );
     assert_eq!(ok(&["get", s(&out), "2,1"]).stdout, "1.75\n");
-    assert_eq!(ok(&["get", s(&out), "0, 0"]).stdout, "2\n");
-    assert_eq!(ok(&["get", s(&out), "1,1"]).stdout, "0\n", "a miss is 0");
+    assert_eq!(ok(&["get", s(&out), "0, 0"]).stdout, "2.0\n");
+    assert_eq!(ok(&["get", s(&out), "1,1"]).stdout, "0.0\n", "a miss is 0");
     assert_eq!(
         ok(&["dump", s(&out)]).stdout,
-        "0 0 2\n1 2 0.001\n2 1 1.75\n"
+        "0 0 2.0\n1 2 0.001\n2 1 1.75\n"
     );
     assert_eq!(
         ok(&["dump", s(&out), "--limit", "2"]).stdout,
-        "0 0 2\n1 2 0.001\n"
+        "0 0 2.0\n1 2 0.001\n"
     );
     assert_eq!(ok(&["dump", s(&out), "--limit", "0"]).stdout, "");
     assert_eq!(ok(&["verify", s(&out)]).stdout, "OK\n");
@@ -215,7 +221,7 @@ fn summary_without_quiet() {
         "{}",
         o.stderr
     );
-    assert_eq!(ok(&["get", s(&out), "0"]).stdout, "6\n");
+    assert_eq!(ok(&["get", s(&out), "0"]).stdout, "6.0\n");
 }
 
 #[test]
@@ -285,7 +291,7 @@ fn bin_input_i32_rank3_and_f32() {
     let f = HurrayFile::open(&out).unwrap();
     let t = f.only_tensor().unwrap();
     assert_eq!(t.values::<f32>().unwrap(), &[-2.0, 1.75]);
-    assert_eq!(ok(&["dump", s(&out)]).stdout, "0 -2\n3 1.75\n");
+    assert_eq!(ok(&["dump", s(&out)]).stdout, "0 -2.0\n3 1.75\n");
     w.clean(&["a.hrry", "b.hrry"]);
 }
 
@@ -438,7 +444,7 @@ fn duplicate_policies_and_drop_zeros() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(entries(&out), fl(&[(&[0], 6.0), (&[2], 7.0)]));
-    assert_eq!(ok(&["get", s(&out), "1"]).stdout, "0\n");
+    assert_eq!(ok(&["get", s(&out), "1"]).stdout, "0.0\n");
 
     let o = w.assemble(
         s(&inp),
@@ -453,7 +459,7 @@ fn duplicate_policies_and_drop_zeros() {
             "error",
         ],
     );
-    fails(&o, 1, &["duplicate", "[0]"]);
+    fails(&o, 1, &["duplicate", "at (0) (0-based"]);
     let o = w.assemble(
         s(&inp),
         &w.out("bad.hrry"),
@@ -538,21 +544,32 @@ fn info_text_and_json() {
     let p = w.out("m.hrry");
     multi_file(&p);
     let o = ok(&["info", s(&p)]);
+    let v = ok(&["info", "--verbose", s(&p)]);
     for needle in [
-        "tensors:    2",
-        "tensor \"A\":",
-        "tensor \"b vec\":",
-        "dtype:    f64",
-        "dtype:    u16",
-        "shape:    [3, 3]",
-        "nnz:      2",
-        "sorted:   yes",
-        "values:   16 bytes",
-        "indices:  32 bytes",
+        "Hurray file, 2 tensors,",
+        "tensor \"A\"\n",
+        "tensor \"b vec\"\n",
+        "type:        f64",
+        "type:        u16",
+        "shape:       3 x 3 (9 elements)",
+        "stored:      2 entries, 22.2 % of all elements",
+        "layout:      COO, sorted by coordinate (row-major), no duplicates",
+        "over all 9 elements, implicit zeros included",
+        "smallest -4.0, largest 1.5, largest magnitude 4.0",
         "coo_assembler.writer = coo-assembler ",
-        "coo_assembler.xxh3.A.values = ",
     ] {
         assert!(o.stdout.contains(needle), "{needle:?} not in\n{}", o.stdout);
+        assert!(v.stdout.contains(needle), "{needle:?} not in\n{}", v.stdout);
+    }
+    // Checksums, flag bits and the mask: for --verbose (and --json) only.
+    for needle in [
+        "coo_assembler.xxh3.A.values = ",
+        "flags 0x",
+        "stats mask:  0x",
+        "values 16 bytes, indices 32 bytes",
+    ] {
+        assert!(!o.stdout.contains(needle), "{needle:?} in\n{}", o.stdout);
+        assert!(v.stdout.contains(needle), "{needle:?} not in\n{}", v.stdout);
     }
     let j = ok(&["info", "--json", s(&p)]).stdout;
     let j = j.trim();
@@ -588,6 +605,9 @@ fn info_text_and_json() {
         "\"min\":-4.0,\"max\":1.5,\"abs_max\":4.0",
         "\"has_nan\":false,\"has_inf\":false",
         "\"coo_assembler.writer\":\"coo-assembler ",
+        "\"coo_assembler.xxh3.A.values\":",
+        "\"flags\":",
+        "\"computed_mask\":",
     ] {
         assert!(j.contains(needle), "{needle:?} not in\n{j}");
     }
@@ -609,7 +629,7 @@ fn tensor_choice_on_a_multi_tensor_file() {
     assert_eq!(ok(&["get", s(&p), "6", "--tensor", "b vec"]).stdout, "0\n");
     assert_eq!(
         ok(&["dump", s(&p), "--tensor", "A"]).stdout,
-        "0 1 1.5\n2 2 -4\n"
+        "0 1 1.5\n2 2 -4.0\n"
     );
     assert_eq!(
         ok(&["dump", s(&p), "--tensor", "b vec", "--limit", "5"]).stdout,
@@ -781,11 +801,36 @@ fn assemble_data_errors_leave_nothing() {
     b.extend(bin_record_f64(1, 1, 2.0));
     b.extend_from_slice(&[0; 10]);
     let inp = w.input("t.bin", &b);
+    // A file is refused up front (its size is known), a stream at the end.
     let o = w.assemble(s(&inp), &out, &["--shape", "2,2", "-q"]);
     fails(
         &o,
         1,
-        &["t.bin:record 2", "truncated", "10 bytes", "24-byte record"],
+        &["t.bin:start", "58 bytes is not a whole number", "24 bytes"],
+    );
+    w.clean(&[]);
+    let o = run_in(
+        &[
+            "assemble",
+            "--shape",
+            "2,2",
+            "-q",
+            "--input",
+            "-",
+            "-o",
+            s(&out),
+        ],
+        Some(&b),
+    );
+    fails(
+        &o,
+        1,
+        &[
+            "<stdin>:record 2",
+            "truncated",
+            "24 bytes",
+            "rank 2 x 8 + 8 for f64",
+        ],
     );
     w.clean(&[]);
     // Out of range in bin names the record.
@@ -815,7 +860,7 @@ fn assemble_data_errors_leave_nothing() {
     fails(&o, 1, &["many.mtx:line 4", "more entries"]);
     let inp = w.input(
         "bad.mtx",
-        b"%%MatrixMarket matrix array real general\n2 2\n",
+        b"%%MatrixMarket vector array real general\n2 2\n",
     );
     let o = w.assemble(s(&inp), &out, &["--format", "mtx", "-q"]);
     fails(&o, 1, &["bad.mtx:line 1", "coordinate"]);
@@ -959,7 +1004,7 @@ fn verify_reports_each_broken_content_rule() {
     );
     assert!(o.stdout.contains("indices"), "{}", o.stdout);
     // get and dump still work on such a file (permissive open).
-    assert_eq!(ok(&["get", s(&p), "2,0"]).stdout, "2\n");
+    assert_eq!(ok(&["get", s(&p), "2,0"]).stdout, "2.0\n");
 }
 
 #[test]

@@ -199,12 +199,16 @@ impl From<coo_assembler::Error> for Fail {
             E::InvalidFile { .. } | E::Unsupported(_) | E::TensorNotFound { .. } => {
                 COO_ERR_INVALID_FILE
             }
-            E::WrongRank { .. } => COO_ERR_RANK,
-            E::IndexOutOfRange { .. } => COO_ERR_INDEX,
+            E::WrongRank { .. } | E::WrongIndexCount { .. } => COO_ERR_RANK,
+            E::IndexOutOfRange { .. } | E::PositionOutOfRange { .. } => COO_ERR_INDEX,
             E::InvalidValue { .. } => COO_ERR_VALUE,
             E::DuplicateCoordinate { .. } => COO_ERR_DUPLICATE,
             E::IntegerOverflow { .. } => COO_ERR_OVERFLOW,
-            E::InvalidOptions(_) | E::OutOfOrder { .. } | E::Input { .. } => COO_ERR_ARGUMENT,
+            E::InvalidOptions(_)
+            | E::InvalidArgument(_)
+            | E::TypeMismatch { .. }
+            | E::OutOfOrder { .. }
+            | E::Input { .. } => COO_ERR_ARGUMENT,
             E::BudgetTooSmall { .. } | E::OutOfMemory { .. } => COO_ERR_BUDGET,
             E::Poisoned(_) => COO_ERR_STATE,
             _ => COO_ERR_OTHER,

@@ -65,7 +65,11 @@ pub fn kind_of(e: &Error) -> Kind {
         Error::BudgetTooSmall { .. } | Error::OutOfMemory { .. } => Kind::Budget,
         Error::TensorNotFound { .. }
         | Error::WrongRank { .. }
+        | Error::WrongIndexCount { .. }
         | Error::IndexOutOfRange { .. }
+        | Error::PositionOutOfRange { .. }
+        | Error::TypeMismatch { .. }
+        | Error::InvalidArgument(_)
         | Error::InvalidValue { .. }
         | Error::DuplicateCoordinate { .. }
         | Error::IntegerOverflow { .. }

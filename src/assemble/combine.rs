@@ -561,7 +561,20 @@ pub trait PushValue: Copy + fmt::Display {
 }
 
 const FLOAT_INTO_INT: &str = "a float value cannot go into an integer tensor";
-const INT_OUT_OF_RANGE: &str = "the integer does not fit the tensor's element type";
+/// Why an integer was refused, naming the element type it does not fit.
+fn int_out_of_range(dtype: DType) -> &'static str {
+    match dtype {
+        DType::I8 => "does not fit i8 (-128..=127)",
+        DType::U8 => "does not fit u8 (0..=255)",
+        DType::I16 => "does not fit i16 (-32768..=32767)",
+        DType::U16 => "does not fit u16 (0..=65535)",
+        DType::I32 => "does not fit i32 (-2147483648..=2147483647)",
+        DType::U32 => "does not fit u32 (0..=4294967295)",
+        DType::I64 => "does not fit i64",
+        DType::U64 => "does not fit u64 (0..=18446744073709551615)",
+        _ => "does not fit the element type",
+    }
+}
 const INT_NOT_EXACT: &str = "the integer is not exactly representable as a float (|v| > 2^53)";
 
 macro_rules! push_float {
@@ -604,7 +617,7 @@ macro_rules! push_int {
                 }
                 let (lo, hi) = int_range(dtype);
                 if v < lo || v > hi {
-                    return Err(INT_OUT_OF_RANGE);
+                    return Err(int_out_of_range(dtype));
                 }
                 Ok(if dtype.is_signed_int() { v as i64 as u64 } else { v as u64 })
             }
@@ -771,7 +784,8 @@ mod tests {
     fn push_values_convert_or_refuse() {
         assert_eq!(1.5f32.to_raw(DType::F64), Ok(1.5f64.to_bits()));
         assert!(1.5f64.to_raw(DType::I32).is_err());
-        assert_eq!(300i32.to_raw(DType::U8), Err(INT_OUT_OF_RANGE));
+        assert_eq!(300i32.to_raw(DType::U8), Err("does not fit u8 (0..=255)"));
+        assert_eq!((-1i64).to_raw(DType::U16), Err("does not fit u16 (0..=65535)"));
         assert_eq!((-1i32).to_raw(DType::I8), Ok(u64::MAX));
         assert_eq!(7u64.to_raw(DType::F32), Ok(7f64.to_bits()));
         assert!(u64::MAX.to_raw(DType::F64).is_err());

@@ -34,6 +34,7 @@ pub(crate) fn output_temp_name(target_name: &str, pid: u32, random: u64) -> Stri
 }
 
 /// The pid in `.<target name>.tmp-<pid>-<hex>`, if `file` is such a name.
+#[cfg(test)]
 pub(crate) fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {
     let rest = file
         .strip_prefix('.')?
@@ -41,6 +42,21 @@ pub(crate) fn output_temp_pid(file: &str, target_name: &str) -> Option<u32> {
         .strip_prefix(".tmp-")?;
     let (pid, rnd) = rest.split_once('-')?;
     if rnd.is_empty() || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// The pid in `.<any name>.tmp-<pid>-<16 hex>`, if `file` is a temporary
+/// output of any target.
+pub(crate) fn any_output_temp_pid(file: &str) -> Option<u32> {
+    let rest = file.strip_prefix('.')?;
+    let at = rest.rfind(".tmp-")?;
+    if at == 0 {
+        return None;
+    }
+    let (pid, rnd) = rest[at + ".tmp-".len()..].split_once('-')?;
+    if rnd.len() != 16 || !rnd.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     pid.parse().ok()
@@ -72,6 +88,17 @@ mod tests {
         assert_eq!(output_temp_pid(".k.hrry.tmp-123-", "k.hrry"), None);
         assert_eq!(output_temp_pid(".k.hrry.tmp-123-zz", "k.hrry"), None);
         assert_eq!(output_temp_pid("k.hrry", "k.hrry"), None);
+    }
+
+    #[test]
+    fn any_output_temp_name_is_recognised() {
+        for (name, pid, rnd) in [("k.hrry", 1u32, 0u64), ("x.tmp-1-2", 77, 0x00ff)] {
+            let t = output_temp_name(name, pid, rnd);
+            assert_eq!(any_output_temp_pid(&t), Some(pid), "{t}");
+        }
+        assert_eq!(any_output_temp_pid(".k.hrry.tmp-12-abc"), None); // not 16 hex
+        assert_eq!(any_output_temp_pid("k.hrry.tmp-12-0123456789abcdef"), None);
+        assert_eq!(any_output_temp_pid("..tmp-12-0123456789abcdef"), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::names::{output_temp_pid, parent_dir, spill_dir_pid};
+use crate::fs::names::{any_output_temp_pid, parent_dir, spill_dir_pid};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -41,17 +41,15 @@ pub fn pid_alive(pid: u32) -> bool {
 }
 
 /// Remove the temporary output files `.<name>.tmp-<pid>-<hex>` that killed
-/// runs left next to `target`. Returns the paths removed. A file that
-/// vanishes meanwhile (another sweeper) is not an error.
+/// runs left in the directory of `target`, whatever target they were
+/// for. Returns the paths removed. A file that vanishes meanwhile (another
+/// sweeper) is not an error.
 pub fn remove_stale_output_temps(io: &IoCtx, target: &Path) -> Result<Vec<PathBuf>> {
-    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
-        return Ok(Vec::new());
-    };
     let dir = parent_dir(target);
     let me = std::process::id();
     let mut removed = Vec::new();
     for (file, path) in io.list_dir(&dir)? {
-        match output_temp_pid(&file, name) {
+        match any_output_temp_pid(&file) {
             Some(pid) if pid != me && !pid_alive(pid) => {}
             _ => continue,
         }
@@ -67,6 +65,34 @@ pub fn remove_stale_output_temps(io: &IoCtx, target: &Path) -> Result<Vec<PathBu
         }
     }
     Ok(removed)
+}
+
+/// Remove what this process is making for `target`: its temporary output
+/// files next to `target` and its spill directories (with whatever they
+/// hold) under `temp_base`. For a signal handler that ends the process
+/// (`coo-assembler assemble` on SIGINT/SIGTERM). Errors are skipped: the
+/// process is ending, and the next run's sweep removes what is left.
+pub fn remove_own_leftovers(target: &Path, temp_base: &Path) -> Vec<PathBuf> {
+    let io = IoCtx::new();
+    let me = std::process::id();
+    let mut removed = Vec::new();
+    for (file, path) in io.list_dir(&parent_dir(target)).unwrap_or_default() {
+        if any_output_temp_pid(&file) == Some(me)
+            && matches!(io.symlink_metadata(&path), Ok(m) if m.file_type().is_file())
+            && io.remove(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    for (name, path) in io.list_dir(temp_base).unwrap_or_default() {
+        if spill_dir_pid(&name) == Some(me)
+            && matches!(io.symlink_metadata(&path), Ok(m) if m.file_type().is_dir())
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 /// Remove the empty spill directories `.coo-assembler-<pid>-*` in `base`
@@ -114,9 +140,9 @@ mod tests {
         let dead = dead_pid();
         let me = std::process::id();
         let target = d.path().join("k.hrry");
-        let stale = d.path().join(format!(".k.hrry.tmp-{dead}-0123abcd"));
-        let live = d.path().join(format!(".k.hrry.tmp-{me}-0123abcd"));
-        let other = d.path().join(format!(".j.hrry.tmp-{dead}-0123abcd"));
+        let stale = d.path().join(format!(".k.hrry.tmp-{dead}-0123456789abcdef"));
+        let live = d.path().join(format!(".k.hrry.tmp-{me}-0123456789abcdef"));
+        let other = d.path().join(format!(".j.hrry.tmp-{dead}-0123456789abcdef"));
         for p in [&stale, &live, &other, &target] {
             fs::write(p, b"x").unwrap();
         }
@@ -127,16 +153,16 @@ mod tests {
             fs::create_dir(p).unwrap();
         }
         fs::write(full_dir.join("f"), b"x").unwrap();
-        assert_eq!(
-            remove_stale_output_temps(&IoCtx::new(), &target).unwrap(),
-            vec![stale.clone()]
-        );
+        let mut got = remove_stale_output_temps(&IoCtx::new(), &target).unwrap();
+        got.sort();
+        assert_eq!(got, vec![other.clone(), stale.clone()]);
         assert_eq!(
             remove_stale_temp_dirs(&IoCtx::new(), d.path()).unwrap(),
             vec![dead_dir.clone()]
         );
-        assert!(!stale.exists() && !dead_dir.exists());
-        assert!(live.exists() && other.exists() && target.exists());
+        // A dead run's output is removed whatever target it was for.
+        assert!(!stale.exists() && !dead_dir.exists() && !other.exists());
+        assert!(live.exists() && target.exists());
         assert!(full_dir.exists() && live_dir.exists());
     }
 }

@@ -52,6 +52,7 @@ fn push_bin_from<R: Read>(
         rank: usize,
         rec: usize,
         decode: fn(&[u8]) -> V,
+        hint: String,
     }
 
     /// Push the whole records of `bytes`; returns how many bytes they took.
@@ -73,23 +74,49 @@ fn push_bin_from<R: Read>(
                 *slot = u64::from_le_bytes(a);
             }
             let v = decode(&chunk[rank * 8..]);
-            b.push(idx, v)
-                .map_err(at(source, || format!("record {n}")))?;
+            b.push(idx, v).map_err(|e| {
+                // Absurd indices in the first records are the sign of a
+                // file written with another rank or element type.
+                let hint = *n < 16 && matches!(e, Error::IndexOutOfRange { .. });
+                let e = at(source, || format!("record {n}"))(e);
+                match e {
+                    Error::Input {
+                        source_name,
+                        location,
+                        detail,
+                        cause,
+                    } if hint => Error::Input {
+                        source_name,
+                        location,
+                        detail: format!("{detail}; {}", l.hint),
+                        cause,
+                    },
+                    e => e,
+                }
+            })?;
             *n += 1;
         }
         Ok(whole)
     }
+    #[allow(clippy::too_many_arguments)]
     fn typed<R: Read, V: PushValue>(
         b: &mut Builder,
         src: BinSource<'_, R>,
         rank: usize,
+        dtype: DType,
         width: usize,
         decode: fn(&[u8]) -> V,
         source: &str,
         progress: Progress<'_>,
     ) -> Result<u64> {
         let rec = rank * 8 + width;
-        let layout = Layout { rank, rec, decode };
+        let hint = record_hint(rank, dtype);
+        let layout = Layout {
+            rank,
+            rec,
+            decode,
+            hint: hint.clone(),
+        };
         // A whole number of records per step, so a record never straddles
         // two buffers except at the very end.
         let cap = ((4 << 20) / rec * rec).max(rec);
@@ -100,7 +127,7 @@ fn push_bin_from<R: Read>(
             input_err(
                 source,
                 format!("record {n}"),
-                format!("truncated: the input ends {left} bytes into a {rec}-byte record"),
+                format!("truncated: the input ends {left} bytes into a record; {hint}"),
             )
         };
         match src {
@@ -141,7 +168,7 @@ fn push_bin_from<R: Read>(
     let w = dtype.width();
     macro_rules! go {
         ($t:ty, $f:expr) => {
-            typed::<R, $t>(b, src, rank, w, $f, source, progress)
+            typed::<R, $t>(b, src, rank, dtype, w, $f, source, progress)
         };
     }
     fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
@@ -163,4 +190,30 @@ fn push_bin_from<R: Read>(
         DType::I64 => go!(i64, |s| i64::from_le_bytes(arr(s))),
         DType::U64 => go!(u64, |s| u64::from_le_bytes(arr(s))),
     }
+}
+
+/// What a record of this layout is, and what to check when the file does
+/// not match it.
+pub(crate) fn record_hint(rank: usize, dtype: DType) -> String {
+    let w = dtype.width();
+    format!(
+        "records are expected to be {} bytes (rank {rank} x 8 + {w} for {dtype}); the rank of --shape or --dtype may not match the file",
+        rank * 8 + w
+    )
+}
+
+/// Refuse up front a file whose length is not a whole number of records.
+pub fn check_bin_length(len: u64, rank: usize, dtype: DType, source: &str) -> Result<()> {
+    let rec = (rank * 8 + dtype.width()) as u64;
+    if len % rec != 0 {
+        return Err(input_err(
+            source,
+            "start".into(),
+            format!(
+                "{len} bytes is not a whole number of records: {}",
+                record_hint(rank, dtype)
+            ),
+        ));
+    }
+    Ok(())
 }

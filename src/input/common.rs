@@ -1,7 +1,8 @@
-//! What the readers share: the formats, the progress callback, and the
-//! errors that name the input location.
+//! What the readers share: the formats, the progress callback, the entry
+//! sink, and the errors that name the input location.
 
 use crate::error::{Error, Result};
+use crate::input::text::Parsed;
 use std::str::FromStr;
 
 /// The formats `assemble` reads.
@@ -13,8 +14,11 @@ pub enum InputFormat {
     /// One entry per line: indices (0-based) then the value, separated by
     /// whitespace; `#` starts a comment.
     Text,
-    /// MatrixMarket coordinate format (1-based; shape from the header).
+    /// MatrixMarket, coordinate (1-based; shape from the header) or dense
+    /// `array`.
     Mtx,
+    /// A NumPy `.npy` array (dense; its non-zeros are stored).
+    Npy,
 }
 
 impl FromStr for InputFormat {
@@ -24,8 +28,9 @@ impl FromStr for InputFormat {
             "bin" => Ok(InputFormat::Bin),
             "text" | "txt" => Ok(InputFormat::Text),
             "mtx" => Ok(InputFormat::Mtx),
+            "npy" => Ok(InputFormat::Npy),
             _ => Err(Error::InvalidOptions(format!(
-                "unknown input format {s:?}; use bin, text or mtx"
+                "unknown input format {s:?}; use bin, text, mtx or npy"
             ))),
         }
     }
@@ -33,6 +38,19 @@ impl FromStr for InputFormat {
 
 /// Called with the number of input bytes consumed so far.
 pub type Progress<'a> = &'a mut dyn FnMut(u64);
+
+/// One parsed entry, 0-based, with where it came from.
+pub(crate) struct Entry<'a> {
+    /// Line (text formats) or element/record number.
+    pub(crate) at: u64,
+    pub(crate) idx: &'a [u64],
+    pub(crate) v: Parsed,
+    /// The mirror of the entry on line `at` (a symmetric MatrixMarket file).
+    pub(crate) mirrored: bool,
+}
+
+/// Where parsed entries go: a builder, or a search for a coordinate.
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(Entry<'_>) -> Result<()>;
 
 pub(crate) fn input_err(source: &str, location: String, detail: impl Into<String>) -> Error {
     Error::Input {

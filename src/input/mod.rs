@@ -1,18 +1,90 @@
 //! Readers for contribution streams: raw binary records ([`push_bin`]),
-//! whitespace text ([`push_text`]) and MatrixMarket coordinate files
-//! ([`push_mtx`]). Each pushes into a [`crate::Builder`] and names the record or
-//! line of any bad input. [`MappedInput`] parses a mapped binary file in
-//! place and releases the parsed pages, so a large input does not count
-//! against the memory budget.
+//! whitespace text ([`push_text`]), MatrixMarket coordinate and array files
+//! ([`push_mtx`]) and NumPy `.npy` arrays ([`push_npy`]). Each pushes into a
+//! [`crate::Builder`] and names the record or line of any bad input, in the
+//! input's own numbering. [`decompress`] reads gzip and zstd input
+//! transparently. [`MappedInput`] parses a mapped binary file in place and
+//! releases the parsed pages, so a large input does not count against the
+//! memory budget.
 
 mod bin;
 mod common;
+mod compress;
+mod lines;
 mod mapped;
 mod mtx;
+mod npy;
 mod text;
 
-pub use bin::{push_bin, push_bin_bytes};
+pub use bin::{check_bin_length, push_bin, push_bin_bytes};
 pub use common::{InputFormat, Progress};
+pub use compress::{decompress, detect, peek, Compression, PeekReader};
 pub use mapped::MappedInput;
-pub use mtx::{push_mtx, read_mtx_header, MtxField, MtxHeader, MtxSymmetry};
+pub use mtx::{push_mtx, read_mtx_header, MtxField, MtxHeader, MtxLayout, MtxSymmetry};
+pub use npy::{push_npy, read_npy_header, NpyHeader, NpyKind, NPY_MAGIC};
 pub use text::push_text;
+
+use crate::element::DType;
+use crate::error::{Error, Result};
+use std::io::{BufRead, ErrorKind};
+
+/// The most locations [`locate`] returns.
+const LOCATE_MAX: usize = 4;
+
+/// Where in an input the entries at `coordinate` (0-based) come from:
+/// "line N" (with "mirrored" for the mirror of a symmetric MatrixMarket
+/// entry), "record N" or "element N"; at most four. Used to name the
+/// lines behind a duplicate or an overflow found only when merging.
+pub fn locate<R: BufRead>(
+    mut r: R,
+    format: InputFormat,
+    rank: usize,
+    dtype: DType,
+    coordinate: &[u64],
+    source: &str,
+) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    let mut sink = |e: common::Entry<'_>| -> Result<()> {
+        if e.idx == coordinate && found.len() < LOCATE_MAX {
+            found.push(match (format, e.mirrored) {
+                (InputFormat::Npy, _) => format!("element {}", e.at),
+                (_, true) => format!("line {} (mirrored)", e.at),
+                (_, false) => format!("line {}", e.at),
+            });
+        }
+        Ok(())
+    };
+    match format {
+        InputFormat::Text => text::parse_text(r, rank, dtype, source, &mut |_| {}, &mut sink)?,
+        InputFormat::Mtx => {
+            let h = read_mtx_header(&mut r, source)?;
+            mtx::parse_mtx(r, &h, dtype, source, &mut |_| {}, &mut sink)?
+        }
+        InputFormat::Npy => {
+            let h = read_npy_header(&mut r, source)?;
+            npy::parse_npy(r, &h, source, &mut |_| {}, &mut sink)?
+        }
+        InputFormat::Bin => {
+            let rec = rank * 8 + dtype.width();
+            let mut buf = vec![0u8; rec];
+            let mut n = 0u64;
+            loop {
+                match r.read_exact(&mut buf) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(Error::io("read", source, e)),
+                }
+                let hit = buf
+                    .chunks_exact(8)
+                    .take(rank)
+                    .zip(coordinate)
+                    .all(|(b, &c)| b == c.to_le_bytes());
+                if hit && found.len() < LOCATE_MAX {
+                    found.push(format!("record {n}"));
+                }
+                n += 1;
+            }
+        }
+    }
+    Ok(found)
+}

@@ -1,11 +1,13 @@
-//! MatrixMarket coordinate files (real, integer, pattern; general,
-//! symmetric, skew-symmetric), 1-based, shape from the header.
+//! MatrixMarket files: `coordinate` (real, integer, pattern) and dense
+//! `array` (real, integer), each general, symmetric or skew-symmetric.
+//! Indices are 1-based in the file and in every message about them.
 
 use crate::assemble::builder::Builder;
 use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::input::common::{at, input_err, Progress};
-use crate::input::text::{for_lines, parse_index, parse_value, push_parsed, Parsed};
+use crate::error::Result;
+use crate::input::common::{at, input_err, Entry, Progress, Sink};
+use crate::input::lines::{ascii, for_lines, mtx_skip, LineReader};
+use crate::input::text::{parse_index, parse_value, push_parsed, Parsed};
 use std::io::BufRead;
 
 /// MatrixMarket value field.
@@ -30,73 +32,91 @@ pub enum MtxSymmetry {
     SkewSymmetric,
 }
 
-/// The header of a MatrixMarket coordinate file.
+/// How a MatrixMarket file stores its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtxLayout {
+    /// `row column value` lines.
+    Coordinate,
+    /// Every element (or a triangle), one value per line, column by column.
+    Array,
+}
+
+/// The header of a MatrixMarket file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MtxHeader {
     /// Rows.
     pub rows: u64,
     /// Columns.
     pub cols: u64,
-    /// Entries stored in the file (before symmetric expansion).
+    /// Entries stored in the file (before symmetric expansion); for an
+    /// array, the values the file holds.
     pub entries: u64,
+    /// Coordinate or array.
+    pub layout: MtxLayout,
     /// Value field.
     pub field: MtxField,
     /// Symmetry.
     pub symmetry: MtxSymmetry,
-    /// Lines read so far (banner, comments and size line).
+    /// Lines read so far (banner, comments and size line): the size line's
+    /// number.
     pub lines: u64,
 }
 
 /// Read the banner, comments and size line of a MatrixMarket file.
 pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader> {
-    let mut line = String::new();
-    let mut n = 0u64;
-    let mut next = |line: &mut String, n: &mut u64| -> Result<bool> {
-        line.clear();
-        let got = r
-            .read_line(line)
-            .map_err(|e| Error::io("read", source, e))?;
-        *n += 1;
-        Ok(got > 0)
-    };
-    if !next(&mut line, &mut n)? {
+    let mut lines = LineReader::new(r, 0);
+    let mut line = Vec::new();
+    let line1 = || "line 1".to_string();
+    if !lines.next_line(&mut line, source)? {
         return Err(input_err(
             source,
-            "line 1".into(),
+            line1(),
             "empty input: expected a %%MatrixMarket banner",
         ));
     }
-    let banner: Vec<String> = line
+    let banner: Vec<String> = String::from_utf8_lossy(&line)
         .split_ascii_whitespace()
         .map(|s| s.to_ascii_lowercase())
         .collect();
     if banner.first().map(String::as_str) != Some("%%matrixmarket") || banner.len() != 5 {
         return Err(input_err(
             source,
-            "line 1".into(),
-            "expected '%%MatrixMarket matrix coordinate <field> <symmetry>'",
+            line1(),
+            "expected '%%MatrixMarket matrix coordinate|array <field> <symmetry>'",
         ));
     }
-    if banner[1] != "matrix" || banner[2] != "coordinate" {
-        return Err(input_err(
-            source,
-            "line 1".into(),
-            format!(
-                "only 'matrix coordinate' files are supported, not '{} {}'",
-                banner[1], banner[2]
+    let layout = match (banner[1].as_str(), banner[2].as_str()) {
+        ("matrix", "coordinate") => MtxLayout::Coordinate,
+        ("matrix", "array") => MtxLayout::Array,
+        (a, b) => {
+            return Err(input_err(
+                source,
+                line1(),
+                format!(
+                "only 'matrix coordinate' and 'matrix array' files are supported, not '{a} {b}'"
             ),
-        ));
-    }
+            ))
+        }
+    };
     let field = match banner[3].as_str() {
         "real" | "double" => MtxField::Real,
         "integer" => MtxField::Integer,
-        "pattern" => MtxField::Pattern,
+        "pattern" if layout == MtxLayout::Coordinate => MtxField::Pattern,
+        "complex" => return Err(input_err(
+            source,
+            line1(),
+            "complex values are not supported: Hurray COO tensors here hold real or integer values",
+        )),
         f => {
+            let allowed = match layout {
+                MtxLayout::Coordinate => "real, integer or pattern",
+                MtxLayout::Array => "real or integer",
+            };
             return Err(input_err(
                 source,
-                "line 1".into(),
-                format!("field '{f}' is not supported (use real, integer or pattern)"),
-            ))
+                line1(),
+                format!("field '{f}' is not supported here (use {allowed})"),
+            ));
         }
     };
     let symmetry = match banner[4].as_str() {
@@ -106,7 +126,7 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         s => {
             return Err(input_err(
                 source,
-                "line 1".into(),
+                line1(),
                 format!(
                     "symmetry '{s}' is not supported (use general, symmetric or skew-symmetric)"
                 ),
@@ -114,32 +134,82 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         }
     };
     loop {
-        if !next(&mut line, &mut n)? {
+        if !lines.next_line(&mut line, source)? {
             return Err(input_err(
                 source,
-                format!("line {n}"),
-                "missing the size line 'rows cols entries'",
+                format!("line {}", lines.number + 1),
+                "missing the size line",
             ));
         }
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('%') {
+        if mtx_skip(&line) {
             continue;
         }
+        let n = lines.number;
+        let loc = || format!("line {n}");
+        let t = ascii(&line, source, n)?;
         let nums: Vec<&str> = t.split_ascii_whitespace().collect();
-        if nums.len() != 3 {
+        let want = match layout {
+            MtxLayout::Coordinate => 3,
+            MtxLayout::Array => 2,
+        };
+        if nums.len() != want {
+            let form = match layout {
+                MtxLayout::Coordinate => "'rows cols entries'",
+                MtxLayout::Array => "'rows cols'",
+            };
             return Err(input_err(
                 source,
-                format!("line {n}"),
-                "the size line must be 'rows cols entries'",
+                loc(),
+                format!("the size line must be {form}"),
             ));
         }
-        let p = |s: &str, w: &str| {
-            parse_index(s, w).map_err(|m| input_err(source, format!("line {n}"), m))
+        let p = |s: &str, w: &str| -> Result<u64> {
+            let v = parse_index(s, w).map_err(|m| input_err(source, loc(), m))?;
+            if v == u64::MAX {
+                // Hurray reserves u64::MAX for dynamic extents.
+                return Err(input_err(
+                    source,
+                    loc(),
+                    format!(
+                        "{w} {v} is more than a Hurray shape can hold (at most {})",
+                        u64::MAX - 1
+                    ),
+                ));
+            }
+            Ok(v)
+        };
+        let rows = p(nums[0], "rows")?;
+        let cols = p(nums[1], "cols")?;
+        if symmetry != MtxSymmetry::General && rows != cols {
+            return Err(input_err(
+                source,
+                loc(),
+                format!("a {} matrix must be square, not {rows} x {cols}", banner[4]),
+            ));
+        }
+        let entries = match layout {
+            MtxLayout::Coordinate => p(nums[2], "entries")?,
+            MtxLayout::Array => {
+                let (r, c) = (u128::from(rows), u128::from(cols));
+                let count = match symmetry {
+                    MtxSymmetry::General => r * c,
+                    MtxSymmetry::Symmetric => r * (r + 1) / 2,
+                    MtxSymmetry::SkewSymmetric => r * r.saturating_sub(1) / 2,
+                };
+                u64::try_from(count).map_err(|_| {
+                    input_err(
+                        source,
+                        loc(),
+                        format!("{rows} x {cols} values are too many"),
+                    )
+                })?
+            }
         };
         return Ok(MtxHeader {
-            rows: p(nums[0], "rows")?,
-            cols: p(nums[1], "cols")?,
-            entries: p(nums[2], "entries")?,
+            rows,
+            cols,
+            entries,
+            layout,
             field,
             symmetry,
             lines: n,
@@ -149,7 +219,8 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
 
 /// Push the entries of a MatrixMarket file whose header was read with
 /// [`read_mtx_header`]. Returns the number of contributions pushed
-/// (symmetric entries off the diagonal count twice).
+/// (symmetric entries off the diagonal count twice; the zeros of an array
+/// are not pushed).
 pub fn push_mtx<R: BufRead>(
     b: &mut Builder,
     r: R,
@@ -158,14 +229,45 @@ pub fn push_mtx<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    let mut seen = 0u64;
     let mut pushed = 0u64;
+    parse_mtx(r, h, dtype, source, progress, &mut |e| {
+        let line = e.at;
+        let mirrored = e.mirrored;
+        let (i, j) = (e.idx[0] + 1, e.idx[1] + 1);
+        push_parsed(b, e.idx, e.v).map_err(at(source, || {
+            if mirrored {
+                format!("line {line} (entry ({i}, {j}), the mirror of this line's entry in a symmetric file)")
+            } else {
+                format!("line {line} (entry ({i}, {j}))")
+            }
+        }))?;
+        pushed += 1;
+        Ok(())
+    })?;
+    Ok(pushed)
+}
+
+/// Parse the entries after the header into `sink` (0-based indices).
+pub(crate) fn parse_mtx<R: BufRead>(
+    r: R,
+    h: &MtxHeader,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+    sink: Sink<'_>,
+) -> Result<()> {
+    let mut seen = 0u64;
+    // The next array element, column-major (the array layout's order).
+    let (mut ai, mut aj) = (0u64, 0u64);
+    if h.layout == MtxLayout::Array && h.symmetry == MtxSymmetry::SkewSymmetric {
+        ai = 1;
+    }
     for_lines(r, source, h.lines, progress, |n, line| {
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('%') {
+        if mtx_skip(line) {
             return Ok(());
         }
         let loc = || format!("line {n}");
+        let t = ascii(line, source, n)?;
         if seen == h.entries {
             return Err(input_err(
                 source,
@@ -177,22 +279,35 @@ pub fn push_mtx<R: BufRead>(
             ));
         }
         let mut toks = t.split_ascii_whitespace();
-        let mut one = |what: &str| -> Result<u64> {
-            let tok = toks
-                .next()
-                .ok_or_else(|| input_err(source, loc(), format!("missing {what}")))?;
-            let v = parse_index(tok, what).map_err(|m| input_err(source, loc(), m))?;
-            if v == 0 {
-                return Err(input_err(
-                    source,
-                    loc(),
-                    format!("{what} is 0; MatrixMarket indices start at 1"),
-                ));
+        let (i, j) = match h.layout {
+            MtxLayout::Coordinate => {
+                let mut one = |what: &str, extent: u64, noun: &str| -> Result<u64> {
+                    let tok = toks
+                        .next()
+                        .ok_or_else(|| input_err(source, loc(), format!("missing {what}")))?;
+                    let v = parse_index(tok, what).map_err(|m| input_err(source, loc(), m))?;
+                    if v == 0 {
+                        return Err(input_err(
+                            source,
+                            loc(),
+                            format!("{what} is 0; MatrixMarket indices start at 1"),
+                        ));
+                    }
+                    if v > extent {
+                        return Err(input_err(
+                            source,
+                            loc(),
+                            format!("{what} {v} is out of range: the matrix has {extent} {noun} (1-based, 1..={extent})"),
+                        ));
+                    }
+                    Ok(v - 1)
+                };
+                let i = one("row", h.rows, "rows")?;
+                let j = one("column", h.cols, "columns")?;
+                (i, j)
             }
-            Ok(v - 1)
+            MtxLayout::Array => (ai, aj),
         };
-        let i = one("row")?;
-        let j = one("column")?;
         let v = match h.field {
             MtxField::Pattern => Parsed::I(1),
             _ => {
@@ -210,15 +325,43 @@ pub fn push_mtx<R: BufRead>(
                 v
             }
         };
-        push_parsed(b, &[i, j], v).map_err(at(source, loc))?;
-        pushed += 1;
+        if let Some(extra) = toks.next() {
+            return Err(input_err(
+                source,
+                loc(),
+                format!("unexpected field {extra:?} after the value"),
+            ));
+        }
+        seen += 1;
+        if h.layout == MtxLayout::Array {
+            // Next element: down the column, within the stored triangle.
+            ai += 1;
+            if ai == h.rows {
+                aj += 1;
+                ai = match h.symmetry {
+                    MtxSymmetry::General => 0,
+                    MtxSymmetry::Symmetric => aj,
+                    MtxSymmetry::SkewSymmetric => aj + 1,
+                };
+            }
+            // A dense file stores its zeros; a sparse tensor does not.
+            if v.is_zero() {
+                return Ok(());
+            }
+        }
+        let mut give = |idx: [u64; 2], v: Parsed, mirrored: bool| {
+            sink(Entry {
+                at: n,
+                idx: &idx,
+                v,
+                mirrored,
+            })
+        };
+        give([i, j], v, false)?;
         if i != j {
             match h.symmetry {
                 MtxSymmetry::General => {}
-                MtxSymmetry::Symmetric => {
-                    push_parsed(b, &[j, i], v).map_err(at(source, loc))?;
-                    pushed += 1;
-                }
+                MtxSymmetry::Symmetric => give([j, i], v, true)?,
                 MtxSymmetry::SkewSymmetric => {
                     let neg =
                         match v {
@@ -234,8 +377,7 @@ pub fn push_mtx<R: BufRead>(
                                 ))
                             }
                         };
-                    push_parsed(b, &[j, i], neg).map_err(at(source, loc))?;
-                    pushed += 1;
+                    give([j, i], neg, true)?;
                 }
             }
         } else if h.symmetry == MtxSymmetry::SkewSymmetric {
@@ -245,7 +387,6 @@ pub fn push_mtx<R: BufRead>(
                 "a skew-symmetric file cannot store a diagonal entry",
             ));
         }
-        seen += 1;
         Ok(())
     })?;
     if seen != h.entries {
@@ -258,5 +399,5 @@ pub fn push_mtx<R: BufRead>(
             ),
         ));
     }
-    Ok(pushed)
+    Ok(())
 }

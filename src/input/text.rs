@@ -1,18 +1,29 @@
 //! Whitespace text: one entry per line, indices (0-based) then the value;
-//! `#` starts a comment. The line helpers are shared with MatrixMarket.
+//! `#` starts a comment. The value helpers are shared with MatrixMarket.
 
 use crate::assemble::builder::Builder;
 use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::input::common::{at, input_err, Progress};
+use crate::error::Result;
+use crate::input::common::{at, input_err, Entry, Progress, Sink};
+use crate::input::lines::{ascii, for_lines};
 use std::io::BufRead;
 
 /// A parsed text value, pushed with its natural type.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Parsed {
     F(f64),
     I(i64),
     U(u64),
+}
+
+impl Parsed {
+    pub(crate) fn is_zero(self) -> bool {
+        match self {
+            Parsed::F(f) => f == 0.0,
+            Parsed::I(i) => i == 0,
+            Parsed::U(u) => u == 0,
+        }
+    }
 }
 
 pub(crate) fn parse_value(tok: &str, dtype: DType) -> std::result::Result<Parsed, String> {
@@ -44,38 +55,6 @@ pub(crate) fn parse_index(tok: &str, what: &str) -> std::result::Result<u64, Str
         .map_err(|_| format!("{what} {tok:?} is not a non-negative integer"))
 }
 
-/// Read lines, calling `f(line_number, line)` for each; tracks bytes.
-pub(crate) fn for_lines<R: BufRead>(
-    mut r: R,
-    source: &str,
-    first_line: u64,
-    progress: Progress<'_>,
-    mut f: impl FnMut(u64, &str) -> Result<()>,
-) -> Result<()> {
-    let mut line = String::new();
-    let mut n = first_line;
-    let mut bytes = 0u64;
-    loop {
-        line.clear();
-        let got = r.read_line(&mut line).map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => {
-                input_err(source, format!("line {}", n + 1), "not valid UTF-8")
-            }
-            _ => Error::io("read", source, e),
-        })?;
-        if got == 0 {
-            progress(bytes);
-            return Ok(());
-        }
-        n += 1;
-        bytes += got as u64;
-        if n % 65536 == 0 {
-            progress(bytes);
-        }
-        f(n, &line)?;
-    }
-}
-
 /// Push whitespace-separated text entries. Returns the number of entries.
 pub fn push_text<R: BufRead>(
     b: &mut Builder,
@@ -85,10 +64,32 @@ pub fn push_text<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    let mut idx = vec![0u64; rank];
     let mut entries = 0u64;
+    parse_text(r, rank, dtype, source, progress, &mut |e| {
+        push_parsed(b, e.idx, e.v).map_err(at(source, || format!("line {}", e.at)))?;
+        entries += 1;
+        Ok(())
+    })?;
+    Ok(entries)
+}
+
+/// Parse text entries, giving each `(line, indices, value)` to `sink`.
+pub(crate) fn parse_text<R: BufRead>(
+    r: R,
+    rank: usize,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+    sink: Sink<'_>,
+) -> Result<()> {
+    let mut idx = vec![0u64; rank];
     for_lines(r, source, 0, progress, |n, line| {
-        let content = line.split('#').next().unwrap_or("");
+        // A comment may hold any bytes; only what comes before it is data.
+        let data = match memchr::memchr(b'#', line) {
+            Some(p) => &line[..p],
+            None => line,
+        };
+        let content = ascii(data, source, n)?;
         let mut toks = content.split_ascii_whitespace();
         let Some(first) = toks.next() else {
             return Ok(());
@@ -122,9 +123,11 @@ pub fn push_text<R: BufRead>(
                 format!("unexpected field {extra:?} after the value"),
             ));
         }
-        push_parsed(b, &idx, v).map_err(at(source, loc))?;
-        entries += 1;
-        Ok(())
-    })?;
-    Ok(entries)
+        sink(Entry {
+            at: n,
+            idx: &idx,
+            v,
+            mirrored: false,
+        })
+    })
 }

@@ -3,12 +3,13 @@
 use crate::{parse_list, usage};
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-use coo_assembler::input::{self, InputFormat, MappedInput};
+use coo_assembler::input::{self, Compression, InputFormat, MappedInput, MtxHeader, NpyHeader};
 use coo_assembler::{
     parse_size, AssembleOptions, Builder, DType, DuplicatePolicy, Error, IoCtx, NonFinitePolicy,
 };
+use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Element types, as `--dtype` accepts them.
@@ -70,6 +71,8 @@ enum FormatArg {
     /// skew-symmetric), 1-based.
     #[value(alias = "matrixmarket")]
     Mtx,
+    /// NumPy .npy array (any rank, numeric dtype; its non-zeros are stored).
+    Npy,
 }
 
 impl From<FormatArg> for InputFormat {
@@ -78,6 +81,7 @@ impl From<FormatArg> for InputFormat {
             FormatArg::Bin => InputFormat::Bin,
             FormatArg::Text => InputFormat::Text,
             FormatArg::Mtx => InputFormat::Mtx,
+            FormatArg::Npy => InputFormat::Npy,
         }
     }
 }
@@ -130,18 +134,21 @@ impl From<RejectArg> for NonFinitePolicy {
 #[derive(Args)]
 pub(crate) struct AssembleArgs {
     /// Extent of each dimension, comma separated (e.g. 1000,1000). Optional
-    /// for --format mtx, whose header gives it.
+    /// for mtx and npy input, whose header gives it.
     #[arg(long, value_name = "N,N,...")]
     shape: Option<String>,
-    /// Element type.
-    #[arg(long, value_enum, ignore_case = true, default_value = "f64")]
-    dtype: DTypeArg,
-    /// Input file, or - for standard input.
+    /// Element type [default: f64; for npy input, the array's own type,
+    /// bool as u8].
+    #[arg(long, value_enum, ignore_case = true)]
+    dtype: Option<DTypeArg>,
+    /// Input file, or - for standard input. gzip and zstd input is
+    /// decompressed on the fly, whatever the format.
     #[arg(long, value_name = "FILE|-")]
     input: String,
-    /// Input format.
-    #[arg(long, value_enum, ignore_case = true, default_value = "bin")]
-    format: FormatArg,
+    /// Input format [default: npy or mtx when the input starts like one,
+    /// bin otherwise].
+    #[arg(long, value_enum, ignore_case = true)]
+    format: Option<FormatArg>,
     /// Memory for all buffers, with units: 8MiB, 256MiB, 1GiB, or bytes.
     #[arg(long, default_value = "256MiB", value_name = "SIZE")]
     memory_budget: String,
@@ -171,7 +178,7 @@ pub(crate) struct AssembleArgs {
     /// The Hurray file to write (replaced atomically).
     #[arg(long, short, value_name = "OUT.hrry")]
     output: PathBuf,
-    /// No progress bar and no summary.
+    /// No progress bar, no summary and no warnings.
     #[arg(long, short)]
     quiet: bool,
 }
@@ -187,9 +194,82 @@ fn human_bytes(b: u64) -> String {
     format!("{v:.1} {}", units[u])
 }
 
+/// On SIGINT or SIGTERM, remove what this run made (its temporary output
+/// next to `output`, its spill directory) and exit 128 + the signal, as a
+/// shell reports a process ended by it. A thread waits for the signals, so
+/// the cleanup runs outside signal-handler context.
+fn clean_up_on_signals(output: &Path, temp_base: PathBuf) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let output = output.to_path_buf();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                coo_assembler::remove_own_leftovers(&output, &temp_base);
+                let name = if sig == SIGINT {
+                    "interrupted"
+                } else {
+                    "terminated"
+                };
+                eprintln!("\ncoo-assembler: {name}; removed the partial output and spill files");
+                std::process::exit(128 + sig);
+            }
+        })?;
+    Ok(())
+}
+
+/// Refuse an output that is the input file: same file (device and inode)
+/// or, for an output not written yet, the same path.
+fn check_output_is_not_input(input: &Path, output: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let same = match (std::fs::metadata(input), std::fs::metadata(output)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => {
+            let abs = |p: &Path| -> Option<PathBuf> {
+                let dir = coo_assembler_parent(p).canonicalize().ok()?;
+                Some(dir.join(p.file_name()?))
+            };
+            matches!((abs(input), abs(output)), (Some(a), Some(b)) if a == b)
+        }
+    };
+    if same {
+        return Err(usage(format!(
+            "--output {} is the input file; writing it would destroy the input: choose another output",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
+fn coo_assembler_parent(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// What was read from the start of the input to choose how to parse it.
+enum Header {
+    None,
+    Mtx(MtxHeader),
+    Npy(NpyHeader),
+}
+
+/// The format the input starts like, when it is recognisable.
+fn sniff_format(head: &[u8]) -> Option<InputFormat> {
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    if head.starts_with(input::NPY_MAGIC) {
+        Some(InputFormat::Npy)
+    } else if head.len() >= 14 && head[..14].eq_ignore_ascii_case(b"%%MatrixMarket") {
+        Some(InputFormat::Mtx)
+    } else {
+        None
+    }
+}
+
 pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
-    let dtype = DType::from(a.dtype);
-    let format = InputFormat::from(a.format);
+    let temp_base = a.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut opts = AssembleOptions {
         memory_budget: parse_size(&a.memory_budget)
             .map_err(|e| usage(format!("--memory-budget: {e}")))?,
@@ -207,37 +287,70 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         opts.threads = t;
     }
     let io_ctx = IoCtx::new();
+    let from_file = a.input != "-";
+    if from_file {
+        check_output_is_not_input(Path::new(&a.input), &a.output)?;
+    }
+    clean_up_on_signals(&a.output, temp_base)?;
+
     let mut mapped: Option<MappedInput> = None;
-    let (source, total, reader): (String, Option<u64>, Box<dyn Read>) = if a.input == "-" {
-        ("<stdin>".into(), None, Box::new(io::stdin().lock()))
+    let source: String = if from_file {
+        a.input.clone()
     } else {
+        "<stdin>".into()
+    };
+    // The raw input, its length when it is a file, and the file itself
+    // (to map it when it is plain binary).
+    let (raw, total, file): (Box<dyn Read + Send>, Option<u64>, Option<File>) = if from_file {
         let p = PathBuf::from(&a.input);
         let file = io_ctx.open(&p)?;
         let len = io_ctx.file_len(&file, &p).ok();
-        if format == InputFormat::Bin {
-            mapped = MappedInput::map(&io_ctx, &file, &p);
+        let clone = file.try_clone().ok();
+        (Box::new(file), len, clone)
+    } else {
+        (Box::new(io::stdin()), None, None)
+    };
+    let (reader, compression) = input::decompress(raw, &source)?;
+    let (head, reader) = input::peek(reader, 32, &source)?;
+    let sniffed = sniff_format(&head);
+    let format = match (a.format.map(InputFormat::from), sniffed) {
+        (Some(InputFormat::Bin), Some(InputFormat::Npy)) => {
+            bail!(usage(format!(
+                "{source} is a NumPy .npy file: use --format npy (or no --format)"
+            )))
         }
-        (a.input.clone(), len, Box::new(file))
+        (Some(f), _) => f,
+        (None, Some(f)) => f,
+        (None, None) => InputFormat::Bin,
     };
     let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let mtx = if format == InputFormat::Mtx {
-        Some(input::read_mtx_header(&mut reader, &source)?)
-    } else {
-        None
+    let header = match format {
+        InputFormat::Mtx => Header::Mtx(input::read_mtx_header(&mut reader, &source)?),
+        InputFormat::Npy => Header::Npy(input::read_npy_header(&mut reader, &source)?),
+        _ => Header::None,
     };
-    let shape = match (&a.shape, &mtx) {
-        (Some(s), Some(h)) => {
+    let dtype = match (a.dtype, &header) {
+        (Some(d), _) => DType::from(d),
+        (None, Header::Npy(h)) => h.dtype(),
+        (None, _) => DType::F64,
+    };
+    let header_shape = match &header {
+        Header::Mtx(h) => Some((vec![h.rows, h.cols], "MatrixMarket header", h.lines)),
+        Header::Npy(h) => Some((h.shape.clone(), ".npy header", 0)),
+        Header::None => None,
+    };
+    let shape = match (&a.shape, &header_shape) {
+        (Some(s), Some((h, what, _))) => {
             let s = parse_list(s, "--shape")?;
-            if s != [h.rows, h.cols] {
+            if &s != h {
                 bail!(usage(format!(
-                    "--shape {s:?} disagrees with the MatrixMarket header [{}, {}]",
-                    h.rows, h.cols
+                    "--shape {s:?} disagrees with the {what} {h:?}"
                 )));
             }
             s
         }
         (Some(s), None) => parse_list(s, "--shape")?,
-        (None, Some(h)) => vec![h.rows, h.cols],
+        (None, Some((h, _, _))) => h.clone(),
         (None, None) => {
             return Err(usage(
                 "--shape is required for bin and text input (e.g. --shape 1000,1000)",
@@ -245,13 +358,45 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let rank = shape.len();
-    let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match e {
-        Error::InvalidOptions(_) | Error::InvalidArgument(_) | Error::BudgetTooSmall { .. } => {
-            usage(e.to_string())
+    if format == InputFormat::Bin && compression == Compression::None {
+        if let (Some(len), Some(f)) = (total, &file) {
+            input::check_bin_length(len, rank, dtype, &source)?;
+            // A mapped regular file is parsed in place: no read() copies;
+            // parsed pages leave the resident set as parsing advances.
+            mapped = MappedInput::map(&io_ctx, f, Path::new(&a.input));
         }
-        other => other.into(),
+    }
+    let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match (e, &header_shape) {
+        // The shape came from the file: a shape Hurray cannot hold is bad input.
+        (e @ (Error::InvalidOptions(_) | Error::InvalidArgument(_)), Some((_, what, line)))
+            if a.shape.is_none() =>
+        {
+            anyhow::Error::from(Error::Input {
+                source_name: source.clone(),
+                location: if *line > 0 {
+                    format!("line {line}")
+                } else {
+                    "header".into()
+                },
+                detail: format!("the shape of the {what}: {e}"),
+                cause: Some(Box::new(e)),
+            })
+        }
+        (
+            e @ (Error::InvalidOptions(_)
+            | Error::InvalidArgument(_)
+            | Error::BudgetTooSmall { .. }),
+            _,
+        ) => usage(e.to_string()),
+        (other, _) => other.into(),
     })?;
 
+    // Progress counts raw (compressed) bytes only when they are what we see.
+    let total = if compression == Compression::None {
+        total
+    } else {
+        None
+    };
     let show = !a.quiet && io::stderr().is_terminal();
     let bar = if show {
         let b = match total {
@@ -270,44 +415,32 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let pushed = match format {
-        InputFormat::Bin => match &mut mapped {
-            // A mapped regular file is parsed in place: no read() copies;
-            // parsed pages leave the resident set as parsing advances.
-            Some(m) => m.push_bin(&mut builder, rank, dtype, &source, |n| {
-                if let Some(b) = &bar {
-                    b.set_position(n);
-                }
-            })?,
-            None => input::push_bin(&mut builder, reader, rank, dtype, &source, &mut |n| {
-                if let Some(b) = &bar {
-                    b.set_position(n);
-                }
-            })?,
-        },
-        InputFormat::Text => {
-            input::push_text(&mut builder, reader, rank, dtype, &source, &mut |n| {
-                if let Some(b) = &bar {
-                    b.set_position(n);
-                }
-            })?
-        }
-        InputFormat::Mtx => {
-            let h = mtx.ok_or_else(|| usage("internal: missing MatrixMarket header"))?;
-            input::push_mtx(
-                &mut builder,
-                reader.by_ref(),
-                &h,
-                dtype,
-                &source,
-                &mut |n| {
-                    if let Some(b) = &bar {
-                        b.set_position(n);
-                    }
-                },
-            )?
+    let mut progress = |n: u64| {
+        if let Some(b) = &bar {
+            b.set_position(n);
         }
     };
+    let pushed = match (&header, &mut mapped) {
+        (Header::Mtx(h), _) => input::push_mtx(
+            &mut builder,
+            reader.by_ref(),
+            h,
+            dtype,
+            &source,
+            &mut progress,
+        )?,
+        (Header::Npy(h), _) => input::push_npy(&mut builder, reader, h, &source, &mut progress)?,
+        (Header::None, Some(m)) => m.push_bin(&mut builder, rank, dtype, &source, progress)?,
+        (Header::None, None) if format == InputFormat::Text => {
+            input::push_text(&mut builder, reader, rank, dtype, &source, &mut progress)?
+        }
+        (Header::None, None) => {
+            input::push_bin(&mut builder, reader, rank, dtype, &source, &mut progress)?
+        }
+    };
+    if pushed == 0 && !a.quiet {
+        eprintln!("coo-assembler: warning: no contributions: the tensor is empty");
+    }
     if let Some(b) = &bar {
         b.set_style(indicatif::ProgressStyle::default_spinner());
         b.set_message(format!(
@@ -316,18 +449,27 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         ));
         b.enable_steady_tick(std::time::Duration::from_millis(200));
     }
-    let s = builder.finish(&a.output)?;
-    for p in &s.stale_removed {
-        // Shown even with --quiet: the user should know a run was killed.
-        eprintln!(
-            "coo-assembler: removed stale leftover of a killed run: {}",
-            p.display()
-        );
-    }
+    let s = match builder.finish(&a.output) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            return Err(name_coordinate(
+                e, format, rank, dtype, &source, from_file, &io_ctx,
+            ));
+        }
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     if !a.quiet {
+        for p in &s.stale_removed {
+            eprintln!(
+                "coo-assembler: removed stale leftover of a killed run: {}",
+                p.display()
+            );
+        }
         let total = s.time_ingest + s.time_merge + s.time_write;
         eprintln!(
             "wrote {}: {} contributions -> nnz {} ({} runs, {} spilled, {} merge passes, {} spilled) in {:.2} s ({:.1} M contributions/s); peak buffers {} of a {} budget",
@@ -345,4 +487,52 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A duplicate or overflow found while merging names its coordinate
+/// 0-based; say it as the input wrote it (1-based for MatrixMarket) and,
+/// for a file, find the lines or records it came from by reading it again.
+fn name_coordinate(
+    e: Error,
+    format: InputFormat,
+    rank: usize,
+    dtype: DType,
+    source: &str,
+    from_file: bool,
+    io_ctx: &IoCtx,
+) -> anyhow::Error {
+    let (coordinate, what) = match &e {
+        Error::DuplicateCoordinate { coordinate } => (
+            coordinate.clone(),
+            "duplicate contributions (the duplicate policy is `error`)".to_string(),
+        ),
+        Error::IntegerOverflow { coordinate, dtype } => (
+            coordinate.clone(),
+            format!("integer overflow: the combined value does not fit {dtype}"),
+        ),
+        _ => return e.into(),
+    };
+    let (shown, base) = if format == InputFormat::Mtx {
+        (
+            coordinate.iter().map(|c| c + 1).collect::<Vec<_>>(),
+            "1-based, as in the file",
+        )
+    } else {
+        (coordinate.clone(), "0-based, as in the file")
+    };
+    let list: Vec<String> = shown.iter().map(u64::to_string).collect();
+    let mut msg = format!("{source}: {what} at ({}) ({base})", list.join(", "));
+    if from_file {
+        let again = || -> coo_assembler::Result<Vec<String>> {
+            let p = Path::new(source);
+            let f = io_ctx.open(p)?;
+            let (r, _) = input::decompress(f, source)?;
+            input::locate(BufReader::new(r), format, rank, dtype, &coordinate, source)
+        };
+        match again() {
+            Ok(at) if !at.is_empty() => msg.push_str(&format!(": from {}", at.join(", "))),
+            _ => {}
+        }
+    }
+    anyhow::anyhow!(msg)
 }

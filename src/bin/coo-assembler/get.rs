@@ -13,6 +13,6 @@ pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode
         Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),
     })?;
-    println!("{v}");
+    println!("{}", v.repr(t.descriptor().dtype));
     Ok(ExitCode::SUCCESS)
 }

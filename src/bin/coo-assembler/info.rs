@@ -2,18 +2,18 @@
 //! text or JSON (through serde_json).
 
 use crate::open;
-use coo_assembler::{HurrayFile, KvValue};
+use coo_assembler::{format_float, DType, HurrayFile, KvValue, Statistics};
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) fn run(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(path: &Path, json: bool, verbose: bool) -> anyhow::Result<ExitCode> {
     let f = open(path, true)?;
     let out = if json {
         serde_json::to_string(&as_json(path, &f))?
     } else {
-        as_text(path, &f)
+        as_text(path, &f, verbose)
     };
     println!("{}", out.trim_end());
     Ok(ExitCode::SUCCESS)
@@ -49,7 +49,7 @@ fn kv_text(v: &KvValue) -> String {
         KvValue::String(s) => s.clone(),
         KvValue::I64(x) => x.to_string(),
         KvValue::U64(x) => x.to_string(),
-        KvValue::F64(x) => x.to_string(),
+        KvValue::F64(x) => format_float(*x, DType::F64),
         KvValue::Bool(b) => b.to_string(),
         KvValue::Bytes(b) => format!("0x{}", hex(b)),
         KvValue::Array(items) => {
@@ -110,42 +110,169 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
     })
 }
 
-fn as_text(path: &Path, f: &HurrayFile) -> String {
+/// `n` with thousands separators: 9,000,000.
+fn grouped(n: u128) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (k, c) in d.chars().enumerate() {
+        if k > 0 && (d.len() - k) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn human_bytes(b: u64) -> String {
+    if b < 1024 {
+        return format!("{b} bytes");
+    }
+    let units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {} ({} bytes)", units[u], grouped(u128::from(b)))
+}
+
+/// Metadata that is bookkeeping rather than content (buffer checksums):
+/// shown with --verbose only.
+fn is_checksum_key(k: &str) -> bool {
+    k.starts_with("coo_assembler.xxh3.")
+}
+
+fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
     let h = f.header();
     let mut o = String::new();
-    let names: Vec<&str> = f.tensor_names().collect();
-    let _ = writeln!(o, "file:       {} ({} bytes)", path.display(), f.len());
+    let n = f.tensor_names().count();
     let _ = writeln!(
         o,
-        "container:  Hurray 1.0, buffer alignment {} B, flags 0x{:x}",
-        h.alignment, h.flags
+        "{}: Hurray file, {n} tensor{}, {}",
+        path.display(),
+        if n == 1 { "" } else { "s" },
+        human_bytes(f.len())
     );
-    let _ = writeln!(o, "tensors:    {}", names.len());
-    for (k, v) in f.kv() {
-        let _ = writeln!(o, "metadata:   {k} = {}", kv_text(v));
-    }
     for t in f.tensors() {
         let d = t.descriptor();
-        let shape: Vec<String> = d.shape.iter().map(u64::to_string).collect();
-        let _ = writeln!(o, "tensor {:?}:", t.name());
-        let _ = writeln!(o, "  dtype:    {}", d.dtype);
-        let _ = writeln!(o, "  shape:    [{}]", shape.join(", "));
-        let _ = writeln!(o, "  nnz:      {}", d.nnz);
-        let _ = writeln!(o, "  sorted:   {}", if d.is_sorted { "yes" } else { "no" });
-        let _ = writeln!(o, "  values:   {} bytes", d.values.byte_size);
-        let _ = writeln!(o, "  indices:  {} bytes", d.indices.byte_size);
-        match &d.statistics {
-            Some(s) => {
-                let _ = writeln!(
-                    o,
-                    "  stats:    sparsity {} min {} max {} abs_max {} mean {} stddev {} nan {} inf {} (mask 0x{:02x})",
-                    s.sparsity_ratio, s.value_min, s.value_max, s.value_abs_max, s.value_mean, s.value_stddev, s.has_nan, s.has_inf, s.computed_mask
-                );
+        let dims: Vec<String> = d.shape.iter().map(|&e| grouped(u128::from(e))).collect();
+        // The element count can pass u64 (rank up to 64); say so then.
+        let elements = d
+            .shape
+            .iter()
+            .try_fold(1u128, |a, &e| a.checked_mul(u128::from(e)));
+        let elements_text = elements.map_or("more than 2^128".to_string(), grouped);
+        let _ = writeln!(o, "\ntensor {:?}", t.name());
+        let _ = writeln!(o, "  type:        {}", d.dtype);
+        let _ = writeln!(
+            o,
+            "  shape:       {} ({elements_text} elements)",
+            dims.join(" x ")
+        );
+        let density = match elements {
+            Some(e) if e > 0 => format!(", {} of all elements", percent(d.nnz as f64 / e as f64)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "  stored:      {} entries{density}",
+            grouped(u128::from(d.nnz))
+        );
+        let _ = writeln!(
+            o,
+            "  layout:      COO, {}",
+            if d.is_sorted {
+                "sorted by coordinate (row-major), no duplicates"
+            } else {
+                "not sorted"
             }
+        );
+        match &d.statistics {
+            Some(s) => stats_text(&mut o, s, d.dtype, &elements_text),
             None => {
-                let _ = writeln!(o, "  stats:    none");
+                let _ = writeln!(o, "  statistics:  none stored");
+            }
+        }
+        if verbose {
+            let _ = writeln!(
+                o,
+                "  buffers:     values {}, indices {}",
+                human_bytes(d.values.byte_size),
+                human_bytes(d.indices.byte_size),
+            );
+            if let Some(s) = &d.statistics {
+                let _ = writeln!(o, "  stats mask:  0x{:02x}", s.computed_mask);
             }
         }
     }
+    let meta: Vec<_> = f
+        .kv()
+        .iter()
+        .filter(|(k, _)| verbose || !is_checksum_key(k))
+        .collect();
+    if !meta.is_empty() {
+        let _ = writeln!(o, "\nmetadata");
+        for (k, v) in meta {
+            let _ = writeln!(o, "  {k} = {}", kv_text(v));
+        }
+    }
+    if verbose {
+        let _ = writeln!(
+            o,
+            "\ncontainer:   Hurray 1.0, buffer alignment {} bytes, flags 0x{:x}",
+            h.alignment, h.flags
+        );
+    }
     o
+}
+
+fn percent(x: f64) -> String {
+    let p = x * 100.0;
+    if p == 0.0 || p >= 0.1 {
+        format!("{p:.1} %")
+    } else {
+        format!("{} %", format_float(p, DType::F64))
+    }
+}
+
+/// The statistics in plain words, each line only when its mask bit says
+/// the writer computed it.
+fn stats_text(o: &mut String, s: &Statistics, dtype: DType, elements: &str) {
+    use coo_assembler::hurray::statistics::{NAN_INF_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID};
+    let num = |v: f64| format_float(v, dtype);
+    let m = s.computed_mask;
+    let _ = writeln!(
+        o,
+        "  statistics:  as the writer stored them, over all {elements} elements, implicit zeros included"
+    );
+    if m & VALUE_RANGE_VALID != 0 {
+        let _ = writeln!(
+            o,
+            "    smallest {}, largest {}, largest magnitude {}",
+            num(s.value_min),
+            num(s.value_max),
+            num(s.value_abs_max)
+        );
+    }
+    if m & VALUE_STATS_VALID != 0 {
+        let _ = writeln!(
+            o,
+            "    mean {}, standard deviation {}",
+            num(s.value_mean),
+            num(s.value_stddev)
+        );
+    }
+    if m & NAN_INF_VALID != 0 {
+        let _ = writeln!(
+            o,
+            "    {}, {}",
+            if s.has_nan { "some NaN" } else { "no NaN" },
+            if s.has_inf {
+                "some infinite values"
+            } else {
+                "no infinite values"
+            }
+        );
+    }
 }

@@ -47,9 +47,13 @@ enum Cmd {
     Info {
         /// The Hurray file.
         file: PathBuf,
-        /// Print JSON instead of text.
+        /// Print JSON instead of text (everything, checksums included).
         #[arg(long)]
         json: bool,
+        /// Also show buffer offsets, checksums, flag bits and the
+        /// statistics mask.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Print the value at one coordinate (zero when no entry is stored).
     Get {
@@ -141,7 +145,11 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Cmd::Assemble(a) => assemble::run(a),
-        Cmd::Info { file, json } => info::run(&file, json),
+        Cmd::Info {
+            file,
+            json,
+            verbose,
+        } => info::run(&file, json, verbose),
         Cmd::Get { file, index, pick } => get::run(&file, &index, &pick),
         Cmd::Dump { file, limit, pick } => dump::run(&file, limit, &pick),
         Cmd::Verify { file, pick } => verify::run(&file, &pick),

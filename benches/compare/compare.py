@@ -1,16 +1,29 @@
-"""Time scipy, DuckDB and coo-assembler on one FE bin file (see run.sh).
+"""Time scipy, DuckDB and coo-assembler on the same inputs, in one run
+(see run.sh, which writes the inputs).
 
 Each tool runs in its own child process under /usr/bin/time (peak RSS is
-its %M, the child's ru_maxrss).
-Reported, per tool:
-  scipy:  load = numpy.fromfile into a structured dtype; convert =
+its %M, the child's ru_maxrss). Inputs (--inputs):
+  fe    fe.bin, FE contributions in element order (24-byte records);
+  rand  rand.bin, uniformly random coordinates in 2^24 x 2^24;
+  mtx   fe.mtx, MatrixMarket coordinate file with duplicates.
+Tools, per bin input:
+  scipy:  load = numpy.fromfile into a structured dtype; work =
           coo_array((v, (r, c)), shape).tocsr() (sorts and sums duplicates);
   duckdb: load = numpy.fromfile + registering the columns as a pandas
-          DataFrame (zero copy); query = SELECT r, c, sum(v) ... GROUP BY r, c
-          ORDER BY r, c materialized with fetchnumpy(), memory_limit 256MB,
-          2 threads;
-  coo-assembler: the CLI, file to fsynced .hrry file, 256 MiB, 2 threads.
-'total' is the child's wall time from start to result (imports excluded).
+          DataFrame (zero copy); work = SELECT r, c, sum(v) ... GROUP BY r, c
+          ORDER BY r, c materialized with fetchnumpy(), memory_limit
+          --duckdb-limit, 2 threads;
+per mtx input:
+  scipy-mmread: load = scipy.io.mmread (fast_matrix_market, every core);
+          work = .tocsr();
+and for every input coo-assembler's CLI, file to fsynced .hrry file, once
+per --budgets x --threads combination ("ours 256MiB t2"), input by path.
+'total' is the child's wall time from start to result (interpreter start-up
+and imports excluded for Python; process wall time for the CLI). Every
+repetition runs every tool once, in the same order, so the tools alternate;
+the best total per tool is reported, with each tool's ratio to each of
+our configurations, and the child's CPU seconds (user + system, Python
+start-up and imports included).
 """
 import argparse
 import json
@@ -22,6 +35,7 @@ import time
 CHILD = r"""
 import sys, time, json, os
 mode, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+limit = sys.argv[4]
 import numpy as np
 dt = np.dtype([("r", "<u8"), ("c", "<u8"), ("v", "<f8")])
 out = {}
@@ -34,10 +48,18 @@ if mode == "scipy":
     m = sp.coo_array((v, (r, c)), shape=(n, n)).tocsr()
     t2 = time.perf_counter()
     out = dict(load=t1 - t0, work=t2 - t1, total=t2 - t0, nnz=int(m.nnz))
+elif mode == "scipy-mmread":
+    import scipy.io
+    t0 = time.perf_counter()
+    coo = scipy.io.mmread(path)
+    t1 = time.perf_counter()
+    m = coo.tocsr()
+    t2 = time.perf_counter()
+    out = dict(load=t1 - t0, work=t2 - t1, total=t2 - t0, nnz=int(m.nnz))
 elif mode == "duckdb":
     import duckdb, pandas as pd
     con = duckdb.connect()
-    con.execute("SET memory_limit='256MB'")
+    con.execute(f"SET memory_limit='{limit}'")
     con.execute("SET threads=2")
     con.execute("SET enable_progress_bar=false")
     con.execute("SET preserve_insertion_order=false")
@@ -52,10 +74,28 @@ elif mode == "duckdb":
 print(json.dumps(out))
 """
 
+INPUTS = {
+    # name: (file, shape file or None, CLI format)
+    "fe": ("fe.bin", "fe.shape", "bin"),
+    "rand": ("rand.bin", "rand.shape", "bin"),
+    "mtx": ("fe.mtx", None, "mtx"),
+}
+
+
+def cpu_model():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (lscpu failed)"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
 
 def run_child(argv):
     t0 = time.perf_counter()
-    argv = ["/usr/bin/time", "-f", "MAXRSS %M"] + argv
+    argv = ["/usr/bin/time", "-f", "MAXRSS %M CPU %U %S"] + argv
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = p.communicate()
     wall = time.perf_counter() - t0
@@ -64,50 +104,94 @@ def run_child(argv):
     return wall, out.decode(), err.decode()
 
 
+def ours_summary(stderr):
+    """'31 runs, 22 spilled, 1 merge passes, 101.2 MiB spilled' from the CLI's closing line."""
+    try:
+        s = stderr.split(" -> nnz ")[1]
+        inner = s[s.index("(") + 1:s.index(")")]
+        return inner.strip()
+    except (IndexError, ValueError):
+        return ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--cli", required=True)
-    ap.add_argument("--budget", default="256MiB")
+    ap.add_argument("--inputs", default="fe")
+    ap.add_argument("--budgets", default="256MiB", help="comma list, e.g. 256MiB,4GiB")
+    ap.add_argument("--threads", default="2", help="comma list of --threads for the CLI, e.g. 2,1")
+    ap.add_argument("--duckdb-limit", default="256MB")
+    ap.add_argument("--no-duckdb", action="store_true")
     ap.add_argument("--reps", type=int, default=1)
     a = ap.parse_args()
-    path = os.path.join(a.dir, "fe.bin")
-    n = int(open(os.path.join(a.dir, "fe.shape")).read().split(",")[0])
-    count = os.path.getsize(path) // 24
-    rows = []
-    for rep in range(a.reps):
-        for tool in ["scipy", "duckdb", "coo-assembler"]:
-            if tool == "coo-assembler":
-                out = os.path.join(a.dir, "out.hrry")
-                argv = [a.cli, "assemble", "--shape", f"{n},{n}",
-                        "--format", "bin", "--input", path, "--memory-budget", a.budget, "--threads", "2",
-                        "--temp-dir", a.dir, "--output", out]
-                wall, so, se = run_child(argv)
-                os.remove(out)
-                res = dict(total=wall, nnz=int(se.split("nnz ")[1].split()[0]))
-            else:
-                argv = [sys.executable, "-c", CHILD, tool, path, str(n)]
-                wall, so, se = run_child(argv)
-                res = json.loads(so[so.rindex("{"):])
-            rss = [l for l in se.splitlines() if l.startswith("MAXRSS")]
-            res["rss_mib"] = int(rss[0].split()[1]) / 1024 if rss else None
-            res["tool"] = tool
-            rows.append(res)
-    best = {}
-    for r in rows:
-        if r["tool"] not in best or r["total"] < best[r["tool"]]["total"]:
-            best[r["tool"]] = r
-    ours = best["coo-assembler"]["total"]
-    print(f"\n{count} FE contributions, matrix {n}x{n}; best of {a.reps}\n")
-    print("| tool | load s | sort+sum s | total s | nnz | total / coo-assembler | peak RSS MiB |")
-    print("|---|---|---|---|---|---|---|")
-    for t in ["scipy", "duckdb", "coo-assembler"]:
-        r = best[t]
-        f = lambda k: f"{r[k]:.2f}" if k in r else "-"
-        rss = f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "-"
-        print(f"| {t} | {f('load')} | {f('work')} | {r['total']:.2f} | {r['nnz']} | {r['total'] / ours:.2f} | {rss} |")
-    nnz = {best[t]["nnz"] for t in best}
-    print("\nnnz agree" if len(nnz) == 1 else f"\nnnz DISAGREE: {nnz}")
+    ours = [(b, int(t)) for b in a.budgets.split(",") for t in a.threads.split(",")]
+    load0 = os.getloadavg()
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs); load average at start "
+          f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; {time.strftime('%Y-%m-%d %H:%M')}")
+    for inp in a.inputs.split(","):
+        fname, shape_file, fmt = INPUTS[inp]
+        path = os.path.join(a.dir, fname)
+        if shape_file:
+            n = int(open(os.path.join(a.dir, shape_file)).read().split(",")[0])
+            count = os.path.getsize(path) // 24
+        else:
+            with open(path) as f:
+                line = f.readline()
+                while line.startswith("%"):
+                    line = f.readline()
+                n, _, count = (int(x) for x in line.split())
+        tools = (["scipy"] + ([] if a.no_duckdb else ["duckdb"]) if fmt == "bin" else ["scipy-mmread"])
+        tools += [f"ours {b} t{t}" for b, t in ours]
+        rows = []
+        for rep in range(a.reps):
+            for tool in tools:
+                if tool.startswith("ours"):
+                    _, budget, t = tool.split()
+                    out = os.path.join(a.dir, "out.hrry")
+                    argv = [a.cli, "assemble", "--format", fmt, "--input", path,
+                            "--memory-budget", budget, "--threads", t[1:],
+                            "--temp-dir", a.dir, "--output", out]
+                    if fmt == "bin":
+                        argv += ["--shape", f"{n},{n}"]
+                    wall, so, se = run_child(argv)
+                    os.remove(out)
+                    res = dict(total=wall, nnz=int(se.split("nnz ")[1].split()[0]),
+                               note=ours_summary(se))
+                else:
+                    argv = [sys.executable, "-c", CHILD, tool, path, str(n), a.duckdb_limit]
+                    wall, so, se = run_child(argv)
+                    res = json.loads(so[so.rindex("{"):])
+                rss = [l.split() for l in se.splitlines() if l.startswith("MAXRSS")]
+                res["rss_mib"] = int(rss[0][1]) / 1024 if rss else None
+                # user + system CPU seconds of the whole child (Python
+                # start-up and imports included): less sensitive to the load
+                # of a shared machine than wall time.
+                res["cpu"] = float(rss[0][3]) + float(rss[0][4]) if rss else None
+                res["tool"] = tool
+                rows.append(res)
+                print(f"  rep {rep + 1} {inp} {tool}: {res['total']:.2f} s", file=sys.stderr)
+        best = {}
+        for r in rows:
+            if r["tool"] not in best or r["total"] < best[r["tool"]]["total"]:
+                best[r["tool"]] = r
+        ours_tools = [t for t in tools if t.startswith("ours")]
+        print(f"\n{inp}: {count} contributions, {n}x{n}, {os.path.getsize(path) / 1e9:.2f} GB "
+              f"({fname}); best of {a.reps}\n")
+        head = " | ".join(f"/ {t[5:]}" for t in ours_tools)
+        print(f"| tool | load s | work s | total s | cpu s | nnz | {head} | peak RSS MiB | notes |")
+        print("|---|---|---|---|---|---|" + "---|" * len(ours_tools) + "---|---|")
+        for t in tools:
+            r = best[t]
+            f = lambda k: f"{r[k]:.2f}" if k in r else "-"
+            rss = f"{r['rss_mib']:.0f}" if r.get("rss_mib") else "-"
+            ratios = " | ".join(f"{r['total'] / best[o]['total']:.2f}" for o in ours_tools)
+            cpu = f"{r['cpu']:.2f}" if r.get("cpu") is not None else "-"
+            print(f"| {t} | {f('load')} | {f('work')} | {r['total']:.2f} | {cpu} | {r['nnz']} | {ratios} | {rss} | {r.get('note', '')} |")
+        nnz = {best[t]["nnz"] for t in best}
+        print("\nnnz agree" if len(nnz) == 1 else f"\nnnz DISAGREE: {nnz}")
+    load1 = os.getloadavg()
+    print(f"\nload average at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
 
 
 if __name__ == "__main__":

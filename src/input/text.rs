@@ -4,8 +4,10 @@
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
-use crate::input::common::{at, input_err, Entry, Progress, Sink};
-use crate::input::lines::{ascii, for_lines};
+use crate::hurray::MAX_RANK;
+use crate::input::chunks::{parse_lines, Batch, LineError, LineParser};
+use crate::input::common::{at, Progress, Sink};
+use crate::input::lines::ascii_detail;
 use std::io::BufRead;
 
 /// A parsed text value, pushed with its natural type.
@@ -55,7 +57,8 @@ pub(crate) fn parse_index(tok: &str, what: &str) -> std::result::Result<u64, Str
         .map_err(|_| format!("{what} {tok:?} is not a non-negative integer"))
 }
 
-/// Push whitespace-separated text entries. Returns the number of entries.
+/// Push whitespace-separated text entries, parsed on as many threads as
+/// the builder sorts on. Returns the number of entries.
 pub fn push_text<R: BufRead>(
     b: &mut Builder,
     r: R,
@@ -65,7 +68,8 @@ pub fn push_text<R: BufRead>(
     progress: Progress<'_>,
 ) -> Result<u64> {
     let mut entries = 0u64;
-    parse_text(r, rank, dtype, source, progress, &mut |e| {
+    let workers = b.threads();
+    parse_text(r, rank, dtype, source, workers, progress, &mut |e| {
         push_parsed(b, e.idx, e.v).map_err(at(source, || format!("line {}", e.at)))?;
         entries += 1;
         Ok(())
@@ -73,61 +77,73 @@ pub fn push_text<R: BufRead>(
     Ok(entries)
 }
 
-/// Parse text entries, giving each `(line, indices, value)` to `sink`.
+/// Parse text entries on `workers` threads, giving each `(line, indices,
+/// value)` to `sink` in input order.
 pub(crate) fn parse_text<R: BufRead>(
     r: R,
     rank: usize,
     dtype: DType,
     source: &str,
+    workers: usize,
     progress: Progress<'_>,
     sink: Sink<'_>,
 ) -> Result<()> {
-    let mut idx = vec![0u64; rank];
-    for_lines(r, source, 0, progress, |n, line| {
+    if rank == 0 || rank > MAX_RANK {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "rank {rank} is out of 1..={MAX_RANK}"
+        )));
+    }
+    let p = TextLines { rank, dtype };
+    parse_lines(r, &p, source, 0, workers, progress, &mut |_, _, _| Ok(()), sink)?;
+    Ok(())
+}
+
+/// The text format's lines.
+struct TextLines {
+    rank: usize,
+    dtype: DType,
+}
+
+impl LineParser for TextLines {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        let rank = self.rank;
         // A comment may hold any bytes; only what comes before it is data.
         let data = match memchr::memchr(b'#', line) {
             Some(p) => &line[..p],
             None => line,
         };
-        let content = ascii(data, source, n)?;
+        let content = ascii_detail(data).map_err(LineError::plain)?;
         let mut toks = content.split_ascii_whitespace();
         let Some(first) = toks.next() else {
             return Ok(());
         };
-        let loc = || format!("line {n}");
+        let mut idx = [0u64; MAX_RANK];
         let mut tok = Some(first);
-        for (d, slot) in idx.iter_mut().enumerate() {
+        for (d, slot) in idx[..rank].iter_mut().enumerate() {
             let t = tok.ok_or_else(|| {
-                input_err(
-                    source,
-                    loc(),
-                    format!("expected {rank} indices and a value, found {d} fields"),
-                )
+                LineError::plain(format!(
+                    "expected {rank} indices and a value, found {d} fields"
+                ))
             })?;
-            *slot =
-                parse_index(t, &format!("index {d}")).map_err(|m| input_err(source, loc(), m))?;
+            *slot = parse_index(t, &format!("index {d}")).map_err(LineError::plain)?;
             tok = toks.next();
         }
         let t = tok.ok_or_else(|| {
-            input_err(
-                source,
-                loc(),
-                format!("expected {rank} indices and a value, the value is missing"),
-            )
+            LineError::plain(format!(
+                "expected {rank} indices and a value, the value is missing"
+            ))
         })?;
-        let v = parse_value(t, dtype).map_err(|m| input_err(source, loc(), m))?;
+        let v = parse_value(t, self.dtype).map_err(LineError::plain)?;
         if let Some(extra) = toks.next() {
-            return Err(input_err(
-                source,
-                loc(),
-                format!("unexpected field {extra:?} after the value"),
-            ));
+            return Err(LineError::plain(format!(
+                "unexpected field {extra:?} after the value"
+            )));
         }
-        sink(Entry {
-            at: n,
-            idx: &idx,
-            v,
-            mirrored: false,
-        })
-    })
+        out.add(&idx[..rank], v, false);
+        Ok(())
+    }
 }

@@ -5,7 +5,9 @@
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
-use crate::input::chunks::{parse_lines, Batch, LineError, LineParser};
+use crate::input::chunks::{
+    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+};
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
 use crate::input::text::{parse_index, parse_value, push_parsed, Parsed};
@@ -363,6 +365,69 @@ impl LineParser for CoordLines<'_> {
     }
 
     fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        match self.fast(line) {
+            Some(None) => Ok(()),
+            Some(Some((i, j, v))) => self.give(i, j, v, out),
+            None => self.exact(line, out),
+        }
+    }
+}
+
+impl CoordLines<'_> {
+    /// A plain line `row col [value]` with indices in range and a good
+    /// value: `Some(Some(entry))` (0-based); a blank or comment line:
+    /// `Some(None)`; anything else: `None` (see [`Self::exact`]).
+    #[inline]
+    fn fast(&self, line: &[u8]) -> Option<Option<(u64, u64, Parsed)>> {
+        let h = self.h;
+        let mut f = Fields::new(line);
+        let Some(first) = f.next_field() else {
+            return Some(None);
+        };
+        if first[0] == b'%' {
+            return Some(None);
+        }
+        let i = digits(first)?;
+        let j = digits(f.next_field()?)?;
+        if i == 0 || j == 0 || i > h.rows || j > h.cols {
+            return None;
+        }
+        let v = match h.field {
+            MtxField::Pattern => Parsed::I(1),
+            _ => {
+                let v = parse_value(ascii_field(f.next_field()?)?, self.dtype).ok()?;
+                if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
+                    return None;
+                }
+                v
+            }
+        };
+        f.done().then_some(Some((i - 1, j - 1, v)))
+    }
+
+    /// A line's entry and, in a symmetric file, its mirror.
+    #[inline]
+    fn give(
+        &self,
+        i: u64,
+        j: u64,
+        v: Parsed,
+        out: &mut Batch,
+    ) -> std::result::Result<(), LineError> {
+        out.add(&[i, j], v, false);
+        if i != j {
+            if let Some(m) = mirror_of(self.h, v).map_err(LineError::plain)? {
+                out.add(&[j, i], m, true);
+            }
+        } else if self.h.symmetry == MtxSymmetry::SkewSymmetric {
+            return Err(LineError::plain(SKEW_DIAGONAL));
+        }
+        Ok(())
+    }
+
+    /// Any line, checked in the order the format's rules are stated, so
+    /// that a bad line gets the first error that applies.
+    fn exact(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
         if mtx_skip(line) {
             return Ok(());
         }
@@ -386,15 +451,7 @@ impl LineParser for CoordLines<'_> {
         if let Some(extra) = toks.next() {
             return Err(LineError::entry(unexpected(extra)));
         }
-        out.add(&[i, j], v, false);
-        if i != j {
-            if let Some(m) = mirror_of(h, v).map_err(LineError::plain)? {
-                out.add(&[j, i], m, true);
-            }
-        } else if h.symmetry == MtxSymmetry::SkewSymmetric {
-            return Err(LineError::plain(SKEW_DIAGONAL));
-        }
-        Ok(())
+        self.give(i, j, v, out)
     }
 }
 

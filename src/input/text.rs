@@ -5,7 +5,9 @@ use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
 use crate::hurray::MAX_RANK;
-use crate::input::chunks::{parse_lines, Batch, LineError, LineParser};
+use crate::input::chunks::{
+    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+};
 use crate::input::common::{at, Progress, Sink};
 use crate::input::lines::ascii_detail;
 use std::io::BufRead;
@@ -94,7 +96,16 @@ pub(crate) fn parse_text<R: BufRead>(
         )));
     }
     let p = TextLines { rank, dtype };
-    parse_lines(r, &p, source, 0, workers, progress, &mut |_, _, _| Ok(()), sink)?;
+    parse_lines(
+        r,
+        &p,
+        source,
+        0,
+        workers,
+        progress,
+        &mut |_, _, _| Ok(()),
+        sink,
+    )?;
     Ok(())
 }
 
@@ -110,6 +121,47 @@ impl LineParser for TextLines {
     }
 
     fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        if !self.fast(line, out) {
+            self.exact(line, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl TextLines {
+    /// A plain line of `rank` digit fields and a good value, or a blank
+    /// line: added (if an entry) and `true`; anything else (comments
+    /// included) `false`, for [`Self::exact`].
+    #[inline]
+    fn fast(&self, line: &[u8], out: &mut Batch) -> bool {
+        let mut f = Fields::new(line);
+        let Some(mut field) = f.next_field() else {
+            return true;
+        };
+        let mut idx = [0u64; MAX_RANK];
+        for slot in &mut idx[..self.rank] {
+            match digits(field) {
+                Some(v) => *slot = v,
+                None => return false,
+            }
+            match f.next_field() {
+                Some(n) => field = n,
+                None => return false,
+            }
+        }
+        let Some(v) = ascii_field(field).and_then(|t| parse_value(t, self.dtype).ok()) else {
+            return false;
+        };
+        if !f.done() {
+            return false;
+        }
+        out.add(&idx[..self.rank], v, false);
+        true
+    }
+
+    /// Any line, checked in the order the format's rules are stated, so
+    /// that a bad line gets the first error that applies.
+    fn exact(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
         let rank = self.rank;
         // A comment may hold any bytes; only what comes before it is data.
         let data = match memchr::memchr(b'#', line) {

@@ -202,6 +202,10 @@ impl<R: Read> Blocks<R> {
     }
 }
 
+/// Sees each entry `(line, None, mirrored)` and each error line `(line,
+/// Some(error), false)` in file order, before the sink.
+pub(crate) type Check<'a> = &'a mut dyn FnMut(u64, Option<&LineError>, bool) -> Result<()>;
+
 /// Parse the lines of `r` (the first being line `first_line + 1`) with
 /// `p` on `workers` threads (on this thread when `workers <= 1`), giving
 /// every entry to `sink` in input order. `check` sees every entry first,
@@ -215,7 +219,7 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
     first_line: u64,
     workers: usize,
     progress: Progress<'_>,
-    check: &mut dyn FnMut(u64, Option<&LineError>, bool) -> Result<()>,
+    check: Check<'_>,
     sink: Sink<'_>,
 ) -> Result<u64> {
     let mut blocks = Blocks {
@@ -311,7 +315,7 @@ struct Consumer<'a, 's> {
     /// Lines before the next block.
     line: u64,
     bytes: u64,
-    check: &'a mut dyn FnMut(u64, Option<&LineError>, bool) -> Result<()>,
+    check: Check<'a>,
     sink: Sink<'s>,
     progress: Progress<'a>,
 }

@@ -85,6 +85,27 @@ impl Batch {
         self.at.push(self.lines as u32);
         self.mirrored.push(mirrored);
     }
+
+    /// The entries, for tests: (indices, value, mirrored).
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<(Vec<u64>, Parsed, bool)> {
+        let r = self.rank.max(1);
+        self.idx
+            .chunks(r)
+            .zip(&self.vals)
+            .zip(&self.mirrored)
+            .map(|((i, &v), &m)| (i.to_vec(), v, m))
+            .collect()
+    }
+
+    /// A batch for one line's entries, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_rank(rank: usize) -> Batch {
+        Batch {
+            rank,
+            ..Batch::default()
+        }
+    }
 }
 
 /// How the lines of one format are parsed: `line` parses one line (its
@@ -483,6 +504,45 @@ mod tests {
         let got = run(b"\xEF\xBB\xBFab\r\n\xEF\xBB\xBF", 2, 1).unwrap();
         assert_eq!(got, vec![(1, 2), (2, 3)]);
         assert!(run(b"", 2, 1).unwrap().is_empty());
+    }
+
+    /// Gives its bytes, then fails.
+    struct Broken<'a>(&'a [u8]);
+    impl Read for Broken<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::new(ErrorKind::InvalidData, "corrupt"));
+            }
+            let k = self.0.len().min(buf.len());
+            buf[..k].copy_from_slice(&self.0[..k]);
+            self.0 = &self.0[k..];
+            Ok(k)
+        }
+    }
+
+    #[test]
+    fn a_read_error_names_the_line_it_broke() {
+        for workers in [1, 2] {
+            let mut got = Vec::new();
+            let e = parse_lines(
+                Broken(b"a\nbb\nccc"),
+                &Lens,
+                "t",
+                0,
+                workers,
+                &mut |_| {},
+                &mut |_, _, _| Ok(()),
+                &mut |e| {
+                    got.push(e.at);
+                    Ok(())
+                },
+            )
+            .unwrap_err()
+            .to_string();
+            // The complete lines are parsed; the broken one is line 3.
+            assert_eq!(got, vec![1, 2]);
+            assert!(e.contains("t:line 3") && e.contains("cannot decode"), "{e}");
+        }
     }
 
     #[test]

@@ -523,3 +523,82 @@ fn parse_array<R: BufRead>(
     })?;
     Ok(seen)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(field: MtxField, symmetry: MtxSymmetry) -> MtxHeader {
+        MtxHeader {
+            rows: 5,
+            cols: 4,
+            entries: 10,
+            layout: MtxLayout::Coordinate,
+            field,
+            symmetry,
+            lines: 2,
+        }
+    }
+
+    /// The fast path takes only lines on which it agrees with the exact
+    /// path; it leaves the others (errors included) to it.
+    #[test]
+    fn the_fast_path_agrees_with_the_exact_one() {
+        let lines: &[&[u8]] = &[
+            b"1 2 3.5",
+            b" 1\t2  -3e-7 ",
+            b"01 002 1e3",
+            b"+1 2 3",
+            b"1 2 3 4",
+            b"1 2",
+            b"1",
+            b"0 2 1",
+            b"6 1 1",
+            b"5 4 1",
+            b"1 5 1",
+            b"1 2 inf",
+            b"1 2 NaN",
+            b"1 2 0x10",
+            b"1 2 1.5",
+            b"2 2 -4",
+            b"1 2 3\x0b",
+            b"1 2 \xC3\xA9",
+            b"1 \xE9 2",
+            b"% 1 2 3",
+            b"   %\xE9",
+            b"",
+            b"  \t ",
+            b"99999999999999999999 1 1",
+            b"18446744073709551616 1 1",
+            b"1 2 9223372036854775808",
+            b"1 2 -9223372036854775808",
+        ];
+        for field in [MtxField::Real, MtxField::Integer, MtxField::Pattern] {
+            for sym in [
+                MtxSymmetry::General,
+                MtxSymmetry::Symmetric,
+                MtxSymmetry::SkewSymmetric,
+            ] {
+                let h = header(field, sym);
+                for dtype in [DType::F64, DType::I64, DType::U8] {
+                    let p = CoordLines { h: &h, dtype };
+                    for &line in lines {
+                        let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
+                        let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));
+                        let fast = p.line(line, &mut b).map_err(|e| (e.detail, e.counts));
+                        let what = format!(
+                            "{field:?} {sym:?} {dtype} {:?}",
+                            String::from_utf8_lossy(line)
+                        );
+                        assert_eq!(exact, fast, "{what}");
+                        assert_eq!(
+                            format!("{:?}", a.entries()),
+                            format!("{:?}", b.entries()),
+                            "{what}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

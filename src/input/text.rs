@@ -199,3 +199,47 @@ impl TextLines {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::chunks::Batch;
+
+    /// The fast path takes only lines on which it agrees with the exact
+    /// path; it leaves the others (errors and comments included) to it.
+    #[test]
+    fn the_fast_path_agrees_with_the_exact_one() {
+        let lines: &[&[u8]] = &[
+            b"1 2 3.5",
+            b" 1\t2  -3e-7 ",
+            b"1 2 3 # c",
+            b"1 2 3#\xE9",
+            b"# \xE9",
+            b"1 2 3 4",
+            b"1 2",
+            b"+1 2 3",
+            b"1 2 -4",
+            b"1 2 18446744073709551615",
+            b"1 2 1.5",
+            b"1 2 \xC3\xA9",
+            b"",
+            b"  ",
+            b"99999999999999999999 1 1",
+        ];
+        for dtype in [DType::F64, DType::I32, DType::U64] {
+            let p = TextLines { rank: 2, dtype };
+            for &line in lines {
+                let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
+                let exact = p.exact(line, &mut a).map_err(|e| e.detail);
+                let fast = p.line(line, &mut b).map_err(|e| e.detail);
+                let what = format!("{dtype} {:?}", String::from_utf8_lossy(line));
+                assert_eq!(exact, fast, "{what}");
+                assert_eq!(
+                    format!("{:?}", a.entries()),
+                    format!("{:?}", b.entries()),
+                    "{what}"
+                );
+            }
+        }
+    }
+}

@@ -15,11 +15,11 @@ use std::io::{ErrorKind, Read};
 
 /// Bytes per block: large enough that handing blocks between threads
 /// costs nothing next to parsing them, small enough that the blocks in
-/// flight stay a few MiB; larger than the CLI's 1 MiB read buffer, so
-/// reads go past it into the block (one copy, not two).
-const BLOCK: usize = 2 << 20;
-/// Blocks in flight per worker (one being parsed, one waiting).
-const IN_FLIGHT_PER_WORKER: usize = 2;
+/// flight (with their parsed entries, about twice their size) stay under
+/// 10 MiB, which the memory budget does not count; a little larger than
+/// the CLI's 1 MiB read buffer, so reads go past it straight into the
+/// block (one copy, not two).
+const BLOCK: usize = (1 << 20) + (64 << 10);
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -289,7 +289,8 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
                     .map_err(|e| Error::io("start a parsing thread for", source, e))?;
             }
             drop(done_tx);
-            let in_flight = (workers * IN_FLIGHT_PER_WORKER) as u64;
+            // One block per worker, and one more read ahead.
+            let in_flight = workers as u64 + 1;
             let mut free: Vec<(Vec<u8>, Batch)> = Vec::new();
             let mut ready: BTreeMap<u64, ((Vec<u8>, usize), Batch)> = BTreeMap::new();
             let (mut sent, mut taken, mut end) = (0u64, 0u64, false);

@@ -62,6 +62,9 @@ pub(crate) struct Batch {
     /// Lines in the block (up to the error, if any).
     lines: u64,
     stop: Option<(u64, LineError)>,
+    /// The parsing thread panicked on this block (a bug): the reading
+    /// thread reports it rather than waiting for the block forever.
+    panicked: bool,
 }
 
 impl Batch {
@@ -73,6 +76,7 @@ impl Batch {
         self.mirrored.clear();
         self.lines = 0;
         self.stop = None;
+        self.panicked = false;
     }
 
     /// Add an entry found on the block's current line.
@@ -280,7 +284,12 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
                     .spawn_scoped(s, move || {
                         for (seq, block, mut batch) in work_rx {
                             let first = seq == 0 && first_line == 0;
-                            parse_block(p, &block.0[..block.1], first, &mut batch);
+                            let parse = std::panic::AssertUnwindSafe(|| {
+                                parse_block(p, &block.0[..block.1], first, &mut batch)
+                            });
+                            if std::panic::catch_unwind(parse).is_err() {
+                                batch.panicked = true;
+                            }
                             if done_tx.send((seq, block, batch)).is_err() {
                                 break;
                             }
@@ -344,6 +353,9 @@ struct Consumer<'a, 's> {
 
 impl Consumer<'_, '_> {
     fn consume(&mut self, b: &Batch, len: usize) -> Result<()> {
+        if b.panicked {
+            return Err(Error::Poisoned("input parser (a parsing thread panicked)"));
+        }
         let rank = b.rank;
         for (k, (&v, (&at, &mirrored))) in
             b.vals.iter().zip(b.at.iter().zip(&b.mirrored)).enumerate()

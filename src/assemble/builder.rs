@@ -279,6 +279,12 @@ impl Builder {
         })
     }
 
+    /// The sorting threads (`options.threads`): how many threads the
+    /// readers in [`crate::input`] parse text on.
+    pub(crate) fn threads(&self) -> usize {
+        each!(AnyCore, &self.core, c => c.opts.threads)
+    }
+
     fn own(&mut self) -> Result<&mut AnyLocal> {
         if self.own.is_none() {
             self.own = Some(self.core.local()?);

@@ -92,7 +92,7 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
-fn read_error(source: &str, line: u64, e: std::io::Error) -> Error {
+pub(crate) fn read_error(source: &str, line: u64, e: std::io::Error) -> Error {
     match e.kind() {
         // What a decompressor says of a damaged stream.
         ErrorKind::InvalidData | ErrorKind::InvalidInput | ErrorKind::UnexpectedEof => input_err(
@@ -128,20 +128,21 @@ pub(crate) fn for_lines<R: BufRead>(
 /// A data line as text, or an error naming the line and the first byte
 /// that is not ASCII.
 pub(crate) fn ascii<'l>(line: &'l [u8], source: &str, n: u64) -> Result<&'l str> {
-    match line.iter().position(|b| !b.is_ascii()) {
-        Some(col) => Err(input_err(
-            source,
-            format!("line {n}"),
-            format!(
-                "byte 0x{:02X} at column {} is not ASCII; data lines must be ASCII (comments may hold any bytes)",
-                line[col],
-                col + 1
-            ),
-        )),
-        None => std::str::from_utf8(line).map_err(|_| {
-            input_err(source, format!("line {n}"), "data line is not ASCII")
-        }),
+    ascii_detail(line).map_err(|m| input_err(source, format!("line {n}"), m))
+}
+
+/// A data line as text, or what is wrong with it (without its location).
+pub(crate) fn ascii_detail(line: &[u8]) -> std::result::Result<&str, String> {
+    if line.is_ascii() {
+        // ASCII is UTF-8: this cannot fail.
+        return std::str::from_utf8(line).map_err(|_| "data line is not ASCII".to_string());
     }
+    let col = line.iter().position(|b| !b.is_ascii()).unwrap_or(0);
+    Err(format!(
+        "byte 0x{:02X} at column {} is not ASCII; data lines must be ASCII (comments may hold any bytes)",
+        line.get(col).copied().unwrap_or(0),
+        col + 1
+    ))
 }
 
 /// Whether a MatrixMarket line is blank or a `%` comment (any bytes).

@@ -8,6 +8,7 @@
 //! memory budget.
 
 mod bin;
+mod chunks;
 mod common;
 mod compress;
 mod lines;
@@ -55,10 +56,10 @@ pub fn locate<R: BufRead>(
         Ok(())
     };
     match format {
-        InputFormat::Text => text::parse_text(r, rank, dtype, source, &mut |_| {}, &mut sink)?,
+        InputFormat::Text => text::parse_text(r, rank, dtype, source, 1, &mut |_| {}, &mut sink)?,
         InputFormat::Mtx => {
             let h = read_mtx_header(&mut r, source)?;
-            mtx::parse_mtx(r, &h, dtype, source, &mut |_| {}, &mut sink)?
+            mtx::parse_mtx(r, &h, dtype, source, 1, &mut |_| {}, &mut sink)?
         }
         InputFormat::Npy => {
             let h = read_npy_header(&mut r, source)?;

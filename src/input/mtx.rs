@@ -5,8 +5,11 @@
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
+use crate::input::chunks::{
+    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+};
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
-use crate::input::lines::{ascii, for_lines, mtx_skip, LineReader};
+use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
 use crate::input::text::{parse_index, parse_value, push_parsed, Parsed};
 use std::io::BufRead;
 
@@ -220,7 +223,8 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
 /// Push the entries of a MatrixMarket file whose header was read with
 /// [`read_mtx_header`]. Returns the number of contributions pushed
 /// (symmetric entries off the diagonal count twice; the zeros of an array
-/// are not pushed).
+/// are not pushed). A coordinate file is parsed on as many threads as the
+/// builder sorts on; entries are pushed in file order all the same.
 pub fn push_mtx<R: BufRead>(
     b: &mut Builder,
     r: R,
@@ -230,7 +234,8 @@ pub fn push_mtx<R: BufRead>(
     progress: Progress<'_>,
 ) -> Result<u64> {
     let mut pushed = 0u64;
-    parse_mtx(r, h, dtype, source, progress, &mut |e| {
+    let workers = b.threads();
+    parse_mtx(r, h, dtype, source, workers, progress, &mut |e| {
         let line = e.at;
         let mirrored = e.mirrored;
         let (i, j) = (e.idx[0] + 1, e.idx[1] + 1);
@@ -247,148 +252,55 @@ pub fn push_mtx<R: BufRead>(
     Ok(pushed)
 }
 
-/// Parse the entries after the header into `sink` (0-based indices).
+fn more_entries(source: &str, h: &MtxHeader, line: u64) -> crate::error::Error {
+    input_err(
+        source,
+        format!("line {line}"),
+        format!(
+            "more entries than the {} the size line announces",
+            h.entries
+        ),
+    )
+}
+
+/// Parse the entries after the header into `sink` (0-based indices), in
+/// file order; a coordinate file on `workers` threads.
 pub(crate) fn parse_mtx<R: BufRead>(
     r: R,
     h: &MtxHeader,
     dtype: DType,
     source: &str,
+    workers: usize,
     progress: Progress<'_>,
     sink: Sink<'_>,
 ) -> Result<()> {
-    let mut seen = 0u64;
-    // The next array element, column-major (the array layout's order).
-    let (mut ai, mut aj) = (0u64, 0u64);
-    if h.layout == MtxLayout::Array && h.symmetry == MtxSymmetry::SkewSymmetric {
-        ai = 1;
-    }
-    for_lines(r, source, h.lines, progress, |n, line| {
-        if mtx_skip(line) {
-            return Ok(());
-        }
-        let loc = || format!("line {n}");
-        let t = ascii(line, source, n)?;
-        if seen == h.entries {
-            return Err(input_err(
-                source,
-                loc(),
-                format!(
-                    "more entries than the {} the size line announces",
-                    h.entries
-                ),
-            ));
-        }
-        let mut toks = t.split_ascii_whitespace();
-        let (i, j) = match h.layout {
-            MtxLayout::Coordinate => {
-                let mut one = |what: &str, extent: u64, noun: &str| -> Result<u64> {
-                    let tok = toks
-                        .next()
-                        .ok_or_else(|| input_err(source, loc(), format!("missing {what}")))?;
-                    let v = parse_index(tok, what).map_err(|m| input_err(source, loc(), m))?;
-                    if v == 0 {
-                        return Err(input_err(
-                            source,
-                            loc(),
-                            format!("{what} is 0; MatrixMarket indices start at 1"),
-                        ));
+    let seen = match h.layout {
+        MtxLayout::Array => parse_array(r, h, dtype, source, progress, sink)?,
+        MtxLayout::Coordinate => {
+            let mut seen = 0u64;
+            // Lines are counted against the size line in file order, before
+            // their entries reach the sink, as a line-by-line parse does.
+            let mut check = |line: u64, err: Option<&LineError>, mirrored: bool| {
+                match err {
+                    None if mirrored => {}
+                    None => {
+                        if seen == h.entries {
+                            return Err(more_entries(source, h, line));
+                        }
+                        seen += 1;
                     }
-                    if v > extent {
-                        return Err(input_err(
-                            source,
-                            loc(),
-                            format!("{what} {v} is out of range: the matrix has {extent} {noun} (1-based, 1..={extent})"),
-                        ));
+                    Some(e) if e.counts && seen == h.entries => {
+                        return Err(more_entries(source, h, line))
                     }
-                    Ok(v - 1)
-                };
-                let i = one("row", h.rows, "rows")?;
-                let j = one("column", h.cols, "columns")?;
-                (i, j)
-            }
-            MtxLayout::Array => (ai, aj),
-        };
-        let v = match h.field {
-            MtxField::Pattern => Parsed::I(1),
-            _ => {
-                let tok = toks
-                    .next()
-                    .ok_or_else(|| input_err(source, loc(), "missing value"))?;
-                let v = parse_value(tok, dtype).map_err(|m| input_err(source, loc(), m))?;
-                if h.field == MtxField::Integer && matches!(v, Parsed::F(f) if f.fract() != 0.0) {
-                    return Err(input_err(
-                        source,
-                        loc(),
-                        format!("{tok:?} is not an integer in an integer file"),
-                    ));
+                    Some(_) => {}
                 }
-                v
-            }
-        };
-        if let Some(extra) = toks.next() {
-            return Err(input_err(
-                source,
-                loc(),
-                format!("unexpected field {extra:?} after the value"),
-            ));
+                Ok(())
+            };
+            let p = CoordLines { h, dtype };
+            parse_lines(r, &p, source, h.lines, workers, progress, &mut check, sink)?;
+            seen
         }
-        seen += 1;
-        if h.layout == MtxLayout::Array {
-            // Next element: down the column, within the stored triangle.
-            ai += 1;
-            if ai == h.rows {
-                aj += 1;
-                ai = match h.symmetry {
-                    MtxSymmetry::General => 0,
-                    MtxSymmetry::Symmetric => aj,
-                    MtxSymmetry::SkewSymmetric => aj + 1,
-                };
-            }
-            // A dense file stores its zeros; a sparse tensor does not.
-            if v.is_zero() {
-                return Ok(());
-            }
-        }
-        let mut give = |idx: [u64; 2], v: Parsed, mirrored: bool| {
-            sink(Entry {
-                at: n,
-                idx: &idx,
-                v,
-                mirrored,
-            })
-        };
-        give([i, j], v, false)?;
-        if i != j {
-            match h.symmetry {
-                MtxSymmetry::General => {}
-                MtxSymmetry::Symmetric => give([j, i], v, true)?,
-                MtxSymmetry::SkewSymmetric => {
-                    let neg =
-                        match v {
-                            Parsed::F(f) => Parsed::F(-f),
-                            Parsed::I(x) => Parsed::I(x.checked_neg().ok_or_else(|| {
-                                input_err(source, loc(), "value cannot be negated")
-                            })?),
-                            Parsed::U(_) => {
-                                return Err(input_err(
-                                    source,
-                                    loc(),
-                                    "value too large to negate for a skew-symmetric file",
-                                ))
-                            }
-                        };
-                    give([j, i], neg, true)?;
-                }
-            }
-        } else if h.symmetry == MtxSymmetry::SkewSymmetric {
-            return Err(input_err(
-                source,
-                loc(),
-                "a skew-symmetric file cannot store a diagonal entry",
-            ));
-        }
-        Ok(())
-    })?;
+    };
     if seen != h.entries {
         return Err(input_err(
             source,
@@ -400,4 +312,293 @@ pub(crate) fn parse_mtx<R: BufRead>(
         ));
     }
     Ok(())
+}
+
+/// The value field of an entry line (1 for a pattern file).
+fn value_of<'t>(
+    toks: &mut impl Iterator<Item = &'t str>,
+    h: &MtxHeader,
+    dtype: DType,
+) -> std::result::Result<Parsed, String> {
+    if h.field == MtxField::Pattern {
+        return Ok(Parsed::I(1));
+    }
+    let tok = toks.next().ok_or("missing value")?;
+    let v = parse_value(tok, dtype)?;
+    if h.field == MtxField::Integer && matches!(v, Parsed::F(f) if f.fract() != 0.0) {
+        return Err(format!("{tok:?} is not an integer in an integer file"));
+    }
+    Ok(v)
+}
+
+/// What a line's entry (i, j) = v implies at (j, i) off the diagonal: the
+/// same value (symmetric), its negation (skew-symmetric) or nothing.
+fn mirror_of(h: &MtxHeader, v: Parsed) -> std::result::Result<Option<Parsed>, String> {
+    Ok(match h.symmetry {
+        MtxSymmetry::General => None,
+        MtxSymmetry::Symmetric => Some(v),
+        MtxSymmetry::SkewSymmetric => Some(match v {
+            Parsed::F(f) => Parsed::F(-f),
+            Parsed::I(x) => Parsed::I(x.checked_neg().ok_or("value cannot be negated")?),
+            Parsed::U(_) => {
+                return Err("value too large to negate for a skew-symmetric file".into())
+            }
+        }),
+    })
+}
+
+const SKEW_DIAGONAL: &str = "a skew-symmetric file cannot store a diagonal entry";
+
+fn unexpected(extra: &str) -> String {
+    format!("unexpected field {extra:?} after the value")
+}
+
+/// The lines of a coordinate file.
+struct CoordLines<'h> {
+    h: &'h MtxHeader,
+    dtype: DType,
+}
+
+impl LineParser for CoordLines<'_> {
+    fn rank(&self) -> usize {
+        2
+    }
+
+    fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        match self.fast(line) {
+            Some(None) => Ok(()),
+            Some(Some((i, j, v))) => self.give(i, j, v, out),
+            None => self.exact(line, out),
+        }
+    }
+}
+
+impl CoordLines<'_> {
+    /// A plain line `row col [value]` with indices in range and a good
+    /// value: `Some(Some(entry))` (0-based); a blank or comment line:
+    /// `Some(None)`; anything else: `None` (see [`Self::exact`]).
+    #[inline]
+    fn fast(&self, line: &[u8]) -> Option<Option<(u64, u64, Parsed)>> {
+        let h = self.h;
+        let mut f = Fields::new(line);
+        let Some(first) = f.next_field() else {
+            return Some(None);
+        };
+        if first[0] == b'%' {
+            return Some(None);
+        }
+        let i = digits(first)?;
+        let j = digits(f.next_field()?)?;
+        if i == 0 || j == 0 || i > h.rows || j > h.cols {
+            return None;
+        }
+        let v = match h.field {
+            MtxField::Pattern => Parsed::I(1),
+            _ => {
+                let v = parse_value(ascii_field(f.next_field()?)?, self.dtype).ok()?;
+                if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
+                    return None;
+                }
+                v
+            }
+        };
+        f.done().then_some(Some((i - 1, j - 1, v)))
+    }
+
+    /// A line's entry and, in a symmetric file, its mirror.
+    #[inline]
+    fn give(
+        &self,
+        i: u64,
+        j: u64,
+        v: Parsed,
+        out: &mut Batch,
+    ) -> std::result::Result<(), LineError> {
+        out.add(&[i, j], v, false);
+        if i != j {
+            if let Some(m) = mirror_of(self.h, v).map_err(LineError::plain)? {
+                out.add(&[j, i], m, true);
+            }
+        } else if self.h.symmetry == MtxSymmetry::SkewSymmetric {
+            return Err(LineError::plain(SKEW_DIAGONAL));
+        }
+        Ok(())
+    }
+
+    /// Any line, checked in the order the format's rules are stated, so
+    /// that a bad line gets the first error that applies.
+    fn exact(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        if mtx_skip(line) {
+            return Ok(());
+        }
+        let h = self.h;
+        let t = ascii_detail(line).map_err(LineError::plain)?;
+        let mut toks = t.split_ascii_whitespace();
+        let mut one = |what: &str, extent: u64, noun: &str| -> std::result::Result<u64, String> {
+            let tok = toks.next().ok_or_else(|| format!("missing {what}"))?;
+            let v = parse_index(tok, what)?;
+            if v == 0 {
+                return Err(format!("{what} is 0; MatrixMarket indices start at 1"));
+            }
+            if v > extent {
+                return Err(format!("{what} {v} is out of range: the matrix has {extent} {noun} (1-based, 1..={extent})"));
+            }
+            Ok(v - 1)
+        };
+        let i = one("row", h.rows, "rows").map_err(LineError::entry)?;
+        let j = one("column", h.cols, "columns").map_err(LineError::entry)?;
+        let v = value_of(&mut toks, h, self.dtype).map_err(LineError::entry)?;
+        if let Some(extra) = toks.next() {
+            return Err(LineError::entry(unexpected(extra)));
+        }
+        self.give(i, j, v, out)
+    }
+}
+
+/// Parse the values of a dense array file, column by column (its order),
+/// on this thread. Returns the values read.
+fn parse_array<R: BufRead>(
+    r: R,
+    h: &MtxHeader,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+    sink: Sink<'_>,
+) -> Result<u64> {
+    let mut seen = 0u64;
+    // The next array element, column-major (the array layout's order).
+    let (mut ai, mut aj) = (0u64, 0u64);
+    if h.symmetry == MtxSymmetry::SkewSymmetric {
+        ai = 1;
+    }
+    for_lines(r, source, h.lines, progress, |n, line| {
+        if mtx_skip(line) {
+            return Ok(());
+        }
+        let loc = || format!("line {n}");
+        let t = ascii(line, source, n)?;
+        if seen == h.entries {
+            return Err(more_entries(source, h, n));
+        }
+        let mut toks = t.split_ascii_whitespace();
+        let (i, j) = (ai, aj);
+        let v = value_of(&mut toks, h, dtype).map_err(|m| input_err(source, loc(), m))?;
+        if let Some(extra) = toks.next() {
+            return Err(input_err(source, loc(), unexpected(extra)));
+        }
+        seen += 1;
+        // Next element: down the column, within the stored triangle.
+        ai += 1;
+        if ai == h.rows {
+            aj += 1;
+            ai = match h.symmetry {
+                MtxSymmetry::General => 0,
+                MtxSymmetry::Symmetric => aj,
+                MtxSymmetry::SkewSymmetric => aj + 1,
+            };
+        }
+        // A dense file stores its zeros; a sparse tensor does not.
+        if v.is_zero() {
+            return Ok(());
+        }
+        sink(Entry {
+            at: n,
+            idx: &[i, j],
+            v,
+            mirrored: false,
+        })?;
+        if i != j {
+            if let Some(m) = mirror_of(h, v).map_err(|m| input_err(source, loc(), m))? {
+                sink(Entry {
+                    at: n,
+                    idx: &[j, i],
+                    v: m,
+                    mirrored: true,
+                })?;
+            }
+        } else if h.symmetry == MtxSymmetry::SkewSymmetric {
+            return Err(input_err(source, loc(), SKEW_DIAGONAL));
+        }
+        Ok(())
+    })?;
+    Ok(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(field: MtxField, symmetry: MtxSymmetry) -> MtxHeader {
+        MtxHeader {
+            rows: 5,
+            cols: 4,
+            entries: 10,
+            layout: MtxLayout::Coordinate,
+            field,
+            symmetry,
+            lines: 2,
+        }
+    }
+
+    /// The fast path takes only lines on which it agrees with the exact
+    /// path; it leaves the others (errors included) to it.
+    #[test]
+    fn the_fast_path_agrees_with_the_exact_one() {
+        let lines: &[&[u8]] = &[
+            b"1 2 3.5",
+            b" 1\t2  -3e-7 ",
+            b"01 002 1e3",
+            b"+1 2 3",
+            b"1 2 3 4",
+            b"1 2",
+            b"1",
+            b"0 2 1",
+            b"6 1 1",
+            b"5 4 1",
+            b"1 5 1",
+            b"1 2 inf",
+            b"1 2 NaN",
+            b"1 2 0x10",
+            b"1 2 1.5",
+            b"2 2 -4",
+            b"1 2 3\x0b",
+            b"1 2 \xC3\xA9",
+            b"1 \xE9 2",
+            b"% 1 2 3",
+            b"   %\xE9",
+            b"",
+            b"  \t ",
+            b"99999999999999999999 1 1",
+            b"18446744073709551616 1 1",
+            b"1 2 9223372036854775808",
+            b"1 2 -9223372036854775808",
+        ];
+        for field in [MtxField::Real, MtxField::Integer, MtxField::Pattern] {
+            for sym in [
+                MtxSymmetry::General,
+                MtxSymmetry::Symmetric,
+                MtxSymmetry::SkewSymmetric,
+            ] {
+                let h = header(field, sym);
+                for dtype in [DType::F64, DType::I64, DType::U8] {
+                    let p = CoordLines { h: &h, dtype };
+                    for &line in lines {
+                        let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
+                        let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));
+                        let fast = p.line(line, &mut b).map_err(|e| (e.detail, e.counts));
+                        let what = format!(
+                            "{field:?} {sym:?} {dtype} {:?}",
+                            String::from_utf8_lossy(line)
+                        );
+                        assert_eq!(exact, fast, "{what}");
+                        assert_eq!(
+                            format!("{:?}", a.entries()),
+                            format!("{:?}", b.entries()),
+                            "{what}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -4,8 +4,12 @@
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
-use crate::input::common::{at, input_err, Entry, Progress, Sink};
-use crate::input::lines::{ascii, for_lines};
+use crate::hurray::MAX_RANK;
+use crate::input::chunks::{
+    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+};
+use crate::input::common::{at, Progress, Sink};
+use crate::input::lines::ascii_detail;
 use std::io::BufRead;
 
 /// A parsed text value, pushed with its natural type.
@@ -55,7 +59,8 @@ pub(crate) fn parse_index(tok: &str, what: &str) -> std::result::Result<u64, Str
         .map_err(|_| format!("{what} {tok:?} is not a non-negative integer"))
 }
 
-/// Push whitespace-separated text entries. Returns the number of entries.
+/// Push whitespace-separated text entries, parsed on as many threads as
+/// the builder sorts on. Returns the number of entries.
 pub fn push_text<R: BufRead>(
     b: &mut Builder,
     r: R,
@@ -65,7 +70,8 @@ pub fn push_text<R: BufRead>(
     progress: Progress<'_>,
 ) -> Result<u64> {
     let mut entries = 0u64;
-    parse_text(r, rank, dtype, source, progress, &mut |e| {
+    let workers = b.threads();
+    parse_text(r, rank, dtype, source, workers, progress, &mut |e| {
         push_parsed(b, e.idx, e.v).map_err(at(source, || format!("line {}", e.at)))?;
         entries += 1;
         Ok(())
@@ -73,61 +79,167 @@ pub fn push_text<R: BufRead>(
     Ok(entries)
 }
 
-/// Parse text entries, giving each `(line, indices, value)` to `sink`.
+/// Parse text entries on `workers` threads, giving each `(line, indices,
+/// value)` to `sink` in input order.
 pub(crate) fn parse_text<R: BufRead>(
     r: R,
     rank: usize,
     dtype: DType,
     source: &str,
+    workers: usize,
     progress: Progress<'_>,
     sink: Sink<'_>,
 ) -> Result<()> {
-    let mut idx = vec![0u64; rank];
-    for_lines(r, source, 0, progress, |n, line| {
+    if rank == 0 || rank > MAX_RANK {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "rank {rank} is out of 1..={MAX_RANK}"
+        )));
+    }
+    let p = TextLines { rank, dtype };
+    parse_lines(
+        r,
+        &p,
+        source,
+        0,
+        workers,
+        progress,
+        &mut |_, _, _| Ok(()),
+        sink,
+    )?;
+    Ok(())
+}
+
+/// The text format's lines.
+struct TextLines {
+    rank: usize,
+    dtype: DType,
+}
+
+impl LineParser for TextLines {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        if !self.fast(line, out) {
+            self.exact(line, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl TextLines {
+    /// A plain line of `rank` digit fields and a good value, or a blank
+    /// line: added (if an entry) and `true`; anything else (comments
+    /// included) `false`, for [`Self::exact`].
+    #[inline]
+    fn fast(&self, line: &[u8], out: &mut Batch) -> bool {
+        let mut f = Fields::new(line);
+        let Some(mut field) = f.next_field() else {
+            return true;
+        };
+        let mut idx = [0u64; MAX_RANK];
+        for slot in &mut idx[..self.rank] {
+            match digits(field) {
+                Some(v) => *slot = v,
+                None => return false,
+            }
+            match f.next_field() {
+                Some(n) => field = n,
+                None => return false,
+            }
+        }
+        let Some(v) = ascii_field(field).and_then(|t| parse_value(t, self.dtype).ok()) else {
+            return false;
+        };
+        if !f.done() {
+            return false;
+        }
+        out.add(&idx[..self.rank], v, false);
+        true
+    }
+
+    /// Any line, checked in the order the format's rules are stated, so
+    /// that a bad line gets the first error that applies.
+    fn exact(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+        let rank = self.rank;
         // A comment may hold any bytes; only what comes before it is data.
         let data = match memchr::memchr(b'#', line) {
             Some(p) => &line[..p],
             None => line,
         };
-        let content = ascii(data, source, n)?;
+        let content = ascii_detail(data).map_err(LineError::plain)?;
         let mut toks = content.split_ascii_whitespace();
         let Some(first) = toks.next() else {
             return Ok(());
         };
-        let loc = || format!("line {n}");
+        let mut idx = [0u64; MAX_RANK];
         let mut tok = Some(first);
-        for (d, slot) in idx.iter_mut().enumerate() {
+        for (d, slot) in idx[..rank].iter_mut().enumerate() {
             let t = tok.ok_or_else(|| {
-                input_err(
-                    source,
-                    loc(),
-                    format!("expected {rank} indices and a value, found {d} fields"),
-                )
+                LineError::plain(format!(
+                    "expected {rank} indices and a value, found {d} fields"
+                ))
             })?;
-            *slot =
-                parse_index(t, &format!("index {d}")).map_err(|m| input_err(source, loc(), m))?;
+            *slot = parse_index(t, &format!("index {d}")).map_err(LineError::plain)?;
             tok = toks.next();
         }
         let t = tok.ok_or_else(|| {
-            input_err(
-                source,
-                loc(),
-                format!("expected {rank} indices and a value, the value is missing"),
-            )
+            LineError::plain(format!(
+                "expected {rank} indices and a value, the value is missing"
+            ))
         })?;
-        let v = parse_value(t, dtype).map_err(|m| input_err(source, loc(), m))?;
+        let v = parse_value(t, self.dtype).map_err(LineError::plain)?;
         if let Some(extra) = toks.next() {
-            return Err(input_err(
-                source,
-                loc(),
-                format!("unexpected field {extra:?} after the value"),
-            ));
+            return Err(LineError::plain(format!(
+                "unexpected field {extra:?} after the value"
+            )));
         }
-        sink(Entry {
-            at: n,
-            idx: &idx,
-            v,
-            mirrored: false,
-        })
-    })
+        out.add(&idx[..rank], v, false);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::chunks::Batch;
+
+    /// The fast path takes only lines on which it agrees with the exact
+    /// path; it leaves the others (errors and comments included) to it.
+    #[test]
+    fn the_fast_path_agrees_with_the_exact_one() {
+        let lines: &[&[u8]] = &[
+            b"1 2 3.5",
+            b" 1\t2  -3e-7 ",
+            b"1 2 3 # c",
+            b"1 2 3#\xE9",
+            b"# \xE9",
+            b"1 2 3 4",
+            b"1 2",
+            b"+1 2 3",
+            b"1 2 -4",
+            b"1 2 18446744073709551615",
+            b"1 2 1.5",
+            b"1 2 \xC3\xA9",
+            b"",
+            b"  ",
+            b"99999999999999999999 1 1",
+        ];
+        for dtype in [DType::F64, DType::I32, DType::U64] {
+            let p = TextLines { rank: 2, dtype };
+            for &line in lines {
+                let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
+                let exact = p.exact(line, &mut a).map_err(|e| e.detail);
+                let fast = p.line(line, &mut b).map_err(|e| e.detail);
+                let what = format!("{dtype} {:?}", String::from_utf8_lossy(line));
+                assert_eq!(exact, fast, "{what}");
+                assert_eq!(
+                    format!("{:?}", a.entries()),
+                    format!("{:?}", b.entries()),
+                    "{what}"
+                );
+            }
+        }
+    }
 }

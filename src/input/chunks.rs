@@ -1,0 +1,572 @@
+//! Line-based input parsed on several threads: the reading thread cuts the
+//! input into blocks at line ends, worker threads parse each block into a
+//! [`Batch`] of entries, and the reading thread hands the batches to the
+//! sink in input order. The sink thus sees exactly the entries, in exactly
+//! the order, that a line-by-line parse gives, and every error names the
+//! line the sequential parse would have named (a block's lines are
+//! numbered from its start; the reading thread adds the lines before it).
+
+use crate::error::{Error, Result};
+use crate::input::common::{input_err, Entry, Progress, Sink};
+use crate::input::lines::read_error;
+use crate::input::text::Parsed;
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read};
+
+/// Bytes per block: large enough that handing blocks between threads
+/// costs nothing next to parsing them, small enough that the blocks in
+/// flight (with their parsed entries, about twice their size) stay under
+/// 10 MiB, which the memory budget does not count; a little larger than
+/// the CLI's 1 MiB read buffer, so reads go past it straight into the
+/// block (one copy, not two).
+const BLOCK: usize = (1 << 20) + (64 << 10);
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Why a line could not be parsed.
+pub(crate) struct LineError {
+    pub(crate) detail: String,
+    /// The line is a data line that counts as an entry: a MatrixMarket
+    /// file that already has all its announced entries reports "more
+    /// entries" for it rather than this error (the sequential check order).
+    pub(crate) counts: bool,
+}
+
+impl LineError {
+    /// An error reported as it is.
+    pub(crate) fn plain(detail: impl Into<String>) -> LineError {
+        LineError {
+            detail: detail.into(),
+            counts: false,
+        }
+    }
+
+    /// An error on a line that counts as an entry.
+    pub(crate) fn entry(detail: impl Into<String>) -> LineError {
+        LineError {
+            detail: detail.into(),
+            counts: true,
+        }
+    }
+}
+
+/// The entries parsed from one block, with their lines (1-based within the
+/// block), and the first error, which ends the block.
+#[derive(Default)]
+pub(crate) struct Batch {
+    rank: usize,
+    idx: Vec<u64>,
+    vals: Vec<Parsed>,
+    at: Vec<u32>,
+    mirrored: Vec<bool>,
+    /// Lines in the block (up to the error, if any).
+    lines: u64,
+    stop: Option<(u64, LineError)>,
+    /// The parsing thread panicked on this block (a bug): the reading
+    /// thread reports it rather than waiting for the block forever.
+    panicked: bool,
+}
+
+impl Batch {
+    fn clear(&mut self, rank: usize) {
+        self.rank = rank;
+        self.idx.clear();
+        self.vals.clear();
+        self.at.clear();
+        self.mirrored.clear();
+        self.lines = 0;
+        self.stop = None;
+        self.panicked = false;
+    }
+
+    /// Add an entry found on the block's current line.
+    #[inline]
+    pub(crate) fn add(&mut self, idx: &[u64], v: Parsed, mirrored: bool) {
+        self.idx.extend_from_slice(idx);
+        self.vals.push(v);
+        // A block holds at most a few MiB, so far fewer than 2^32 lines,
+        // unless one line fills it; then it holds one line.
+        self.at.push(self.lines as u32);
+        self.mirrored.push(mirrored);
+    }
+
+    /// The entries, for tests: (indices, value, mirrored).
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<(Vec<u64>, Parsed, bool)> {
+        let r = self.rank.max(1);
+        self.idx
+            .chunks(r)
+            .zip(&self.vals)
+            .zip(&self.mirrored)
+            .map(|((i, &v), &m)| (i.to_vec(), v, m))
+            .collect()
+    }
+
+    /// A batch for one line's entries, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_rank(rank: usize) -> Batch {
+        Batch {
+            rank,
+            ..Batch::default()
+        }
+    }
+}
+
+/// How the lines of one format are parsed: `line` parses one line (its
+/// end removed) into the batch. Must be callable from any thread.
+pub(crate) trait LineParser: Sync {
+    /// Indices per entry.
+    fn rank(&self) -> usize;
+    /// Parse one line, adding its entries (none for a blank or comment
+    /// line) to `out`.
+    fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError>;
+}
+
+/// Split `block` into lines as [`crate::input::lines::LineReader`] does
+/// (`\n`, `\r\n` and a lone `\r` end a line; a last line without an end
+/// counts) and parse them into `out`, stopping at the first error.
+fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch) {
+    out.clear(p.rank());
+    let mut rest = block;
+    let mut bom = first;
+    while !rest.is_empty() {
+        let (line, next) = match memchr::memchr2(b'\n', b'\r', rest) {
+            Some(e) => {
+                let skip = if rest[e] == b'\r' && rest.get(e + 1) == Some(&b'\n') {
+                    2
+                } else {
+                    1
+                };
+                (&rest[..e], &rest[e + skip..])
+            }
+            None => (rest, &rest[rest.len()..]),
+        };
+        // A byte-order mark before the input's first line is not data.
+        let line = match line.strip_prefix(BOM) {
+            Some(l) if bom => l,
+            _ => line,
+        };
+        bom = false;
+        out.lines += 1;
+        if let Err(e) = p.line(line, out) {
+            out.stop = Some((out.lines, e));
+            return;
+        }
+        rest = next;
+    }
+}
+
+/// Reads blocks that end at a line end (except the last one).
+struct Blocks<R> {
+    r: R,
+    carry: Vec<u8>,
+    eof: bool,
+    /// A read error: the lines before it are parsed, then it is reported.
+    failed: Option<std::io::Error>,
+}
+
+impl<R: Read> Blocks<R> {
+    /// The next block: its bytes are `buf[..len]` of the returned
+    /// `(buf, len)` (the rest of `buf` stays allocated and initialised for
+    /// the next use, so reusing a buffer costs no clearing); `None` at the
+    /// end of the input or after a read error.
+    fn next(&mut self, mut buf: Vec<u8>) -> Option<(Vec<u8>, usize)> {
+        if self.eof {
+            return None;
+        }
+        let mut len = self.carry.len();
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        buf[..len].copy_from_slice(&self.carry);
+        self.carry.clear();
+        let mut want = BLOCK;
+        loop {
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            while len < want {
+                match self.r.read(&mut buf[len..want]) {
+                    Ok(0) => {
+                        self.eof = true;
+                        break;
+                    }
+                    Ok(k) => len += k,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.failed = Some(e);
+                        self.eof = true;
+                        break;
+                    }
+                }
+            }
+            if self.eof && self.failed.is_none() {
+                return (len > 0).then_some((buf, len));
+            }
+            // Cut after the last line end; a `\r` as the very last byte
+            // may be the first half of a `\r\n`, so it is not a cut point
+            // until the next byte is known.
+            let data = &buf[..len];
+            let cut = if data.last() == Some(&b'\n') {
+                Some(len)
+            } else {
+                memchr::memrchr2(b'\n', b'\r', &data[..len.saturating_sub(1)]).map(|p| p + 1)
+            };
+            match cut {
+                Some(c) => {
+                    if self.failed.is_none() {
+                        self.carry.extend_from_slice(&buf[c..len]);
+                    }
+                    return (c > 0).then_some((buf, c));
+                }
+                // One line longer than the block: read on.
+                None if self.failed.is_none() => want = want.saturating_mul(2),
+                None => return None,
+            }
+        }
+    }
+}
+
+/// Sees each entry `(line, None, mirrored)` and each error line `(line,
+/// Some(error), false)` in file order, before the sink.
+pub(crate) type Check<'a> = &'a mut dyn FnMut(u64, Option<&LineError>, bool) -> Result<()>;
+
+/// Parse the lines of `r` (the first being line `first_line + 1`) with
+/// `p` on `workers` threads (on this thread when `workers <= 1`), giving
+/// every entry to `sink` in input order. `check` sees every entry first,
+/// and every error line, with its line number: it lets MatrixMarket count
+/// entries against its size line. Returns the lines read.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn parse_lines<R: Read, P: LineParser>(
+    r: R,
+    p: &P,
+    source: &str,
+    first_line: u64,
+    workers: usize,
+    progress: Progress<'_>,
+    check: Check<'_>,
+    sink: Sink<'_>,
+) -> Result<u64> {
+    let mut blocks = Blocks {
+        r,
+        carry: Vec::new(),
+        eof: false,
+        failed: None,
+    };
+    let mut state = Consumer {
+        source,
+        line: first_line,
+        bytes: 0,
+        check,
+        sink,
+        progress,
+    };
+    if workers <= 1 {
+        let mut buf = Vec::new();
+        let mut batch = Batch::default();
+        let mut first = first_line == 0;
+        while let Some((block, len)) = blocks.next(std::mem::take(&mut buf)) {
+            parse_block(p, &block[..len], first, &mut batch);
+            first = false;
+            state.consume(&batch, len)?;
+            buf = block;
+        }
+    } else {
+        std::thread::scope(|s| -> Result<()> {
+            let (work_tx, work_rx) =
+                crossbeam_channel::unbounded::<(u64, (Vec<u8>, usize), Batch)>();
+            let (done_tx, done_rx) =
+                crossbeam_channel::unbounded::<(u64, (Vec<u8>, usize), Batch)>();
+            for w in 0..workers {
+                let (work_rx, done_tx) = (work_rx.clone(), done_tx.clone());
+                std::thread::Builder::new()
+                    .name(format!("coo-parse-{w}"))
+                    .spawn_scoped(s, move || {
+                        for (seq, block, mut batch) in work_rx {
+                            let first = seq == 0 && first_line == 0;
+                            let parse = std::panic::AssertUnwindSafe(|| {
+                                parse_block(p, &block.0[..block.1], first, &mut batch)
+                            });
+                            if std::panic::catch_unwind(parse).is_err() {
+                                batch.panicked = true;
+                            }
+                            if done_tx.send((seq, block, batch)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                    .map_err(|e| Error::io("start a parsing thread for", source, e))?;
+            }
+            drop(done_tx);
+            // One block per worker, and one more read ahead.
+            let in_flight = workers as u64 + 1;
+            let mut free: Vec<(Vec<u8>, Batch)> = Vec::new();
+            let mut ready: BTreeMap<u64, ((Vec<u8>, usize), Batch)> = BTreeMap::new();
+            let (mut sent, mut taken, mut end) = (0u64, 0u64, false);
+            loop {
+                while !end && sent - taken < in_flight {
+                    let (buf, batch) = free.pop().unwrap_or_default();
+                    match blocks.next(buf) {
+                        Some(block) => {
+                            // The workers live until work_tx is dropped.
+                            let _ = work_tx.send((sent, block, batch));
+                            sent += 1;
+                        }
+                        None => end = true,
+                    }
+                }
+                if taken == sent {
+                    return Ok(());
+                }
+                let (block, batch) = loop {
+                    if let Some(b) = ready.remove(&taken) {
+                        break b;
+                    }
+                    let (seq, block, batch) = done_rx
+                        .recv()
+                        .map_err(|_| Error::Poisoned("input parsing threads"))?;
+                    ready.insert(seq, (block, batch));
+                };
+                taken += 1;
+                state.consume(&batch, block.1)?;
+                free.push((block.0, batch));
+            }
+        })?;
+    }
+    if let Some(e) = blocks.failed.take() {
+        return Err(read_error(source, state.line + 1, e));
+    }
+    (state.progress)(state.bytes);
+    Ok(state.line)
+}
+
+/// The reading thread's side: line numbers, progress, the sink.
+struct Consumer<'a, 's> {
+    source: &'a str,
+    /// Lines before the next block.
+    line: u64,
+    bytes: u64,
+    check: Check<'a>,
+    sink: Sink<'s>,
+    progress: Progress<'a>,
+}
+
+impl Consumer<'_, '_> {
+    fn consume(&mut self, b: &Batch, len: usize) -> Result<()> {
+        if b.panicked {
+            return Err(Error::Poisoned("input parser (a parsing thread panicked)"));
+        }
+        let rank = b.rank;
+        for (k, (&v, (&at, &mirrored))) in
+            b.vals.iter().zip(b.at.iter().zip(&b.mirrored)).enumerate()
+        {
+            let line = self.line + u64::from(at);
+            (self.check)(line, None, mirrored)?;
+            (self.sink)(Entry {
+                at: line,
+                idx: &b.idx[k * rank..(k + 1) * rank],
+                v,
+                mirrored,
+            })?;
+        }
+        if let Some((at, e)) = &b.stop {
+            let line = self.line + at;
+            (self.check)(line, Some(e), false)?;
+            return Err(input_err(
+                self.source,
+                format!("line {line}"),
+                e.detail.clone(),
+            ));
+        }
+        self.line += b.lines;
+        self.bytes += len as u64;
+        (self.progress)(self.bytes);
+        Ok(())
+    }
+}
+
+/// The fields of a data line, for the readers' fast paths: the bytes
+/// between runs of ASCII whitespace (what `split_ascii_whitespace` splits
+/// at). A fast path accepts only lines it fully understands and leaves
+/// every other line, bad or unusual, to the exact line-by-line code, which
+/// names the error.
+pub(crate) struct Fields<'l> {
+    rest: &'l [u8],
+}
+
+impl<'l> Fields<'l> {
+    pub(crate) fn new(line: &'l [u8]) -> Fields<'l> {
+        Fields { rest: line }
+    }
+
+    /// The next field, `None` after the last.
+    #[inline]
+    pub(crate) fn next_field(&mut self) -> Option<&'l [u8]> {
+        let start = self.rest.iter().position(|b| !b.is_ascii_whitespace())?;
+        let rest = &self.rest[start..];
+        let end = rest
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        self.rest = &rest[end..];
+        Some(&rest[..end])
+    }
+
+    /// Whether only whitespace is left.
+    #[inline]
+    pub(crate) fn done(&self) -> bool {
+        self.rest.iter().all(|b| b.is_ascii_whitespace())
+    }
+}
+
+/// A field of 1 to 19 ASCII digits as a number (no sign, no overflow
+/// possible); `None` for anything else.
+#[inline]
+pub(crate) fn digits(f: &[u8]) -> Option<u64> {
+    if f.is_empty() || f.len() > 19 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in f {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+    }
+    Some(v)
+}
+
+/// A field as text, for a number parser: `None` if it is not UTF-8. A
+/// field with other non-ASCII bytes is no number either, so it fails to
+/// parse and goes to the exact path, which names the byte.
+#[inline]
+pub(crate) fn ascii_field(f: &[u8]) -> Option<&str> {
+    std::str::from_utf8(f).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records every line as one entry whose index is its length; "bad"
+    /// lines fail.
+    struct Lens;
+    impl LineParser for Lens {
+        fn rank(&self) -> usize {
+            1
+        }
+        fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
+            if line == b"bad" {
+                return Err(LineError::plain("bad line"));
+            }
+            out.add(&[line.len() as u64], Parsed::I(line.len() as i64), false);
+            Ok(())
+        }
+    }
+
+    /// A reader that gives at most `n` bytes per read.
+    struct Trickle<'a>(&'a [u8], usize);
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let k = self.0.len().min(self.1).min(buf.len());
+            buf[..k].copy_from_slice(&self.0[..k]);
+            self.0 = &self.0[k..];
+            Ok(k)
+        }
+    }
+
+    fn run(data: &[u8], workers: usize, trickle: usize) -> Result<Vec<(u64, u64)>> {
+        let mut got = Vec::new();
+        parse_lines(
+            Trickle(data, trickle),
+            &Lens,
+            "t",
+            0,
+            workers,
+            &mut |_| {},
+            &mut |_, _, _| Ok(()),
+            &mut |e| {
+                got.push((e.at, e.idx[0]));
+                Ok(())
+            },
+        )?;
+        Ok(got)
+    }
+
+    #[test]
+    fn lines_match_the_line_reader_across_blocks() {
+        // Lines of every length around the block size, every line end.
+        let mut data = Vec::new();
+        let mut want = Vec::new();
+        let ends: [&[u8]; 3] = [b"\n", b"\r\n", b"\r"];
+        for i in 0..40u64 {
+            let len = (i * 77_777) % (BLOCK as u64 + 3);
+            data.extend(std::iter::repeat_n(b'x', len as usize));
+            data.extend_from_slice(ends[i as usize % 3]);
+            want.push((i + 1, len));
+        }
+        data.extend_from_slice(b"tail");
+        want.push((41, 4));
+        for workers in [1, 2, 3] {
+            for trickle in [usize::MAX, 4099] {
+                assert_eq!(run(&data, workers, trickle).unwrap(), want);
+            }
+        }
+        // A BOM on the first line only.
+        let got = run(b"\xEF\xBB\xBFab\r\n\xEF\xBB\xBF", 2, 1).unwrap();
+        assert_eq!(got, vec![(1, 2), (2, 3)]);
+        assert!(run(b"", 2, 1).unwrap().is_empty());
+    }
+
+    /// Gives its bytes, then fails.
+    struct Broken<'a>(&'a [u8]);
+    impl Read for Broken<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::new(ErrorKind::InvalidData, "corrupt"));
+            }
+            let k = self.0.len().min(buf.len());
+            buf[..k].copy_from_slice(&self.0[..k]);
+            self.0 = &self.0[k..];
+            Ok(k)
+        }
+    }
+
+    #[test]
+    fn a_read_error_names_the_line_it_broke() {
+        for workers in [1, 2] {
+            let mut got = Vec::new();
+            let e = parse_lines(
+                Broken(b"a\nbb\nccc"),
+                &Lens,
+                "t",
+                0,
+                workers,
+                &mut |_| {},
+                &mut |_, _, _| Ok(()),
+                &mut |e| {
+                    got.push(e.at);
+                    Ok(())
+                },
+            )
+            .unwrap_err()
+            .to_string();
+            // The complete lines are parsed; the broken one is line 3.
+            assert_eq!(got, vec![1, 2]);
+            assert!(e.contains("t:line 3") && e.contains("cannot decode"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_first_error_in_line_order_wins() {
+        let mut data = b"a\n".repeat(BLOCK);
+        data.extend_from_slice(b"bad\n");
+        data.extend(b"a\n".repeat(BLOCK));
+        data.extend_from_slice(b"bad\n");
+        for workers in [1, 2] {
+            let e = run(&data, workers, usize::MAX).unwrap_err().to_string();
+            assert!(e.contains(&format!("t:line {}", BLOCK + 1)), "{e}");
+        }
+    }
+}

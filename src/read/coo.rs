@@ -33,7 +33,7 @@ impl fmt::Debug for CooTensor<'_> {
     }
 }
 
-fn zero_of(d: DType) -> Value {
+pub(super) fn zero_of(d: DType) -> Value {
     if d.is_float() {
         Value::Float(0.0)
     } else if d.is_signed_int() {

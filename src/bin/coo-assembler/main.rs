@@ -14,7 +14,7 @@ mod verify;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use coo_assembler::{CooTensor, HurrayFile, ReadOptions};
+use coo_assembler::{CooTensor, HurrayFile, ReadOptions, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -206,6 +206,16 @@ fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
         Some(name) => f.tensor(name)?,
         None => f
             .only_tensor()
+            .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
+    })
+}
+
+/// The tensor `pick` names, or the only one, whatever its layout.
+fn pick_view<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<Tensor<'f>> {
+    Ok(match &pick.tensor {
+        Some(name) => f.tensor_view(name)?,
+        None => f
+            .only_tensor_view()
             .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
     })
 }

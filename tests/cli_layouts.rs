@@ -57,8 +57,20 @@ fn assemble_all(dir: &Path) -> [(&'static str, PathBuf); 3] {
     ["coo", "csr", "csc"].map(|l| {
         let out = dir.join(format!("{l}.hrry"));
         ok(&[
-            "assemble", "--shape", "7,9", "--dtype", "f64", "--input", s(&input), "--format",
-            "text", "--layout", l, "-q", "-o", s(&out),
+            "assemble",
+            "--shape",
+            "7,9",
+            "--dtype",
+            "f64",
+            "--input",
+            s(&input),
+            "--format",
+            "text",
+            "--layout",
+            l,
+            "-q",
+            "-o",
+            s(&out),
         ]);
         (l, out)
     })
@@ -80,19 +92,26 @@ fn info_get_dump_verify_agree_across_layouts() {
             _ => "layout:      CSC",
         };
         assert!(info.contains(want), "{l}: {info}");
-        let json: serde_json::Value =
-            serde_json::from_str(&ok(&["info", "--json", s(f)])).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&ok(&["info", "--json", s(f)])).unwrap();
         assert_eq!(json["tensors"][0]["layout"], *l);
         assert_eq!(ok(&["verify", s(f)]).trim(), "OK");
         assert_eq!(ok(&["dump", "--dense", s(f)]), dense, "{l}");
         // dump: i j value, the same entries; CSC in column order.
         let out = ok(&["dump", s(f)]);
         let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(lines.iter().copied().collect::<BTreeSet<_>>(), coo_lines, "{l}");
+        assert_eq!(
+            lines.iter().copied().collect::<BTreeSet<_>>(),
+            coo_lines,
+            "{l}"
+        );
         let keys: Vec<(u64, u64)> = lines
             .iter()
             .map(|line| {
-                let w: Vec<u64> = line.split(' ').take(2).map(|x| x.parse().unwrap()).collect();
+                let w: Vec<u64> = line
+                    .split(' ')
+                    .take(2)
+                    .map(|x| x.parse().unwrap())
+                    .collect();
                 (w[0], w[1])
             })
             .collect();
@@ -171,4 +190,25 @@ fn a_broken_csr_file_is_named_by_rule_and_row() {
 /// The first 8 pointers as file bytes.
 fn first_pointers(v: &[u64]) -> Vec<u8> {
     v.iter().take(8).flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn matrix_commands_refuse_csr_and_csc_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let files = assemble_all(d.path());
+    let x = d.path().join("x.f64");
+    let ones: Vec<u8> = (0..9).flat_map(|_| 1f64.to_le_bytes()).collect();
+    std::fs::write(&x, ones).unwrap();
+    let y = d.path().join("y.f64");
+    for (l, f) in &files[1..] {
+        let o = run(&["matvec", s(f), "--x", s(&x), "--out", s(&y)]);
+        assert_eq!(o.code, 1, "{l}: {}", o.stderr);
+        let up = l.to_uppercase();
+        assert!(
+            o.stderr.contains(&format!("is stored as {up}")) && o.stderr.contains("--to coo"),
+            "{l}: {}",
+            o.stderr
+        );
+        assert!(!y.exists());
+    }
 }

@@ -107,11 +107,19 @@ fn csr_pointer_invariants_each_name_their_rule_and_row() {
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, ptr(2), 1);
-    assert_rule(&b, "pointer-decreasing", &["row 1", "row_ptr[2] = 1", "row_ptr[1] = 2"]);
+    assert_rule(
+        &b,
+        "pointer-decreasing",
+        &["row 1", "row_ptr[2] = 1", "row_ptr[1] = 2"],
+    );
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, ptr(2), 9);
-    assert_rule(&b, "pointer-out-of-range", &["row 1", "row_ptr[2] = 9", "nnz = 5"]);
+    assert_rule(
+        &b,
+        "pointer-out-of-range",
+        &["row 1", "row_ptr[2] = 9", "nnz = 5"],
+    );
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, ptr(4), 4);
@@ -126,15 +134,27 @@ fn csr_minor_index_invariants_each_name_their_rule_and_row() {
     // col_indices = [0, 3, 2, 1, 4]; row 0 = entries 0..2, row 2 = 3..5.
     let mut b = f.bytes.clone();
     set_u64(&mut b, col(0), 4);
-    assert_rule(&b, "not-sorted", &["row 0", "column 3 comes after column 4", "entry 1"]);
+    assert_rule(
+        &b,
+        "not-sorted",
+        &["row 0", "column 3 comes after column 4", "entry 1"],
+    );
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, col(1), 0);
-    assert_rule(&b, "duplicate", &["row 0", "column 0 is stored twice", "entry 1"]);
+    assert_rule(
+        &b,
+        "duplicate",
+        &["row 0", "column 0 is stored twice", "entry 1"],
+    );
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, col(4), 7);
-    assert_rule(&b, "index-out-of-bounds", &["row 2", "column 7 is >= extent 5", "entry 4"]);
+    assert_rule(
+        &b,
+        "index-out-of-bounds",
+        &["row 2", "column 7 is >= extent 5", "entry 4"],
+    );
 }
 
 #[test]
@@ -148,7 +168,11 @@ fn csc_invariants_name_the_column() {
 
     let mut b = f.bytes.clone();
     set_u64(&mut b, f.indices + 8 * 4, 4);
-    assert_rule(&b, "index-out-of-bounds", &["column 4", "row 4 is >= extent 4"]);
+    assert_rule(
+        &b,
+        "index-out-of-bounds",
+        &["column 4", "row 4 is >= extent 4"],
+    );
 
     // Two entries in column 0, rows decreasing: col_ptr [0,2,2,3,4,5].
     let mut b = f.bytes.clone();
@@ -192,7 +216,9 @@ fn checksums_and_statistics_of_the_three_buffers() {
         assert!(pr.iter().any(|p| p.rule == "checksum-mismatch"
             && p.is_error()
             && p.detail.contains("values buffer")));
-        assert!(pr.iter().any(|p| p.rule == "statistics-mismatch" && !p.is_error()));
+        assert!(pr
+            .iter()
+            .any(|p| p.rule == "statistics-mismatch" && !p.is_error()));
         // A pointer and an index changed: their checksums name them.
         let mut b = f.bytes.clone();
         b[f.indices] ^= 1;
@@ -246,11 +272,23 @@ fn structural_rules_are_refused_at_open() {
         (d + 36, vec![8], "byte_offset is 8"),
         (d + 52, vec![1], "reserved"),
         // row_ptr byte_size 40 -> 48.
-        (d + 61 + 32, 48u64.to_le_bytes().to_vec(), "row_ptr byte_size 48 is not (nrows 4 + 1) * 8 (40)"),
+        (
+            d + 61 + 32,
+            48u64.to_le_bytes().to_vec(),
+            "row_ptr byte_size 48 is not (nrows 4 + 1) * 8 (40)",
+        ),
         // col_indices byte_size 40 -> 32.
-        (d + 61 + 16, 32u64.to_le_bytes().to_vec(), "col_indices byte_size 32 is not nnz 5 * 8 (40)"),
+        (
+            d + 61 + 16,
+            32u64.to_le_bytes().to_vec(),
+            "col_indices byte_size 32 is not nnz 5 * 8 (40)",
+        ),
         // nnz 5 -> 6: the values size no longer matches.
-        (d + 44, 6u64.to_le_bytes().to_vec(), "values byte_size 20 is not nnz 6 * 4 bytes (24)"),
+        (
+            d + 44,
+            6u64.to_le_bytes().to_vec(),
+            "values byte_size 20 is not nnz 6 * 4 bytes (24)",
+        ),
         // Layout tag 0x09 (not a layout we read).
         (d + 15, vec![0x09], "layout"),
     ];
@@ -275,7 +313,10 @@ fn structural_rules_are_refused_at_open() {
     let crc = crc32c::crc32c(&b[io..io + il]);
     b[tl + 28..tl + 32].copy_from_slice(&crc.to_le_bytes());
     let e = open(&b);
-    assert!(e.contains("data_length") && e.contains("end of row_ptr"), "{e}");
+    assert!(
+        e.contains("data_length") && e.contains("end of row_ptr"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -284,7 +325,10 @@ fn accessors_agree_with_the_dense_matrix() {
         let f = write(layout, true, true);
         let h = HurrayFile::from_bytes(f.bytes).unwrap();
         let t = h.only_tensor_view().unwrap();
-        assert_eq!((t.nnz(), t.shape(), t.dtype()), (5, &[4u64, 5][..], DType::F32));
+        assert_eq!(
+            (t.nnz(), t.shape(), t.dtype()),
+            (5, &[4u64, 5][..], DType::F32)
+        );
         let mut dense = [[0f32; 5]; 4];
         for ((i, j), v) in ENTRIES {
             dense[i as usize][j as usize] = v;
@@ -295,7 +339,10 @@ fn accessors_agree_with_the_dense_matrix() {
                 assert_eq!(got, Value::Float(f64::from(v)), "({i}, {j}) {layout}");
             }
         }
-        assert!(matches!(t.get(&[4, 0]), Err(Error::PositionOutOfRange { .. })));
+        assert!(matches!(
+            t.get(&[4, 0]),
+            Err(Error::PositionOutOfRange { .. })
+        ));
         assert!(matches!(t.get(&[0]), Err(Error::WrongIndexCount { .. })));
         let Tensor::Compressed(c) = t else {
             panic!("not compressed")
@@ -414,5 +461,7 @@ fn nnz_beyond_the_shape_needs_permissive() {
         .to_string();
     assert!(e.contains("nnz 3 exceeds the 2 elements"), "{e}");
     let pr = problems(&b);
-    assert!(pr.iter().any(|p| p.rule == "index-out-of-bounds" && p.detail.contains("row 0")));
+    assert!(pr
+        .iter()
+        .any(|p| p.rule == "index-out-of-bounds" && p.detail.contains("row 0")));
 }

@@ -132,7 +132,10 @@ fn check(shape: [u64; 2], dt: DType, csc: bool, e: &Entries) {
         OutputLayout::Csr
     };
     assert_eq!(t.layout(), layout, "{what}");
-    assert_eq!((t.shape(), t.dtype(), t.nnz()), (&shape[..], dt, e.len() as u64));
+    assert_eq!(
+        (t.shape(), t.dtype(), t.nnz()),
+        (&shape[..], dt, e.len() as u64)
+    );
     for i in 0..shape[0] {
         for j in 0..shape[1] {
             let want = e.get(&(i, j)).copied().unwrap_or(zero(dt));
@@ -168,7 +171,13 @@ fn check(shape: [u64; 2], dt: DType, csc: bool, e: &Entries) {
         assert_eq!(&c.indices()[r.start as usize..r.end as usize], &want[..]);
     }
     if dt == DType::F64 {
-        let lane = |m| if csc { c.column::<f64>(m) } else { c.row::<f64>(m) };
+        let lane = |m| {
+            if csc {
+                c.column::<f64>(m)
+            } else {
+                c.row::<f64>(m)
+            }
+        };
         if c.major_extent() > 0 {
             let (idx, vals) = lane(0).unwrap();
             assert_eq!(idx.len(), vals.len());
@@ -190,11 +199,11 @@ const DTYPES: [DType; 8] = [
 #[test]
 fn reference_csr_and_csc_read_identically() {
     let shapes: [([u64; 2], usize); 6] = [
-        ([6, 9], 20),   // rows 3.. empty, some columns empty
-        ([1, 12], 6),   // one row
-        ([12, 1], 6),   // one column
-        ([3, 4], 0),    // no entries
-        ([0, 5], 0),    // no rows
+        ([6, 9], 20), // rows 3.. empty, some columns empty
+        ([1, 12], 6), // one row
+        ([12, 1], 6), // one column
+        ([3, 4], 0),  // no entries
+        ([0, 5], 0),  // no rows
         ([40, 33], 300),
     ];
     for dt in DTYPES {

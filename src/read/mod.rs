@@ -30,6 +30,15 @@
 //! and byte offset, never a panic, an out-of-bounds read or an allocation
 //! larger than O(file size).
 //!
+//! CSR (layout 0x07) and CSC (0x08) matrices get the same treatment with
+//! their own descriptor codec and three buffers (values, minor indices
+//! `nnz * 8`, pointers `(extent + 1) * 8`, each at the first A-aligned
+//! offset after the previous one). [`HurrayFile::tensor_view`] gives any
+//! layout as a [`Tensor`]; [`HurrayFile::tensor`] stays COO-only (an
+//! [`Error::Unsupported`] names the layout it met). The pointers and minor
+//! indices are content: [`CompressedTensor::verify`] checks them in
+//! O(extent + nnz), and every accessor checks the pointer pair it uses.
+//!
 //! # What `permissive` relaxes
 //!
 //! Content rules (every index `< shape[d]`, no duplicates, sortedness when

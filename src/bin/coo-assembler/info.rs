@@ -76,26 +76,26 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
                     let d = c.descriptor();
                     json!({
                         "name": t.name(),
-                        "layout": "coo",
                         "dtype": d.dtype.to_string(),
                         "shape": d.shape,
                         "nnz": d.nnz,
                         "is_sorted": d.is_sorted,
                         "values_bytes": d.values.byte_size,
                         "indices_bytes": d.indices.byte_size,
+                        "layout": "coo",
                     })
                 }
                 Tensor::Compressed(c) => {
                     let d = c.descriptor();
                     json!({
                         "name": t.name(),
-                        "layout": t.layout().to_string(),
                         "dtype": d.dtype.to_string(),
                         "shape": d.shape,
                         "nnz": d.nnz,
                         "values_bytes": d.values.byte_size,
                         (format!("{}_bytes", c.indices_name())): d.indices.byte_size,
                         (format!("{}_bytes", c.pointers_name())): d.pointers.byte_size,
+                        "layout": t.layout().to_string(),
                     })
                 }
             };

@@ -200,13 +200,16 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
         .with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// The tensor `pick` names, or the only one.
+/// The COO tensor `pick` names, or the only one (matvec, export, spy): a
+/// CSR/CSC one is a typed error saying so.
 fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
-    Ok(match &pick.tensor {
-        Some(name) => f.tensor(name)?,
-        None => f
-            .only_tensor()
-            .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
+    let t = pick_view(f, pick)?;
+    t.as_coo().ok_or_else(|| {
+        coo_assembler::matrix::MatrixError::LayoutNotSupported {
+            tensor: t.name().to_string(),
+            layout: t.layout().to_string().to_uppercase(),
+        }
+        .into()
     })
 }
 

@@ -465,3 +465,35 @@ fn nnz_beyond_the_shape_needs_permissive() {
         .iter()
         .any(|p| p.rule == "index-out-of-bounds" && p.detail.contains("row 0")));
 }
+
+#[test]
+fn convert_reads_its_input_through_the_validating_reader() {
+    use coo_assembler::convert::{convert, ConvertOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(OutputLayout::Csr, false, false);
+    let run = |b: &[u8]| {
+        let input = dir.path().join("in.hrry");
+        std::fs::write(&input, b).unwrap();
+        let out = dir.path().join("out.hrry");
+        let _ = std::fs::remove_file(&out);
+        let opts = ConvertOptions {
+            to: OutputLayout::Csc,
+            threads: 1,
+            ..ConvertOptions::default()
+        };
+        let r = convert(&input, &out, &opts).map(|_| ());
+        assert_eq!(r.is_ok(), out.exists());
+        r
+    };
+    run(&f.bytes).unwrap();
+    // Non-zero padding: a structural rule the strict open enforces.
+    let mut b = f.bytes.clone();
+    b[f.pointers - 1] = 7;
+    let e = run(&b).unwrap_err().to_string();
+    assert!(e.contains("padding between col_indices and row_ptr"), "{e}");
+    // A decreasing pointer: found while streaming, named.
+    let mut b = f.bytes.clone();
+    set_u64(&mut b, f.pointers + 16, 1);
+    let e = run(&b).unwrap_err().to_string();
+    assert!(e.contains("row_ptr"), "{e}");
+}

@@ -480,6 +480,14 @@ impl HurrayFile {
     }
 
 
+    /// Absolute file offsets of the tensor's values, indices and pointers
+    /// buffers (the pointers' is 0 for COO; an empty buffer's offset is
+    /// never read), for readers that stream the buffers themselves.
+    pub(crate) fn buffer_offsets(&self, name: &str) -> Result<[u64; 3]> {
+        let t = self.meta(name)?;
+        Ok([&t.values, &t.indices, &t.pointers].map(|r| r.start as u64))
+    }
+
     /// File size in bytes.
     pub fn len(&self) -> u64 {
         self.backing.bytes().len() as u64

@@ -574,3 +574,90 @@ impl CompressedTensor<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::hurray::BufferHandle;
+
+    fn desc(shape: [u64; 2], nnz: u64, csc: bool) -> CompressedDescriptor {
+        CompressedDescriptor {
+            column_major: csc,
+            dtype: DType::U8,
+            shape,
+            nnz,
+            values: BufferHandle::cpu(nnz, 64),
+            indices: BufferHandle::cpu(nnz * 8, 64),
+            pointers: BufferHandle::cpu((shape[usize::from(csc)] + 1) * 8, 64),
+            statistics: None,
+        }
+    }
+
+    fn view<'a>(
+        d: &'a CompressedDescriptor,
+        minor: &'a [u64],
+        ptr: &'a [u64],
+        vals: &'a [u8],
+    ) -> CompressedTensor<'a> {
+        CompressedTensor {
+            name: "t",
+            desc: d,
+            values: vals,
+            minor,
+            ptr,
+            kv: &[],
+            permissive: false,
+            offsets: [0; 3],
+            mapped: super::super::release::Mapped(None),
+        }
+    }
+
+    fn rules(t: &CompressedTensor<'_>) -> Vec<&'static str> {
+        t.verify().iter().map(|p| p.rule).collect()
+    }
+
+    #[test]
+    fn lookups_iteration_and_a_clean_verify() {
+        let d = desc([3, 4], 4, false);
+        let (minor, ptr, vals) = ([1u64, 3, 0, 2], [0u64, 2, 2, 4], [5u8, 6, 7, 8]);
+        let t = view(&d, &minor, &ptr, &vals);
+        assert!(t.verify().is_empty());
+        assert_eq!(t.get(&[0, 3]).unwrap(), Value::UInt(6));
+        assert_eq!(t.get(&[1, 3]).unwrap(), Value::UInt(0));
+        assert_eq!(t.find(&[2, 0]).unwrap(), Some(2));
+        let all: Vec<_> = t.iter().map(|e| e.unwrap()).collect();
+        assert_eq!(all[3], (2, 2, Value::UInt(8)));
+        assert_eq!(t.row::<u8>(2).unwrap(), (&[0u64, 2][..], &[7u8, 8][..]));
+        // The same buffers read as CSC of the transposed shape.
+        let d = desc([4, 3], 4, true);
+        let t = view(&d, &minor, &ptr, &vals);
+        assert_eq!(t.get(&[3, 0]).unwrap(), Value::UInt(6));
+        assert_eq!(t.iter().nth(3).unwrap().unwrap(), (2, 2, Value::UInt(8)));
+    }
+
+    #[test]
+    fn verify_clamps_hostile_pointers_and_names_each_rule() {
+        let d = desc([3, 4], 4, false);
+        let (minor, vals) = ([1u64, 3, 0, 2], [1u8; 4]);
+        // Every pointer past nnz, and ptr[0] != 0.
+        let t = view(&d, &minor, &[9, u64::MAX, 7, 3], &vals);
+        let r = rules(&t);
+        for want in ["pointer-start", "pointer-out-of-range", "pointer-decreasing", "pointer-end"] {
+            assert!(r.contains(&want), "{want} not in {r:?}");
+        }
+        // Overlapping rows would each cover all entries: clamped, every
+        // entry is looked at once (no duplicate reports of entry 1).
+        let t = view(&d, &[2, 1, 3, 3], &[0, 4, 4, 4], &vals);
+        let pr = t.verify();
+        assert_eq!(pr.iter().filter(|p| p.rule == "not-sorted").count(), 1);
+        assert_eq!(pr.iter().filter(|p| p.rule == "duplicate").count(), 1);
+        assert!(t.iter().all(|e| e.is_ok()));
+        // A broken pair: the iterator gives one error and stops.
+        let t = view(&d, &minor, &[0, 3, 1, 4], &vals);
+        let items: Vec<_> = t.iter().collect();
+        assert!(items.last().unwrap().is_err());
+        assert!(t.major_range(1).is_err());
+        assert!(t.get(&[1, 0]).is_err());
+    }
+}

@@ -407,7 +407,7 @@ impl HurrayFile {
         match self.view(t) {
             Tensor::Coo(c) => Ok(c),
             other => Err(Error::Unsupported(format!(
-                "tensor {:?} is stored as {}; this reads COO tensors only (HurrayFile::tensor_view reads every layout)",
+                "tensor {:?} is stored as {}; this reads COO tensors only (convert it: coo-assembler convert IN OUT --to coo; in Rust, HurrayFile::tensor_view reads every layout)",
                 t.name,
                 other.layout().to_string().to_uppercase()
             ))),

@@ -730,5 +730,17 @@ mod tests {
             Some(("a.b", "values"))
         );
         assert_eq!(parse_checksum_key("coo_assembler.xxh3.a"), None);
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.a.col_indices"),
+            Some(("a", "col_indices"))
+        );
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.x.col.indices"),
+            Some(("x.col", "indices"))
+        );
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.K.row_ptr"),
+            Some(("K", "row_ptr"))
+        );
     }
 }

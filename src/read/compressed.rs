@@ -10,7 +10,7 @@
 //! naming the row or column), so a hostile file cannot make it panic or
 //! read out of bounds, in either mode.
 
-use super::coo::zero_of;
+use super::coo::{check_position, typed, zero_of};
 use super::verify::{Collector, Content};
 use super::Problem;
 use crate::element::{DType, Element, Value};
@@ -256,7 +256,7 @@ impl<'a> CompressedTensor<'a> {
     /// Strict mode: a minor index met twice in the row is an
     /// [`Error::InvalidFile`].
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
-        check_bounds(idx, &self.desc.shape)?;
+        check_position(idx, &self.desc.shape)?;
         let md = self.major_dim();
         let (m, k) = (idx[md], idx[1 - md]);
         let r = self.major_range(m)?;
@@ -418,45 +418,6 @@ impl Iterator for CompressedEntries<'_> {
         };
         Some(Ok((i, j, t.value(p as u64))))
     }
-}
-
-/// `bytes` as a slice of `T`, which must be the stored type.
-pub(super) fn typed<'a, T: Element>(name: &str, dtype: DType, bytes: &'a [u8]) -> Result<&'a [T]> {
-    if T::DTYPE != dtype {
-        return Err(Error::TypeMismatch {
-            tensor: name.to_string(),
-            stored: dtype.name(),
-            requested: T::DTYPE.name(),
-        });
-    }
-    bytemuck::try_cast_slice(bytes).map_err(|e| {
-        Error::Unsupported(format!(
-            "tensor {name:?}: cannot view values as {}: {e}",
-            T::DTYPE
-        ))
-    })
-}
-
-/// Rank 2 and every index inside the shape.
-fn check_bounds(idx: &[u64], shape: &[u64; 2]) -> Result<()> {
-    if idx.len() != 2 {
-        return Err(Error::WrongIndexCount {
-            position: idx.to_vec(),
-            expected: 2,
-            got: idx.len(),
-        });
-    }
-    for (dim, (&i, &e)) in idx.iter().zip(shape).enumerate() {
-        if i >= e {
-            return Err(Error::PositionOutOfRange {
-                position: idx.to_vec(),
-                dim,
-                index: i,
-                extent: e,
-            });
-        }
-    }
-    Ok(())
 }
 
 impl CompressedTensor<'_> {

@@ -330,7 +330,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Check the physics on the file as a reader sees it.
     let t1 = Instant::now();
     let file = HurrayFile::open(&a.output)?;
-    let k = file.tensor("K")?;
+    // Any layout: CSC is walked column by column, whose sums equal the row
+    // sums of this symmetric matrix.
+    let k = file.tensor_view("K")?;
+    let major = k.layout().major_dim();
     let problems = k.verify();
     if !problems.is_empty() {
         return Err(format!(
@@ -352,25 +355,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // to 1e7 and an evenly spread sample beyond (a lookup costs ~1 us).
     let stride = k.nnz().div_ceil(10_000_000).max(1);
     let mut checked = 0u64;
-    for (n, (idx, v)) in k.iter().enumerate() {
+    let mut n = 0u64;
+    k.try_for_each(|idx, v| -> Result<(), Box<dyn std::error::Error>> {
         let Value::Float(v) = v else {
             return Err("not a float tensor".into());
         };
-        if idx[0] != row {
+        if idx[major] != row {
             close_row(sum, scale);
-            row = idx[0];
+            row = idx[major];
             sum = 0.0;
             scale = 0.0;
         }
         sum += v;
         scale = scale.max(v.abs());
-        if n as u64 % stride == 0 && idx[0] != idx[1] {
+        if n % stride == 0 && idx[0] != idx[1] {
             checked += 1;
             if k.get(&[idx[1], idx[0]])? != Value::Float(v) {
                 asym += 1;
             }
         }
-    }
+        n += 1;
+        Ok(())
+    })?;
     close_row(sum, scale);
     println!(
         "checked in {:.2} s: verify OK, {} asymmetric of {checked} off-diagonal entries looked up{}, largest |row sum| / max|row entry| = {worst_row:.2e}",

@@ -1,8 +1,10 @@
 //! Convert one tensor of a Hurray file into another layout (COO, CSR, CSC),
 //! out of core, under a memory budget.
 //!
-//! The input's buffers are read with positioned reads through small
-//! buffers (never mapped), so resident memory does not grow with the file.
+//! The input is validated by the reader ([`HurrayFile`], strict: every
+//! structural rule), then its buffers are read with positioned reads
+//! through small buffers (not through the map), so resident memory does
+//! not grow with the file.
 //! Two paths:
 //! - **One streaming pass** when the input is already in the output's
 //!   order: sorted COO or CSR into COO or CSR, CSC into CSC. Entries go
@@ -27,12 +29,8 @@ use crate::assemble::finish::Summary;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::hurray::compressed::CompressedDescriptor;
-use crate::hurray::{
-    align_up, index, CooDescriptor, FileHeader, Trailer, HEADER_LEN, LAYOUT_COO, LAYOUT_CSC,
-    LAYOUT_CSR, TRAILER_LEN,
-};
 use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET};
+use crate::read::{HurrayFile, ReadOptions};
 use crate::write::{FileWriter, WriteOptions};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -113,162 +111,32 @@ fn bad(path: &Path, offset: u64, detail: String) -> Error {
     Error::invalid(format!("file {}", path.display()), offset, detail)
 }
 
-/// Find the tensor and its buffers, checking every structural rule that
-/// reading them relies on (sizes, placement, bounds).
-fn locate(io: &IoCtx, file: &File, path: &Path, tensor: Option<&str>) -> Result<Located> {
-    let len = io.file_len(file, path)?;
-    if len < HEADER_LEN + TRAILER_LEN {
-        return Err(bad(
-            path,
-            0,
-            format!("{len} bytes is too short for a Hurray file"),
-        ));
-    }
-    let mut head = [0u8; HEADER_LEN as usize];
-    io.read_exact_at(file, &mut head, 0, path)?;
-    let header = FileHeader::decode(&head)?;
-    let mut tail = [0u8; TRAILER_LEN as usize];
-    io.read_exact_at(file, &mut tail, len - TRAILER_LEN, path)?;
-    let trailer = Trailer::decode(&tail, len)?;
-    let index_end = trailer.index_offset.checked_add(trailer.index_length);
-    if index_end.is_none_or(|e| e > len - TRAILER_LEN) {
-        return Err(bad(
-            path,
-            len - TRAILER_LEN,
-            "index lies outside the file".into(),
-        ));
-    }
-    let index_len = usize::try_from(trailer.index_length)
-        .map_err(|_| bad(path, trailer.index_offset, "index too long".into()))?;
-    let mut ib = vec![0u8; index_len];
-    io.read_exact_at(file, &mut ib, trailer.index_offset, path)?;
-    let entries = index::decode(&ib, trailer.index_offset)?;
-    let entry = match tensor {
-        Some(n) => entries.iter().find(|e| e.name == n),
-        None if entries.len() == 1 => entries.first(),
-        None => None,
-    };
-    let Some(entry) = entry else {
-        let available = entries
-            .iter()
-            .map(|e| e.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(match tensor {
-            Some(n) => Error::TensorNotFound {
-                name: n.to_string(),
-                available,
-            },
-            None => Error::InvalidOptions(format!(
+/// Find the tensor and its buffers through the validating reader: every
+/// structural rule of the container and of the descriptor is checked
+/// (strict open), without touching the buffers' pages. The map is dropped
+/// before the streaming starts; the buffers are then read with positioned
+/// reads through small buffers, so resident memory stays inside the budget.
+fn locate(io: &IoCtx, path: &Path, tensor: Option<&str>) -> Result<Located> {
+    let f = HurrayFile::open_with_io(path, ReadOptions::default(), io)?;
+    let t = match tensor {
+        Some(n) => f.tensor_view(n)?,
+        None if f.tensor_count() == 1 => f.only_tensor_view()?,
+        None => {
+            let available = f.tensor_names().collect::<Vec<_>>().join(", ");
+            return Err(Error::InvalidOptions(format!(
                 "the file holds {} tensors ({available}): name one",
-                entries.len()
-            )),
-        });
-    };
-    let d_off = entry.descriptor_offset;
-    let d_len = u64::from(entry.descriptor_length);
-    if d_off.checked_add(d_len).is_none_or(|e| e > len) || !(16..=1 << 16).contains(&d_len) {
-        return Err(bad(
-            path,
-            d_off,
-            format!("descriptor of {:?} lies outside the file", entry.name),
-        ));
-    }
-    let mut db = vec![0u8; d_len as usize];
-    io.read_exact_at(file, &mut db, d_off, path)?;
-    let section = format!("descriptor of tensor {:?}", entry.name);
-    let (dtype, shape, layout, sorted, nnz, sizes) = match db[15] {
-        LAYOUT_COO => {
-            let d = CooDescriptor::decode(&db, d_off, &section)?;
-            let sizes = [d.values.byte_size, d.indices.byte_size, 0];
-            (
-                d.dtype,
-                d.shape,
-                OutputLayout::Coo,
-                d.is_sorted,
-                d.nnz,
-                sizes,
-            )
-        }
-        LAYOUT_CSR | LAYOUT_CSC => {
-            let d = CompressedDescriptor::decode(&db, d_off, &section)?;
-            let layout = if d.column_major {
-                OutputLayout::Csc
-            } else {
-                OutputLayout::Csr
-            };
-            let sizes = [
-                d.values.byte_size,
-                d.indices.byte_size,
-                d.pointers.byte_size,
-            ];
-            (d.dtype, d.shape.to_vec(), layout, true, d.nnz, sizes)
-        }
-        t => {
-            return Err(Error::Unsupported(format!(
-                "{section}: layout tag 0x{t:02x}; convert reads COO, CSR and CSC"
-            )))
+                f.tensor_count()
+            )));
         }
     };
-    if d_len as usize != db.len() {
-        return Err(bad(path, d_off, "descriptor_length mismatch".into()));
-    }
-    let idx_per_entry = if layout == OutputLayout::Coo {
-        shape.len() as u64
-    } else {
-        1
-    };
-    let want = [
-        nnz.checked_mul(dtype.width() as u64),
-        nnz.checked_mul(8 * idx_per_entry),
-        if layout == OutputLayout::Coo {
-            Some(0)
-        } else {
-            shape[layout.major_dim()]
-                .checked_add(1)
-                .and_then(|n| n.checked_mul(8))
-        },
-    ];
-    for (k, (&got, w)) in sizes.iter().zip(want).enumerate() {
-        if w != Some(got) {
-            return Err(bad(
-                path,
-                d_off,
-                format!("{section}: buffer {k} has {got} bytes, nnz {nnz} and shape {shape:?} need {w:?}"),
-            ));
-        }
-    }
-    // Buffers follow each other at the next multiple of A.
-    let a = u64::from(header.alignment);
-    let values = entry.data_offset;
-    let overflow = || bad(path, d_off, format!("{section}: buffers overflow u64"));
-    let indices = values
-        .checked_add(sizes[0])
-        .and_then(|e| align_up(e, a))
-        .ok_or_else(overflow)?;
-    let pointers = indices
-        .checked_add(sizes[1])
-        .and_then(|e| align_up(e, a))
-        .ok_or_else(overflow)?;
-    let end = if layout == OutputLayout::Coo {
-        indices + sizes[1]
-    } else {
-        pointers.checked_add(sizes[2]).ok_or_else(overflow)?
-    };
-    if values < d_off + d_len || (end > values && end > len) {
-        return Err(bad(
-            path,
-            d_off,
-            format!("{section}: buffers {values}..{end} lie outside the file ({len} bytes)"),
-        ));
-    }
+    let [values, indices, pointers] = f.buffer_offsets(t.name())?;
     Ok(Located {
-        name: entry.name.clone(),
-        dtype,
-        shape,
-        layout,
-        sorted,
-        nnz,
+        name: t.name().to_string(),
+        dtype: t.dtype(),
+        shape: t.shape().to_vec(),
+        layout: t.layout(),
+        sorted: t.as_coo().is_none_or(|c| c.is_sorted()),
+        nnz: t.nnz(),
         values,
         indices,
         pointers,
@@ -339,8 +207,8 @@ impl<'a> Stream<'a> {
 /// the [module docs](self).
 pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertSummary> {
     let io = &opts.io;
+    let t = locate(io, input, opts.tensor.as_deref())?;
     let file = io.open(input)?;
-    let t = locate(io, &file, input, opts.tensor.as_deref())?;
     opts.to.check_rank(t.shape.len())?;
     let streams = 3 * READ_BUFFER as u64;
     let one_pass = match (t.layout, opts.to) {

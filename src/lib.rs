@@ -122,4 +122,7 @@ pub use options::{
     parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
     DEFAULT_MEMORY_BUDGET,
 };
-pub use read::{CooTensor, HurrayFile, Problem, ReadOptions, Severity};
+pub use read::{
+    CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Problem, ReadOptions, Severity,
+    Tensor,
+};

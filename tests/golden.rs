@@ -7,7 +7,9 @@
 
 use coo_assembler::hurray::KvValue;
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Element, HurrayFile, Value};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, Element, HurrayFile, OutputLayout, Value,
+};
 use half::{bf16, f16};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +69,14 @@ const GOLDENS: &[Golden] = &[
         file: "writer_no_stats_eight.hrry",
         make: writer_no_stats,
     },
+    Golden {
+        file: "builder_f64_csr_spilled.hrry",
+        make: builder_f64_csr,
+    },
+    Golden {
+        file: "writer_csc_i32_csr_f32.hrry",
+        make: writer_csc_csr,
+    },
 ];
 
 /// Options that force spills and several merge passes on a few thousand
@@ -84,7 +94,14 @@ fn tight(tensor_name: &str) -> AssembleOptions {
 /// Build with the smallest accepted budget: ask for 0 and use the minimum
 /// the error names.
 fn tight_builder(shape: &[u64], dtype: DType, name: &str) -> Builder {
-    let opts = tight(name);
+    tight_builder_as(shape, dtype, name, OutputLayout::Coo)
+}
+
+fn tight_builder_as(shape: &[u64], dtype: DType, name: &str, layout: OutputLayout) -> Builder {
+    let opts = AssembleOptions {
+        layout,
+        ..tight(name)
+    };
     match Builder::new(shape, dtype, opts.clone()) {
         Err(coo_assembler::Error::BudgetTooSmall { minimum, .. }) => Builder::new(
             shape,
@@ -144,6 +161,84 @@ fn exact_sum(vs: &[f64]) -> f64 {
     }
     // i128 -> f64 rounds to nearest even; the division by 2^80 is exact.
     acc as f64 / scale
+}
+
+/// A CSR matrix straight out of a spilled, multi-pass assembly (rows 20..
+/// of the 30 empty).
+fn builder_f64_csr(path: &Path) -> Vec<Expected> {
+    let shape = [30u64, 25];
+    let mut b = tight_builder_as(&shape, DType::F64, "A", OutputLayout::Csr);
+    let mut rng = Rng(13);
+    let mut want: BTreeMap<Vec<u64>, Vec<f64>> = BTreeMap::new();
+    for _ in 0..100_000 {
+        let idx = vec![rng.below(20), rng.below(shape[1])];
+        let v = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        b.push(&idx, v).unwrap();
+        want.entry(idx).or_default().push(v);
+    }
+    let s = b.finish(path).unwrap();
+    assert!(s.runs_spilled > 0, "golden input must spill runs: {s:?}");
+    let entries = want
+        .into_iter()
+        .map(|(i, vs)| (i, Value::Float(exact_sum(&vs))))
+        .collect();
+    vec![Expected {
+        name: "A",
+        dtype: DType::F64,
+        shape: shape.to_vec(),
+        entries,
+    }]
+}
+
+/// A CSC i32 matrix (some columns empty) and a CSR f32 one (some rows
+/// empty), through the writer. Expected entries are in storage order.
+fn writer_csc_csr(path: &Path) -> Vec<Expected> {
+    let mut fw = FileWriter::create(path, WriteOptions::default()).unwrap();
+    let mut rng = Rng(17);
+    let mut out = Vec::new();
+    for (name, layout, shape, n) in [
+        ("csc_i32", OutputLayout::Csc, [9u64, 14], 40),
+        ("csr_f32", OutputLayout::Csr, [14u64, 9], 40),
+    ] {
+        // Only even columns (CSC) or rows (CSR) hold entries.
+        let mut coords: Vec<Vec<u64>> = sorted_coords(&mut rng, &shape, n)
+            .into_iter()
+            .filter(|c| c[layout.major_dim()] % 2 == 0)
+            .collect();
+        coords.sort_by_key(|c| (c[layout.major_dim()], c[1 - layout.major_dim()]));
+        let mut tw = if layout == OutputLayout::Csc {
+            fw.begin_tensor_as(name, DType::I32, &shape, layout)
+        } else {
+            fw.begin_tensor_as(name, DType::F32, &shape, layout)
+        }
+        .unwrap();
+        let mut entries = Vec::new();
+        for (k, c) in coords.into_iter().enumerate() {
+            let v = if layout == OutputLayout::Csc {
+                let v = k as i32 * 7 - 100;
+                tw.push(&c, v).unwrap();
+                Value::Int(v as i64)
+            } else {
+                let v = k as f32 * 0.75 - 4.0;
+                tw.push(&c, v).unwrap();
+                Value::Float(v as f64)
+            };
+            entries.push((c, v));
+        }
+        tw.finish().unwrap();
+        out.push(Expected {
+            name,
+            dtype: if layout == OutputLayout::Csc {
+                DType::I32
+            } else {
+                DType::F32
+            },
+            shape: shape.to_vec(),
+            entries,
+        });
+    }
+    fw.finish().unwrap();
+    out
 }
 
 fn builder_i32_rank3(path: &Path) -> Vec<Expected> {
@@ -331,11 +426,18 @@ fn check_reads(path: &Path, want: &[Expected]) {
     assert_eq!(file.tensor_count(), want.len(), "{}", path.display());
     assert!(file.verify().is_empty(), "{:?}", file.verify());
     for w in want {
-        let t = file.tensor(w.name).unwrap();
+        // Any layout: the entries in storage order.
+        let t = file.tensor_view(w.name).unwrap();
         assert_eq!(t.dtype(), w.dtype, "{}", w.name);
         assert_eq!(t.shape(), &w.shape[..], "{}", w.name);
         assert_eq!(t.nnz(), w.entries.len() as u64, "{}", w.name);
-        let got: Vec<(Vec<u64>, Value)> = t.iter().map(|(i, v)| (i.to_vec(), v)).collect();
+        let mut got: Vec<(Vec<u64>, Value)> = Vec::new();
+        t.try_for_each::<coo_assembler::Error>(|i, v| {
+            got.push((i.to_vec(), v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got.len(), w.entries.len(), "{}", w.name);
         for (k, ((gi, gv), (wi, wv))) in got.iter().zip(&w.entries).enumerate() {
             assert_eq!(gi, wi, "{} entry {k}", w.name);
             assert!(

@@ -2,7 +2,9 @@
 //! Hurray file (header, descriptors, statistics, buffers, padding, KV,
 //! index, trailer), plus random multi-byte mutations with a fixed seed, go
 //! through `HurrayFile::from_bytes_with` (strict and permissive), `verify`,
-//! and, when the file opens, `iter`, `get` and `find` on every tensor.
+//! and, when the file opens, `iter`, `get` and `find` on every tensor. The
+//! same for a file of a CSR and a CSC matrix (`iter`, `get`, `find`, rows
+//! and columns as slices).
 //!
 //! Promises checked: no panic, no hang (a watchdog fails the test when one
 //! case takes more than 10 s), and no single allocation above a fixed cap
@@ -17,7 +19,7 @@
 use coo_assembler::hurray::descriptor::descriptor_len;
 use coo_assembler::hurray::{align_up, KvValue, TRAILER_LEN};
 use coo_assembler::write::{FileWriter, WriteOptions};
-use coo_assembler::DType;
+use coo_assembler::{DType, OutputLayout, Tensor};
 use coo_assembler::{HurrayFile, ReadOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -96,7 +98,93 @@ const MAX_PEAK: u64 = 4 << 20;
 
 // ---- the file under test ----
 
+/// Which small file to mutate.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Two COO tensors (rank 2 and 3).
+    Coo,
+    /// A CSR and a CSC matrix, with empty rows and columns.
+    Compressed,
+}
+
 fn small_file() -> (Vec<u8>, Vec<bool>) {
+    file_of(Kind::Coo)
+}
+
+fn file_of(kind: Kind) -> (Vec<u8>, Vec<bool>) {
+    match kind {
+        Kind::Coo => coo_file(),
+        Kind::Compressed => compressed_file(),
+    }
+}
+
+/// A CSR f64 20 x 30 matrix (rows 10.. empty) and a CSC i32 7 x 9 one
+/// (some columns empty), with user metadata and checksums.
+fn compressed_file() -> (Vec<u8>, Vec<bool>) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.hrry");
+    let mut fw = FileWriter::create(&p, WriteOptions::default()).unwrap();
+    fw.add_metadata("note", KvValue::String("mutation test".into()))
+        .unwrap();
+    {
+        let mut t = fw
+            .begin_tensor_as("r", DType::F64, &[20, 30], OutputLayout::Csr)
+            .unwrap();
+        let m: std::collections::BTreeMap<[u64; 2], f64> = (0..40u64)
+            .map(|k| ([k / 4, (k * 7) % 30], k as f64 * 0.5 - 3.0))
+            .collect();
+        for (i, v) in m {
+            t.push(&i, v).unwrap();
+        }
+        t.finish().unwrap();
+    }
+    {
+        let mut t = fw
+            .begin_tensor_as("c", DType::I32, &[7, 9], OutputLayout::Csc)
+            .unwrap();
+        // Column-major order: keyed by (column, row).
+        let m: std::collections::BTreeMap<[u64; 2], i32> = (0..25u64)
+            .map(|k| ([(k * 3) % 9 / 2 * 2, k % 7], k as i32 - 12))
+            .collect();
+        for ([j, i], v) in m {
+            t.push(&[i, j], v).unwrap();
+        }
+        t.finish().unwrap();
+    }
+    let sum = fw.finish().unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    let mut cov = vec![false; bytes.len()];
+    let mut mark = |from: u64, len: u64| {
+        for b in &mut cov[from as usize..(from + len) as usize] {
+            *b = true;
+        }
+    };
+    mark(0, 12);
+    mark(16, 12);
+    for t in &sum.tensors {
+        let d = t.descriptor_offset;
+        // Magic .. nnz, the reserved bytes and buffer_count; each handle's
+        // byte_size and alignment. Not the statistics (see `coo_file`).
+        mark(d, 61);
+        for h in 0..3 {
+            mark(d + 61 + 16 * h, 12);
+        }
+        let major = t.shape[t.layout.major_dim()];
+        let vlen = t.nnz * t.dtype.width() as u64;
+        mark(t.data_offset, vlen);
+        let ioff = align_up(t.data_offset + vlen, 4096).unwrap();
+        mark(ioff, t.nnz * 8);
+        let poff = align_up(ioff + t.nnz * 8, 4096).unwrap();
+        mark(poff, (major + 1) * 8);
+    }
+    let f = HurrayFile::from_bytes(bytes.clone()).unwrap();
+    let tr = *f.trailer();
+    mark(tr.index_offset, tr.index_length);
+    mark(bytes.len() as u64 - TRAILER_LEN, TRAILER_LEN);
+    (bytes, cov)
+}
+
+fn coo_file() -> (Vec<u8>, Vec<bool>) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.hrry");
     let mut fw = FileWriter::create(&p, WriteOptions::default()).unwrap();
@@ -203,6 +291,11 @@ fn exercise(bytes: &[u8]) -> (bool, bool) {
             problems = true;
         }
         for _ in f.kv() {}
+        for t in f.tensor_views() {
+            if let Tensor::Compressed(c) = t {
+                exercise_compressed(c);
+            }
+        }
         for t in f.tensors() {
             let _ = t.verify();
             let rank = t.rank();
@@ -221,6 +314,29 @@ fn exercise(bytes: &[u8]) -> (bool, bool) {
         }
     }
     (opened, problems)
+}
+
+/// The CSR/CSC accessors on a hostile matrix: every iterator item (the
+/// iterator is bounded by the buffers), lookups of what it yields and of
+/// fixed probes, rows and columns as slices.
+fn exercise_compressed(c: coo_assembler::CompressedTensor<'_>) {
+    let _ = c.verify();
+    for (n, e) in c.iter().enumerate() {
+        if let (true, Ok((i, j, _))) = (n < 4, e) {
+            let _ = c.get(&[i, j]);
+            let _ = c.find(&[i, j]);
+        }
+    }
+    for m in [0, 1, 5, c.major_extent().saturating_sub(1), u64::MAX] {
+        let _ = c.major_range(m);
+        let _ = c.lane::<f64>(m);
+        let _ = c.lane::<i32>(m);
+        let _ = c.row::<f64>(m);
+        let _ = c.column::<i32>(m);
+    }
+    let _ = c.get(&[1, 1]);
+    let _ = c.get(&[u64::MAX, 0]);
+    let _ = c.values::<f64>();
 }
 
 /// Run `cases` (each yields a mutated file) on a worker thread under the
@@ -296,16 +412,30 @@ fn the_clean_file_verifies() {
     let h = HurrayFile::from_bytes(f).unwrap();
     assert!(h.verify().is_empty());
     assert_eq!(h.tensor_count(), 2);
+    let (f, _) = file_of(Kind::Compressed);
+    let h = HurrayFile::from_bytes(f).unwrap();
+    assert!(h.verify().is_empty(), "{:?}", h.verify());
+    let layouts: Vec<_> = h.tensor_views().map(|t| t.layout()).collect();
+    assert_eq!(layouts, [OutputLayout::Csr, OutputLayout::Csc]);
 }
 
 #[test]
 fn every_bit_flip() {
-    let (orig, cov) = small_file();
+    every_bit_flip_of(Kind::Coo, "bit flips");
+}
+
+#[test]
+fn every_bit_flip_csr_csc() {
+    every_bit_flip_of(Kind::Compressed, "CSR/CSC bit flips");
+}
+
+fn every_bit_flip_of(kind: Kind, what: &'static str) {
+    let (orig, cov) = file_of(kind);
     let orig = Arc::new(orig);
     let o = orig.clone();
     let len = orig.len() as u64;
     let covered = cov.iter().filter(|&&c| c).count();
-    let t = run_cases("bit flips", len * 8, move |i, buf| {
+    let t = run_cases(what, len * 8, move |i, buf| {
         buf.clear();
         buf.extend_from_slice(&o);
         let at = (i / 8) as usize;
@@ -316,7 +446,7 @@ fn every_bit_flip() {
     // checksummed (xxh3 in KV), the index has its CRC-32C, descriptors and
     // statistics are checked by open and verify.
     eprintln!(
-        "MUTATIONS (bit flips): {} over {len} bytes ({covered} covered by a rule)",
+        "MUTATIONS ({what}): {} over {len} bytes ({covered} covered by a rule)",
         t.cases
     );
     // Report undetected flips as byte ranges.
@@ -337,7 +467,16 @@ fn every_bit_flip() {
 
 #[test]
 fn every_truncation_and_extension() {
-    let orig = Arc::new(small_file().0);
+    truncations_and_extensions_of(Kind::Coo);
+}
+
+#[test]
+fn every_truncation_and_extension_csr_csc() {
+    truncations_and_extensions_of(Kind::Compressed);
+}
+
+fn truncations_and_extensions_of(kind: Kind) {
+    let orig = Arc::new(file_of(kind).0);
     let o = orig.clone();
     let len = orig.len() as u64;
     let t = run_cases("truncations", len, move |i, buf| {
@@ -430,6 +569,21 @@ fn random_multi_byte_mutations() {
     eprintln!("MUTATIONS (random, seed {SEED:#x}): {}", t.cases);
 }
 
+#[test]
+fn random_multi_byte_mutations_csr_csc() {
+    let orig = Arc::new(file_of(Kind::Compressed).0);
+    let o = orig.clone();
+    let t = run_cases("random CSR/CSC mutations", 20_000, move |i, buf| {
+        random_mutation(&o, SEED ^ 0x0c5c, i, buf);
+        true
+    });
+    eprintln!(
+        "MUTATIONS (random CSR/CSC, seed {:#x}): {}",
+        SEED ^ 0x0c5c,
+        t.cases
+    );
+}
+
 /// The long run: `MUTATIONS` (default one million) random mutations.
 #[test]
 #[ignore = "long run (minutes): MUTATIONS=1000000 cargo test --release --test mutation -- --ignored --nocapture"]
@@ -438,11 +592,13 @@ fn a_million_random_mutations() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let orig = Arc::new(small_file().0);
-    let o = orig.clone();
-    let t = run_cases("long random mutations", n, move |i, buf| {
-        random_mutation(&o, SEED ^ 0xabcdef, i, buf);
-        true
-    });
-    eprintln!("MUTATIONS (long run): {}", t.cases);
+    for kind in [Kind::Coo, Kind::Compressed] {
+        let orig = Arc::new(file_of(kind).0);
+        let o = orig.clone();
+        let t = run_cases("long random mutations", n, move |i, buf| {
+            random_mutation(&o, SEED ^ 0xabcdef, i, buf);
+            true
+        });
+        eprintln!("MUTATIONS (long run): {}", t.cases);
+    }
 }

@@ -6,7 +6,7 @@
 //!   cd fuzz && cargo +nightly fuzz run read_verify -- -max_total_time=300 -malloc_limit_mb=64
 #![no_main]
 
-use coo_assembler::{HurrayFile, ReadOptions};
+use coo_assembler::{HurrayFile, ReadOptions, Tensor};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -16,6 +16,21 @@ fuzz_target!(|data: &[u8]| {
         };
         let _ = f.verify();
         for _ in f.kv() {}
+        for t in f.tensor_views() {
+            let Tensor::Compressed(c) = t else { continue };
+            let _ = c.verify();
+            for (n, e) in c.iter().enumerate() {
+                if let (true, Ok((i, j, _))) = (n < 4, e) {
+                    let _ = c.get(&[i, j]);
+                }
+            }
+            for m in [0, 1, c.major_extent().saturating_sub(1)] {
+                let _ = c.lane::<f64>(m);
+                let _ = c.row::<i32>(m);
+                let _ = c.column::<f32>(m);
+            }
+            let _ = c.get(&[1, 1]);
+        }
         for t in f.tensors() {
             let _ = t.verify();
             let rank = t.rank();

@@ -102,6 +102,15 @@ pub enum MatrixError {
     #[error("invalid option: {0}")]
     Options(String),
 
+    /// A CSR or CSC matrix given to an operation that reads COO only so far.
+    #[error("tensor {tensor:?} is stored as {layout}: matvec, export, spy and dense read COO matrices only for now; convert it first (coo-assembler convert FILE OUT --to coo)")]
+    LayoutNotSupported {
+        /// The tensor.
+        tensor: String,
+        /// Its layout, upper case ("CSR", "CSC").
+        layout: String,
+    },
+
     /// `dense` on a matrix with too many elements.
     #[error("the dense form has {elements} elements ({shape}), more than the limit of {limit}")]
     TooManyElements {

@@ -159,10 +159,15 @@ impl<'a> Matrix<'a> {
 }
 
 /// The tensor `name` of `file`, or its only tensor.
+/// A CSR/CSC tensor is a [`MatrixError::LayoutNotSupported`].
 pub(crate) fn pick<'a>(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<CooTensor<'a>> {
-    Ok(match name {
-        Some(n) => file.tensor(n)?,
-        None => file.only_tensor()?,
+    let t = match name {
+        Some(n) => file.tensor_view(n)?,
+        None => file.only_tensor_view()?,
+    };
+    t.as_coo().ok_or_else(|| MatrixError::LayoutNotSupported {
+        tensor: t.name().to_string(),
+        layout: t.layout().to_string().to_uppercase(),
     })
 }
 

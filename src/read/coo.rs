@@ -33,7 +33,7 @@ impl fmt::Debug for CooTensor<'_> {
     }
 }
 
-fn zero_of(d: DType) -> Value {
+pub(super) fn zero_of(d: DType) -> Value {
     if d.is_float() {
         Value::Float(0.0)
     } else if d.is_signed_int() {
@@ -41,6 +41,45 @@ fn zero_of(d: DType) -> Value {
     } else {
         Value::UInt(0)
     }
+}
+
+/// `bytes` as a slice of `T`, which must be the stored type.
+pub(super) fn typed<'a, T: Element>(name: &str, dtype: DType, bytes: &'a [u8]) -> Result<&'a [T]> {
+    if T::DTYPE != dtype {
+        return Err(Error::TypeMismatch {
+            tensor: name.to_string(),
+            stored: dtype.name(),
+            requested: T::DTYPE.name(),
+        });
+    }
+    bytemuck::try_cast_slice(bytes).map_err(|e| {
+        Error::Unsupported(format!(
+            "tensor {name:?}: cannot view values as {}: {e}",
+            T::DTYPE
+        ))
+    })
+}
+
+/// `idx` has one index per dimension of `shape`, each inside it.
+pub(super) fn check_position(idx: &[u64], shape: &[u64]) -> Result<()> {
+    if idx.len() != shape.len() {
+        return Err(Error::WrongIndexCount {
+            position: idx.to_vec(),
+            expected: shape.len(),
+            got: idx.len(),
+        });
+    }
+    for (dim, (&i, &e)) in idx.iter().zip(shape).enumerate() {
+        if i >= e {
+            return Err(Error::PositionOutOfRange {
+                position: idx.to_vec(),
+                dim,
+                index: i,
+                extent: e,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Hint the CPU to fetch `s[i]` (no effect when out of range or off x86-64).
@@ -112,20 +151,7 @@ impl<'a> CooTensor<'a> {
 
     /// The values as a typed slice, zero-copy. `T` must be the tensor's type.
     pub fn values<T: Element>(&self) -> Result<&'a [T]> {
-        if T::DTYPE != self.desc.dtype {
-            return Err(Error::TypeMismatch {
-                tensor: self.name.to_string(),
-                stored: self.desc.dtype.name(),
-                requested: T::DTYPE.name(),
-            });
-        }
-        bytemuck::try_cast_slice(self.values).map_err(|e| {
-            Error::Unsupported(format!(
-                "tensor {:?}: cannot view values as {}: {e}",
-                self.name,
-                T::DTYPE
-            ))
-        })
+        typed(self.name, self.desc.dtype, self.values)
     }
 
     /// Flat indices, zero-copy: entry i is `indices()[i*rank .. (i+1)*rank]`.
@@ -159,18 +185,7 @@ impl<'a> CooTensor<'a> {
     }
 
     fn check_bounds(&self, idx: &[u64]) -> Result<()> {
-        self.check_rank(idx)?;
-        for (dim, (&i, &e)) in idx.iter().zip(&self.desc.shape).enumerate() {
-            if i >= e {
-                return Err(Error::PositionOutOfRange {
-                    position: idx.to_vec(),
-                    dim,
-                    index: i,
-                    extent: e,
-                });
-            }
-        }
-        Ok(())
+        check_position(idx, &self.desc.shape)
     }
 
     fn require_sorted(&self, what: &str) -> Result<()> {

@@ -2,14 +2,15 @@
 //! index entry, descriptor and buffer placement (see the module docs of
 //! [`crate::read`]). O(index + KV + descriptors), independent of `nnz`.
 
-use super::{close, shape_product, too_short, ReadOptions, TensorMeta};
+use super::{close, shape_product, too_short, Desc, ReadOptions, TensorMeta};
 use crate::error::{Error, Result};
-use crate::hurray::descriptor::descriptor_len;
+use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
+use crate::hurray::descriptor::{descriptor_len, HANDLE_LEN};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::statistics::SPARSITY_VALID;
 use crate::hurray::{
-    align_up, index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer, HEADER_LEN,
-    TRAILER_LEN,
+    align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer, HEADER_LEN,
+    TRAILER_LEN, LAYOUT_CSC, LAYOUT_CSR,
 };
 use std::ops::Range;
 
@@ -160,11 +161,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         )?;
         // Descriptor start to end of the indices buffer (descriptor end for
         // an empty tensor).
-        let region = if meta.desc.nnz == 0 {
-            e.descriptor_offset..e.descriptor_offset + u64::from(e.descriptor_length)
-        } else {
-            e.descriptor_offset..meta.indices.end as u64
-        };
+        let region = e.descriptor_offset..meta.end() as u64;
         let sec = format!("index entry {i} (tensor {:?})", e.name);
         for (what, r) in [("index section", &index_range), ("KV section", &kv_range)] {
             if overlaps(&region, r) {
@@ -203,6 +200,115 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     })
 }
 
+/// One buffer of a tensor as its descriptor declares it.
+struct DeclaredBuffer<'d> {
+    /// Its name in messages ("values", "indices", "col_indices", "row_ptr"...).
+    what: &'static str,
+    handle: &'d BufferHandle,
+    /// Absolute offset of the handle's `byte_size` field.
+    field: u64,
+    /// The size the descriptor's other fields require, and how it is computed.
+    want: Option<u64>,
+    how: String,
+}
+
+/// The layout-independent fields of a decoded descriptor.
+struct Declared<'d> {
+    shape: &'d [u64],
+    nnz: u64,
+    statistics: Option<&'d crate::hurray::Statistics>,
+    /// Absolute offsets of `nnz` and of the statistics section.
+    f_nnz: u64,
+    f_stats: u64,
+    buffers: Vec<DeclaredBuffer<'d>>,
+}
+
+fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
+    match desc {
+        Desc::Coo(d) => {
+            let r = d.rank() as u64;
+            let width = d.dtype.width() as u64;
+            let ibytes = d.nnz.checked_mul(r).and_then(|v| v.checked_mul(8));
+            Declared {
+                shape: &d.shape,
+                nnz: d.nnz,
+                statistics: d.statistics.as_ref(),
+                f_nnz: d_off + 28 + 8 * r,
+                f_stats: d_off + 77 + 8 * r,
+                buffers: vec![
+                    DeclaredBuffer {
+                        what: "values",
+                        handle: &d.values,
+                        field: d_off + 45 + 8 * r,
+                        want: d.nnz.checked_mul(width),
+                        how: format!("nnz {} * {} bytes", d.nnz, width),
+                    },
+                    DeclaredBuffer {
+                        what: "indices",
+                        handle: &d.indices,
+                        field: d_off + 61 + 8 * r,
+                        want: ibytes,
+                        how: format!("nnz {} * rank {r} * 8", d.nnz),
+                    },
+                ],
+            }
+        }
+        Desc::Compressed(d) => {
+            let width = d.dtype.width() as u64;
+            let (minor, ptr, major) = if d.column_major {
+                ("row_indices", "col_ptr", "ncols")
+            } else {
+                ("col_indices", "row_ptr", "nrows")
+            };
+            let h = d_off + HANDLES_OFFSET as u64;
+            let hl = HANDLE_LEN as u64;
+            let extent = d.shape[d.major_dim()];
+            Declared {
+                shape: &d.shape,
+                nnz: d.nnz,
+                statistics: d.statistics.as_ref(),
+                f_nnz: d_off + NNZ_OFFSET as u64,
+                f_stats: h + 3 * hl,
+                buffers: vec![
+                    DeclaredBuffer {
+                        what: "values",
+                        handle: &d.values,
+                        field: h,
+                        want: d.nnz.checked_mul(width),
+                        how: format!("nnz {} * {} bytes", d.nnz, width),
+                    },
+                    DeclaredBuffer {
+                        what: minor,
+                        handle: &d.indices,
+                        field: h + hl,
+                        want: d.nnz.checked_mul(8),
+                        how: format!("nnz {} * 8", d.nnz),
+                    },
+                    DeclaredBuffer {
+                        what: ptr,
+                        handle: &d.pointers,
+                        field: h + 2 * hl,
+                        want: d.pointer_count().and_then(|n| n.checked_mul(8)),
+                        how: format!("({major} {extent} + 1) * 8"),
+                    },
+                ],
+            }
+        }
+    }
+}
+
+/// Decode the descriptor at `d_off` with the codec of its layout tag.
+fn decode_descriptor(bytes: &[u8], d_off: u64, tstart: u64, dsec: &str) -> Result<Desc> {
+    let b = &bytes[d_off as usize..tstart as usize];
+    Ok(match b.get(15) {
+        Some(&(LAYOUT_CSR | LAYOUT_CSC)) => {
+            Desc::Compressed(CompressedDescriptor::decode(b, d_off, dsec)?)
+        }
+        // COO, and every other tag, which the COO codec refuses by name.
+        _ => Desc::Coo(CooDescriptor::decode(b, d_off, dsec)?),
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn check_entry(
     bytes: &[u8],
@@ -228,8 +334,17 @@ fn check_entry(
         ));
     }
     let dsec = format!("descriptor of tensor {:?}", e.name);
-    let desc = CooDescriptor::decode(&bytes[d_off as usize..tstart as usize], d_off, &dsec)?;
-    let own_len = desc.encoded_len() as u64;
+    let desc = decode_descriptor(bytes, d_off, tstart, &dsec)?;
+    let own_len = match &desc {
+        Desc::Coo(d) => {
+            debug_assert_eq!(
+                d.encoded_len(),
+                descriptor_len(d.rank(), d.statistics.is_some())
+            );
+            d.encoded_len()
+        }
+        Desc::Compressed(d) => d.encoded_len(),
+    } as u64;
     if e.descriptor_length as u64 != own_len {
         return Err(Error::invalid(
             sec,
@@ -240,171 +355,158 @@ fn check_entry(
             ),
         ));
     }
-    let r = desc.rank() as u64;
-    debug_assert_eq!(
-        own_len as usize,
-        descriptor_len(desc.rank(), desc.statistics.is_some())
-    );
+    let dd = declared(&desc, d_off);
     let d_end = d_off + own_len; // decode succeeded within bytes[..tstart]
-    let f_vsize = d_off + 45 + 8 * r;
-    let f_isize = d_off + 61 + 8 * r;
-    let f_nnz = d_off + 28 + 8 * r;
-    let width = desc.dtype.width() as u64;
-    let vbytes = desc.nnz.checked_mul(width);
-    if vbytes != Some(desc.values.byte_size) {
-        return Err(Error::invalid(
-            dsec,
-            f_vsize,
-            format!(
-                "values byte_size {} is not nnz {} * {} bytes ({})",
-                desc.values.byte_size,
-                desc.nnz,
-                width,
-                vbytes.map_or("overflow".to_string(), |v| v.to_string())
-            ),
-        ));
-    }
-    let ibytes = desc.nnz.checked_mul(r).and_then(|v| v.checked_mul(8));
-    if ibytes != Some(desc.indices.byte_size) {
-        return Err(Error::invalid(
-            dsec,
-            f_isize,
-            format!(
-                "indices byte_size {} is not nnz {} * rank {r} * 8 ({})",
-                desc.indices.byte_size,
-                desc.nnz,
-                ibytes.map_or("overflow".to_string(), |v| v.to_string())
-            ),
-        ));
-    }
-    let (vbytes, ibytes) = (desc.values.byte_size, desc.indices.byte_size);
-    let outside = |what: &str| {
-        Error::invalid(
-            dsec.clone(),
-            f_vsize,
-            format!("{what} buffer does not end before the trailer at {tstart}"),
-        )
-    };
-    let v_off = align_up(d_end, align).ok_or_else(|| outside("values"))?;
-    if e.data_offset != v_off {
-        return Err(Error::invalid(
-            sec,
-            f_data_off,
-            format!(
-                "data_offset {} is not the first {align}-aligned offset after the descriptor ({v_off})",
-                e.data_offset
-            ),
-        ));
-    }
-    let v_end = v_off.checked_add(vbytes).ok_or_else(|| outside("values"))?;
-    let i_off = align_up(v_end, align).ok_or_else(|| outside("indices"))?;
-    let i_end = i_off
-        .checked_add(ibytes)
-        .ok_or_else(|| outside("indices"))?;
-    // An empty tensor (nnz = 0) has no buffer bytes: its data_offset may
-    // point past the end of the written bytes (a writer that pads only to 8
-    // after the descriptor), and nothing is ever read there.
-    let empty = desc.nnz == 0;
-    if v_end > tstart && !empty {
-        return Err(outside("values"));
-    }
-    if i_end > tstart && !empty {
-        return Err(Error::invalid(
-            dsec,
-            f_isize,
-            format!("indices buffer {i_off}..{i_end} does not end before the trailer at {tstart}"),
-        ));
-    }
-    for (what, h, off, f) in [
-        ("values", &desc.values, v_off, f_vsize),
-        ("indices", &desc.indices, i_off, f_isize),
-    ] {
-        if h.byte_size > 0 && off % h.alignment as u64 != 0 {
+    for b in &dd.buffers {
+        if b.want != Some(b.handle.byte_size) {
             return Err(Error::invalid(
-                dsec.clone(),
-                f + 8,
+                dsec,
+                b.field,
                 format!(
-                    "{what} buffer at {off} is not aligned to the {} bytes its handle claims",
-                    h.alignment
+                    "{} byte_size {} is not {} ({})",
+                    b.what,
+                    b.handle.byte_size,
+                    b.how,
+                    b.want.map_or("overflow".to_string(), |v| v.to_string())
                 ),
             ));
         }
     }
-    if e.data_length != i_end - v_off {
+    // Buffer k+1 starts at the first A-aligned offset after buffer k; the
+    // first one after the descriptor. Only a non-empty buffer needs to lie
+    // inside the file: an empty tensor (COO with nnz = 0) has no buffer
+    // bytes, so its data_offset may point past the written bytes (a writer
+    // that pads only to 8 after the descriptor), and nothing is read there.
+    let mut placed: Vec<Range<u64>> = Vec::with_capacity(dd.buffers.len());
+    let mut end = d_end;
+    for b in &dd.buffers {
+        let outside = || {
+            Error::invalid(
+                dsec.clone(),
+                b.field,
+                format!("{} buffer does not end before the trailer at {tstart}", b.what),
+            )
+        };
+        let off = align_up(end, align).ok_or_else(outside)?;
+        if placed.is_empty() && e.data_offset != off {
+            return Err(Error::invalid(
+                sec,
+                f_data_off,
+                format!(
+                    "data_offset {} is not the first {align}-aligned offset after the descriptor ({off})",
+                    e.data_offset
+                ),
+            ));
+        }
+        let size = b.handle.byte_size;
+        let b_end = off.checked_add(size).ok_or_else(outside)?;
+        if size > 0 && b_end > tstart {
+            return Err(Error::invalid(
+                dsec,
+                b.field,
+                format!(
+                    "{} buffer {off}..{b_end} does not end before the trailer at {tstart}",
+                    b.what
+                ),
+            ));
+        }
+        if size > 0 && off % b.handle.alignment as u64 != 0 {
+            return Err(Error::invalid(
+                dsec,
+                b.field + 8,
+                format!(
+                    "{} buffer at {off} is not aligned to the {} bytes its handle claims",
+                    b.what, b.handle.alignment
+                ),
+            ));
+        }
+        placed.push(off..b_end);
+        end = b_end;
+    }
+    let v_off = placed.first().map_or(d_end, |r| r.start);
+    let last = dd.buffers.last().map_or("descriptor", |b| b.what);
+    if e.data_length != end - v_off {
         return Err(Error::invalid(
             sec,
             f_data_len,
             format!(
-                "data_length {} is not end of indices - data_offset ({})",
+                "data_length {} is not end of {last} - data_offset ({})",
                 e.data_length,
-                i_end - v_off
+                end - v_off
             ),
         ));
     }
-    if !opts.permissive && desc.nnz as u128 > shape_product(&desc.shape) {
+    let elements = shape_product(dd.shape);
+    if !opts.permissive && dd.nnz as u128 > elements {
         return Err(Error::invalid(
             dsec,
-            f_nnz,
+            dd.f_nnz,
             format!(
-                "nnz {} exceeds the {} elements of shape {:?} (open with permissive to inspect)",
-                desc.nnz,
-                shape_product(&desc.shape),
-                desc.shape
+                "nnz {} exceeds the {elements} elements of shape {:?} (open with permissive to inspect)",
+                dd.nnz, dd.shape
             ),
         ));
     }
-    if let Some(st) = desc
+    if let Some(st) = dd
         .statistics
         .filter(|s| s.computed_mask & SPARSITY_VALID != 0)
     {
-        let want = expected_sparsity(desc.nnz, shape_product(&desc.shape));
+        let want = expected_sparsity(dd.nnz, elements);
         if !opts.permissive && !close(st.sparsity_ratio, want, 1.0) {
             return Err(Error::invalid(
                 dsec,
-                d_off + 77 + 8 * r + 16,
+                dd.f_stats + 16,
                 format!(
                     "statistics sparsity_ratio {} contradicts nnz {} and shape {:?} ({want}); open with permissive to inspect",
-                    st.sparsity_ratio, desc.nnz, desc.shape
+                    st.sparsity_ratio, dd.nnz, dd.shape
                 ),
             ));
         }
     }
-    if !opts.permissive && !empty {
-        for (from, to, what) in [
-            (d_end, v_off, "padding between descriptor and values"),
-            (v_end, i_off, "padding between values and indices"),
-        ] {
-            let pad = &bytes[from as usize..to as usize];
-            if let Some(k) = pad.iter().position(|&b| b != 0) {
+    // Non-empty buffers and the padding before each of them (at most A - 1
+    // bytes per buffer are read).
+    let used = placed.iter().rposition(|r| !r.is_empty()).map_or(0, |k| k + 1);
+    if !opts.permissive {
+        let mut from = d_end;
+        for (k, r) in placed[..used].iter().enumerate() {
+            let pad = &bytes[from as usize..r.start as usize];
+            if let Some(j) = pad.iter().position(|&b| b != 0) {
+                let what = match k {
+                    0 => "padding between descriptor and values".to_string(),
+                    _ => format!(
+                        "padding between {} and {}",
+                        dd.buffers[k - 1].what,
+                        dd.buffers[k].what
+                    ),
+                };
                 return Err(Error::invalid(
                     dsec,
-                    from + k as u64,
+                    from + j as u64,
                     format!(
                         "{what} must be 0x00, found 0x{:02x} (open with permissive to inspect)",
-                        pad[k]
+                        pad[j]
                     ),
                 ));
             }
+            from = r.end;
         }
     }
-    let (values, indices) = if empty {
-        // Empty, at an 8-aligned address so that typed empty views work.
-        (
-            d_off as usize..d_off as usize,
-            d_off as usize..d_off as usize,
-        )
-    } else {
-        (
-            v_off as usize..v_end as usize,
-            i_off as usize..i_end as usize,
-        )
+    // Empty buffers sit at the descriptor's (8-aligned) address so that
+    // typed empty views work; none is ever read.
+    let range = |k: usize| -> Range<usize> {
+        match placed.get(k) {
+            Some(r) if !r.is_empty() => r.start as usize..r.end as usize,
+            _ => d_off as usize..d_off as usize,
+        }
     };
+    let (values, indices, pointers) = (range(0), range(1), range(2));
     Ok(TensorMeta {
         name: e.name.clone(),
         descriptor: d_off as usize..d_end as usize,
         desc,
         values,
         indices,
+        pointers,
     })
 }
 

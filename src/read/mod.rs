@@ -30,6 +30,15 @@
 //! and byte offset, never a panic, an out-of-bounds read or an allocation
 //! larger than O(file size).
 //!
+//! CSR (layout 0x07) and CSC (0x08) matrices get the same treatment with
+//! their own descriptor codec and three buffers (values, minor indices
+//! `nnz * 8`, pointers `(extent + 1) * 8`, each at the first A-aligned
+//! offset after the previous one). [`HurrayFile::tensor_view`] gives any
+//! layout as a [`Tensor`]; [`HurrayFile::tensor`] stays COO-only (an
+//! [`Error::Unsupported`] names the layout it met). The pointers and minor
+//! indices are content: [`CompressedTensor::verify`] checks them in
+//! O(extent + nnz), and every accessor checks the pointer pair it uses.
+//!
 //! # What `permissive` relaxes
 //!
 //! Content rules (every index `< shape[d]`, no duplicates, sortedness when
@@ -65,18 +74,23 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target");
 
+mod compressed;
 mod coo;
 mod layout;
 mod release;
+mod tensor;
 mod verify;
 
+pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
+pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
+use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::{CooDescriptor, FileHeader, KvValue, Trailer, HEADER_LEN, TRAILER_LEN};
 use std::collections::HashMap;
 use std::fmt;
@@ -148,15 +162,36 @@ fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
     Ok(v)
 }
 
+/// A decoded descriptor of one of the layouts the reader handles.
+#[derive(Clone, Debug)]
+enum Desc {
+    Coo(CooDescriptor),
+    Compressed(CompressedDescriptor),
+}
+
 /// Validated location of one tensor.
 #[derive(Clone, Debug)]
 struct TensorMeta {
     name: String,
-    desc: CooDescriptor,
+    desc: Desc,
     /// The descriptor's bytes (for the padding check).
     descriptor: Range<usize>,
     values: Range<usize>,
+    /// COO: the `nnz x rank` indices; CSR/CSC: the minor indices.
     indices: Range<usize>,
+    /// CSR/CSC: `row_ptr` / `col_ptr`; empty for COO.
+    pointers: Range<usize>,
+}
+
+impl TensorMeta {
+    /// End of the tensor's bytes: its last non-empty buffer, or its descriptor.
+    fn end(&self) -> usize {
+        [&self.values, &self.indices, &self.pointers]
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| r.end)
+            .fold(self.descriptor.end, usize::max)
+    }
 }
 
 /// An open, structurally validated Hurray file.
@@ -329,23 +364,53 @@ impl HurrayFile {
         self.tensors.len()
     }
 
-    fn view<'s>(&'s self, t: &'s TensorMeta) -> CooTensor<'s> {
+    /// A typed view of the 8-aligned u64 buffer at `r`.
+    fn words(&self, r: &Range<usize>) -> &[u64] {
+        // Cannot fail: the backing is 8-aligned, a non-empty buffer starts
+        // at a multiple of A >= 4096 (an empty one at its 8-aligned
+        // descriptor) and its size is a multiple of 8 (checked at open).
+        bytemuck::try_cast_slice(&self.backing.bytes()[r.clone()]).unwrap_or(&[])
+    }
+
+    fn view<'s>(&'s self, t: &'s TensorMeta) -> Tensor<'s> {
         let bytes = self.backing.bytes();
-        let ib = &bytes[t.indices.clone()];
-        // Cannot fail: the backing is 8-aligned, the buffer starts at a
-        // multiple of A >= 4096 and its size is a multiple of 8 (checked at open).
-        let indices: &[u64] = bytemuck::try_cast_slice(ib).unwrap_or(&[]);
-        CooTensor {
-            name: &t.name,
-            desc: &t.desc,
-            values: &bytes[t.values.clone()],
-            indices,
-            rank: t.desc.rank(),
-            nnz: indices.len() / t.desc.rank().max(1),
-            kv: &self.kv,
-            permissive: self.opts.permissive,
-            indices_offset: t.indices.start as u64,
-            mapped: self.backing.mapped(),
+        let indices = self.words(&t.indices);
+        match &t.desc {
+            Desc::Coo(desc) => Tensor::Coo(CooTensor {
+                name: &t.name,
+                desc,
+                values: &bytes[t.values.clone()],
+                indices,
+                rank: desc.rank(),
+                nnz: indices.len() / desc.rank().max(1),
+                kv: &self.kv,
+                permissive: self.opts.permissive,
+                indices_offset: t.indices.start as u64,
+                mapped: self.backing.mapped(),
+            }),
+            Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
+                name: &t.name,
+                desc,
+                values: &bytes[t.values.clone()],
+                minor: indices,
+                ptr: self.words(&t.pointers),
+                kv: &self.kv,
+                permissive: self.opts.permissive,
+                offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),
+                mapped: self.backing.mapped(),
+            }),
+        }
+    }
+
+    /// The COO view of `t`, or an error naming its layout.
+    fn coo_view<'s>(&'s self, t: &'s TensorMeta) -> Result<CooTensor<'s>> {
+        match self.view(t) {
+            Tensor::Coo(c) => Ok(c),
+            other => Err(Error::Unsupported(format!(
+                "tensor {:?} is stored as {}; this reads COO tensors only (convert it: coo-assembler convert IN OUT --to coo; in Rust, HurrayFile::tensor_view reads every layout)",
+                t.name,
+                other.layout().to_string().to_uppercase()
+            ))),
         }
     }
 
@@ -356,10 +421,9 @@ impl HurrayFile {
             .join(", ")
     }
 
-    /// The tensor called `name`.
-    pub fn tensor(&self, name: &str) -> Result<CooTensor<'_>> {
+    fn meta(&self, name: &str) -> Result<&TensorMeta> {
         match self.by_name.get(name) {
-            Some(&i) => Ok(self.view(&self.tensors[i])),
+            Some(&i) => Ok(&self.tensors[i]),
             None => Err(Error::TensorNotFound {
                 name: name.to_string(),
                 available: self.available(),
@@ -367,15 +431,9 @@ impl HurrayFile {
         }
     }
 
-    /// Every tensor, in index order.
-    pub fn tensors(&self) -> impl Iterator<Item = CooTensor<'_>> {
-        self.tensors.iter().map(|t| self.view(t))
-    }
-
-    /// The single tensor of the file; an error if it holds none or several.
-    pub fn only_tensor(&self) -> Result<CooTensor<'_>> {
+    fn only_meta(&self) -> Result<&TensorMeta> {
         if self.tensors.len() == 1 {
-            Ok(self.view(&self.tensors[0]))
+            Ok(&self.tensors[0])
         } else {
             Err(Error::TensorNotFound {
                 name: format!(
@@ -387,6 +445,48 @@ impl HurrayFile {
         }
     }
 
+    /// The COO tensor called `name`; a tensor of another layout is an
+    /// [`Error::Unsupported`] naming it (see [`HurrayFile::tensor_view`]).
+    pub fn tensor(&self, name: &str) -> Result<CooTensor<'_>> {
+        self.coo_view(self.meta(name)?)
+    }
+
+    /// The COO tensors, in index order (those of other layouts are left
+    /// out: [`HurrayFile::tensor_views`] gives every tensor).
+    pub fn tensors(&self) -> impl Iterator<Item = CooTensor<'_>> {
+        self.tensors.iter().filter_map(|t| self.coo_view(t).ok())
+    }
+
+    /// The single tensor of the file, when it is COO; an error if the file
+    /// holds none or several, or if it has another layout.
+    pub fn only_tensor(&self) -> Result<CooTensor<'_>> {
+        self.coo_view(self.only_meta()?)
+    }
+
+    /// The tensor called `name`, whatever its layout (COO, CSR, CSC).
+    pub fn tensor_view(&self, name: &str) -> Result<Tensor<'_>> {
+        Ok(self.view(self.meta(name)?))
+    }
+
+    /// The single tensor of the file, whatever its layout; an error if the
+    /// file holds none or several.
+    pub fn only_tensor_view(&self) -> Result<Tensor<'_>> {
+        Ok(self.view(self.only_meta()?))
+    }
+
+    /// Every tensor, whatever its layout, in index order.
+    pub fn tensor_views(&self) -> impl Iterator<Item = Tensor<'_>> {
+        self.tensors.iter().map(|t| self.view(t))
+    }
+
+
+    /// Absolute file offsets of the tensor's values, indices and pointers
+    /// buffers (the pointers' is 0 for COO; an empty buffer's offset is
+    /// never read), for readers that stream the buffers themselves.
+    pub(crate) fn buffer_offsets(&self, name: &str) -> Result<[u64; 3]> {
+        let t = self.meta(name)?;
+        Ok([&t.values, &t.indices, &t.pointers].map(|r| r.start as u64))
+    }
 
     /// File size in bytes.
     pub fn len(&self) -> u64 {

@@ -2,7 +2,8 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use super::{close, shape_product, CooTensor, HurrayFile};
+use super::{close, shape_product, CooTensor, Desc, HurrayFile};
+use crate::hurray::Statistics;
 use crate::element::{format_float, group_digits, DType};
 use crate::hurray::{HEADER_LEN, TRAILER_LEN};
 use std::ops::Range;
@@ -43,8 +44,11 @@ pub struct Problem {
     pub tensor: Option<String>,
     /// Short stable rule id: `index-out-of-bounds`, `not-sorted`, `duplicate`,
     /// `padding-not-zero`, `statistics-mismatch` (a warning),
-    /// `checksum-mismatch`, `checksum-orphan`, or `<rule>-more` for the
-    /// summary of problems beyond the per-rule cap.
+    /// `checksum-mismatch`, `checksum-orphan`; for CSR/CSC also
+    /// `pointer-start` (`ptr[0] != 0`), `pointer-decreasing`,
+    /// `pointer-out-of-range` (a pointer past nnz) and `pointer-end` (the
+    /// last pointer is not nnz); or `<rule>-more` for the summary of
+    /// problems beyond the per-rule cap.
     pub rule: &'static str,
     /// The entry (0-based position in the buffers), if any.
     pub entry: Option<u64>,
@@ -97,14 +101,14 @@ pub const MAX_PROBLEMS_PER_RULE: u64 = 100;
 /// Memory cap of the duplicate detector for unsorted tensors (bytes).
 pub const DUPLICATE_MEMORY_CAP: usize = 64 << 20;
 
-struct Collector<'a> {
+pub(super) struct Collector<'a> {
     tensor: &'a str,
     out: Vec<Problem>,
     counts: Vec<(&'static str, u64)>,
 }
 
 impl<'a> Collector<'a> {
-    fn new(tensor: &'a str) -> Self {
+    pub(super) fn new(tensor: &'a str) -> Self {
         Collector {
             tensor,
             out: Vec::new(),
@@ -122,7 +126,7 @@ impl<'a> Collector<'a> {
         }
     }
 
-    fn push(&mut self, rule: &'static str, entry: Option<u64>, detail: impl FnOnce() -> String) {
+    pub(super) fn push(&mut self, rule: &'static str, entry: Option<u64>, detail: impl FnOnce() -> String) {
         if self.count(rule) <= MAX_PROBLEMS_PER_RULE {
             self.out.push(Problem::new(
                 rule,
@@ -133,7 +137,7 @@ impl<'a> Collector<'a> {
         }
     }
 
-    fn finish(mut self) -> Vec<Problem> {
+    pub(super) fn finish(mut self) -> Vec<Problem> {
         for &(rule, n) in &self.counts {
             if n > MAX_PROBLEMS_PER_RULE {
                 let more = match rule {
@@ -142,6 +146,8 @@ impl<'a> Collector<'a> {
                     "duplicate" => "duplicate-more",
                     "statistics-mismatch" => "statistics-mismatch-more",
                     "checksum-mismatch" => "checksum-mismatch-more",
+                    "pointer-decreasing" => "pointer-decreasing-more",
+                    "pointer-out-of-range" => "pointer-out-of-range-more",
                     _ => "more",
                 };
                 self.out.push(Problem::new(
@@ -159,14 +165,24 @@ impl<'a> Collector<'a> {
 /// Prefix of the KV keys holding xxh3-64 checksums of tensor buffers.
 pub const CHECKSUM_KEY_PREFIX: &str = "coo_assembler.xxh3.";
 
+/// Buffer names a checksum key may end with (the spec's buffer names).
+const BUFFER_NAMES: [&str; 6] = [
+    "values",
+    "indices",
+    "col_indices",
+    "row_indices",
+    "row_ptr",
+    "col_ptr",
+];
+
 /// `coo_assembler.xxh3.<name>.values` -> (name, "values").
 fn parse_checksum_key(k: &str) -> Option<(&str, &'static str)> {
     let rest = k.strip_prefix(CHECKSUM_KEY_PREFIX)?;
-    if let Some(n) = rest.strip_suffix(".values") {
-        Some((n, "values"))
-    } else {
-        rest.strip_suffix(".indices").map(|n| (n, "indices"))
-    }
+    BUFFER_NAMES.iter().find_map(|&b| {
+        rest.strip_suffix(b)
+            .and_then(|n| n.strip_suffix('.'))
+            .map(|n| (n, b))
+    })
 }
 
 impl HurrayFile {
@@ -177,7 +193,7 @@ impl HurrayFile {
     /// reported as `checksum-orphan`.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
-        for t in self.tensors() {
+        for t in self.tensor_views() {
             out.extend(t.verify());
         }
         for (k, _) in &self.kv {
@@ -208,7 +224,13 @@ impl HurrayFile {
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
             regions.push((t.values.clone(), format!("the values of {n:?}")));
-            regions.push((t.indices.clone(), format!("the indices of {n:?}")));
+            let (ind, ptr) = match &t.desc {
+                Desc::Compressed(d) if d.column_major => ("row_indices", "col_ptr"),
+                Desc::Compressed(_) => ("col_indices", "row_ptr"),
+                Desc::Coo(_) => ("indices", "pointers"),
+            };
+            regions.push((t.indices.clone(), format!("the {ind} of {n:?}")));
+            regions.push((t.pointers.clone(), format!("the {ptr} of {n:?}")));
         }
         let (ko, kl) = (self.trailer.kv_offset as usize, self.trailer.kv_length as usize);
         if kl > 0 {
@@ -315,9 +337,21 @@ impl<'a> CooTensor<'a> {
         if !self.desc.is_sorted || !order_ok {
             self.find_duplicates(&mut c, cap_bytes, !self.desc.is_sorted);
         }
-        self.check_statistics(&mut c);
-        self.check_checksums(&mut c);
+        self.content().check(&mut c);
         c.finish()
+    }
+
+    fn content(&self) -> Content<'a> {
+        Content {
+            name: self.name,
+            dtype: self.desc.dtype,
+            shape: &self.desc.shape,
+            nnz: self.nnz as u64,
+            statistics: self.desc.statistics,
+            buffers: vec![("values", self.values), ("indices", self.indices_bytes())],
+            kv: self.kv,
+            mapped: self.mapped,
+        }
     }
 
     fn hash_entry(e: &[u64]) -> u64 {
@@ -424,14 +458,51 @@ impl<'a> CooTensor<'a> {
         }
     }
 
+}
+
+/// What the statistics and checksum checks need of a tensor, whatever
+/// its layout.
+pub(super) struct Content<'a> {
+    pub(super) name: &'a str,
+    pub(super) dtype: DType,
+    pub(super) shape: &'a [u64],
+    pub(super) nnz: u64,
+    pub(super) statistics: Option<Statistics>,
+    /// Every buffer by its spec name, values first.
+    pub(super) buffers: Vec<(&'static str, &'a [u8])>,
+    pub(super) kv: &'a [(String, KvValue)],
+    pub(super) mapped: super::release::Mapped<'a>,
+}
+
+impl<'a> Content<'a> {
+    /// Statistics (advisory: warnings) and KV checksums.
+    pub(super) fn check(&self, c: &mut Collector<'_>) {
+        self.check_statistics(c);
+        self.check_checksums(c);
+    }
+
+    /// The stored values in order, releasing the pages read.
+    fn values(&self) -> impl Iterator<Item = crate::element::Value> + 'a {
+        let d = self.dtype;
+        let w = d.width();
+        let values = self.buffers.first().map_or(&[][..], |b| b.1);
+        let mut behind = self.mapped.cursor(values);
+        values.chunks_exact(w).enumerate().map(move |(k, v)| {
+            if k % 4096 == 0 {
+                behind.at(k * w);
+            }
+            d.decode(v)
+        })
+    }
+
     fn check_statistics(&self, c: &mut Collector<'_>) {
-        let Some(s) = self.desc.statistics else {
+        let Some(s) = self.statistics else {
             return;
         };
         let m = s.computed_mask;
-        let total = shape_product(&self.desc.shape);
+        let total = shape_product(self.shape);
         let n_f = total as f64;
-        let nnz = self.nnz as u64;
+        let nnz = self.nnz;
         let implicit = (nnz as u128) < total;
         if m & NNZ_VALID != 0 && s.nnz != nnz {
             c.push("statistics-mismatch", None, || {
@@ -458,7 +529,7 @@ impl<'a> CooTensor<'a> {
         }
         let (mut min, mut max, mut amax) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
         let (mut nan, mut inf, mut sum) = (false, false, 0.0f64);
-        for (_, v) in self.iter() {
+        for v in self.values() {
             let x = v.to_f64();
             if x.is_nan() {
                 nan = true;
@@ -517,7 +588,7 @@ impl<'a> CooTensor<'a> {
             let mean = sum / n_f;
             let stored_mean = sum / (nnz.max(1) as f64);
             let (mut sq, mut stored_sq) = (0.0f64, 0.0f64);
-            for (_, v) in self.iter() {
+            for v in self.values() {
                 let d = v.to_f64() - mean;
                 sq += d * d;
                 let d = v.to_f64() - stored_mean;
@@ -551,10 +622,11 @@ impl<'a> CooTensor<'a> {
             if name != self.name {
                 continue;
             }
-            let data = if which == "values" {
-                self.values
-            } else {
-                self.indices_bytes()
+            let Some(&(_, data)) = self.buffers.iter().find(|(b, _)| *b == which) else {
+                c.push("checksum-orphan", None, || {
+                    format!("KV key {k:?} names a {which} buffer, which this tensor does not have")
+                });
+                continue;
             };
             match v {
                 KvValue::U64(want) => {
@@ -658,5 +730,17 @@ mod tests {
             Some(("a.b", "values"))
         );
         assert_eq!(parse_checksum_key("coo_assembler.xxh3.a"), None);
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.a.col_indices"),
+            Some(("a", "col_indices"))
+        );
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.x.col.indices"),
+            Some(("x.col", "indices"))
+        );
+        assert_eq!(
+            parse_checksum_key("coo_assembler.xxh3.K.row_ptr"),
+            Some(("K", "row_ptr"))
+        );
     }
 }

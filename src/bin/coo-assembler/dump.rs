@@ -1,11 +1,28 @@
-//! `coo-assembler dump`: every entry, one per line.
+//! `coo-assembler dump`: every entry, one per line (`i j value` for CSR and
+//! CSC, whatever the storage order; the whole coordinate for COO).
 
-use crate::{open, pick, Pick};
+use crate::{open, pick_view, Pick};
 use coo_assembler::matrix::{self, Matrix, DENSE_LIMIT};
+use coo_assembler::{Tensor, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
+
+/// Why the walk over the entries stopped early.
+enum Stop {
+    /// `--limit` entries were printed.
+    Limit,
+    /// The reader of stdout went away (`| head`): a normal way to stop.
+    Pipe,
+    Failed(anyhow::Error),
+}
+
+impl From<coo_assembler::Error> for Stop {
+    fn from(e: coo_assembler::Error) -> Self {
+        Stop::Failed(e.into())
+    }
+}
 
 pub(crate) fn run(
     path: &Path,
@@ -14,26 +31,38 @@ pub(crate) fn run(
     p: &Pick,
 ) -> anyhow::Result<ExitCode> {
     let f = open(path, true)?;
-    let t = pick(&f, p)?;
+    let t = pick_view(&f, p)?;
     if dense {
         return dense_rows(t);
     }
     let out = io::stdout();
     let mut w = io::BufWriter::with_capacity(1 << 16, out.lock());
     let mut line = String::new();
-    let dtype = t.descriptor().dtype;
-    for (idx, v) in t.iter().take(limit.unwrap_or(u64::MAX) as usize) {
+    let dtype = t.dtype();
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut printed = 0u64;
+    let walk = t.try_for_each(|idx, v| {
+        if printed == limit {
+            return Err(Stop::Limit);
+        }
+        printed += 1;
         line.clear();
         for i in idx {
             let _ = write!(line, "{i} ");
         }
         let _ = writeln!(line, "{}", v.repr(dtype));
-        if let Err(e) = w.write_all(line.as_bytes()) {
-            // A closed pipe (`| head`) is a normal way to stop reading.
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                return Ok(ExitCode::SUCCESS);
-            }
-            return Err(e.into());
+        w.write_all(line.as_bytes()).map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe => Stop::Pipe,
+            _ => Stop::Failed(e.into()),
+        })
+    });
+    match walk {
+        Ok(()) | Err(Stop::Limit) => {}
+        Err(Stop::Pipe) => return Ok(ExitCode::SUCCESS),
+        Err(Stop::Failed(e)) => {
+            // What was printed before the broken entry still goes out.
+            let _ = w.flush();
+            return Err(e);
         }
     }
     match w.flush() {
@@ -44,12 +73,16 @@ pub(crate) fn run(
 
 /// The dense matrix, one row per line, columns right-aligned (like
 /// scipy's `todense()`); refused above [`DENSE_LIMIT`] elements.
-fn dense_rows(t: coo_assembler::CooTensor<'_>) -> anyhow::Result<ExitCode> {
-    let m = Matrix::new(t)?;
-    let d = matrix::dense(&m, DENSE_LIMIT)?;
+fn dense_rows(t: Tensor<'_>) -> anyhow::Result<ExitCode> {
+    let (d, cols) = match t {
+        Tensor::Coo(c) => {
+            let m = Matrix::new(c)?;
+            (matrix::dense(&m, DENSE_LIMIT)?, m.cols() as usize)
+        }
+        Tensor::Compressed(c) => compressed_dense(c)?,
+    };
     let cells: Vec<String> = d.iter().map(|v| v.to_string()).collect();
     let width = cells.iter().map(String::len).max().unwrap_or(1);
-    let cols = m.cols() as usize;
     let mut text = String::new();
     for row in cells.chunks(cols.max(1)) {
         let line: Vec<String> = row.iter().map(|c| format!("{c:>width$}")).collect();
@@ -60,4 +93,30 @@ fn dense_rows(t: coo_assembler::CooTensor<'_>) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// The dense form of a small CSR/CSC matrix, row-major.
+fn compressed_dense(c: coo_assembler::CompressedTensor<'_>) -> anyhow::Result<(Vec<Value>, usize)> {
+    let (rows, cols) = (c.shape()[0], c.shape()[1]);
+    let elements = u128::from(rows) * u128::from(cols);
+    if elements > u128::from(DENSE_LIMIT) {
+        anyhow::bail!(
+            "{rows} x {cols} is {elements} elements, more than the {DENSE_LIMIT} a dense dump prints"
+        );
+    }
+    let zero = match c.dtype() {
+        d if d.is_float() => Value::Float(0.0),
+        d if d.is_signed_int() => Value::Int(0),
+        _ => Value::UInt(0),
+    };
+    let mut out = vec![zero; elements as usize];
+    for e in c.iter() {
+        let (i, j, v) = e?;
+        // Inside the shape unless the file is broken: `verify` says where.
+        if i >= rows || j >= cols {
+            anyhow::bail!("entry ({i}, {j}) is outside the {rows} x {cols} shape; run verify");
+        }
+        out[(i * cols + j) as usize] = v;
+    }
+    Ok((out, cols as usize))
 }

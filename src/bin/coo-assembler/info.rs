@@ -2,7 +2,9 @@
 //! text or JSON (through serde_json).
 
 use crate::open;
-use coo_assembler::{format_float, group_digits, DType, HurrayFile, KvValue, Statistics};
+use coo_assembler::{
+    format_float, group_digits, DType, HurrayFile, KvValue, OutputLayout, Statistics, Tensor,
+};
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -67,19 +69,37 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
         .map(|(k, v)| (k.clone(), kv_json(v)))
         .collect();
     let tensors: Vec<Json> = f
-        .tensors()
+        .tensor_views()
         .map(|t| {
-            let d = t.descriptor();
-            let mut o = json!({
-                "name": t.name(),
-                "dtype": d.dtype.to_string(),
-                "shape": d.shape,
-                "nnz": d.nnz,
-                "is_sorted": d.is_sorted,
-                "values_bytes": d.values.byte_size,
-                "indices_bytes": d.indices.byte_size,
-            });
-            if let (Some(s), Some(m)) = (&d.statistics, o.as_object_mut()) {
+            let mut o = match t {
+                Tensor::Coo(c) => {
+                    let d = c.descriptor();
+                    json!({
+                        "name": t.name(),
+                        "dtype": d.dtype.to_string(),
+                        "shape": d.shape,
+                        "nnz": d.nnz,
+                        "is_sorted": d.is_sorted,
+                        "values_bytes": d.values.byte_size,
+                        "indices_bytes": d.indices.byte_size,
+                        "layout": "coo",
+                    })
+                }
+                Tensor::Compressed(c) => {
+                    let d = c.descriptor();
+                    json!({
+                        "name": t.name(),
+                        "dtype": d.dtype.to_string(),
+                        "shape": d.shape,
+                        "nnz": d.nnz,
+                        "values_bytes": d.values.byte_size,
+                        (format!("{}_bytes", c.indices_name())): d.indices.byte_size,
+                        (format!("{}_bytes", c.pointers_name())): d.pointers.byte_size,
+                        "layout": t.layout().to_string(),
+                    })
+                }
+            };
+            if let (Some(s), Some(m)) = (t.statistics(), o.as_object_mut()) {
                 m.insert(
                     "statistics".into(),
                     json!({
@@ -145,58 +165,65 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
         if n == 1 { "" } else { "s" },
         human_bytes(f.len())
     );
-    for t in f.tensors() {
-        let d = t.descriptor();
-        let dims: Vec<String> = d
-            .shape
-            .iter()
-            .map(|&e| group_digits(u128::from(e)))
-            .collect();
+    for t in f.tensor_views() {
+        let shape = t.shape();
+        let dims: Vec<String> = shape.iter().map(|&e| group_digits(u128::from(e))).collect();
         // The element count can pass u64 (rank up to 64); say so then.
-        let elements = d
-            .shape
+        let elements = shape
             .iter()
             .try_fold(1u128, |a, &e| a.checked_mul(u128::from(e)));
         let elements_text = elements.map_or("more than 2^128".to_string(), group_digits);
         let _ = writeln!(o, "\ntensor {:?}", t.name());
-        let _ = writeln!(o, "  type:        {}", d.dtype);
+        let _ = writeln!(o, "  type:        {}", t.dtype());
         let _ = writeln!(
             o,
             "  shape:       {} ({elements_text} elements)",
             dims.join(" x ")
         );
         let density = match elements {
-            Some(e) if e > 0 => format!(", {} of all elements", percent(d.nnz as f64 / e as f64)),
+            Some(e) if e > 0 => format!(", {} of all elements", percent(t.nnz() as f64 / e as f64)),
             _ => String::new(),
         };
         let _ = writeln!(
             o,
             "  stored:      {} entries{density}",
-            group_digits(u128::from(d.nnz))
+            group_digits(u128::from(t.nnz()))
         );
-        let _ = writeln!(
-            o,
-            "  layout:      COO, {}",
-            if d.is_sorted {
-                "sorted by coordinate (row-major), no duplicates"
-            } else {
-                "not sorted"
+        let layout = match t {
+            Tensor::Coo(c) if c.is_sorted() => {
+                "COO, sorted by coordinate (row-major), no duplicates"
             }
-        );
-        match &d.statistics {
-            Some(s) => stats_text(&mut o, s, d.dtype, &elements_text),
+            Tensor::Coo(_) => "COO, not sorted",
+            _ if t.layout() == OutputLayout::Csr => {
+                "CSR (compressed rows: row_ptr, col_indices, values; columns increase within each row)"
+            }
+            _ => "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)",
+        };
+        let _ = writeln!(o, "  layout:      {layout}");
+        match t.statistics() {
+            Some(s) => stats_text(&mut o, s, t.dtype(), &elements_text),
             None => {
                 let _ = writeln!(o, "  statistics:  none stored");
             }
         }
         if verbose {
-            let _ = writeln!(
-                o,
-                "  buffers:     values {}, indices {}",
-                human_bytes(d.values.byte_size),
-                human_bytes(d.indices.byte_size),
-            );
-            if let Some(s) = &d.statistics {
+            let buffers = match t {
+                Tensor::Coo(c) => format!(
+                    "values {}, indices {}",
+                    human_bytes(c.descriptor().values.byte_size),
+                    human_bytes(c.descriptor().indices.byte_size),
+                ),
+                Tensor::Compressed(c) => format!(
+                    "values {}, {} {}, {} {}",
+                    human_bytes(c.descriptor().values.byte_size),
+                    c.indices_name(),
+                    human_bytes(c.descriptor().indices.byte_size),
+                    c.pointers_name(),
+                    human_bytes(c.descriptor().pointers.byte_size),
+                ),
+            };
+            let _ = writeln!(o, "  buffers:     {buffers}");
+            if let Some(s) = t.statistics() {
                 let _ = writeln!(o, "  stats mask:  0x{:02x}", s.computed_mask);
             }
         }

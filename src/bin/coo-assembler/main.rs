@@ -14,7 +14,7 @@ mod verify;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use coo_assembler::{CooTensor, HurrayFile, ReadOptions};
+use coo_assembler::{CooTensor, HurrayFile, ReadOptions, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -200,12 +200,25 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
         .with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// The tensor `pick` names, or the only one.
+/// The COO tensor `pick` names, or the only one (matvec, export, spy): a
+/// CSR/CSC one is a typed error saying so.
 fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
+    let t = pick_view(f, pick)?;
+    t.as_coo().ok_or_else(|| {
+        coo_assembler::matrix::MatrixError::LayoutNotSupported {
+            tensor: t.name().to_string(),
+            layout: t.layout().to_string().to_uppercase(),
+        }
+        .into()
+    })
+}
+
+/// The tensor `pick` names, or the only one, whatever its layout.
+fn pick_view<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<Tensor<'f>> {
     Ok(match &pick.tensor {
-        Some(name) => f.tensor(name)?,
+        Some(name) => f.tensor_view(name)?,
         None => f
-            .only_tensor()
+            .only_tensor_view()
             .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
     })
 }

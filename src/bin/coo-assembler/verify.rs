@@ -2,14 +2,14 @@
 //! Broken rules are errors (exit 1); advisory data that disagrees with the
 //! content (statistics) gives warnings (exit 0, or 1 with `--strict`).
 
-use crate::{open, pick, Pick};
+use crate::{open, pick_view, Pick};
 use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCode> {
     let f = open(path, true)?;
     let problems = match &p.tensor {
-        Some(_) => pick(&f, p)?.verify(),
+        Some(_) => pick_view(&f, p)?.verify(),
         None => f.verify(),
     };
     let errors = problems.iter().filter(|p| p.is_error()).count();

@@ -1,0 +1,130 @@
+//! [`Tensor`]: one tensor of an open file, whatever its layout (COO, CSR,
+//! CSC), with the operations every layout has; the layout-specific views
+//! ([`CooTensor`], [`CompressedTensor`]) are inside.
+
+use super::{CompressedTensor, CooTensor, Problem};
+use crate::element::{DType, Value};
+use crate::error::Result;
+use crate::hurray::Statistics;
+use crate::options::OutputLayout;
+
+/// A view of one tensor of an open file, of any layout the reader handles.
+#[derive(Clone, Copy, Debug)]
+pub enum Tensor<'a> {
+    /// Coordinate list (layout 0x06), any rank.
+    Coo(CooTensor<'a>),
+    /// CSR (0x07) or CSC (0x08), rank 2.
+    Compressed(CompressedTensor<'a>),
+}
+
+impl<'a> Tensor<'a> {
+    /// Tensor name.
+    pub fn name(&self) -> &'a str {
+        match self {
+            Tensor::Coo(t) => t.name(),
+            Tensor::Compressed(t) => t.name(),
+        }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> OutputLayout {
+        match self {
+            Tensor::Coo(_) => OutputLayout::Coo,
+            Tensor::Compressed(t) => t.layout(),
+        }
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::Coo(t) => t.dtype(),
+            Tensor::Compressed(t) => t.dtype(),
+        }
+    }
+
+    /// Shape.
+    pub fn shape(&self) -> &'a [u64] {
+        match self {
+            Tensor::Coo(t) => t.shape(),
+            Tensor::Compressed(t) => t.shape(),
+        }
+    }
+
+    /// Rank.
+    pub fn rank(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// Number of stored entries.
+    pub fn nnz(&self) -> u64 {
+        match self {
+            Tensor::Coo(t) => t.nnz(),
+            Tensor::Compressed(t) => t.nnz(),
+        }
+    }
+
+    /// The statistics section, when present.
+    pub fn statistics(&self) -> Option<&'a Statistics> {
+        match self {
+            Tensor::Coo(t) => t.statistics(),
+            Tensor::Compressed(t) => t.statistics(),
+        }
+    }
+
+    /// Raw little-endian values buffer.
+    pub fn values_bytes(&self) -> &'a [u8] {
+        match self {
+            Tensor::Coo(t) => t.values_bytes(),
+            Tensor::Compressed(t) => t.values_bytes(),
+        }
+    }
+
+    /// Value at `idx`: the stored value, or a zero of the tensor's type.
+    pub fn get(&self, idx: &[u64]) -> Result<Value> {
+        match self {
+            Tensor::Coo(t) => t.get(idx),
+            Tensor::Compressed(t) => t.get(idx),
+        }
+    }
+
+    /// Check the content in O(nnz) with bounded memory (see
+    /// [`CooTensor::verify`] and [`CompressedTensor::verify`]). Empty = OK.
+    pub fn verify(&self) -> Vec<Problem> {
+        match self {
+            Tensor::Coo(t) => t.verify(),
+            Tensor::Compressed(t) => t.verify(),
+        }
+    }
+
+    /// The COO view, if the tensor is COO.
+    pub fn as_coo(&self) -> Option<CooTensor<'a>> {
+        match self {
+            Tensor::Coo(t) => Some(*t),
+            Tensor::Compressed(_) => None,
+        }
+    }
+
+    /// The CSR/CSC view, if the tensor is CSR or CSC.
+    pub fn as_compressed(&self) -> Option<CompressedTensor<'a>> {
+        match self {
+            Tensor::Coo(_) => None,
+            Tensor::Compressed(t) => Some(*t),
+        }
+    }
+
+    /// Call `f(coordinate, value)` for every entry in storage order, until
+    /// it returns an error (returned). A broken CSR/CSC pointer is an
+    /// error too (converted with `From`).
+    pub fn try_for_each<E: From<crate::Error>>(
+        &self,
+        mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        match self {
+            Tensor::Coo(t) => t.iter().try_for_each(|(i, v)| f(i, v)),
+            Tensor::Compressed(t) => t.iter().try_for_each(|e| {
+                let (i, j, v) = e?;
+                f(&[i, j], v)
+            }),
+        }
+    }
+}

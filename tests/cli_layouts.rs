@@ -1,0 +1,214 @@
+//! `info`, `get`, `dump` and `verify` on COO, CSR and CSC files of the same
+//! matrix, run as a process: the same answers whatever the layout (`dump`
+//! always prints `i j value`, in the file's storage order), the layout
+//! shown by `info`, and a broken CSR file named by rule and row.
+
+use coo_assembler::hurray::align_up;
+use coo_assembler::HurrayFile;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(args: &[&str]) -> Out {
+    let o = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = Out {
+        code: o.status.code().expect("exited by a signal"),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    };
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    out
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.code, 0, "{args:?}\n{}\n{}", o.stdout, o.stderr);
+    o.stdout
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The same contributions (duplicates summed, one row and one column
+/// empty) assembled into each layout.
+fn assemble_all(dir: &Path) -> [(&'static str, PathBuf); 3] {
+    let input = dir.join("c.txt");
+    let mut text = String::new();
+    for k in 0..60u64 {
+        let (i, j) = ((k * 7) % 6, (k * 5) % 8);
+        // Row 6 and column 8 stay empty (shape 7 x 9).
+        text.push_str(&format!("{i} {j} {}\n", k as f64 * 0.25 - 3.0));
+    }
+    std::fs::write(&input, text).unwrap();
+    ["coo", "csr", "csc"].map(|l| {
+        let out = dir.join(format!("{l}.hrry"));
+        ok(&[
+            "assemble",
+            "--shape",
+            "7,9",
+            "--dtype",
+            "f64",
+            "--input",
+            s(&input),
+            "--format",
+            "text",
+            "--layout",
+            l,
+            "-q",
+            "-o",
+            s(&out),
+        ]);
+        (l, out)
+    })
+}
+
+#[test]
+fn info_get_dump_verify_agree_across_layouts() {
+    let d = tempfile::tempdir().unwrap();
+    let files = assemble_all(d.path());
+    let coo_dump = ok(&["dump", s(&files[0].1)]);
+    let coo_lines: BTreeSet<&str> = coo_dump.lines().collect();
+    assert!(coo_lines.len() > 20);
+    let dense = ok(&["dump", "--dense", s(&files[0].1)]);
+    for (l, f) in &files {
+        let info = ok(&["info", s(f)]);
+        let want = match *l {
+            "coo" => "layout:      COO",
+            "csr" => "layout:      CSR",
+            _ => "layout:      CSC",
+        };
+        assert!(info.contains(want), "{l}: {info}");
+        let json: serde_json::Value = serde_json::from_str(&ok(&["info", "--json", s(f)])).unwrap();
+        assert_eq!(json["tensors"][0]["layout"], *l);
+        assert_eq!(ok(&["verify", s(f)]).trim(), "OK");
+        assert_eq!(ok(&["dump", "--dense", s(f)]), dense, "{l}");
+        // dump: i j value, the same entries; CSC in column order.
+        let out = ok(&["dump", s(f)]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines.iter().copied().collect::<BTreeSet<_>>(),
+            coo_lines,
+            "{l}"
+        );
+        let keys: Vec<(u64, u64)> = lines
+            .iter()
+            .map(|line| {
+                let w: Vec<u64> = line
+                    .split(' ')
+                    .take(2)
+                    .map(|x| x.parse().unwrap())
+                    .collect();
+                (w[0], w[1])
+            })
+            .collect();
+        let mut sorted = keys.clone();
+        if *l == "csc" {
+            sorted.sort_by_key(|&(i, j)| (j, i));
+        } else {
+            sorted.sort();
+        }
+        assert_eq!(keys, sorted, "{l}: storage order");
+        assert_eq!(ok(&["dump", "--limit", "3", s(f)]).lines().count(), 3);
+        // get: every element, the same as COO.
+        for i in 0..7 {
+            for j in 0..9 {
+                let at = format!("{i},{j}");
+                assert_eq!(
+                    ok(&["get", s(f), &at]),
+                    ok(&["get", s(&files[0].1), &at]),
+                    "{l} {at}"
+                );
+            }
+        }
+        let o = run(&["get", s(f), "7,0"]);
+        assert_eq!(o.code, 2, "{l}: {}", o.stderr);
+        let o = run(&["get", s(f), "1"]);
+        assert_eq!(o.code, 2, "{l}: {}", o.stderr);
+    }
+}
+
+#[test]
+fn a_broken_csr_file_is_named_by_rule_and_row() {
+    let d = tempfile::tempdir().unwrap();
+    let files = assemble_all(d.path());
+    let csr = &files[1].1;
+    let f = HurrayFile::open(csr).unwrap();
+    let t = f.only_tensor_view().unwrap();
+    let c = t.as_compressed().unwrap();
+    let nnz = c.nnz();
+    // Where row_ptr lies: after values and col_indices, each A-aligned.
+    let mut bytes = std::fs::read(csr).unwrap();
+    let first = {
+        // data_offset is the first 4096-aligned offset after the descriptor.
+        let io = f.trailer().index_offset as usize;
+        let name_len = u16::from_le_bytes([bytes[io + 8], bytes[io + 9]]) as usize;
+        let at = io + 8 + 2 + name_len + 8 + 4;
+        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+    };
+    let ind = align_up(first + nnz * 8, 4096).unwrap();
+    let ptr = align_up(ind + nnz * 8, 4096).unwrap() as usize;
+    assert_eq!(
+        &bytes[ptr..ptr + 8 * 8],
+        first_pointers(c.pointers()).as_slice(),
+        "row_ptr located"
+    );
+    drop(f);
+    // row_ptr[2] = 0 < row_ptr[1]: row 1 has a decreasing pointer.
+    bytes[ptr + 16..ptr + 24].copy_from_slice(&0u64.to_le_bytes());
+    let bad = d.path().join("bad.hrry");
+    std::fs::write(&bad, &bytes).unwrap();
+    let o = run(&["verify", s(&bad)]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("[pointer-decreasing]"), "{}", o.stdout);
+    assert!(o.stdout.contains("row 1:"), "{}", o.stdout);
+    assert!(o.stdout.contains("[checksum-mismatch]"), "{}", o.stdout);
+    assert!(o.stdout.contains("row_ptr buffer"), "{}", o.stdout);
+    let o = run(&["dump", s(&bad)]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("row"), "{}", o.stderr);
+    let o = run(&["get", s(&bad), "1,1"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("row_ptr"), "{}", o.stderr);
+    // info still describes it (permissive inspection).
+    assert!(ok(&["info", s(&bad)]).contains("CSR"));
+}
+
+/// The first 8 pointers as file bytes.
+fn first_pointers(v: &[u64]) -> Vec<u8> {
+    v.iter().take(8).flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn matrix_commands_refuse_csr_and_csc_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let files = assemble_all(d.path());
+    let x = d.path().join("x.f64");
+    let ones: Vec<u8> = (0..9).flat_map(|_| 1f64.to_le_bytes()).collect();
+    std::fs::write(&x, ones).unwrap();
+    let y = d.path().join("y.f64");
+    for (l, f) in &files[1..] {
+        let o = run(&["matvec", s(f), "--x", s(&x), "--out", s(&y)]);
+        assert_eq!(o.code, 1, "{l}: {}", o.stderr);
+        let up = l.to_uppercase();
+        assert!(
+            o.stderr.contains(&format!("is stored as {up}")) && o.stderr.contains("--to coo"),
+            "{l}: {}",
+            o.stderr
+        );
+        assert!(!y.exists());
+    }
+}

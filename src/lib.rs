@@ -95,6 +95,8 @@ macro_rules! internal_mod {
 
 internal_mod!(assemble);
 internal_mod!(codec);
+// Issue 13: partition composites (writing; reading is in read/composite.rs).
+pub mod composite;
 pub mod convert;
 mod element;
 mod error;
@@ -122,4 +124,5 @@ pub use options::{
     parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
     DEFAULT_MEMORY_BUDGET,
 };
+pub use read::composite::{CompositeFile, CompositeHead, Shard};
 pub use read::{CooTensor, HurrayFile, Problem, ReadOptions, Severity};

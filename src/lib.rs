@@ -107,6 +107,9 @@ mod options;
 internal_mod!(read);
 internal_mod!(stats);
 pub mod write;
+// Issue 13: distributed assembly over MPI.
+#[cfg(feature = "mpi")]
+pub mod mpi;
 
 // Issue 10: products, exports and pictures of stored matrices.
 pub mod matrix;

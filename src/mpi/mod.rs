@@ -199,9 +199,8 @@ fn agree<C: Communicator, T>(comm: &C, r: Result<T>) -> Result<T> {
     }
     let mut all_msgs = vec![0u8; MSG_BYTES * comm.size() as usize];
     comm.all_gather_into(&msg[..], &mut all_msgs[..]);
-    if r.is_err() {
-        return r;
-    }
+    // A failing rank returns its own error.
+    r?;
     // This rank was fine: name the first that was not.
     let (rank, detail) = all_msgs
         .chunks_exact(MSG_BYTES)

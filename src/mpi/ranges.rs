@@ -85,7 +85,7 @@ pub fn check_starts(starts: &[u64], nrows: u64, ranks: usize) -> Result<()> {
 pub fn starts_from_sample(mut sample: Vec<(u64, f64)>, nrows: u64, ranks: usize) -> Vec<u64> {
     let k = ranks as u64;
     let mut starts = vec![0u64; ranks];
-    sample.sort_by(|a, b| a.0.cmp(&b.0));
+    sample.sort_by_key(|a| a.0);
     let total: f64 = sample.iter().map(|s| s.1).sum();
     let mut cum = 0.0;
     let mut it = sample.iter().peekable();

@@ -248,9 +248,12 @@ pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDes
     Ok((d, Some(shard), total))
 }
 
+/// Header, index entries and KV of a file.
+type Container = (FileHeader, Vec<IndexEntry>, Vec<(String, KvValue)>);
+
 /// Header, trailer, index entries and KV of a file, with the container
 /// rules checked (index and KV inside the file, CRC-32C).
-fn container(bytes: &[u8]) -> Result<(FileHeader, Vec<IndexEntry>, Vec<(String, KvValue)>)> {
+fn container(bytes: &[u8]) -> Result<Container> {
     let len = bytes.len() as u64;
     if len < HEADER_LEN + TRAILER_LEN {
         return Err(too_short(len));

@@ -38,8 +38,8 @@
 //! files (the stash is an unnamed file anyway). Every rank must therefore
 //! call `finish`, even after a push failed (the failure is then reported
 //! collectively). A `DistBuilder` dropped without `finish` (an early
-//! return, a panic) aborts the MPI job, since the other ranks would wait
-//! for it forever.
+//! return, a panic while pushing) or a panic inside `finish` aborts the MPI
+//! job (`MPI_Abort`), since the other ranks would wait for it forever.
 //!
 //! Duplicate policy `last` is refused (the order of contributions from
 //! different ranks is not defined); `sum` (default), `min`, `max` and
@@ -170,9 +170,11 @@ pub struct DistBuilder<'c, C: Communicator> {
 
 impl<C: Communicator> Drop for DistBuilder<'_, C> {
     fn drop(&mut self) {
-        if !self.finished {
+        // Also during a panic inside `finish` (self is dropped while
+        // unwinding): the other ranks would wait in a collective forever.
+        if !self.finished || std::thread::panicking() {
             eprintln!(
-                "coo_assembler::mpi: rank {} dropped its DistBuilder without finish; aborting the job so that the other ranks do not wait forever",
+                "coo_assembler::mpi: rank {} dropped its DistBuilder without finishing (or panicked); aborting the job so that the other ranks do not wait forever",
                 self.rank
             );
             self.comm.abort(70);

@@ -181,6 +181,53 @@ fn our_composites_pass_the_reference_reader() {
         assert_eq!(comp.members.len(), 3);
         assert_eq!(comp.head.shape.dims(), &shape[..]);
     });
+    // The CLI: info, get, verify, to-coo, and join from the command line.
+    let cli = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let outs = out.to_str().unwrap();
+    let info = cli(&["composite", "info", outs]);
+    assert!(
+        info.contains("3 members") && info.contains("M.part2"),
+        "{info}"
+    );
+    assert_eq!(
+        cli(&["composite", "get", outs, "10,1"]).trim(),
+        format!("{}", Value::Float(311.0 / 8.0))
+    );
+    assert!(cli(&["composite", "verify", outs]).contains("OK"));
+    let coo = dir.path().join("M-coo.hrry");
+    cli(&["composite", "to-coo", outs, coo.to_str().unwrap()]);
+    let plain = coo_assembler::HurrayFile::open(&coo).unwrap();
+    assert_eq!(plain.only_tensor().unwrap().nnz() as usize, whole.len());
+    let again = dir.path().join("M2.hrry");
+    let p: Vec<String> = parts
+        .iter()
+        .map(|(f, o)| format!("{}@{}", f.display(), o[0]))
+        .collect();
+    let mut args = vec![
+        "composite",
+        "join",
+        "--shape",
+        "40,30",
+        "--name",
+        "M",
+        "-o",
+        again.to_str().unwrap(),
+    ];
+    args.extend(p.iter().map(String::as_str));
+    cli(&args);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&out).unwrap());
+
     // Parts that do not cover the shape are refused by join.
     let e = join(&parts[..2], &shape, &dir.path().join("bad.hrry"), "M").unwrap_err();
     assert!(e.to_string().contains("exact cover"), "{e}");

@@ -78,7 +78,7 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// Corner signs of the reference hexahedron, in the usual node order.
-const CORNERS: [[f64; 3]; 8] = [
+pub const CORNERS: [[f64; 3]; 8] = [
     [-1., -1., -1.],
     [1., -1., -1.],
     [1., 1., -1.],
@@ -150,7 +150,7 @@ fn gauss_points() -> [[f64; 3]; 8] {
 }
 
 /// Laplace element matrix: K_ab = sum_q w det (grad N_a . grad N_b).
-fn laplace(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
+pub fn laplace(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
     out.clear();
     out.resize(64, 0.0);
     for xi in gauss_points() {
@@ -164,7 +164,7 @@ fn laplace(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
 }
 
 /// Isotropic linear elasticity (E = 1, nu = 0.3), dofs ordered node-major.
-fn elasticity(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
+pub fn elasticity(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
     let (e, nu) = (1.0, 0.3);
     let lambda = e * nu / ((1.0 + nu) * (1.0 - 2.0 * nu));
     let mu = e / (2.0 * (1.0 + nu));
@@ -196,7 +196,7 @@ fn elasticity(x: &[[f64; 3]; 8], out: &mut Vec<f64>) {
     }
 }
 
-fn peak_rss_mib() -> Option<f64> {
+pub fn peak_rss_mib() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -207,6 +207,16 @@ pub enum Error {
         cause: Option<Box<Error>>,
     },
 
+    /// Another rank of an MPI job failed (issue 13): the collective
+    /// operation stopped everywhere and nothing was published.
+    #[error("rank {rank} of the MPI job failed: {detail}; nothing was published")]
+    RankFailed {
+        /// The first failing rank (-1 if unknown).
+        rank: i32,
+        /// Its error message (truncated to 239 bytes).
+        detail: String,
+    },
+
     /// A previous I/O error left this object unusable.
     #[error("an earlier error left this {0} unusable; start again")]
     Poisoned(&'static str),

@@ -95,6 +95,8 @@ macro_rules! internal_mod {
 
 internal_mod!(assemble);
 internal_mod!(codec);
+// Issue 13: partition composites (writing; reading is in read/composite.rs).
+pub mod composite;
 pub mod convert;
 mod element;
 mod error;
@@ -105,6 +107,9 @@ mod options;
 internal_mod!(read);
 internal_mod!(stats);
 pub mod write;
+// Issue 13: distributed assembly over MPI.
+#[cfg(feature = "mpi")]
+pub mod mpi;
 
 // Issue 10: products, exports and pictures of stored matrices.
 pub mod matrix;
@@ -122,6 +127,7 @@ pub use options::{
     parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
     DEFAULT_MEMORY_BUDGET,
 };
+pub use read::composite::{CompositeFile, CompositeHead, Shard};
 pub use read::{
     CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Problem, ReadOptions, Severity,
     Tensor,

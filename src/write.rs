@@ -253,6 +253,53 @@ pub struct FileWriter {
     stale_removed: Vec<PathBuf>,
 }
 
+/// The `coo_assembler.writer` KV entry.
+pub(crate) fn provenance() -> (String, KvValue) {
+    (
+        KEY_WRITER.to_string(),
+        KvValue::String(format!("coo-assembler {}", env!("CARGO_PKG_VERSION"))),
+    )
+}
+
+/// The end of a file starting at offset `at` (8-aligned): the KV section
+/// (when `kv` is not empty) padded to 8, the index and the trailer. Returns
+/// the bytes and the file flags they call for. Shared by [`FileWriter`] and
+/// the composite writer (`crate::composite`).
+pub(crate) fn encode_tail(
+    kv: &[(String, KvValue)],
+    entries: &[IndexEntry],
+    at: u64,
+) -> Result<(Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    let mut flags = FLAG_HAS_INDEX_CRC32C;
+    let (mut kv_offset, mut kv_length) = (0u64, 0u32);
+    if !kv.is_empty() {
+        let bytes = hurray::kv::encode(kv);
+        kv_length = u32::try_from(bytes.len()).map_err(|_| {
+            invalid(format!(
+                "KV metadata section of {} bytes exceeds the format's 4 GiB limit",
+                bytes.len()
+            ))
+        })?;
+        kv_offset = at;
+        out.extend_from_slice(&bytes);
+        out.resize(bytes.len().div_ceil(8) * 8, 0);
+        flags |= FLAG_HAS_KV_METADATA;
+    }
+    let index = hurray::index::encode(entries);
+    let index_offset = at + out.len() as u64;
+    out.extend_from_slice(&index);
+    let trailer = Trailer {
+        index_offset,
+        index_length: index.len() as u64,
+        kv_offset,
+        kv_length,
+        index_crc32c: crc32c::crc32c(&index),
+    };
+    out.extend_from_slice(&trailer.encode());
+    Ok((out, flags))
+}
+
 /// A call argument the writer cannot take (name, metadata, offsets).
 fn invalid(msg: String) -> Error {
     Error::InvalidArgument(msg)
@@ -450,10 +497,7 @@ impl FileWriter {
     fn finish_inner(&mut self) -> Result<FileSummary> {
         let mut kv = Vec::new();
         if self.provenance {
-            kv.push((
-                KEY_WRITER.to_string(),
-                KvValue::String(format!("coo-assembler {}", env!("CARGO_PKG_VERSION"))),
-            ));
+            kv.push(provenance());
         }
         kv.extend(self.user_kv.iter().cloned());
         if self.checksums {
@@ -466,33 +510,8 @@ impl FileWriter {
                 }
             }
         }
-        let mut flags = FLAG_HAS_INDEX_CRC32C;
-        let (mut kv_offset, mut kv_length) = (0u64, 0u32);
-        if !kv.is_empty() {
-            let bytes = hurray::kv::encode(&kv);
-            kv_length = u32::try_from(bytes.len()).map_err(|_| {
-                invalid(format!(
-                    "KV metadata section of {} bytes exceeds the format's 4 GiB limit",
-                    bytes.len()
-                ))
-            })?;
-            kv_offset = self.pos();
-            self.put(&bytes)?;
-            let to = align8(self.pos())?;
-            self.put_zeros(to - self.pos())?;
-            flags |= FLAG_HAS_KV_METADATA;
-        }
-        let index = hurray::index::encode(&self.entries);
-        let index_offset = self.pos();
-        self.put(&index)?;
-        let trailer = Trailer {
-            index_offset,
-            index_length: index.len() as u64,
-            kv_offset,
-            kv_length,
-            index_crc32c: crc32c::crc32c(&index),
-        };
-        self.put(&trailer.encode())?;
+        let (tail, flags) = encode_tail(&kv, &self.entries, self.pos())?;
+        self.put(&tail)?;
         self.flush()?;
         let bytes = self.flushed;
         let header = self.header(flags, self.entries.len() as u64);

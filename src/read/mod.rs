@@ -74,6 +74,7 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target");
 
+pub mod composite;
 mod compressed;
 mod coo;
 mod layout;

@@ -3,6 +3,7 @@
 //! lives only here.
 
 mod assemble;
+mod composite;
 mod convert;
 mod dump;
 mod export;
@@ -53,6 +54,8 @@ enum Cmd {
                   coo-assembler convert big_csr.hrry big_csc.hrry --to csc --memory-budget 256MiB\n  \
                   coo-assembler convert unsorted.hrry K.hrry --to coo --duplicates sum")]
     Convert(convert::ConvertArgs),
+    /// Partition composites (MPI output): info, dump, get, verify, to-coo, join.
+    Composite(composite::CompositeArgs),
     /// Describe a file: container, tensors, shapes, nnz, statistics, metadata.
     Info {
         /// The Hurray file.
@@ -175,6 +178,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
         Cmd::Assemble(a) => assemble::run(a),
         Cmd::Convert(a) => convert::run(a),
+        Cmd::Composite(a) => composite::run(a),
         Cmd::Info {
             file,
             json,

@@ -1,0 +1,174 @@
+//! `coo-assembler composite`: partition composites (issue 13), as written
+//! by an MPI assembly (`coo_assembler::mpi`) or by `composite join`.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use coo_assembler::composite::join;
+use coo_assembler::write::WriteOptions;
+use coo_assembler::{CompositeFile, ReadOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub(crate) struct CompositeArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Head (shape, type, members) and each member's box and nnz.
+    Info {
+        /// The composite file.
+        file: PathBuf,
+    },
+    /// Entries in global order: indices then value, space separated.
+    Dump {
+        /// The composite file.
+        file: PathBuf,
+        /// Print at most N entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// The value at a global coordinate (comma separated).
+    Get {
+        /// The composite file.
+        file: PathBuf,
+        /// The coordinate, e.g. 3,4.
+        index: String,
+    },
+    /// Partition rules (exact cover, no overlap) and every member's content.
+    Verify {
+        /// The composite file.
+        file: PathBuf,
+    },
+    /// Write the logical tensor as one plain sorted COO tensor.
+    ToCoo {
+        /// The composite file.
+        file: PathBuf,
+        /// The output file.
+        output: PathBuf,
+        /// Tensor name in the output (default: the head's name).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Combine plain single-tensor files (one per rank, indices local to
+    /// their row band) into one partition composite.
+    #[command(after_help = "Example:\n  \
+                  coo-assembler composite join --shape 1000,1000 --output K.hrry part0.hrry@0 part1.hrry@400")]
+    Join {
+        /// Global shape, comma separated.
+        #[arg(long)]
+        shape: String,
+        /// Output composite.
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Head name.
+        #[arg(long, default_value = "coo")]
+        name: String,
+        /// Parts as FILE@FIRST_ROW.
+        #[arg(required = true)]
+        parts: Vec<String>,
+    },
+}
+
+fn numbers(s: &str) -> anyhow::Result<Vec<u64>> {
+    s.split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<u64>()
+                .with_context(|| format!("{t:?} is not an index"))
+        })
+        .collect()
+}
+
+fn open(path: &PathBuf) -> anyhow::Result<CompositeFile> {
+    CompositeFile::open_with(path, ReadOptions { permissive: true })
+        .with_context(|| format!("cannot read {}", path.display()))
+}
+
+pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
+    match a.action {
+        Action::Info { file } => {
+            let c = open(&file)?;
+            println!(
+                "composite {:?}: partition of shape {:?}, {}, {} members, nnz {}",
+                c.name(),
+                c.shape(),
+                c.dtype(),
+                c.members().count(),
+                c.nnz()
+            );
+            for (t, off) in c.members() {
+                println!(
+                    "  {:?}: box at {off:?} of shape {:?}, nnz {}",
+                    t.name(),
+                    t.shape(),
+                    t.nnz()
+                );
+            }
+            for w in c.warnings() {
+                println!("warning: {w}");
+            }
+        }
+        Action::Dump { file, limit } => {
+            let c = open(&file)?;
+            for (idx, v) in c.iter().take(limit.map_or(usize::MAX, |l| l as usize)) {
+                let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
+                println!("{} {v}", idx.join(" "));
+            }
+        }
+        Action::Get { file, index } => {
+            let c = open(&file)?;
+            println!("{}", c.get(&numbers(&index)?)?);
+        }
+        Action::Verify { file } => {
+            let c = open(&file)?;
+            let problems = c.verify();
+            for p in &problems {
+                println!("{p}");
+            }
+            for w in c.warnings() {
+                println!("warning: {w}");
+            }
+            if problems.iter().any(|p| p.is_error()) {
+                return Ok(ExitCode::from(1));
+            }
+            println!("OK");
+        }
+        Action::ToCoo { file, output, name } => {
+            let c = open(&file)?;
+            let name = name.unwrap_or_else(|| c.name().to_string());
+            let s = c.to_coo(&output, &name, WriteOptions::default())?;
+            println!("wrote {} ({} bytes)", s.path.display(), s.bytes);
+        }
+        Action::Join {
+            shape,
+            output,
+            name,
+            parts,
+        } => {
+            let shape = numbers(&shape)?;
+            let mut list = Vec::new();
+            for p in &parts {
+                let (f, row) = p
+                    .rsplit_once('@')
+                    .with_context(|| format!("part {p:?} is not FILE@FIRST_ROW"))?;
+                let mut off = vec![0u64; shape.len()];
+                off[0] = row
+                    .parse()
+                    .with_context(|| format!("part {p:?}: bad first row"))?;
+                list.push((PathBuf::from(f), off));
+            }
+            let s = join(&list, &shape, &output, &name)?;
+            println!(
+                "wrote {} ({} members, nnz {}, {} bytes)",
+                output.display(),
+                s.members,
+                s.nnz,
+                s.bytes
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

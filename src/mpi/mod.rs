@@ -1,0 +1,754 @@
+//! Distributed assembly on MPI (feature `mpi`, issue 13).
+//!
+//! [`DistBuilder`] runs inside the caller's MPI job on the communicator it
+//! is given (the caller initialises MPI, as with PETSc). Every rank pushes
+//! any coordinate; rows are owned by contiguous ranges (given, or chosen at
+//! `finish` from a sample of the pushed rows so that entries balance).
+//! [`DistBuilder::finish`] is collective:
+//!
+//! 1. **ranges**: agreed from the samples (all-gather) unless given;
+//! 2. **exchange**: each rank reads its stash in chunks and routes every
+//!    contribution to its owner with `MPI_Alltoallv`, in as many rounds as
+//!    the largest stash needs. A round sends at most `C` records per rank
+//!    and receives at most `ranks * C`, with `C` chosen so that both fit a
+//!    quarter of the budget and stay below 2^31 - 1 words (MPI counts and
+//!    displacements are C ints);
+//! 3. **assembly**: the owner pushes what it receives (local row indices)
+//!    into an ordinary [`crate::Builder`] over its row band, which sorts,
+//!    spills and merges under half the budget with exact sums, and writes a
+//!    private plain file;
+//! 4. **write**: member sizes are exchanged (exclusive scan), every rank
+//!    writes its member (descriptor with a shard section, buffers copied)
+//!    into one shared temporary file at its offset and fsyncs it; rank 0
+//!    writes header, head, KV, index and trailer, fsyncs and renames the
+//!    file over the target (see [`crate::composite`] for the layout).
+//!
+//! **Exact results.** Contributions travel unrounded (their raw 8-byte
+//! form) and are summed once, exactly, by their owner, so the composite,
+//! converted to one COO tensor, is bit-identical to what one process would
+//! assemble from the same contributions, for any rank count, budget or
+//! push order. (Combining on the sender first would cut the exchange but
+//! needs the senders' exact partial sums, not rounded ones, on the wire;
+//! not done yet.)
+//!
+//! **Failure.** Each phase ends with an agreement (`MPI_Allreduce` of an
+//! ok flag; on failure the messages are all-gathered): an error on one
+//! rank makes every rank return an error ([`Error::RankFailed`] on the
+//! others), no file is published and every rank removes its temporary
+//! files (the stash is an unnamed file anyway). Every rank must therefore
+//! call `finish`, even after a push failed (the failure is then reported
+//! collectively). A `DistBuilder` dropped without `finish` (an early
+//! return, a panic while pushing) or a panic inside `finish` aborts the MPI
+//! job (`MPI_Abort`), since the other ranks would wait for it forever.
+//!
+//! Duplicate policy `last` is refused (the order of contributions from
+//! different ranks is not defined); `sum` (default), `min`, `max` and
+//! `error` behave as in one process. Members are COO.
+
+pub mod ranges;
+mod stash;
+
+use crate::assemble::combine::PushValue;
+use crate::composite::{
+    first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
+};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::fs::names::{output_temp_name, parent_dir};
+use crate::hurray::IndexEntry;
+use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use crate::read::composite::{CompositeHead, RULE_PARTITION};
+use crate::{Builder, HurrayFile, Summary};
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::traits::*;
+use ranges::{check_starts, owner, starts_from_sample, RowSample};
+use stash::Stash;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Largest count MPI takes in one call (counts and displacements are C ints).
+const MAX_WORDS: u64 = i32::MAX as u64;
+/// Bytes of an error message carried to the other ranks.
+const MSG_BYTES: usize = 240;
+
+/// How rows are assigned to ranks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RowOwnership {
+    /// Chosen at `finish` from a sample of the pushed rows, balancing entries.
+    #[default]
+    Sampled,
+    /// Rank k owns rows `starts[k] .. starts[k + 1]` (the last one to the
+    /// end); `starts[0] = 0`, strictly increasing.
+    Given(Vec<u64>),
+}
+
+/// A failure injected on purpose, for the tests of the failure path.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedFailure {
+    /// Fail after the exchange, before the local assembly is written.
+    Exchange,
+    /// Fail after writing the member into the shared file.
+    Write,
+}
+
+/// Options of a distributed assembly.
+#[derive(Clone, Debug, Default)]
+pub struct DistOptions {
+    /// Per-rank options: `memory_budget` is per rank (half goes to the
+    /// local assembler, a quarter to the stash in memory, a quarter to the
+    /// exchange buffers); `tensor_name` names the composite head; `temp_dir`
+    /// holds the stash spill (default: the system temporary directory).
+    pub assemble: AssembleOptions,
+    /// Row ownership.
+    pub rows: RowOwnership,
+    #[doc(hidden)]
+    pub inject: Option<(i32, InjectedFailure)>,
+}
+
+/// What one rank did, returned by [`DistBuilder::finish`] on every rank.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct DistSummary {
+    /// This rank and the communicator size.
+    pub rank: i32,
+    /// Ranks in the job.
+    pub ranks: i32,
+    /// The composite written.
+    pub path: PathBuf,
+    /// Rows owned by this rank.
+    pub rows: std::ops::Range<u64>,
+    /// Contributions pushed on this rank.
+    pub pushed: u64,
+    /// Of those, sent to another rank.
+    pub sent: u64,
+    /// Contributions received from other ranks.
+    pub received: u64,
+    /// Bytes sent to other ranks (payload).
+    pub bytes_sent: u64,
+    /// Exchange rounds.
+    pub rounds: u64,
+    /// Bytes the stash spilled to disk.
+    pub stash_spilled: u64,
+    /// The local assembly (its `path` is the private file, gone by now).
+    pub local: Summary,
+    /// Entries in this rank's member.
+    pub nnz: u64,
+    /// Entries in the whole composite.
+    pub total_nnz: u64,
+    /// Size of the composite file.
+    pub file_bytes: u64,
+    /// Pushing, from `new` to `finish`.
+    pub time_push: Duration,
+    /// Agreeing on the row ranges.
+    pub time_ranges: Duration,
+    /// Routing (reading the stash, all-to-all, pushing into the local builder).
+    pub time_exchange: Duration,
+    /// Local merge and private file write (`Builder::finish`).
+    pub time_assemble: Duration,
+    /// Writing the member into the shared file, fsync, and publication.
+    pub time_write: Duration,
+}
+
+/// A distributed builder; see the [module docs](self).
+pub struct DistBuilder<'c, C: Communicator> {
+    comm: &'c C,
+    rank: i32,
+    size: i32,
+    shape: Vec<u64>,
+    dtype: DType,
+    opts: DistOptions,
+    stash: Stash,
+    sample: RowSample,
+    pushed: u64,
+    /// The first push error: reported collectively by `finish`.
+    failed: Option<String>,
+    started: Instant,
+    finished: bool,
+}
+
+impl<C: Communicator> Drop for DistBuilder<'_, C> {
+    fn drop(&mut self) {
+        // Also during a panic inside `finish` (self is dropped while
+        // unwinding): the other ranks would wait in a collective forever.
+        if !self.finished || std::thread::panicking() {
+            eprintln!(
+                "coo_assembler::mpi: rank {} dropped its DistBuilder without finishing (or panicked); aborting the job so that the other ranks do not wait forever",
+                self.rank
+            );
+            self.comm.abort(70);
+        }
+    }
+}
+
+/// Turn `r` into everybody's verdict: Ok on every rank only if it is Ok on
+/// every rank; otherwise the failing rank gets its own error and the others
+/// [`Error::RankFailed`] naming the first failing rank and its message.
+fn agree<C: Communicator, T>(comm: &C, r: Result<T>) -> Result<T> {
+    let ok = i32::from(r.is_ok());
+    let mut all = 0i32;
+    comm.all_reduce_into(&ok, &mut all, SystemOperation::min());
+    if all == 1 {
+        return r;
+    }
+    let mut msg = [0u8; MSG_BYTES];
+    if let Err(e) = &r {
+        let s = e.to_string();
+        let n = s.len().min(MSG_BYTES);
+        msg[..n].copy_from_slice(&s.as_bytes()[..n]);
+        msg[MSG_BYTES - 1] = 1; // marks a failing rank
+    }
+    let mut all_msgs = vec![0u8; MSG_BYTES * comm.size() as usize];
+    comm.all_gather_into(&msg[..], &mut all_msgs[..]);
+    // A failing rank returns its own error.
+    r?;
+    // This rank was fine: name the first that was not.
+    let (rank, detail) = all_msgs
+        .chunks_exact(MSG_BYTES)
+        .enumerate()
+        .find(|(_, m)| m[MSG_BYTES - 1] == 1)
+        .map(|(k, m)| {
+            let end = m[..MSG_BYTES - 1]
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(MSG_BYTES - 1);
+            (k as i32, String::from_utf8_lossy(&m[..end]).into_owned())
+        })
+        .unwrap_or((-1, "unknown failure".into()));
+    Err(Error::RankFailed { rank, detail })
+}
+
+impl<'c, C: Communicator> DistBuilder<'c, C> {
+    /// Collective: every rank of `comm` calls it with the same shape,
+    /// element type and options (budget per rank).
+    pub fn new(comm: &'c C, shape: &[u64], dtype: DType, opts: DistOptions) -> Result<Self> {
+        let rank = comm.rank();
+        let size = comm.size();
+        let check = (|| -> Result<()> {
+            opts.assemble.validate()?;
+            if opts.assemble.duplicates == DuplicatePolicy::Last {
+                return Err(Error::InvalidOptions(
+                    "duplicate policy `last` is not defined across ranks; use sum, min, max or error".into(),
+                ));
+            }
+            if opts.assemble.layout != OutputLayout::Coo {
+                return Err(Error::Unsupported(format!(
+                    "distributed assembly writes COO members; layout {} is not supported yet",
+                    opts.assemble.layout
+                )));
+            }
+            if shape.len() < 2 || shape.len() > crate::hurray::MAX_RANK {
+                return Err(Error::InvalidOptions(format!(
+                    "distributed assembly partitions rows: rank {} must be 2..=64",
+                    shape.len()
+                )));
+            }
+            if shape[0] < size as u64 {
+                return Err(Error::InvalidOptions(format!(
+                    "{} rows cannot give each of {size} ranks a row",
+                    shape[0]
+                )));
+            }
+            if let RowOwnership::Given(s) = &opts.rows {
+                check_starts(s, shape[0], size as usize)?;
+            }
+            Ok(())
+        })();
+        agree(comm, check)?;
+        let dir = opts
+            .assemble
+            .temp_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let stash = Stash::new(
+            shape.len(),
+            opts.assemble.memory_budget / 4,
+            &dir,
+            opts.assemble.io.clone(),
+        );
+        Ok(DistBuilder {
+            comm,
+            rank,
+            size,
+            shape: shape.to_vec(),
+            dtype,
+            sample: RowSample::new(rank as u64),
+            opts,
+            stash,
+            pushed: 0,
+            failed: None,
+            started: Instant::now(),
+            finished: false,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> i32 {
+        self.rank
+    }
+
+    /// Push one contribution (any coordinate of the global shape). Errors
+    /// are returned here and reported to every rank by `finish`.
+    pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
+        let r = self.push_inner(idx, value);
+        if let Err(e) = &r {
+            if self.failed.is_none() {
+                self.failed = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn push_inner<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
+        let n = self.pushed;
+        if idx.len() != self.shape.len() {
+            return Err(Error::WrongRank {
+                contribution: n,
+                expected: self.shape.len(),
+                got: idx.len(),
+            });
+        }
+        for (dim, (&i, &e)) in idx.iter().zip(&self.shape).enumerate() {
+            if i >= e {
+                return Err(Error::IndexOutOfRange {
+                    contribution: n,
+                    dim,
+                    index: i,
+                    extent: e,
+                });
+            }
+        }
+        let policy = self.opts.assemble.non_finite;
+        if let Some(f) = value.as_float().filter(|_| policy != NonFinitePolicy::Keep) {
+            if f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite()) {
+                return Err(Error::InvalidValue {
+                    contribution: n,
+                    value: f.to_string(),
+                    reason: "the non-finite policy refuses it",
+                });
+            }
+        }
+        let raw = value
+            .to_raw(self.dtype)
+            .map_err(|reason| Error::InvalidValue {
+                contribution: n,
+                value: value.to_string(),
+                reason,
+            })?;
+        self.stash.push(idx, raw)?;
+        self.sample.offer(idx[0]);
+        self.pushed += 1;
+        Ok(())
+    }
+
+    /// Push a dense element matrix (rank 2): `local[a * n + b]` goes to
+    /// `(dofs[a], dofs[b])`.
+    pub fn push_element<V: PushValue>(&mut self, dofs: &[u64], local: &[V]) -> Result<()> {
+        let n = dofs.len();
+        if local.len() != n * n {
+            let e = Error::InvalidArgument(format!(
+                "push_element: {} values for {n} dofs (need {})",
+                local.len(),
+                n * n
+            ));
+            self.failed.get_or_insert_with(|| e.to_string());
+            return Err(e);
+        }
+        for (a, &ra) in dofs.iter().enumerate() {
+            for (b, &cb) in dofs.iter().enumerate() {
+                self.push(&[ra, cb], local[a * n + b])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Collective: route, assemble, and write the partition composite at
+    /// `path` (a shared filesystem path, the same on every rank).
+    pub fn finish(mut self, path: impl AsRef<Path>) -> Result<DistSummary> {
+        self.finished = true;
+        let path = path.as_ref().to_path_buf();
+        let time_push = self.started.elapsed();
+        let failed = self.failed.take();
+        agree(
+            self.comm,
+            failed.map_or(Ok(()), |m| {
+                Err(Error::InvalidArgument(format!("a push failed: {m}")))
+            }),
+        )?;
+        let t = Instant::now();
+        let starts = self.ranges();
+        let time_ranges = t.elapsed();
+        let k = self.rank as usize;
+        let lo = starts[k];
+        let hi = starts.get(k + 1).copied().unwrap_or(self.shape[0]);
+
+        // Private plain file of this rank's rows, next to the target.
+        let target_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = parent_dir(&path);
+        let private = dir.join(output_temp_name(
+            &format!("{target_name}.rank{k}"),
+            std::process::id(),
+            random_token(),
+        ));
+        let _cleanup = RemoveOnDrop(private.clone());
+
+        let t = Instant::now();
+        let head_name = self.opts.assemble.tensor_name.clone();
+        let mut local_shape = self.shape.clone();
+        local_shape[0] = hi - lo;
+        let local_opts = AssembleOptions {
+            memory_budget: self.opts.assemble.memory_budget / 2,
+            tensor_name: member_name(&head_name, k),
+            ..self.opts.assemble.clone()
+        };
+        // The local assembler has half the budget: report the per-rank need.
+        let builder = Builder::new(&local_shape, self.dtype, local_opts).map_err(|e| match e {
+            Error::BudgetTooSmall { budget, minimum } => Error::BudgetTooSmall {
+                budget: budget * 2,
+                minimum: minimum * 2,
+            },
+            e => e,
+        });
+        let builder = agree(self.comm, builder)?;
+        let ex = self.exchange(builder, &starts, lo);
+        let (builder, ex) = agree(self.comm, ex)?;
+        let time_exchange = t.elapsed();
+        let inject = |at: InjectedFailure| -> Result<()> {
+            match self.opts.inject {
+                Some((r, a)) if r == self.rank && a == at => Err(Error::io(
+                    "injected failure",
+                    &path,
+                    std::io::Error::other(format!("{at:?} on rank {r}")),
+                )),
+                _ => Ok(()),
+            }
+        };
+
+        let t = Instant::now();
+        let local = inject(InjectedFailure::Exchange).and_then(|_| builder.finish(&private));
+        let local = agree(self.comm, local)?;
+        let time_assemble = t.elapsed();
+
+        let t = Instant::now();
+        let (nnz, total_nnz, file_bytes) =
+            self.write(&path, &private, &head_name, [lo, hi], &inject)?;
+        Ok(DistSummary {
+            rank: self.rank,
+            ranks: self.size,
+            path,
+            rows: lo..hi,
+            pushed: self.pushed,
+            sent: ex.sent,
+            received: ex.received,
+            bytes_sent: ex.bytes_sent,
+            rounds: ex.rounds,
+            stash_spilled: self.stash.spilled_bytes(),
+            local,
+            nnz,
+            total_nnz,
+            file_bytes,
+            time_push,
+            time_ranges,
+            time_exchange,
+            time_assemble,
+            time_write: t.elapsed(),
+        })
+    }
+
+    /// Range starts, the same on every rank.
+    fn ranges(&self) -> Vec<u64> {
+        if let RowOwnership::Given(s) = &self.opts.rows {
+            return s.clone();
+        }
+        let n = self.size as usize;
+        let mine = [self.sample.rows().len() as u64, self.sample.seen()];
+        let mut counts = vec![0u64; 2 * n];
+        self.comm.all_gather_into(&mine[..], &mut counts[..]);
+        let sizes: Vec<i32> = counts.chunks_exact(2).map(|c| c[0] as i32).collect();
+        let displs: Vec<i32> = sizes
+            .iter()
+            .scan(0i32, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
+        let total: usize = sizes.iter().map(|&c| c as usize).sum();
+        let mut rows = vec![0u64; total];
+        {
+            let mut part = PartitionMut::new(&mut rows[..], &sizes[..], &displs[..]);
+            self.comm
+                .all_gather_varcount_into(self.sample.rows(), &mut part);
+        }
+        let mut weighted = Vec::with_capacity(total);
+        for (r, c) in counts.chunks_exact(2).enumerate() {
+            let w = if c[0] == 0 {
+                0.0
+            } else {
+                c[1] as f64 / c[0] as f64
+            };
+            let d = displs[r] as usize;
+            weighted.extend(rows[d..d + c[0] as usize].iter().map(|&row| (row, w)));
+        }
+        starts_from_sample(weighted, self.shape[0], n)
+    }
+
+    /// Route every stashed contribution to its owner; the owner pushes it
+    /// (row made local) into `builder`.
+    fn exchange(
+        &mut self,
+        mut builder: Builder,
+        starts: &[u64],
+        lo: u64,
+    ) -> Result<(Builder, Exchange)> {
+        let n = self.size as usize;
+        let me = self.rank as usize;
+        let wpr = self.shape.len() + 1;
+        let rec_bytes = (wpr * 8) as u64;
+        let by_budget = (self.opts.assemble.memory_budget / 4) / ((n as u64 + 1) * rec_bytes);
+        let by_mpi = MAX_WORDS / (n as u64 * wpr as u64);
+        let cap = by_budget.min(by_mpi).max(1) as usize;
+        let mine = self.stash.records().div_ceil(cap as u64);
+        let mut rounds = 0u64;
+        self.comm
+            .all_reduce_into(&mine, &mut rounds, SystemOperation::max());
+        let mut ex = Exchange {
+            rounds,
+            ..Exchange::default()
+        };
+        let mut chunk = Vec::new();
+        let mut send = Vec::new();
+        let mut recv = Vec::new();
+        let mut counts = vec![0i32; n];
+        let mut rcounts = vec![0i32; n];
+        let mut idx = vec![0u64; self.shape.len()];
+        let dtype = self.dtype;
+        let push = |b: &mut Builder, rec: &[u64], idx: &mut [u64]| -> Result<()> {
+            idx.copy_from_slice(&rec[..rec.len() - 1]);
+            idx[0] -= lo;
+            let raw = rec[rec.len() - 1];
+            if dtype.is_float() {
+                b.push(idx, f64::from_bits(raw))
+            } else if dtype.is_signed_int() {
+                b.push(idx, raw as i64)
+            } else {
+                b.push(idx, raw)
+            }
+        };
+        for _ in 0..rounds {
+            // Local work first; its failure is agreed before the exchange.
+            let local = (|| -> Result<()> {
+                self.stash.next_chunk(&mut chunk, cap)?;
+                let mut per = vec![Vec::<u64>::new(); n];
+                for rec in chunk.chunks_exact(wpr) {
+                    let o = owner(starts, rec[0]);
+                    if o == me {
+                        push(&mut builder, rec, &mut idx)?;
+                    } else {
+                        per[o].extend_from_slice(rec);
+                    }
+                }
+                send.clear();
+                for (o, p) in per.iter().enumerate() {
+                    counts[o] = p.len() as i32;
+                    send.extend_from_slice(p);
+                }
+                Ok(())
+            })();
+            agree(self.comm, local)?;
+            self.comm.all_to_all_into(&counts[..], &mut rcounts[..]);
+            let sdispl = prefix(&counts);
+            let rdispl = prefix(&rcounts);
+            let total: usize = rcounts.iter().map(|&c| c as usize).sum();
+            recv.clear();
+            recv.resize(total, 0u64);
+            {
+                let sp = Partition::new(&send[..], &counts[..], &sdispl[..]);
+                let mut rp = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispl[..]);
+                self.comm.all_to_all_varcount_into(&sp, &mut rp);
+            }
+            ex.sent += (send.len() / wpr) as u64;
+            ex.bytes_sent += send.len() as u64 * 8;
+            ex.received += (recv.len() / wpr) as u64;
+            let pushed = (|| -> Result<()> {
+                for rec in recv.chunks_exact(wpr) {
+                    push(&mut builder, rec, &mut idx)?;
+                }
+                Ok(())
+            })();
+            agree(self.comm, pushed)?;
+        }
+        Ok((builder, ex))
+    }
+
+    /// Place this rank's member in the shared file; rank 0 frames and
+    /// publishes it. Returns (member nnz, total nnz, file bytes).
+    fn write(
+        &self,
+        path: &Path,
+        private: &Path,
+        head_name: &str,
+        rows: [u64; 2],
+        inject: &dyn Fn(InjectedFailure) -> Result<()>,
+    ) -> Result<(u64, u64, u64)> {
+        let k = self.rank as usize;
+        let io = &self.opts.assemble.io;
+        let prepared = (|| -> Result<(HurrayFile, u64)> {
+            let f = HurrayFile::open(private)?;
+            let nnz = f.only_tensor()?.nnz();
+            Ok((f, nnz))
+        })();
+        let (file, nnz) = agree(self.comm, prepared)?;
+        let t = file.only_tensor()?;
+        let mut offset = vec![0u64; self.shape.len()];
+        offset[0] = rows[0];
+        let p = Prepared::new(member_name(head_name, k), &t, &self.shape, &offset)?;
+        let first = first_member_offset(self.shape.len());
+        // Members after the first start at a multiple of A: their size does
+        // not depend on where they land.
+        let size = if k == 0 {
+            p.size_at(first)
+        } else {
+            p.size_at(0)
+        };
+        let mut before = 0u64;
+        self.comm
+            .exclusive_scan_into(&size, &mut before, SystemOperation::sum());
+        let start = if k == 0 { first } else { first + before };
+        let mut sums = [0u64; 2];
+        self.comm
+            .all_reduce_into(&[size, nnz][..], &mut sums[..], SystemOperation::sum());
+        let members_end = first + sums[0];
+
+        // Rank 0 creates the temporary file and tells the others its name.
+        let mut token = [0u64; 2];
+        let mut tmp = None;
+        let created = if k == 0 {
+            token = [u64::from(std::process::id()), random_token()];
+            self.tmp_path(path, token).and_then(|p| {
+                TempOutput::create_at(io, path, p).map(|(t, f)| {
+                    tmp = Some((t, f));
+                })
+            })
+        } else {
+            Ok(())
+        };
+        agree(self.comm, created)?;
+        self.comm.process_at_rank(0).broadcast_into(&mut token[..]);
+        let written = (|| -> Result<Placed> {
+            let tmp_path = self.tmp_path(path, token)?;
+            let placed = match &tmp {
+                Some((_, f)) => write_member(io, f, &tmp_path, start, &p)?,
+                None => {
+                    let f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&tmp_path)
+                        .map_err(|e| Error::io("open for writing", &tmp_path, e))?;
+                    let placed = write_member(io, &f, &tmp_path, start, &p)?;
+                    io.sync(&f, &tmp_path)?;
+                    placed
+                }
+            };
+            inject(InjectedFailure::Write)?;
+            Ok(placed)
+        })();
+        let placed = agree(self.comm, written)?;
+        let mine = [
+            placed.entry.descriptor_offset,
+            u64::from(placed.entry.descriptor_length),
+            placed.entry.data_offset,
+            placed.entry.data_length,
+            placed.values_xxh3,
+            placed.indices_xxh3,
+        ];
+        let mut all = vec![0u64; 6 * self.size as usize];
+        self.comm.all_gather_into(&mine[..], &mut all[..]);
+        let published = match tmp {
+            Some((tmp, f)) => {
+                let members: Vec<Placed> = all
+                    .chunks_exact(6)
+                    .enumerate()
+                    .map(|(r, m)| Placed {
+                        entry: IndexEntry {
+                            name: member_name(head_name, r),
+                            descriptor_offset: m[0],
+                            descriptor_length: m[1] as u32,
+                            data_offset: m[2],
+                            data_length: m[3],
+                        },
+                        values_xxh3: m[4],
+                        indices_xxh3: m[5],
+                    })
+                    .collect();
+                let head = CompositeHead {
+                    dtype: self.dtype,
+                    shape: self.shape.clone(),
+                    rule: RULE_PARTITION,
+                    combine_op: 0,
+                    member_count: self.size as u32,
+                };
+                let tmp_path = tmp.path.clone();
+                write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)
+                    .and_then(|len| tmp.publish(&f).map(|_| len))
+            }
+            None => Ok(0),
+        };
+        let published = agree(self.comm, published)?;
+        let mut len = published;
+        self.comm.process_at_rank(0).broadcast_into(&mut len);
+        Ok((nnz, sums[1], len))
+    }
+
+    fn tmp_path(&self, path: &Path, token: [u64; 2]) -> Result<PathBuf> {
+        let Some(name) = path.file_name() else {
+            return Err(Error::InvalidArgument(format!(
+                "{} does not name a file",
+                path.display()
+            )));
+        };
+        Ok(parent_dir(path).join(output_temp_name(
+            &name.to_string_lossy(),
+            token[0] as u32,
+            token[1],
+        )))
+    }
+}
+
+#[derive(Default)]
+struct Exchange {
+    rounds: u64,
+    sent: u64,
+    received: u64,
+    bytes_sent: u64,
+}
+
+fn prefix(counts: &[i32]) -> Vec<i32> {
+    counts
+        .iter()
+        .scan(0i32, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
+}
+
+fn random_token() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Removes a file when dropped (the rank's private plain file).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

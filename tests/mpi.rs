@@ -1,0 +1,276 @@
+//! MPI tests of the distributed builder (issue 13), run by
+//! `cargo test --release --features mpi --test mpi`.
+//!
+//! This file is both the driver and the MPI program (`harness = false`):
+//! run plainly, it starts `mpirun -n K <this executable> worker <case> <dir>`
+//! for K = 1..=4 and checks that every rank reported success; under
+//! `mpirun` (argument `worker`) it runs one case on every rank. Without
+//! `mpirun` on the PATH it says so and skips.
+//!
+//! Cases:
+//! - `identity`: every rank pushes its share of a fixed, seeded set of
+//!   contributions (values spanning 40 orders of magnitude, so any inexact
+//!   sum shows), in its own order; several budgets (spilling stashes, many
+//!   exchange rounds, spilling local runs) and both row ownerships. Rank 0
+//!   assembles all the contributions in one process and checks that the
+//!   composite converted to one COO is byte-identical, that our reader
+//!   verifies it and that hurray-io 0.1.0's `read_composite` accepts it.
+//! - `fail`: a failure injected on one rank (after the exchange, then after
+//!   the member write) makes every rank return an error, and nothing is
+//!   left in the output directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use coo_assembler::mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
+use coo_assembler::write::WriteOptions;
+use coo_assembler::{AssembleOptions, Builder, CompositeFile, DType, Error};
+use mpi::traits::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SHAPE: [u64; 2] = [997, 500];
+const N: u64 = 200_000;
+
+/// Contribution `i`: a clustered coordinate (many duplicates) and a value
+/// whose magnitude varies wildly.
+fn contribution(i: u64) -> ([u64; 2], f64) {
+    let mut z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z ^= z >> 29;
+    let row = (z % 400) * (z % 3 + 1) % SHAPE[0];
+    let col = (z >> 20) % 60 + row % 7 * 60;
+    let mant = ((z >> 40) % 1_000_003) as f64 / 1_000_003.0 - 0.5;
+    let exp = ((z >> 8) % 41) as i32 - 20;
+    ([row, col], mant * 10f64.powi(exp))
+}
+
+/// Which rank pushes contribution `i`, and in which order (reversed on odd ranks).
+fn mine(rank: u64, ranks: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..N)
+        .filter(|&i| i.wrapping_mul(2_654_435_761) % 1009 % ranks == rank)
+        .collect();
+    if rank % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
+fn single(path: &Path) {
+    let opts = AssembleOptions {
+        memory_budget: 8 << 20,
+        threads: 1,
+        tensor_name: "K".into(),
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&SHAPE, DType::F64, opts).unwrap();
+    for i in 0..N {
+        let (idx, v) = contribution(i);
+        b.push(&idx, v).unwrap();
+    }
+    b.finish(path).unwrap();
+}
+
+fn reference_accepts(path: &Path, members: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let file = tokio::fs::File::open(path).await.unwrap();
+        let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
+        let c = r.read_composite("K").await.unwrap();
+        assert_eq!(c.members.len(), members);
+        assert_eq!(c.head.shape.dims(), &SHAPE[..]);
+    });
+}
+
+fn worker(case: &str, dir: &Path) {
+    let universe = mpi::initialize().expect("MPI initialises once");
+    let world = universe.world();
+    // A failed assertion on one rank must end the job, not leave the
+    // others waiting in a collective (and this one in MPI_Finalize).
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        mpi::topology::SimpleCommunicator::world().abort(101);
+    }));
+    let (rank, ranks) = (world.rank() as u64, world.size() as u64);
+    let reference = dir.join("single.hrry");
+    if rank == 0 && case == "identity" {
+        single(&reference);
+    }
+    world.barrier();
+    match case {
+        "identity" => {
+            // (budget per rank, ownership): 6 MiB makes the stash spill,
+            // the exchange take several rounds and the local assembly spill.
+            let given: Vec<u64> = (0..ranks).map(|k| k * SHAPE[0] / ranks).collect();
+            for (budget, rows) in [
+                (32u64 << 20, RowOwnership::Sampled),
+                (8 << 20, RowOwnership::Given(given)),
+                (6 << 20, RowOwnership::Sampled),
+            ] {
+                let opts = DistOptions {
+                    assemble: AssembleOptions {
+                        memory_budget: budget,
+                        threads: 1,
+                        tensor_name: "K".into(),
+                        temp_dir: Some(dir.to_path_buf()),
+                        ..AssembleOptions::default()
+                    },
+                    rows,
+                    ..DistOptions::default()
+                };
+                let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
+                for i in mine(rank, ranks) {
+                    let (idx, v) = contribution(i);
+                    b.push(&idx, v).unwrap();
+                }
+                let out = dir.join("K.hrry");
+                let s = b.finish(&out).unwrap();
+                assert_eq!(s.pushed, mine(rank, ranks).len() as u64);
+                if rank == 0 {
+                    let c = CompositeFile::open(&out).unwrap();
+                    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+                    let problems = c.verify();
+                    assert!(problems.is_empty(), "{problems:?}");
+                    assert_eq!(c.members().count() as u64, ranks);
+                    let conv = dir.join("conv.hrry");
+                    c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
+                    let same = std::fs::read(&conv).unwrap() == std::fs::read(&reference).unwrap();
+                    if !same {
+                        // Kept for inspection.
+                        std::fs::copy(&out, dir.join("differs-composite.hrry")).unwrap();
+                        std::fs::copy(&conv, dir.join("differs-conv.hrry")).unwrap();
+                    }
+                    assert!(
+                        same,
+                        "budget {budget}: the converted composite differs from the single-process file"
+                    );
+                    reference_accepts(&out, ranks as usize);
+                    std::fs::remove_file(&conv).unwrap();
+                    println!(
+                        "rank 0 of {ranks}, budget {budget}: byte-identical, nnz {}, rounds {}, stash spilled {} B, local runs spilled {}",
+                        s.total_nnz, s.rounds, s.stash_spilled, s.local.runs_spilled
+                    );
+                }
+                world.barrier();
+            }
+        }
+        "fail" => {
+            let out = dir.join("F.hrry");
+            for (at, on) in [
+                (InjectedFailure::Exchange, ranks - 1),
+                (InjectedFailure::Write, 1 % ranks),
+            ] {
+                let opts = DistOptions {
+                    assemble: AssembleOptions {
+                        memory_budget: 8 << 20,
+                        threads: 1,
+                        tensor_name: "K".into(),
+                        temp_dir: Some(dir.to_path_buf()),
+                        ..AssembleOptions::default()
+                    },
+                    inject: Some((on as i32, at)),
+                    ..DistOptions::default()
+                };
+                let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
+                for i in mine(rank, ranks) {
+                    let (idx, v) = contribution(i);
+                    b.push(&idx, v).unwrap();
+                }
+                let e = b.finish(&out).unwrap_err();
+                if rank == on {
+                    assert!(matches!(e, Error::Io { .. }), "{e}");
+                } else {
+                    assert!(
+                        matches!(&e, Error::RankFailed { rank: r, .. } if *r as u64 == on),
+                        "{e}"
+                    );
+                }
+                world.barrier();
+                let left: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                assert!(left.is_empty(), "{at:?}: left behind {left:?}");
+                world.barrier();
+            }
+            // A push error on one rank is reported collectively too.
+            let mut b =
+                DistBuilder::new(&world, &SHAPE, DType::F64, DistOptions::default()).unwrap();
+            if rank == ranks - 1 {
+                assert!(b.push(&[SHAPE[0], 0], 1.0).is_err());
+            }
+            let e = b.finish(&out).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument(_) | Error::RankFailed { .. }),
+                "{e}"
+            );
+            world.barrier();
+            if rank == 0 {
+                println!("rank 0 of {ranks}: every rank failed cleanly, nothing left");
+            }
+        }
+        other => panic!("unknown case {other}"),
+    }
+    println!("worker {case} rank {rank} OK");
+}
+
+fn mpirun() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("mpirun"))
+        .find(|p| p.is_file())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("worker") {
+        worker(&args[2], Path::new(&args[3]));
+        return;
+    }
+    // `cargo test` passes harness flags (e.g. --nocapture): ignored.
+    let Some(mpirun) = mpirun() else {
+        println!("SKIPPED: mpirun is not on the PATH (install openmpi-bin and libopenmpi-dev)");
+        return;
+    };
+    let exe = std::env::current_exe().unwrap();
+    let mut failed = Vec::new();
+    for case in ["identity", "fail"] {
+        for k in 1..=4 {
+            let dir = tempfile::tempdir().unwrap();
+            let out = Command::new(&mpirun)
+                .args(["-n", &k.to_string(), "--oversubscribe"])
+                .arg(&exe)
+                .args(["worker", case])
+                .arg(dir.path())
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let oks = stdout
+                .lines()
+                .filter(|l| l.starts_with(&format!("worker {case} rank")) && l.ends_with("OK"))
+                .count();
+            print!("{stdout}");
+            if !out.status.success() || oks != k {
+                eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+                failed.push(format!(
+                    "{case} with {k} ranks ({oks} ranks OK, {})",
+                    out.status
+                ));
+            } else {
+                println!("test mpi {case} x{k} ... ok");
+            }
+            let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            if case == "fail" && !left.is_empty() {
+                failed.push(format!("{case} with {k} ranks left {} files", left.len()));
+            }
+        }
+    }
+    if !failed.is_empty() {
+        eprintln!("FAILED: {failed:?}");
+        std::process::exit(1);
+    }
+}

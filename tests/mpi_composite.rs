@@ -1,0 +1,235 @@
+//! Partition composites without MPI (issue 13): the reference writer's
+//! composites (hurray-io 0.1.0 `write_composite`, which pads after the head)
+//! read correctly through our reader, with a writer warning; ours
+//! (`composite::join`) are accepted by the reference reader; invalid ones
+//! are refused with the rule they break.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use coo_assembler::composite::{join, member_name};
+use coo_assembler::{AssembleOptions, Builder, CompositeFile, DType, ReadOptions, Value};
+use hurray_core::{
+    layout::{CompositeLayout, CompositionRule, CooLayout},
+    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, ShardDescriptor, SyncMode,
+    TensorDescriptor, MIN_BUFFER_ALIGNMENT,
+};
+use hurray_io::file::{FileCompositeNode, FileReader, FileWriter};
+use std::collections::BTreeMap;
+
+fn buf(n: u64) -> BufferHandle {
+    BufferHandle::new(
+        n,
+        MIN_BUFFER_ALIGNMENT,
+        DeviceTag::Cpu,
+        SyncMode::ProducerSynced,
+    )
+    .unwrap()
+}
+
+/// A sorted COO member of the 6 x 5 head: rows `lo..lo + rows`, local indices.
+fn member(lo: u64, rows: u64, entries: &[(u64, u64, f64)]) -> (TensorDescriptor, Vec<u8>, Vec<u8>) {
+    let mut vals = Vec::new();
+    let mut idx = Vec::new();
+    for &(i, j, v) in entries {
+        vals.extend_from_slice(&v.to_le_bytes());
+        idx.extend_from_slice(&(i - lo).to_le_bytes());
+        idx.extend_from_slice(&j.to_le_bytes());
+    }
+    let d = TensorDescriptor::new(
+        1,
+        0,
+        ElementType::Float64,
+        Shape::new(vec![rows, 5]).unwrap(),
+        0,
+        LayoutDescriptor::Coo(CooLayout::new(entries.len() as u64, true)),
+        vec![buf(vals.len() as u64), buf(idx.len() as u64)],
+        None,
+        Some(ShardDescriptor::new(vec![6, 5], vec![lo, 0]).unwrap()),
+        None,
+        None,
+    )
+    .unwrap();
+    (d, vals, idx)
+}
+
+#[test]
+fn reference_composites_read_through_ours() {
+    let a = [(0u64, 1u64, 1.5f64), (1, 4, -2.0), (2, 0, 3.25)];
+    let b = [(3u64, 3u64, 7.0f64), (5, 0, -0.125)];
+    let (m0, v0, i0) = member(0, 3, &a);
+    let (m1, v1, i1) = member(3, 3, &b);
+    let head = TensorDescriptor::new(
+        1,
+        0,
+        ElementType::Float64,
+        Shape::new(vec![6u64, 5]).unwrap(),
+        0,
+        LayoutDescriptor::Composite(CompositeLayout::new(CompositionRule::Partition, 2).unwrap()),
+        vec![],
+        None,
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let bytes = rt.block_on(async {
+        let b0: [&[u8]; 2] = [&v0, &i0];
+        let b1: [&[u8]; 2] = [&v1, &i1];
+        let members = vec![
+            FileCompositeNode::Tensor {
+                name: "W.a",
+                descriptor: &m0,
+                buffers: &b0,
+            },
+            FileCompositeNode::Tensor {
+                name: "W.b",
+                descriptor: &m1,
+                buffers: &b1,
+            },
+        ];
+        let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
+        w.write_composite("W", &head, &members).await.unwrap();
+        w.finish(vec![]).await.unwrap()
+    });
+    let c = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
+    assert_eq!(c.name(), "W");
+    assert_eq!(c.shape(), &[6, 5]);
+    assert!(
+        c.warnings()
+            .iter()
+            .any(|w| w.contains("padded after the composite head")),
+        "{:?}",
+        c.warnings()
+    );
+    assert!(c.verify().is_empty(), "{:?}", c.verify());
+    let got: Vec<(Vec<u64>, Value)> = c.iter().collect();
+    let want: Vec<(Vec<u64>, Value)> = a
+        .iter()
+        .chain(&b)
+        .map(|&(i, j, v)| (vec![i, j], Value::Float(v)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(c.get(&[3, 3]).unwrap(), Value::Float(7.0));
+    assert_eq!(c.get(&[4, 4]).unwrap(), Value::Float(0.0));
+    assert!(c.get(&[6, 0]).is_err());
+
+    // Overlap: member b starting at row 2 (rows 2..5, over a's 0..3) is
+    // refused with the rule it breaks.
+    let (m1, v1, i1) = member(2, 3, &[(3, 3, 7.0)]);
+    let bytes = rt.block_on(async {
+        let b0: [&[u8]; 2] = [&v0, &i0];
+        let b1: [&[u8]; 2] = [&v1, &i1];
+        let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
+        // write_tensor, not write_composite: the reference refuses to write it.
+        w.write_tensor("W", &head, &[]).await.unwrap();
+        w.write_tensor("W.a", &m0, &b0).await.unwrap();
+        w.write_tensor("W.b", &m1, &b1).await.unwrap();
+        w.finish(vec![]).await.unwrap()
+    });
+    let e = CompositeFile::from_bytes(&bytes, ReadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("overlap"), "{e}");
+}
+
+#[test]
+fn our_composites_pass_the_reference_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [40u64, 30];
+    let mut whole: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    let cuts = [0u64, 9, 25, 40];
+    let mut parts = Vec::new();
+    for k in 0..3 {
+        let (lo, hi) = (cuts[k], cuts[k + 1]);
+        let opts = AssembleOptions {
+            memory_budget: 16 << 20,
+            threads: 1,
+            tensor_name: member_name("M", k),
+            ..AssembleOptions::default()
+        };
+        let mut b = Builder::new(&[hi - lo, 30], DType::F64, opts).unwrap();
+        for r in lo..hi {
+            for c in (r % 3..30).step_by(4) {
+                let v = (r * 31 + c) as f64 / 8.0;
+                b.push(&[r - lo, c], v).unwrap();
+                whole.insert((r, c), v);
+            }
+        }
+        let p = dir.path().join(format!("part{k}.hrry"));
+        b.finish(&p).unwrap();
+        parts.push((p, vec![lo, 0]));
+    }
+    let out = dir.path().join("M.hrry");
+    let s = join(&parts, &shape, &out, "M").unwrap();
+    assert_eq!(s.nnz as usize, whole.len());
+    let c = CompositeFile::open(&out).unwrap();
+    assert!(c.warnings().is_empty());
+    assert!(c.verify().is_empty(), "{:?}", c.verify());
+    for (&(r, col), &v) in &whole {
+        assert_eq!(c.get(&[r, col]).unwrap(), Value::Float(v));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let f = tokio::fs::File::open(&out).await.unwrap();
+        let mut r = FileReader::open(f).await.unwrap();
+        let comp = r.read_composite("M").await.unwrap();
+        assert_eq!(comp.members.len(), 3);
+        assert_eq!(comp.head.shape.dims(), &shape[..]);
+    });
+    // The CLI: info, get, verify, to-coo, and join from the command line.
+    let cli = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let outs = out.to_str().unwrap();
+    let info = cli(&["composite", "info", outs]);
+    assert!(
+        info.contains("3 members") && info.contains("M.part2"),
+        "{info}"
+    );
+    assert_eq!(
+        cli(&["composite", "get", outs, "10,1"]).trim(),
+        format!("{}", Value::Float(311.0 / 8.0))
+    );
+    assert!(cli(&["composite", "verify", outs]).contains("OK"));
+    let coo = dir.path().join("M-coo.hrry");
+    cli(&["composite", "to-coo", outs, coo.to_str().unwrap()]);
+    let plain = coo_assembler::HurrayFile::open(&coo).unwrap();
+    assert_eq!(plain.only_tensor().unwrap().nnz() as usize, whole.len());
+    let again = dir.path().join("M2.hrry");
+    let p: Vec<String> = parts
+        .iter()
+        .map(|(f, o)| format!("{}@{}", f.display(), o[0]))
+        .collect();
+    let mut args = vec![
+        "composite",
+        "join",
+        "--shape",
+        "40,30",
+        "--name",
+        "M",
+        "-o",
+        again.to_str().unwrap(),
+    ];
+    args.extend(p.iter().map(String::as_str));
+    cli(&args);
+    assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&out).unwrap());
+
+    // Parts that do not cover the shape are refused by join.
+    let e = join(&parts[..2], &shape, &dir.path().join("bad.hrry"), "M").unwrap_err();
+    assert!(e.to_string().contains("exact cover"), "{e}");
+    assert!(!dir.path().join("bad.hrry").exists());
+}

@@ -204,3 +204,68 @@ fn export_spy_and_dense() {
         "10201 elements (101 x 101), more than the limit of 10000",
     );
 }
+
+/// `matvec` on CSR and CSC files gives the COO file's product (the values
+/// are small integers: every sum is exact whatever the order); `export`
+/// of a CSR file is a clear refusal.
+#[test]
+fn matvec_cli_on_csr_and_csc() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 5000u64;
+    let mut text = String::new();
+    for i in 0..n {
+        for j in [i, (i * 7 + 3) % n, (i * 13 + 1) % n] {
+            text.push_str(&format!("{i} {j} {}\n", (i + 2 * j) % 9));
+        }
+    }
+    let input = dir.path().join("a.txt");
+    std::fs::write(&input, text).unwrap();
+    let shape = format!("{n},{n}");
+    let files: Vec<PathBuf> = ["coo", "csr", "csc"]
+        .iter()
+        .map(|layout| {
+            let out = dir.path().join(format!("a-{layout}.hrry"));
+            ok(&[
+                "assemble",
+                "--shape",
+                &shape,
+                "--input",
+                s(&input),
+                "--format",
+                "text",
+                "--layout",
+                layout,
+                "--output",
+                s(&out),
+                "-q",
+            ]);
+            out
+        })
+        .collect();
+    let x: Vec<f64> = (0..n).map(|k| (k % 11) as f64 - 5.0).collect();
+    let xp = dir.path().join("x.f64");
+    vector::write_vector(&xp, &x).unwrap();
+    for transpose in [false, true] {
+        let mut outs = Vec::new();
+        for (k, f) in files.iter().enumerate() {
+            let yp = dir.path().join(format!("y{k}.npy"));
+            let mut args = vec!["matvec", s(f), "--x", s(&xp), "--out", s(&yp), "-q"];
+            if transpose {
+                args.push("--transpose");
+            }
+            ok(&args);
+            outs.push(std::fs::read(&yp).unwrap());
+        }
+        assert_eq!(outs[1], outs[0], "CSR transpose={transpose}");
+        assert_eq!(outs[2], outs[0], "CSC transpose={transpose}");
+        let y = vector::read_vector(&dir.path().join("y0.npy")).unwrap();
+        assert!(y.iter().any(|v| *v != 0.0));
+    }
+    let out = dir.path().join("a.mtx");
+    fails(
+        &["export", s(&files[1]), "--to", "mtx", s(&out)],
+        1,
+        "export reads COO matrices only",
+    );
+    assert!(!out.exists());
+}

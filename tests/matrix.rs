@@ -549,3 +549,124 @@ fn vectors_round_trip() {
         assert_eq!(bits(&back), bits(&v));
     }
 }
+
+/// The same contributions (with duplicates, out of order) assembled as
+/// COO, CSR and CSC, in `dir`.
+fn three_layouts(
+    dir: &Path,
+    tag: &str,
+    shape: [u64; 2],
+    contributions: &[(u64, u64, f64)],
+) -> [PathBuf; 3] {
+    use coo_assembler::{AssembleOptions, Builder, DType, OutputLayout};
+    [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc].map(|layout| {
+        let p = dir.join(format!("{tag}-{layout}.hrry"));
+        let o = AssembleOptions {
+            layout,
+            ..AssembleOptions::default()
+        };
+        let mut b = Builder::new(&shape, DType::F64, o).unwrap();
+        for &(i, j, v) in contributions {
+            b.push(&[i, j], v).unwrap();
+        }
+        b.finish(&p).unwrap();
+        p
+    })
+}
+
+/// CSR and CSC products: right, the same bytes for 1 and 2 threads, CSR
+/// `A x` bit for bit the COO one (same kernel, same order per row), and
+/// with values whose sums are exact, all layouts and directions byte-equal.
+#[test]
+fn matvec_csr_csc_match_coo() {
+    use coo_assembler::matrix::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    let (m, n) = (3000u64, 2500u64);
+    let mut s = 7u64;
+    let k = 3 * SCATTER_MIN_ENTRIES;
+    // Random values; and small integers (every sum exact in f64).
+    let floats: Vec<(u64, u64, f64)> = (0..k)
+        .map(|_| (rand(&mut s) % m, rand(&mut s) % n, unit(&mut s)))
+        .collect();
+    let ints: Vec<(u64, u64, f64)> = floats
+        .iter()
+        .map(|&(i, j, v)| (i, j, (v * 64.0).round()))
+        .collect();
+    for (tag, contributions) in [("floats", &floats), ("ints", &ints)] {
+        let paths = three_layouts(dir.path(), tag, [m, n], contributions);
+        let files: Vec<HurrayFile> = paths.iter().map(|p| HurrayFile::open(p).unwrap()).collect();
+        let mats: Vec<Matrix<'_>> = files
+            .iter()
+            .map(|f| Matrix::of_file(f, None).unwrap())
+            .collect();
+        assert_eq!(mats[0].layout(), Layout::Coo { sorted: true });
+        assert_eq!(mats[1].layout(), Layout::Csr);
+        assert_eq!(mats[2].layout(), Layout::Csc);
+        assert!(mats.iter().all(|a| a.nnz() == mats[0].nnz()));
+        // The stored entries, for the reference product.
+        let entries: Vec<(Vec<u64>, f64)> = mats[0]
+            .tensor()
+            .as_coo()
+            .unwrap()
+            .iter()
+            .map(|(ij, v)| (ij.to_vec(), v.to_f64()))
+            .collect();
+        for transpose in [false, true] {
+            let (xl, yl) = if transpose { (m, n) } else { (n, m) };
+            let x: Vec<f64> = if tag == "ints" {
+                (0..xl).map(|_| (rand(&mut s) % 33) as f64 - 16.0).collect()
+            } else {
+                (0..xl).map(|_| unit(&mut s)).collect()
+            };
+            let want = reference(&entries, &x, yl as usize, transpose);
+            let ys: Vec<Vec<f64>> = mats
+                .iter()
+                .map(|a| {
+                    let y1 = matvec(a, &x, transpose, &opts(1)).unwrap();
+                    let y2 = matvec(a, &x, transpose, &opts(2)).unwrap();
+                    assert_eq!(bits(&y1), bits(&y2), "{tag} {:?} {transpose}", a.layout());
+                    close(&y1, &want, &entries, &x, transpose);
+                    y1
+                })
+                .collect();
+            if !transpose {
+                assert_eq!(bits(&ys[1]), bits(&ys[0]), "{tag}: CSR A x vs COO");
+            }
+            if tag == "ints" {
+                assert_eq!(bits(&ys[0]), bits(&want), "{tag} {transpose}");
+                assert_eq!(bits(&ys[1]), bits(&ys[0]), "{tag} CSR {transpose}");
+                assert_eq!(bits(&ys[2]), bits(&ys[0]), "{tag} CSC {transpose}");
+            }
+        }
+    }
+}
+
+/// dense reads every layout; exports and spy refuse CSR/CSC with a typed
+/// error naming the operation.
+#[test]
+fn dense_of_csr_csc_and_typed_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let c: Vec<(u64, u64, f64)> = vec![(2, 1, 1.5), (0, 3, -2.0), (2, 1, 0.25), (1, 0, 4.0)];
+    let paths = three_layouts(dir.path(), "small", [3, 4], &c);
+    let files: Vec<HurrayFile> = paths.iter().map(|p| HurrayFile::open(p).unwrap()).collect();
+    let d0 = dense(&Matrix::of_file(&files[0], None).unwrap(), 100).unwrap();
+    assert_eq!(d0[2 * 4 + 1], Value::Float(1.75));
+    for f in &files[1..] {
+        let a = Matrix::of_file(f, None).unwrap();
+        assert_eq!(dense(&a, 100).unwrap(), d0);
+        let out = dir.path().join("a.mtx");
+        let e = export(&a, Format::Mtx, &out, &ExportOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, MatrixError::LayoutNotSupported { op: "export", .. }),
+            "{e}"
+        );
+        assert!(!out.exists());
+        let png = dir.path().join("a.png");
+        let e = spy(f, None, &png, &SpyOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, MatrixError::LayoutNotSupported { op: "spy", .. }),
+            "{e}"
+        );
+        assert!(!png.exists());
+    }
+}

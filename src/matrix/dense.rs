@@ -28,8 +28,9 @@ pub fn dense(a: &Matrix<'_>, limit: u64) -> MatrixResult<Vec<Value>> {
     };
     let cols = a.cols() as usize;
     let mut out = vec![zero; elements as usize];
-    let t = a.tensor();
-    for (p, (ij, v)) in t.iter().enumerate() {
+    let mut p = 0usize;
+    // Storage order of any layout: each entry lands at its own place.
+    a.tensor().try_for_each(|ij, v| -> MatrixResult<()> {
         let slot = ij[0]
             .checked_mul(cols as u64)
             .and_then(|r| r.checked_add(ij[1]))
@@ -39,6 +40,8 @@ pub fn dense(a: &Matrix<'_>, limit: u64) -> MatrixResult<Vec<Value>> {
             Some(s) => *s = v,
             None => return Err(a.corrupt(p, format_args!("coordinate {ij:?} is out of range"))),
         }
-    }
+        p += 1;
+        Ok(())
+    })?;
     Ok(out)
 }

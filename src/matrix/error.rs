@@ -103,8 +103,10 @@ pub enum MatrixError {
     Options(String),
 
     /// A CSR or CSC matrix given to an operation that reads COO only so far.
-    #[error("tensor {tensor:?} is stored as {layout}: matvec, export, spy and dense read COO matrices only for now; convert it first (coo-assembler convert FILE OUT --to coo)")]
+    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only for now (matvec and dense read every layout); convert it first (coo-assembler convert FILE OUT --to coo)")]
     LayoutNotSupported {
+        /// The operation.
+        op: &'static str,
         /// The tensor.
         tensor: String,
         /// Its layout, upper case ("CSR", "CSC").

@@ -5,13 +5,14 @@
 //! output:
 //!
 //! - **owned rows**: the entries are sorted by the output index (`A x` on a
-//!   row-sorted COO; CSR `A x` and CSC `A^T x` will use it too). Blocks of
-//!   about [`BLOCK_ENTRIES`] entries are cut at row boundaries, so each block
+//!   row-sorted COO, CSR `A x`, CSC `A^T x`). Blocks of about
+//!   [`BLOCK_ENTRIES`] entries are cut at row boundaries (CSR/CSC: at
+//!   pointer boundaries, the rows are the pointers' slices), so each block
 //!   owns its rows of `y`, and every `y[i]` is row i's products summed in a
 //!   fixed order (four accumulators by position in the row, see
 //!   [`row_dot`]): the result depends on neither blocks nor threads.
 //! - **scatter**: any other order (`A^T x` on a row-sorted COO, an unsorted
-//!   COO). Each block adds its products into a partial vector (in storage
+//!   COO, CSR `A^T x`, CSC `A x`). Each block adds its products into a partial vector (in storage
 //!   order); partials are added into `y` in block order, each over the span
 //!   of indices its block touched. The blocks come from the data (a fixed
 //!   entry count, at least the output length, so the reduction costs at
@@ -26,7 +27,7 @@
 use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
-use crate::Element;
+use crate::{CompressedTensor, CooTensor, Element};
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -149,10 +150,12 @@ fn run(
         None => None,
     };
     let mut go = || match (a.layout(), transpose) {
-        (Layout::Coo { sorted: true }, false) => owned_rows(a, x, y, opts.paging),
-        // CSR (A x) and CSC (A^T x) will join the owned kernel; their
-        // transposes the scatter one.
-        (Layout::Coo { .. }, _) => scatter(a, x, y, transpose, opts.paging),
+        (Layout::Coo { sorted: true }, false) => owned_rows(a, a.coo("matvec")?, x, y, opts.paging),
+        (Layout::Coo { .. }, _) => scatter(a, a.coo("matvec")?, x, y, transpose, opts.paging),
+        // The major index (row of CSR, column of CSC) is the output index:
+        // each lane is one output element.
+        (Layout::Csr, false) | (Layout::Csc, true) => owned_lanes(a, x, y, opts.paging),
+        (Layout::Csr, true) | (Layout::Csc, false) => scatter_lanes(a, x, y, opts.paging),
     };
     match pool {
         Some(p) => p.install(go),
@@ -228,8 +231,13 @@ fn row_blocks(nnz: usize, size: usize, row: impl Fn(usize) -> u64) -> Vec<(Range
 /// The rows of y a block owns: first row and the slice.
 type RowSlice<'y> = (usize, &'y mut [f64]);
 
-fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
-    let t = a.tensor();
+fn owned_rows(
+    a: &Matrix<'_>,
+    t: CooTensor<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    paging: Paging,
+) -> MatrixResult<()> {
     let ind = t.indices();
     let nnz = t.nnz() as usize;
     let blocks = row_blocks(nnz, BLOCK_ENTRIES, |p| ind[2 * p]);
@@ -276,8 +284,7 @@ fn owned_rows(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matri
     r
 }
 
-/// Rows of one block: `ys` holds rows `row0..`. Each row is one
-/// [`row_dot`].
+/// Rows of one block: `ys` holds rows `row0..`. Each row is one [`dot`].
 #[inline(never)]
 fn owned_block<T: Element>(
     a: &Matrix<'_>,
@@ -300,7 +307,7 @@ fn owned_block<T: Element>(
             Some(slot) if prev.is_none_or(|pr| r > pr) => slot,
             _ => return Err(a.corrupt(p, format_args!("row {r} breaks the sorted order"))),
         };
-        match row_dot(&ind[2 * p..2 * q], &vals[p..q], x) {
+        match dot::<_, 2, 1>(&ind[2 * p..2 * q], &vals[p..q], x) {
             Some(v) => *slot = v,
             None => return Err(a.corrupt(p, "a column of this row is out of range")),
         }
@@ -310,24 +317,26 @@ fn owned_block<T: Element>(
     Ok(())
 }
 
-/// Sum of `v[k] * x[col k]` over one row: entry k of the row goes to
-/// accumulator k mod 4 (in storage order), and the result is
-/// `(a0 + a1) + (a2 + a3)`. Four chains instead of one dependent sum keep
-/// the adder busy; the order depends only on the row, so it is the same
-/// for any blocks and threads. `None` when a column is out of range.
+/// Sum of `v[k] * x[col k]` over one row, the column of entry k being
+/// `ind[S * k + C]` (COO pairs: `S = 2, C = 1`; CSR/CSC minor indices:
+/// `S = 1, C = 0`): entry k of the row goes to accumulator k mod 4 (in
+/// storage order), and the result is `(a0 + a1) + (a2 + a3)`. Four chains
+/// instead of one dependent sum keep the adder busy; the order depends
+/// only on the row, so it is the same for any blocks, threads and layout.
+/// `None` when a column is out of range.
 #[inline(always)]
-fn row_dot<T: Element>(ij: &[u64], v: &[T], x: &[f64]) -> Option<f64> {
+fn dot<T: Element, const S: usize, const C: usize>(ind: &[u64], v: &[T], x: &[f64]) -> Option<f64> {
     let mut acc = [0.0f64; 4];
-    let (c8, v4) = (ij.chunks_exact(8), v.chunks_exact(4));
-    let (crest, vrest) = (c8.remainder(), v4.remainder());
-    for (c, w) in c8.zip(v4) {
-        acc[0] += f64_of(w[0]) * *x.get(c[1] as usize)?;
-        acc[1] += f64_of(w[1]) * *x.get(c[3] as usize)?;
-        acc[2] += f64_of(w[2]) * *x.get(c[5] as usize)?;
-        acc[3] += f64_of(w[3]) * *x.get(c[7] as usize)?;
+    let (c4, v4) = (ind.chunks_exact(4 * S), v.chunks_exact(4));
+    let (crest, vrest) = (c4.remainder(), v4.remainder());
+    for (c, w) in c4.zip(v4) {
+        acc[0] += f64_of(w[0]) * *x.get(c[C] as usize)?;
+        acc[1] += f64_of(w[1]) * *x.get(c[S + C] as usize)?;
+        acc[2] += f64_of(w[2]) * *x.get(c[2 * S + C] as usize)?;
+        acc[3] += f64_of(w[3]) * *x.get(c[3 * S + C] as usize)?;
     }
-    for (k, (c, w)) in crest.chunks_exact(2).zip(vrest).enumerate() {
-        acc[k] += f64_of(*w) * *x.get(c[1] as usize)?;
+    for (k, (c, w)) in crest.chunks_exact(S).zip(vrest).enumerate() {
+        acc[k] += f64_of(*w) * *x.get(c[C] as usize)?;
     }
     Some((acc[0] + acc[1]) + (acc[2] + acc[3]))
 }
@@ -346,20 +355,39 @@ struct Reduce<'y> {
 
 fn scatter(
     a: &Matrix<'_>,
+    t: CooTensor<'_>,
     x: &[f64],
     y: &mut [f64],
     transpose: bool,
     paging: Paging,
 ) -> MatrixResult<()> {
-    let t = a.tensor();
     let ind = t.indices();
-    let nnz = t.nnz() as usize;
+    let blocks = fixed_blocks(t.nnz() as usize, SCATTER_MIN_ENTRIES.max(y.len()));
+    with_values!(t, |vals| {
+        scatter_with(a, y, &blocks, paging, |_, range, buf| {
+            if transpose {
+                scatter_block::<_, true>(a, ind, vals, x, range, buf)
+            } else {
+                scatter_block::<_, false>(a, ind, vals, x, range, buf)
+            }
+        })
+    })
+}
+
+/// The scatter kernel over entry blocks `blocks`: `work(b, range, buf)`
+/// adds block b's products into `buf` (zeros outside the span it returns).
+fn scatter_with(
+    a: &Matrix<'_>,
+    y: &mut [f64],
+    blocks: &[Range<usize>],
+    paging: Paging,
+    work: impl Fn(usize, Range<usize>, &mut [f64]) -> MatrixResult<(usize, usize)> + Sync,
+) -> MatrixResult<()> {
     let out_len = y.len();
-    let blocks = fixed_blocks(nnz, SCATTER_MIN_ENTRIES.max(out_len));
     let window = 2 * rayon::current_num_threads() + 2;
     let sweep: Sweep<'_, Partial, Reduce<'_>> = Sweep::new(
         a,
-        &blocks,
+        blocks,
         Some(window),
         paging,
         Reduce {
@@ -383,32 +411,25 @@ fn scatter(
             }
         }
     };
-    let r = with_values!(t, |vals| {
-        workers(
-            || {
-                while let Some((b, range)) = sweep.claim() {
-                    let mut buf = take_buffer()?;
-                    let (lo, hi) = if transpose {
-                        scatter_block::<_, true>(a, ind, vals, x, range, &mut buf)?
-                    } else {
-                        scatter_block::<_, false>(a, ind, vals, x, range, &mut buf)?
-                    };
-                    sweep.done(b, Partial { buf, lo, hi }, |red, mut p| {
-                        if p.lo < p.hi {
-                            for (yi, pi) in red.y[p.lo..p.hi].iter_mut().zip(&mut p.buf[p.lo..p.hi])
-                            {
-                                *yi += *pi;
-                                *pi = 0.0;
-                            }
+    let r = workers(
+        || {
+            while let Some((b, range)) = sweep.claim() {
+                let mut buf = take_buffer()?;
+                let (lo, hi) = work(b, range, &mut buf)?;
+                sweep.done(b, Partial { buf, lo, hi }, |red, mut p| {
+                    if p.lo < p.hi {
+                        for (yi, pi) in red.y[p.lo..p.hi].iter_mut().zip(&mut p.buf[p.lo..p.hi]) {
+                            *yi += *pi;
+                            *pi = 0.0;
                         }
-                        red.free.push(p.buf);
-                    });
-                }
-                Ok(())
-            },
-            || sweep.stop(),
-        )
-    });
+                    }
+                    red.free.push(p.buf);
+                });
+            }
+            Ok(())
+        },
+        || sweep.stop(),
+    );
     sweep.finish();
     r
 }
@@ -448,4 +469,128 @@ fn scatter_block<T: Element, const TRANSPOSE: bool>(
         hi = hi.max(i_out + 1);
     }
     Ok((lo.min(hi), hi))
+}
+
+/// The pointers of a CSR/CSC matrix, checked whole (`ptr[0] = 0`,
+/// non-decreasing, the last = nnz) so that every lane is a valid slice.
+fn checked_pointers<'t>(c: &CompressedTensor<'t>) -> MatrixResult<&'t [u64]> {
+    let ptr = c.pointers();
+    let nnz = c.nnz();
+    let bad = if ptr.len() as u64 != c.major_extent() + 1 || ptr.first() != Some(&0) {
+        Some(0)
+    } else if ptr.last() != Some(&nnz) {
+        Some(ptr.len() - 1)
+    } else {
+        ptr.windows(2).position(|w| w[0] > w[1]).map(|m| m + 1)
+    };
+    match bad {
+        None => Ok(ptr),
+        Some(m) => Err(MatrixError::Crate(crate::Error::invalid(
+            format!("{} of tensor {:?}", c.pointers_name(), c.name()),
+            0,
+            format!(
+                "pointer {m} breaks ptr[0] = 0, non-decreasing, last = nnz = {nnz}; run verify for the full report"
+            ),
+        ))),
+    }
+}
+
+/// Lanes (rows of CSR, columns of CSC) in blocks of at least `size`
+/// entries (the last may hold fewer), cut at pointer boundaries: the data
+/// decides, not the thread count.
+fn lane_blocks(ptr: &[u64], size: usize) -> Vec<Range<usize>> {
+    let extent = ptr.len().saturating_sub(1);
+    let mut out = Vec::new();
+    let mut m0 = 0;
+    for m in 1..=extent {
+        if ptr[m] - ptr[m0] >= size as u64 || m == extent {
+            out.push(m0..m);
+            m0 = m;
+        }
+    }
+    out
+}
+
+/// Entry ranges of lane blocks.
+fn entry_ranges(ptr: &[u64], lanes: &[Range<usize>]) -> Vec<Range<usize>> {
+    lanes
+        .iter()
+        .map(|l| ptr[l.start] as usize..ptr[l.end] as usize)
+        .collect()
+}
+
+/// CSR `A x`, CSC `A^T x`: `y[m]` is lane m's [`dot`], blocks own lanes.
+fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
+    let Some(c) = a.compressed() else {
+        return Ok(());
+    };
+    let ptr = checked_pointers(&c)?;
+    let minor = c.indices();
+    let lanes = lane_blocks(ptr, BLOCK_ENTRIES);
+    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(lanes.len());
+    let mut rest = y;
+    for l in &lanes {
+        let (head, tail) = rest.split_at_mut(l.len());
+        slices.push(Mutex::new(Some((l.start, head))));
+        rest = tail;
+    }
+    let ranges = entry_ranges(ptr, &lanes);
+    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
+    let r = with_values!(c, |vals| {
+        workers(
+            || {
+                while let Some((b, _)) = sweep.claim() {
+                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let Some((m0, ys)) = taken else {
+                        continue;
+                    };
+                    for (k, slot) in ys.iter_mut().enumerate() {
+                        let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
+                        *slot =
+                            dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
+                                a.corrupt(lo, "an index of this row (column) is out of range")
+                            })?;
+                    }
+                    sweep.done(b, (), |_, _| {});
+                }
+                Ok(())
+            },
+            || sweep.stop(),
+        )
+    });
+    sweep.finish();
+    r
+}
+
+/// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` lane after lane,
+/// through the scatter kernel.
+fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
+    let Some(c) = a.compressed() else {
+        return Ok(());
+    };
+    let ptr = checked_pointers(&c)?;
+    let minor = c.indices();
+    let lanes = lane_blocks(ptr, SCATTER_MIN_ENTRIES.max(y.len()));
+    let ranges = entry_ranges(ptr, &lanes);
+    with_values!(c, |vals| {
+        scatter_with(a, y, &ranges, paging, |b, _, buf| {
+            let (mut lo, mut hi) = (usize::MAX, 0usize);
+            for m in lanes[b].clone() {
+                let xm = x[m];
+                let (s, e) = (ptr[m] as usize, ptr[m + 1] as usize);
+                for (k, (&i, v)) in minor[s..e].iter().zip(&vals[s..e]).enumerate() {
+                    let i = i as usize;
+                    match buf.get_mut(i) {
+                        Some(slot) => *slot += f64_of(*v) * xm,
+                        None => {
+                            return Err(a.corrupt(s + k, format_args!("index {i} is out of range")))
+                        }
+                    }
+                    lo = lo.min(i);
+                    hi = hi.max(i + 1);
+                }
+            }
+            Ok((lo.min(hi), hi))
+        })
+    })
 }

@@ -112,8 +112,7 @@ struct Pager {
 
 impl Pager {
     fn new(m: &Matrix<'_>, paging: Paging) -> Pager {
-        let t = m.tensor();
-        let n = t.nnz() as usize;
+        let n = m.nnz() as usize;
         let stream = m.releasable()
             && match paging {
                 Paging::Stream => true,
@@ -122,8 +121,8 @@ impl Pager {
             };
         let page = page_size();
         let regions = [
-            Region::of(t.values_bytes(), n),
-            Region::of(t.indices_bytes(), n),
+            Region::of(m.values_bytes(), n),
+            Region::of(m.indices_bytes(), n),
         ];
         let down = |a: usize| a & !(page - 1);
         let p = Pager {

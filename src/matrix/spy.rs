@@ -100,6 +100,7 @@ pub fn spy(
     let (gw, gh) = (gw as usize, gh as usize);
     let mut grid = vec![0u32; gw * gh];
     let r = t.rank();
+    let t = a.coo("spy")?;
     let ind = t.indices();
     let nnz = t.nnz() as usize;
     for_each_block(&a, &fixed_blocks(nnz, 1 << 16), opts.paging, |range| {

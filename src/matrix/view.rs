@@ -1,12 +1,11 @@
 //! A rank-2 tensor seen as a matrix, and how its entries are laid out.
 //!
 //! Everything in `matrix` goes through [`Matrix`]: it knows the shape, the
-//! layout (sorted or unsorted COO today; CSR and CSC slot in as further
-//! [`Layout`] variants) and whether the bytes are a file mapping whose pages
+//! layout (sorted or unsorted COO, CSR, CSC: see [`Layout`]) and whether the bytes are a file mapping whose pages
 //! may be released behind a sequential pass.
 
 use super::error::{MatrixError, MatrixResult};
-use crate::{CooTensor, DType, Element, HurrayFile};
+use crate::{CompressedTensor, CooTensor, DType, Element, HurrayFile, OutputLayout, Tensor};
 use std::ops::Range;
 
 /// How the entries of a matrix are stored.
@@ -18,12 +17,16 @@ pub enum Layout {
         /// The descriptor's is_sorted flag.
         sorted: bool,
     },
+    /// Compressed sparse rows: row after row, `row_ptr` gives each row.
+    Csr,
+    /// Compressed sparse columns: column after column, `col_ptr` gives each.
+    Csc,
 }
 
 /// A rank-2 tensor of an open file, used as a matrix.
 #[derive(Clone, Copy, Debug)]
 pub struct Matrix<'a> {
-    t: CooTensor<'a>,
+    t: Tensor<'a>,
     rows: u64,
     cols: u64,
     layout: Layout,
@@ -36,12 +39,17 @@ impl<'a> Matrix<'a> {
     /// A matrix view of `t`, which must have rank 2. Its pages are never
     /// released (use [`Matrix::of_file`] for that).
     pub fn new(t: CooTensor<'a>) -> MatrixResult<Matrix<'a>> {
+        Self::of_tensor(Tensor::Coo(t))
+    }
+
+    /// A matrix view of a tensor of any layout (COO of rank 2, CSR, CSC).
+    pub fn of_tensor(t: Tensor<'a>) -> MatrixResult<Matrix<'a>> {
         Self::with_rank(t, "a matrix operation", 2, 2)
     }
 
     /// The first two dimensions of a tensor of rank `min..=max`.
     pub(crate) fn with_rank(
-        t: CooTensor<'a>,
+        t: Tensor<'a>,
         op: &'static str,
         min: usize,
         max: usize,
@@ -59,8 +67,12 @@ impl<'a> Matrix<'a> {
             t,
             rows: s[0],
             cols: s[1],
-            layout: Layout::Coo {
-                sorted: t.is_sorted(),
+            layout: match t {
+                Tensor::Coo(c) => Layout::Coo {
+                    sorted: c.is_sorted(),
+                },
+                Tensor::Compressed(c) if c.layout() == OutputLayout::Csc => Layout::Csc,
+                Tensor::Compressed(_) => Layout::Csr,
             },
             releasable: false,
         })
@@ -71,7 +83,7 @@ impl<'a> Matrix<'a> {
     /// release the pages they are done with, so a file larger than memory
     /// streams through a bounded window.
     pub fn of_file(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<Matrix<'a>> {
-        Ok(Matrix::new(pick(file, name)?)?.in_file(file))
+        Ok(Matrix::of_tensor(pick(file, name)?)?.in_file(file))
     }
 
     /// Allow page release when the tensor's buffers lie in `file`'s mapping.
@@ -83,7 +95,9 @@ impl<'a> Matrix<'a> {
                     let p = b.as_ptr() as usize;
                     b.is_empty() || (p >= lo && p + b.len() <= hi)
                 };
-                inside(self.t.values_bytes()) && inside(self.t.indices_bytes())
+                inside(self.values_bytes())
+                    && inside(self.indices_bytes())
+                    && self.compressed().is_none_or(|c| inside(c.pointers_bytes()))
             }
             None => false,
         };
@@ -91,8 +105,39 @@ impl<'a> Matrix<'a> {
     }
 
     /// The tensor.
-    pub fn tensor(&self) -> CooTensor<'a> {
+    pub fn tensor(&self) -> Tensor<'a> {
         self.t
+    }
+
+    /// The COO tensor, or [`MatrixError::LayoutNotSupported`] naming `op`
+    /// for CSR/CSC (operations that read the coordinate list directly).
+    pub(crate) fn coo(&self, op: &'static str) -> MatrixResult<CooTensor<'a>> {
+        self.t
+            .as_coo()
+            .ok_or_else(|| MatrixError::LayoutNotSupported {
+                op,
+                tensor: self.t.name().to_string(),
+                layout: self.t.layout().to_string().to_uppercase(),
+            })
+    }
+
+    /// The CSR/CSC tensor, if it is one.
+    pub(crate) fn compressed(&self) -> Option<CompressedTensor<'a>> {
+        self.t.as_compressed()
+    }
+
+    /// Raw values buffer.
+    pub(crate) fn values_bytes(&self) -> &'a [u8] {
+        self.t.values_bytes()
+    }
+
+    /// Raw index buffer: the coordinates (COO) or the minor indices
+    /// (CSR/CSC), in storage order.
+    pub(crate) fn indices_bytes(&self) -> &'a [u8] {
+        match self.t {
+            Tensor::Coo(c) => c.indices_bytes(),
+            Tensor::Compressed(c) => c.indices_bytes(),
+        }
     }
 
     /// Number of rows.
@@ -120,7 +165,7 @@ impl<'a> Matrix<'a> {
         self.t.dtype()
     }
 
-    /// True when entries are in row-major order.
+    /// True when the entries of a COO matrix are in row-major order.
     pub fn is_row_sorted(&self) -> bool {
         matches!(self.layout, Layout::Coo { sorted: true })
     }
@@ -129,9 +174,10 @@ impl<'a> Matrix<'a> {
         self.releasable
     }
 
-    /// Bytes of the stored entries (values and indices).
+    /// Bytes of the stored entries (values, indices, pointers).
     pub fn stored_bytes(&self) -> u64 {
-        (self.t.values_bytes().len() + self.t.indices_bytes().len()) as u64
+        let ptr = self.compressed().map_or(0, |c| c.pointers_bytes().len());
+        (self.values_bytes().len() + self.indices_bytes().len() + ptr) as u64
     }
 
     /// Refuse anything but a row-major sorted matrix.
@@ -158,16 +204,11 @@ impl<'a> Matrix<'a> {
     }
 }
 
-/// The tensor `name` of `file`, or its only tensor.
-/// A CSR/CSC tensor is a [`MatrixError::LayoutNotSupported`].
-pub(crate) fn pick<'a>(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<CooTensor<'a>> {
-    let t = match name {
+/// The tensor `name` of `file`, or its only tensor, of any layout.
+pub(crate) fn pick<'a>(file: &'a HurrayFile, name: Option<&str>) -> MatrixResult<Tensor<'a>> {
+    Ok(match name {
         Some(n) => file.tensor_view(n)?,
         None => file.only_tensor_view()?,
-    };
-    t.as_coo().ok_or_else(|| MatrixError::LayoutNotSupported {
-        tensor: t.name().to_string(),
-        layout: t.layout().to_string().to_uppercase(),
     })
 }
 

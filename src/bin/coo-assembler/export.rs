@@ -60,7 +60,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.common.pick)?;
+    let t = pick(&f, &a.common.pick, "export")?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let format = match a.to {
         To::Mtx => Format::Mtx,

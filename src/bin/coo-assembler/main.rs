@@ -204,12 +204,13 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
         .with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// The COO tensor `pick` names, or the only one (matvec, export, spy): a
-/// CSR/CSC one is a typed error saying so.
-fn pick<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<CooTensor<'f>> {
+/// The COO tensor `pick` names, or the only one (export, spy): a CSR/CSC
+/// one is a typed error saying so.
+fn pick<'f>(f: &'f HurrayFile, pick: &Pick, op: &'static str) -> anyhow::Result<CooTensor<'f>> {
     let t = pick_view(f, pick)?;
     t.as_coo().ok_or_else(|| {
         coo_assembler::matrix::MatrixError::LayoutNotSupported {
+            op,
             tensor: t.name().to_string(),
             layout: t.layout().to_string().to_uppercase(),
         }

@@ -1,6 +1,6 @@
 //! `coo-assembler matvec`: y = A x or A^T x, vectors in `.npy` or raw `.f64`.
 
-use crate::{open, pick, Pick};
+use crate::{open, pick_view, Pick};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use coo_assembler::matrix::{self, vector, Matrix, MatvecOptions, NonFiniteInput, Paging};
@@ -78,7 +78,7 @@ pub(crate) struct MatvecArgs {
 pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
     let x = vector::read_vector(&a.x)?;
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.common.pick)?;
+    let t = pick_view(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let opts = MatvecOptions {
         threads: a.threads,

@@ -85,6 +85,8 @@ pub fn export(
             "symmetric output is a MatrixMarket option".into(),
         ));
     }
+    // Exports read the coordinate list directly (CSR/CSC: convert first).
+    a.coo("export")?;
     match format {
         Format::Mtx => mtx::write(a, out, opts),
         Format::Npz => npz::write(a, out, opts),

@@ -17,7 +17,7 @@ use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
 use super::super::view::{to_usize, Matrix};
 use super::{pass, pass_blocks, ExportOptions, ExportSummary};
-use crate::Value;
+use crate::{CooTensor, Value};
 use std::path::Path;
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
@@ -65,7 +65,7 @@ pub(super) fn write(
     out: &Path,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
-    let t = a.tensor();
+    let t = a.coo("export to mtx")?;
     let field = if t.dtype().is_float() {
         "real"
     } else {
@@ -157,7 +157,7 @@ pub(super) fn write(
                     };
                     if !ok {
                         return Err(MatrixError::NotSymmetric {
-                            detail: mismatch(a, i, j, p, q),
+                            detail: mismatch(t, i, j, p, q),
                         });
                     }
                     cursor[j as usize] = q + 1;
@@ -199,7 +199,7 @@ const PIECE: usize = 1 << 15;
 /// written in order.
 fn write_general(a: &Matrix<'_>, o: &mut Output, opts: &ExportOptions) -> MatrixResult<()> {
     use rayon::prelude::*;
-    let t = a.tensor();
+    let t = a.coo("export to mtx")?;
     let ind = t.indices();
     pass_blocks(
         a,
@@ -228,8 +228,7 @@ fn write_general(a: &Matrix<'_>, o: &mut Output, opts: &ExportOptions) -> Matrix
 }
 
 /// Why lower entry (i, j) at position p has no mirror; q is row j's cursor.
-fn mismatch(a: &Matrix<'_>, i: u64, j: u64, p: usize, q: u64) -> String {
-    let t = a.tensor();
+fn mismatch(t: CooTensor<'_>, i: u64, j: u64, p: usize, q: u64) -> String {
     let here = t.value(p as u64);
     if q < t.nnz() {
         let e = t.index(q);

@@ -122,7 +122,7 @@ pub(super) fn write(
         }
         NpzLayout::Coo => false,
     };
-    let t = a.tensor();
+    let t = a.coo("export to npz")?;
     let nnz = t.nnz();
     let (m, n) = (a.rows(), a.cols());
     if m > i64::MAX as u64 || n > i64::MAX as u64 {

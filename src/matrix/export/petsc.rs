@@ -24,7 +24,7 @@ pub(super) fn write(
         "PETSc export",
         "PETSc reads rows in order; assemble the matrix sorted",
     )?;
-    let t = a.tensor();
+    let t = a.coo("export to PETSc")?;
     let (m, n, nnz) = (a.rows(), a.cols(), t.nnz());
     let int64 = opts.petsc_int64;
     let limit = if int64 {

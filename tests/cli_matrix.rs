@@ -258,7 +258,7 @@ fn matvec_cli_on_csr_and_csc() {
         }
         assert_eq!(outs[1], outs[0], "CSR transpose={transpose}");
         assert_eq!(outs[2], outs[0], "CSC transpose={transpose}");
-        let y = vector::read_vector(&dir.path().join("y0.npy")).unwrap();
+        let y = vector::read_vector(dir.path().join("y0.npy")).unwrap();
         assert!(y.iter().any(|v| *v != 0.0));
     }
     let out = dir.path().join("a.mtx");

@@ -670,3 +670,41 @@ fn dense_of_csr_csc_and_typed_refusals() {
         assert!(!png.exists());
     }
 }
+
+/// A CSR/CSC file whose pointers or minor indices were damaged after
+/// writing (open checks structure, not content): a typed error from both
+/// kernels, never a panic.
+#[test]
+fn damaged_csr_csc_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let c: Vec<(u64, u64, f64)> = (0..40).map(|k| (k % 5, (k * 3) % 7, k as f64)).collect();
+    let paths = three_layouts(dir.path(), "dmg", [5, 7], &c);
+    for p in &paths[1..] {
+        let bytes = std::fs::read(p).unwrap();
+        let f = HurrayFile::from_bytes(bytes.clone()).unwrap();
+        let t = f.only_tensor_view().unwrap().as_compressed().unwrap();
+        // Offsets inside the file of pointer 2 and minor index 0.
+        let (ptr_at, ind_at) = {
+            let raw = &bytes;
+            let find = |needle: &[u8]| raw.windows(needle.len()).position(|w| w == needle).unwrap();
+            (find(t.pointers_bytes()) + 16, find(t.indices_bytes()))
+        };
+        let open = |b: Vec<u8>| {
+            HurrayFile::from_bytes_with(&b, coo_assembler::ReadOptions { permissive: true })
+                .unwrap()
+        };
+        let mut broken_ptr = bytes.clone();
+        broken_ptr[ptr_at..ptr_at + 8].copy_from_slice(&1000u64.to_le_bytes());
+        let mut broken_ind = bytes.clone();
+        broken_ind[ind_at..ind_at + 8].copy_from_slice(&99u64.to_le_bytes());
+        for (what, b) in [("pointer", broken_ptr), ("index", broken_ind)] {
+            let f = open(b);
+            let a = Matrix::of_file(&f, None).unwrap();
+            for t in [false, true] {
+                let x = vec![1.0; if t { 5 } else { 7 }];
+                let e = matvec(&a, &x, t, &opts(2)).unwrap_err();
+                assert!(e.to_string().contains("run verify"), "{what}: {e}");
+            }
+        }
+    }
+}

@@ -193,7 +193,7 @@ fn first_pointers(v: &[u64]) -> Vec<u8> {
 }
 
 /// `matvec` reads CSR and CSC (the values are quarters: every sum is
-/// exact, so the bytes equal the COO product); `export` and `spy` refuse
+/// exact, so the bytes equal the COO product); `export --to npz` refuses
 /// them by name.
 #[test]
 fn matvec_reads_csr_and_csc_export_refuses_them_by_name() {
@@ -217,8 +217,8 @@ fn matvec_reads_csr_and_csc_export_refuses_them_by_name() {
         let y = d.path().join(format!("y-{l}.f64"));
         ok(&["matvec", s(f), "--x", s(&x), "--out", s(&y), "-q"]);
         assert_eq!(std::fs::read(&y).unwrap(), want, "{l}");
-        let mtx = d.path().join(format!("{l}.mtx"));
-        let o = run(&["export", s(f), "--to", "mtx", s(&mtx)]);
+        let mtx = d.path().join(format!("{l}.npz"));
+        let o = run(&["export", s(f), "--to", "npz", s(&mtx)]);
         assert_eq!(o.code, 1, "{l}: {}", o.stderr);
         let up = l.to_uppercase();
         assert!(

@@ -261,11 +261,15 @@ fn matvec_cli_on_csr_and_csc() {
         let y = vector::read_vector(dir.path().join("y0.npy")).unwrap();
         assert!(y.iter().any(|v| *v != 0.0));
     }
-    let out = dir.path().join("a.mtx");
+    let (m0, m1) = (dir.path().join("coo.mtx"), dir.path().join("csr.mtx"));
+    ok(&["export", s(&files[0]), "--to", "mtx", s(&m0), "-q"]);
+    ok(&["export", s(&files[1]), "--to", "mtx", s(&m1), "-q"]);
+    assert_eq!(std::fs::read(&m1).unwrap(), std::fs::read(&m0).unwrap());
+    let out = dir.path().join("a.npz");
     fails(
-        &["export", s(&files[1]), "--to", "mtx", s(&out)],
+        &["export", s(&files[1]), "--to", "npz", s(&out)],
         1,
-        "export reads COO matrices only",
+        "export to npz and PETSc reads COO matrices only",
     );
     assert!(!out.exists());
 }

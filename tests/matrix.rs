@@ -641,23 +641,61 @@ fn matvec_csr_csc_match_coo() {
     }
 }
 
-/// dense reads every layout; exports and spy refuse CSR/CSC with a typed
-/// error naming the operation.
+/// dense and the MatrixMarket export read every layout (CSR: the COO
+/// export's bytes; CSC: the same lines, column-major); npz, PETSc and spy
+/// refuse CSR/CSC with a typed error naming the operation.
 #[test]
-fn dense_of_csr_csc_and_typed_refusals() {
+fn dense_and_mtx_of_csr_csc_and_typed_refusals() {
     let dir = tempfile::tempdir().unwrap();
-    let c: Vec<(u64, u64, f64)> = vec![(2, 1, 1.5), (0, 3, -2.0), (2, 1, 0.25), (1, 0, 4.0)];
-    let paths = three_layouts(dir.path(), "small", [3, 4], &c);
+    let mut s = 5u64;
+    let mut c: Vec<(u64, u64, f64)> = vec![(2, 1, 1.5), (0, 3, -2.0), (2, 1, 0.25), (1, 0, 4.0)];
+    // Enough for several export blocks, with empty rows and columns.
+    c.extend((0..200_000).map(|_| (rand(&mut s) % 40 * 3, rand(&mut s) % 50 * 2, unit(&mut s))));
+    let paths = three_layouts(dir.path(), "small", [120, 100], &c);
     let files: Vec<HurrayFile> = paths.iter().map(|p| HurrayFile::open(p).unwrap()).collect();
-    let d0 = dense(&Matrix::of_file(&files[0], None).unwrap(), 100).unwrap();
-    assert_eq!(d0[2 * 4 + 1], Value::Float(1.75));
-    for f in &files[1..] {
+    let a0 = Matrix::of_file(&files[0], None).unwrap();
+    let d0 = dense(&a0, 20_000).unwrap();
+    assert!(matches!(d0[2 * 100 + 1], Value::Float(_)));
+    let mtx0 = dir.path().join("coo.mtx");
+    export(&a0, Format::Mtx, &mtx0, &ExportOptions::default()).unwrap();
+    let text0 = std::fs::read_to_string(&mtx0).unwrap();
+    let lines = |t: &str| {
+        let mut l: Vec<String> = t.lines().skip(3).map(String::from).collect();
+        l.sort();
+        l
+    };
+    for (k, f) in files[1..].iter().enumerate() {
         let a = Matrix::of_file(f, None).unwrap();
-        assert_eq!(dense(&a, 100).unwrap(), d0);
-        let out = dir.path().join("a.mtx");
-        let e = export(&a, Format::Mtx, &out, &ExportOptions::default()).unwrap_err();
+        assert_eq!(dense(&a, 20_000).unwrap(), d0);
+        let mtx = dir.path().join(format!("{k}.mtx"));
+        let sum = export(&a, Format::Mtx, &mtx, &ExportOptions::default()).unwrap();
+        assert_eq!(sum.entries, a0.nnz());
+        let text = std::fs::read_to_string(&mtx).unwrap();
+        if k == 0 {
+            assert_eq!(text, text0, "CSR mtx");
+        } else {
+            assert_eq!(
+                text.lines().take(3).collect::<Vec<_>>(),
+                text0.lines().take(3).collect::<Vec<_>>()
+            );
+            assert_eq!(lines(&text), lines(&text0), "CSC mtx");
+        }
+        let sym = ExportOptions {
+            symmetric: true,
+            ..ExportOptions::default()
+        };
+        let e = export(&a, Format::Mtx, &mtx, &sym).unwrap_err();
+        assert!(matches!(e, MatrixError::LayoutNotSupported { .. }), "{e}");
+        let out = dir.path().join("a.npz");
+        let e = export(&a, Format::Npz, &out, &ExportOptions::default()).unwrap_err();
         assert!(
-            matches!(e, MatrixError::LayoutNotSupported { op: "export", .. }),
+            matches!(
+                e,
+                MatrixError::LayoutNotSupported {
+                    op: "export to npz and PETSc",
+                    ..
+                }
+            ),
             "{e}"
         );
         assert!(!out.exists());

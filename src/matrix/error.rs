@@ -103,7 +103,7 @@ pub enum MatrixError {
     Options(String),
 
     /// A CSR or CSC matrix given to an operation that reads COO only so far.
-    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only for now (matvec and dense read every layout); convert it first (coo-assembler convert FILE OUT --to coo)")]
+    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only for now (matvec, dense and the mtx export read every layout); convert it first (coo-assembler convert FILE OUT --to coo)")]
     LayoutNotSupported {
         /// The operation.
         op: &'static str,

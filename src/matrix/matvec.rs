@@ -473,7 +473,7 @@ fn scatter_block<T: Element, const TRANSPOSE: bool>(
 
 /// The pointers of a CSR/CSC matrix, checked whole (`ptr[0] = 0`,
 /// non-decreasing, the last = nnz) so that every lane is a valid slice.
-fn checked_pointers<'t>(c: &CompressedTensor<'t>) -> MatrixResult<&'t [u64]> {
+pub(super) fn checked_pointers<'t>(c: &CompressedTensor<'t>) -> MatrixResult<&'t [u64]> {
     let ptr = c.pointers();
     let nnz = c.nnz();
     let bad = if ptr.len() as u64 != c.major_extent() + 1 || ptr.first() != Some(&0) {

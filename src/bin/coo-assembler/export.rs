@@ -1,7 +1,7 @@
 //! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary.
 
 use crate::matvec::MatrixCommon;
-use crate::{open, pick};
+use crate::{open, pick_view};
 use clap::{Args, ValueEnum};
 use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
 use coo_assembler::matrix::Matrix;
@@ -60,7 +60,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.common.pick, "export")?;
+    let t = pick_view(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let format = match a.to {
         To::Mtx => Format::Mtx,

@@ -204,7 +204,7 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
         .with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// The COO tensor `pick` names, or the only one (export, spy): a CSR/CSC
+/// The COO tensor `pick` names, or the only one (spy): a CSR/CSC
 /// one is a typed error saying so.
 fn pick<'f>(f: &'f HurrayFile, pick: &Pick, op: &'static str) -> anyhow::Result<CooTensor<'f>> {
     let t = pick_view(f, pick)?;

@@ -85,8 +85,11 @@ pub fn export(
             "symmetric output is a MatrixMarket option".into(),
         ));
     }
-    // Exports read the coordinate list directly (CSR/CSC: convert first).
-    a.coo("export")?;
+    // npz and PETSc read the coordinate list directly (CSR/CSC: convert
+    // first); mtx writes CSR/CSC entries in storage order.
+    if format != Format::Mtx {
+        a.coo("export to npz and PETSc")?;
+    }
     match format {
         Format::Mtx => mtx::write(a, out, opts),
         Format::Npz => npz::write(a, out, opts),

@@ -14,10 +14,11 @@
 //! A failed check removes the partial output.
 
 use super::super::error::{MatrixError, MatrixResult};
+use super::super::matvec::checked_pointers;
 use super::super::output::Output;
 use super::super::view::{to_usize, Matrix};
 use super::{pass, pass_blocks, ExportOptions, ExportSummary};
-use crate::{CooTensor, Value};
+use crate::{CompressedTensor, CooTensor, Value};
 use std::path::Path;
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
@@ -65,12 +66,15 @@ pub(super) fn write(
     out: &Path,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
+    if let Some(c) = a.compressed() {
+        if opts.symmetric {
+            // The mirror check walks rows in order with column cursors.
+            a.coo("a symmetric MatrixMarket export")?;
+        }
+        return write_lanes(a, c, out, opts);
+    }
     let t = a.coo("export to mtx")?;
-    let field = if t.dtype().is_float() {
-        "real"
-    } else {
-        "integer"
-    };
+    let field = field_of(t.dtype());
     let (m, n) = (a.rows(), a.cols());
     let ind = t.indices();
     let vbytes = t.values_bytes();
@@ -98,13 +102,7 @@ pub(super) fn write(
         cursor = vec![u64::MAX; to_usize(m)?];
     }
     let mut o = Output::create(out)?;
-    let head = format!(
-        "%%MatrixMarket matrix coordinate {field} {}\n% written by coo-assembler {} from tensor {:?}\n{m} {n} {count}\n",
-        if sym { "symmetric" } else { "general" },
-        env!("CARGO_PKG_VERSION"),
-        t.name(),
-    );
-    o.write(head.as_bytes())?;
+    o.write(head(field, sym, m, n, count, t.name()).as_bytes())?;
     if !sym {
         write_general(a, &mut o, opts)?;
         let bytes = o.commit()?;
@@ -177,6 +175,69 @@ pub(super) fn write(
     let bytes = o.commit()?;
     Ok(ExportSummary {
         entries: count,
+        bytes,
+    })
+}
+
+/// "real" or "integer".
+fn field_of(d: crate::DType) -> &'static str {
+    if d.is_float() {
+        "real"
+    } else {
+        "integer"
+    }
+}
+
+/// The banner, a comment and the size line.
+fn head(field: &str, sym: bool, m: u64, n: u64, count: u64, name: &str) -> String {
+    format!(
+        "%%MatrixMarket matrix coordinate {field} {}\n% written by coo-assembler {} from tensor {name:?}\n{m} {n} {count}\n",
+        if sym { "symmetric" } else { "general" },
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
+/// A CSR or CSC matrix as a general coordinate file, entries in storage
+/// order (CSR: row-major, the same bytes as the sorted COO export; CSC:
+/// column-major, which MatrixMarket allows).
+fn write_lanes(
+    a: &Matrix<'_>,
+    c: CompressedTensor<'_>,
+    out: &Path,
+    opts: &ExportOptions,
+) -> MatrixResult<ExportSummary> {
+    let ptr = checked_pointers(&c)?;
+    let minor = c.indices();
+    let column_major = c.major_dim() == 1;
+    let (m, n) = (a.rows(), a.cols());
+    let minor_extent = if column_major { m } else { n };
+    let mut o = Output::create(out)?;
+    o.write(head(field_of(c.dtype()), false, m, n, c.nnz(), c.name()).as_bytes())?;
+    pass(a, opts.paging, |r| {
+        // The lane holding entry r.start (the last one starting at or before it).
+        let mut lane = ptr
+            .partition_point(|&q| q <= r.start as u64)
+            .saturating_sub(1);
+        for p in r {
+            while ptr[lane + 1] as usize <= p {
+                lane += 1;
+            }
+            let k = minor[p];
+            if k >= minor_extent {
+                return Err(a.corrupt(p, format_args!("index {k} is out of range")));
+            }
+            let (i, j) = if column_major {
+                (k, lane as u64)
+            } else {
+                (lane as u64, k)
+            };
+            put_line(o.buffer(), i, j, c.value(p as u64));
+        }
+        Ok(o.maybe_flush()?)
+    })?;
+    let bytes = o.commit()?;
+    Ok(ExportSummary {
+        entries: c.nnz(),
         bytes,
     })
 }

@@ -562,33 +562,34 @@ fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matr
     r
 }
 
-/// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` lane after lane,
-/// through the scatter kernel.
+/// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` in storage order,
+/// through the scatter kernel with the COO kernel's entry blocks (cut
+/// mid-lane if need be), so CSR `A^T x` is the sorted COO one bit for bit.
 fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
     let Some(c) = a.compressed() else {
         return Ok(());
     };
     let ptr = checked_pointers(&c)?;
     let minor = c.indices();
-    let lanes = lane_blocks(ptr, SCATTER_MIN_ENTRIES.max(y.len()));
-    let ranges = entry_ranges(ptr, &lanes);
+    let blocks = fixed_blocks(c.nnz() as usize, SCATTER_MIN_ENTRIES.max(y.len()));
     with_values!(c, |vals| {
-        scatter_with(a, y, &ranges, paging, |b, _, buf| {
+        scatter_with(a, y, &blocks, paging, |_, range, buf| {
             let (mut lo, mut hi) = (usize::MAX, 0usize);
-            for m in lanes[b].clone() {
-                let xm = x[m];
-                let (s, e) = (ptr[m] as usize, ptr[m + 1] as usize);
-                for (k, (&i, v)) in minor[s..e].iter().zip(&vals[s..e]).enumerate() {
-                    let i = i as usize;
-                    match buf.get_mut(i) {
-                        Some(slot) => *slot += f64_of(*v) * xm,
-                        None => {
-                            return Err(a.corrupt(s + k, format_args!("index {i} is out of range")))
-                        }
-                    }
-                    lo = lo.min(i);
-                    hi = hi.max(i + 1);
+            // The lane holding the block's first entry.
+            let mut m = ptr
+                .partition_point(|&q| q <= range.start as u64)
+                .saturating_sub(1);
+            for p in range {
+                while ptr[m + 1] as usize <= p {
+                    m += 1;
                 }
+                let i = minor[p] as usize;
+                match buf.get_mut(i) {
+                    Some(slot) => *slot += f64_of(vals[p]) * x[m],
+                    None => return Err(a.corrupt(p, format_args!("index {i} is out of range"))),
+                }
+                lo = lo.min(i);
+                hi = hi.max(i + 1);
             }
             Ok((lo.min(hi), hi))
         })

@@ -6,7 +6,7 @@
 //! indices (`col_indices` / `row_indices`, u64) and the pointers
 //! (`row_ptr` / `col_ptr`, u64, extent of the major dimension + 1).
 
-use super::descriptor::{BufferHandle, DESC_HAS_STATISTICS, HANDLE_LEN};
+use super::descriptor::{read_prelude, BufferHandle, DESC_HAS_STATISTICS, HANDLE_LEN};
 use super::statistics::{Statistics, NNZ_VALID, STATISTICS_LEN};
 use super::{ByteReader, LAYOUT_CSC, LAYOUT_CSR, MAGIC};
 use crate::element::DType;
@@ -110,28 +110,7 @@ impl CompressedDescriptor {
     /// the handles, and the statistics' nnz.
     pub fn decode(bytes: &[u8], offset: u64, section: &str) -> Result<CompressedDescriptor> {
         let mut r = ByteReader::new(bytes, offset, section);
-        let magic = r.array::<4>("descriptor magic")?;
-        if &magic != MAGIC {
-            return Err(r.err_at(
-                0,
-                format!("descriptor magic is {magic:02x?}, expected \"HRRY\""),
-            ));
-        }
-        let major = r.u8("descriptor major version")?;
-        let minor = r.u8("descriptor minor version")?;
-        if major != 1 || minor != 0 {
-            return Err(Error::Unsupported(format!(
-                "{section}: descriptor version {major}.{minor}; this reader handles 1.0"
-            )));
-        }
-        let desc_len = r.u32("descriptor_length")? as usize;
-        let flags = r.u32("descriptor flags")?;
-        if flags >> 5 != 0 {
-            return Err(r.err_at(
-                10,
-                format!("descriptor flags 0x{flags:08x} set undefined bits 5..31"),
-            ));
-        }
+        let (desc_len, flags) = read_prelude(&mut r, section)?;
         if flags & !DESC_HAS_STATISTICS != 0 {
             return Err(Error::Unsupported(format!(
                 "{section}: descriptor flags 0x{flags:08x}: quantized, sharded, extension-type and composite-member tensors are not supported"

@@ -11,6 +11,35 @@ const DESC_QUANTIZED: u32 = 1 << 0;
 const DESC_SHARDED: u32 = 1 << 1;
 const DESC_EXT_TYPE: u32 = 1 << 2;
 const DESC_COMPOSITE_MEMBER: u32 = 1 << 4;
+/// The first 14 bytes every tensor descriptor starts with: magic, version
+/// 1.0, `descriptor_length` and flags with no undefined bit set. Returns
+/// the length and the flags; the layout-specific decoders check the rest.
+pub(crate) fn read_prelude(r: &mut ByteReader<'_>, section: &str) -> Result<(usize, u32)> {
+    let magic = r.array::<4>("descriptor magic")?;
+    if &magic != MAGIC {
+        return Err(r.err_at(
+            0,
+            format!("descriptor magic is {magic:02x?}, expected \"HRRY\""),
+        ));
+    }
+    let major = r.u8("descriptor major version")?;
+    let minor = r.u8("descriptor minor version")?;
+    if major != 1 || minor != 0 {
+        return Err(Error::Unsupported(format!(
+            "{section}: descriptor version {major}.{minor}; this reader handles 1.0"
+        )));
+    }
+    let desc_len = r.u32("descriptor_length")? as usize;
+    let flags = r.u32("descriptor flags")?;
+    if flags >> 5 != 0 {
+        return Err(r.err_at(
+            10,
+            format!("descriptor flags 0x{flags:08x} set undefined bits 5..31"),
+        ));
+    }
+    Ok((desc_len, flags))
+}
+
 /// Length of a buffer handle.
 pub const HANDLE_LEN: usize = 16;
 /// Smallest buffer alignment a non-empty buffer may declare.
@@ -165,28 +194,7 @@ impl CooDescriptor {
     /// `offset` is its absolute position, for messages; `section` names it.
     pub fn decode(bytes: &[u8], offset: u64, section: &str) -> Result<CooDescriptor> {
         let mut r = ByteReader::new(bytes, offset, section);
-        let magic = r.array::<4>("descriptor magic")?;
-        if &magic != MAGIC {
-            return Err(r.err_at(
-                0,
-                format!("descriptor magic is {magic:02x?}, expected \"HRRY\""),
-            ));
-        }
-        let major = r.u8("descriptor major version")?;
-        let minor = r.u8("descriptor minor version")?;
-        if major != 1 || minor != 0 {
-            return Err(Error::Unsupported(format!(
-                "{section}: descriptor version {major}.{minor}; this reader handles 1.0"
-            )));
-        }
-        let desc_len = r.u32("descriptor_length")? as usize;
-        let flags = r.u32("descriptor flags")?;
-        if flags >> 5 != 0 {
-            return Err(r.err_at(
-                10,
-                format!("descriptor flags 0x{flags:08x} set undefined bits 5..31"),
-            ));
-        }
+        let (desc_len, flags) = read_prelude(&mut r, section)?;
         for (bit, what) in [
             (DESC_QUANTIZED, "quantized tensors"),
             (DESC_SHARDED, "sharded tensors"),

@@ -5,14 +5,14 @@
 
 mod common;
 
+use common::reference;
+
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::HurrayFile;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;
-use hurray_core::{
-    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, SyncMode, TensorDescriptor,
-};
+use hurray_core::{LayoutDescriptor, TensorDescriptor};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
@@ -30,12 +30,6 @@ const ALL: [DType; 12] = [
     DType::U32,
     DType::U64,
 ];
-
-fn ref_type(d: DType) -> ElementType {
-    let e = ElementType::from_tag(d.tag()).unwrap();
-    assert_eq!(e.tag(), d.tag());
-    e
-}
 
 fn shape_for(rank: usize) -> Vec<u64> {
     [vec![50], vec![9, 7], vec![5, 4, 3], vec![3, 4, 2, 5]][rank - 1].clone()
@@ -134,23 +128,15 @@ impl Raw {
         }
     }
     fn descriptor(&self) -> TensorDescriptor {
-        let bh = |n: usize| {
-            BufferHandle::new(n as u64, 4096, DeviceTag::Cpu, SyncMode::ProducerSynced).unwrap()
-        };
-        TensorDescriptor::new(
-            1,
-            0,
-            ref_type(self.dtype),
-            Shape::new(self.shape.clone()).unwrap(),
-            0,
-            LayoutDescriptor::Coo(CooLayout::new(self.entries.len() as u64, self.sorted)),
-            vec![bh(self.values().len()), bh(self.indices().len())],
-            None,
-            None,
+        let layout = LayoutDescriptor::Coo(CooLayout::new(self.entries.len() as u64, self.sorted));
+        let (v, i) = (self.values(), self.indices());
+        reference::descriptor(
+            self.dtype,
+            &self.shape,
+            layout,
+            &[&v, &i],
             self.stats.then(|| self.ref_stats()),
-            None,
         )
-        .unwrap()
     }
 }
 
@@ -169,20 +155,18 @@ fn shuffle(e: &mut [(Vec<u64>, Value)], seed: u64) {
 }
 
 fn write_reference(tensors: &[Raw]) -> Vec<u8> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut w = hurray_io::file::FileWriter::new(Vec::<u8>::new())
-            .await
-            .unwrap();
-        for t in tensors {
-            w.write_tensor(&t.name, &t.descriptor(), &[&t.values(), &t.indices()])
-                .await
-                .unwrap();
-        }
-        w.finish(vec![]).await.unwrap()
-    })
+    let parts: Vec<_> = tensors
+        .iter()
+        .map(|t| (t.descriptor(), t.values(), t.indices()))
+        .collect();
+    let bufs: Vec<[&[u8]; 2]> = parts.iter().map(|(_, v, i)| [&v[..], &i[..]]).collect();
+    let list: Vec<(&str, &TensorDescriptor, &[&[u8]])> = tensors
+        .iter()
+        .zip(&parts)
+        .zip(&bufs)
+        .map(|((t, (d, _, _)), b)| (t.name.as_str(), d, &b[..]))
+        .collect();
+    reference::write(&list)
 }
 
 /// Every field, every byte, every lookup of `tensors` through our reader.
@@ -315,62 +299,55 @@ struct Expect {
 fn read_reference(path: &std::path::Path, want: &[Expect]) {
     let ours = HurrayFile::open(path).unwrap();
     assert!(ours.verify().is_empty(), "{:?}", ours.verify());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let file = tokio::fs::File::open(path).await.unwrap();
-        let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
-        let names: Vec<String> = r.tensor_names().map(String::from).collect();
-        assert_eq!(
-            names,
-            want.iter().map(|e| e.name.clone()).collect::<Vec<_>>()
-        );
-        for e in want {
-            let ctx = &e.name;
-            let t = r.read_tensor(&e.name).await.unwrap();
-            let d = &t.descriptor;
-            assert_eq!(d.element_type.tag(), e.dtype.tag(), "{ctx}");
-            assert_eq!(d.shape.dims(), &e.shape[..], "{ctx}");
-            assert_eq!(d.byte_offset, 0, "{ctx}");
-            let nnz = (e.values.len() / e.dtype.width()) as u64;
-            match &d.layout {
-                LayoutDescriptor::Coo(c) => {
-                    assert_eq!((c.nnz, c.is_sorted), (nnz, true), "{ctx}");
-                }
-                other => panic!("{ctx}: layout {other:?}"),
+    let mut r = reference::RefFile::open(path);
+    assert_eq!(
+        r.names(),
+        want.iter().map(|e| e.name.clone()).collect::<Vec<_>>()
+    );
+    for e in want {
+        let ctx = &e.name;
+        let t = r.tensor(&e.name);
+        let d = &t.descriptor;
+        assert_eq!(d.element_type.tag(), e.dtype.tag(), "{ctx}");
+        assert_eq!(d.shape.dims(), &e.shape[..], "{ctx}");
+        assert_eq!(d.byte_offset, 0, "{ctx}");
+        let nnz = (e.values.len() / e.dtype.width()) as u64;
+        match &d.layout {
+            LayoutDescriptor::Coo(c) => {
+                assert_eq!((c.nnz, c.is_sorted), (nnz, true), "{ctx}");
             }
-            assert_eq!(d.buffers.len(), 2, "{ctx}");
-            assert_eq!(d.buffers[0].byte_size(), e.values.len() as u64, "{ctx}");
-            assert_eq!(d.buffers[1].byte_size(), e.indices.len() as u64, "{ctx}");
-            assert_eq!(d.buffers[0].alignment(), 4096, "{ctx}");
-            assert_eq!(d.buffers[1].alignment(), 4096, "{ctx}");
-            assert_eq!(&t.buffers[0][..], &e.values[..], "{ctx} values");
-            assert_eq!(&t.buffers[1][..], &e.indices[..], "{ctx} indices");
-            // Statistics as the reference decodes them = ours.
-            let s = d.statistics.as_ref().expect("we write statistics");
-            let o = ours.tensor(&e.name).unwrap().statistics().copied().unwrap();
-            assert_eq!(s.computed_mask.0, o.computed_mask, "{ctx}");
-            assert_eq!(s.nnz, nnz, "{ctx}");
-            assert_eq!(s.nnz, o.nnz, "{ctx}");
-            for (a, b) in [
-                (s.sparsity_ratio, o.sparsity_ratio),
-                (s.value_min, o.value_min),
-                (s.value_max, o.value_max),
-                (s.value_abs_max, o.value_abs_max),
-                (s.value_mean, o.value_mean),
-                (s.value_stddev, o.value_stddev),
-            ] {
-                assert_eq!(a.to_bits(), b.to_bits(), "{ctx}");
-            }
-            assert_eq!((s.has_nan, s.has_inf), (o.has_nan, o.has_inf), "{ctx}");
-            let total: f64 = e.shape.iter().map(|&x| x as f64).product();
-            assert!(
-                (s.sparsity_ratio - (1.0 - nnz as f64 / total)).abs() < 1e-15,
-                "{ctx}"
-            );
+            other => panic!("{ctx}: layout {other:?}"),
         }
-    });
+        assert_eq!(d.buffers.len(), 2, "{ctx}");
+        assert_eq!(d.buffers[0].byte_size(), e.values.len() as u64, "{ctx}");
+        assert_eq!(d.buffers[1].byte_size(), e.indices.len() as u64, "{ctx}");
+        assert_eq!(d.buffers[0].alignment(), 4096, "{ctx}");
+        assert_eq!(d.buffers[1].alignment(), 4096, "{ctx}");
+        assert_eq!(&t.buffers[0][..], &e.values[..], "{ctx} values");
+        assert_eq!(&t.buffers[1][..], &e.indices[..], "{ctx} indices");
+        // Statistics as the reference decodes them = ours.
+        let s = d.statistics.as_ref().expect("we write statistics");
+        let o = ours.tensor(&e.name).unwrap().statistics().copied().unwrap();
+        assert_eq!(s.computed_mask.0, o.computed_mask, "{ctx}");
+        assert_eq!(s.nnz, nnz, "{ctx}");
+        assert_eq!(s.nnz, o.nnz, "{ctx}");
+        for (a, b) in [
+            (s.sparsity_ratio, o.sparsity_ratio),
+            (s.value_min, o.value_min),
+            (s.value_max, o.value_max),
+            (s.value_abs_max, o.value_abs_max),
+            (s.value_mean, o.value_mean),
+            (s.value_stddev, o.value_stddev),
+        ] {
+            assert_eq!(a.to_bits(), b.to_bits(), "{ctx}");
+        }
+        assert_eq!((s.has_nan, s.has_inf), (o.has_nan, o.has_inf), "{ctx}");
+        let total: f64 = e.shape.iter().map(|&x| x as f64).product();
+        assert!(
+            (s.sparsity_ratio - (1.0 - nnz as f64 / total)).abs() < 1e-15,
+            "{ctx}"
+        );
+    }
 }
 
 #[test]

@@ -4,6 +4,9 @@
 //! with a BTreeMap oracle, buffer by buffer, statistics and KV checksums
 //! included.
 
+mod common;
+
+use common::reference;
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{AssembleOptions, Builder, DType, Error, OutputLayout, Value};
 use hurray_core::LayoutDescriptor;
@@ -25,35 +28,29 @@ struct RefTensor {
 }
 
 fn read_reference(path: &Path, name: &str) -> RefTensor {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let file = tokio::fs::File::open(path).await.unwrap();
-        let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
-        let kv = r.kv().to_vec();
-        let t = r.read_tensor(name).await.unwrap();
-        let d = &t.descriptor;
-        let nnz = match &d.layout {
-            LayoutDescriptor::Csr(c) => c.nnz,
-            LayoutDescriptor::Csc(c) => c.nnz,
-            LayoutDescriptor::Coo(c) => c.nnz,
-            other => panic!("layout {other:?}"),
-        };
-        for b in &d.buffers {
-            assert_eq!(b.alignment(), 4096);
-        }
-        assert_eq!(d.byte_offset, 0);
-        RefTensor {
-            tag: d.layout.tag(),
-            dtype_tag: d.element_type.tag(),
-            shape: d.shape.dims().to_vec(),
-            nnz,
-            buffers: t.buffers.iter().map(|b| b.to_vec()).collect(),
-            stats_nnz: d.statistics.as_ref().map(|s| s.nnz),
-            kv,
-        }
-    })
+    let mut r = reference::RefFile::open(path);
+    let kv = r.kv();
+    let t = r.tensor(name);
+    let d = &t.descriptor;
+    let nnz = match &d.layout {
+        LayoutDescriptor::Csr(c) => c.nnz,
+        LayoutDescriptor::Csc(c) => c.nnz,
+        LayoutDescriptor::Coo(c) => c.nnz,
+        other => panic!("layout {other:?}"),
+    };
+    for b in &d.buffers {
+        assert_eq!(b.alignment(), 4096);
+    }
+    assert_eq!(d.byte_offset, 0);
+    RefTensor {
+        tag: d.layout.tag(),
+        dtype_tag: d.element_type.tag(),
+        shape: d.shape.dims().to_vec(),
+        nnz,
+        buffers: t.buffers.iter().map(|b| b.to_vec()).collect(),
+        stats_nnz: d.statistics.as_ref().map(|s| s.nnz),
+        kv,
+    }
 }
 
 fn le(v: Value, dt: DType) -> Vec<u8> {
@@ -413,46 +410,15 @@ proptest! {
 /// A COO file as the reference writes it: unsorted, maybe with duplicates.
 fn reference_coo(path: &Path, shape: &[u64], entries: &[(Vec<u64>, f64)]) {
     use hurray_core::layout::CooLayout;
-    use hurray_core::{BufferHandle, DeviceTag, ElementType, Shape, TensorDescriptor};
     let values: Vec<u8> = entries.iter().flat_map(|(_, v)| v.to_le_bytes()).collect();
     let indices: Vec<u8> = entries
         .iter()
         .flat_map(|(i, _)| i.iter().flat_map(|x| x.to_le_bytes()))
         .collect();
-    let bh = |n: usize| {
-        BufferHandle::new(
-            n as u64,
-            4096,
-            DeviceTag::Cpu,
-            hurray_core::SyncMode::ProducerSynced,
-        )
-        .unwrap()
-    };
-    let d = TensorDescriptor::new(
-        1,
-        0,
-        ElementType::from_tag(DType::F64.tag()).unwrap(),
-        Shape::new(shape.to_vec()).unwrap(),
-        0,
-        LayoutDescriptor::Coo(CooLayout::new(entries.len() as u64, false)),
-        vec![bh(values.len()), bh(indices.len())],
-        None,
-        None,
-        None,
-        None,
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let bytes = rt.block_on(async {
-        let mut w = hurray_io::file::FileWriter::new(Vec::<u8>::new())
-            .await
-            .unwrap();
-        w.write_tensor("u", &d, &[&values, &indices]).await.unwrap();
-        w.finish(vec![]).await.unwrap()
-    });
-    std::fs::write(path, bytes).unwrap();
+    let b: [&[u8]; 2] = [&values, &indices];
+    let layout = LayoutDescriptor::Coo(CooLayout::new(entries.len() as u64, false));
+    let d = reference::descriptor(DType::F64, shape, layout, &b, None);
+    std::fs::write(path, reference::write(&[("u", &d, &b)])).unwrap();
 }
 
 #[test]

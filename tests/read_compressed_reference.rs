@@ -5,11 +5,12 @@
 //! the storage order by `iter`, the three buffers byte for byte, rows and
 //! columns as slices).
 
+mod common;
+
+use common::reference;
 use coo_assembler::{DType, HurrayFile, OutputLayout, Tensor, Value};
 use hurray_core::layout::{CscLayout, CsrLayout};
-use hurray_core::{
-    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, SyncMode, TensorDescriptor,
-};
+use hurray_core::LayoutDescriptor;
 use std::collections::BTreeMap;
 
 type Entries = BTreeMap<(u64, u64), Value>;
@@ -73,40 +74,14 @@ fn buffers(e: &Entries, shape: [u64; 2], dt: DType, csc: bool) -> [Vec<u8>; 3] {
 }
 
 fn reference_file(shape: [u64; 2], dt: DType, csc: bool, bufs: &[Vec<u8>; 3], nnz: u64) -> Vec<u8> {
-    let bh = |n: usize| {
-        BufferHandle::new(n as u64, 4096, DeviceTag::Cpu, SyncMode::ProducerSynced).unwrap()
-    };
     let layout = if csc {
         LayoutDescriptor::Csc(CscLayout::new(nnz))
     } else {
         LayoutDescriptor::Csr(CsrLayout::new(nnz))
     };
-    let d = TensorDescriptor::new(
-        1,
-        0,
-        ElementType::from_tag(dt.tag()).unwrap(),
-        Shape::new(shape.to_vec()).unwrap(),
-        0,
-        layout,
-        bufs.iter().map(|b| bh(b.len())).collect(),
-        None,
-        None,
-        None,
-        None,
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut w = hurray_io::file::FileWriter::new(Vec::<u8>::new())
-            .await
-            .unwrap();
-        w.write_tensor("m", &d, &[&bufs[0], &bufs[1], &bufs[2]])
-            .await
-            .unwrap();
-        w.finish(vec![]).await.unwrap()
-    })
+    let b: [&[u8]; 3] = [&bufs[0], &bufs[1], &bufs[2]];
+    let d = reference::descriptor(dt, &shape, layout, &b, None);
+    reference::write(&[("m", &d, &b)])
 }
 
 fn zero(dt: DType) -> Value {

@@ -2,12 +2,13 @@
 //! the common "over the stored values" convention is recognised and named;
 //! `--strict` fails on warnings), and every padding byte is checked.
 
+mod common;
+
+use common::reference;
 use coo_assembler::{HurrayFile, Severity};
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;
-use hurray_core::{
-    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, SyncMode, TensorDescriptor,
-};
+use hurray_core::LayoutDescriptor;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
@@ -37,33 +38,15 @@ fn reference_file_with_stored_value_statistics() -> Vec<u8> {
     };
     let v: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
     let i: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let bh = |n: usize| {
-        BufferHandle::new(n as u64, 4096, DeviceTag::Cpu, SyncMode::ProducerSynced).unwrap()
-    };
-    let d = TensorDescriptor::new(
-        1,
-        0,
-        ElementType::from_tag(coo_assembler::DType::F64.tag()).unwrap(),
-        Shape::new(vec![300, 300]).unwrap(),
-        0,
+    let b: [&[u8]; 2] = [&v, &i];
+    let d = reference::descriptor(
+        coo_assembler::DType::F64,
+        &[300, 300],
         LayoutDescriptor::Coo(CooLayout::new(10, true)),
-        vec![bh(v.len()), bh(i.len())],
-        None,
-        None,
+        &b,
         Some(stats),
-        None,
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut w = hurray_io::file::FileWriter::new(Vec::<u8>::new())
-            .await
-            .unwrap();
-        w.write_tensor("coo", &d, &[&v, &i]).await.unwrap();
-        w.finish(vec![]).await.unwrap()
-    })
+    );
+    reference::write(&[("coo", &d, &b)])
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {

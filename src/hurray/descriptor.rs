@@ -45,9 +45,31 @@ pub const HANDLE_LEN: usize = 16;
 /// Smallest buffer alignment a non-empty buffer may declare.
 pub const MIN_BUFFER_ALIGNMENT: u32 = 64;
 
+/// Offsets of a COO descriptor's fields that follow the `rank` shape
+/// extents, from the descriptor's start (messages name the field a bad value
+/// came from; the encoder below writes them in this order).
+pub mod coo_field {
+    /// `nnz` (u64).
+    pub fn nnz(rank: usize) -> u64 {
+        28 + 8 * rank as u64
+    }
+    /// The values buffer handle; the indices handle follows it.
+    pub fn values_handle(rank: usize) -> u64 {
+        45 + 8 * rank as u64
+    }
+    /// The indices buffer handle.
+    pub fn indices_handle(rank: usize) -> u64 {
+        values_handle(rank) + super::HANDLE_LEN as u64
+    }
+    /// The statistics section, when present.
+    pub fn statistics(rank: usize) -> u64 {
+        indices_handle(rank) + super::HANDLE_LEN as u64
+    }
+}
+
 /// Length of a COO descriptor of rank `rank`.
 pub fn descriptor_len(rank: usize, with_statistics: bool) -> usize {
-    77 + 8 * rank + if with_statistics { STATISTICS_LEN } else { 0 }
+    coo_field::statistics(rank) as usize + if with_statistics { STATISTICS_LEN } else { 0 }
 }
 
 /// A 16-byte buffer handle.
@@ -322,6 +344,40 @@ mod tests {
         let b = s.encode();
         assert_eq!(b.len(), 165);
         assert_eq!(CooDescriptor::decode(&b, 64, "t").unwrap(), s);
+    }
+
+    #[test]
+    fn named_field_offsets_agree_with_the_encoder() {
+        for rank in [1usize, 2, 5] {
+            let d = CooDescriptor {
+                shape: vec![7; rank],
+                nnz: 0x0102_0304_0506_0708,
+                values: BufferHandle::cpu(0x1111, 4096),
+                indices: BufferHandle::cpu(0x2222, 4096),
+                statistics: Some(Statistics {
+                    computed_mask: NNZ_VALID,
+                    nnz: 0x3333,
+                    ..Default::default()
+                }),
+                ..example()
+            };
+            let b = d.encode();
+            let at = |o: u64, n: usize| &b[o as usize..][..n];
+            assert_eq!(at(coo_field::nnz(rank), 8), d.nnz.to_le_bytes());
+            assert_eq!(
+                at(coo_field::values_handle(rank), 8),
+                0x1111u64.to_le_bytes()
+            );
+            assert_eq!(
+                at(coo_field::indices_handle(rank), 8),
+                0x2222u64.to_le_bytes()
+            );
+            // The statistics section starts with computed_mask, then nnz.
+            assert_eq!(
+                at(coo_field::statistics(rank) + 8, 8),
+                0x3333u64.to_le_bytes()
+            );
+        }
     }
 
     #[test]

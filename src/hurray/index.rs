@@ -22,6 +22,45 @@ pub struct IndexEntry {
 /// Fixed bytes of an entry besides the name.
 const ENTRY_FIXED: usize = 2 + 8 + 4 + 8 + 8 + 4;
 
+/// Absolute offsets of one encoded index entry's fields, so that a message
+/// about a bad value names the bytes it came from. The entry layout is
+/// `name_len u16, name, descriptor_offset u64, descriptor_length u32,
+/// data_offset u64, data_length u64, flags u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryFields {
+    /// `descriptor_offset` (u64).
+    pub descriptor_offset: u64,
+    /// `descriptor_length` (u32).
+    pub descriptor_length: u64,
+    /// `data_offset` (u64).
+    pub data_offset: u64,
+    /// `data_length` (u64).
+    pub data_length: u64,
+    /// Where the next entry starts.
+    pub end: u64,
+}
+
+impl EntryFields {
+    /// The fields of the entry that starts at `start` and whose name is
+    /// `name_len` bytes long.
+    pub fn at(start: u64, name_len: usize) -> EntryFields {
+        let descriptor_offset = start + 2 + name_len as u64;
+        EntryFields {
+            descriptor_offset,
+            descriptor_length: descriptor_offset + 8,
+            data_offset: descriptor_offset + 12,
+            data_length: descriptor_offset + 20,
+            end: start + (ENTRY_FIXED + name_len) as u64,
+        }
+    }
+
+    /// Where the first entry of an index section at `index_offset` starts
+    /// (after the u64 entry count).
+    pub fn first(index_offset: u64) -> u64 {
+        index_offset + 8
+    }
+}
+
 /// Encode the whole index section.
 pub fn encode(entries: &[IndexEntry]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -120,6 +159,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("twice"));
+        // The named field offsets agree with the encoder.
+        let f = EntryFields::at(EntryFields::first(100), 3);
+        let at = |o: u64| (o - 100) as usize;
+        assert_eq!(b[at(f.descriptor_offset)..][..8], 64u64.to_le_bytes());
+        assert_eq!(b[at(f.descriptor_length)..][..4], 93u32.to_le_bytes());
+        assert_eq!(b[at(f.data_offset)..][..8], 4096u64.to_le_bytes());
+        assert_eq!(b[at(f.data_length)..][..8], 4144u64.to_le_bytes());
+        assert_eq!(at(f.end), b.len());
         let mut huge = b.clone();
         huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(decode(&huge, 0).is_err());

@@ -3,6 +3,23 @@
 use super::{ByteReader, MAGIC, TRAILER_LEN};
 use crate::error::{Error, Result};
 
+/// Offsets of the trailer's fields from its start (messages name the field
+/// a bad value came from).
+pub mod field {
+    /// `index_offset` (u64).
+    pub const INDEX_OFFSET: u64 = 0;
+    /// `index_length` (u64).
+    pub const INDEX_LENGTH: u64 = 8;
+    /// `kv_offset` (u64).
+    pub const KV_OFFSET: u64 = 16;
+    /// `kv_length` (u32).
+    pub const KV_LENGTH: u64 = 24;
+    /// `index_crc32c` (u32); 4 reserved bytes follow.
+    pub const INDEX_CRC32C: u64 = 28;
+    /// The closing magic `HRRY`.
+    pub const MAGIC: u64 = 36;
+}
+
 /// The trailer fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Trailer {
@@ -22,12 +39,13 @@ impl Trailer {
     /// Encode to 40 bytes.
     pub fn encode(&self) -> [u8; 40] {
         let mut t = [0u8; 40];
-        t[0..8].copy_from_slice(&self.index_offset.to_le_bytes());
-        t[8..16].copy_from_slice(&self.index_length.to_le_bytes());
-        t[16..24].copy_from_slice(&self.kv_offset.to_le_bytes());
-        t[24..28].copy_from_slice(&self.kv_length.to_le_bytes());
-        t[28..32].copy_from_slice(&self.index_crc32c.to_le_bytes());
-        t[36..40].copy_from_slice(MAGIC);
+        let mut put = |at: u64, b: &[u8]| t[at as usize..][..b.len()].copy_from_slice(b);
+        put(field::INDEX_OFFSET, &self.index_offset.to_le_bytes());
+        put(field::INDEX_LENGTH, &self.index_length.to_le_bytes());
+        put(field::KV_OFFSET, &self.kv_offset.to_le_bytes());
+        put(field::KV_LENGTH, &self.kv_length.to_le_bytes());
+        put(field::INDEX_CRC32C, &self.index_crc32c.to_le_bytes());
+        put(field::MAGIC, MAGIC);
         t
     }
 
@@ -51,7 +69,7 @@ impl Trailer {
         let magic = r.array::<4>("trailer magic")?;
         if &magic != MAGIC {
             return Err(r.err_at(
-                36,
+                field::MAGIC as usize,
                 format!(
                     "trailer magic is {magic:02x?}, expected \"HRRY\"; the file may be truncated"
                 ),

@@ -5,7 +5,9 @@
 use super::{close, shape_product, too_short, Desc, ReadOptions, TensorMeta};
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
-use crate::hurray::descriptor::{descriptor_len, HANDLE_LEN};
+use crate::hurray::descriptor::{coo_field, descriptor_len, HANDLE_LEN};
+use crate::hurray::index::EntryFields;
+use crate::hurray::trailer;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::statistics::SPARSITY_VALID;
 use crate::hurray::{
@@ -37,7 +39,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     if !has_crc && trailer.index_crc32c != 0 {
         return Err(Error::invalid(
             "trailer",
-            tstart + 28,
+            tstart + trailer::field::INDEX_CRC32C,
             format!(
                 "index_crc32c is 0x{:08x} but HAS_INDEX_CRC32C is not set (must be 0)",
                 trailer.index_crc32c
@@ -72,7 +74,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         if crc != trailer.index_crc32c {
             return Err(Error::invalid(
                 "trailer",
-                tstart + 28,
+                tstart + trailer::field::INDEX_CRC32C,
                 format!(
                     "index CRC-32C mismatch: the index bytes give 0x{crc:08x}, the trailer says 0x{:08x}",
                     trailer.index_crc32c
@@ -89,14 +91,14 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     if header.flags & FLAG_HAS_KV_METADATA != 0 && kl == 0 {
         return Err(Error::invalid(
             "trailer",
-            tstart + 24,
+            tstart + trailer::field::KV_LENGTH,
             "HAS_KV_METADATA is set but kv_length is 0",
         ));
     }
     if (ko == 0) != (kl == 0) {
         return Err(Error::invalid(
             "trailer",
-            tstart + 16,
+            tstart + trailer::field::KV_OFFSET,
             format!(
                 "kv_offset {ko} and kv_length {kl} must both be 0 (no KV section) or both non-zero"
             ),
@@ -113,7 +115,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
             None => {
                 return Err(Error::invalid(
                     "trailer",
-                    tstart + 16,
+                    tstart + trailer::field::KV_OFFSET,
                     format!("KV section {ko}+{kl} is not inside bytes {region_start}..{tstart}"),
                 ))
             }
@@ -121,7 +123,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         if ko % 8 != 0 {
             return Err(Error::invalid(
                 "trailer",
-                tstart + 16,
+                tstart + trailer::field::KV_OFFSET,
                 format!("kv_offset {ko} is not a multiple of 8"),
             ));
         }
@@ -129,7 +131,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         if overlaps(&kv_range, &index_range) {
             return Err(Error::invalid(
                 "trailer",
-                tstart + 16,
+                tstart + trailer::field::KV_OFFSET,
                 format!("KV section {ko}..{ke} overlaps the index section {io}..{index_end}"),
             ));
         }
@@ -140,21 +142,16 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     let align = header.alignment as u64;
     let mut tensors = Vec::with_capacity(entries.len());
     let mut regions: Vec<(Range<u64>, usize)> = Vec::with_capacity(entries.len());
-    let mut entry_off = io + 8;
+    let mut entry_off = EntryFields::first(io);
     for (i, e) in entries.into_iter().enumerate() {
-        let this_entry = entry_off;
-        // name_len, name, descriptor_offset, descriptor_length, data_offset, data_length, flags
-        let f_desc_off = this_entry + 2 + e.name.len() as u64;
-        let f_desc_len = f_desc_off + 8;
-        let f_data_off = f_desc_len + 4;
-        let f_data_len = f_data_off + 8;
-        entry_off = f_data_len + 12;
+        let fields = EntryFields::at(entry_off, e.name.len());
+        entry_off = fields.end;
         let meta = check_entry(
             bytes,
             &header,
             &e,
             i,
-            [f_desc_off, f_desc_len, f_data_off, f_data_len],
+            fields,
             tstart,
             align,
             opts,
@@ -167,7 +164,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
             if overlaps(&region, r) {
                 return Err(Error::invalid(
                     sec,
-                    f_desc_off,
+                    fields.descriptor_offset,
                     format!(
                         "tensor bytes {}..{} overlap the {what} {}..{}",
                         region.start, region.end, r.start, r.end
@@ -226,27 +223,28 @@ struct Declared<'d> {
 fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
     match desc {
         Desc::Coo(d) => {
-            let r = d.rank() as u64;
+            let rank = d.rank();
+            let r = rank as u64;
             let width = d.dtype.width() as u64;
             let ibytes = d.nnz.checked_mul(r).and_then(|v| v.checked_mul(8));
             Declared {
                 shape: &d.shape,
                 nnz: d.nnz,
                 statistics: d.statistics.as_ref(),
-                f_nnz: d_off + 28 + 8 * r,
-                f_stats: d_off + 77 + 8 * r,
+                f_nnz: d_off + coo_field::nnz(rank),
+                f_stats: d_off + coo_field::statistics(rank),
                 buffers: vec![
                     DeclaredBuffer {
                         what: "values",
                         handle: &d.values,
-                        field: d_off + 45 + 8 * r,
+                        field: d_off + coo_field::values_handle(rank),
                         want: d.nnz.checked_mul(width),
                         how: format!("nnz {} * {} bytes", d.nnz, width),
                     },
                     DeclaredBuffer {
                         what: "indices",
                         handle: &d.indices,
-                        field: d_off + 61 + 8 * r,
+                        field: d_off + coo_field::indices_handle(rank),
                         want: ibytes,
                         how: format!("nnz {} * rank {r} * 8", d.nnz),
                     },
@@ -315,18 +313,17 @@ fn check_entry(
     header: &FileHeader,
     e: &IndexEntry,
     i: usize,
-    fields: [u64; 4],
+    fields: EntryFields,
     tstart: u64,
     align: u64,
     opts: ReadOptions,
 ) -> Result<TensorMeta> {
-    let [f_desc_off, f_desc_len, f_data_off, f_data_len] = fields;
     let sec = format!("index entry {i} (tensor {:?})", e.name);
     let d_off = e.descriptor_offset;
     if d_off < header.first_descriptor_offset || d_off % 8 != 0 || d_off >= tstart {
         return Err(Error::invalid(
             sec,
-            f_desc_off,
+            fields.descriptor_offset,
             format!(
                 "descriptor_offset {d_off} must be a multiple of 8 in {}..{tstart}",
                 header.first_descriptor_offset
@@ -348,7 +345,7 @@ fn check_entry(
     if e.descriptor_length as u64 != own_len {
         return Err(Error::invalid(
             sec,
-            f_desc_len,
+            fields.descriptor_length,
             format!(
                 "descriptor_length {} differs from the descriptor's own descriptor_length {own_len}",
                 e.descriptor_length
@@ -391,7 +388,7 @@ fn check_entry(
         if placed.is_empty() && e.data_offset != off {
             return Err(Error::invalid(
                 sec,
-                f_data_off,
+                fields.data_offset,
                 format!(
                     "data_offset {} is not the first {align}-aligned offset after the descriptor ({off})",
                     e.data_offset
@@ -428,7 +425,7 @@ fn check_entry(
     if e.data_length != end - v_off {
         return Err(Error::invalid(
             sec,
-            f_data_len,
+            fields.data_length,
             format!(
                 "data_length {} is not end of {last} - data_offset ({})",
                 e.data_length,

@@ -6,9 +6,12 @@
 //! indices (`col_indices` / `row_indices`, u64) and the pointers
 //! (`row_ptr` / `col_ptr`, u64, extent of the major dimension + 1).
 
-use super::descriptor::{read_prelude, BufferHandle, DESC_HAS_STATISTICS, HANDLE_LEN};
-use super::statistics::{Statistics, NNZ_VALID, STATISTICS_LEN};
-use super::{ByteReader, LAYOUT_CSC, LAYOUT_CSR, MAGIC};
+use super::descriptor::{
+    read_dtype, read_extent, read_prelude, read_statistics, write_head, BufferHandle,
+    DESC_HAS_STATISTICS, HANDLE_LEN,
+};
+use super::statistics::{Statistics, STATISTICS_LEN};
+use super::{ByteReader, LAYOUT_CSC, LAYOUT_CSR};
 use crate::element::DType;
 use crate::error::{Error, Result};
 
@@ -74,18 +77,8 @@ impl CompressedDescriptor {
     pub fn encode(&self) -> Vec<u8> {
         let len = self.encoded_len();
         let mut out = Vec::with_capacity(len);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&[1, 0]);
-        out.extend_from_slice(&(len as u32).to_le_bytes());
-        let flags = if self.statistics.is_some() {
-            DESC_HAS_STATISTICS
-        } else {
-            0
-        };
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.push(self.dtype.tag());
-        out.push(self.layout_tag());
-        out.extend_from_slice(&2u32.to_le_bytes());
+        let stats = self.statistics.is_some();
+        write_head(&mut out, len, stats, self.dtype, self.layout_tag(), 2);
         for d in self.shape {
             out.extend_from_slice(&d.to_le_bytes());
         }
@@ -117,10 +110,7 @@ impl CompressedDescriptor {
             )));
         }
         let has_stats = flags & DESC_HAS_STATISTICS != 0;
-        let dtype = DType::from_tag(r.u8("element type")?).map_err(|e| match e {
-            Error::InvalidFile { detail, .. } => r.err_at(14, detail),
-            other => other,
-        })?;
+        let dtype = read_dtype(&mut r)?;
         let column_major = match r.u8("layout tag")? {
             LAYOUT_CSR => false,
             LAYOUT_CSC => true,
@@ -143,11 +133,7 @@ impl CompressedDescriptor {
         }
         let mut shape = [0u64; 2];
         for (d, e) in shape.iter_mut().enumerate() {
-            let p = r.pos();
-            *e = r.u64("shape")?;
-            if *e == u64::MAX {
-                return Err(r.err_at(p, format!("dimension {d} is dynamic (u64::MAX); a stored {name} matrix needs a fixed shape")));
-            }
+            *e = read_extent(&mut r, d, name)?;
         }
         let byte_offset = r.u64("byte_offset")?;
         if byte_offset != 0 {
@@ -173,19 +159,7 @@ impl CompressedDescriptor {
         let values = BufferHandle::decode(&mut r, "values")?;
         let indices = BufferHandle::decode(&mut r, minor_name)?;
         let pointers = BufferHandle::decode(&mut r, ptr_name)?;
-        let statistics = if has_stats {
-            let st_pos = r.pos();
-            let s = Statistics::decode(&mut r)?;
-            if s.computed_mask & NNZ_VALID != 0 && s.nnz != nnz {
-                return Err(r.err_at(
-                    st_pos + 8,
-                    format!("statistics nnz {} differs from descriptor nnz {nnz}", s.nnz),
-                ));
-            }
-            Some(s)
-        } else {
-            None
-        };
+        let statistics = read_statistics(&mut r, has_stats, nnz)?;
         debug_assert_eq!(r.pos(), expected_len);
         Ok(CompressedDescriptor {
             column_major,
@@ -204,6 +178,7 @@ impl CompressedDescriptor {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::hurray::statistics::NNZ_VALID;
 
     /// The spec's CSR example: shape [4, 5], f32, nnz 5.
     fn example() -> CompressedDescriptor {

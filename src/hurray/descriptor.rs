@@ -40,6 +40,72 @@ pub(crate) fn read_prelude(r: &mut ByteReader<'_>, section: &str) -> Result<(usi
     Ok((desc_len, flags))
 }
 
+/// Writes the first 20 bytes of a descriptor: the prelude that
+/// [`read_prelude`] decodes, then element type, layout tag and rank.
+pub(crate) fn write_head(
+    out: &mut Vec<u8>,
+    len: usize,
+    statistics: bool,
+    dtype: DType,
+    layout_tag: u8,
+    rank: usize,
+) {
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    let flags = if statistics { DESC_HAS_STATISTICS } else { 0 };
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.push(dtype.tag());
+    out.push(layout_tag);
+    out.extend_from_slice(&(rank as u32).to_le_bytes());
+}
+
+/// The element type at byte 14, an unknown tag reported at that byte.
+pub(crate) fn read_dtype(r: &mut ByteReader<'_>) -> Result<DType> {
+    let tag = r.u8("element type")?;
+    DType::from_tag(tag).map_err(|e| match e {
+        Error::InvalidFile { detail, .. } => r.err_at(14, detail),
+        other => other,
+    })
+}
+
+/// One fixed shape extent (dimension `d`); `layout` names the layout in
+/// the message about a dynamic extent.
+pub(crate) fn read_extent(r: &mut ByteReader<'_>, d: usize, layout: &str) -> Result<u64> {
+    let p = r.pos();
+    let e = r.u64("shape")?;
+    if e == u64::MAX {
+        return Err(r.err_at(
+            p,
+            format!(
+                "dimension {d} is dynamic (u64::MAX); a stored {layout} tensor needs a fixed shape"
+            ),
+        ));
+    }
+    Ok(e)
+}
+
+/// The statistics section when the flags announce one, its nnz checked
+/// against the descriptor's.
+pub(crate) fn read_statistics(
+    r: &mut ByteReader<'_>,
+    present: bool,
+    nnz: u64,
+) -> Result<Option<Statistics>> {
+    if !present {
+        return Ok(None);
+    }
+    let st_pos = r.pos();
+    let s = Statistics::decode(r)?;
+    if s.computed_mask & NNZ_VALID != 0 && s.nnz != nnz {
+        return Err(r.err_at(
+            st_pos + 8,
+            format!("statistics nnz {} differs from descriptor nnz {nnz}", s.nnz),
+        ));
+    }
+    Ok(Some(s))
+}
+
 /// Length of a buffer handle.
 pub const HANDLE_LEN: usize = 16;
 /// Smallest buffer alignment a non-empty buffer may declare.
@@ -183,18 +249,8 @@ impl CooDescriptor {
     pub fn encode(&self) -> Vec<u8> {
         let len = self.encoded_len();
         let mut out = Vec::with_capacity(len);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&[1, 0]);
-        out.extend_from_slice(&(len as u32).to_le_bytes());
-        let flags = if self.statistics.is_some() {
-            DESC_HAS_STATISTICS
-        } else {
-            0
-        };
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.push(self.dtype.tag());
-        out.push(LAYOUT_COO);
-        out.extend_from_slice(&(self.rank() as u32).to_le_bytes());
+        let stats = self.statistics.is_some();
+        write_head(&mut out, len, stats, self.dtype, LAYOUT_COO, self.rank());
         for &d in &self.shape {
             out.extend_from_slice(&d.to_le_bytes());
         }
@@ -230,11 +286,7 @@ impl CooDescriptor {
             }
         }
         let has_stats = flags & DESC_HAS_STATISTICS != 0;
-        let tag = r.u8("element type")?;
-        let dtype = DType::from_tag(tag).map_err(|e| match e {
-            Error::InvalidFile { detail, .. } => r.err_at(14, detail),
-            other => other,
-        })?;
+        let dtype = read_dtype(&mut r)?;
         let layout = r.u8("layout tag")?;
         if layout != LAYOUT_COO {
             return Err(Error::Unsupported(format!(
@@ -254,12 +306,7 @@ impl CooDescriptor {
         }
         let mut shape = Vec::with_capacity(rank);
         for d in 0..rank {
-            let p = r.pos();
-            let e = r.u64("shape")?;
-            if e == u64::MAX {
-                return Err(r.err_at(p, format!("dimension {d} is dynamic (u64::MAX); a stored COO tensor needs a fixed shape")));
-            }
-            shape.push(e);
+            shape.push(read_extent(&mut r, d, "COO")?);
         }
         let bo_pos = r.pos();
         let byte_offset = r.u64("byte_offset")?;
@@ -287,19 +334,7 @@ impl CooDescriptor {
         }
         let values = BufferHandle::decode(&mut r, "values")?;
         let indices = BufferHandle::decode(&mut r, "indices")?;
-        let statistics = if has_stats {
-            let st_pos = r.pos();
-            let s = Statistics::decode(&mut r)?;
-            if s.computed_mask & NNZ_VALID != 0 && s.nnz != nnz {
-                return Err(r.err_at(
-                    st_pos + 8,
-                    format!("statistics nnz {} differs from descriptor nnz {nnz}", s.nnz),
-                ));
-            }
-            Some(s)
-        } else {
-            None
-        };
+        let statistics = read_statistics(&mut r, has_stats, nnz)?;
         debug_assert_eq!(r.pos(), expected_len);
         Ok(CooDescriptor {
             dtype,

@@ -27,7 +27,90 @@ fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
     a.start < b.end && b.start < a.end && !a.is_empty() && !b.is_empty()
 }
 
+/// The container of a file, every rule about it checked: header, trailer,
+/// the index section (inside the tensor region, 8-aligned, CRC-32C) and the
+/// KV section (the same, not overlapping the index), decoded.
+pub(super) struct Container {
+    pub(super) header: FileHeader,
+    pub(super) trailer: Trailer,
+    pub(super) entries: Vec<IndexEntry>,
+    pub(super) kv: Vec<(String, KvValue)>,
+    /// Byte ranges of the index and KV sections (empty when absent).
+    pub(super) index_range: Range<u64>,
+    pub(super) kv_range: Range<u64>,
+}
+
 pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
+    let Container {
+        header,
+        trailer,
+        entries,
+        kv: kv_entries,
+        index_range,
+        kv_range,
+    } = container(bytes)?;
+    let tstart = bytes.len() as u64 - TRAILER_LEN;
+    let io = trailer.index_offset;
+    // Tensors.
+    let align = header.alignment as u64;
+    let mut tensors = Vec::with_capacity(entries.len());
+    let mut regions: Vec<(Range<u64>, usize)> = Vec::with_capacity(entries.len());
+    let mut entry_off = EntryFields::first(io);
+    for (i, e) in entries.into_iter().enumerate() {
+        let fields = EntryFields::at(entry_off, e.name.len());
+        entry_off = fields.end;
+        let meta = check_entry(
+            bytes,
+            &header,
+            &e,
+            i,
+            fields,
+            tstart,
+            align,
+            opts,
+        )?;
+        // Descriptor start to end of the indices buffer (descriptor end for
+        // an empty tensor).
+        let region = e.descriptor_offset..meta.end() as u64;
+        let sec = format!("index entry {i} (tensor {:?})", e.name);
+        for (what, r) in [("index section", &index_range), ("KV section", &kv_range)] {
+            if overlaps(&region, r) {
+                return Err(Error::invalid(
+                    sec,
+                    fields.descriptor_offset,
+                    format!(
+                        "tensor bytes {}..{} overlap the {what} {}..{}",
+                        region.start, region.end, r.start, r.end
+                    ),
+                ));
+            }
+        }
+        regions.push((region, i));
+        tensors.push(meta);
+    }
+    regions.sort_by_key(|(r, _)| r.start);
+    for w in regions.windows(2) {
+        if overlaps(&w[0].0, &w[1].0) {
+            let (a, b) = (&tensors[w[0].1], &tensors[w[1].1]);
+            return Err(Error::invalid(
+                format!("tensor {:?}", b.name),
+                w[1].0.start,
+                format!(
+                    "tensor bytes {}..{} overlap those of tensor {:?} ({}..{})",
+                    w[1].0.start, w[1].0.end, a.name, w[0].0.start, w[0].0.end
+                ),
+            ));
+        }
+    }
+    Ok(Parsed {
+        header,
+        trailer,
+        kv: kv_entries,
+        tensors,
+    })
+}
+
+pub(super) fn container(bytes: &[u8]) -> Result<Container> {
     let len = bytes.len() as u64;
     if len < HEADER_LEN + TRAILER_LEN {
         return Err(too_short(len));
@@ -138,62 +221,13 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         kv_entries = kv::decode(&bytes[ko as usize..ke as usize], ko)?;
     }
 
-    // Tensors.
-    let align = header.alignment as u64;
-    let mut tensors = Vec::with_capacity(entries.len());
-    let mut regions: Vec<(Range<u64>, usize)> = Vec::with_capacity(entries.len());
-    let mut entry_off = EntryFields::first(io);
-    for (i, e) in entries.into_iter().enumerate() {
-        let fields = EntryFields::at(entry_off, e.name.len());
-        entry_off = fields.end;
-        let meta = check_entry(
-            bytes,
-            &header,
-            &e,
-            i,
-            fields,
-            tstart,
-            align,
-            opts,
-        )?;
-        // Descriptor start to end of the indices buffer (descriptor end for
-        // an empty tensor).
-        let region = e.descriptor_offset..meta.end() as u64;
-        let sec = format!("index entry {i} (tensor {:?})", e.name);
-        for (what, r) in [("index section", &index_range), ("KV section", &kv_range)] {
-            if overlaps(&region, r) {
-                return Err(Error::invalid(
-                    sec,
-                    fields.descriptor_offset,
-                    format!(
-                        "tensor bytes {}..{} overlap the {what} {}..{}",
-                        region.start, region.end, r.start, r.end
-                    ),
-                ));
-            }
-        }
-        regions.push((region, i));
-        tensors.push(meta);
-    }
-    regions.sort_by_key(|(r, _)| r.start);
-    for w in regions.windows(2) {
-        if overlaps(&w[0].0, &w[1].0) {
-            let (a, b) = (&tensors[w[0].1], &tensors[w[1].1]);
-            return Err(Error::invalid(
-                format!("tensor {:?}", b.name),
-                w[1].0.start,
-                format!(
-                    "tensor bytes {}..{} overlap those of tensor {:?} ({}..{})",
-                    w[1].0.start, w[1].0.end, a.name, w[0].0.start, w[0].0.end
-                ),
-            ));
-        }
-    }
-    Ok(Parsed {
+    Ok(Container {
         header,
         trailer,
+        entries,
         kv: kv_entries,
-        tensors,
+        index_range,
+        kv_range,
     })
 }
 

@@ -585,16 +585,30 @@ class File:
         symmetric: bool = False,
         npz_layout: str = "auto",
         petsc_int64: bool = False,
+        reorder_memory: Size = "64MiB",
+        _zip64_at: int = 0,
     ) -> dict:
         """Write the matrix to ``path`` for another program, streamed from
-        the file: ``to="mtx"`` (MatrixMarket; ``symmetric=True`` checks
-        symmetry and writes one triangle), ``"npz"`` (what
-        ``scipy.sparse.load_npz`` reads: ``npz_layout`` ``"csr"``,
-        ``"coo"`` or ``"auto"``) or ``"petsc"`` (PETSc binary, 32-bit
-        indices unless ``petsc_int64``). The file appears whole or not at
-        all. Returns ``{"entries": ..., "bytes": ...}``."""
+        the file, whatever its layout: ``to="mtx"`` (MatrixMarket;
+        ``symmetric=True`` checks symmetry and writes one triangle),
+        ``"npz"`` (what ``scipy.sparse.load_npz`` reads: ``npz_layout``
+        ``"csr"``, ``"csc"``, ``"coo"`` or ``"auto"``, the stored layout)
+        or ``"petsc"`` (PETSc binary, 32-bit indices unless
+        ``petsc_int64``). When the format's order is not the stored one
+        (PETSc or csr from CSC or unsorted COO, csc from COO or CSR, a
+        symmetric check of anything but sorted COO) the entries are
+        reordered in bands of ``reorder_memory`` bytes, one pass over the
+        file per band, plus 8 bytes per row or column. The file appears
+        whole or not at all. Returns ``{"entries": ..., "bytes": ...}``."""
         return _native.export(
-            self._native, os.fspath(path), to, bool(symmetric), npz_layout, bool(petsc_int64)
+            self._native,
+            os.fspath(path),
+            to,
+            bool(symmetric),
+            npz_layout,
+            bool(petsc_int64),
+            parse_size(reorder_memory),
+            int(_zip64_at),
         )
 
     def spy(self, path: PathLike, size: int = 1024) -> dict:

@@ -66,5 +66,7 @@ def export(
     symmetric: bool = False,
     npz_layout: str = "auto",
     petsc_int64: bool = False,
+    reorder_memory: int = 0,
+    zip64_at: int = 0,
 ) -> Dict[str, int]: ...
 def spy(file: File, path: str, size: int = 1024) -> Dict[str, Any]: ...

@@ -24,10 +24,11 @@
 //! so a file larger than memory is read once, sequentially, through a
 //! bounded set of pages (see [`Paging`]).
 
+use super::entries::{checked_pointers, lane_of};
 use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
-use crate::{CompressedTensor, CooTensor, Element};
+use crate::{CooTensor, Element};
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -471,30 +472,6 @@ fn scatter_block<T: Element, const TRANSPOSE: bool>(
     Ok((lo.min(hi), hi))
 }
 
-/// The pointers of a CSR/CSC matrix, checked whole (`ptr[0] = 0`,
-/// non-decreasing, the last = nnz) so that every lane is a valid slice.
-pub(super) fn checked_pointers<'t>(c: &CompressedTensor<'t>) -> MatrixResult<&'t [u64]> {
-    let ptr = c.pointers();
-    let nnz = c.nnz();
-    let bad = if ptr.len() as u64 != c.major_extent() + 1 || ptr.first() != Some(&0) {
-        Some(0)
-    } else if ptr.last() != Some(&nnz) {
-        Some(ptr.len() - 1)
-    } else {
-        ptr.windows(2).position(|w| w[0] > w[1]).map(|m| m + 1)
-    };
-    match bad {
-        None => Ok(ptr),
-        Some(m) => Err(MatrixError::Crate(crate::Error::invalid(
-            format!("{} of tensor {:?}", c.pointers_name(), c.name()),
-            0,
-            format!(
-                "pointer {m} breaks ptr[0] = 0, non-decreasing, last = nnz = {nnz}; run verify for the full report"
-            ),
-        ))),
-    }
-}
-
 /// Lanes (rows of CSR, columns of CSC) in blocks of at least `size`
 /// entries (the last may hold fewer), cut at pointer boundaries: the data
 /// decides, not the thread count.
@@ -576,9 +553,7 @@ fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Ma
         scatter_with(a, y, &blocks, paging, |_, range, buf| {
             let (mut lo, mut hi) = (usize::MAX, 0usize);
             // The lane holding the block's first entry.
-            let mut m = ptr
-                .partition_point(|&q| q <= range.start as u64)
-                .saturating_sub(1);
+            let mut m = lane_of(ptr, range.start);
             for p in range {
                 while ptr[m + 1] as usize <= p {
                     m += 1;

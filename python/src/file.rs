@@ -11,6 +11,9 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{input_error, raise, to_py, Kind};
 
+/// Columns and entry positions of a CSC row.
+type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);
+
 /// A NumPy array of a dtype known only at run time.
 type Arr<'py> = Bound<'py, PyAny>;
 
@@ -460,7 +463,7 @@ impl NativeFile {
         &self,
         py: Python<'py>,
         i: i64,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>)> {
+    ) -> PyResult<RowOfCsc<'py>> {
         let i = to_u64_index(&[i], "row")?[0];
         let c = self.c("csc_row")?;
         let rows = c.shape()[0];

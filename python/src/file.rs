@@ -459,11 +459,7 @@ impl NativeFile {
 
     /// Row `i` of a CSC matrix: (columns, positions of the entries), by a
     /// binary search in every column.
-    fn csc_row<'py>(
-        &self,
-        py: Python<'py>,
-        i: i64,
-    ) -> PyResult<RowOfCsc<'py>> {
+    fn csc_row<'py>(&self, py: Python<'py>, i: i64) -> PyResult<RowOfCsc<'py>> {
         let i = to_u64_index(&[i], "row")?[0];
         let c = self.c("csc_row")?;
         let rows = c.shape()[0];

@@ -713,9 +713,10 @@ def assemble(
     :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
     the other options are :class:`Builder`'s.
 
-    The assembly goes through a temporary Hurray file (in ``temp_dir``),
-    which is read into the scipy arrays and removed. Once the library writes
-    CSR/CSC files, this reads them directly instead of converting.
+    The assembly goes through a temporary sorted COO Hurray file (in
+    ``temp_dir``), which is read into the scipy arrays and removed; CSR
+    comes out of it in one pass over the indices. (:class:`Builder` can
+    write CSR/CSC files too, with ``layout=``.)
     """
     values = _values(data)
     dtype = _default_dtype(values) if dtype is None else dtype

@@ -256,31 +256,49 @@ fn owned_rows(
         firsts.push(f);
     }
     firsts.push(y.len());
-    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(blocks.len());
+    let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
+    with_values!(t, |vals| {
+        owned_blocks(a, y, &ranges, &firsts, paging, |range, row0, ys| {
+            owned_block(a, ind, vals, x, range, row0, ys)
+        })
+    })
+}
+
+/// The owned-rows kernel's driver, for COO rows and CSR/CSC lanes alike:
+/// block b (entries `ranges[b]`) owns `y[firsts[b]..firsts[b + 1]]`
+/// (`firsts` increasing, ending at `y.len()`), and `work(range, first,
+/// ys)` fills that slice. Blocks go to every worker in order (see
+/// [`Sweep`]); the result does not depend on which worker takes which.
+fn owned_blocks(
+    a: &Matrix<'_>,
+    y: &mut [f64],
+    ranges: &[Range<usize>],
+    firsts: &[usize],
+    paging: Paging,
+    work: impl Fn(Range<usize>, usize, &mut [f64]) -> MatrixResult<()> + Sync,
+) -> MatrixResult<()> {
+    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(ranges.len());
     let mut rest = y;
-    for k in 0..blocks.len() {
+    for k in 0..ranges.len() {
         let (head, tail) = rest.split_at_mut(firsts[k + 1] - firsts[k]);
         slices.push(Mutex::new(Some((firsts[k], head))));
         rest = tail;
     }
-    let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
-    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
-    let r = with_values!(t, |vals| {
-        workers(
-            || {
-                while let Some((b, range)) = sweep.claim() {
-                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let Some((row0, ys)) = taken else {
-                        continue;
-                    };
-                    owned_block(a, ind, vals, x, range, row0, ys)?;
-                    sweep.done(b, (), |_, _| {});
-                }
-                Ok(())
-            },
-            || sweep.stop(),
-        )
-    });
+    let sweep: Sweep<'_, (), ()> = Sweep::new(a, ranges, None, paging, ());
+    let r = workers(
+        || {
+            while let Some((b, range)) = sweep.claim() {
+                let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some((first, ys)) = taken else {
+                    continue;
+                };
+                work(range, first, ys)?;
+                sweep.done(b, (), |_, _| {});
+            }
+            Ok(())
+        },
+        || sweep.stop(),
+    );
     sweep.finish();
     r
 }
@@ -504,39 +522,20 @@ fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matr
     let ptr = checked_pointers(&c)?;
     let minor = c.indices();
     let lanes = lane_blocks(ptr, BLOCK_ENTRIES);
-    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(lanes.len());
-    let mut rest = y;
-    for l in &lanes {
-        let (head, tail) = rest.split_at_mut(l.len());
-        slices.push(Mutex::new(Some((l.start, head))));
-        rest = tail;
-    }
+    let mut firsts: Vec<usize> = lanes.iter().map(|l| l.start).collect();
+    firsts.push(y.len());
     let ranges = entry_ranges(ptr, &lanes);
-    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
-    let r = with_values!(c, |vals| {
-        workers(
-            || {
-                while let Some((b, _)) = sweep.claim() {
-                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let Some((m0, ys)) = taken else {
-                        continue;
-                    };
-                    for (k, slot) in ys.iter_mut().enumerate() {
-                        let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
-                        *slot =
-                            dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
-                                a.corrupt(lo, "an index of this row (column) is out of range")
-                            })?;
-                    }
-                    sweep.done(b, (), |_, _| {});
-                }
-                Ok(())
-            },
-            || sweep.stop(),
-        )
-    });
-    sweep.finish();
-    r
+    with_values!(c, |vals| {
+        owned_blocks(a, y, &ranges, &firsts, paging, |_, m0, ys| {
+            for (k, slot) in ys.iter_mut().enumerate() {
+                let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
+                *slot = dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
+                    a.corrupt(lo, "an index of this row (column) is out of range")
+                })?;
+            }
+            Ok(())
+        })
+    })
 }
 
 /// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` in storage order,

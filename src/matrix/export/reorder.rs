@@ -77,7 +77,13 @@ impl<'m, 'a> Reorder<'m, 'a> {
     ) -> MatrixResult<Self> {
         let coords = Coords::of(a)?;
         let (m, n) = (a.rows(), a.cols());
-        let mut lens = vec![0u64; to_usize(if dim == 0 { m } else { n })?];
+        let extent = to_usize(if dim == 0 { m } else { n })?;
+        let mut lens: Vec<u64> = Vec::new();
+        lens.try_reserve_exact(extent)
+            .map_err(|_| MatrixError::TooLarge {
+                extent: extent as u64,
+            })?;
+        lens.resize(extent, 0);
         pass(a, paging, |r| {
             coords.each(r, |p, i, j| {
                 if i >= m || j >= n {

@@ -106,6 +106,24 @@
 #define COO_MAX_RANK 64
 
 /**
+ * Storage layout of an open tensor, from `coo_file_layout`.
+ */
+typedef enum {
+  /**
+   * Coordinate list, any rank (`coo_info.sorted`: row-major order).
+   */
+  COO_LAYOUT_COO,
+  /**
+   * Compressed sparse rows (a matrix; entries row by row).
+   */
+  COO_LAYOUT_CSR,
+  /**
+   * Compressed sparse columns (a matrix; entries column by column).
+   */
+  COO_LAYOUT_CSC,
+} coo_layout;
+
+/**
  * Element type of a tensor. Values are passed as `double` and converted
  * to this type with the library's rules (see `docs/c-api.md`).
  */
@@ -416,7 +434,9 @@ coo_file *coo_file_open(const char *path);
 coo_file *coo_file_open_tensor(const char *path, const char *name);
 
 /**
- * Rank, shape, element type, entry count and sortedness of the tensor.
+ * Rank, shape, element type, entry count and sortedness of the tensor
+ * (`sorted`: entries in row-major order, as in a sorted COO or a CSR
+ * tensor; false for CSC).
  *
  * # Safety
  * `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_info`.
@@ -454,8 +474,9 @@ int coo_file_read_entries(const coo_file *f,
 /**
  * The entries whose coordinate starts with `prefix` (1..=rank components;
  * one component: a row) are entries `*begin .. *end` (read them with
- * `coo_file_read_entries`). Sorted tensors only (`COO_ERR_INVALID_FILE`
- * otherwise).
+ * `coo_file_read_entries`). Sorted COO and CSR tensors
+ * (`COO_ERR_INVALID_FILE` for unsorted COO and CSC, whose rows are not
+ * contiguous).
  *
  * # Safety
  * `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`
@@ -466,6 +487,14 @@ int coo_file_prefix_range(const coo_file *f,
                           const int64_t *prefix,
                           uint64_t *begin,
                           uint64_t *end);
+
+/**
+ * The tensor's storage layout.
+ *
+ * # Safety
+ * `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_layout`.
+ */
+int coo_file_layout(const coo_file *f, coo_layout *out);
 
 /**
  * Check the whole file's content (bounds, order, duplicates, statistics,

@@ -207,7 +207,7 @@ fn export_spy_and_dense() {
 
 /// `matvec` on CSR and CSC files gives the COO file's product (the values
 /// are small integers: every sum is exact whatever the order); `export`
-/// of a CSR file is a clear refusal.
+/// (mtx, npz, PETSc) and `spy` of CSR and CSC files give the COO file's bytes.
 #[test]
 fn matvec_cli_on_csr_and_csc() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,11 +265,36 @@ fn matvec_cli_on_csr_and_csc() {
     ok(&["export", s(&files[0]), "--to", "mtx", s(&m0), "-q"]);
     ok(&["export", s(&files[1]), "--to", "mtx", s(&m1), "-q"]);
     assert_eq!(std::fs::read(&m1).unwrap(), std::fs::read(&m0).unwrap());
-    let out = dir.path().join("a.npz");
-    fails(
-        &["export", s(&files[1]), "--to", "npz", s(&out)],
-        1,
-        "export to npz and PETSc reads COO matrices only",
-    );
-    assert!(!out.exists());
+    // npz, PETSc and spy read CSR/CSC too: the same files as from COO.
+    for (to, ext) in [("npz", "npz"), ("petsc", "petsc")] {
+        let outs: Vec<Vec<u8>> = files
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let out = dir.path().join(format!("a{k}.{ext}"));
+                ok(&[
+                    "export",
+                    s(f),
+                    "--to",
+                    to,
+                    "--npz-layout",
+                    "csr",
+                    s(&out),
+                    "-q",
+                ]);
+                std::fs::read(&out).unwrap()
+            })
+            .collect();
+        assert!(outs[1] == outs[0] && outs[2] == outs[0], "{to}");
+    }
+    let pngs: Vec<Vec<u8>> = files
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let out = dir.path().join(format!("a{k}.png"));
+            ok(&["spy", s(f), "--out", s(&out), "--size", "64", "-q"]);
+            std::fs::read(&out).unwrap()
+        })
+        .collect();
+    assert!(pngs[1] == pngs[0] && pngs[2] == pngs[0], "spy");
 }

@@ -390,17 +390,18 @@ fn petsc_header_and_refusals() {
         std::fs::metadata(&out).unwrap().len(),
         8 * (4 + 4 + 3) + 8 * 3
     );
-    // Unsorted: refused.
-    let pu = write(dir.path(), "u.hrry", &[4, 3], &e, false);
+    // Unsorted: put in row order, the same bytes.
+    let pu = write(dir.path(), "u.hrry", &[4, 3], &shuffled(&e, 9), false);
     let fu = HurrayFile::open(&pu).unwrap();
-    let err = export(
+    let outu = dir.path().join("u.petsc");
+    export(
         &Matrix::of_file(&fu, None).unwrap(),
         Format::Petsc,
-        &out,
+        &outu,
         &o64,
     )
-    .unwrap_err();
-    assert!(matches!(err, MatrixError::NotSorted { .. }), "{err}");
+    .unwrap();
+    assert_eq!(std::fs::read(&outu).unwrap(), std::fs::read(&out).unwrap());
     // Needs 64-bit: a shape beyond i32 (the file stays small).
     let big = write(
         dir.path(),
@@ -641,10 +642,9 @@ fn matvec_csr_csc_match_coo() {
 }
 
 /// dense and the MatrixMarket export read every layout (CSR: the COO
-/// export's bytes; CSC: the same lines, column-major); npz, PETSc and spy
-/// refuse CSR/CSC with a typed error naming the operation.
+/// export's bytes; CSC: the same lines, column-major).
 #[test]
-fn dense_and_mtx_of_csr_csc_and_typed_refusals() {
+fn dense_and_mtx_of_csr_csc() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = 5u64;
     let mut c: Vec<(u64, u64, f64)> = vec![(2, 1, 1.5), (0, 3, -2.0), (2, 1, 0.25), (1, 0, 4.0)];
@@ -679,33 +679,249 @@ fn dense_and_mtx_of_csr_csc_and_typed_refusals() {
             );
             assert_eq!(lines(&text), lines(&text0), "CSC mtx");
         }
-        let sym = ExportOptions {
-            symmetric: true,
-            ..ExportOptions::default()
-        };
-        let e = export(&a, Format::Mtx, &mtx, &sym).unwrap_err();
-        assert!(matches!(e, MatrixError::LayoutNotSupported { .. }), "{e}");
-        let out = dir.path().join("a.npz");
-        let e = export(&a, Format::Npz, &out, &ExportOptions::default()).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                MatrixError::LayoutNotSupported {
-                    op: "export to npz and PETSc",
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(!out.exists());
-        let png = dir.path().join("a.png");
-        let e = spy(f, None, &png, &SpyOptions::default()).unwrap_err();
-        assert!(
-            matches!(e, MatrixError::LayoutNotSupported { op: "spy", .. }),
-            "{e}"
-        );
-        assert!(!png.exists());
     }
+}
+
+/// The same matrix stored four ways: sorted COO, unsorted COO, CSR, CSC.
+fn four_layouts(
+    dir: &Path,
+    tag: &str,
+    shape: [u64; 2],
+    entries: &[(Vec<u64>, f64)],
+) -> Vec<PathBuf> {
+    let c: Vec<(u64, u64, f64)> = entries.iter().map(|(ij, v)| (ij[0], ij[1], *v)).collect();
+    let mut paths = three_layouts(dir, tag, shape, &c).to_vec();
+    let mut sorted = entries.to_vec();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    paths.push(write(
+        dir,
+        &format!("{tag}-unsorted.hrry"),
+        &shape,
+        &shuffled(&sorted, 11),
+        false,
+    ));
+    paths
+}
+
+fn export_bytes(f: &HurrayFile, format: Format, o: &ExportOptions, out: &Path) -> Vec<u8> {
+    let a = Matrix::of_file(f, None).unwrap();
+    export(&a, format, out, o).unwrap();
+    std::fs::read(out).unwrap()
+}
+
+/// npz (csr, csc), PETSc (32/64-bit indices), symmetric MatrixMarket and
+/// spy from every layout: byte for byte what the sorted COO (or, for csc,
+/// the CSC) file gives, with the reordering in many small bands and in one.
+#[test]
+fn exports_of_every_layout_agree() {
+    use coo_assembler::matrix::export::NpzLayout;
+    let dir = tempfile::tempdir().unwrap();
+    let (m, n) = (300u64, 260u64);
+    // Random entries with empty rows and columns, and a symmetric band.
+    let mut rnd = random_entries(m, n, 20_000, 21);
+    rnd.retain(|(ij, _)| ij[0] % 7 != 3 && ij[1] % 5 != 2);
+    let mut sym: Vec<(Vec<u64>, f64)> = Vec::new();
+    let mut s = 3u64;
+    for i in 0..m {
+        for j in 0..=i {
+            if (i - j) % 9 == 0 && rand(&mut s) % 3 != 0 {
+                let v = unit(&mut s);
+                sym.push((vec![i, j], v));
+                if i != j {
+                    sym.push((vec![j, i], v));
+                }
+            }
+        }
+    }
+    sym.sort_by(|a, b| a.0.cmp(&b.0));
+    let small = 16 * 100; // 100 entries a band
+    for (tag, shape, entries) in [("rnd", [m, n], &rnd), ("sym", [m, m], &sym)] {
+        let paths = four_layouts(dir.path(), tag, shape, entries);
+        let files: Vec<HurrayFile> = paths.iter().map(|p| HurrayFile::open(p).unwrap()).collect();
+        for budget in [small, 0] {
+            let mut cases: Vec<(Format, ExportOptions, usize)> = Vec::new();
+            for layout in [NpzLayout::Csr, NpzLayout::Csc, NpzLayout::Coo] {
+                let o = ExportOptions {
+                    npz_layout: layout,
+                    reorder_budget: budget,
+                    ..ExportOptions::default()
+                };
+                // coo keeps the storage order: compare the reference only
+                // with itself and the CSR file's (the same order).
+                cases.push((Format::Npz, o, if layout == NpzLayout::Csc { 2 } else { 0 }));
+            }
+            for petsc_int64 in [false, true] {
+                let o = ExportOptions {
+                    petsc_int64,
+                    reorder_budget: budget,
+                    ..ExportOptions::default()
+                };
+                cases.push((Format::Petsc, o, 0));
+            }
+            if tag == "sym" {
+                let o = ExportOptions {
+                    symmetric: true,
+                    reorder_budget: budget,
+                    ..ExportOptions::default()
+                };
+                cases.push((Format::Mtx, o, 0));
+            }
+            for (format, o, reference) in cases {
+                let out = |k: usize| dir.path().join(format!("{tag}-{k}.out"));
+                let want = export_bytes(&files[reference], format, &o, &out(9));
+                for (k, f) in files.iter().enumerate() {
+                    if o.npz_layout == NpzLayout::Coo && format == Format::Npz && k > 1 {
+                        continue;
+                    }
+                    let got = export_bytes(f, format, &o, &out(k));
+                    // MatrixMarket's comment line names the tensor, which
+                    // the test helper names differently from the builder.
+                    let body = |b: &[u8]| {
+                        if format == Format::Mtx {
+                            let t = String::from_utf8(b.to_vec()).unwrap();
+                            t.lines()
+                                .filter(|l| !l.starts_with("% "))
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                                .into_bytes()
+                        } else {
+                            b.to_vec()
+                        }
+                    };
+                    assert!(
+                        body(&got) == body(&want),
+                        "{tag} {format:?} {o:?} from file {k}"
+                    );
+                }
+            }
+        }
+        // The picture does not depend on the layout.
+        let pngs: Vec<Vec<u8>> = files
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let out = dir.path().join(format!("{tag}-{k}.png"));
+                spy(f, None, &out, &SpyOptions::default()).unwrap();
+                std::fs::read(out).unwrap()
+            })
+            .collect();
+        assert!(pngs.iter().all(|p| *p == pngs[0]), "{tag} spy");
+    }
+    // Auto picks the stored layout: csr, csr, csc, coo (scipy's `format`).
+    let paths = four_layouts(dir.path(), "auto", [m, n], &rnd);
+    for (p, want) in paths.iter().zip(["csr", "csr", "csc", "coo"]) {
+        let f = HurrayFile::open(p).unwrap();
+        let b = export_bytes(
+            &f,
+            Format::Npz,
+            &ExportOptions::default(),
+            &dir.path().join("x.npz"),
+        );
+        // format.npy's data follows its local header and npy header.
+        let at = b.windows(10).position(|w| w == b"format.npy").unwrap();
+        let entry = &b[at..at + 200];
+        assert!(
+            entry.windows(3).any(|w| w == want.as_bytes()),
+            "{p:?} {want}"
+        );
+    }
+}
+
+/// A symmetric check that fails on a CSR, CSC or unsorted COO matrix names
+/// the first difference and leaves nothing behind.
+#[test]
+fn symmetric_refusals_on_every_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    type Case = (&'static str, Vec<(Vec<u64>, f64)>, &'static str);
+    let cases: [Case; 3] = [
+        (
+            "value",
+            vec![(vec![0, 1], 1.0), (vec![1, 0], 2.0), (vec![2, 2], 1.0)],
+            "A[1, 0] = 2.0 but A[0, 1] = 1.0",
+        ),
+        (
+            "upper",
+            vec![(vec![0, 2], 1.0), (vec![2, 2], 1.0)],
+            "has no mirror",
+        ),
+        (
+            "lower",
+            vec![(vec![2, 1], 1.0), (vec![2, 2], 1.0)],
+            "A[2, 1] = 1.0 but A[1, 2] is not stored",
+        ),
+    ];
+    let o = ExportOptions {
+        symmetric: true,
+        ..ExportOptions::default()
+    };
+    for (tag, entries, says) in cases {
+        let paths = four_layouts(dir.path(), tag, [3, 3], &entries);
+        for p in &paths[1..] {
+            let f = HurrayFile::open(p).unwrap();
+            let out = dir.path().join(format!("{tag}.mtx"));
+            let e = export(&Matrix::of_file(&f, None).unwrap(), Format::Mtx, &out, &o).unwrap_err();
+            assert!(matches!(e, MatrixError::NotSymmetric { .. }), "{e}");
+            assert!(e.to_string().contains(says), "{tag} {p:?}: {e}");
+            assert!(!out.exists());
+        }
+    }
+    let paths = four_layouts(dir.path(), "rect", [3, 4], &[(vec![0, 1], 1.0)]);
+    for p in &paths {
+        let f = HurrayFile::open(p).unwrap();
+        let e = export(
+            &Matrix::of_file(&f, None).unwrap(),
+            Format::Mtx,
+            &dir.path().join("r.mtx"),
+            &o,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not square"), "{e}");
+    }
+    // An unsorted file storing a coordinate twice: an error, not a file.
+    let dup = vec![(vec![1, 1], 1.0f64), (vec![0, 0], 1.0), (vec![1, 1], 2.0)];
+    let p = write(dir.path(), "dup.hrry", &[2, 2], &dup, false);
+    let f = HurrayFile::open(&p).unwrap();
+    let out = dir.path().join("dup.petsc");
+    let e = export(
+        &Matrix::of_file(&f, None).unwrap(),
+        Format::Petsc,
+        &out,
+        &ExportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("(1, 1) is stored twice"), "{e}");
+    assert!(!out.exists());
+}
+
+/// A small archive forced into zip64 records: the same arrays, and the
+/// zip64 end records are there (Python's zipfile reads it in the Python tests).
+#[test]
+fn npz_zip64_records_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "z.hrry",
+        &[50, 40],
+        &random_entries(50, 40, 300, 4),
+        true,
+    );
+    let f = HurrayFile::open(&p).unwrap();
+    let plain = export_bytes(
+        &f,
+        Format::Npz,
+        &ExportOptions::default(),
+        &dir.path().join("a.npz"),
+    );
+    let o = ExportOptions {
+        zip64_at: 1,
+        ..ExportOptions::default()
+    };
+    let z64 = export_bytes(&f, Format::Npz, &o, &dir.path().join("b.npz"));
+    let has = |b: &[u8], sig: u32| b.windows(4).any(|w| w == sig.to_le_bytes());
+    assert!(!has(&plain, 0x0606_4b50) && has(&z64, 0x0606_4b50) && has(&z64, 0x0706_4b50));
+    // Local headers grow by a 20-byte zip64 extra each (6 entries), the
+    // central ones by 28, and the end by the 56 + 20 byte zip64 records.
+    assert_eq!(z64.len(), plain.len() + 6 * 20 + 6 * 28 + 56 + 20);
 }
 
 /// A CSR/CSC file whose pointers or minor indices were damaged after

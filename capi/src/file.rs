@@ -6,7 +6,7 @@ use crate::{
     coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
     COO_ERR_INVALID_FILE,
 };
-use coo_assembler::{CooTensor, HurrayFile};
+use coo_assembler::{HurrayFile, OutputLayout, Tensor};
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr::NonNull;
 
@@ -16,13 +16,25 @@ const _: () = {
     shared::<HurrayFile>();
 };
 
+/// Storage layout of an open tensor, from `coo_file_layout`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_layout {
+    /// Coordinate list, any rank (`coo_info.sorted`: row-major order).
+    COO_LAYOUT_COO,
+    /// Compressed sparse rows (a matrix; entries row by row).
+    COO_LAYOUT_CSR,
+    /// Compressed sparse columns (a matrix; entries column by column).
+    COO_LAYOUT_CSC,
+}
+
 /// An open tensor of a Hurray file (opaque); `coo_file_close` releases it.
 /// Every `coo_file_*` reading function takes a `const coo_file *` and may be
 /// called from several threads at once.
 pub struct coo_file {
     /// A view into `*file`: it borrows the boxed reader, which is freed
     /// only in Drop, after the view's last use.
-    tensor: CooTensor<'static>,
+    tensor: Tensor<'static>,
     /// Owned; held as a raw pointer (not a Box) so that moving this struct
     /// does not invalidate the view's borrows.
     file: NonNull<HurrayFile>,
@@ -51,7 +63,7 @@ fn open(path: *const c_char, name: *const c_char) -> Res<Box<coo_file>> {
     // and is never mutated: a 'static view is valid for the handle's life.
     let f: &'static HurrayFile = unsafe { file.as_ref() };
     let tensor = if name.is_null() {
-        f.tensors().next().ok_or_else(|| {
+        f.tensor_views().next().ok_or_else(|| {
             Fail::new(
                 COO_ERR_INVALID_FILE,
                 format!("{}: the file holds no tensor", path.display()),
@@ -62,7 +74,7 @@ fn open(path: *const c_char, name: *const c_char) -> Res<Box<coo_file>> {
         let name = unsafe { CStr::from_ptr(name) }
             .to_str()
             .map_err(|_| Fail::new(COO_ERR_ARGUMENT, "tensor name is not UTF-8"))?;
-        f.tensor(name)?
+        f.tensor_view(name)?
     };
     guard.defuse();
     Ok(Box::new(coo_file { tensor, file }))
@@ -121,7 +133,9 @@ fn too_large(v: u64) -> Fail {
     )
 }
 
-/// Rank, shape, element type, entry count and sortedness of the tensor.
+/// Rank, shape, element type, entry count and sortedness of the tensor
+/// (`sorted`: entries in row-major order, as in a sorted COO or a CSR
+/// tensor; false for CSC).
 ///
 /// # Safety
 /// `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_info`.
@@ -138,7 +152,11 @@ pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -
             shape,
             dtype: dtype_to_c(t.dtype()),
             nnz: t.nnz(),
-            sorted: t.is_sorted(),
+            // CSR entries are in row-major order too; CSC ones are not.
+            sorted: match t {
+                Tensor::Coo(c) => c.is_sorted(),
+                Tensor::Compressed(_) => t.layout() == OutputLayout::Csr,
+            },
         };
         // SAFETY: NULL or writable (contract).
         *unsafe { out_ref(out, "out") }? = info;
@@ -200,21 +218,59 @@ pub unsafe extern "C" fn coo_file_read_entries(
         let rank = t.rank();
         let start = first as usize;
         if !idx.is_null() && count > 0 {
-            let src = &t.indices()[start * rank..(start + count) * rank];
             // SAFETY: non-null, writable for n * rank >= count * rank int64 (contract).
             let dst = unsafe { out_slice(idx, count * rank, "idx") }?;
-            for (d, &s) in dst.iter_mut().zip(src) {
-                *d = i64::try_from(s).map_err(|_| too_large(s))?;
+            match t {
+                Tensor::Coo(c) => {
+                    let src = &c.indices()[start * rank..(start + count) * rank];
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = i64::try_from(s).map_err(|_| too_large(s))?;
+                    }
+                }
+                Tensor::Compressed(c) => {
+                    // The lane (row of CSR, column of CSC) of entry `first`,
+                    // then onwards; every lane's range is checked.
+                    let md = c.major_dim();
+                    let minor = c.indices();
+                    let mut m = c.pointers().partition_point(|&q| q <= first) as u64;
+                    m = m.saturating_sub(1);
+                    let mut r = c.major_range(m)?;
+                    for (k, e) in dst.chunks_exact_mut(2).enumerate() {
+                        let p = first + k as u64;
+                        while p >= r.end {
+                            m += 1;
+                            r = c.major_range(m)?;
+                        }
+                        if p < r.start {
+                            return Err(Fail::new(
+                                COO_ERR_INVALID_FILE,
+                                format!(
+                                    "{} of tensor {:?} is damaged at {m}; run coo_file_verify",
+                                    c.pointers_name(),
+                                    c.name()
+                                ),
+                            ));
+                        }
+                        let k = minor[p as usize];
+                        e[md] = i64::try_from(m).map_err(|_| too_large(m))?;
+                        e[1 - md] = i64::try_from(k).map_err(|_| too_large(k))?;
+                    }
+                }
             }
         }
         if !values.is_null() && count > 0 {
             // SAFETY: non-null, writable for n >= count doubles (contract).
             let dst = unsafe { out_slice(values, count, "values") }?;
-            if let Ok(v) = t.values::<f64>() {
-                dst.copy_from_slice(&v[start..start + count]);
+            let bytes = t.values_bytes();
+            let dtype = t.dtype();
+            let w = dtype.width();
+            if dtype == coo_assembler::DType::F64 {
+                for (d, b) in dst.iter_mut().zip(bytes[start * 8..].chunks_exact(8)) {
+                    *d = f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                }
             } else {
-                for (d, i) in dst.iter_mut().zip(first..) {
-                    *d = t.value(i).to_f64();
+                for (d, b) in dst.iter_mut().zip(bytes[start * w..].chunks_exact(w)) {
+                    *d = dtype.decode(b).to_f64();
                 }
             }
         }
@@ -237,8 +293,9 @@ unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'a mut [T]> 
 
 /// The entries whose coordinate starts with `prefix` (1..=rank components;
 /// one component: a row) are entries `*begin .. *end` (read them with
-/// `coo_file_read_entries`). Sorted tensors only (`COO_ERR_INVALID_FILE`
-/// otherwise).
+/// `coo_file_read_entries`). Sorted COO and CSR tensors
+/// (`COO_ERR_INVALID_FILE` for unsorted COO and CSC, whose rows are not
+/// contiguous).
 ///
 /// # Safety
 /// `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`
@@ -264,8 +321,56 @@ pub unsafe extern "C" fn coo_file_prefix_range(
         }?;
         // SAFETY: NULL or writable (contract).
         let (b, e) = unsafe { (out_ref(begin, "begin")?, out_ref(end, "end")?) };
-        let r = t.prefix_range(p)?;
+        let r = match t {
+            Tensor::Coo(c) => c.prefix_range(p)?,
+            Tensor::Compressed(c) if c.major_dim() == 0 && (1..=2).contains(&p.len()) => {
+                let row = c.major_range(p[0])?;
+                match p.get(1) {
+                    None => row,
+                    Some(&j) => {
+                        if j >= c.shape()[1] {
+                            return Err(Fail::new(
+                                COO_ERR_INDEX,
+                                format!("column {j} is out of range (extent {})", c.shape()[1]),
+                            ));
+                        }
+                        let lane = &c.indices()[row.start as usize..row.end as usize];
+                        let at = row.start + lane.partition_point(|&k| k < j) as u64;
+                        let hit = lane.get((at - row.start) as usize) == Some(&j);
+                        at..at + u64::from(hit)
+                    }
+                }
+            }
+            Tensor::Compressed(c) => {
+                return Err(Fail::new(
+                    COO_ERR_INVALID_FILE,
+                    format!(
+                        "tensor {:?} is {}: a prefix range needs a sorted COO or a CSR tensor and 1 or 2 components",
+                        c.name(),
+                        c.layout().to_string().to_uppercase()
+                    ),
+                ))
+            }
+        };
         (*b, *e) = (r.start, r.end);
+        Ok(())
+    })
+}
+
+/// The tensor's storage layout.
+///
+/// # Safety
+/// `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_layout`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_layout(f: *const coo_file, out: *mut coo_layout) -> c_int {
+    status(|| {
+        let layout = match file(f)?.tensor.layout() {
+            OutputLayout::Coo => coo_layout::COO_LAYOUT_COO,
+            OutputLayout::Csr => coo_layout::COO_LAYOUT_CSR,
+            OutputLayout::Csc => coo_layout::COO_LAYOUT_CSC,
+        };
+        // SAFETY: NULL or writable (contract).
+        *unsafe { out_ref(out, "out") }? = layout;
         Ok(())
     })
 }

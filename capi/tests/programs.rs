@@ -450,3 +450,84 @@ fn docs_show_the_tested_examples_verbatim() {
         );
     }
 }
+
+/// COO, CSR and CSC files (written by the Rust builder) read through the C
+/// API: the layout, the `sorted` flag, every entry (read in chunks that
+/// cross rows and columns) equal to the Rust reader's, `coo_file_get` on
+/// each, and a row's prefix range (sorted COO, CSR) or the documented
+/// refusal (CSC).
+#[test]
+fn c_reads_csr_and_csc_files() {
+    use coo_assembler::OutputLayout;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/layouts.c")],
+        dir.path(),
+        "layouts",
+        Link::Shared,
+    );
+    let (m, n) = (40u64, 31u64);
+    for (code, layout) in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc]
+        .into_iter()
+        .enumerate()
+    {
+        let path = dir.path().join(format!("{layout}.hrry"));
+        let opts = AssembleOptions {
+            layout,
+            ..AssembleOptions::default()
+        };
+        let mut b = Builder::new(&[m, n], DType::F32, opts).expect("builder");
+        for k in 0..600u64 {
+            let (i, j) = ((k * 7) % m, (k * 11) % (n - 1)); // column n-1 stays empty
+            if i % 5 != 2 {
+                // rows 2, 7, ... stay empty
+                b.push(&[i, j], (k % 13) as f64 - 6.5).expect("push");
+            }
+        }
+        b.finish(&path).expect("finish");
+        let out = run(Command::new(&exe).arg(&path), "layouts");
+        assert_eq!(field(&out, "layout"), code as u64, "{out}");
+        assert_eq!(
+            field(&out, "sorted"),
+            u64::from(layout != OutputLayout::Csc)
+        );
+        assert_eq!(field(&out, "bad_get"), 0, "{out}");
+        let file = HurrayFile::open(&path).expect("open");
+        let t = file.only_tensor_view().expect("tensor");
+        let mut want = Vec::new();
+        t.try_for_each::<Error>(|ij, v| {
+            want.push(format!("e {} {} {}", ij[0], ij[1], v.to_f64()));
+            Ok(())
+        })
+        .expect("entries");
+        // %.17g and Rust's shortest form differ in text, not in value.
+        let got: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("e "))
+            .map(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                let v: f64 = w[2].parse().expect("value");
+                format!("e {} {} {v}", w[0], w[1])
+            })
+            .collect();
+        assert_eq!(got, want, "{layout}");
+        assert_eq!(field(&out, "nnz"), want.len() as u64);
+        let status = out
+            .lines()
+            .find_map(|l| l.strip_prefix("prefix_status="))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|s| s.parse::<i64>().ok())
+            .expect("prefix_status");
+        if layout == OutputLayout::Csc {
+            assert_eq!(status, -10, "{out}"); // COO_ERR_INVALID_FILE
+        } else {
+            assert_eq!(status, 0, "{out}");
+            let c = t.as_compressed();
+            let r = match c {
+                Some(c) => c.major_range(3).expect("row 3"),
+                None => t.as_coo().expect("coo").prefix_range(&[3]).expect("row 3"),
+            };
+            assert_eq!((field(&out, "begin"), field(&out, "end")), (r.start, r.end));
+        }
+    }
+}

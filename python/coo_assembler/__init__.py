@@ -188,6 +188,9 @@ class Builder:
         bits then depend on threads and budget.
     non_finite
         ``"keep"`` (default), ``"reject_nan"`` or ``"reject_non_finite"``.
+    layout
+        The file's layout: ``"coo"`` (default, sorted row-major), ``"csr"``
+        or ``"csc"`` (matrices only).
 
     Use it as a context manager: leaving the ``with`` block by an exception
     abandons the assembly -- nothing is published at the target path and
@@ -222,6 +225,7 @@ class Builder:
         drop_zeros: bool = False,
         exact_sums: bool = True,
         non_finite: str = "keep",
+        layout: str = "coo",
     ) -> None:
         shape_t = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape_t):
@@ -238,6 +242,7 @@ class Builder:
             bool(drop_zeros),
             bool(exact_sums),
             non_finite,
+            layout,
         )
 
     @property
@@ -450,12 +455,14 @@ class File:
     @property
     def layout(self) -> str:
         """Storage layout of the tensor: ``"coo"`` (sorted row-major when
-        :attr:`is_sorted`). CSR/CSC file layouts will appear here when the
-        library writes them; :meth:`to_scipy` then reads them directly."""
-        return "coo"
+        :attr:`is_sorted`), ``"csr"`` or ``"csc"``; :meth:`to_scipy` returns
+        this layout by default, its value array a view of the file."""
+        return self._native.layout
 
     @property
     def is_sorted(self) -> bool:
+        """Entries stored in row-major order without duplicates: a sorted
+        COO tensor or a CSR matrix."""
         return self._native.is_sorted
 
     @property
@@ -474,11 +481,20 @@ class File:
 
         For a matrix, ``indices`` are the column indices (int64, shape
         ``(m,)``); for rank r > 2, the remaining coordinates (shape
-        ``(m, r - 1)``). ``values`` is a read-only view of the file.
-        Sorted tensors only.
+        ``(m, r - 1)``). ``values`` is a read-only view of the file for a
+        sorted COO tensor or a CSR matrix; for a CSC matrix, where a row is
+        not contiguous, the row is found by a binary search in every column
+        and ``values`` is a copy. Unsorted COO tensors are refused.
         """
         if self.ndim < 2:
             raise InputError("row() needs a tensor of rank 2 or more")
+        layout = self.layout
+        if layout == "csr":
+            start, end = self._native.lane_range(int(i))
+            return self._native.minor_slice(start, end), self._native.values_slice(start, end)
+        if layout == "csc":
+            cols, pos = self._native.csc_row(int(i))
+            return cols, self.values()[pos.astype(np.intp)]
         start, end = self._native.row_range(int(i))
         coords = self._native.coords_slice(start, end)[:, 1:]
         if self.ndim == 2:
@@ -503,19 +519,24 @@ class File:
         """The tensor as a scipy sparse array.
 
         ``layout`` is ``"coo"``, ``"csr"`` or ``"csc"``; the default is the
-        file's own :attr:`layout`. The value array of a ``coo`` or ``csr``
-        result is a read-only view of the mapped file (no copy; float16 and
-        bfloat16 are widened to float32, which scipy needs); index arrays are
-        new int32 or int64 arrays, as scipy chooses for the size. CSR of a
-        sorted file costs one pass over the indices; CSC a counting sort by
-        column, with the values permuted into a new array. Results have
-        sorted indices and no duplicates (``has_canonical_format``).
+        file's own :attr:`layout`. The value array is a read-only view of
+        the mapped file (no copy; float16 and bfloat16 are widened to
+        float32, which scipy needs) when the result has the file's order:
+        ``coo`` of any file, ``csr`` of a CSR or sorted COO file, ``csc``
+        of a CSC file. Index arrays are new int32 or int64 arrays, as scipy
+        chooses for the size (scipy needs signed indices). CSR of a sorted
+        COO file costs one pass over the indices; CSC of a COO file a
+        counting sort by column, with the values permuted into a new array;
+        the other compressed layout of a CSR/CSC file is scipy's conversion
+        (a copy). Results from CSR, CSC and sorted COO files have sorted
+        indices and no duplicates (``has_canonical_format``).
         ``index_dtype`` (int32 or int64) forces the CSR/CSC index type;
         the default is int32 when every index and pointer fits.
         """
         import scipy.sparse as sp
 
-        layout = self.layout if layout is None else layout
+        stored = self.layout
+        layout = stored if layout is None else layout
         shape = self.shape
         if layout == "coo":
             a = sp.coo_array(
@@ -528,22 +549,28 @@ class File:
             raise InputError(f"unknown layout {layout!r}; use coo, csr or csc")
         if self.ndim != 2:
             raise InputError(f"{layout} needs a matrix; the tensor has rank {self.ndim}")
-        if not self.is_sorted:
+        if stored != "coo" and layout != stored:
+            return self.to_scipy(stored, index_dtype=index_dtype).asformat(layout)
+        if stored == "coo" and not self.is_sorted:
             return self.to_scipy("coo").asformat(layout)
         if index_dtype is None:
             index_dtype = _index_dtype(self.nnz, shape)
         index64 = np.dtype(index_dtype) == np.int64
-        if layout == "csr":
+        if stored != "coo":
+            data, indices, indptr = self._native.compressed_parts(index64)
+            cls = sp.csr_array if layout == "csr" else sp.csc_array
+            a = cls((_scipy_data(data), indices, indptr), shape=shape)
+        elif layout == "csr":
             data, indices, indptr = self._native.csr_parts(index64)
             a = sp.csr_array((_scipy_data(data), indices, indptr), shape=shape)
         else:
-            rows, indptr, perm = self._native.csc_parts(index64)
+            indices, indptr, perm = self._native.csc_parts(index64)
             data = _scipy_data(self.values())[perm]
-            a = sp.csc_array((data, rows, indptr), shape=shape)
+            a = sp.csc_array((data, indices, indptr), shape=shape)
         if index64:
             # The constructor narrows small int64 indices to int32; keep
             # what was asked for (scipy's tocsr keeps int64 inputs int64).
-            a.indices, a.indptr = (indices, indptr) if layout == "csr" else (rows, indptr)
+            a.indices, a.indptr = indices, indptr
         a.has_sorted_indices = True
         a.has_canonical_format = True
         return a
@@ -585,16 +612,30 @@ class File:
         symmetric: bool = False,
         npz_layout: str = "auto",
         petsc_int64: bool = False,
+        reorder_memory: Size = "64MiB",
+        _zip64_at: int = 0,
     ) -> dict:
         """Write the matrix to ``path`` for another program, streamed from
-        the file: ``to="mtx"`` (MatrixMarket; ``symmetric=True`` checks
-        symmetry and writes one triangle), ``"npz"`` (what
-        ``scipy.sparse.load_npz`` reads: ``npz_layout`` ``"csr"``,
-        ``"coo"`` or ``"auto"``) or ``"petsc"`` (PETSc binary, 32-bit
-        indices unless ``petsc_int64``). The file appears whole or not at
-        all. Returns ``{"entries": ..., "bytes": ...}``."""
+        the file, whatever its layout: ``to="mtx"`` (MatrixMarket;
+        ``symmetric=True`` checks symmetry and writes one triangle),
+        ``"npz"`` (what ``scipy.sparse.load_npz`` reads: ``npz_layout``
+        ``"csr"``, ``"csc"``, ``"coo"`` or ``"auto"``, the stored layout)
+        or ``"petsc"`` (PETSc binary, 32-bit indices unless
+        ``petsc_int64``). When the format's order is not the stored one
+        (PETSc or csr from CSC or unsorted COO, csc from COO or CSR, a
+        symmetric check of anything but sorted COO) the entries are
+        reordered in bands of ``reorder_memory`` bytes, one pass over the
+        file per band, plus 8 bytes per row or column. The file appears
+        whole or not at all. Returns ``{"entries": ..., "bytes": ...}``."""
         return _native.export(
-            self._native, os.fspath(path), to, bool(symmetric), npz_layout, bool(petsc_int64)
+            self._native,
+            os.fspath(path),
+            to,
+            bool(symmetric),
+            npz_layout,
+            bool(petsc_int64),
+            parse_size(reorder_memory),
+            int(_zip64_at),
         )
 
     def spy(self, path: PathLike, size: int = 1024) -> dict:
@@ -672,9 +713,10 @@ def assemble(
     :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
     the other options are :class:`Builder`'s.
 
-    The assembly goes through a temporary Hurray file (in ``temp_dir``),
-    which is read into the scipy arrays and removed. Once the library writes
-    CSR/CSC files, this reads them directly instead of converting.
+    The assembly goes through a temporary sorted COO Hurray file (in
+    ``temp_dir``), which is read into the scipy arrays and removed; CSR
+    comes out of it in one pass over the indices. (:class:`Builder` can
+    write CSR/CSC files too, with ``layout=``.)
     """
     values = _values(data)
     dtype = _default_dtype(values) if dtype is None else dtype

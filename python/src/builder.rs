@@ -294,7 +294,7 @@ fn parse_dtype(s: &str) -> PyResult<DType> {
 #[pymethods]
 impl NativeBuilder {
     #[new]
-    #[pyo3(signature = (shape, dtype, memory_budget, temp_dir, threads, duplicates, drop_zeros, exact_sums, non_finite))]
+    #[pyo3(signature = (shape, dtype, memory_budget, temp_dir, threads, duplicates, drop_zeros, exact_sums, non_finite, layout="coo"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -307,8 +307,10 @@ impl NativeBuilder {
         drop_zeros: bool,
         exact_sums: bool,
         non_finite: &str,
+        layout: &str,
     ) -> PyResult<Self> {
         let dtype = parse_dtype(dtype)?;
+        let layout: coo_assembler::OutputLayout = layout.parse().map_err(to_py)?;
         let policy: DuplicatePolicy = duplicates.parse().map_err(to_py)?;
         let non_finite = match non_finite {
             "keep" => NonFinitePolicy::Keep,
@@ -330,6 +332,7 @@ impl NativeBuilder {
             drop_zeros,
             exact_sums,
             non_finite,
+            layout,
             ..AssembleOptions::default()
         };
         if let Some(t) = threads {

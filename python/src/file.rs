@@ -2,14 +2,17 @@
 
 use std::path::PathBuf;
 
-use coo_assembler::{CooTensor, DType, Element, HurrayFile, Value};
+use coo_assembler::{CompressedTensor, CooTensor, DType, Element, HurrayFile, Tensor, Value};
 use half::f16;
 use numpy::ndarray::{Array2, ArrayView1};
 use numpy::{PyArray1, PyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::errors::{input_error, to_py};
+use crate::errors::{input_error, raise, to_py, Kind};
+
+/// Columns and entry positions of a CSC row.
+type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);
 
 /// A NumPy array of a dtype known only at run time.
 type Arr<'py> = Bound<'py, PyAny>;
@@ -22,8 +25,22 @@ pub struct NativeFile {
 }
 
 impl NativeFile {
+    /// The tensor, whatever its layout.
+    fn v(&self) -> PyResult<Tensor<'_>> {
+        self.file.tensor_view(&self.tensor).map_err(to_py)
+    }
+
+    /// The COO tensor (operations on the coordinate list); CSR/CSC callers
+    /// go through [`NativeFile::v`] first.
     fn t(&self) -> PyResult<CooTensor<'_>> {
         self.file.tensor(&self.tensor).map_err(to_py)
+    }
+
+    /// The CSR/CSC tensor, or an input error naming `what`.
+    fn c(&self, what: &str) -> PyResult<CompressedTensor<'_>> {
+        self.v()?
+            .as_compressed()
+            .ok_or_else(|| input_error(format!("{what} needs a CSR or CSC tensor")))
     }
 
     /// The open file and the tensor's name (for `matrix.rs`).
@@ -38,8 +55,11 @@ fn view_values<'py, T: Element + numpy::Element>(
     owner: &Bound<'py, NativeFile>,
     range: std::ops::Range<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let t = owner.get().t()?;
-    let vals: &[T] = t.values::<T>().map_err(to_py)?;
+    let vals: &[T] = match owner.get().v()? {
+        Tensor::Coo(t) => t.values::<T>(),
+        Tensor::Compressed(t) => t.values::<T>(),
+    }
+    .map_err(to_py)?;
     let view = ArrayView1::from(&vals[range]);
     // SAFETY: the slice points into the file's memory map (or its aligned
     // heap copy), which is neither moved nor unmapped while the NativeFile
@@ -55,7 +75,7 @@ fn values_array<'py>(
     owner: &Bound<'py, NativeFile>,
     range: std::ops::Range<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let dtype = owner.get().t()?.dtype();
+    let dtype = owner.get().v()?.dtype();
     match dtype {
         DType::F64 => view_values::<f64>(owner, range),
         DType::F32 => view_values::<f32>(owner, range),
@@ -70,8 +90,12 @@ fn values_array<'py>(
         DType::U64 => view_values::<u64>(owner, range),
         DType::BF16 => {
             let py = owner.py();
-            let t = owner.get().t()?;
-            let v: Vec<f32> = range.map(|i| t.value(i as u64).to_f64() as f32).collect();
+            let t = owner.get().v()?;
+            let w = t.dtype().width();
+            let b = t.values_bytes();
+            let v: Vec<f32> = range
+                .map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32)
+                .collect();
             Ok(PyArray1::from_vec(py, v).into_any())
         }
     }
@@ -186,8 +210,8 @@ impl NativeFile {
             })
             .map_err(to_py)?;
         let tensor = match tensor {
-            Some(name) => file.tensor(&name).map_err(to_py)?.name().to_string(),
-            None => file.only_tensor().map_err(to_py)?.name().to_string(),
+            Some(name) => file.tensor_view(&name).map_err(to_py)?.name().to_string(),
+            None => file.only_tensor_view().map_err(to_py)?.name().to_string(),
         };
         Ok(NativeFile { file, tensor })
     }
@@ -204,23 +228,34 @@ impl NativeFile {
 
     #[getter]
     fn shape(&self) -> PyResult<Vec<u64>> {
-        Ok(self.t()?.shape().to_vec())
+        Ok(self.v()?.shape().to_vec())
     }
 
     /// The Hurray element type name: f64, f32, f16, bf16, i8, ..., u64.
     #[getter]
     fn dtype(&self) -> PyResult<&'static str> {
-        Ok(self.t()?.dtype().name())
+        Ok(self.v()?.dtype().name())
     }
 
     #[getter]
     fn nnz(&self) -> PyResult<u64> {
-        Ok(self.t()?.nnz())
+        Ok(self.v()?.nnz())
     }
 
+    /// True when the entries are stored in row-major order without
+    /// duplicates: a sorted COO tensor or a CSR matrix.
     #[getter]
     fn is_sorted(&self) -> PyResult<bool> {
-        Ok(self.t()?.is_sorted())
+        Ok(match self.v()? {
+            Tensor::Coo(t) => t.is_sorted(),
+            Tensor::Compressed(c) => c.major_dim() == 0,
+        })
+    }
+
+    /// "coo", "csr" or "csc".
+    #[getter]
+    fn layout(&self) -> PyResult<String> {
+        Ok(self.v()?.layout().to_string().to_lowercase())
     }
 
     #[getter]
@@ -230,7 +265,7 @@ impl NativeFile {
 
     /// The statistics section as a dict (with its computed_mask), or None.
     fn statistics<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let t = self.t()?;
+        let t = self.v()?;
         let Some(s) = t.statistics() else {
             return Ok(None);
         };
@@ -253,7 +288,7 @@ impl NativeFile {
     /// Value at `idx` (a zero of the tensor's type when not stored).
     fn get<'py>(&self, py: Python<'py>, idx: Vec<i64>) -> PyResult<Bound<'py, PyAny>> {
         let idx = to_u64_index(&idx, "get")?;
-        let v = self.t()?.get(&idx).map_err(to_py)?;
+        let v = self.v()?.get(&idx).map_err(to_py)?;
         value_to_py(py, v)
     }
 
@@ -276,7 +311,7 @@ impl NativeFile {
         start: u64,
         end: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let nnz = slf.get().t()?.nnz();
+        let nnz = slf.get().v()?.nnz();
         if start > end || end > nnz {
             return Err(input_error(format!(
                 "entries {start}..{end} are not within 0..{nnz}"
@@ -309,22 +344,142 @@ impl NativeFile {
     }
 
     /// Coordinates as (rank, nnz) int64, one contiguous row per dimension
-    /// (scipy's `coords`), deinterleaved without the GIL.
+    /// (scipy's `coords`), deinterleaved (COO) or expanded from the
+    /// pointers (CSR/CSC) without the GIL.
     fn coords_by_dim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<i64>>> {
-        let t = self.t()?;
-        let (nnz, rank) = (t.nnz() as usize, t.rank());
-        let src = t.indices();
-        let a = py.detach(|| {
-            let mut v = vec![0i64; nnz * rank];
-            for (p, e) in src.chunks_exact(rank.max(1)).enumerate() {
-                for (d, &x) in e.iter().enumerate() {
-                    v[d * nnz + p] = x as i64;
+        let a = match self.v()? {
+            Tensor::Coo(t) => {
+                let (nnz, rank) = (t.nnz() as usize, t.rank());
+                let src = t.indices();
+                py.detach(|| {
+                    let mut v = vec![0i64; nnz * rank];
+                    for (p, e) in src.chunks_exact(rank.max(1)).enumerate() {
+                        for (d, &x) in e.iter().enumerate() {
+                            v[d * nnz + p] = x as i64;
+                        }
+                    }
+                    Array2::from_shape_vec((rank, nnz), v).map_err(|e| e.to_string())
+                })
+            }
+            Tensor::Compressed(c) => py.detach(|| {
+                let nnz = c.nnz() as usize;
+                let mut v = vec![0i64; 2 * nnz];
+                let (md, minor) = (c.major_dim(), c.indices());
+                for m in 0..c.major_extent() {
+                    let r = c.major_range(m).map_err(|e| e.to_string())?;
+                    for p in r.start as usize..r.end as usize {
+                        v[md * nnz + p] = m as i64;
+                        v[(1 - md) * nnz + p] = minor[p] as i64;
+                    }
+                }
+                Array2::from_shape_vec((2, nnz), v).map_err(|e| e.to_string())
+            }),
+        };
+        Ok(PyArray2::from_owned_array(py, a.map_err(input_error)?))
+    }
+
+    /// The arrays of a CSR/CSC tensor as scipy takes them: (data, indices,
+    /// indptr); data is a read-only view of the file, the indices and
+    /// pointers int32 or int64 copies (scipy needs signed indices). The
+    /// pointers are checked (ptr[0] = 0, non-decreasing, last = nnz), the
+    /// indices against the shape: a damaged file is an error, not a
+    /// scipy array that crashes later.
+    fn compressed_parts<'py>(
+        slf: &Bound<'py, Self>,
+        index64: bool,
+    ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
+        let py = slf.py();
+        let c = slf.get().c("compressed_parts")?;
+        let minor_extent = c.shape()[1 - c.major_dim()];
+        let (ptr, minor) = (c.pointers(), c.indices());
+        let nnz = c.nnz();
+        let bad_ptr = ptr.first() != Some(&0)
+            || ptr.last() != Some(&nnz)
+            || ptr.windows(2).any(|w| w[0] > w[1]);
+        if bad_ptr {
+            return Err(raise(
+                Kind::InvalidFile,
+                format!(
+                    "{} of tensor {:?} is damaged; run verify()",
+                    c.pointers_name(),
+                    c.name()
+                ),
+            ));
+        }
+        if let Some(p) = minor.iter().position(|&k| k >= minor_extent) {
+            return Err(raise(
+                Kind::InvalidFile,
+                format!(
+                    "entry {p}: index {} of {} is out of range; run verify()",
+                    minor[p],
+                    c.indices_name()
+                ),
+            ));
+        }
+        fn conv<'py, I: SpIndex>(py: Python<'py>, v: &[u64]) -> Arr<'py> {
+            let out: Vec<I> = py.detach(|| v.iter().map(|&x| I::from_u64(x)).collect());
+            PyArray1::from_vec(py, out).into_any()
+        }
+        let (ind, ptr) = if index64 {
+            (conv::<i64>(py, minor), conv::<i64>(py, ptr))
+        } else {
+            (conv::<i32>(py, minor), conv::<i32>(py, ptr))
+        };
+        Ok((values_array(slf, 0..nnz as usize)?, ind, ptr))
+    }
+
+    /// Entries `start..end` of row `i` (CSR) or column `i` (CSC).
+    fn lane_range(&self, i: i64) -> PyResult<(u64, u64)> {
+        let i = to_u64_index(&[i], "row")?[0];
+        let c = self.c("lane_range")?;
+        let r = c.major_range(i).map_err(to_py)?;
+        Ok((r.start, r.end))
+    }
+
+    /// Minor indices of entries `start..end` of a CSR/CSC tensor (int64).
+    fn minor_slice<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let c = self.c("minor_slice")?;
+        if start > end || end > c.nnz() {
+            return Err(input_error(format!(
+                "entries {start}..{end} are not within 0..{}",
+                c.nnz()
+            )));
+        }
+        let v: Vec<i64> = c.indices()[start as usize..end as usize]
+            .iter()
+            .map(|&x| x as i64)
+            .collect();
+        Ok(PyArray1::from_vec(py, v))
+    }
+
+    /// Row `i` of a CSC matrix: (columns, positions of the entries), by a
+    /// binary search in every column.
+    fn csc_row<'py>(&self, py: Python<'py>, i: i64) -> PyResult<RowOfCsc<'py>> {
+        let i = to_u64_index(&[i], "row")?[0];
+        let c = self.c("csc_row")?;
+        let rows = c.shape()[0];
+        if i >= rows {
+            return Err(input_error(format!(
+                "row {i} is out of range (extent {rows})"
+            )));
+        }
+        let found: PyResult<(Vec<i64>, Vec<u64>)> = py.detach(|| {
+            let (mut cols, mut pos) = (Vec::new(), Vec::new());
+            for j in 0..c.shape()[1] {
+                if let Some(p) = c.find(&[i, j]).map_err(to_py)? {
+                    cols.push(j as i64);
+                    pos.push(p);
                 }
             }
-            Array2::from_shape_vec((rank, nnz), v)
+            Ok((cols, pos))
         });
-        let a = a.map_err(|e| input_error(e.to_string()))?;
-        Ok(PyArray2::from_owned_array(py, a))
+        let (cols, pos) = found?;
+        Ok((PyArray1::from_vec(py, cols), PyArray1::from_vec(py, pos)))
     }
 
     /// CSR arrays (data view, indices, indptr) of a sorted matrix.
@@ -384,7 +539,7 @@ impl NativeFile {
 
     /// Content checks; each problem as a string (empty: the file is sound).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let t = self.t()?;
+        let t = self.v()?;
         let problems = py.detach(|| t.verify());
         PyList::new(py, problems.iter().map(|p| p.to_string()))
     }

@@ -68,7 +68,8 @@ fn matvec<'py>(
 
 /// Export to `path` as mtx, npz or petsc; returns {"entries", "bytes"}.
 #[pyfunction]
-#[pyo3(signature = (file, path, to, symmetric=false, npz_layout="auto", petsc_int64=false))]
+#[pyo3(signature = (file, path, to, symmetric=false, npz_layout="auto", petsc_int64=false, reorder_memory=0, zip64_at=0))]
+#[allow(clippy::too_many_arguments)]
 fn export<'py>(
     py: Python<'py>,
     file: &Bound<'py, NativeFile>,
@@ -77,6 +78,8 @@ fn export<'py>(
     symmetric: bool,
     npz_layout: &str,
     petsc_int64: bool,
+    reorder_memory: usize,
+    zip64_at: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (f, name) = file.get().parts();
     let format: Format = to.parse().map_err(to_py_m)?;
@@ -84,9 +87,10 @@ fn export<'py>(
         "auto" => NpzLayout::Auto,
         "csr" => NpzLayout::Csr,
         "coo" => NpzLayout::Coo,
+        "csc" => NpzLayout::Csc,
         other => {
             return Err(input_error(format!(
-                "npz_layout must be auto, csr or coo, not {other:?}"
+                "npz_layout must be auto, csr, csc or coo, not {other:?}"
             )))
         }
     };
@@ -95,6 +99,8 @@ fn export<'py>(
         npz_layout,
         petsc_int64,
         paging: Paging::Auto,
+        reorder_budget: reorder_memory,
+        zip64_at,
     };
     let s = py
         .detach(|| {

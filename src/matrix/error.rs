@@ -102,8 +102,10 @@ pub enum MatrixError {
     #[error("invalid option: {0}")]
     Options(String),
 
-    /// A CSR or CSC matrix given to an operation that reads COO only so far.
-    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only for now (matvec, dense and the mtx export read every layout); convert it first (coo-assembler convert FILE OUT --to coo)")]
+    /// A CSR or CSC matrix given to an operation that reads COO only
+    /// (every public operation reads every layout today; kept for
+    /// operations added later).
+    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only; convert it first (coo-assembler convert FILE OUT --to coo)")]
     LayoutNotSupported {
         /// The operation.
         op: &'static str,

@@ -24,10 +24,11 @@
 //! so a file larger than memory is read once, sequentially, through a
 //! bounded set of pages (see [`Paging`]).
 
+use super::entries::{checked_pointers, lane_of};
 use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
-use crate::{CompressedTensor, CooTensor, Element};
+use crate::{CooTensor, Element};
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -255,31 +256,49 @@ fn owned_rows(
         firsts.push(f);
     }
     firsts.push(y.len());
-    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(blocks.len());
+    let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
+    with_values!(t, |vals| {
+        owned_blocks(a, y, &ranges, &firsts, paging, |range, row0, ys| {
+            owned_block(a, ind, vals, x, range, row0, ys)
+        })
+    })
+}
+
+/// The owned-rows kernel's driver, for COO rows and CSR/CSC lanes alike:
+/// block b (entries `ranges[b]`) owns `y[firsts[b]..firsts[b + 1]]`
+/// (`firsts` increasing, ending at `y.len()`), and `work(range, first,
+/// ys)` fills that slice. Blocks go to every worker in order (see
+/// [`Sweep`]); the result does not depend on which worker takes which.
+fn owned_blocks(
+    a: &Matrix<'_>,
+    y: &mut [f64],
+    ranges: &[Range<usize>],
+    firsts: &[usize],
+    paging: Paging,
+    work: impl Fn(Range<usize>, usize, &mut [f64]) -> MatrixResult<()> + Sync,
+) -> MatrixResult<()> {
+    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(ranges.len());
     let mut rest = y;
-    for k in 0..blocks.len() {
+    for k in 0..ranges.len() {
         let (head, tail) = rest.split_at_mut(firsts[k + 1] - firsts[k]);
         slices.push(Mutex::new(Some((firsts[k], head))));
         rest = tail;
     }
-    let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
-    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
-    let r = with_values!(t, |vals| {
-        workers(
-            || {
-                while let Some((b, range)) = sweep.claim() {
-                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let Some((row0, ys)) = taken else {
-                        continue;
-                    };
-                    owned_block(a, ind, vals, x, range, row0, ys)?;
-                    sweep.done(b, (), |_, _| {});
-                }
-                Ok(())
-            },
-            || sweep.stop(),
-        )
-    });
+    let sweep: Sweep<'_, (), ()> = Sweep::new(a, ranges, None, paging, ());
+    let r = workers(
+        || {
+            while let Some((b, range)) = sweep.claim() {
+                let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
+                let Some((first, ys)) = taken else {
+                    continue;
+                };
+                work(range, first, ys)?;
+                sweep.done(b, (), |_, _| {});
+            }
+            Ok(())
+        },
+        || sweep.stop(),
+    );
     sweep.finish();
     r
 }
@@ -471,30 +490,6 @@ fn scatter_block<T: Element, const TRANSPOSE: bool>(
     Ok((lo.min(hi), hi))
 }
 
-/// The pointers of a CSR/CSC matrix, checked whole (`ptr[0] = 0`,
-/// non-decreasing, the last = nnz) so that every lane is a valid slice.
-pub(super) fn checked_pointers<'t>(c: &CompressedTensor<'t>) -> MatrixResult<&'t [u64]> {
-    let ptr = c.pointers();
-    let nnz = c.nnz();
-    let bad = if ptr.len() as u64 != c.major_extent() + 1 || ptr.first() != Some(&0) {
-        Some(0)
-    } else if ptr.last() != Some(&nnz) {
-        Some(ptr.len() - 1)
-    } else {
-        ptr.windows(2).position(|w| w[0] > w[1]).map(|m| m + 1)
-    };
-    match bad {
-        None => Ok(ptr),
-        Some(m) => Err(MatrixError::Crate(crate::Error::invalid(
-            format!("{} of tensor {:?}", c.pointers_name(), c.name()),
-            0,
-            format!(
-                "pointer {m} breaks ptr[0] = 0, non-decreasing, last = nnz = {nnz}; run verify for the full report"
-            ),
-        ))),
-    }
-}
-
 /// Lanes (rows of CSR, columns of CSC) in blocks of at least `size`
 /// entries (the last may hold fewer), cut at pointer boundaries: the data
 /// decides, not the thread count.
@@ -527,39 +522,20 @@ fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matr
     let ptr = checked_pointers(&c)?;
     let minor = c.indices();
     let lanes = lane_blocks(ptr, BLOCK_ENTRIES);
-    let mut slices: Vec<Mutex<Option<RowSlice<'_>>>> = Vec::with_capacity(lanes.len());
-    let mut rest = y;
-    for l in &lanes {
-        let (head, tail) = rest.split_at_mut(l.len());
-        slices.push(Mutex::new(Some((l.start, head))));
-        rest = tail;
-    }
+    let mut firsts: Vec<usize> = lanes.iter().map(|l| l.start).collect();
+    firsts.push(y.len());
     let ranges = entry_ranges(ptr, &lanes);
-    let sweep: Sweep<'_, (), ()> = Sweep::new(a, &ranges, None, paging, ());
-    let r = with_values!(c, |vals| {
-        workers(
-            || {
-                while let Some((b, _)) = sweep.claim() {
-                    let taken = slices[b].lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let Some((m0, ys)) = taken else {
-                        continue;
-                    };
-                    for (k, slot) in ys.iter_mut().enumerate() {
-                        let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
-                        *slot =
-                            dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
-                                a.corrupt(lo, "an index of this row (column) is out of range")
-                            })?;
-                    }
-                    sweep.done(b, (), |_, _| {});
-                }
-                Ok(())
-            },
-            || sweep.stop(),
-        )
-    });
-    sweep.finish();
-    r
+    with_values!(c, |vals| {
+        owned_blocks(a, y, &ranges, &firsts, paging, |_, m0, ys| {
+            for (k, slot) in ys.iter_mut().enumerate() {
+                let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
+                *slot = dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
+                    a.corrupt(lo, "an index of this row (column) is out of range")
+                })?;
+            }
+            Ok(())
+        })
+    })
 }
 
 /// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` in storage order,
@@ -576,9 +552,7 @@ fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Ma
         scatter_with(a, y, &blocks, paging, |_, range, buf| {
             let (mut lo, mut hi) = (usize::MAX, 0usize);
             // The lane holding the block's first entry.
-            let mut m = ptr
-                .partition_point(|&q| q <= range.start as u64)
-                .saturating_sub(1);
+            let mut m = lane_of(ptr, range.start);
             for p in range {
                 while ptr[m + 1] as usize <= p {
                     m += 1;

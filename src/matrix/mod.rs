@@ -36,6 +36,7 @@
 //! ```
 
 mod dense;
+mod entries;
 mod error;
 pub mod export;
 mod font;

@@ -21,6 +21,8 @@ pub(crate) struct Output {
     buf: Vec<u8>,
     /// Bytes handed to the file so far (excluding `buf`).
     flushed: u64,
+    /// End of the furthest [`Output::write_at`].
+    placed: u64,
 }
 
 impl Output {
@@ -46,6 +48,7 @@ impl Output {
             file: Some(file),
             buf: Vec::with_capacity(BUFFER),
             flushed: 0,
+            placed: 0,
         })
     }
 
@@ -106,6 +109,18 @@ impl Output {
         self.io.write_all_at(f, bytes, offset, &self.tmp)
     }
 
+    /// Write `bytes` at `offset`, which may lie past the current position
+    /// (a region the sequential writes will not cover: the caller lays out
+    /// the file). The sequential position does not move.
+    pub(crate) fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let Some(f) = self.file.as_ref() else {
+            return Err(crate::Error::Poisoned("output file"));
+        };
+        self.io.write_all_at(f, bytes, offset, &self.tmp)?;
+        self.placed = self.placed.max(offset + bytes.len() as u64);
+        Ok(())
+    }
+
     /// Flush, fsync, rename over the target, fsync the directory.
     pub(crate) fn commit(mut self) -> Result<u64> {
         self.flush()?;
@@ -118,7 +133,7 @@ impl Output {
         // Renamed: nothing left to remove on drop.
         self.tmp = PathBuf::new();
         self.io.sync_dir(&self.dir)?;
-        Ok(self.flushed)
+        Ok(self.flushed.max(self.placed))
     }
 }
 

@@ -11,6 +11,7 @@
 //! a read-only file mapping: dropped pages are read again from the file).
 
 use super::view::Matrix;
+use crate::read::release::{self, page_size};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,16 +40,6 @@ const STREAM_WINDOW: usize = 16 << 20;
 /// madvise calls cover at least this many bytes (fewer system calls).
 const ADVISE_STEP: usize = 4 << 20;
 
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
-}
-
 fn physical_memory() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let (pages, size) = unsafe {
@@ -64,19 +55,12 @@ fn physical_memory() -> u64 {
     }
 }
 
-/// madvise over the whole pages inside `[lo, hi)` (addresses). Advice is a
-/// hint: a failure changes nothing but speed, so it is ignored.
+/// [`release::advise`] on a matrix's buffers.
 fn advise(lo: usize, hi: usize, advice: libc::c_int) {
-    if hi <= lo {
-        return;
-    }
-    // SAFETY: callers pass ranges inside a live read-only mapping (rounded
-    // down to its page-aligned start); MADV_SEQUENTIAL, MADV_NORMAL and
-    // MADV_WILLNEED change no content, and MADV_DONTNEED is only used on a
-    // file mapping (`Matrix::releasable`), whose pages read back unchanged.
-    unsafe {
-        libc::madvise(lo as *mut libc::c_void, hi - lo, advice);
-    }
+    // SAFETY: the passes give ranges inside the matrix's buffers, which lie
+    // in a live read-only mapping; MADV_DONTNEED is only given when the
+    // pass streams, which needs `Matrix::releasable` (a file mapping).
+    unsafe { release::advise(lo, hi, advice) }
 }
 
 /// One buffer of the matrix: address of entry 0 and bytes per entry.

@@ -3,9 +3,10 @@
 //! scale: light gray for one entry, black for the fullest block, white for
 //! none), framed, with the shape and nnz in a caption line below.
 //!
-//! One streamed pass over the indices; memory is the count grid (at most
-//! `size * size` cells of 4 bytes) and the image.
+//! One streamed pass over the indices, any layout (COO, CSR, CSC); memory
+//! is the count grid (at most `size * size` cells of 4 bytes) and the image.
 
+use super::entries::Coords;
 use super::error::{MatrixError, MatrixResult};
 use super::font;
 use super::output::Output;
@@ -100,25 +101,17 @@ pub fn spy(
     let (gw, gh) = (gw as usize, gh as usize);
     let mut grid = vec![0u32; gw * gh];
     let r = t.rank();
-    let t = a.coo("spy")?;
-    let ind = t.indices();
+    let coords = Coords::of(&a)?;
     let nnz = t.nnz() as usize;
     for_each_block(&a, &fixed_blocks(nnz, 1 << 16), opts.paging, |range| {
-        for (k, e) in ind[range.start * r..range.end * r]
-            .chunks_exact(r)
-            .enumerate()
-        {
-            let (i, j) = (e[0], e[1]);
+        coords.each(range, |p, i, j| {
             if i >= m || j >= n {
-                return Err(a.corrupt(
-                    range.start + k,
-                    format_args!("coordinate {e:?} is out of range"),
-                ));
+                return Err(a.corrupt(p, format_args!("coordinate ({i}, {j}) is out of range")));
             }
             let cell = &mut grid[(i / per_block) as usize * gw + (j / per_block) as usize];
             *cell = cell.saturating_add(1);
-        }
-        Ok(())
+            Ok(())
+        })
     })?;
     let max_count = grid.iter().copied().max().unwrap_or(0);
 

@@ -126,6 +126,14 @@ impl<'a> Matrix<'a> {
         self.t.as_compressed()
     }
 
+    /// The values as a typed slice (`T` must be the element type).
+    pub(crate) fn values<T: Element>(&self) -> crate::Result<&'a [T]> {
+        match self.t {
+            Tensor::Coo(c) => c.values(),
+            Tensor::Compressed(c) => c.values(),
+        }
+    }
+
     /// Raw values buffer.
     pub(crate) fn values_bytes(&self) -> &'a [u8] {
         self.t.values_bytes()
@@ -200,6 +208,16 @@ impl<'a> Matrix<'a> {
             format!("tensor {:?}", self.t.name()),
             0,
             format!("entry {entry}: {detail}; run verify for the full report"),
+        ))
+    }
+
+    /// [`Matrix::corrupt`] for a problem found after reordering, where the
+    /// entry's position is no longer known.
+    pub(crate) fn corrupt_content(&self, detail: impl std::fmt::Display) -> MatrixError {
+        MatrixError::Crate(crate::Error::invalid(
+            format!("tensor {:?}", self.t.name()),
+            0,
+            format!("{detail}; run verify for the full report"),
         ))
     }
 }

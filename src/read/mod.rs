@@ -78,7 +78,7 @@ pub mod composite;
 mod compressed;
 mod coo;
 mod layout;
-mod release;
+pub(crate) mod release;
 mod tensor;
 mod verify;
 

@@ -11,13 +11,35 @@
 /// Release in steps of at least this many bytes (few system calls).
 const STEP: usize = 8 << 20;
 
-fn page_size() -> usize {
+/// Bytes of a memory page.
+pub(crate) fn page_size() -> usize {
     static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| {
         // SAFETY: sysconf has no preconditions.
         let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
     })
+}
+
+/// madvise over the whole pages inside `[lo, hi)` (addresses; `lo` rounded
+/// down). Advice is a hint: a failure changes nothing but speed, so it is
+/// ignored. The one place that advises mapped pages: this module's
+/// cursors and the matrix passes (`matrix::paging`) both come here.
+///
+/// # Safety
+/// `[lo, hi)` lies inside a live read-only *file* mapping when `advice` is
+/// `MADV_DONTNEED` (dropped pages are read again from the file; on private
+/// anonymous memory they would read back as zeros). Other advice changes
+/// no content.
+pub(crate) unsafe fn advise(lo: usize, hi: usize, advice: libc::c_int) {
+    let lo = lo & !(page_size() - 1);
+    if hi <= lo {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        libc::madvise(lo as *mut libc::c_void, hi - lo, advice);
+    }
 }
 
 /// The mapping a tensor's buffers live in, when they are mapped.
@@ -45,9 +67,7 @@ impl Mapped<'_> {
         }
         // SAFETY: a read-only file mapping; the range is inside it, and the
         // pages are only re-read (from the file) if touched again.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
-        };
+        unsafe { advise(base + from, base + to, libc::MADV_DONTNEED) };
     }
 
     /// A cursor over `bytes` that releases what lies behind it.

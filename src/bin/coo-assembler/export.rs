@@ -5,6 +5,7 @@ use crate::{open, pick_view};
 use clap::{Args, ValueEnum};
 use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
 use coo_assembler::matrix::Matrix;
+use coo_assembler::parse_size;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -23,12 +24,14 @@ pub(crate) enum To {
 /// Which scipy array an .npz holds.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum NpzArg {
-    /// csr_array for a sorted matrix, coo_array otherwise.
+    /// The stored layout: csr_array for CSR or sorted COO, csc_array for CSC, coo_array for unsorted COO.
     Auto,
-    /// csr_array (needs a sorted matrix).
+    /// csr_array (from CSC or unsorted COO through a bounded reordering).
     Csr,
-    /// coo_array.
+    /// coo_array (entries in storage order).
     Coo,
+    /// csc_array (from COO or CSR through a bounded reordering).
+    Csc,
 }
 
 #[derive(Args)]
@@ -49,6 +52,14 @@ pub(crate) struct ExportArgs {
     /// PETSc: 64-bit indices, for PETSc built --with-64-bit-indices.
     #[arg(long)]
     petsc_int64: bool,
+    /// Memory for putting entries in the format's order when the stored order differs
+    /// (PETSc or csr from CSC / unsorted COO, csc from COO / CSR, --symmetric on anything
+    /// but sorted COO); plus 8 bytes per row (column).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
+    reorder_memory: String,
+    /// .npz: use zip64 records from this many bytes on (testing readers; default 4 GiB).
+    #[arg(long, hide = true, default_value_t = 0)]
+    zip64_at: u64,
     #[command(flatten)]
     common: MatrixCommon,
 }
@@ -73,9 +84,16 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
             NpzArg::Auto => NpzLayout::Auto,
             NpzArg::Csr => NpzLayout::Csr,
             NpzArg::Coo => NpzLayout::Coo,
+            NpzArg::Csc => NpzLayout::Csc,
         },
         petsc_int64: a.petsc_int64,
         paging: a.common.paging.into(),
+        reorder_budget: usize::try_from(
+            parse_size(&a.reorder_memory)
+                .map_err(|e| crate::usage(format!("--reorder-memory: {e}")))?,
+        )
+        .unwrap_or(usize::MAX),
+        zip64_at: a.zip64_at,
     };
     let t0 = Instant::now();
     let s = export::export(&m, format, &a.out, &opts)?;

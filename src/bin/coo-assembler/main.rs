@@ -15,7 +15,7 @@ mod verify;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use coo_assembler::{CooTensor, HurrayFile, ReadOptions, Tensor};
+use coo_assembler::{HurrayFile, ReadOptions, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -202,20 +202,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
     HurrayFile::open_with(path, ReadOptions { permissive })
         .with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// The COO tensor `pick` names, or the only one (spy): a CSR/CSC
-/// one is a typed error saying so.
-fn pick<'f>(f: &'f HurrayFile, pick: &Pick, op: &'static str) -> anyhow::Result<CooTensor<'f>> {
-    let t = pick_view(f, pick)?;
-    t.as_coo().ok_or_else(|| {
-        coo_assembler::matrix::MatrixError::LayoutNotSupported {
-            op,
-            tensor: t.name().to_string(),
-            layout: t.layout().to_string().to_uppercase(),
-        }
-        .into()
-    })
 }
 
 /// The tensor `pick` names, or the only one, whatever its layout.

@@ -1,7 +1,7 @@
 //! `coo-assembler spy`: a PNG of the sparsity pattern.
 
 use crate::matvec::MatrixCommon;
-use crate::{open, pick};
+use crate::{open, pick_view};
 use clap::Args;
 use coo_assembler::matrix::{self, SpyOptions};
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ pub(crate) struct SpyArgs {
 
 pub(crate) fn run(a: SpyArgs) -> anyhow::Result<ExitCode> {
     let f = open(&a.file, false)?;
-    let t = pick(&f, &a.common.pick, "spy")?;
+    let t = pick_view(&f, &a.common.pick)?;
     let opts = SpyOptions {
         size: a.size,
         paging: a.common.paging.into(),

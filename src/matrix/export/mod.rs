@@ -14,6 +14,7 @@
 mod mtx;
 mod npz;
 mod petsc;
+mod reorder;
 mod zip;
 
 use super::error::{MatrixError, MatrixResult};
@@ -62,6 +63,16 @@ pub struct ExportOptions {
     pub petsc_int64: bool,
     /// Page handling of a mapped file.
     pub paging: Paging,
+    /// Bytes of entries held at once when the format's order is not the
+    /// stored one (PETSc and `.npz` CSR from CSC or unsorted COO, `.npz`
+    /// CSC from COO or CSR, the symmetric check of anything but a sorted
+    /// COO): 16 bytes an entry, plus 8 bytes per row (column) for the
+    /// whole export. 0: 64 MiB.
+    pub reorder_budget: usize,
+    /// `.npz`: write zip64 records for sizes and offsets from this many
+    /// bytes on (0: from 4 GiB, where zip needs them). A small value makes
+    /// a small archive zip64, to test readers.
+    pub zip64_at: u64,
 }
 
 /// What [`export`] wrote.
@@ -84,11 +95,6 @@ pub fn export(
         return Err(MatrixError::Options(
             "symmetric output is a MatrixMarket option".into(),
         ));
-    }
-    // npz and PETSc read the coordinate list directly (CSR/CSC: convert
-    // first); mtx writes CSR/CSC entries in storage order.
-    if format != Format::Mtx {
-        a.coo("export to npz and PETSc")?;
     }
     match format {
         Format::Mtx => mtx::write(a, out, opts),

@@ -5,20 +5,23 @@
 //! value back bit for bit; f32/f16/bf16 values are the same numbers widened.
 //! NaN and infinities are written `nan`, `inf`, `-inf`.
 //!
-//! `symmetric`: the matrix must be square and sorted; every entry (i, j)
+//! `symmetric` on a sorted COO matrix: it must be square; every entry (i, j)
 //! off the diagonal needs (j, i) with the same bytes. Checked in the same
 //! pass that writes the lower triangle, with one cursor per row (8 bytes
 //! per row): when row i is read, each (i, j) with j < i must be the next
 //! unmatched entry above the diagonal in row j, whose cursor then moves on;
 //! at the end the entries above and below the diagonal must be as many.
-//! A failed check removes the partial output.
+//! On any other layout the check gathers both triangles in bands
+//! ([`write_symmetric_reordered`]). A failed check removes the partial
+//! output.
 
+use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
-use super::super::matvec::checked_pointers;
 use super::super::output::Output;
 use super::super::view::{to_usize, Matrix};
+use super::reorder::{Keep, Reorder};
 use super::{pass, pass_blocks, ExportOptions, ExportSummary};
-use crate::{CompressedTensor, CooTensor, Value};
+use crate::{CooTensor, Value};
 use std::path::Path;
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
@@ -66,12 +69,11 @@ pub(super) fn write(
     out: &Path,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
-    if let Some(c) = a.compressed() {
-        if opts.symmetric {
-            // The mirror check walks rows in order with column cursors.
-            a.coo("a symmetric MatrixMarket export")?;
-        }
-        return write_lanes(a, c, out, opts);
+    if opts.symmetric && !a.is_row_sorted() {
+        return write_symmetric_reordered(a, out, opts);
+    }
+    if a.compressed().is_some() {
+        return write_lanes(a, out, opts);
     }
     let t = a.coo("export to mtx")?;
     let field = field_of(t.dtype());
@@ -200,44 +202,109 @@ fn head(field: &str, sym: bool, m: u64, n: u64, count: u64, name: &str) -> Strin
 /// A CSR or CSC matrix as a general coordinate file, entries in storage
 /// order (CSR: row-major, the same bytes as the sorted COO export; CSC:
 /// column-major, which MatrixMarket allows).
-fn write_lanes(
-    a: &Matrix<'_>,
-    c: CompressedTensor<'_>,
-    out: &Path,
-    opts: &ExportOptions,
-) -> MatrixResult<ExportSummary> {
-    let ptr = checked_pointers(&c)?;
-    let minor = c.indices();
-    let column_major = c.major_dim() == 1;
+fn write_lanes(a: &Matrix<'_>, out: &Path, opts: &ExportOptions) -> MatrixResult<ExportSummary> {
+    let coords = Coords::of(a)?;
+    let t = a.tensor();
     let (m, n) = (a.rows(), a.cols());
-    let minor_extent = if column_major { m } else { n };
     let mut o = Output::create(out)?;
-    o.write(head(field_of(c.dtype()), false, m, n, c.nnz(), c.name()).as_bytes())?;
+    o.write(head(field_of(t.dtype()), false, m, n, t.nnz(), t.name()).as_bytes())?;
     pass(a, opts.paging, |r| {
-        // The lane holding entry r.start (the last one starting at or before it).
-        let mut lane = ptr
-            .partition_point(|&q| q <= r.start as u64)
-            .saturating_sub(1);
-        for p in r {
-            while ptr[lane + 1] as usize <= p {
-                lane += 1;
+        let buf = o.buffer();
+        coords.each(r, |p, i, j| {
+            if i >= m || j >= n {
+                return Err(a.corrupt(p, format_args!("coordinate ({i}, {j}) is out of range")));
             }
-            let k = minor[p];
-            if k >= minor_extent {
-                return Err(a.corrupt(p, format_args!("index {k} is out of range")));
-            }
-            let (i, j) = if column_major {
-                (k, lane as u64)
-            } else {
-                (lane as u64, k)
-            };
-            put_line(o.buffer(), i, j, c.value(p as u64));
-        }
+            put_line(buf, i, j, value_at(a, p));
+            Ok(())
+        })?;
         Ok(o.maybe_flush()?)
     })?;
     let bytes = o.commit()?;
     Ok(ExportSummary {
-        entries: c.nnz(),
+        entries: t.nnz(),
+        bytes,
+    })
+}
+
+/// The value of entry `p` (below nnz).
+#[inline]
+fn value_at(a: &Matrix<'_>, p: usize) -> Value {
+    let w = a.dtype().width();
+    a.dtype().decode(&a.values_bytes()[p * w..p * w + w])
+}
+
+/// `--symmetric` for a matrix not sorted row-major (CSR, CSC, unsorted
+/// COO): the lower triangle with the diagonal gathered by rows and the
+/// strict upper triangle by columns, band by band (see [`Reorder`]);
+/// row i's entries left of the diagonal must equal column i's entries
+/// above it, index for index and byte for byte. The lines come out in
+/// row-major order: the same file as the sorted COO export.
+fn write_symmetric_reordered(
+    a: &Matrix<'_>,
+    out: &Path,
+    opts: &ExportOptions,
+) -> MatrixResult<ExportSummary> {
+    let (m, n) = (a.rows(), a.cols());
+    if m != n {
+        return Err(MatrixError::NotSymmetric {
+            detail: format!("it is {m} x {n}, not square"),
+        });
+    }
+    let lower = Reorder::new(a, 0, Keep::LowerAndDiagonal, opts.paging)?;
+    let upper = Reorder::new(a, 1, Keep::StrictlyUpper, opts.paging)?;
+    let count = lower.total();
+    let t = a.tensor();
+    let dtype = t.dtype();
+    let w = dtype.width();
+    let value = |raw: u64| dtype.decode(&raw.to_le_bytes()[..w]);
+    let mut o = Output::create(out)?;
+    o.write(head(field_of(dtype), true, m, n, count, t.name()).as_bytes())?;
+    let (mut li, mut ls, mut ui, mut us) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for band in lower.bands(opts.reorder_budget, Some(&upper.lens)) {
+        lower.gather(band.clone(), &mut li, &mut ls)?;
+        upper.gather(band.clone(), &mut ui, &mut us)?;
+        for (k, i) in band.enumerate() {
+            let i = i as u64;
+            let row = &li[ls[k]..ls[k + 1]];
+            let left = match row.last() {
+                Some(d) if d.minor == i => &row[..row.len() - 1],
+                _ => row,
+            };
+            // Column i above the diagonal: entries (r, i), r < i, by r.
+            let above = &ui[us[k]..us[k + 1]];
+            if left != above {
+                let q = left.iter().zip(above).take_while(|(x, y)| x == y).count();
+                let detail = match (left.get(q), above.get(q)) {
+                    (Some(x), Some(y)) if x.minor == y.minor => format!(
+                        "A[{i}, {j}] = {} but A[{j}, {i}] = {}",
+                        value(x.raw),
+                        value(y.raw),
+                        j = x.minor
+                    ),
+                    (Some(x), y) if y.is_none_or(|y| x.minor < y.minor) => format!(
+                        "A[{i}, {j}] = {} but A[{j}, {i}] is not stored",
+                        value(x.raw),
+                        j = x.minor
+                    ),
+                    (_, Some(y)) => format!(
+                        "A[{r}, {i}] = {} has no mirror A[{i}, {r}]",
+                        value(y.raw),
+                        r = y.minor
+                    ),
+                    _ => "the triangles differ".to_string(),
+                };
+                return Err(MatrixError::NotSymmetric { detail });
+            }
+            let buf = o.buffer();
+            for e in row {
+                put_line(buf, i, e.minor, value(e.raw));
+            }
+            o.maybe_flush()?;
+        }
+    }
+    let bytes = o.commit()?;
+    Ok(ExportSummary {
+        entries: count,
         bytes,
     })
 }

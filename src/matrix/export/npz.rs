@@ -1,17 +1,24 @@
 //! scipy `.npz`: the arrays `scipy.sparse.save_npz(..., compressed=False)`
 //! writes for a sparse array, in a stored zip.
 //!
-//! CSR: `data`, `indices`, `indptr`; COO: `data`, `row`, `col`; both with
-//! `format` (bytes), `shape` (int64) and `_is_array` (so `load_npz`
-//! returns `csr_array` / `coo_array`, not the matrix classes). Indices are
-//! int32 when every index, nnz and the shape fit, else int64, as scipy
-//! picks. float16 and bfloat16 values are written as float32 (scipy.sparse
-//! refuses float16). Each array is one streamed pass over the file.
+//! CSR and CSC: `data`, `indices`, `indptr`; COO: `data`, `row`, `col`; all
+//! with `format` (bytes), `shape` (int64) and `_is_array` (so `load_npz`
+//! returns `csr_array` / `csc_array` / `coo_array`, not the matrix
+//! classes). Indices are int32 when every index, nnz and the shape fit,
+//! else int64, as scipy picks. float16 and bfloat16 values are written as
+//! float32 (scipy.sparse refuses float16). When the stored order is the
+//! array's (COO; CSR from CSR or sorted COO; CSC from CSC) each array is
+//! one streamed pass over the file; otherwise `data` and `indices` come
+//! from a bounded reordering ([`Reorder`]: a counting pass, then a pass per
+//! band for each of the two arrays, one in all when a single band holds
+//! every entry).
 
+use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
 use super::super::vector::npy_header;
-use super::super::view::{with_values, Matrix};
+use super::super::view::{with_values, Layout, Matrix};
+use super::reorder::{Keep, Reorder};
 use super::zip::ZipWriter;
 use super::{pass, ExportOptions, ExportSummary};
 use crate::{DType, Element};
@@ -20,13 +27,16 @@ use std::path::Path;
 /// Which scipy sparse array an `.npz` export holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NpzLayout {
-    /// `csr` for a row-sorted matrix, `coo` otherwise.
+    /// The stored layout: `csr` for a CSR or row-sorted COO matrix, `csc`
+    /// for a CSC one, `coo` for an unsorted COO one.
     #[default]
     Auto,
-    /// `csr_array` (the matrix must be sorted row-major).
+    /// `csr_array` (from CSC or unsorted COO through a bounded reordering).
     Csr,
-    /// `coo_array`.
+    /// `coo_array`, entries in storage order.
     Coo,
+    /// `csc_array` (from COO or CSR through a bounded reordering).
+    Csc,
 }
 
 /// NumPy type string of the `data` array for `d`.
@@ -78,7 +88,13 @@ struct Chunk<'z> {
     zip: &'z mut ZipWriter,
     buf: Vec<u8>,
 }
-impl Chunk<'_> {
+impl<'z> Chunk<'z> {
+    fn new(zip: &'z mut ZipWriter) -> Chunk<'z> {
+        Chunk {
+            zip,
+            buf: Vec::with_capacity(1 << 20),
+        }
+    }
     fn flush_if_full(&mut self) -> crate::Result<()> {
         if self.buf.len() >= 1 << 20 {
             self.zip.write(&self.buf)?;
@@ -114,16 +130,15 @@ pub(super) fn write(
     out: &Path,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
-    let csr = match opts.npz_layout {
-        NpzLayout::Auto => a.is_row_sorted(),
-        NpzLayout::Csr => {
-            a.require_sorted("npz export as csr", "export it with the coo layout")?;
-            true
-        }
-        NpzLayout::Coo => false,
+    let target = match opts.npz_layout {
+        NpzLayout::Auto => match a.layout() {
+            Layout::Coo { sorted: true } | Layout::Csr => NpzLayout::Csr,
+            Layout::Csc => NpzLayout::Csc,
+            _ => NpzLayout::Coo,
+        },
+        l => l,
     };
-    let t = a.coo("export to npz")?;
-    let nnz = t.nnz();
+    let nnz = a.nnz();
     let (m, n) = (a.rows(), a.cols());
     if m > i64::MAX as u64 || n > i64::MAX as u64 {
         return Err(MatrixError::IndexTooLarge {
@@ -133,33 +148,37 @@ pub(super) fn write(
         });
     }
     let wide = nnz.max(m).max(n) > i32::MAX as u64;
-    let (idescr, iw) = if wide { ("<i8", 8u64) } else { ("<i4", 4u64) };
-    let put_index = |buf: &mut Vec<u8>, v: u64| {
-        if wide {
-            buf.extend_from_slice(&(v as i64).to_le_bytes());
-        } else {
-            buf.extend_from_slice(&(v as i32).to_le_bytes());
-        }
+    let ix = Index {
+        descr: if wide { "<i8" } else { "<i4" },
+        width: if wide { 8 } else { 4 },
     };
-    let ind = t.indices();
-    let mut zip = ZipWriter::new(Output::create(out)?);
-
-    // data
-    let descr = data_descr(t.dtype());
-    let h = npy_header(descr, &[nnz]);
-    let width = if matches!(t.dtype(), DType::F16 | DType::BF16) {
+    let coords = Coords::of(a)?;
+    let mut zip = ZipWriter::with_zip64_at(Output::create(out)?, opts.zip64_at);
+    let dtype = a.dtype();
+    let descr = data_descr(dtype);
+    let width = if matches!(dtype, DType::F16 | DType::BF16) {
         4
     } else {
-        t.dtype().width() as u64
+        dtype.width() as u64
     };
-    zip.begin("data.npy", h.len() as u64 + nnz * width)?;
-    zip.write(&h)?;
-    {
-        let mut c = Chunk {
-            zip: &mut zip,
-            buf: Vec::with_capacity(1 << 20),
-        };
-        with_values!(t, |vals| {
+    let h = npy_header(descr, &[nnz]);
+    let data_size = h.len() as u64 + nnz * width;
+    // Compressed targets: the major dimension (0: rows) and its extent.
+    let (major, extent) = if target == NpzLayout::Csc {
+        (1, n)
+    } else {
+        (0, m)
+    };
+    let in_order = match target {
+        NpzLayout::Csr => matches!(a.layout(), Layout::Coo { sorted: true } | Layout::Csr),
+        NpzLayout::Csc => a.layout() == Layout::Csc,
+        _ => true,
+    };
+    if in_order {
+        zip.begin("data.npy", data_size)?;
+        zip.write(&h)?;
+        let mut c = Chunk::new(&mut zip);
+        with_values!(a, |vals| {
             pass(a, opts.paging, |r| {
                 for v in &vals[r] {
                     v.put(&mut c.buf);
@@ -168,63 +187,96 @@ pub(super) fn write(
             })?
         });
         c.done()?;
-    }
-
-    // One index array: component `dim` of every entry.
-    let index_entry = |zip: &mut ZipWriter, name: &str, dim: usize| -> MatrixResult<()> {
-        let h = npy_header(idescr, &[nnz]);
-        zip.begin(name, h.len() as u64 + nnz * iw)?;
-        zip.write(&h)?;
-        let mut c = Chunk {
-            zip,
-            buf: Vec::with_capacity(1 << 20),
-        };
-        pass(a, opts.paging, |r| {
-            for e in ind[2 * r.start..2 * r.end].chunks_exact(2) {
-                put_index(&mut c.buf, e[dim]);
+        if target == NpzLayout::Coo {
+            coordinate_entry(a, coords, &mut zip, "row.npy", 0, ix, opts)?;
+            coordinate_entry(a, coords, &mut zip, "col.npy", 1, ix, opts)?;
+        } else {
+            coordinate_entry(a, coords, &mut zip, "indices.npy", 1 - major, ix, opts)?;
+            // indptr: one pass over the majors, closing each as it ends.
+            let h = npy_header(ix.descr, &[extent + 1]);
+            zip.begin("indptr.npy", h.len() as u64 + (extent + 1) * ix.width)?;
+            zip.write(&h)?;
+            let mut c = Chunk::new(&mut zip);
+            let mut next = 0u64; // majors below this have their start written
+            let noun = if major == 0 { "row" } else { "column" };
+            pass(a, opts.paging, |r| {
+                coords.each(r, |p, i, j| {
+                    let k = if major == 0 { i } else { j };
+                    if k >= extent || k + 1 < next {
+                        return Err(a.corrupt(
+                            p,
+                            format_args!("{noun} {k} breaks the sorted order or the shape"),
+                        ));
+                    }
+                    while next <= k {
+                        ix.put(&mut c.buf, p as u64);
+                        next += 1;
+                    }
+                    Ok(())
+                })?;
+                Ok(c.flush_if_full()?)
+            })?;
+            while next <= extent {
+                ix.put(&mut c.buf, nnz);
+                next += 1;
+                c.flush_if_full()?;
             }
-            Ok(c.flush_if_full()?)
-        })?;
-        Ok(c.done()?)
-    };
-    if csr {
-        index_entry(&mut zip, "indices.npy", 1)?;
-        // indptr: one pass over the rows, closing each row as it ends.
-        let h = npy_header(idescr, &[m + 1]);
-        zip.begin("indptr.npy", h.len() as u64 + (m + 1) * iw)?;
+            c.done()?;
+        }
+    } else {
+        let ro = Reorder::new(a, major, Keep::All, opts.paging)?;
+        let bands = ro.bands(opts.reorder_budget, None);
+        let (mut items, mut starts) = (Vec::new(), Vec::new());
+        let w = dtype.width();
+        zip.begin("data.npy", data_size)?;
         zip.write(&h)?;
-        let mut c = Chunk {
-            zip: &mut zip,
-            buf: Vec::with_capacity(1 << 20),
-        };
-        let mut next_row = 0u64; // rows below this have their start written
-        pass(a, opts.paging, |r| {
-            for (k, e) in ind[2 * r.start..2 * r.end].chunks_exact(2).enumerate() {
-                let row = e[0];
-                if row >= m || row + 1 < next_row {
-                    return Err(a.corrupt(
-                        r.start + k,
-                        format_args!("row {row} breaks the sorted order or the shape"),
-                    ));
+        let mut c = Chunk::new(&mut zip);
+        for band in &bands {
+            ro.gather(band.clone(), &mut items, &mut starts)?;
+            for it in &items {
+                let raw = it.raw.to_le_bytes();
+                match dtype {
+                    DType::F16 => half::f16::from_bits(it.raw as u16).put(&mut c.buf),
+                    DType::BF16 => half::bf16::from_bits(it.raw as u16).put(&mut c.buf),
+                    _ => c.buf.extend_from_slice(&raw[..w]),
                 }
-                while next_row <= row {
-                    put_index(&mut c.buf, (r.start + k) as u64);
-                    next_row += 1;
-                }
+                c.flush_if_full()?;
             }
-            Ok(c.flush_if_full()?)
-        })?;
-        while next_row <= m {
-            put_index(&mut c.buf, nnz);
-            next_row += 1;
+        }
+        c.done()?;
+        let h = npy_header(ix.descr, &[nnz]);
+        zip.begin("indices.npy", h.len() as u64 + nnz * ix.width)?;
+        zip.write(&h)?;
+        let mut c = Chunk::new(&mut zip);
+        for band in &bands {
+            // One band is still in memory from the data pass.
+            if bands.len() > 1 {
+                ro.gather(band.clone(), &mut items, &mut starts)?;
+            }
+            for it in &items {
+                ix.put(&mut c.buf, it.minor);
+                c.flush_if_full()?;
+            }
+        }
+        c.done()?;
+        let h = npy_header(ix.descr, &[extent + 1]);
+        zip.begin("indptr.npy", h.len() as u64 + (extent + 1) * ix.width)?;
+        zip.write(&h)?;
+        let mut c = Chunk::new(&mut zip);
+        let mut sum = 0u64;
+        ix.put(&mut c.buf, 0);
+        for &l in &ro.lens {
+            sum += l;
+            ix.put(&mut c.buf, sum);
             c.flush_if_full()?;
         }
         c.done()?;
-    } else {
-        index_entry(&mut zip, "row.npy", 0)?;
-        index_entry(&mut zip, "col.npy", 1)?;
     }
-    let format: &[u8] = if csr { b"csr" } else { b"coo" };
+    let format: &[u8] = match target {
+        NpzLayout::Csc => b"csc",
+        NpzLayout::Coo => b"coo",
+        _ => b"csr",
+    };
     small_entry(&mut zip, "format.npy", "|S3", &[], format)?;
     let mut shape = Vec::with_capacity(16);
     shape.extend_from_slice(&(m as i64).to_le_bytes());
@@ -236,4 +288,48 @@ pub(super) fn write(
         entries: nnz,
         bytes,
     })
+}
+
+/// The index arrays' NumPy type: int32 when everything fits, else int64.
+#[derive(Clone, Copy)]
+struct Index {
+    descr: &'static str,
+    width: u64,
+}
+
+impl Index {
+    #[inline]
+    fn put(self, buf: &mut Vec<u8>, v: u64) {
+        if self.width == 8 {
+            buf.extend_from_slice(&(v as i64).to_le_bytes());
+        } else {
+            buf.extend_from_slice(&(v as i32).to_le_bytes());
+        }
+    }
+}
+
+/// One index array: coordinate `dim` (0: row, 1: column) of every entry,
+/// in storage order.
+fn coordinate_entry(
+    a: &Matrix<'_>,
+    coords: Coords<'_>,
+    zip: &mut ZipWriter,
+    name: &str,
+    dim: usize,
+    ix: Index,
+    opts: &ExportOptions,
+) -> MatrixResult<()> {
+    let nnz = a.nnz();
+    let h = npy_header(ix.descr, &[nnz]);
+    zip.begin(name, h.len() as u64 + nnz * ix.width)?;
+    zip.write(&h)?;
+    let mut c = Chunk::new(zip);
+    pass(a, opts.paging, |r| {
+        coords.each(r, |_, i, j| {
+            ix.put(&mut c.buf, if dim == 0 { i } else { j });
+            Ok::<(), MatrixError>(())
+        })?;
+        Ok(c.flush_if_full()?)
+    })?;
+    Ok(c.done()?)
 }

@@ -3,12 +3,17 @@
 //! nnz]`, then every row's length, every column index (row by row, rising
 //! within a row), every value as a float64. The integers are PetscInt: 32-bit
 //! by default, 64-bit for PETSc built `--with-64-bit-indices`
-//! ([`ExportOptions::petsc_int64`]). Needs a row-sorted matrix (entries row
-//! by row); three streamed passes (row lengths, columns, values).
+//! ([`ExportOptions::petsc_int64`]). Every layout: a sorted COO or a CSR
+//! matrix (entries row by row) takes three streamed passes (row lengths,
+//! columns, values); a CSC or unsorted COO one is put in row order with
+//! bounded memory by [`Reorder`] (a counting pass, then one pass per band
+//! of rows).
 
+use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
-use super::super::view::{f64_of, with_values, Matrix};
+use super::super::view::{f64_of, with_values, Layout, Matrix};
+use super::reorder::{Keep, Reorder};
 use super::{pass, ExportOptions, ExportSummary};
 use std::path::Path;
 
@@ -20,12 +25,7 @@ pub(super) fn write(
     out: &Path,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
-    a.require_sorted(
-        "PETSc export",
-        "PETSc reads rows in order; assemble the matrix sorted",
-    )?;
-    let t = a.coo("export to PETSc")?;
-    let (m, n, nnz) = (a.rows(), a.cols(), t.nnz());
+    let (m, n, nnz) = (a.rows(), a.cols(), a.nnz());
     let int64 = opts.petsc_int64;
     let limit = if int64 {
         i64::MAX as u64
@@ -53,31 +53,53 @@ pub(super) fn write(
             buf.extend_from_slice(&(v as i32).to_be_bytes());
         }
     };
-    let ind = t.indices();
     let mut o = Output::create(out)?;
     let mut head = Vec::with_capacity(32);
     for v in [MAT_FILE_CLASSID as u64, m, n, nnz] {
         put(&mut head, v);
     }
     o.write(&head)?;
+    if a.is_row_sorted() || a.layout() == Layout::Csr {
+        in_storage_order(a, &mut o, put, opts)?;
+    } else {
+        let iw = if int64 { 8 } else { 4 };
+        reordered(a, &mut o, put, head.len() as u64 + (m + nnz) * iw, opts)?;
+    }
+    let bytes = o.commit()?;
+    Ok(ExportSummary {
+        entries: nnz,
+        bytes,
+    })
+}
 
+/// Entries already row by row (sorted COO, CSR): three streamed passes
+/// (row lengths, columns, values).
+fn in_storage_order(
+    a: &Matrix<'_>,
+    o: &mut Output,
+    put: impl Fn(&mut Vec<u8>, u64),
+    opts: &ExportOptions,
+) -> MatrixResult<()> {
+    let coords = Coords::of(a)?;
+    let m = a.rows();
     // Row lengths: count the current row, emit it (and empty rows) when it ends.
     let (mut row, mut len) = (0u64, 0u64);
     pass(a, opts.paging, |r| {
-        for (k, e) in ind[2 * r.start..2 * r.end].chunks_exact(2).enumerate() {
-            if e[0] >= m || e[0] < row {
+        coords.each(r, |p, i, _| {
+            if i >= m || i < row {
                 return Err(a.corrupt(
-                    r.start + k,
-                    format_args!("row {} breaks the sorted order or the shape", e[0]),
+                    p,
+                    format_args!("row {i} breaks the sorted order or the shape"),
                 ));
             }
-            while row < e[0] {
+            while row < i {
                 put(o.buffer(), len);
                 row += 1;
                 len = 0;
             }
             len += 1;
-        }
+            Ok(())
+        })?;
         Ok(o.maybe_flush()?)
     })?;
     while row < m {
@@ -88,12 +110,13 @@ pub(super) fn write(
     }
     pass(a, opts.paging, |r| {
         let buf = o.buffer();
-        for e in ind[2 * r.start..2 * r.end].chunks_exact(2) {
-            put(buf, e[1]);
-        }
+        coords.each(r, |_, _, j| {
+            put(buf, j);
+            Ok::<(), MatrixError>(())
+        })?;
         Ok(o.maybe_flush()?)
     })?;
-    with_values!(t, |vals| {
+    with_values!(a, |vals| {
         pass(a, opts.paging, |r| {
             let buf = o.buffer();
             for v in &vals[r] {
@@ -102,9 +125,48 @@ pub(super) fn write(
             Ok(o.maybe_flush()?)
         })?
     });
-    let bytes = o.commit()?;
-    Ok(ExportSummary {
-        entries: nnz,
-        bytes,
-    })
+    Ok(())
 }
+
+/// Entries in another order (CSC, unsorted COO): row lengths from a
+/// counting pass, then bands of rows gathered in row order (see
+/// [`Reorder`]); each band's columns go on in sequence, its values at
+/// their place in the values section (`values_at`, known in advance).
+fn reordered(
+    a: &Matrix<'_>,
+    o: &mut Output,
+    put: impl Fn(&mut Vec<u8>, u64),
+    values_at: u64,
+    opts: &ExportOptions,
+) -> MatrixResult<()> {
+    let ro = Reorder::new(a, 0, Keep::All, opts.paging)?;
+    for &l in &ro.lens {
+        put(o.buffer(), l);
+        o.maybe_flush()?;
+    }
+    let dtype = a.dtype();
+    let w = dtype.width();
+    let (mut items, mut starts) = (Vec::new(), Vec::new());
+    let mut vbuf: Vec<u8> = Vec::with_capacity(VALUE_CHUNK * 8);
+    let mut at = values_at;
+    for band in ro.bands(opts.reorder_budget, None) {
+        ro.gather(band, &mut items, &mut starts)?;
+        for it in &items {
+            put(o.buffer(), it.minor);
+            o.maybe_flush()?;
+        }
+        for chunk in items.chunks(VALUE_CHUNK) {
+            vbuf.clear();
+            for it in chunk {
+                let v = dtype.decode(&it.raw.to_le_bytes()[..w]).to_f64();
+                vbuf.extend_from_slice(&v.to_be_bytes());
+            }
+            o.write_at(at, &vbuf)?;
+            at += vbuf.len() as u64;
+        }
+    }
+    Ok(())
+}
+
+/// Values converted per positional write.
+const VALUE_CHUNK: usize = 1 << 17;

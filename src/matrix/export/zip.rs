@@ -1,5 +1,5 @@
 //! A stored (uncompressed) zip archive written as a stream, zip64 when an
-//! entry or the archive passes 4 GiB.
+//! entry or the archive passes 4 GiB (or a lower limit set for tests).
 //!
 //! Written here rather than with a zip crate: each entry's size is known
 //! before its data (the `.npy` arrays of a matrix), so the local header is
@@ -31,6 +31,8 @@ pub(crate) struct ZipWriter {
     entries: Vec<Entry>,
     /// The entry being written: expected size, bytes so far, CRC state.
     open: Option<(u64, u64, crc32fast::Hasher)>,
+    /// Sizes and offsets from this one on are written as zip64.
+    limit: u64,
 }
 
 fn le16(b: &mut Vec<u8>, v: u16) {
@@ -44,18 +46,22 @@ fn le64(b: &mut Vec<u8>, v: u64) {
 }
 
 impl ZipWriter {
-    pub(crate) fn new(out: Output) -> ZipWriter {
+    /// A writer that uses zip64 records for sizes and offsets of at least
+    /// `limit` bytes (0: the format's own limit, 4 GiB - 1); a small limit
+    /// lets tests check the zip64 records on a small archive.
+    pub(crate) fn with_zip64_at(out: Output, limit: u64) -> ZipWriter {
         ZipWriter {
             out,
             entries: Vec::new(),
             open: None,
+            limit: if limit == 0 { MAX32 } else { limit.min(MAX32) },
         }
     }
 
     /// Start entry `name` of exactly `size` bytes.
     pub(crate) fn begin(&mut self, name: &str, size: u64) -> Result<()> {
         let offset = self.out.position();
-        let big = size >= MAX32;
+        let big = size >= self.limit;
         let mut h = Vec::with_capacity(30 + name.len() + 20);
         le32(&mut h, LOCAL);
         le16(&mut h, if big { 45 } else { 20 });
@@ -120,7 +126,7 @@ impl ZipWriter {
         self.end()?;
         let cd_offset = self.out.position();
         for e in &self.entries {
-            let big = e.size >= MAX32 || e.offset >= MAX32;
+            let big = e.size >= self.limit || e.offset >= self.limit;
             let mut h = Vec::with_capacity(46 + e.name.len() + 28);
             le32(&mut h, CENTRAL);
             le16(&mut h, (3 << 8) | 45); // made by: Unix, zip 4.5
@@ -153,7 +159,7 @@ impl ZipWriter {
         let cd_end = self.out.position();
         let cd_size = cd_end - cd_offset;
         let n = self.entries.len() as u64;
-        let big = cd_offset >= MAX32 || cd_size >= MAX32 || n >= 0xFFFF;
+        let big = cd_offset >= self.limit || cd_size >= self.limit || n >= 0xFFFF;
         let mut t = Vec::with_capacity(98);
         if big {
             le32(&mut t, END64);

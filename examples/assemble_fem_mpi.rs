@@ -22,7 +22,7 @@ mod fem;
 use coo_assembler::mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
 use coo_assembler::write::WriteOptions;
 use coo_assembler::{parse_size, AssembleOptions, Builder, CompositeFile, DType, Value};
-use fem::{elasticity, laplace, peak_rss_mib, CORNERS};
+use fem::{elasticity, laplace, CORNERS};
 use mpi::traits::*;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -204,8 +204,10 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Box<dyn std::err
 
 /// Gather every rank's figures on rank 0 and print them.
 fn report(world: &mpi::topology::SimpleCommunicator, s: &DistSummary, wall: f64) {
+    let mib = |b: u64| b as f64 / 1048576.0;
     let mine = [
         s.pushed as f64,
+        s.off_rank as f64,
         s.sent as f64,
         s.received as f64,
         s.bytes_sent as f64,
@@ -217,7 +219,10 @@ fn report(world: &mpi::topology::SimpleCommunicator, s: &DistSummary, wall: f64)
         s.time_assemble.as_secs_f64(),
         s.time_write.as_secs_f64(),
         (s.rows.end - s.rows.start) as f64,
-        peak_rss_mib().unwrap_or(0.0),
+        mib(s.peak_rss[0]),
+        mib(s.peak_rss[2]),
+        mib(s.peak_rss[3]),
+        mib(s.peak_rss[4]),
     ];
     let k = mine.len();
     let mut all = vec![0f64; k * world.size() as usize];
@@ -225,20 +230,21 @@ fn report(world: &mpi::topology::SimpleCommunicator, s: &DistSummary, wall: f64)
     if world.rank() != 0 {
         return;
     }
-    println!("rank   rows     pushed   off-rank  received  bytes sent       nnz rounds  push s ranges s exch s  asm s write s  RSS MiB");
-    let (mut pushed, mut sent, mut bytes) = (0.0, 0.0, 0.0);
+    println!("rank   rows     pushed  off-rank      sent  received  bytes sent       nnz rounds  push s exch s  asm s write s | peak RSS MiB after push exch  asm write");
+    let (mut pushed, mut off, mut sent, mut bytes) = (0.0, 0.0, 0.0, 0.0);
     for (r, m) in all.chunks_exact(k).enumerate() {
         println!(
-            "{r:>4} {:>6} {:>10} {:>9.3} {:>9} {:>11} {:>9} {:>6} {:>7.2} {:>8.3} {:>6.2} {:>6.2} {:>7.2} {:>8.1}",
-            m[11], m[0], m[1] / m[0].max(1.0), m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10], m[12]
+            "{r:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>11} {:>9} {:>6} {:>7.2} {:>6.2} {:>6.2} {:>7.2} |                   {:>5.0} {:>5.0} {:>5.0} {:>5.0}",
+            m[12], m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[9], m[10], m[11], m[13], m[14], m[15], m[16]
         );
         pushed += m[0];
-        sent += m[1];
-        bytes += m[3];
+        off += m[1];
+        sent += m[2];
+        bytes += m[4];
     }
     println!(
-        "total: {pushed} contributions, {sent} sent off-rank ({:.2}%), {bytes} bytes exchanged = {:.3} bytes per contribution; nnz {}; composite {} bytes; wall {wall:.2} s",
-        100.0 * sent / pushed.max(1.0),
+        "total: {pushed} contributions, {off} off-rank ({:.2}%), {sent} records sent after combining, {bytes} bytes exchanged = {:.3} bytes per contribution; nnz {}; composite {} bytes; wall {wall:.2} s",
+        100.0 * off / pushed.max(1.0),
         bytes / pushed.max(1.0),
         s.total_nnz,
         s.file_bytes

@@ -45,10 +45,11 @@
 //! different ranks is not defined); `sum` (default), `min`, `max` and
 //! `error` behave as in one process. Members are COO.
 
+mod combine;
 pub mod ranges;
 mod stash;
 
-use crate::assemble::combine::PushValue;
+use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
 };
@@ -58,7 +59,8 @@ use crate::fs::names::{output_temp_name, parent_dir};
 use crate::hurray::IndexEntry;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
-use crate::{Builder, HurrayFile, Summary};
+use crate::{Builder, Summary};
+use combine::{sort_and_combine, Precombine};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
@@ -69,6 +71,8 @@ use std::time::{Duration, Instant};
 
 /// Largest count MPI takes in one call (counts and displacements are C ints).
 const MAX_WORDS: u64 = i32::MAX as u64;
+/// Records read from the stash at a time.
+const READ_RECORDS: usize = 1 << 16;
 /// Bytes of an error message carried to the other ranks.
 const MSG_BYTES: usize = 240;
 
@@ -121,7 +125,9 @@ pub struct DistSummary {
     pub rows: std::ops::Range<u64>,
     /// Contributions pushed on this rank.
     pub pushed: u64,
-    /// Of those, sent to another rank.
+    /// Of those, bound for another rank.
+    pub off_rank: u64,
+    /// Records sent to other ranks (after combining on this rank).
     pub sent: u64,
     /// Contributions received from other ranks.
     pub received: u64,
@@ -149,6 +155,10 @@ pub struct DistSummary {
     pub time_assemble: Duration,
     /// Writing the member into the shared file, fsync, and publication.
     pub time_write: Duration,
+    /// Peak resident memory of this process (VmHWM, bytes) at the end of
+    /// each phase: push, ranges, exchange, assemble, write. Zero where the
+    /// system does not say (Linux only).
+    pub peak_rss: [u64; 5],
 }
 
 /// A distributed builder; see the [module docs](self).
@@ -369,6 +379,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.finished = true;
         let path = path.as_ref().to_path_buf();
         let time_push = self.started.elapsed();
+        let mut peak_rss = [0u64; 5];
+        peak_rss[0] = peak_rss_bytes();
         let failed = self.failed.take();
         agree(
             self.comm,
@@ -379,6 +391,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let t = Instant::now();
         let starts = self.ranges();
         let time_ranges = t.elapsed();
+        peak_rss[1] = peak_rss_bytes();
         let k = self.rank as usize;
         let lo = starts[k];
         let hi = starts.get(k + 1).copied().unwrap_or(self.shape[0]);
@@ -417,6 +430,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let ex = self.exchange(builder, &starts, lo);
         let (builder, ex) = agree(self.comm, ex)?;
         let time_exchange = t.elapsed();
+        peak_rss[2] = peak_rss_bytes();
         let inject = |at: InjectedFailure| -> Result<()> {
             match self.opts.inject {
                 Some((r, a)) if r == self.rank && a == at => Err(Error::io(
@@ -432,16 +446,20 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let local = inject(InjectedFailure::Exchange).and_then(|_| builder.finish(&private));
         let local = agree(self.comm, local)?;
         let time_assemble = t.elapsed();
+        peak_rss[3] = peak_rss_bytes();
 
         let t = Instant::now();
         let (nnz, total_nnz, file_bytes) =
             self.write(&path, &private, &head_name, [lo, hi], &inject)?;
+        let time_write = t.elapsed();
+        peak_rss[4] = peak_rss_bytes();
         Ok(DistSummary {
             rank: self.rank,
             ranks: self.size,
             path,
             rows: lo..hi,
             pushed: self.pushed,
+            off_rank: ex.off_rank,
             sent: ex.sent,
             received: ex.received,
             bytes_sent: ex.bytes_sent,
@@ -455,7 +473,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             time_ranges,
             time_exchange,
             time_assemble,
-            time_write: t.elapsed(),
+            time_write,
+            peak_rss,
         })
     }
 
@@ -498,7 +517,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     }
 
     /// Route every stashed contribution to its owner; the owner pushes it
-    /// (row made local) into `builder`.
+    /// (row made local) into `builder`. Own records go straight in; the
+    /// others collect in an outgoing buffer, sorted and combined
+    /// ([`combine`]) whenever it fills (reading on while combining halves
+    /// it), then sent in one `MPI_Alltoallv` round. Rounds go on until
+    /// every rank's stash is drained.
     fn exchange(
         &mut self,
         mut builder: Builder,
@@ -508,20 +531,21 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let n = self.size as usize;
         let me = self.rank as usize;
         let wpr = self.shape.len() + 1;
-        let rec_bytes = (wpr * 8) as u64;
-        let by_budget = (self.opts.assemble.memory_budget / 4) / ((n as u64 + 1) * rec_bytes);
-        let by_mpi = MAX_WORDS / (n as u64 * wpr as u64);
-        let cap = by_budget.min(by_mpi).max(1) as usize;
-        let mine = self.stash.records().div_ceil(cap as u64);
-        let mut rounds = 0u64;
-        self.comm
-            .all_reduce_into(&mine, &mut rounds, SystemOperation::max());
-        let mut ex = Exchange {
-            rounds,
-            ..Exchange::default()
-        };
+        let cap = exchange_cap(self.opts.assemble.memory_budget / 4, n, wpr);
+        let read = cap.min(READ_RECORDS);
+        let how = Precombine::of(
+            CombinerKind::of(
+                self.dtype,
+                self.opts.assemble.duplicates,
+                self.opts.assemble.exact_sums,
+            ),
+            self.dtype,
+        );
+        let mut ex = Exchange::default();
         let mut chunk = Vec::new();
-        let mut send = Vec::new();
+        let mut out: Vec<u64> = Vec::new();
+        let mut send: Vec<u64> = Vec::new();
+        let mut perm = Vec::new();
         let mut recv = Vec::new();
         let mut counts = vec![0i32; n];
         let mut rcounts = vec![0i32; n];
@@ -539,27 +563,43 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 b.push(idx, raw)
             }
         };
-        for _ in 0..rounds {
+        loop {
             // Local work first; its failure is agreed before the exchange.
-            let local = (|| -> Result<()> {
-                self.stash.next_chunk(&mut chunk, cap)?;
-                let mut per = vec![Vec::<u64>::new(); n];
-                for rec in chunk.chunks_exact(wpr) {
-                    let o = owner(starts, rec[0]);
-                    if o == me {
-                        push(&mut builder, rec, &mut idx)?;
-                    } else {
-                        per[o].extend_from_slice(rec);
+            let local = (|| -> Result<bool> {
+                loop {
+                    let room = cap - out.len() / wpr;
+                    if room == 0 {
+                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        if send.len() / wpr > cap / 2 {
+                            out.clear();
+                            return Ok(false);
+                        }
+                        // Combining freed room: keep filling.
+                        std::mem::swap(&mut out, &mut send);
+                        continue;
+                    }
+                    self.stash.next_chunk(&mut chunk, room.min(read))?;
+                    if chunk.is_empty() {
+                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        out.clear();
+                        return Ok(true);
+                    }
+                    for rec in chunk.chunks_exact(wpr) {
+                        if owner(starts, rec[0]) == me {
+                            push(&mut builder, rec, &mut idx)?;
+                        } else {
+                            ex.off_rank += 1;
+                            out.extend_from_slice(rec);
+                        }
                     }
                 }
-                send.clear();
-                for (o, p) in per.iter().enumerate() {
-                    counts[o] = p.len() as i32;
-                    send.extend_from_slice(p);
-                }
-                Ok(())
             })();
-            agree(self.comm, local)?;
+            let drained = agree(self.comm, local)?;
+            // `send` is sorted by index tuple, so by owner.
+            counts.fill(0);
+            for rec in send.chunks_exact(wpr) {
+                counts[owner(starts, rec[0])] += wpr as i32;
+            }
             self.comm.all_to_all_into(&counts[..], &mut rcounts[..]);
             let sdispl = prefix(&counts);
             let rdispl = prefix(&rcounts);
@@ -571,6 +611,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 let mut rp = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispl[..]);
                 self.comm.all_to_all_varcount_into(&sp, &mut rp);
             }
+            ex.rounds += 1;
             ex.sent += (send.len() / wpr) as u64;
             ex.bytes_sent += send.len() as u64 * 8;
             ex.received += (recv.len() / wpr) as u64;
@@ -581,6 +622,12 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 Ok(())
             })();
             agree(self.comm, pushed)?;
+            let mut all = 0i32;
+            self.comm
+                .all_reduce_into(&i32::from(drained), &mut all, SystemOperation::min());
+            if all == 1 {
+                break;
+            }
         }
         Ok((builder, ex))
     }
@@ -597,16 +644,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     ) -> Result<(u64, u64, u64)> {
         let k = self.rank as usize;
         let io = &self.opts.assemble.io;
-        let prepared = (|| -> Result<(HurrayFile, u64)> {
-            let f = HurrayFile::open(private)?;
-            let nnz = f.only_tensor()?.nnz();
-            Ok((f, nnz))
-        })();
-        let (file, nnz) = agree(self.comm, prepared)?;
-        let t = file.only_tensor()?;
         let mut offset = vec![0u64; self.shape.len()];
         offset[0] = rows[0];
-        let p = Prepared::new(member_name(head_name, k), &t, &self.shape, &offset)?;
+        let p = Prepared::from_file(member_name(head_name, k), private, &self.shape, &offset);
+        let p = agree(self.comm, p)?;
+        let nnz = p.nnz();
         let first = first_member_offset(self.shape.len());
         // Members after the first start at a multiple of A: their size does
         // not depend on where they land.
@@ -721,9 +763,23 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
 #[derive(Default)]
 struct Exchange {
     rounds: u64,
+    /// Records bound for another rank, before combining.
+    off_rank: u64,
+    /// Records sent, after combining.
     sent: u64,
     received: u64,
     bytes_sent: u64,
+}
+
+/// Records a rank sends per round at most: its exchange memory (`mem`
+/// bytes) holds the outgoing records, their sorted and combined copy, the
+/// sort permutation (4 bytes a record) and what arrives (at most `C` from
+/// each of the other `ranks - 1` ranks), and MPI's counts stay below 2^31.
+fn exchange_cap(mem: u64, ranks: usize, wpr: usize) -> usize {
+    let rec = (wpr * 8) as u64;
+    let by_budget = mem / ((ranks as u64 + 1) * rec + 4);
+    let by_mpi = MAX_WORDS / (ranks.max(2) as u64 - 1) / wpr as u64;
+    by_budget.min(by_mpi).max(1) as usize
 }
 
 fn prefix(counts: &[i32]) -> Vec<i32> {
@@ -735,6 +791,17 @@ fn prefix(counts: &[i32]) -> Vec<i32> {
             Some(d)
         })
         .collect()
+}
+
+/// VmHWM of this process in bytes (0 where /proc does not say).
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn random_token() -> u64 {

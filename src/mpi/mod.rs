@@ -46,6 +46,7 @@
 //! `error` behave as in one process. Members are COO.
 
 mod combine;
+pub mod input;
 pub mod ranges;
 mod stash;
 
@@ -443,7 +444,27 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         };
 
         let t = Instant::now();
-        let local = inject(InjectedFailure::Exchange).and_then(|_| builder.finish(&private));
+        let local = inject(InjectedFailure::Exchange)
+            .and_then(|_| builder.finish(&private))
+            .map_err(|e| match e {
+                // Coordinates found while merging are local to the band.
+                Error::DuplicateCoordinate { mut coordinate } => {
+                    if let Some(c) = coordinate.first_mut() {
+                        *c += lo;
+                    }
+                    Error::DuplicateCoordinate { coordinate }
+                }
+                Error::IntegerOverflow {
+                    mut coordinate,
+                    dtype,
+                } => {
+                    if let Some(c) = coordinate.first_mut() {
+                        *c += lo;
+                    }
+                    Error::IntegerOverflow { coordinate, dtype }
+                }
+                e => e,
+            });
         let local = agree(self.comm, local)?;
         let time_assemble = t.elapsed();
         peak_rss[3] = peak_rss_bytes();

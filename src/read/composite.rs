@@ -375,6 +375,11 @@ pub fn check_partition(shape: &[u64], boxes: &[(&[u64], &[u64])]) -> Option<Stri
 }
 
 impl CompositeFile {
+    /// The message of the `Unsupported` error [`CompositeFile::open`]
+    /// returns for a file without a composite head (a plain file): callers
+    /// that try a file as a composite first recognise it by this.
+    pub const NO_HEAD: &'static str = "the file holds no composite head";
+
     /// Map `path` and open its first composite head.
     pub fn open(path: impl AsRef<Path>) -> Result<CompositeFile> {
         Self::open_with(path, ReadOptions::default())
@@ -415,7 +420,7 @@ impl CompositeFile {
         entries.sort_by_key(|e| e.descriptor_offset);
         let layout_of = |e: &IndexEntry| bytes.get(e.descriptor_offset as usize + 15).copied();
         let Some(h) = entries.iter().position(|e| layout_of(e) == Some(LAYOUT_COMPOSITE)) else {
-            return Err(Error::Unsupported("the file holds no composite head".into()));
+            return Err(Error::Unsupported(Self::NO_HEAD.into()));
         };
         let he = &entries[h];
         let hsec = format!("composite head {:?}", he.name);

@@ -376,9 +376,27 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
 
     /// Collective: route, assemble, and write the partition composite at
     /// `path` (a shared filesystem path, the same on every rank).
-    pub fn finish(mut self, path: impl AsRef<Path>) -> Result<DistSummary> {
+    pub fn finish(self, path: impl AsRef<Path>) -> Result<DistSummary> {
+        self.finish_to(path.as_ref(), Output::Composite)
+    }
+
+    /// Collective, for machines without a shared filesystem: route and
+    /// assemble as [`DistBuilder::finish`], but every rank writes its row
+    /// band to its own plain file at `path` (a path of its own, e.g. on a
+    /// node-local disk): one tensor named `<tensor_name>.part<rank>` of
+    /// shape `[rows owned, ...]` with row indices local to the band, which
+    /// starts at global row `DistSummary::rows.start`. `coo-assembler
+    /// composite join` (or [`crate::composite::join`]) combines the files
+    /// into the composite `finish` would have written. The files are
+    /// published only if every rank succeeded; otherwise every rank returns
+    /// an error and removes its file.
+    pub fn finish_per_rank(self, path: impl AsRef<Path>) -> Result<DistSummary> {
+        self.finish_to(path.as_ref(), Output::PerRank)
+    }
+
+    fn finish_to(mut self, path: &Path, output: Output) -> Result<DistSummary> {
         self.finished = true;
-        let path = path.as_ref().to_path_buf();
+        let path = path.to_path_buf();
         let time_push = self.started.elapsed();
         let mut peak_rss = [0u64; 5];
         peak_rss[0] = peak_rss_bytes();
@@ -470,8 +488,10 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         peak_rss[3] = peak_rss_bytes();
 
         let t = Instant::now();
-        let (nnz, total_nnz, file_bytes) =
-            self.write(&path, &private, &head_name, [lo, hi], &inject)?;
+        let (nnz, total_nnz, file_bytes) = match output {
+            Output::Composite => self.write(&path, &private, &head_name, [lo, hi], &inject)?,
+            Output::PerRank => self.publish_own(&path, &private, &local, &inject)?,
+        };
         let time_write = t.elapsed();
         peak_rss[4] = peak_rss_bytes();
         Ok(DistSummary {
@@ -766,6 +786,36 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         Ok((nnz, sums[1], len))
     }
 
+    /// Per-rank mode: rename the private file over this rank's `path`
+    /// once every rank has its file, and take them all back if a rename
+    /// failed anywhere. Returns (nnz, total nnz, this file's bytes).
+    fn publish_own(
+        &self,
+        path: &Path,
+        private: &Path,
+        local: &Summary,
+        inject: &dyn Fn(InjectedFailure) -> Result<()>,
+    ) -> Result<(u64, u64, u64)> {
+        let io = &self.opts.assemble.io;
+        let mut renamed = false;
+        let r = (|| -> Result<()> {
+            io.rename(private, path)?;
+            renamed = true;
+            io.sync_dir(&parent_dir(path))?;
+            inject(InjectedFailure::Write)
+        })();
+        if let Err(e) = agree(self.comm, r) {
+            if renamed {
+                let _ = io.remove(path);
+            }
+            return Err(e);
+        }
+        let mut total = 0u64;
+        self.comm
+            .all_reduce_into(&local.nnz, &mut total, SystemOperation::sum());
+        Ok((local.nnz, total, local.file_bytes))
+    }
+
     fn tmp_path(&self, path: &Path, token: [u64; 2]) -> Result<PathBuf> {
         let Some(name) = path.file_name() else {
             return Err(Error::InvalidArgument(format!(
@@ -779,6 +829,15 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             token[1],
         )))
     }
+}
+
+/// Where `finish` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    /// One partition composite on a shared filesystem.
+    Composite,
+    /// One plain file per rank.
+    PerRank,
 }
 
 #[derive(Default)]

@@ -214,6 +214,13 @@ pub(crate) struct AssembleArgs {
     #[cfg(feature = "mpi")]
     #[arg(long)]
     mpi: bool,
+    /// With --mpi, for machines without a shared filesystem: every rank
+    /// writes its own plain file, --output with `.part<rank>` before the
+    /// extension (K.hrry -> K.part0.hrry, ...); rank 0 prints the
+    /// `composite join` command that combines them.
+    #[cfg(feature = "mpi")]
+    #[arg(long, requires = "mpi")]
+    per_rank_files: bool,
 }
 
 fn human_bytes(b: u64) -> String {
@@ -664,7 +671,37 @@ mod mpi_run {
         let mut b = DistBuilder::new(&world, &shape, dtype, opts)?;
         // A read or push error is reported to every rank by finish.
         let share = b.push_bin_file(Path::new(&a.input)).ok();
-        let s = b.finish(&a.output)?;
+        let part = |k: i32| {
+            let stem = a.output.file_stem().unwrap_or_default().to_string_lossy();
+            let name = match a.output.extension() {
+                Some(e) => format!("{stem}.part{k}.{}", e.to_string_lossy()),
+                None => format!("{stem}.part{k}"),
+            };
+            a.output.with_file_name(name)
+        };
+        let s = if a.per_rank_files {
+            b.finish_per_rank(part(world.rank()))?
+        } else {
+            b.finish(&a.output)?
+        };
+        let mut firsts = vec![0u64; s.ranks as usize];
+        world.all_gather_into(&s.rows.start, &mut firsts[..]);
+        if a.per_rank_files && s.rank == 0 {
+            let parts: Vec<String> = firsts
+                .iter()
+                .enumerate()
+                .map(|(k, f)| format!("{}@{f}", part(k as i32).display()))
+                .collect();
+            let shape: Vec<String> = shape.iter().map(u64::to_string).collect();
+            // On stdout: the one thing a script needs from this run.
+            println!(
+                "coo-assembler composite join --shape {} --name {} -o {} {}",
+                shape.join(","),
+                a.name,
+                a.output.display(),
+                parts.join(" ")
+            );
+        }
         if !a.quiet {
             let mine = [
                 s.pushed,
@@ -687,8 +724,13 @@ mod mpi_run {
                     );
                 }
                 eprintln!(
-                    "wrote {}: partition composite of {} members, {} records read, nnz {}, {}",
+                    "wrote {}{}: {} members, {} records read, nnz {}, {}",
                     s.path.display(),
+                    if a.per_rank_files {
+                        " and the other ranks' files"
+                    } else {
+                        " (partition composite)"
+                    },
                     s.ranks,
                     share.map_or(0, |x| x.total_records),
                     s.total_nnz,

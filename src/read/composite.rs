@@ -22,7 +22,7 @@ use super::{too_short, Backing, ReadOptions};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::hurray::descriptor::descriptor_len;
+use crate::hurray::descriptor::{descriptor_len, read_prelude};
 use crate::hurray::header::FLAG_HAS_INDEX_CRC32C;
 use crate::hurray::{
     align_up, index, kv, ByteReader, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
@@ -90,18 +90,8 @@ impl CompositeHead {
     /// Refuses what the spec says a reader must refuse.
     pub fn decode(bytes: &[u8], offset: u64, section: &str) -> Result<CompositeHead> {
         let mut r = ByteReader::new(bytes, offset, section);
-        if &r.array::<4>("descriptor magic")? != MAGIC {
-            return Err(r.err_at(0, "descriptor magic is not \"HRRY\""));
-        }
-        let (major, minor) = (r.u8("major")?, r.u8("minor")?);
-        if (major, minor) != (1, 0) {
-            return Err(Error::Unsupported(format!(
-                "{section}: descriptor version {major}.{minor}"
-            )));
-        }
-        let len = r.u32("descriptor_length")? as usize;
-        let flags = r.u32("flags")?;
-        if flags & (DESC_QUANTIZED | DESC_COMPOSITE_MEMBER) != 0 || flags >> 5 != 0 {
+        let (len, flags) = read_prelude(&mut r, section)?;
+        if flags & (DESC_QUANTIZED | DESC_COMPOSITE_MEMBER) != 0 {
             return Err(r.err_at(
                 10,
                 format!("composite head flags 0x{flags:08x}: a head sets neither HAS_QUANTIZATION nor HAS_COMPOSITE_MEMBER"),

@@ -104,7 +104,12 @@ impl Prepared {
             offset: offset.to_vec(),
         };
         // Buffer positions in the source: the views point into its map.
-        let base = file.mapped_bytes().map_or(0, |b| b.as_ptr() as usize);
+        let Some(base) = file.mapped_bytes().map(|b| b.as_ptr() as usize) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: not memory-mapped; cannot locate its buffers",
+                path.display()
+            )));
+        };
         let at = |b: &[u8]| {
             (
                 (b.as_ptr() as usize).wrapping_sub(base) as u64,

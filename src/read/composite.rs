@@ -403,6 +403,17 @@ impl CompositeFile {
         })
     }
 
+    /// Whether the file at `path` holds a composite head (see
+    /// [`CompositeFile::is_composite`]); maps it, reads only its index.
+    pub fn probe(path: impl AsRef<Path>) -> Result<bool> {
+        let path = path.as_ref();
+        let io = IoCtx::new();
+        let file = io.open(path)?;
+        // SAFETY: as in `open_with`.
+        let map = unsafe { io.map(&file, path) }?;
+        Ok(Self::is_composite(&map))
+    }
+
     fn from_backing(backing: Backing, opts: ReadOptions) -> Result<CompositeFile> {
         let bytes = backing.bytes();
         let (header, mut entries, kv) = container(bytes)?;

@@ -97,19 +97,10 @@ pub(crate) fn sniff(path: &Path) -> Option<anyhow::Result<CompositeFile>> {
         Ok(c) => Some(Ok(c)),
         Err(Error::Unsupported(m)) if m == CompositeFile::NO_HEAD => None,
         // Not recognisably a composite: the plain reader says what is wrong.
-        Err(_) if !has_head_tag(path) => None,
+        Err(_) if !CompositeFile::probe(path).unwrap_or(false) => None,
         Err(e) => Some(Err(
             anyhow::Error::from(e).context(format!("cannot read {}", path.display()))
         )),
-    }
-}
-
-/// Whether a descriptor of the file's index has the composite head's layout
-/// tag, read cheaply through the plain reader's error.
-fn has_head_tag(path: &Path) -> bool {
-    match coo_assembler::HurrayFile::open_with(path, ReadOptions { permissive: true }) {
-        Err(e) => e.to_string().contains("layout tag 0x0b"),
-        Ok(_) => false,
     }
 }
 

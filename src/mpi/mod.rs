@@ -7,29 +7,35 @@
 //! [`DistBuilder::finish`] is collective:
 //!
 //! 1. **ranges**: agreed from the samples (all-gather) unless given;
-//! 2. **exchange**: each rank reads its stash in chunks and routes every
-//!    contribution to its owner with `MPI_Alltoallv`, in as many rounds as
-//!    the largest stash needs. A round sends at most `C` records per rank
-//!    and receives at most `ranks * C`, with `C` chosen so that both fit a
-//!    quarter of the budget and stay below 2^31 - 1 words (MPI counts and
-//!    displacements are C ints);
+//! 2. **exchange**: each rank reads its stash in chunks; records of its
+//!    own rows go straight to its local builder, the others collect in an
+//!    outgoing buffer of at most `C` records, sorted and combined exactly
+//!    when full (`src/mpi/combine.rs`: float sums as exact partials,
+//!    integer sums when they fit, min/max), and go to their owners with
+//!    `MPI_Alltoallv`, round after round until every stash is drained. `C`
+//!    is chosen so that the outgoing buffer, its combined copy and what
+//!    arrives (at most `C` from each other rank) fit a quarter of the
+//!    budget and stay below 2^31 - 1 words (MPI counts and displacements
+//!    are C ints);
 //! 3. **assembly**: the owner pushes what it receives (local row indices)
 //!    into an ordinary [`crate::Builder`] over its row band, which sorts,
 //!    spills and merges under half the budget with exact sums, and writes a
 //!    private plain file;
 //! 4. **write**: member sizes are exchanged (exclusive scan), every rank
-//!    writes its member (descriptor with a shard section, buffers copied)
-//!    into one shared temporary file at its offset and fsyncs it; rank 0
-//!    writes header, head, KV, index and trailer, fsyncs and renames the
-//!    file over the target (see [`crate::composite`] for the layout).
+//!    copies its member (descriptor with a shard section, buffers streamed
+//!    from the private file through a bounded buffer) into one shared
+//!    temporary file at its offset and fsyncs it; rank 0 writes header,
+//!    head, KV, index and trailer, fsyncs and renames the file over the
+//!    target (see [`crate::composite`] for the layout).
+//!    [`DistBuilder::finish_per_rank`] instead publishes each rank's plain
+//!    file at a path of its own (no shared filesystem needed).
 //!
 //! **Exact results.** Contributions travel unrounded (their raw 8-byte
-//! form) and are summed once, exactly, by their owner, so the composite,
-//! converted to one COO tensor, is bit-identical to what one process would
-//! assemble from the same contributions, for any rank count, budget or
-//! push order. (Combining on the sender first would cut the exchange but
-//! needs the senders' exact partial sums, not rounded ones, on the wire;
-//! not done yet.)
+//! form), or combined only in ways that leave the owner's result unchanged
+//! (exact partial sums), and are summed exactly by their owner, so the
+//! composite, converted to one COO tensor, is bit-identical to what one
+//! process would assemble from the same contributions, for any rank count,
+//! budget or push order.
 //!
 //! **Failure.** Each phase ends with an agreement (`MPI_Allreduce` of an
 //! ok flag; on failure the messages are all-gathered): an error on one

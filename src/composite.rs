@@ -30,7 +30,6 @@ use crate::fs::ctx::IoCtx;
 use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::hurray::{align_up, FileHeader, IndexEntry, KvValue, HEADER_LEN, MIN_ALIGNMENT};
 use crate::read::composite::{encode_member, CompositeHead, Shard, RULE_PARTITION};
-use crate::read::CooTensor;
 use crate::write::{buffer_checksum_key, encode_tail, provenance};
 use crate::HurrayFile;
 use std::fs::File;
@@ -50,25 +49,39 @@ pub fn first_member_offset(rank: usize) -> u64 {
     (HEADER_LEN + CompositeHead::encoded_len(rank) as u64).div_ceil(8) * 8
 }
 
-/// One member ready to be placed: its sharded descriptor and buffers.
-pub struct Prepared<'a> {
+/// Bytes copied per read/write when placing a member: the copy streams
+/// through this buffer instead of mapping the source, so a rank's resident
+/// memory does not grow with its member's size.
+const COPY_CHUNK: usize = 4 << 20;
+
+/// One member ready to be placed: its sharded descriptor and where its
+/// buffers are in a plain single-tensor source file (read with positioned
+/// reads, never mapped while copying).
+pub struct Prepared {
     /// Index name.
     pub name: String,
     desc: Vec<u8>,
     nnz: u64,
-    values: &'a [u8],
-    indices: &'a [u8],
+    source: File,
+    source_path: PathBuf,
+    values: (u64, u64),
+    indices: (u64, u64),
+    /// xxh3-64 of (values, indices) from the source's KV, when it has them.
+    sums: Option<(u64, u64)>,
 }
 
-impl<'a> Prepared<'a> {
-    /// Member `name` from a plain tensor whose box starts at `offset` in
-    /// `parent_shape`. Its indices must be local to the box and sorted.
-    pub fn new(
+impl Prepared {
+    /// Member `name` from the plain single-tensor file at `path`, whose box
+    /// starts at `offset` in `parent_shape`. Its indices must be local to
+    /// the box and sorted.
+    pub fn from_file(
         name: String,
-        t: &CooTensor<'a>,
+        path: &Path,
         parent_shape: &[u64],
         offset: &[u64],
-    ) -> Result<Prepared<'a>> {
+    ) -> Result<Prepared> {
+        let file = HurrayFile::open(path)?;
+        let t = file.only_tensor()?;
         if offset.len() != parent_shape.len() || t.rank() != parent_shape.len() {
             return Err(Error::InvalidArgument(format!(
                 "member {name:?}: rank {} against parent shape {parent_shape:?} and offset {offset:?}",
@@ -90,13 +103,48 @@ impl<'a> Prepared<'a> {
             parent_shape: parent_shape.to_vec(),
             offset: offset.to_vec(),
         };
-        Ok(Prepared {
-            name,
+        // Buffer positions in the source: the views point into its map.
+        let Some(base) = file.mapped_bytes().map(|b| b.as_ptr() as usize) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: not memory-mapped; cannot locate its buffers",
+                path.display()
+            )));
+        };
+        let at = |b: &[u8]| {
+            (
+                (b.as_ptr() as usize).wrapping_sub(base) as u64,
+                b.len() as u64,
+            )
+        };
+        let (values, indices) = if t.nnz() == 0 {
+            ((0, 0), (0, 0))
+        } else {
+            (at(t.values_bytes()), at(t.indices_bytes()))
+        };
+        let kv_sum = |which: &str| {
+            let key = buffer_checksum_key(t.name(), which);
+            file.kv().iter().find_map(|(k, v)| match v {
+                KvValue::U64(x) if *k == key => Some(*x),
+                _ => None,
+            })
+        };
+        let sums = kv_sum("values").zip(kv_sum("indices"));
+        let p = Prepared {
             desc: encode_member(t.descriptor(), &shard),
             nnz: t.nnz(),
-            values: t.values_bytes(),
-            indices: t.indices_bytes(),
-        })
+            source: IoCtx::new().open(path)?,
+            source_path: path.to_path_buf(),
+            values,
+            indices,
+            sums,
+            name,
+        };
+        Ok(p)
+    }
+
+    /// Entries in the member.
+    pub fn nnz(&self) -> u64 {
+        self.nnz
     }
 
     /// Bytes the member occupies when it starts at `start` (the next
@@ -112,9 +160,40 @@ impl<'a> Prepared<'a> {
         if self.nnz == 0 {
             return (v, v, 0, v);
         }
-        let i = a(v + self.values.len() as u64);
-        let end_i = i + self.indices.len() as u64;
+        let i = a(v + self.values.1);
+        let end_i = i + self.indices.1;
         (v, i, end_i - v, a(end_i))
+    }
+
+    /// Copy source bytes `from` (offset, length) to `to` in `file` through
+    /// `buf`; the xxh3-64 of the bytes when the source has no checksums.
+    fn copy(
+        &self,
+        io: &IoCtx,
+        file: &File,
+        path: &Path,
+        from: (u64, u64),
+        to: u64,
+        buf: &mut [u8],
+    ) -> Result<u64> {
+        let hash = self.sums.is_none();
+        let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+        let mut done = 0u64;
+        while done < from.1 {
+            let n = (from.1 - done).min(buf.len() as u64) as usize;
+            io.read_exact_at(
+                &self.source,
+                &mut buf[..n],
+                from.0 + done,
+                &self.source_path,
+            )?;
+            if hash {
+                h.update(&buf[..n]);
+            }
+            io.write_all_at(file, &buf[..n], to + done, path)?;
+            done += n as u64;
+        }
+        Ok(h.digest())
     }
 }
 
@@ -130,20 +209,25 @@ pub struct Placed {
 }
 
 /// Write member `p` at `start` into `file` (positioned writes: other
-/// processes may be writing other members of the same file).
+/// processes may be writing other members of the same file). The buffers
+/// stream through a bounded copy buffer; their checksums come from the
+/// source's KV when it has them, and are computed while copying otherwise.
 pub fn write_member(
     io: &IoCtx,
     file: &File,
     path: &Path,
     start: u64,
-    p: &Prepared<'_>,
+    p: &Prepared,
 ) -> Result<Placed> {
     let (v, i, data_length, _) = p.place(start);
     io.write_all_at(file, &p.desc, start, path)?;
+    let mut buf = vec![0u8; COPY_CHUNK.min(p.values.1.max(p.indices.1) as usize)];
+    let (mut vs, mut is) = (xxh3_64(&[]), xxh3_64(&[]));
     if p.nnz > 0 {
-        io.write_all_at(file, p.values, v, path)?;
-        io.write_all_at(file, p.indices, i, path)?;
+        vs = p.copy(io, file, path, p.values, v, &mut buf)?;
+        is = p.copy(io, file, path, p.indices, i, &mut buf)?;
     }
+    let (values_xxh3, indices_xxh3) = p.sums.unwrap_or((vs, is));
     Ok(Placed {
         entry: IndexEntry {
             name: p.name.clone(),
@@ -152,8 +236,8 @@ pub fn write_member(
             data_offset: v,
             data_length,
         },
-        values_xxh3: xxh3_64(p.values),
-        indices_xxh3: xxh3_64(p.indices),
+        values_xxh3,
+        indices_xxh3,
     })
 }
 
@@ -284,6 +368,8 @@ pub fn join(
         .iter()
         .map(|(p, _)| HurrayFile::open(p))
         .collect::<Result<Vec<_>>>()?;
+    // Checked on the maps (headers only); the buffers are copied from the
+    // files with positioned reads below.
     let tensors = files
         .iter()
         .map(|f| f.only_tensor())
@@ -315,7 +401,12 @@ pub fn join(
                 t.is_sorted()
             )));
         }
-        prepared.push(Prepared::new(member_name(head_name, k), t, shape, off)?);
+        prepared.push(Prepared::from_file(
+            member_name(head_name, k),
+            &parts[k].0,
+            shape,
+            off,
+        )?);
     }
     let io = IoCtx::new();
     let (tmp, file) = TempOutput::create(&io, target)?;

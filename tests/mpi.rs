@@ -15,9 +15,17 @@
 //!   assembles all the contributions in one process and checks that the
 //!   composite converted to one COO is byte-identical, that our reader
 //!   verifies it and that hurray-io 0.1.0's `read_composite` accepts it.
+//!   The same with per-rank files (`finish_per_rank`) joined by rank 0
+//!   (`composite::join`).
 //! - `fail`: a failure injected on one rank (after the exchange, then after
 //!   the member write) makes every rank return an error, and nothing is
 //!   left in the output directory.
+//! - CLI (driven from here, not a worker case): `mpirun -n K coo-assembler
+//!   assemble --mpi` on a bin file (f64 sums, i32 max), converted with
+//!   `composite to-coo`, is byte-identical to the single-process
+//!   `assemble` (at 2 ranks also with `--per-rank-files` and the printed
+//!   `composite join`); an out-of-range record on one rank's share fails every
+//!   rank and leaves only the input.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -155,6 +163,47 @@ fn worker(case: &str, dir: &Path) {
                 }
                 world.barrier();
             }
+            // Per-rank files, joined by rank 0 into the same composite.
+            let opts = DistOptions {
+                assemble: AssembleOptions {
+                    memory_budget: 8 << 20,
+                    threads: 1,
+                    tensor_name: "K".into(),
+                    temp_dir: Some(dir.to_path_buf()),
+                    ..AssembleOptions::default()
+                },
+                ..DistOptions::default()
+            };
+            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
+            for i in mine(rank, ranks) {
+                let (idx, v) = contribution(i);
+                b.push(&idx, v).unwrap();
+            }
+            let own = dir.join(format!("K.part{rank}.hrry"));
+            let s = b.finish_per_rank(&own).unwrap();
+            let mut firsts = vec![0u64; ranks as usize];
+            world.all_gather_into(&s.rows.start, &mut firsts[..]);
+            if rank == 0 {
+                let parts: Vec<(PathBuf, Vec<u64>)> = firsts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &f)| (dir.join(format!("K.part{k}.hrry")), vec![f, 0]))
+                    .collect();
+                let joined = dir.join("joined.hrry");
+                coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
+                let conv = dir.join("conv.hrry");
+                CompositeFile::open(&joined)
+                    .unwrap()
+                    .to_coo(&conv, "K", WriteOptions::default())
+                    .unwrap();
+                assert_eq!(
+                    std::fs::read(&conv).unwrap(),
+                    std::fs::read(&reference).unwrap(),
+                    "per-rank files joined differ from the single-process file"
+                );
+                println!("rank 0 of {ranks}, per-rank files joined: byte-identical");
+            }
+            world.barrier();
         }
         "fail" => {
             let out = dir.join("F.hrry");
@@ -195,6 +244,33 @@ fn worker(case: &str, dir: &Path) {
                 assert!(left.is_empty(), "{at:?}: left behind {left:?}");
                 world.barrier();
             }
+            // Per-rank files: a failure after the renames takes every file back.
+            let opts = DistOptions {
+                assemble: AssembleOptions {
+                    memory_budget: 8 << 20,
+                    threads: 1,
+                    tensor_name: "K".into(),
+                    temp_dir: Some(dir.to_path_buf()),
+                    ..AssembleOptions::default()
+                },
+                inject: Some(((ranks - 1) as i32, InjectedFailure::Write)),
+                ..DistOptions::default()
+            };
+            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
+            for i in mine(rank, ranks) {
+                let (idx, v) = contribution(i);
+                b.push(&idx, v).unwrap();
+            }
+            assert!(b
+                .finish_per_rank(dir.join(format!("F.part{rank}.hrry")))
+                .is_err());
+            world.barrier();
+            let left: Vec<PathBuf> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert!(left.is_empty(), "per-rank: left behind {left:?}");
+            world.barrier();
             // A push error on one rank is reported collectively too.
             let mut b =
                 DistBuilder::new(&world, &SHAPE, DType::F64, DistOptions::default()).unwrap();
@@ -214,6 +290,146 @@ fn worker(case: &str, dir: &Path) {
         other => panic!("unknown case {other}"),
     }
     println!("worker {case} rank {rank} OK");
+}
+
+/// A bin input of `n` records (two u64 indices, then an f64 or i32 value)
+/// with many duplicates.
+fn bin_input(path: &Path, n: u64, dtype: &str) {
+    let mut bytes = Vec::new();
+    for i in 0..n {
+        let ([r, c], v) = contribution(i);
+        bytes.extend_from_slice(&r.to_le_bytes());
+        bytes.extend_from_slice(&c.to_le_bytes());
+        if dtype == "i32" {
+            bytes.extend_from_slice(&((v * 1e6) as i32).to_le_bytes());
+        } else {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// `assemble --mpi` under mpirun against the single-process `assemble`.
+fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str) -> Result<(), String> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_coo-assembler"));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    bin_input(&input, 60_000, dtype);
+    let run = |cmd: &mut Command| -> Result<String, String> {
+        let out = cmd
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    };
+    let common = |shape: &str| -> Vec<String> {
+        [
+            "assemble",
+            "--input",
+            "in.bin",
+            "--shape",
+            shape,
+            "--dtype",
+            dtype,
+            "--duplicates",
+            dup,
+            "--name",
+            "K",
+            "--memory-budget",
+            "6MiB",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let shape = format!("{},{}", SHAPE[0], SHAPE[1]);
+    run(Command::new(mpirun)
+        .current_dir(dir.path())
+        .args(["-n", &k.to_string(), "--oversubscribe"])
+        .arg(exe)
+        .args(common(&shape))
+        .args(["--mpi", "-o", "comp.hrry"]))?;
+    run(Command::new(exe)
+        .current_dir(dir.path())
+        .args(common(&shape))
+        .args(["-q", "-o", "single.hrry"]))?;
+    run(Command::new(exe).current_dir(dir.path()).args([
+        "composite",
+        "to-coo",
+        "comp.hrry",
+        "conv.hrry",
+    ]))?;
+    let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
+    if read("conv.hrry") != read("single.hrry") {
+        return Err("the converted composite differs from the single-process file".into());
+    }
+    reference_accepts(&dir.path().join("comp.hrry"), k);
+    if k == 2 {
+        // Per-rank files, then the join command rank 0 prints.
+        let text = run(Command::new(mpirun)
+            .current_dir(dir.path())
+            .args(["-n", &k.to_string(), "--oversubscribe"])
+            .arg(exe)
+            .args(common(&shape))
+            .args(["--mpi", "--per-rank-files", "-q", "-o", "pr.hrry"]))?;
+        let join = text
+            .lines()
+            .find_map(|l| l.strip_prefix("coo-assembler composite join "))
+            .ok_or(format!("no join command printed: {text}"))?;
+        run(Command::new(exe)
+            .current_dir(dir.path())
+            .args(["composite", "join"])
+            .args(join.split(' ')))?;
+        run(Command::new(exe).current_dir(dir.path()).args([
+            "composite",
+            "to-coo",
+            "pr.hrry",
+            "prconv.hrry",
+        ]))?;
+        if read("prconv.hrry") != read("single.hrry") {
+            return Err("per-rank files joined differ from the single-process file".into());
+        }
+        for f in ["pr.hrry", "pr.part0.hrry", "pr.part1.hrry", "prconv.hrry"] {
+            std::fs::remove_file(dir.path().join(f)).map_err(|e| format!("{f}: {e}"))?;
+        }
+    }
+    // Rows beyond a smaller shape sit in some rank's share: every rank
+    // fails, nothing is written.
+    for f in ["comp.hrry", "conv.hrry", "single.hrry"] {
+        std::fs::remove_file(dir.path().join(f)).unwrap();
+    }
+    let small = format!("{},{}", SHAPE[0] / 2, SHAPE[1]);
+    match run(Command::new(mpirun)
+        .current_dir(dir.path())
+        .args(["-n", &k.to_string(), "--oversubscribe"])
+        .arg(exe)
+        .args(common(&small))
+        .args(["--mpi", "-o", "bad.hrry"]))
+    {
+        Ok(_) => return Err("an out-of-range record was accepted".into()),
+        Err(text) if !text.contains("out of range") => {
+            return Err(format!("unexpected failure: {text}"))
+        }
+        Err(_) => {}
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    if left.len() != 1 {
+        return Err(format!("a failed run left {left:?}"));
+    }
+    Ok(())
 }
 
 fn mpirun() -> Option<PathBuf> {
@@ -267,6 +483,12 @@ fn main() {
             if case == "fail" && !left.is_empty() {
                 failed.push(format!("{case} with {k} ranks left {} files", left.len()));
             }
+        }
+    }
+    for (k, dtype, dup) in [(2, "f64", "sum"), (3, "i32", "max"), (4, "f64", "sum")] {
+        match cli(&mpirun, k, dtype, dup) {
+            Ok(()) => println!("test mpi cli {dtype} {dup} x{k} ... ok"),
+            Err(e) => failed.push(format!("cli {dtype} {dup} with {k} ranks: {e}")),
         }
     }
     if !failed.is_empty() {

@@ -209,6 +209,18 @@ fn our_composites_pass_the_reference_reader() {
     cli(&["composite", "to-coo", outs, coo.to_str().unwrap()]);
     let plain = coo_assembler::HurrayFile::open(&coo).unwrap();
     assert_eq!(plain.only_tensor().unwrap().nnz() as usize, whole.len());
+    // The plain commands read composites too, as one logical tensor.
+    assert_eq!(cli(&["info", outs]), info);
+    assert!(cli(&["info", "--json", outs]).contains("\"members\""));
+    assert_eq!(
+        cli(&["get", outs, "10,1"]),
+        cli(&["composite", "get", outs, "10,1"])
+    );
+    assert!(cli(&["verify", outs]).contains("OK"));
+    let dump = cli(&["dump", outs]);
+    assert_eq!(dump.lines().count(), whole.len());
+    assert_eq!(dump, cli(&["dump", coo.to_str().unwrap()]));
+    assert_eq!(cli(&["dump", "--limit", "3", outs]).lines().count(), 3);
     let again = dir.path().join("M2.hrry");
     let p: Vec<String> = parts
         .iter()

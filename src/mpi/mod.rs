@@ -7,29 +7,35 @@
 //! [`DistBuilder::finish`] is collective:
 //!
 //! 1. **ranges**: agreed from the samples (all-gather) unless given;
-//! 2. **exchange**: each rank reads its stash in chunks and routes every
-//!    contribution to its owner with `MPI_Alltoallv`, in as many rounds as
-//!    the largest stash needs. A round sends at most `C` records per rank
-//!    and receives at most `ranks * C`, with `C` chosen so that both fit a
-//!    quarter of the budget and stay below 2^31 - 1 words (MPI counts and
-//!    displacements are C ints);
+//! 2. **exchange**: each rank reads its stash in chunks; records of its
+//!    own rows go straight to its local builder, the others collect in an
+//!    outgoing buffer of at most `C` records, sorted and combined exactly
+//!    when full (`src/mpi/combine.rs`: float sums as exact partials,
+//!    integer sums when they fit, min/max), and go to their owners with
+//!    `MPI_Alltoallv`, round after round until every stash is drained. `C`
+//!    is chosen so that the outgoing buffer, its combined copy and what
+//!    arrives (at most `C` from each other rank) fit a quarter of the
+//!    budget and stay below 2^31 - 1 words (MPI counts and displacements
+//!    are C ints);
 //! 3. **assembly**: the owner pushes what it receives (local row indices)
 //!    into an ordinary [`crate::Builder`] over its row band, which sorts,
 //!    spills and merges under half the budget with exact sums, and writes a
 //!    private plain file;
 //! 4. **write**: member sizes are exchanged (exclusive scan), every rank
-//!    writes its member (descriptor with a shard section, buffers copied)
-//!    into one shared temporary file at its offset and fsyncs it; rank 0
-//!    writes header, head, KV, index and trailer, fsyncs and renames the
-//!    file over the target (see [`crate::composite`] for the layout).
+//!    copies its member (descriptor with a shard section, buffers streamed
+//!    from the private file through a bounded buffer) into one shared
+//!    temporary file at its offset and fsyncs it; rank 0 writes header,
+//!    head, KV, index and trailer, fsyncs and renames the file over the
+//!    target (see [`crate::composite`] for the layout).
+//!    [`DistBuilder::finish_per_rank`] instead publishes each rank's plain
+//!    file at a path of its own (no shared filesystem needed).
 //!
 //! **Exact results.** Contributions travel unrounded (their raw 8-byte
-//! form) and are summed once, exactly, by their owner, so the composite,
-//! converted to one COO tensor, is bit-identical to what one process would
-//! assemble from the same contributions, for any rank count, budget or
-//! push order. (Combining on the sender first would cut the exchange but
-//! needs the senders' exact partial sums, not rounded ones, on the wire;
-//! not done yet.)
+//! form), or combined only in ways that leave the owner's result unchanged
+//! (exact partial sums), and are summed exactly by their owner, so the
+//! composite, converted to one COO tensor, is bit-identical to what one
+//! process would assemble from the same contributions, for any rank count,
+//! budget or push order.
 //!
 //! **Failure.** Each phase ends with an agreement (`MPI_Allreduce` of an
 //! ok flag; on failure the messages are all-gathered): an error on one
@@ -45,10 +51,12 @@
 //! different ranks is not defined); `sum` (default), `min`, `max` and
 //! `error` behave as in one process. Members are COO.
 
+mod combine;
+pub mod input;
 pub mod ranges;
 mod stash;
 
-use crate::assemble::combine::PushValue;
+use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
 };
@@ -58,7 +66,8 @@ use crate::fs::names::{output_temp_name, parent_dir};
 use crate::hurray::IndexEntry;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
-use crate::{Builder, HurrayFile, Summary};
+use crate::{Builder, Summary};
+use combine::{sort_and_combine, Precombine};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
@@ -69,6 +78,8 @@ use std::time::{Duration, Instant};
 
 /// Largest count MPI takes in one call (counts and displacements are C ints).
 const MAX_WORDS: u64 = i32::MAX as u64;
+/// Records read from the stash at a time.
+const READ_RECORDS: usize = 1 << 16;
 /// Bytes of an error message carried to the other ranks.
 const MSG_BYTES: usize = 240;
 
@@ -121,7 +132,9 @@ pub struct DistSummary {
     pub rows: std::ops::Range<u64>,
     /// Contributions pushed on this rank.
     pub pushed: u64,
-    /// Of those, sent to another rank.
+    /// Of those, bound for another rank.
+    pub off_rank: u64,
+    /// Records sent to other ranks (after combining on this rank).
     pub sent: u64,
     /// Contributions received from other ranks.
     pub received: u64,
@@ -149,6 +162,10 @@ pub struct DistSummary {
     pub time_assemble: Duration,
     /// Writing the member into the shared file, fsync, and publication.
     pub time_write: Duration,
+    /// Peak resident memory of this process (VmHWM, bytes) at the end of
+    /// each phase: push, ranges, exchange, assemble, write. Zero where the
+    /// system does not say (Linux only).
+    pub peak_rss: [u64; 5],
 }
 
 /// A distributed builder; see the [module docs](self).
@@ -365,10 +382,30 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
 
     /// Collective: route, assemble, and write the partition composite at
     /// `path` (a shared filesystem path, the same on every rank).
-    pub fn finish(mut self, path: impl AsRef<Path>) -> Result<DistSummary> {
+    pub fn finish(self, path: impl AsRef<Path>) -> Result<DistSummary> {
+        self.finish_to(path.as_ref(), Output::Composite)
+    }
+
+    /// Collective, for machines without a shared filesystem: route and
+    /// assemble as [`DistBuilder::finish`], but every rank writes its row
+    /// band to its own plain file at `path` (a path of its own, e.g. on a
+    /// node-local disk): one tensor named `<tensor_name>.part<rank>` of
+    /// shape `[rows owned, ...]` with row indices local to the band, which
+    /// starts at global row `DistSummary::rows.start`. `coo-assembler
+    /// composite join` (or [`crate::composite::join`]) combines the files
+    /// into the composite `finish` would have written. The files are
+    /// published only if every rank succeeded; otherwise every rank returns
+    /// an error and removes its file.
+    pub fn finish_per_rank(self, path: impl AsRef<Path>) -> Result<DistSummary> {
+        self.finish_to(path.as_ref(), Output::PerRank)
+    }
+
+    fn finish_to(mut self, path: &Path, output: Output) -> Result<DistSummary> {
         self.finished = true;
-        let path = path.as_ref().to_path_buf();
+        let path = path.to_path_buf();
         let time_push = self.started.elapsed();
+        let mut peak_rss = [0u64; 5];
+        peak_rss[0] = peak_rss_bytes();
         let failed = self.failed.take();
         agree(
             self.comm,
@@ -379,6 +416,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let t = Instant::now();
         let starts = self.ranges();
         let time_ranges = t.elapsed();
+        peak_rss[1] = peak_rss_bytes();
         let k = self.rank as usize;
         let lo = starts[k];
         let hi = starts.get(k + 1).copied().unwrap_or(self.shape[0]);
@@ -417,6 +455,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let ex = self.exchange(builder, &starts, lo);
         let (builder, ex) = agree(self.comm, ex)?;
         let time_exchange = t.elapsed();
+        peak_rss[2] = peak_rss_bytes();
         let inject = |at: InjectedFailure| -> Result<()> {
             match self.opts.inject {
                 Some((r, a)) if r == self.rank && a == at => Err(Error::io(
@@ -429,19 +468,45 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         };
 
         let t = Instant::now();
-        let local = inject(InjectedFailure::Exchange).and_then(|_| builder.finish(&private));
+        let local = inject(InjectedFailure::Exchange)
+            .and_then(|_| builder.finish(&private))
+            .map_err(|e| match e {
+                // Coordinates found while merging are local to the band.
+                Error::DuplicateCoordinate { mut coordinate } => {
+                    if let Some(c) = coordinate.first_mut() {
+                        *c += lo;
+                    }
+                    Error::DuplicateCoordinate { coordinate }
+                }
+                Error::IntegerOverflow {
+                    mut coordinate,
+                    dtype,
+                } => {
+                    if let Some(c) = coordinate.first_mut() {
+                        *c += lo;
+                    }
+                    Error::IntegerOverflow { coordinate, dtype }
+                }
+                e => e,
+            });
         let local = agree(self.comm, local)?;
         let time_assemble = t.elapsed();
+        peak_rss[3] = peak_rss_bytes();
 
         let t = Instant::now();
-        let (nnz, total_nnz, file_bytes) =
-            self.write(&path, &private, &head_name, [lo, hi], &inject)?;
+        let (nnz, total_nnz, file_bytes) = match output {
+            Output::Composite => self.write(&path, &private, &head_name, [lo, hi], &inject)?,
+            Output::PerRank => self.publish_own(&path, &private, &local, &inject)?,
+        };
+        let time_write = t.elapsed();
+        peak_rss[4] = peak_rss_bytes();
         Ok(DistSummary {
             rank: self.rank,
             ranks: self.size,
             path,
             rows: lo..hi,
             pushed: self.pushed,
+            off_rank: ex.off_rank,
             sent: ex.sent,
             received: ex.received,
             bytes_sent: ex.bytes_sent,
@@ -455,7 +520,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             time_ranges,
             time_exchange,
             time_assemble,
-            time_write: t.elapsed(),
+            time_write,
+            peak_rss,
         })
     }
 
@@ -498,7 +564,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     }
 
     /// Route every stashed contribution to its owner; the owner pushes it
-    /// (row made local) into `builder`.
+    /// (row made local) into `builder`. Own records go straight in; the
+    /// others collect in an outgoing buffer, sorted and combined
+    /// ([`combine`]) whenever it fills (reading on while combining halves
+    /// it), then sent in one `MPI_Alltoallv` round. Rounds go on until
+    /// every rank's stash is drained.
     fn exchange(
         &mut self,
         mut builder: Builder,
@@ -508,20 +578,21 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let n = self.size as usize;
         let me = self.rank as usize;
         let wpr = self.shape.len() + 1;
-        let rec_bytes = (wpr * 8) as u64;
-        let by_budget = (self.opts.assemble.memory_budget / 4) / ((n as u64 + 1) * rec_bytes);
-        let by_mpi = MAX_WORDS / (n as u64 * wpr as u64);
-        let cap = by_budget.min(by_mpi).max(1) as usize;
-        let mine = self.stash.records().div_ceil(cap as u64);
-        let mut rounds = 0u64;
-        self.comm
-            .all_reduce_into(&mine, &mut rounds, SystemOperation::max());
-        let mut ex = Exchange {
-            rounds,
-            ..Exchange::default()
-        };
+        let cap = exchange_cap(self.opts.assemble.memory_budget / 4, n, wpr);
+        let read = cap.min(READ_RECORDS);
+        let how = Precombine::of(
+            CombinerKind::of(
+                self.dtype,
+                self.opts.assemble.duplicates,
+                self.opts.assemble.exact_sums,
+            ),
+            self.dtype,
+        );
+        let mut ex = Exchange::default();
         let mut chunk = Vec::new();
-        let mut send = Vec::new();
+        let mut out: Vec<u64> = Vec::new();
+        let mut send: Vec<u64> = Vec::new();
+        let mut perm = Vec::new();
         let mut recv = Vec::new();
         let mut counts = vec![0i32; n];
         let mut rcounts = vec![0i32; n];
@@ -539,27 +610,43 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 b.push(idx, raw)
             }
         };
-        for _ in 0..rounds {
+        loop {
             // Local work first; its failure is agreed before the exchange.
-            let local = (|| -> Result<()> {
-                self.stash.next_chunk(&mut chunk, cap)?;
-                let mut per = vec![Vec::<u64>::new(); n];
-                for rec in chunk.chunks_exact(wpr) {
-                    let o = owner(starts, rec[0]);
-                    if o == me {
-                        push(&mut builder, rec, &mut idx)?;
-                    } else {
-                        per[o].extend_from_slice(rec);
+            let local = (|| -> Result<bool> {
+                loop {
+                    let room = cap - out.len() / wpr;
+                    if room == 0 {
+                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        if send.len() / wpr > cap / 2 {
+                            out.clear();
+                            return Ok(false);
+                        }
+                        // Combining freed room: keep filling.
+                        std::mem::swap(&mut out, &mut send);
+                        continue;
+                    }
+                    self.stash.next_chunk(&mut chunk, room.min(read))?;
+                    if chunk.is_empty() {
+                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        out.clear();
+                        return Ok(true);
+                    }
+                    for rec in chunk.chunks_exact(wpr) {
+                        if owner(starts, rec[0]) == me {
+                            push(&mut builder, rec, &mut idx)?;
+                        } else {
+                            ex.off_rank += 1;
+                            out.extend_from_slice(rec);
+                        }
                     }
                 }
-                send.clear();
-                for (o, p) in per.iter().enumerate() {
-                    counts[o] = p.len() as i32;
-                    send.extend_from_slice(p);
-                }
-                Ok(())
             })();
-            agree(self.comm, local)?;
+            let drained = agree(self.comm, local)?;
+            // `send` is sorted by index tuple, so by owner.
+            counts.fill(0);
+            for rec in send.chunks_exact(wpr) {
+                counts[owner(starts, rec[0])] += wpr as i32;
+            }
             self.comm.all_to_all_into(&counts[..], &mut rcounts[..]);
             let sdispl = prefix(&counts);
             let rdispl = prefix(&rcounts);
@@ -571,6 +658,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 let mut rp = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispl[..]);
                 self.comm.all_to_all_varcount_into(&sp, &mut rp);
             }
+            ex.rounds += 1;
             ex.sent += (send.len() / wpr) as u64;
             ex.bytes_sent += send.len() as u64 * 8;
             ex.received += (recv.len() / wpr) as u64;
@@ -581,6 +669,12 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 Ok(())
             })();
             agree(self.comm, pushed)?;
+            let mut all = 0i32;
+            self.comm
+                .all_reduce_into(&i32::from(drained), &mut all, SystemOperation::min());
+            if all == 1 {
+                break;
+            }
         }
         Ok((builder, ex))
     }
@@ -597,16 +691,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     ) -> Result<(u64, u64, u64)> {
         let k = self.rank as usize;
         let io = &self.opts.assemble.io;
-        let prepared = (|| -> Result<(HurrayFile, u64)> {
-            let f = HurrayFile::open(private)?;
-            let nnz = f.only_tensor()?.nnz();
-            Ok((f, nnz))
-        })();
-        let (file, nnz) = agree(self.comm, prepared)?;
-        let t = file.only_tensor()?;
         let mut offset = vec![0u64; self.shape.len()];
         offset[0] = rows[0];
-        let p = Prepared::new(member_name(head_name, k), &t, &self.shape, &offset)?;
+        let p = Prepared::from_file(member_name(head_name, k), private, &self.shape, &offset);
+        let p = agree(self.comm, p)?;
+        let nnz = p.nnz();
         let first = first_member_offset(self.shape.len());
         // Members after the first start at a multiple of A: their size does
         // not depend on where they land.
@@ -703,6 +792,36 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         Ok((nnz, sums[1], len))
     }
 
+    /// Per-rank mode: rename the private file over this rank's `path`
+    /// once every rank has its file, and take them all back if a rename
+    /// failed anywhere. Returns (nnz, total nnz, this file's bytes).
+    fn publish_own(
+        &self,
+        path: &Path,
+        private: &Path,
+        local: &Summary,
+        inject: &dyn Fn(InjectedFailure) -> Result<()>,
+    ) -> Result<(u64, u64, u64)> {
+        let io = &self.opts.assemble.io;
+        let mut renamed = false;
+        let r = (|| -> Result<()> {
+            io.rename(private, path)?;
+            renamed = true;
+            io.sync_dir(&parent_dir(path))?;
+            inject(InjectedFailure::Write)
+        })();
+        if let Err(e) = agree(self.comm, r) {
+            if renamed {
+                let _ = io.remove(path);
+            }
+            return Err(e);
+        }
+        let mut total = 0u64;
+        self.comm
+            .all_reduce_into(&local.nnz, &mut total, SystemOperation::sum());
+        Ok((local.nnz, total, local.file_bytes))
+    }
+
     fn tmp_path(&self, path: &Path, token: [u64; 2]) -> Result<PathBuf> {
         let Some(name) = path.file_name() else {
             return Err(Error::InvalidArgument(format!(
@@ -718,12 +837,35 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     }
 }
 
+/// Where `finish` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Output {
+    /// One partition composite on a shared filesystem.
+    Composite,
+    /// One plain file per rank.
+    PerRank,
+}
+
 #[derive(Default)]
 struct Exchange {
     rounds: u64,
+    /// Records bound for another rank, before combining.
+    off_rank: u64,
+    /// Records sent, after combining.
     sent: u64,
     received: u64,
     bytes_sent: u64,
+}
+
+/// Records a rank sends per round at most: its exchange memory (`mem`
+/// bytes) holds the outgoing records, their sorted and combined copy, the
+/// sort permutation (4 bytes a record) and what arrives (at most `C` from
+/// each of the other `ranks - 1` ranks), and MPI's counts stay below 2^31.
+fn exchange_cap(mem: u64, ranks: usize, wpr: usize) -> usize {
+    let rec = (wpr * 8) as u64;
+    let by_budget = mem / ((ranks as u64 + 1) * rec + 4);
+    let by_mpi = MAX_WORDS / (ranks.max(2) as u64 - 1) / wpr as u64;
+    by_budget.min(by_mpi).max(1) as usize
 }
 
 fn prefix(counts: &[i32]) -> Vec<i32> {
@@ -735,6 +877,17 @@ fn prefix(counts: &[i32]) -> Vec<i32> {
             Some(d)
         })
         .collect()
+}
+
+/// VmHWM of this process in bytes (0 where /proc does not say).
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn random_token() -> u64 {

@@ -3,6 +3,11 @@
 //! tuple, then the raw 8-byte value), in memory up to a byte cap, then
 //! appended to an unnamed temporary file (nothing to clean up, even after
 //! a crash). Read back in bounded chunks.
+//!
+//! The memory part is reserved once at its cap (untouched pages cost no
+//! resident memory) and spilled as it is: the file is read back by the
+//! same process only, so the words go out in native byte order without a
+//! converted copy. The memory is released as soon as it has been read.
 
 use crate::error::Result;
 use crate::fs::ctx::IoCtx;
@@ -41,6 +46,7 @@ impl Stash {
     }
 
     /// Records held.
+    #[cfg(test)]
     pub(crate) fn records(&self) -> u64 {
         (self.file_words + self.mem.len() as u64) / self.words_per_record as u64
     }
@@ -55,6 +61,9 @@ impl Stash {
         if self.mem.len() + self.words_per_record > self.cap_words {
             self.spill()?;
         }
+        if self.mem.capacity() == 0 {
+            self.mem.reserve_exact(self.cap_words);
+        }
         self.mem.extend_from_slice(idx);
         self.mem.push(raw);
         Ok(())
@@ -65,9 +74,9 @@ impl Stash {
             self.file = Some(self.io.tempfile_in(&self.dir)?);
         }
         if let Some(f) = self.file.as_mut() {
-            let bytes: Vec<u8> = self.mem.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let bytes: &[u8] = bytemuck::cast_slice(&self.mem);
             self.io
-                .write_all_at(f, &bytes, self.file_words * 8, &self.dir)?;
+                .write_all_at(f, bytes, self.file_words * 8, &self.dir)?;
         }
         self.file_words += self.mem.len() as u64;
         self.mem.clear();
@@ -82,21 +91,22 @@ impl Stash {
         let want = max_records.max(1) * self.words_per_record;
         if self.read_file < self.file_words {
             let n = ((self.file_words - self.read_file) as usize).min(want);
-            let mut bytes = vec![0u8; n * 8];
+            out.resize(n, 0);
             if let Some(f) = self.file.as_ref() {
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out[..]);
                 self.io
-                    .read_exact_at(f, &mut bytes, self.read_file * 8, &self.dir)?;
+                    .read_exact_at(f, bytes, self.read_file * 8, &self.dir)?;
             }
-            out.extend(bytes.chunks_exact(8).map(|c| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                u64::from_le_bytes(a)
-            }));
             self.read_file += n as u64;
         }
         let n = (self.mem.len() - self.read_mem).min(want - out.len());
         out.extend_from_slice(&self.mem[self.read_mem..self.read_mem + n]);
         self.read_mem += n;
+        if self.read_mem == self.mem.len() && self.read_file == self.file_words {
+            // Drained: give the memory back before the local assembly.
+            self.mem = Vec::new();
+            self.read_mem = 0;
+        }
         Ok(())
     }
 }

@@ -22,7 +22,7 @@ use super::{too_short, Backing, ReadOptions};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::hurray::descriptor::descriptor_len;
+use crate::hurray::descriptor::{descriptor_len, read_prelude};
 use crate::hurray::header::FLAG_HAS_INDEX_CRC32C;
 use crate::hurray::{
     align_up, index, kv, ByteReader, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
@@ -90,18 +90,8 @@ impl CompositeHead {
     /// Refuses what the spec says a reader must refuse.
     pub fn decode(bytes: &[u8], offset: u64, section: &str) -> Result<CompositeHead> {
         let mut r = ByteReader::new(bytes, offset, section);
-        if &r.array::<4>("descriptor magic")? != MAGIC {
-            return Err(r.err_at(0, "descriptor magic is not \"HRRY\""));
-        }
-        let (major, minor) = (r.u8("major")?, r.u8("minor")?);
-        if (major, minor) != (1, 0) {
-            return Err(Error::Unsupported(format!(
-                "{section}: descriptor version {major}.{minor}"
-            )));
-        }
-        let len = r.u32("descriptor_length")? as usize;
-        let flags = r.u32("flags")?;
-        if flags & (DESC_QUANTIZED | DESC_COMPOSITE_MEMBER) != 0 || flags >> 5 != 0 {
+        let (len, flags) = read_prelude(&mut r, section)?;
+        if flags & (DESC_QUANTIZED | DESC_COMPOSITE_MEMBER) != 0 {
             return Err(r.err_at(
                 10,
                 format!("composite head flags 0x{flags:08x}: a head sets neither HAS_QUANTIZATION nor HAS_COMPOSITE_MEMBER"),
@@ -375,6 +365,11 @@ pub fn check_partition(shape: &[u64], boxes: &[(&[u64], &[u64])]) -> Option<Stri
 }
 
 impl CompositeFile {
+    /// The message of the `Unsupported` error [`CompositeFile::open`]
+    /// returns for a file without a composite head (a plain file): callers
+    /// that try a file as a composite first recognise it by this.
+    pub const NO_HEAD: &'static str = "the file holds no composite head";
+
     /// Map `path` and open its first composite head.
     pub fn open(path: impl AsRef<Path>) -> Result<CompositeFile> {
         Self::open_with(path, ReadOptions::default())
@@ -408,6 +403,17 @@ impl CompositeFile {
         })
     }
 
+    /// Whether the file at `path` holds a composite head (see
+    /// [`CompositeFile::is_composite`]); maps it, reads only its index.
+    pub fn probe(path: impl AsRef<Path>) -> Result<bool> {
+        let path = path.as_ref();
+        let io = IoCtx::new();
+        let file = io.open(path)?;
+        // SAFETY: as in `open_with`.
+        let map = unsafe { io.map(&file, path) }?;
+        Ok(Self::is_composite(&map))
+    }
+
     fn from_backing(backing: Backing, opts: ReadOptions) -> Result<CompositeFile> {
         let bytes = backing.bytes();
         let (header, mut entries, kv) = container(bytes)?;
@@ -415,7 +421,7 @@ impl CompositeFile {
         entries.sort_by_key(|e| e.descriptor_offset);
         let layout_of = |e: &IndexEntry| bytes.get(e.descriptor_offset as usize + 15).copied();
         let Some(h) = entries.iter().position(|e| layout_of(e) == Some(LAYOUT_COMPOSITE)) else {
-            return Err(Error::Unsupported("the file holds no composite head".into()));
+            return Err(Error::Unsupported(Self::NO_HEAD.into()));
         };
         let he = &entries[h];
         let hsec = format!("composite head {:?}", he.name);

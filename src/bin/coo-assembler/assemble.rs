@@ -206,6 +206,21 @@ pub(crate) struct AssembleArgs {
     /// No progress bar, no summary and no warnings.
     #[arg(long, short)]
     quiet: bool,
+    /// Run as one rank of an MPI job (`mpirun -n K coo-assembler assemble
+    /// --mpi ...`): every rank reads its own record-aligned share of a bin
+    /// input file, rows are owned by ranks, and the ranks write one
+    /// partition composite at --output (a path on a shared filesystem).
+    /// --memory-budget is per rank.
+    #[cfg(feature = "mpi")]
+    #[arg(long)]
+    mpi: bool,
+    /// With --mpi, for machines without a shared filesystem: every rank
+    /// writes its own plain file, --output with `.part<rank>` before the
+    /// extension (K.hrry -> K.part0.hrry, ...); rank 0 prints the
+    /// `composite join` command that combines them.
+    #[cfg(feature = "mpi")]
+    #[arg(long, requires = "mpi")]
+    per_rank_files: bool,
 }
 
 fn human_bytes(b: u64) -> String {
@@ -294,6 +309,10 @@ fn sniff_format(head: &[u8]) -> Option<InputFormat> {
 }
 
 pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
+    #[cfg(feature = "mpi")]
+    if a.mpi {
+        return mpi_run::run(a);
+    }
     let temp_base = a.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut opts = AssembleOptions {
         memory_budget: parse_size(&a.memory_budget)
@@ -561,4 +580,164 @@ fn name_coordinate(
         }
     }
     anyhow::anyhow!(msg)
+}
+
+/// `assemble --mpi`: one rank of a distributed assembly (issue 13).
+#[cfg(feature = "mpi")]
+mod mpi_run {
+    use super::{check_output_is_not_input, human_bytes, sniff_format, AssembleArgs};
+    use crate::{parse_list, usage};
+    use coo_assembler::input::{self, Compression, InputFormat};
+    use coo_assembler::mpi::{DistBuilder, DistOptions};
+    use coo_assembler::{parse_size, AssembleOptions, DType, NonFinitePolicy};
+    use mpi::traits::*;
+    use std::io::Read;
+    use std::path::Path;
+    use std::process::ExitCode;
+
+    /// What every rank checks alone: the same on every rank (same
+    /// arguments, same file), so a failure here fails every rank alike.
+    fn options(a: &AssembleArgs) -> anyhow::Result<(Vec<u64>, DType, AssembleOptions)> {
+        if a.input == "-" {
+            return Err(usage(
+                "--mpi reads a file (each rank its own byte range), not standard input",
+            ));
+        }
+        let path = Path::new(&a.input);
+        check_output_is_not_input(path, &a.output)?;
+        let mut head = [0u8; 32];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(|e| coo_assembler::Error::io("open", path, e))?;
+        if input::detect(&head[..n], &a.input)? != Compression::None {
+            return Err(usage(
+                "--mpi reads uncompressed bin input (ranks read byte ranges); decompress it first",
+            ));
+        }
+        match a.format.map(InputFormat::from).or(sniff_format(&head[..n])) {
+            None | Some(InputFormat::Bin) => {}
+            Some(f) => {
+                return Err(usage(format!(
+                    "--mpi reads bin input (record-aligned byte ranges per rank), not {f:?}"
+                )))
+            }
+        }
+        let Some(shape) = &a.shape else {
+            return Err(usage("--shape is required for bin input"));
+        };
+        let shape = parse_list(shape, "--shape")?;
+        let dtype = a.dtype.map_or(DType::F64, DType::from);
+        let mut opts = AssembleOptions {
+            memory_budget: parse_size(&a.memory_budget)
+                .map_err(|e| usage(format!("--memory-budget: {e}")))?,
+            duplicates: a.duplicates.into(),
+            drop_zeros: a.drop_zeros,
+            exact_sums: !a.fast_sums,
+            tensor_name: a.name.clone(),
+            layout: a.layout.into(),
+            temp_dir: a.temp_dir.clone(),
+            non_finite: a
+                .reject
+                .map_or(NonFinitePolicy::Keep, NonFinitePolicy::from),
+            ..AssembleOptions::default()
+        };
+        // One sorter thread per rank unless told: ranks share the machine.
+        opts.threads = a.threads.unwrap_or(1);
+        Ok((shape, dtype, opts))
+    }
+
+    pub(super) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
+        let Some(universe) = mpi::initialize() else {
+            anyhow::bail!("MPI was already initialised");
+        };
+        let world = universe.world();
+        let checked = options(&a);
+        // Agreed before anything collective: a rank that cannot even start
+        // must not leave the others waiting.
+        let mut all_ok = 0i32;
+        world.all_reduce_into(
+            &i32::from(checked.is_ok()),
+            &mut all_ok,
+            mpi::collective::SystemOperation::min(),
+        );
+        let (shape, dtype, assemble) = checked?;
+        if all_ok == 0 {
+            anyhow::bail!("another rank of the MPI job refused the arguments or the input; nothing was written");
+        }
+        let opts = DistOptions {
+            assemble,
+            ..DistOptions::default()
+        };
+        let mut b = DistBuilder::new(&world, &shape, dtype, opts)?;
+        // A read or push error is reported to every rank by finish.
+        let share = b.push_bin_file(Path::new(&a.input)).ok();
+        let part = |k: i32| {
+            let stem = a.output.file_stem().unwrap_or_default().to_string_lossy();
+            let name = match a.output.extension() {
+                Some(e) => format!("{stem}.part{k}.{}", e.to_string_lossy()),
+                None => format!("{stem}.part{k}"),
+            };
+            a.output.with_file_name(name)
+        };
+        let s = if a.per_rank_files {
+            b.finish_per_rank(part(world.rank()))?
+        } else {
+            b.finish(&a.output)?
+        };
+        let mut firsts = vec![0u64; s.ranks as usize];
+        world.all_gather_into(&s.rows.start, &mut firsts[..]);
+        if a.per_rank_files && s.rank == 0 {
+            let parts: Vec<String> = firsts
+                .iter()
+                .enumerate()
+                .map(|(k, f)| format!("{}@{f}", part(k as i32).display()))
+                .collect();
+            let shape: Vec<String> = shape.iter().map(u64::to_string).collect();
+            // On stdout: the one thing a script needs from this run.
+            println!(
+                "coo-assembler composite join --shape {} --name {} -o {} {}",
+                shape.join(","),
+                a.name,
+                a.output.display(),
+                parts.join(" ")
+            );
+        }
+        if !a.quiet {
+            let mine = [
+                s.pushed,
+                s.off_rank,
+                s.sent,
+                s.nnz,
+                s.peak_rss.iter().copied().max().unwrap_or(0),
+            ];
+            let mut all = vec![0u64; mine.len() * s.ranks as usize];
+            world.all_gather_into(&mine[..], &mut all[..]);
+            if s.rank == 0 {
+                for (r, m) in all.chunks_exact(mine.len()).enumerate() {
+                    eprintln!(
+                        "rank {r}: {} contributions, {} off-rank, {} records sent after combining, nnz {}, peak RSS {}",
+                        m[0],
+                        m[1],
+                        m[2],
+                        m[3],
+                        human_bytes(m[4])
+                    );
+                }
+                eprintln!(
+                    "wrote {}{}: {} members, {} records read, nnz {}, {}",
+                    s.path.display(),
+                    if a.per_rank_files {
+                        " and the other ranks' files"
+                    } else {
+                        " (partition composite)"
+                    },
+                    s.ranks,
+                    share.map_or(0, |x| x.total_records),
+                    s.total_nnz,
+                    human_bytes(s.file_bytes)
+                );
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }

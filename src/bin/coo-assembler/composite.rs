@@ -1,12 +1,14 @@
 //! `coo-assembler composite`: partition composites (issue 13), as written
 //! by an MPI assembly (`coo_assembler::mpi`) or by `composite join`.
 
+use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use coo_assembler::composite::join;
 use coo_assembler::write::WriteOptions;
-use coo_assembler::{CompositeFile, ReadOptions};
-use std::path::PathBuf;
+use coo_assembler::{CompositeFile, Error, ReadOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -87,55 +89,126 @@ fn open(path: &PathBuf) -> anyhow::Result<CompositeFile> {
         .with_context(|| format!("cannot read {}", path.display()))
 }
 
+/// `path` as a composite when it holds a composite head, so that the plain
+/// `info`, `dump`, `verify` and `get` read composites too; `None` for a
+/// plain file (the plain reader then reports whatever it finds).
+pub(crate) fn sniff(path: &Path) -> Option<anyhow::Result<CompositeFile>> {
+    match CompositeFile::open_with(path, ReadOptions { permissive: true }) {
+        Ok(c) => Some(Ok(c)),
+        Err(Error::Unsupported(m)) if m == CompositeFile::NO_HEAD => None,
+        // Not recognisably a composite: the plain reader says what is wrong.
+        Err(_) if !CompositeFile::probe(path).unwrap_or(false) => None,
+        Err(e) => Some(Err(
+            anyhow::Error::from(e).context(format!("cannot read {}", path.display()))
+        )),
+    }
+}
+
+/// A composite is one logical tensor: `--tensor` may only name its head.
+pub(crate) fn check_pick(c: &CompositeFile, tensor: Option<&str>) -> anyhow::Result<()> {
+    match tensor {
+        Some(t) if t != c.name() => Err(usage(format!(
+            "{t:?}: this file is a partition composite, read as one tensor named {:?}",
+            c.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `info` of a composite: the head and each member's box.
+pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
+    if json {
+        let members: Vec<serde_json::Value> = c
+            .members()
+            .map(|(t, off)| {
+                serde_json::json!({
+                    "name": t.name(),
+                    "offset": off,
+                    "shape": t.shape(),
+                    "nnz": t.nnz(),
+                    "dtype": t.dtype().to_string(),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "file": path.display().to_string(),
+            "composite": {
+                "name": c.name(),
+                "rule": "partition",
+                "dtype": c.dtype().to_string(),
+                "shape": c.shape(),
+                "nnz": c.nnz(),
+                "members": members,
+            },
+            "warnings": c.warnings(),
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "composite {:?}: partition of shape {:?}, {}, {} members, nnz {}",
+        c.name(),
+        c.shape(),
+        c.dtype(),
+        c.members().count(),
+        c.nnz()
+    );
+    for (t, off) in c.members() {
+        println!(
+            "  {:?}: box at {off:?} of shape {:?}, nnz {}",
+            t.name(),
+            t.shape(),
+            t.nnz()
+        );
+    }
+    for w in c.warnings() {
+        println!("warning: {w}");
+    }
+}
+
+/// `dump` of a composite: entries in global order.
+pub(crate) fn dump(c: &CompositeFile, limit: Option<u64>) -> anyhow::Result<()> {
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    for (idx, v) in c.iter().take(limit.map_or(usize::MAX, |l| l as usize)) {
+        let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
+        let line = writeln!(w, "{} {}", idx.join(" "), v.repr(c.dtype()));
+        match line {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
+        }
+    }
+    match w.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+/// `verify` of a composite: partition rules and every member; exit 1 on errors.
+pub(crate) fn verify(c: &CompositeFile) -> ExitCode {
+    let problems = c.verify();
+    for p in &problems {
+        println!("{p}");
+    }
+    for w in c.warnings() {
+        println!("warning: {w}");
+    }
+    if problems.iter().any(|p| p.is_error()) {
+        return ExitCode::from(1);
+    }
+    println!("OK");
+    ExitCode::SUCCESS
+}
+
 pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
     match a.action {
-        Action::Info { file } => {
-            let c = open(&file)?;
-            println!(
-                "composite {:?}: partition of shape {:?}, {}, {} members, nnz {}",
-                c.name(),
-                c.shape(),
-                c.dtype(),
-                c.members().count(),
-                c.nnz()
-            );
-            for (t, off) in c.members() {
-                println!(
-                    "  {:?}: box at {off:?} of shape {:?}, nnz {}",
-                    t.name(),
-                    t.shape(),
-                    t.nnz()
-                );
-            }
-            for w in c.warnings() {
-                println!("warning: {w}");
-            }
-        }
-        Action::Dump { file, limit } => {
-            let c = open(&file)?;
-            for (idx, v) in c.iter().take(limit.map_or(usize::MAX, |l| l as usize)) {
-                let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
-                println!("{} {v}", idx.join(" "));
-            }
-        }
+        Action::Info { file } => info(&file, &open(&file)?, false),
+        Action::Dump { file, limit } => dump(&open(&file)?, limit)?,
         Action::Get { file, index } => {
             let c = open(&file)?;
-            println!("{}", c.get(&numbers(&index)?)?);
+            println!("{}", c.get(&numbers(&index)?)?.repr(c.dtype()));
         }
-        Action::Verify { file } => {
-            let c = open(&file)?;
-            let problems = c.verify();
-            for p in &problems {
-                println!("{p}");
-            }
-            for w in c.warnings() {
-                println!("warning: {w}");
-            }
-            if problems.iter().any(|p| p.is_error()) {
-                return Ok(ExitCode::from(1));
-            }
-            println!("OK");
-        }
+        Action::Verify { file } => return Ok(verify(&open(&file)?)),
         Action::ToCoo { file, output, name } => {
             let c = open(&file)?;
             let name = name.unwrap_or_else(|| c.name().to_string());

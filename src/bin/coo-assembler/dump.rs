@@ -30,6 +30,17 @@ pub(crate) fn run(
     dense: bool,
     p: &Pick,
 ) -> anyhow::Result<ExitCode> {
+    if let Some(c) = crate::composite::sniff(path) {
+        let c = c?;
+        crate::composite::check_pick(&c, p.tensor.as_deref())?;
+        if dense {
+            return Err(crate::usage(
+                "--dense is not available for partition composites; convert with `composite to-coo` first",
+            ));
+        }
+        crate::composite::dump(&c, limit)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let f = open(path, true)?;
     let t = pick_view(&f, p)?;
     if dense {

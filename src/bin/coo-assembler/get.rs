@@ -1,4 +1,5 @@
-//! `coo-assembler get`: the value at one coordinate (COO, CSR or CSC).
+//! `coo-assembler get`: the value at one coordinate (COO, CSR or CSC, or a
+//! partition composite at a global coordinate).
 
 use crate::{open, parse_list, pick_view, usage, Pick};
 use coo_assembler::Error;
@@ -6,13 +7,20 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode> {
-    let f = open(path, true)?;
-    let t = pick_view(&f, p)?;
     let idx = parse_list(index, "index")?;
-    let v = t.get(&idx).map_err(|e| match e {
+    let bad_index = |e: Error| match e {
         Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),
-    })?;
+    };
+    if let Some(c) = crate::composite::sniff(path) {
+        let c = c?;
+        crate::composite::check_pick(&c, p.tensor.as_deref())?;
+        println!("{}", c.get(&idx).map_err(bad_index)?.repr(c.dtype()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let f = open(path, true)?;
+    let t = pick_view(&f, p)?;
+    let v = t.get(&idx).map_err(bad_index)?;
     println!("{}", v.repr(t.dtype()));
     Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, json: bool, verbose: bool) -> anyhow::Result<ExitCode> {
+    if let Some(c) = crate::composite::sniff(path) {
+        crate::composite::info(path, &c?, json);
+        return Ok(ExitCode::SUCCESS);
+    }
     let f = open(path, true)?;
     let out = if json {
         serde_json::to_string(&as_json(path, &f))?

@@ -7,6 +7,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCode> {
+    if let Some(c) = crate::composite::sniff(path) {
+        let c = c?;
+        crate::composite::check_pick(&c, p.tensor.as_deref())?;
+        return Ok(crate::composite::verify(&c));
+    }
     let f = open(path, true)?;
     let problems = match &p.tensor {
         Some(_) => pick_view(&f, p)?.verify(),

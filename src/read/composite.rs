@@ -18,15 +18,14 @@
 //! warning in [`CompositeFile::warnings`].
 
 use super::coo::CooTensor;
-use super::{too_short, Backing, ReadOptions};
+use super::{Backing, ReadOptions};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::hurray::descriptor::{descriptor_len, read_prelude};
-use crate::hurray::header::FLAG_HAS_INDEX_CRC32C;
 use crate::hurray::{
-    align_up, index, kv, ByteReader, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
-    HEADER_LEN, LAYOUT_COO, MAGIC, MAX_RANK, TRAILER_LEN,
+    align_up, ByteReader, CooDescriptor, FileHeader, IndexEntry, KvValue, LAYOUT_COO, MAGIC,
+    MAX_RANK, TRAILER_LEN,
 };
 use crate::read::Problem;
 use crate::write::{FileSummary, FileWriter, WriteOptions};
@@ -238,47 +237,11 @@ pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDes
     Ok((d, Some(shard), total))
 }
 
-/// Header, index entries and KV of a file.
-type Container = (FileHeader, Vec<IndexEntry>, Vec<(String, KvValue)>);
-
-/// Header, trailer, index entries and KV of a file, with the container
-/// rules checked (index and KV inside the file, CRC-32C).
-fn container(bytes: &[u8]) -> Result<Container> {
-    let len = bytes.len() as u64;
-    if len < HEADER_LEN + TRAILER_LEN {
-        return Err(too_short(len));
-    }
-    let header = FileHeader::decode(bytes)?;
-    let tstart = len - TRAILER_LEN;
-    let trailer = Trailer::decode(&bytes[tstart as usize..], len)?;
-    let section = |o: u64, l: u64, what: &str| -> Result<&[u8]> {
-        match o.checked_add(l) {
-            Some(e) if o >= header.first_descriptor_offset && e <= tstart && o % 8 == 0 => {
-                Ok(&bytes[o as usize..e as usize])
-            }
-            _ => Err(Error::invalid(
-                "trailer",
-                tstart,
-                format!("{what} {o}+{l} is not an 8-aligned range inside the tensor region"),
-            )),
-        }
-    };
-    let ib = section(trailer.index_offset, trailer.index_length, "index section")?;
-    if header.flags & FLAG_HAS_INDEX_CRC32C != 0 {
-        if crc32c::crc32c(ib) != trailer.index_crc32c {
-            return Err(Error::invalid("trailer", tstart + 28, "index CRC-32C mismatch"));
-        }
-    } else if trailer.index_crc32c != 0 {
-        return Err(Error::invalid("trailer", tstart + 28, "index_crc32c set without HAS_INDEX_CRC32C"));
-    }
-    let entries = index::decode(ib, trailer.index_offset)?;
-    let kvs = if trailer.kv_length == 0 {
-        Vec::new()
-    } else {
-        let kb = section(trailer.kv_offset, u64::from(trailer.kv_length), "KV section")?;
-        kv::decode(kb, trailer.kv_offset)?
-    };
-    Ok((header, entries, kvs))
+/// Header, index entries and KV of a file, every container rule checked
+/// by the plain reader's own checks.
+fn container(bytes: &[u8]) -> Result<(FileHeader, Vec<IndexEntry>, Vec<(String, KvValue)>)> {
+    let c = super::layout::container(bytes)?;
+    Ok((c.header, c.entries, c.kv))
 }
 
 /// One bound member: always COO (the only member layout we write or read).

@@ -473,6 +473,7 @@ impl FileWriter {
             nnz: 0,
             // Room for one entry past the flush threshold (rank <= 64).
             idx: SideStream::new(cap + 8 * MAX_RANK),
+            nnz_bound: u64::MAX,
             ptr: layout.is_compressed().then(|| SideStream::new(cap + 8)),
             next_major: 0,
             stats: self.statistics.then(|| StatsAccumulator::new(shape)),
@@ -589,6 +590,58 @@ impl FileWriter {
         Ok(())
     }
 
+    /// A side stream of `len` bytes was written at `at`, past room reserved
+    /// for more values than came; the values and their padding end at
+    /// `start` (both multiples of A, `start <= at`). Bring the stream down
+    /// to `start` and go on writing after it.
+    fn close_gap(&mut self, start: u64, at: u64, len: u64) -> Result<()> {
+        let r = self.close_gap_inner(start, at, len);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
+    }
+
+    fn close_gap_inner(&mut self, start: u64, at: u64, len: u64) -> Result<()> {
+        if at < start || !self.buf.is_empty() {
+            return Err(Error::Poisoned("file writer (reserved room overrun)"));
+        }
+        let gap = at - start;
+        if gap > 0
+            && !self
+                .io
+                .collapse_range(&self.file, start, gap, &self.tmp_path)?
+        {
+            // Copy down in buffer-sized pieces, front first: each piece is
+            // read before anything is written over it (start < at).
+            let mut piece = std::mem::take(&mut self.buf);
+            piece.resize(self.buf_cap, 0);
+            let mut done = 0u64;
+            let r = (|| -> Result<()> {
+                while done < len {
+                    let n = (len - done).min(self.buf_cap as u64) as usize;
+                    let p = &mut piece[..n];
+                    self.io
+                        .read_exact_at(&self.file, p, at + done, &self.tmp_path)?;
+                    self.io
+                        .write_all_at(&self.file, p, start + done, &self.tmp_path)?;
+                    done += n as u64;
+                }
+                self.io.set_len(&self.file, start + len, &self.tmp_path)
+            })();
+            piece.clear();
+            self.buf = piece;
+            r?;
+        }
+        self.flushed = start + len;
+        self.io.seek(
+            &mut self.file,
+            SeekFrom::Start(self.flushed),
+            &self.tmp_path,
+        )?;
+        Ok(())
+    }
+
     /// Place `bytes` at `offset` (before the current end): patched in the
     /// buffer when it is all still there, else written to the file.
     fn write_at(&mut self, bytes: &[u8], offset: u64) -> Result<()> {
@@ -696,6 +749,9 @@ pub struct TensorWriter<'a> {
     nnz: u64,
     /// The indices (COO: all of them; CSR/CSC: the minor one), u64 LE.
     idx: SideStream,
+    /// Most entries this tensor may take (`u64::MAX` unless
+    /// [`TensorWriter::reserve_indices`] set a bound).
+    nnz_bound: u64,
     /// CSR/CSC: the pointer buffer, u64 LE.
     ptr: Option<SideStream>,
     /// CSR/CSC: the first row (column) whose pointer is not written yet.
@@ -775,6 +831,12 @@ impl TensorWriter<'_> {
         if self.fw.poisoned {
             return Err(Error::Poisoned("file writer"));
         }
+        if self.nnz >= self.nnz_bound {
+            return Err(invalid(format!(
+                "tensor {:?}: more than the {} entries reserved",
+                self.name, self.nnz_bound
+            )));
+        }
         if idx.len() != self.shape.len() {
             return Err(Error::WrongRank {
                 contribution: self.nnz,
@@ -829,9 +891,33 @@ impl TensorWriter<'_> {
             self.fw.flush()?;
         }
         if self.idx.buf.len() >= self.fw.buf_cap {
-            let r = self.idx.spill(&self.fw.io, &self.fw.dir);
+            let r = self.idx.spill(self.fw);
             self.poison_on_err(r)?;
         }
+        Ok(())
+    }
+
+    /// Promise at most `max_nnz` entries (COO only, before the first one;
+    /// otherwise nothing changes). The indices then go straight into the
+    /// output file, at the first multiple of A after the room `max_nnz`
+    /// values would take, instead of into a side file that is copied over
+    /// at [`TensorWriter::finish`]; there the gap left by fewer values is
+    /// closed by moving the file's extents (`FALLOC_FL_COLLAPSE_RANGE`),
+    /// or, where the file system cannot, by copying the indices down. The
+    /// bytes written are the same either way. An entry beyond the bound is
+    /// refused (`Error::InvalidArgument`).
+    pub(crate) fn reserve_indices(&mut self, max_nnz: u64) -> Result<()> {
+        if self.nnz > 0 || self.ptr.is_some() {
+            return Ok(());
+        }
+        let end = max_nnz
+            .checked_mul(self.width as u64)
+            .and_then(|b| b.checked_add(self.values_offset));
+        let Some(end) = end else {
+            return Ok(());
+        };
+        self.idx.at = Some(self.fw.align(end)?);
+        self.nnz_bound = max_nnz;
         Ok(())
     }
 
@@ -856,7 +942,7 @@ impl TensorWriter<'_> {
             ptr.push(self.nnz);
             self.next_major += 1;
             if ptr.buf.len() >= cap {
-                let r = ptr.spill(&self.fw.io, &self.fw.dir);
+                let r = ptr.spill(self.fw);
                 if r.is_err() {
                     self.fw.poisoned = true;
                 }
@@ -980,6 +1066,11 @@ impl Drop for TensorWriter<'_> {
 struct SideStream {
     buf: Vec<u8>,
     file: Option<File>,
+    /// Where the stream goes in the output file itself, when a bound on
+    /// its length reserved room there (see `TensorWriter::reserve_indices`).
+    at: Option<u64>,
+    /// Bytes already written there.
+    in_output: bool,
     len: u64,
     hash: Xxh3,
 }
@@ -989,6 +1080,8 @@ impl SideStream {
         SideStream {
             buf: Vec::with_capacity(capacity),
             file: None,
+            at: None,
+            in_output: false,
             len: 0,
             hash: Xxh3::new(),
         }
@@ -999,16 +1092,23 @@ impl SideStream {
         self.buf.extend_from_slice(&x.to_le_bytes());
     }
 
-    /// Move the pending bytes to the side file.
-    fn spill(&mut self, io: &IoCtx, dir: &Path) -> Result<()> {
+    /// Move the pending bytes to their reserved place in the output, or
+    /// else to the side file.
+    fn spill(&mut self, fw: &FileWriter) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let side = match &mut self.file {
-            Some(f) => f,
-            None => self.file.insert(io.tempfile_in(dir)?),
-        };
-        io.write_all(side, &self.buf, dir)?;
+        if let Some(at) = self.at {
+            fw.io
+                .write_all_at(&fw.file, &self.buf, at + self.len, &fw.tmp_path)?;
+            self.in_output = true;
+        } else {
+            let side = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(fw.io.tempfile_in(&fw.dir)?),
+            };
+            fw.io.write_all(side, &self.buf, &fw.dir)?;
+        }
         self.hash.update(&self.buf);
         self.len += self.buf.len() as u64;
         self.buf.clear();
@@ -1022,8 +1122,12 @@ impl SideStream {
         let end = fw.pos();
         let start = fw.align(end)?;
         fw.put_zeros(start - end)?;
-        if self.file.is_some() {
-            self.spill(&fw.io, &fw.dir)?;
+        if let (true, Some(at)) = (self.in_output, self.at) {
+            self.spill(fw)?;
+            fw.flush()?;
+            fw.close_gap(start, at, self.len)?;
+        } else if self.file.is_some() {
+            self.spill(fw)?;
             fw.flush()?;
             if let Some(side) = &mut self.file {
                 fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;

@@ -6,6 +6,7 @@ use crate::assemble::shared::{Core, Job};
 use crate::assemble::key::Key;
 use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
+use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::write::{FileSummary, FileWriter, WriteOptions};
 use std::path::{Path, PathBuf};
@@ -105,9 +106,12 @@ fn merge_and_write<K: Key, C: Combiner>(
     if !runs.is_empty() {
         passes += 1;
     }
+    // No more entries than the runs hold: room for that many values lets
+    // the writer put the indices straight into the file.
+    let max_nnz: u64 = runs.iter().map(|r| r.entries).sum();
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
     let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
-    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path)?;
+    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path, max_nnz)?;
     let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
     stale_removed.extend(fs.stale_removed.iter().cloned());
     drop(merger);
@@ -135,35 +139,39 @@ fn merge_and_write<K: Key, C: Combiner>(
 /// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// Merged entries on their way to the writer.
-struct Batch<K, A> {
-    keys: Vec<K>,
-    accs: Vec<A>,
+/// Merged entries on their way to the writer: the final values and the
+/// index tuples (`rank` per entry, flattened).
+struct Batch {
+    idx: Vec<u64>,
+    vals: Vec<Value>,
 }
 
-enum ToWriter<K, A> {
-    Batch(Batch<K, A>),
+enum ToWriter {
+    Batch(Batch),
     /// Everything was sent: the writer may publish the file.
     Done,
 }
 
-/// The final merge, pipelined over two threads: this one merges runs, a
-/// second one rounds, unpacks, checks, hashes and writes (the two halves
-/// cost about the same). Without an explicit `Done` the writer drops its
-/// temporary file, so a merge error can never publish a partial file.
-/// Returns (dropped zeros, nnz, file summary).
+/// The final merge, pipelined over two threads: this one merges runs,
+/// rounds each combined value and unpacks its key; a second one checks,
+/// hashes, gathers statistics and writes. Without an explicit `Done` the
+/// writer drops its temporary file, so a merge error can never publish a
+/// partial file. Returns (dropped zeros, nnz, file summary).
 fn merge_into_file<K: Key, C: Combiner>(
     core: &Core<K>,
     comb: &C,
     merger: &mut Merger<'_, K, C>,
     path: &Path,
+    max_nnz: u64,
 ) -> Result<(u64, u64, FileSummary)> {
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
+    let layout = &core.layout;
+    let rank = layout.rank();
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
     for _ in 0..2 {
         let _ = empty_tx.send(Batch {
-            keys: Vec::with_capacity(WRITE_BATCH),
-            accs: Vec::with_capacity(WRITE_BATCH),
+            idx: Vec::with_capacity(WRITE_BATCH * rank),
+            vals: Vec::with_capacity(WRITE_BATCH),
         });
     }
     let layout_out = core.opts.layout;
@@ -176,34 +184,24 @@ fn merge_into_file<K: Key, C: Combiner>(
         ..WriteOptions::default()
     };
     std::thread::scope(|s| {
-        let write = move || -> Result<(u64, u64, FileSummary)> {
-            let layout = &core.layout;
+        let write = move || -> Result<(u64, FileSummary)> {
             let mut fw = FileWriter::create(path, wopts)?;
             let mut tw =
                 fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
-            let mut idx = vec![0u64; layout.rank()];
-            let mut dropped = 0u64;
+            tw.reserve_indices(max_nnz)?;
             for msg in full_rx.iter() {
                 match msg {
                     ToWriter::Batch(mut b) => {
-                        for (k, acc) in b.keys.iter().zip(&b.accs) {
-                            let v = comb
-                                .finish(acc)
-                                .map_err(|e| combine_error(layout, core.dtype, k, e))?;
-                            if core.opts.drop_zeros && v.is_zero() {
-                                dropped += 1;
-                                continue;
-                            }
-                            layout.unpack(k, &mut idx);
-                            tw.push_value(&idx, v)?;
+                        for (i, v) in b.idx.chunks_exact(rank).zip(&b.vals) {
+                            tw.push_value(i, *v)?;
                         }
-                        b.keys.clear();
-                        b.accs.clear();
+                        b.idx.clear();
+                        b.vals.clear();
                         let _ = empty_tx.send(b);
                     }
                     ToWriter::Done => {
                         let ts = tw.finish()?;
-                        return Ok((dropped, ts.nnz, fw.finish()?));
+                        return Ok((ts.nnz, fw.finish()?));
                     }
                 }
             }
@@ -213,14 +211,24 @@ fn merge_into_file<K: Key, C: Combiner>(
             .name("coo-write".into())
             .spawn_scoped(s, write)
             .map_err(|e| Error::io("spawn writer thread", path, e))?;
+        let mut dropped = 0u64;
         let merged = (|| -> Result<()> {
             let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
             };
+            let mut tuple = vec![0u64; rank];
             while let Some((k, acc)) = merger.next_combined()? {
-                b.keys.push(k);
-                b.accs.push(acc);
-                if b.keys.len() == WRITE_BATCH {
+                let v = comb
+                    .finish(&acc)
+                    .map_err(|e| combine_error(layout, core.dtype, &k, e))?;
+                if core.opts.drop_zeros && v.is_zero() {
+                    dropped += 1;
+                    continue;
+                }
+                layout.unpack(&k, &mut tuple);
+                b.idx.extend_from_slice(&tuple);
+                b.vals.push(v);
+                if b.vals.len() == WRITE_BATCH {
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
                     if full_tx.send(ToWriter::Batch(b)).is_err() {
@@ -242,7 +250,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        written
+        let (nnz, fs) = written?;
+        Ok((dropped, nnz, fs))
     })
 }
-

@@ -26,7 +26,12 @@
 //! side temporary file in the target directory (only once they outgrow one
 //! buffer). At [`TensorWriter::finish`] the values are padded to the next
 //! multiple of A, the indices are appended there (kernel-side copy), and the
-//! descriptor is written at its place.
+//! descriptor is written at its place. When the caller knows a bound on nnz
+//! (the assembler does: the entries of the runs it merges), a COO tensor's
+//! indices go straight into the output after room for that many values,
+//! and the gap fewer values leave is closed at the end by moving extents
+//! (`FALLOC_FL_COLLAPSE_RANGE`) or, where the file system cannot, by
+//! copying the indices down: same bytes, no side file.
 //!
 //! # Layout decisions
 //! - A = [`WriteOptions::alignment`] (default 4096). Every buffer handle

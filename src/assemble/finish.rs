@@ -6,7 +6,6 @@ use crate::assemble::shared::{Core, Job};
 use crate::assemble::key::Key;
 use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
-use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::write::{FileSummary, FileWriter, WriteOptions};
 use std::path::{Path, PathBuf};
@@ -136,61 +135,26 @@ fn merge_and_write<K: Key, C: Combiner>(
     })
 }
 
-/// Entries handed from one stage of the final pass to the next at once.
+/// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// What goes from one stage of the final pass to the next: a batch of
-/// entries, or the end (only then may the writer publish the file).
-enum Msg<B> {
-    Batch(B),
-    Done,
-}
-
-/// Merged entries: keys and their combined accumulators.
-struct Merged<K, A> {
+/// Merged entries on their way to the writer.
+struct Batch<K, A> {
     keys: Vec<K>,
     accs: Vec<A>,
 }
 
-/// Entries ready to write: the index tuples (`rank` per entry, flattened)
-/// and the final values.
-struct Ready {
-    idx: Vec<u64>,
-    vals: Vec<Value>,
+enum ToWriter<K, A> {
+    Batch(Batch<K, A>),
+    /// Everything was sent: the writer may publish the file.
+    Done,
 }
 
-/// A bounded pipe between two stages: full batches one way, emptied ones
-/// back (two in flight), so the stages overlap and nothing allocates.
-struct Pipe<B> {
-    full_tx: crossbeam_channel::Sender<Msg<B>>,
-    full_rx: crossbeam_channel::Receiver<Msg<B>>,
-    empty_tx: crossbeam_channel::Sender<B>,
-    empty_rx: crossbeam_channel::Receiver<B>,
-}
-
-impl<B> Pipe<B> {
-    fn new(make: impl Fn() -> B) -> Pipe<B> {
-        let (full_tx, full_rx) = crossbeam_channel::bounded(1);
-        let (empty_tx, empty_rx) = crossbeam_channel::bounded(2);
-        for _ in 0..2 {
-            let _ = empty_tx.send(make());
-        }
-        Pipe {
-            full_tx,
-            full_rx,
-            empty_tx,
-            empty_rx,
-        }
-    }
-}
-
-/// The final merge, pipelined over three threads so that two cores share
-/// its work whatever the balance: this one merges runs; `coo-finish`
-/// rounds each combined value, drops zeros when asked and unpacks keys;
-/// `coo-write` checks, hashes, gathers statistics and writes. A stage
-/// that fails drops its ends of the pipes, which stops the others; the
-/// writer publishes the file only on an explicit `Done`, so an error can
-/// never publish a partial file. Returns (dropped zeros, nnz, file summary).
+/// The final merge, pipelined over two threads: this one merges runs, a
+/// second one rounds, unpacks, checks, hashes and writes (the two halves
+/// cost about the same). Without an explicit `Done` the writer drops its
+/// temporary file, so a merge error can never publish a partial file.
+/// Returns (dropped zeros, nnz, file summary).
 fn merge_into_file<K: Key, C: Combiner>(
     core: &Core<K>,
     comb: &C,
@@ -198,16 +162,14 @@ fn merge_into_file<K: Key, C: Combiner>(
     path: &Path,
     max_nnz: u64,
 ) -> Result<(u64, u64, FileSummary)> {
-    let layout = &core.layout;
-    let rank = layout.rank();
-    let merged: Pipe<Merged<K, C::Acc>> = Pipe::new(|| Merged {
-        keys: Vec::with_capacity(WRITE_BATCH),
-        accs: Vec::with_capacity(WRITE_BATCH),
-    });
-    let ready: Pipe<Ready> = Pipe::new(|| Ready {
-        idx: Vec::with_capacity(WRITE_BATCH * rank),
-        vals: Vec::with_capacity(WRITE_BATCH),
-    });
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
+    for _ in 0..2 {
+        let _ = empty_tx.send(Batch {
+            keys: Vec::with_capacity(WRITE_BATCH),
+            accs: Vec::with_capacity(WRITE_BATCH),
+        });
+    }
     let layout_out = core.opts.layout;
     // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
     // plus the pointers for CSR/CSC.
@@ -218,123 +180,74 @@ fn merge_into_file<K: Key, C: Combiner>(
         ..WriteOptions::default()
     };
     std::thread::scope(|s| {
-        let Pipe {
-            full_tx: ready_tx,
-            full_rx: ready_rx,
-            empty_tx: ready_back_tx,
-            empty_rx: ready_back_rx,
-        } = ready;
-        let Pipe {
-            full_tx: merged_tx,
-            full_rx: merged_rx,
-            empty_tx: merged_back_tx,
-            empty_rx: merged_back_rx,
-        } = merged;
-        let write = move || -> Result<(u64, FileSummary)> {
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let layout = &core.layout;
             let mut fw = FileWriter::create(path, wopts)?;
             let mut tw =
                 fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
             tw.reserve_indices(max_nnz)?;
-            for msg in ready_rx.iter() {
+            let mut idx = vec![0u64; layout.rank()];
+            let mut dropped = 0u64;
+            for msg in full_rx.iter() {
                 match msg {
-                    Msg::Batch(mut b) => {
-                        for (i, v) in b.idx.chunks_exact(rank).zip(&b.vals) {
-                            tw.push_value(i, *v)?;
+                    ToWriter::Batch(mut b) => {
+                        for (k, acc) in b.keys.iter().zip(&b.accs) {
+                            let v = comb
+                                .finish(acc)
+                                .map_err(|e| combine_error(layout, core.dtype, k, e))?;
+                            if core.opts.drop_zeros && v.is_zero() {
+                                dropped += 1;
+                                continue;
+                            }
+                            layout.unpack(k, &mut idx);
+                            tw.push_value(&idx, v)?;
                         }
-                        b.idx.clear();
-                        b.vals.clear();
-                        let _ = ready_back_tx.send(b);
+                        b.keys.clear();
+                        b.accs.clear();
+                        let _ = empty_tx.send(b);
                     }
-                    Msg::Done => {
+                    ToWriter::Done => {
                         let ts = tw.finish()?;
-                        return Ok((ts.nnz, fw.finish()?));
+                        return Ok((dropped, ts.nnz, fw.finish()?));
                     }
                 }
             }
             Err(Error::Poisoned("file writer (the merge stopped)"))
         };
-        let finish = move || -> Result<u64> {
-            let mut dropped = 0u64;
-            for msg in merged_rx.iter() {
-                let mut m = match msg {
-                    Msg::Batch(m) => m,
-                    Msg::Done => {
-                        let _ = ready_tx.send(Msg::Done);
-                        break;
-                    }
-                };
-                // A failed recv or send means the writer stopped: its error
-                // is the one to report.
-                let Ok(mut b) = ready_back_rx.recv() else {
-                    break;
-                };
-                for (k, acc) in m.keys.iter().zip(&m.accs) {
-                    let v = comb
-                        .finish(acc)
-                        .map_err(|e| combine_error(layout, core.dtype, k, e))?;
-                    if core.opts.drop_zeros && v.is_zero() {
-                        dropped += 1;
-                        continue;
-                    }
-                    // Unpacked in place: a copy of `rank` words would be a
-                    // call to memmove per entry.
-                    let at = b.idx.len();
-                    b.idx.resize(at + rank, 0);
-                    layout.unpack(k, &mut b.idx[at..]);
-                    b.vals.push(v);
-                }
-                m.keys.clear();
-                m.accs.clear();
-                let _ = merged_back_tx.send(m);
-                if ready_tx.send(Msg::Batch(b)).is_err() {
-                    break;
-                }
-            }
-            Ok(dropped)
-        };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
             .spawn_scoped(s, write)
             .map_err(|e| Error::io("spawn writer thread", path, e))?;
-        let finisher = std::thread::Builder::new()
-            .name("coo-finish".into())
-            .spawn_scoped(s, finish)
-            .map_err(|e| Error::io("spawn finishing thread", path, e))?;
-        let merging = (|| -> Result<()> {
-            let Ok(mut m) = merged_back_rx.recv() else {
+        let merged = (|| -> Result<()> {
+            let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
             };
             while let Some((k, acc)) = merger.next_combined()? {
-                m.keys.push(k);
-                m.accs.push(acc);
-                if m.keys.len() == WRITE_BATCH {
-                    // A failed send or recv means a later stage stopped:
-                    // its error is the one to report.
-                    if merged_tx.send(Msg::Batch(m)).is_err() {
+                b.keys.push(k);
+                b.accs.push(acc);
+                if b.keys.len() == WRITE_BATCH {
+                    // A failed send or recv means the writer stopped: its
+                    // error is the one to report.
+                    if full_tx.send(ToWriter::Batch(b)).is_err() {
                         return Ok(());
                     }
-                    match merged_back_rx.recv() {
-                        Ok(e) => m = e,
+                    match empty_rx.recv() {
+                        Ok(e) => b = e,
                         Err(_) => return Ok(()),
                     }
                 }
             }
-            if merged_tx.send(Msg::Batch(m)).is_ok() {
-                let _ = merged_tx.send(Msg::Done);
+            if full_tx.send(ToWriter::Batch(b)).is_ok() {
+                let _ = full_tx.send(ToWriter::Done);
             }
             Ok(())
         })();
-        drop(merged_tx);
-        drop(merged_back_rx);
-        let finished = finisher
-            .join()
-            .unwrap_or(Err(Error::Poisoned("finishing thread (it panicked)")));
+        drop(full_tx);
         let written = writer
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
-        merging?;
-        let dropped = finished?;
-        let (nnz, fs) = written?;
-        Ok((dropped, nnz, fs))
+        merged?;
+        written
     })
 }
+

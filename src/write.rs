@@ -26,7 +26,12 @@
 //! side temporary file in the target directory (only once they outgrow one
 //! buffer). At [`TensorWriter::finish`] the values are padded to the next
 //! multiple of A, the indices are appended there (kernel-side copy), and the
-//! descriptor is written at its place.
+//! descriptor is written at its place. When the caller knows a bound on nnz
+//! (the assembler does: the entries of the runs it merges), a COO tensor's
+//! indices go straight into the output after room for that many values,
+//! and the gap fewer values leave is closed at the end by moving extents
+//! (`FALLOC_FL_COLLAPSE_RANGE`) or, where the file system cannot, by
+//! copying the indices down: same bytes, no side file.
 //!
 //! # Layout decisions
 //! - A = [`WriteOptions::alignment`] (default 4096). Every buffer handle
@@ -473,6 +478,7 @@ impl FileWriter {
             nnz: 0,
             // Room for one entry past the flush threshold (rank <= 64).
             idx: SideStream::new(cap + 8 * MAX_RANK),
+            nnz_bound: u64::MAX,
             ptr: layout.is_compressed().then(|| SideStream::new(cap + 8)),
             next_major: 0,
             stats: self.statistics.then(|| StatsAccumulator::new(shape)),
@@ -589,6 +595,58 @@ impl FileWriter {
         Ok(())
     }
 
+    /// A side stream of `len` bytes was written at `at`, past room reserved
+    /// for more values than came; the values and their padding end at
+    /// `start` (both multiples of A, `start <= at`). Bring the stream down
+    /// to `start` and go on writing after it.
+    fn close_gap(&mut self, start: u64, at: u64, len: u64) -> Result<()> {
+        let r = self.close_gap_inner(start, at, len);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
+    }
+
+    fn close_gap_inner(&mut self, start: u64, at: u64, len: u64) -> Result<()> {
+        if at < start || !self.buf.is_empty() {
+            return Err(Error::Poisoned("file writer (reserved room overrun)"));
+        }
+        let gap = at - start;
+        if gap > 0
+            && !self
+                .io
+                .collapse_range(&self.file, start, gap, &self.tmp_path)?
+        {
+            // Copy down in buffer-sized pieces, front first: each piece is
+            // read before anything is written over it (start < at).
+            let mut piece = std::mem::take(&mut self.buf);
+            piece.resize(self.buf_cap, 0);
+            let mut done = 0u64;
+            let r = (|| -> Result<()> {
+                while done < len {
+                    let n = (len - done).min(self.buf_cap as u64) as usize;
+                    let p = &mut piece[..n];
+                    self.io
+                        .read_exact_at(&self.file, p, at + done, &self.tmp_path)?;
+                    self.io
+                        .write_all_at(&self.file, p, start + done, &self.tmp_path)?;
+                    done += n as u64;
+                }
+                self.io.set_len(&self.file, start + len, &self.tmp_path)
+            })();
+            piece.clear();
+            self.buf = piece;
+            r?;
+        }
+        self.flushed = start + len;
+        self.io.seek(
+            &mut self.file,
+            SeekFrom::Start(self.flushed),
+            &self.tmp_path,
+        )?;
+        Ok(())
+    }
+
     /// Place `bytes` at `offset` (before the current end): patched in the
     /// buffer when it is all still there, else written to the file.
     fn write_at(&mut self, bytes: &[u8], offset: u64) -> Result<()> {
@@ -696,6 +754,9 @@ pub struct TensorWriter<'a> {
     nnz: u64,
     /// The indices (COO: all of them; CSR/CSC: the minor one), u64 LE.
     idx: SideStream,
+    /// Most entries this tensor may take (`u64::MAX` unless
+    /// [`TensorWriter::reserve_indices`] set a bound).
+    nnz_bound: u64,
     /// CSR/CSC: the pointer buffer, u64 LE.
     ptr: Option<SideStream>,
     /// CSR/CSC: the first row (column) whose pointer is not written yet.
@@ -737,6 +798,12 @@ impl TensorWriter<'_> {
         let le = value
             .to_le(self.dtype)
             .ok_or_else(|| self.wrong_type(format!("{value}")))?;
+        if self.width == le.len() {
+            // 8-byte types: a copy of known length, no call to memmove.
+            self.check_index(idx)?;
+            self.fw.buf.extend_from_slice(&le);
+            return self.accept(idx, value.to_f64());
+        }
         self.push_le(idx, &le[..self.width], value.to_f64())
     }
 
@@ -774,6 +841,12 @@ impl TensorWriter<'_> {
     fn check_index(&self, idx: &[u64]) -> Result<()> {
         if self.fw.poisoned {
             return Err(Error::Poisoned("file writer"));
+        }
+        if self.nnz >= self.nnz_bound {
+            return Err(invalid(format!(
+                "tensor {:?}: more than the {} entries reserved",
+                self.name, self.nnz_bound
+            )));
         }
         if idx.len() != self.shape.len() {
             return Err(Error::WrongRank {
@@ -829,9 +902,33 @@ impl TensorWriter<'_> {
             self.fw.flush()?;
         }
         if self.idx.buf.len() >= self.fw.buf_cap {
-            let r = self.idx.spill(&self.fw.io, &self.fw.dir);
+            let r = self.idx.spill(self.fw);
             self.poison_on_err(r)?;
         }
+        Ok(())
+    }
+
+    /// Promise at most `max_nnz` entries (COO only, before the first one;
+    /// otherwise nothing changes). The indices then go straight into the
+    /// output file, at the first multiple of A after the room `max_nnz`
+    /// values would take, instead of into a side file that is copied over
+    /// at [`TensorWriter::finish`]; there the gap left by fewer values is
+    /// closed by moving the file's extents (`FALLOC_FL_COLLAPSE_RANGE`),
+    /// or, where the file system cannot, by copying the indices down. The
+    /// bytes written are the same either way. An entry beyond the bound is
+    /// refused (`Error::InvalidArgument`).
+    pub(crate) fn reserve_indices(&mut self, max_nnz: u64) -> Result<()> {
+        if self.nnz > 0 || self.ptr.is_some() {
+            return Ok(());
+        }
+        let end = max_nnz
+            .checked_mul(self.width as u64)
+            .and_then(|b| b.checked_add(self.values_offset));
+        let Some(end) = end else {
+            return Ok(());
+        };
+        self.idx.at = Some(self.fw.align(end)?);
+        self.nnz_bound = max_nnz;
         Ok(())
     }
 
@@ -856,7 +953,7 @@ impl TensorWriter<'_> {
             ptr.push(self.nnz);
             self.next_major += 1;
             if ptr.buf.len() >= cap {
-                let r = ptr.spill(&self.fw.io, &self.fw.dir);
+                let r = ptr.spill(self.fw);
                 if r.is_err() {
                     self.fw.poisoned = true;
                 }
@@ -980,6 +1077,11 @@ impl Drop for TensorWriter<'_> {
 struct SideStream {
     buf: Vec<u8>,
     file: Option<File>,
+    /// Where the stream goes in the output file itself, when a bound on
+    /// its length reserved room there (see `TensorWriter::reserve_indices`).
+    at: Option<u64>,
+    /// Bytes already written there.
+    in_output: bool,
     len: u64,
     hash: Xxh3,
 }
@@ -989,6 +1091,8 @@ impl SideStream {
         SideStream {
             buf: Vec::with_capacity(capacity),
             file: None,
+            at: None,
+            in_output: false,
             len: 0,
             hash: Xxh3::new(),
         }
@@ -999,16 +1103,23 @@ impl SideStream {
         self.buf.extend_from_slice(&x.to_le_bytes());
     }
 
-    /// Move the pending bytes to the side file.
-    fn spill(&mut self, io: &IoCtx, dir: &Path) -> Result<()> {
+    /// Move the pending bytes to their reserved place in the output, or
+    /// else to the side file.
+    fn spill(&mut self, fw: &FileWriter) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let side = match &mut self.file {
-            Some(f) => f,
-            None => self.file.insert(io.tempfile_in(dir)?),
-        };
-        io.write_all(side, &self.buf, dir)?;
+        if let Some(at) = self.at {
+            fw.io
+                .write_all_at(&fw.file, &self.buf, at + self.len, &fw.tmp_path)?;
+            self.in_output = true;
+        } else {
+            let side = match &mut self.file {
+                Some(f) => f,
+                None => self.file.insert(fw.io.tempfile_in(&fw.dir)?),
+            };
+            fw.io.write_all(side, &self.buf, &fw.dir)?;
+        }
         self.hash.update(&self.buf);
         self.len += self.buf.len() as u64;
         self.buf.clear();
@@ -1022,8 +1133,12 @@ impl SideStream {
         let end = fw.pos();
         let start = fw.align(end)?;
         fw.put_zeros(start - end)?;
-        if self.file.is_some() {
-            self.spill(&fw.io, &fw.dir)?;
+        if let (true, Some(at)) = (self.in_output, self.at) {
+            self.spill(fw)?;
+            fw.flush()?;
+            fw.close_gap(start, at, self.len)?;
+        } else if self.file.is_some() {
+            self.spill(fw)?;
             fw.flush()?;
             if let Some(side) = &mut self.file {
                 fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;
@@ -1041,5 +1156,137 @@ impl SideStream {
         }
         debug_assert_eq!(fw.pos(), start + self.len);
         Ok((self.len, self.hash.digest()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::fs::ctx::{FaultKind, FaultMode, FaultPlan};
+
+    /// `n` entries of a 3-d tensor, increasing; values vary in sign and size.
+    fn entries(n: u64) -> impl Iterator<Item = ([u64; 3], f64)> {
+        (0..n).map(|k| {
+            (
+                [k / 1000, (k / 10) % 100, k % 10],
+                (k as f64 - 777.5) * 1.25e-3,
+            )
+        })
+    }
+
+    /// Write `n` entries, with `reserve` (if any) promised up front.
+    fn write(dir: &Path, name: &str, n: u64, reserve: Option<u64>, io: IoCtx) -> Result<Vec<u8>> {
+        let p = dir.join(name);
+        let mut fw = FileWriter::create(
+            &p,
+            WriteOptions {
+                buffer_bytes: MIN_BUFFER_BYTES,
+                io,
+                ..WriteOptions::default()
+            },
+        )?;
+        let mut t = fw.begin_tensor("t", DType::F64, &[1 << 20, 100, 10])?;
+        if let Some(r) = reserve {
+            t.reserve_indices(r)?;
+        }
+        for (i, v) in entries(n) {
+            t.push_value(&i, Value::Float(v))?;
+        }
+        t.finish()?;
+        fw.finish()?;
+        Ok(std::fs::read(&p).unwrap())
+    }
+
+    /// Every place the test can write to: the default temporary directory
+    /// and, where there is one, a tmpfs (no FALLOC_FL_COLLAPSE_RANGE there,
+    /// so the indices are copied down instead).
+    fn dirs() -> Vec<tempfile::TempDir> {
+        let mut v = vec![tempfile::tempdir().unwrap()];
+        if let Ok(d) = tempfile::tempdir_in("/dev/shm") {
+            v.push(d);
+        }
+        v
+    }
+
+    #[test]
+    fn reserved_indices_give_the_same_bytes() {
+        for d in dirs() {
+            // 0 entries, fewer than one buffer, many buffers; bounds exact,
+            // loose by a little, by more than the indices, and huge.
+            for n in [0u64, 100, 20_000] {
+                let want = write(d.path(), "plain.hrry", n, None, IoCtx::new()).unwrap();
+                for bound in [n, n + 1, 3 * n + 5000, 1 << 40] {
+                    let got = write(d.path(), "r.hrry", n, Some(bound), IoCtx::new()).unwrap();
+                    assert!(got == want, "n {n}, bound {bound}, in {:?}", d.path());
+                }
+            }
+            let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+            assert_eq!(left.len(), 2, "only the two outputs remain");
+        }
+    }
+
+    #[test]
+    fn an_entry_beyond_the_bound_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("b.hrry");
+        let mut fw = FileWriter::create(&p, WriteOptions::default()).unwrap();
+        let mut t = fw.begin_tensor("t", DType::F64, &[10, 10]).unwrap();
+        t.reserve_indices(2).unwrap();
+        t.push(&[0, 1], 1.0).unwrap();
+        t.push(&[0, 2], 2.0).unwrap();
+        let e = t.push(&[0, 3], 3.0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        // The refused entry changed nothing: the tensor closes with two.
+        assert_eq!(t.finish().unwrap().nnz, 2);
+        fw.finish().unwrap();
+    }
+
+    #[test]
+    fn every_failing_operation_on_the_reserved_path_leaves_nothing() {
+        for d in dirs() {
+            let want = write(d.path(), "want.hrry", 20_000, None, IoCtx::new()).unwrap();
+            std::fs::remove_file(d.path().join("want.hrry")).unwrap();
+            let mut failed = 0;
+            for at in 0.. {
+                let io = IoCtx::with_faults(FaultPlan {
+                    at,
+                    mode: FaultMode::Once,
+                    kind: FaultKind::Io,
+                    only_op: None,
+                });
+                match write(d.path(), "f.hrry", 20_000, Some(25_000), io.clone()) {
+                    Ok(got) => {
+                        assert!(got == want, "op {at}: different bytes");
+                        let hit = io.injected();
+                        if hit.is_empty() {
+                            break;
+                        }
+                        // Only the best-effort sweep of stale outputs may
+                        // swallow a fault.
+                        assert!(
+                            hit.iter()
+                                .all(|op| ["list directory", "lstat"].contains(op)),
+                            "op {at}: fault in {hit:?} ignored"
+                        );
+                        std::fs::remove_file(d.path().join("f.hrry")).unwrap();
+                    }
+                    Err(Error::Io { op, source, .. }) => {
+                        assert_eq!(source.raw_os_error(), Some(libc::EIO), "op {at}");
+                        if op == "fsync directory" {
+                            // The documented exception: renamed already.
+                            std::fs::remove_file(d.path().join("f.hrry")).unwrap();
+                        }
+                        failed += 1;
+                    }
+                    Err(e) => panic!("op {at}: expected an I/O error, got {e}"),
+                }
+                let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+                assert!(left.is_empty(), "op {at}: leftovers {left:?}");
+                assert!(at < 10_000, "no run succeeded");
+            }
+            // create, the writes, the gap closing, seek, fsync, rename, ...
+            assert!(failed > 20, "only {failed} fault points");
+        }
     }
 }

@@ -105,9 +105,12 @@ fn merge_and_write<K: Key, C: Combiner>(
     if !runs.is_empty() {
         passes += 1;
     }
+    // No more entries than the runs hold: room for that many values lets
+    // the writer put the indices straight into the file.
+    let max_nnz: u64 = runs.iter().map(|r| r.entries).sum();
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
     let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
-    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path)?;
+    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path, max_nnz)?;
     let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
     stale_removed.extend(fs.stale_removed.iter().cloned());
     drop(merger);
@@ -157,6 +160,7 @@ fn merge_into_file<K: Key, C: Combiner>(
     comb: &C,
     merger: &mut Merger<'_, K, C>,
     path: &Path,
+    max_nnz: u64,
 ) -> Result<(u64, u64, FileSummary)> {
     let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
     let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
@@ -181,6 +185,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             let mut fw = FileWriter::create(path, wopts)?;
             let mut tw =
                 fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
+            tw.reserve_indices(max_nnz)?;
             let mut idx = vec![0u64; layout.rank()];
             let mut dropped = 0u64;
             for msg in full_rx.iter() {

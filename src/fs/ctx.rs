@@ -267,6 +267,38 @@ impl IoCtx {
         self.wrap("stat", path, f.metadata().map(|m| m.len()))
     }
 
+    /// Remove the `len` bytes at `offset` from a file, moving what follows
+    /// down by `len` (`fallocate(FALLOC_FL_COLLAPSE_RANGE)`: extents move,
+    /// no byte is copied). Both must be multiples of the file system's block
+    /// size and the range must end before the end of the file. Returns
+    /// `Ok(false)`, with the file unchanged, where the file system or the
+    /// arguments do not allow it (tmpfs, odd block sizes): the caller then
+    /// moves the bytes itself. Counted as a "copy" fault point.
+    pub fn collapse_range(&self, f: &File, offset: u64, len: u64, path: &Path) -> Result<bool> {
+        use std::os::fd::AsRawFd;
+        self.tick("copy", path)?;
+        let (Ok(o), Ok(l)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return Ok(false);
+        };
+        // SAFETY: fallocate only reads its integer arguments; the
+        // descriptor is open for writing and owned by `f` for the call.
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_COLLAPSE_RANGE, o, l) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => Ok(false),
+            _ => Err(Error::io("copy", path, e)),
+        }
+    }
+
+    /// Truncate or extend a file to `len` bytes. Counted as a "write".
+    pub fn set_len(&self, f: &File, len: u64, path: &Path) -> Result<()> {
+        self.tick("write", path)?;
+        self.wrap("write", path, f.set_len(len))
+    }
+
     /// Map an open file read-only.
     ///
     /// # Safety

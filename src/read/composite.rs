@@ -18,13 +18,15 @@
 //! warning in [`CompositeFile::warnings`].
 
 use super::coo::CooTensor;
+// The container rules are the plain reader's own.
+use super::layout::{container, Container};
 use super::{Backing, ReadOptions};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::hurray::descriptor::{descriptor_len, read_prelude};
 use crate::hurray::{
-    align_up, ByteReader, CooDescriptor, FileHeader, IndexEntry, KvValue, LAYOUT_COO, MAGIC,
+    align_up, ByteReader, CooDescriptor, IndexEntry, KvValue, LAYOUT_COO, MAGIC,
     MAX_RANK, TRAILER_LEN,
 };
 use crate::read::Problem;
@@ -237,12 +239,6 @@ pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDes
     Ok((d, Some(shard), total))
 }
 
-/// Header, index entries and KV of a file, every container rule checked
-/// by the plain reader's own checks.
-fn container(bytes: &[u8]) -> Result<(FileHeader, Vec<IndexEntry>, Vec<(String, KvValue)>)> {
-    let c = super::layout::container(bytes)?;
-    Ok((c.header, c.entries, c.kv))
-}
 
 /// One bound member: always COO (the only member layout we write or read).
 struct Member {
@@ -358,7 +354,7 @@ impl CompositeFile {
     /// Whether `bytes` hold a composite head (any index entry whose
     /// descriptor has layout tag 0x0B). Cheap; no validation.
     pub fn is_composite(bytes: &[u8]) -> bool {
-        container(bytes).is_ok_and(|(_, entries, _)| {
+        container(bytes).is_ok_and(|Container { entries, .. }| {
             entries.iter().any(|e| {
                 let p = e.descriptor_offset as usize + 15;
                 bytes.get(p) == Some(&LAYOUT_COMPOSITE)
@@ -379,7 +375,12 @@ impl CompositeFile {
 
     fn from_backing(backing: Backing, opts: ReadOptions) -> Result<CompositeFile> {
         let bytes = backing.bytes();
-        let (header, mut entries, kv) = container(bytes)?;
+        let Container {
+            header,
+            mut entries,
+            kv,
+            ..
+        } = container(bytes)?;
         let end = bytes.len() as u64 - TRAILER_LEN;
         entries.sort_by_key(|e| e.descriptor_offset);
         let layout_of = |e: &IndexEntry| bytes.get(e.descriptor_offset as usize + 15).copied();

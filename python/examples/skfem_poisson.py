@@ -96,7 +96,8 @@ def problem(n: int, elasticity: bool, intorder: int):
     return basis, form
 
 
-def ours(coo, basis, budget: str, threads, tmp: str, exact: bool = True):
+def ours(coo, basis, budget: str, threads, tmp: str, exact: bool = True,
+         layout: str = "csr"):
     """Assembly step through coo_assembler: returns (csr, times, peaks)."""
     # scikit-fem's element matrices: local[e, j, i] holds the (test i,
     # trial j) integral, which goes to row dofs[i], column dofs[j]. Our
@@ -107,11 +108,11 @@ def ours(coo, basis, budget: str, threads, tmp: str, exact: bool = True):
     path = os.path.join(tmp, "K.hrry")
     with Peak() as build:
         with ca.Builder((basis.N, basis.N), memory_budget=budget, threads=threads,
-                        temp_dir=tmp, exact_sums=exact) as b:
+                        temp_dir=tmp, exact_sums=exact, layout=layout) as b:
             b.push_elements(dofs, ke)
             summary = b.finish(path)
     with Peak() as load:
-        K = ca.open(path).to_scipy("csr")
+        K = ca.open(path).to_scipy("csr")  # the file's own layout when it is CSR
     return K, summary, build, load
 
 
@@ -151,6 +152,10 @@ def main(argv=None) -> int:
     ap.add_argument("--elasticity", action="store_true", help="3 dofs per node")
     ap.add_argument("--budget", default="256MiB", help="memory budget (default 256MiB)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--layout", default="csr", choices=["csr", "coo"],
+                    help="layout of the file we write (default csr: what scipy gets, "
+                         "so to_scipy only converts the u64 column indices; coo writes "
+                         "and reads back the row indices too)")
     ap.add_argument("--fast-sums", action="store_true",
                     help="exact_sums=False: plain f64 sums in arrival order")
     ap.add_argument("--intorder", type=int, default=3,
@@ -183,7 +188,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="skfem-bench-") as tmp:
         K, summary, build, load = ours(coo, basis, args.budget, args.threads, tmp,
-                                       exact=not args.fast_sums)
+                                       exact=not args.fast_sums, layout=args.layout)
         ours_step = build.seconds + load.seconds
         print(f"coo_assembler step:     {ours_step:7.2f} s")
         print(f"  push_elements+finish: {build.seconds:7.2f} s   peak +{build.mib:7.0f} MiB"

@@ -493,21 +493,16 @@ impl CompositeFile {
     }
 
     fn view<'s>(&'s self, m: &'s Member) -> CooTensor<'s> {
-        let bytes = self.backing.bytes();
         let t = &m.meta;
-        let indices: &[u64] = bytemuck::try_cast_slice(&bytes[t.indices.clone()]).unwrap_or(&[]);
-        CooTensor {
-            name: &t.name,
-            desc: &t.desc,
-            values: &bytes[t.values.clone()],
-            indices,
-            rank: t.desc.rank(),
-            nnz: indices.len() / t.desc.rank().max(1),
-            kv: &self.kv,
-            permissive: self.opts.permissive,
-            indices_offset: t.indices.start as u64,
-            mapped: self.backing.mapped(),
-        }
+        CooTensor::placed(
+            &self.backing,
+            &t.name,
+            &t.desc,
+            &t.values,
+            &t.indices,
+            &self.kv,
+            self.opts.permissive,
+        )
     }
 
     /// Value at a global index: the member whose box holds it, at the

@@ -24,6 +24,35 @@ pub struct CooTensor<'a> {
     pub(super) mapped: super::release::Mapped<'a>,
 }
 
+impl<'a> CooTensor<'a> {
+    /// The view of a COO tensor whose buffers lie at `values` and `indices`
+    /// in `backing`, a placement checked at open (plain files and composite
+    /// members alike).
+    pub(super) fn placed(
+        backing: &'a super::Backing,
+        name: &'a str,
+        desc: &'a CooDescriptor,
+        values: &Range<usize>,
+        indices: &Range<usize>,
+        kv: &'a [(String, KvValue)],
+        permissive: bool,
+    ) -> CooTensor<'a> {
+        let words = backing.words(indices);
+        CooTensor {
+            name,
+            desc,
+            values: &backing.bytes()[values.clone()],
+            indices: words,
+            rank: desc.rank(),
+            nnz: words.len() / desc.rank().max(1),
+            kv,
+            permissive,
+            indices_offset: indices.start as u64,
+            mapped: backing.mapped(),
+        }
+    }
+}
+
 impl fmt::Debug for CooTensor<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CooTensor")

@@ -113,6 +113,14 @@ enum Backing {
 }
 
 impl Backing {
+    /// The `u64` words of a buffer at `r`. Cannot fail for a placement
+    /// checked at open: the backing is 8-aligned, a non-empty buffer starts
+    /// at a multiple of A >= 4096 (an empty one at its 8-aligned
+    /// descriptor) and its size is a multiple of 8.
+    fn words(&self, r: &Range<usize>) -> &[u64] {
+        bytemuck::try_cast_slice(&self.bytes()[r.clone()]).unwrap_or(&[])
+    }
+
     fn bytes(&self) -> &[u8] {
         match self {
             Backing::Mmap(m) => m,
@@ -366,35 +374,25 @@ impl HurrayFile {
     }
 
     /// A typed view of the 8-aligned u64 buffer at `r`.
-    fn words(&self, r: &Range<usize>) -> &[u64] {
-        // Cannot fail: the backing is 8-aligned, a non-empty buffer starts
-        // at a multiple of A >= 4096 (an empty one at its 8-aligned
-        // descriptor) and its size is a multiple of 8 (checked at open).
-        bytemuck::try_cast_slice(&self.backing.bytes()[r.clone()]).unwrap_or(&[])
-    }
-
     fn view<'s>(&'s self, t: &'s TensorMeta) -> Tensor<'s> {
         let bytes = self.backing.bytes();
-        let indices = self.words(&t.indices);
+        let indices = self.backing.words(&t.indices);
         match &t.desc {
-            Desc::Coo(desc) => Tensor::Coo(CooTensor {
-                name: &t.name,
+            Desc::Coo(desc) => Tensor::Coo(CooTensor::placed(
+                &self.backing,
+                &t.name,
                 desc,
-                values: &bytes[t.values.clone()],
-                indices,
-                rank: desc.rank(),
-                nnz: indices.len() / desc.rank().max(1),
-                kv: &self.kv,
-                permissive: self.opts.permissive,
-                indices_offset: t.indices.start as u64,
-                mapped: self.backing.mapped(),
-            }),
+                &t.values,
+                &t.indices,
+                &self.kv,
+                self.opts.permissive,
+            )),
             Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
                 name: &t.name,
                 desc,
                 values: &bytes[t.values.clone()],
                 minor: indices,
-                ptr: self.words(&t.pointers),
+                ptr: self.backing.words(&t.pointers),
                 kv: &self.kv,
                 permissive: self.opts.permissive,
                 offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),

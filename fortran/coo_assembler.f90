@@ -33,6 +33,9 @@ module coo_assembler
       COO_ERR_IO = -9, COO_ERR_INVALID_FILE = -10, COO_ERR_STATE = -11, &
       COO_ERR_PANIC = -12, COO_ERR_OTHER = -13
    integer, parameter, public :: COO_MAX_RANK = 64
+   ! coo_layout (from coo_file_layout)
+   integer(c_int), parameter, public :: COO_LAYOUT_COO = 0, COO_LAYOUT_CSR = 1, &
+      COO_LAYOUT_CSC = 2
 
    ! The C structs. Unsigned C fields are signed here (Fortran has no
    ! unsigned integers); the values involved stay far below 2^63.
@@ -67,7 +70,7 @@ module coo_assembler
       coo_pusher_push, coo_pusher_push_many, coo_pusher_push_element, &
       coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
       coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
-      coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close
+      coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -221,6 +224,13 @@ module coo_assembler
          integer(c_int) :: s
       end function coo_file_read_entries
 
+      function coo_file_layout(f, out) bind(c, name="coo_file_layout") result(s)
+         import :: c_ptr, c_int
+         type(c_ptr), value :: f
+         integer(c_int), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_file_layout
+
       function coo_file_verify(f) bind(c, name="coo_file_verify") result(s)
          import :: c_ptr, c_int
          type(c_ptr), value :: f
@@ -280,7 +290,7 @@ module coo_assembler
       procedure :: free => pusher_free
    end type coo_pusher_t
 
-   !> An open tensor: `call f%open(path)`, `f%info`, `f%get`, `f%read_entries`,
+   !> An open tensor: `call f%open(path)`, `f%info`, `f%layout`, `f%get`, `f%read_entries`,
    !> `f%verify`, `call f%close()`.
    type, public :: coo_file_t
       type(c_ptr) :: handle = c_null_ptr
@@ -289,6 +299,7 @@ module coo_assembler
    contains
       procedure :: open => file_open
       procedure :: info => file_info
+      procedure :: layout => file_layout
       procedure, private :: get_i4 => file_get_i4, get_i8 => file_get_i8
       generic :: get => get_i4, get_i8
       procedure :: read_entries => file_read_entries
@@ -666,6 +677,15 @@ contains
       integer, intent(out), optional :: stat
       call settle(coo_file_info(self%handle, info), 'coo_file_info', stat)
    end subroutine file_info
+
+   !> The storage layout: COO_LAYOUT_COO, COO_LAYOUT_CSR or COO_LAYOUT_CSC.
+   subroutine file_layout(self, layout, stat)
+      class(coo_file_t), intent(in) :: self
+      integer(c_int), intent(out) :: layout
+      integer, intent(out), optional :: stat
+      layout = -1
+      call settle(coo_file_layout(self%handle, layout), 'coo_file_layout', stat)
+   end subroutine file_layout
 
    subroutine file_get_i4(self, idx, value, stat)
       class(coo_file_t), intent(in) :: self

@@ -6,6 +6,7 @@
 program checks
    use coo_assembler
    use, intrinsic :: iso_fortran_env, only: int32, int64, real64
+   use, intrinsic :: iso_c_binding, only: c_int
    implicit none
    character(len=4096) :: dir
    type(coo_builder_t) :: b
@@ -14,6 +15,7 @@ program checks
    type(coo_summary) :: s
    type(coo_info) :: info
    integer :: failures, stat, j, got
+   integer(c_int) :: layout
    integer(int32), allocatable :: idx4(:, :)
    integer(int64), allocatable :: idx8(:, :)
    real(real64), allocatable :: vals(:)
@@ -69,6 +71,8 @@ program checks
    call expect(stat, COO_OK, 'open 1-based')
    call f%info(info)
    call check(info%rank == 2 .and. info%shape(1) == 10 .and. info%dtype == COO_F64, 'info')
+   call f%layout(layout, stat)
+   call check(stat == COO_OK .and. layout == COO_LAYOUT_COO, 'layout')
    call f%get([1, 1], v)
    ! (1,1): 1 + 2, and 0.5 from each of the two batches when j = 100, 200, ..., 3000.
    call check(v == 3.0_real64 + 2*30*0.5_real64, 'sum at (1,1)')

@@ -308,13 +308,10 @@ fn sniff_format(head: &[u8]) -> Option<InputFormat> {
     }
 }
 
-pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
-    #[cfg(feature = "mpi")]
-    if a.mpi {
-        return mpi_run::run(a);
-    }
-    let temp_base = a.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let mut opts = AssembleOptions {
+/// The builder options the flags ask for (threads left at the default;
+/// each caller picks its own).
+fn assemble_options(a: &AssembleArgs) -> anyhow::Result<AssembleOptions> {
+    Ok(AssembleOptions {
         memory_budget: parse_size(&a.memory_budget)
             .map_err(|e| usage(format!("--memory-budget: {e}")))?,
         duplicates: a.duplicates.into(),
@@ -327,7 +324,16 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             .reject
             .map_or(NonFinitePolicy::Keep, NonFinitePolicy::from),
         ..AssembleOptions::default()
-    };
+    })
+}
+
+pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
+    #[cfg(feature = "mpi")]
+    if a.mpi {
+        return mpi_run::run(a);
+    }
+    let temp_base = a.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut opts = assemble_options(&a)?;
     if let Some(t) = a.threads {
         opts.threads = t;
     }
@@ -585,11 +591,13 @@ fn name_coordinate(
 /// `assemble --mpi`: one rank of a distributed assembly (issue 13).
 #[cfg(feature = "mpi")]
 mod mpi_run {
-    use super::{check_output_is_not_input, human_bytes, sniff_format, AssembleArgs};
+    use super::{
+        assemble_options, check_output_is_not_input, human_bytes, sniff_format, AssembleArgs,
+    };
     use crate::{parse_list, usage};
     use coo_assembler::input::{self, Compression, InputFormat};
     use coo_assembler::mpi::{DistBuilder, DistOptions};
-    use coo_assembler::{parse_size, AssembleOptions, DType, NonFinitePolicy};
+    use coo_assembler::{AssembleOptions, DType};
     use mpi::traits::*;
     use std::io::Read;
     use std::path::Path;
@@ -627,20 +635,7 @@ mod mpi_run {
         };
         let shape = parse_list(shape, "--shape")?;
         let dtype = a.dtype.map_or(DType::F64, DType::from);
-        let mut opts = AssembleOptions {
-            memory_budget: parse_size(&a.memory_budget)
-                .map_err(|e| usage(format!("--memory-budget: {e}")))?,
-            duplicates: a.duplicates.into(),
-            drop_zeros: a.drop_zeros,
-            exact_sums: !a.fast_sums,
-            tensor_name: a.name.clone(),
-            layout: a.layout.into(),
-            temp_dir: a.temp_dir.clone(),
-            non_finite: a
-                .reject
-                .map_or(NonFinitePolicy::Keep, NonFinitePolicy::from),
-            ..AssembleOptions::default()
-        };
+        let mut opts = assemble_options(a)?;
         // One sorter thread per rank unless told: ranks share the machine.
         opts.threads = a.threads.unwrap_or(1);
         Ok((shape, dtype, opts))

@@ -75,34 +75,41 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
     let tensors: Vec<Json> = f
         .tensor_views()
         .map(|t| {
-            let mut o = match t {
-                Tensor::Coo(c) => {
-                    let d = c.descriptor();
-                    json!({
-                        "name": t.name(),
-                        "dtype": d.dtype.to_string(),
-                        "shape": d.shape,
-                        "nnz": d.nnz,
-                        "is_sorted": d.is_sorted,
-                        "values_bytes": d.values.byte_size,
-                        "indices_bytes": d.indices.byte_size,
-                        "layout": "coo",
-                    })
-                }
-                Tensor::Compressed(c) => {
-                    let d = c.descriptor();
-                    json!({
-                        "name": t.name(),
-                        "dtype": d.dtype.to_string(),
-                        "shape": d.shape,
-                        "nnz": d.nnz,
-                        "values_bytes": d.values.byte_size,
-                        (format!("{}_bytes", c.indices_name())): d.indices.byte_size,
-                        (format!("{}_bytes", c.pointers_name())): d.pointers.byte_size,
-                        "layout": t.layout().to_string(),
-                    })
-                }
-            };
+            // Fields in the order the JSON has always had them.
+            let mut o = json!({
+                "name": t.name(),
+                "dtype": t.dtype().to_string(),
+                "shape": t.shape(),
+                "nnz": t.nnz(),
+            });
+            if let Some(m) = o.as_object_mut() {
+                let buffers: Vec<(String, Json)> = match t {
+                    Tensor::Coo(c) => {
+                        let d = c.descriptor();
+                        vec![
+                            ("is_sorted".into(), json!(d.is_sorted)),
+                            ("values_bytes".into(), json!(d.values.byte_size)),
+                            ("indices_bytes".into(), json!(d.indices.byte_size)),
+                        ]
+                    }
+                    Tensor::Compressed(c) => {
+                        let d = c.descriptor();
+                        vec![
+                            ("values_bytes".into(), json!(d.values.byte_size)),
+                            (
+                                format!("{}_bytes", c.indices_name()),
+                                json!(d.indices.byte_size),
+                            ),
+                            (
+                                format!("{}_bytes", c.pointers_name()),
+                                json!(d.pointers.byte_size),
+                            ),
+                        ]
+                    }
+                };
+                m.extend(buffers);
+                m.insert("layout".into(), json!(t.layout().to_string()));
+            }
             if let (Some(s), Some(m)) = (t.statistics(), o.as_object_mut()) {
                 m.insert(
                     "statistics".into(),

@@ -53,49 +53,12 @@ impl<K: Key> Local<K> {
 
     #[inline]
     fn check(&self, idx: &[u64], n: u64) -> Result<()> {
-        let shape = self.core.layout.shape();
-        if idx.len() != shape.len() {
-            return Err(Error::WrongRank {
-                contribution: n,
-                expected: shape.len(),
-                got: idx.len(),
-            });
-        }
-        for (dim, (&i, &e)) in idx.iter().zip(shape).enumerate() {
-            if i >= e {
-                return Err(Error::IndexOutOfRange {
-                    contribution: n,
-                    dim,
-                    index: i,
-                    extent: e,
-                });
-            }
-        }
-        Ok(())
+        check_coordinate(self.core.layout.shape(), idx, n)
     }
 
     #[inline]
     fn raw<V: PushValue>(&self, v: V, n: u64) -> Result<u64> {
-        let core = &self.core;
-        if core.opts.non_finite != NonFinitePolicy::Keep {
-            if let Some(f) = v.as_float() {
-                let refuse = f.is_nan()
-                    || (core.opts.non_finite == NonFinitePolicy::RejectNonFinite
-                        && f.is_infinite());
-                if refuse {
-                    return Err(Error::InvalidValue {
-                        contribution: n,
-                        value: f.to_string(),
-                        reason: "the non-finite policy refuses it",
-                    });
-                }
-            }
-        }
-        v.to_raw(core.dtype).map_err(|reason| Error::InvalidValue {
-            contribution: n,
-            value: v.to_string(),
-            reason,
-        })
+        raw_value(v, self.core.dtype, self.core.opts.non_finite, n)
     }
 
     #[inline]
@@ -498,3 +461,56 @@ impl Drop for Builder {
     }
 }
 
+
+/// Contribution `n`'s index tuple checked against `shape`: its rank, then
+/// every index against its extent. Shared by every pusher (local and MPI).
+#[inline]
+pub(crate) fn check_coordinate(shape: &[u64], idx: &[u64], n: u64) -> Result<()> {
+    if idx.len() != shape.len() {
+        return Err(Error::WrongRank {
+            contribution: n,
+            expected: shape.len(),
+            got: idx.len(),
+        });
+    }
+    for (dim, (&i, &e)) in idx.iter().zip(shape).enumerate() {
+        if i >= e {
+            return Err(Error::IndexOutOfRange {
+                contribution: n,
+                dim,
+                index: i,
+                extent: e,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Contribution `n`'s value as the 8 raw bits a run stores for `dtype`,
+/// after the non-finite `policy`. Shared by every pusher (local and MPI).
+#[inline]
+pub(crate) fn raw_value<V: PushValue>(
+    v: V,
+    dtype: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> Result<u64> {
+    if policy != NonFinitePolicy::Keep {
+        if let Some(f) = v.as_float() {
+            let refuse =
+                f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite());
+            if refuse {
+                return Err(Error::InvalidValue {
+                    contribution: n,
+                    value: f.to_string(),
+                    reason: "the non-finite policy refuses it",
+                });
+            }
+        }
+    }
+    v.to_raw(dtype).map_err(|reason| Error::InvalidValue {
+        contribution: n,
+        value: v.to_string(),
+        reason,
+    })
+}

@@ -56,6 +56,7 @@ pub mod input;
 pub mod ranges;
 mod stash;
 
+use crate::assemble::builder::{check_coordinate, raw_value};
 use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
@@ -64,7 +65,7 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::names::{output_temp_name, parent_dir};
 use crate::hurray::IndexEntry;
-use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
 use crate::{Builder, Summary};
 use combine::{sort_and_combine, Precombine};
@@ -319,40 +320,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
 
     fn push_inner<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
         let n = self.pushed;
-        if idx.len() != self.shape.len() {
-            return Err(Error::WrongRank {
-                contribution: n,
-                expected: self.shape.len(),
-                got: idx.len(),
-            });
-        }
-        for (dim, (&i, &e)) in idx.iter().zip(&self.shape).enumerate() {
-            if i >= e {
-                return Err(Error::IndexOutOfRange {
-                    contribution: n,
-                    dim,
-                    index: i,
-                    extent: e,
-                });
-            }
-        }
-        let policy = self.opts.assemble.non_finite;
-        if let Some(f) = value.as_float().filter(|_| policy != NonFinitePolicy::Keep) {
-            if f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite()) {
-                return Err(Error::InvalidValue {
-                    contribution: n,
-                    value: f.to_string(),
-                    reason: "the non-finite policy refuses it",
-                });
-            }
-        }
-        let raw = value
-            .to_raw(self.dtype)
-            .map_err(|reason| Error::InvalidValue {
-                contribution: n,
-                value: value.to_string(),
-                reason,
-            })?;
+        check_coordinate(&self.shape, idx, n)?;
+        let raw = raw_value(value, self.dtype, self.opts.assemble.non_finite, n)?;
         self.stash.push(idx, raw)?;
         self.sample.offer(idx[0]);
         self.pushed += 1;

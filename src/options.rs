@@ -171,8 +171,12 @@ pub struct AssembleOptions {
     pub layout: OutputLayout,
     /// Name of the tensor in the file. Default "coo".
     pub tensor_name: String,
-    /// Upper bound on runs merged at once; the budget and the file
-    /// descriptor limit may lower it. Default 64.
+    /// Upper bound on runs merged at once; the budget may lower it (each
+    /// open run holds a block buffer). Default 512: runs share a few spill
+    /// files, so the fan-in costs no file descriptors, and one wide pass
+    /// beats rewriting most of the data in narrower passes (1e9 FE at
+    /// 1 GiB: 240 runs, 5.7 GB spilled in one pass against 10.1 GB in
+    /// four at 64).
     pub max_fan_in: usize,
     /// File operations (fault injection in tests).
     pub io: IoCtx,
@@ -190,7 +194,7 @@ impl Default for AssembleOptions {
             non_finite: NonFinitePolicy::Keep,
             layout: OutputLayout::Coo,
             tensor_name: "coo".to_string(),
-            max_fan_in: 64,
+            max_fan_in: 512,
             io: IoCtx::new(),
         }
     }

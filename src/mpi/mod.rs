@@ -49,7 +49,11 @@
 //!
 //! Duplicate policy `last` is refused (the order of contributions from
 //! different ranks is not defined); `sum` (default), `min`, `max` and
-//! `error` behave as in one process. Members are COO.
+//! `error` behave as in one process. Members have the layout of
+//! `AssembleOptions::layout`: COO by default, CSR or CSC for matrices (the
+//! local builder writes its band in that layout, `row_ptr` / `col_ptr`
+//! over the band's own rows / all columns, and the member is copied from
+//! it as it is).
 
 mod combine;
 pub mod input;
@@ -60,12 +64,12 @@ use crate::assemble::builder::{check_coordinate, raw_value};
 use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
+    PLACED_WORDS,
 };
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::names::{output_temp_name, parent_dir};
-use crate::hurray::IndexEntry;
-use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout};
+use crate::options::{AssembleOptions, DuplicatePolicy};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
 use crate::{Builder, Summary};
 use combine::{sort_and_combine, Precombine};
@@ -250,12 +254,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     "duplicate policy `last` is not defined across ranks; use sum, min, max or error".into(),
                 ));
             }
-            if opts.assemble.layout != OutputLayout::Coo {
-                return Err(Error::Unsupported(format!(
-                    "distributed assembly writes COO members; layout {} is not supported yet",
-                    opts.assemble.layout
-                )));
-            }
+            // CSR and CSC members hold matrices only.
+            opts.assemble.layout.check_rank(shape.len())?;
             if shape.len() < 2 || shape.len() > crate::hurray::MAX_RANK {
                 return Err(Error::InvalidOptions(format!(
                     "distributed assembly partitions rows: rank {} must be 2..=64",
@@ -715,33 +715,16 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             Ok(placed)
         })();
         let placed = agree(self.comm, written)?;
-        let mine = [
-            placed.entry.descriptor_offset,
-            u64::from(placed.entry.descriptor_length),
-            placed.entry.data_offset,
-            placed.entry.data_length,
-            placed.values_xxh3,
-            placed.indices_xxh3,
-        ];
-        let mut all = vec![0u64; 6 * self.size as usize];
+        let mine = placed.to_words();
+        let mut all = vec![0u64; PLACED_WORDS * self.size as usize];
         self.comm.all_gather_into(&mine[..], &mut all[..]);
         let published = match tmp {
-            Some((tmp, f)) => {
-                let members: Vec<Placed> = all
-                    .chunks_exact(6)
+            Some((tmp, f)) => (|| -> Result<u64> {
+                let members = all
+                    .chunks_exact(PLACED_WORDS)
                     .enumerate()
-                    .map(|(r, m)| Placed {
-                        entry: IndexEntry {
-                            name: member_name(head_name, r),
-                            descriptor_offset: m[0],
-                            descriptor_length: m[1] as u32,
-                            data_offset: m[2],
-                            data_length: m[3],
-                        },
-                        values_xxh3: m[4],
-                        indices_xxh3: m[5],
-                    })
-                    .collect();
+                    .map(|(r, w)| Placed::from_words(member_name(head_name, r), w))
+                    .collect::<Result<Vec<Placed>>>()?;
                 let head = CompositeHead {
                     dtype: self.dtype,
                     shape: self.shape.clone(),
@@ -750,9 +733,10 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     member_count: self.size as u32,
                 };
                 let tmp_path = tmp.path.clone();
-                write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)
-                    .and_then(|len| tmp.publish(&f).map(|_| len))
-            }
+                let len = write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)?;
+                tmp.publish(&f)?;
+                Ok(len)
+            })(),
             None => Ok(0),
         };
         let published = agree(self.comm, published)?;
@@ -761,9 +745,13 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         Ok((nnz, sums[1], len))
     }
 
-    /// Per-rank mode: rename the private file over this rank's `path`
-    /// once every rank has its file, and take them all back if a rename
-    /// failed anywhere. Returns (nnz, total nnz, this file's bytes).
+    /// Per-rank mode: every rank's private file is complete and durable
+    /// (agreed after the local assembly); rename it over this rank's
+    /// `path`, and if a rename (or anything after it) failed on any rank,
+    /// take every file back: a file that was at `path` before is kept under
+    /// a temporary name (a hard link) until every rank has renamed, and put
+    /// back on failure, so a failed run leaves the earlier files as they
+    /// were. Returns (nnz, total nnz, this file's bytes).
     fn publish_own(
         &self,
         path: &Path,
@@ -772,18 +760,36 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         inject: &dyn Fn(InjectedFailure) -> Result<()>,
     ) -> Result<(u64, u64, u64)> {
         let io = &self.opts.assemble.io;
+        let dir = parent_dir(path);
+        let mut earlier = PathBuf::new();
+        let mut kept = false;
         let mut renamed = false;
         let r = (|| -> Result<()> {
+            earlier = self.tmp_path(path, [u64::from(std::process::id()), random_token()])?;
+            match std::fs::hard_link(path, &earlier) {
+                Ok(()) => kept = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("keep the earlier file", path, e)),
+            }
             io.rename(private, path)?;
             renamed = true;
-            io.sync_dir(&parent_dir(path))?;
+            io.sync_dir(&dir)?;
             inject(InjectedFailure::Write)
         })();
         if let Err(e) = agree(self.comm, r) {
-            if renamed {
+            // Best effort: the error to report is the one agreed on.
+            if renamed && kept {
+                let _ = io.rename(&earlier, path);
+            } else if renamed {
                 let _ = io.remove(path);
+            } else if kept {
+                let _ = io.remove(&earlier);
             }
+            let _ = io.sync_dir(&dir);
             return Err(e);
+        }
+        if kept {
+            let _ = io.remove(&earlier);
         }
         let mut total = 0u64;
         self.comm

@@ -464,10 +464,14 @@ fn our_csr_composites_pass_the_reference_reader() {
         };
         let (cols, ptr) = (words(&t.buffers[1]), words(&t.buffers[2]));
         assert_eq!(ptr.len() as u64, t.descriptor.shape.dims()[0] + 1);
-        for r in 0..ptr.len() - 1 {
-            for p in ptr[r] as usize..ptr[r + 1] as usize {
-                let v = f64::from_le_bytes(t.buffers[0][8 * p..8 * p + 8].try_into().unwrap());
-                seen.insert((lo + r as u64, cols[p]), v);
+        let vals: Vec<f64> = t.buffers[0]
+            .chunks_exact(8)
+            .map(|w| f64::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        for (r, w) in ptr.windows(2).enumerate() {
+            let (a, b) = (w[0] as usize, w[1] as usize);
+            for (&c, &v) in cols[a..b].iter().zip(&vals[a..b]) {
+                seen.insert((lo + r as u64, c), v);
             }
         }
     }

@@ -12,7 +12,11 @@
 //!    outgoing buffer of at most `C` records, sorted and combined exactly
 //!    when full (`src/mpi/combine.rs`: float sums as exact partials,
 //!    integer sums when they fit, min/max), and go to their owners with
-//!    `MPI_Alltoallv`, round after round until every stash is drained. `C`
+//!    `MPI_Alltoallv`, round after round until every stash is drained. A
+//!    full buffer that combining shrank, but not by half, is kept as a
+//!    sorted run on disk instead (`src/mpi/runs.rs`); once the stash is
+//!    drained the runs are merged, combined across the whole stash, and
+//!    sent in rounds of at most `C` records too. `C`
 //!    is chosen so that the outgoing buffer, its combined copy and what
 //!    arrives (at most `C` from each other rank) fit a quarter of the
 //!    budget and stay below 2^31 - 1 words (MPI counts and displacements
@@ -58,6 +62,7 @@
 mod combine;
 pub mod input;
 pub mod ranges;
+mod runs;
 mod stash;
 
 use crate::assemble::builder::{check_coordinate, raw_value};
@@ -77,6 +82,7 @@ use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use ranges::{check_starts, owner, starts_from_sample, RowSample};
+use runs::Runs;
 use stash::Stash;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -149,6 +155,10 @@ pub struct DistSummary {
     pub rounds: u64,
     /// Bytes the stash spilled to disk.
     pub stash_spilled: u64,
+    /// Bytes of combined outgoing records kept in run files to be combined
+    /// across the whole stash before they are sent (0 when no outgoing
+    /// buffer needed it).
+    pub runs_spilled: u64,
     /// The local assembly (its `path` is the private file, gone by now).
     pub local: Summary,
     /// Entries in this rank's member.
@@ -481,6 +491,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             bytes_sent: ex.bytes_sent,
             rounds: ex.rounds,
             stash_spilled: self.stash.spilled_bytes(),
+            runs_spilled: ex.runs_spilled,
             local,
             nnz,
             total_nnz,
@@ -579,26 +590,58 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 b.push(idx, raw)
             }
         };
+        let dir = self
+            .opts
+            .assemble
+            .temp_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let mut runs = Runs::new(wpr, &dir, self.opts.assemble.io.clone());
+        let mut merge = None;
         loop {
             // Local work first; its failure is agreed before the exchange.
             let local = (|| -> Result<bool> {
+                // After the stash: the runs, merged and combined.
+                if let Some(m) = merge.as_mut() {
+                    return runs::Merge::next_batch(m, &mut send, cap);
+                }
                 loop {
                     let room = cap - out.len() / wpr;
                     if room == 0 {
-                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
-                        if send.len() / wpr > cap / 2 {
-                            out.clear();
+                        let kept = sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        out.clear();
+                        if kept <= cap / 2 {
+                            // Combining freed room: keep filling.
+                            std::mem::swap(&mut out, &mut send);
+                            continue;
+                        }
+                        if kept > cap - cap / 32 {
+                            // Next to nothing combined (distinct keys, or
+                            // a policy that does not combine): a run would
+                            // only cost a write and a read. Send it now.
                             return Ok(false);
                         }
-                        // Combining freed room: keep filling.
-                        std::mem::swap(&mut out, &mut send);
+                        // Duplicates, but not close together in the
+                        // stash: combine them across the whole stash.
+                        runs.push(&send)?;
+                        send.clear();
                         continue;
                     }
                     self.stash.next_chunk(&mut chunk, room.min(read))?;
                     if chunk.is_empty() {
                         sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
                         out.clear();
-                        return Ok(true);
+                        if runs.is_empty() {
+                            return Ok(true);
+                        }
+                        runs.push(&send)?;
+                        send.clear();
+                        // The outgoing buffer's memory goes to the merge.
+                        out = Vec::new();
+                        perm = Vec::new();
+                        chunk = Vec::new();
+                        let m = merge.insert(runs.merge(how, dtype, cap)?);
+                        return m.next_batch(&mut send, cap);
                     }
                     for rec in chunk.chunks_exact(wpr) {
                         if owner(starts, rec[0]) == me {
@@ -645,6 +688,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 break;
             }
         }
+        ex.runs_spilled = runs.written_bytes();
         Ok((builder, ex))
     }
 
@@ -830,6 +874,7 @@ struct Exchange {
     sent: u64,
     received: u64,
     bytes_sent: u64,
+    runs_spilled: u64,
 }
 
 /// Records a rank sends per round at most: its exchange memory (`mem`

@@ -21,7 +21,9 @@ mod fem;
 
 use coo_assembler::mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
 use coo_assembler::write::WriteOptions;
-use coo_assembler::{parse_size, AssembleOptions, Builder, CompositeFile, DType, Value};
+use coo_assembler::{
+    parse_size, AssembleOptions, Builder, CompositeFile, DType, OutputLayout, Value,
+};
 use fem::{elasticity, laplace, CORNERS};
 use mpi::traits::*;
 use std::path::PathBuf;
@@ -35,6 +37,7 @@ struct Args {
     compare: bool,
     even_rows: bool,
     no_check: bool,
+    layout: OutputLayout,
     output: Option<PathBuf>,
 }
 
@@ -47,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
         compare: false,
         even_rows: false,
         no_check: false,
+        layout: OutputLayout::Coo,
         output: None,
     };
     let mut it = std::env::args().skip(1);
@@ -64,8 +68,9 @@ fn parse_args() -> Result<Args, String> {
             // would dominate its process-level peak RSS in measurements).
             "--no-check" => a.no_check = true,
             "--output" => a.output = Some(val()?.into()),
+            "--layout" => a.layout = val()?.parse().map_err(|e| format!("--layout: {e}"))?,
             "-h" | "--help" => {
-                println!("assemble_fem_mpi [--n ELEMENTS_PER_EDGE (30)] [--budget PER_RANK (64MiB)] [--threads N (1)] [--elasticity] [--compare] [--even-rows] [--no-check] [--output FILE]");
+                println!("assemble_fem_mpi [--n ELEMENTS_PER_EDGE (30)] [--budget PER_RANK (64MiB)] [--threads N (1)] [--elasticity] [--compare] [--even-rows] [--no-check] [--layout coo|csr|csc (coo)] [--output FILE]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -169,6 +174,7 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Box<dyn std::err
             memory_budget: a.budget,
             threads: a.threads,
             tensor_name: "K".into(),
+            layout: a.layout,
             ..AssembleOptions::default()
         },
         rows: if a.even_rows {
@@ -180,10 +186,11 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Box<dyn std::err
     };
     if rank == 0 {
         println!(
-            "mesh {n}^3 Q1 hexahedra ({}), {ndof} dofs, {ranks} ranks, budget {:.0} MiB per rank, {} threads per rank",
+            "mesh {n}^3 Q1 hexahedra ({}), {ndof} dofs, {ranks} ranks, budget {:.0} MiB per rank, {} threads per rank, {} members",
             if a.elasticity { "elasticity" } else { "Laplace" },
             a.budget as f64 / 1048576.0,
-            a.threads
+            a.threads,
+            a.layout
         );
     }
     world.barrier();
@@ -196,7 +203,7 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Box<dyn std::err
     report(world, &s, wall);
 
     if rank == 0 && !a.no_check {
-        check(&output, &mesh, a.compare, a.threads)?;
+        check(&output, &mesh, a.compare, a.threads, a.layout)?;
     }
     if rank == 0 {
         if a.output.is_none() {
@@ -264,6 +271,7 @@ fn check(
     mesh: &Mesh,
     compare: bool,
     threads: usize,
+    layout: OutputLayout,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let c = CompositeFile::open(path)?;
@@ -275,7 +283,8 @@ fn check(
     let mut asym = 0u64;
     let mut looked = 0u64;
     let stride = c.nnz().div_ceil(2_000_000).max(1);
-    for (e, (idx, v)) in c.iter().enumerate() {
+    for (e, entry) in c.iter().enumerate() {
+        let (idx, v) = entry?;
         let Value::Float(v) = v else {
             return Err("not a float tensor".into());
         };
@@ -311,10 +320,17 @@ fn check(
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         let conv = dir.join(".assemble_fem_mpi-converted.hrry");
         let single = dir.join(".assemble_fem_mpi-single.hrry");
-        c.to_coo(&conv, "K", WriteOptions::default())?;
+        // The members' layout, or COO for CSC members (a composite is
+        // written to one COO or CSR tensor directly).
+        let plain = match layout {
+            OutputLayout::Csc => OutputLayout::Coo,
+            l => l,
+        };
+        c.to_plain(&conv, "K", plain, WriteOptions::default())?;
         let opts = AssembleOptions {
             threads,
             tensor_name: "K".into(),
+            layout: plain,
             ..AssembleOptions::default()
         };
         let ndof = mesh.ndof();
@@ -326,11 +342,11 @@ fn check(
         std::fs::remove_file(&single)?;
         if !same {
             return Err(
-                "the composite converted to COO differs from the single-process assembly".into(),
+                format!("the composite converted to one {plain} tensor differs from the single-process assembly").into(),
             );
         }
         println!(
-            "converted to one COO: byte-identical to the single-process assembly ({:.2} s)",
+            "converted to one {plain} tensor: byte-identical to the single-process assembly ({:.2} s)",
             t.elapsed().as_secs_f64()
         );
     }

@@ -1,7 +1,9 @@
 //! Writing partition composites (issue 13): one Hurray file holding a head
-//! (layout tag 0x0B, rule partition) and one COO member per part, each with
-//! a shard section (`parent_shape` = the head's shape, `shard_offset` = the
-//! part's box) and its own statistics and KV checksums.
+//! (layout tag 0x0B, rule partition) and one member per part (COO, CSR or
+//! CSC), each with a shard section (`parent_shape` = the head's shape,
+//! `shard_offset` = the part's box; indices local to the box, so a CSR
+//! member's `row_ptr` runs over the box's rows) and its own statistics and
+//! KV checksums.
 //!
 //! A member is taken from a plain single-tensor file written by the
 //! ordinary assembler (its descriptor gets the shard section, its buffers
@@ -12,29 +14,31 @@
 //! # Layout
 //! ```text
 //! [header 64][head 37+8r][pad to 8][member 0][member 1]...[KV][index][trailer]
-//! member k: [descriptor (COO + shard + statistics)][pad to A][values][pad to A][indices][pad to A]
+//! member k: [descriptor (+ shard + statistics)][pad to A][buffer 0][pad to A][buffer 1]...[pad to A]
 //! ```
-//! No padding after the head beyond the 8-byte boundary (the spec forbids
-//! it; hurray-io 0.1.0 pads to A, which the reader accepts with a warning).
-//! Every member after the first therefore starts at a multiple of A, so
-//! its size does not depend on where it lands: ranks can size their
-//! members alone and take offsets from an exclusive scan. An empty member
-//! (nnz = 0) has both buffers at `align_up(descriptor end, A)` and
-//! `data_length` 0, as [`crate::write`] does.
+//! Buffers: values, indices (COO); values, col_indices, row_ptr (CSR);
+//! values, row_indices, col_ptr (CSC). The shard section sits between the
+//! buffer table and the statistics. No padding after the head beyond the
+//! 8-byte boundary (the spec forbids it; hurray-io 0.1.0 pads to A, which
+//! the reader accepts with a warning). Every member after the first
+//! therefore starts at a multiple of A, so its size does not depend on
+//! where it lands: ranks can size their members alone and take offsets
+//! from an exclusive scan. An empty buffer (nnz = 0) sits at the aligned
+//! end of the one before and owns no bytes, as [`crate::write`] does.
 //!
-//! KV: `coo_assembler.writer`, then `coo_assembler.xxh3.<member>.values`
-//! and `.indices` per member, in member order.
+//! KV: `coo_assembler.writer`, then `coo_assembler.xxh3.<member>.<buffer>`
+//! per member and buffer, in member order.
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::hurray::{align_up, FileHeader, IndexEntry, KvValue, HEADER_LEN, MIN_ALIGNMENT};
+use crate::options::OutputLayout;
 use crate::read::composite::{encode_member, CompositeHead, Shard, RULE_PARTITION};
-use crate::write::{buffer_checksum_key, encode_tail, provenance};
-use crate::HurrayFile;
+use crate::write::{buffer_checksum_key, buffer_names, encode_tail, provenance};
+use crate::{HurrayFile, Tensor};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use xxhash_rust::xxh3::xxh3_64;
 
 /// data_buffer_alignment of the composites written here.
 pub const ALIGNMENT: u64 = MIN_ALIGNMENT as u64;
@@ -62,18 +66,20 @@ pub struct Prepared {
     pub name: String,
     desc: Vec<u8>,
     nnz: u64,
+    layout: OutputLayout,
     source: File,
     source_path: PathBuf,
-    values: (u64, u64),
-    indices: (u64, u64),
-    /// xxh3-64 of (values, indices) from the source's KV, when it has them.
-    sums: Option<(u64, u64)>,
+    /// (offset, length) of each buffer in the source, in buffer order
+    /// (values, indices; then the pointers for CSR and CSC).
+    buffers: Vec<(u64, u64)>,
+    /// xxh3-64 of each buffer from the source's KV, when it has them all.
+    sums: Option<Vec<u64>>,
 }
 
 impl Prepared {
-    /// Member `name` from the plain single-tensor file at `path`, whose box
-    /// starts at `offset` in `parent_shape`. Its indices must be local to
-    /// the box and sorted.
+    /// Member `name` from the plain single-tensor file at `path` (COO, CSR
+    /// or CSC), whose box starts at `offset` in `parent_shape`. Its indices
+    /// must be local to the box (for CSR, `row_ptr` over the box's rows).
     pub fn from_file(
         name: String,
         path: &Path,
@@ -81,7 +87,7 @@ impl Prepared {
         offset: &[u64],
     ) -> Result<Prepared> {
         let file = HurrayFile::open(path)?;
-        let t = file.only_tensor()?;
+        let t = file.only_tensor_view()?;
         if offset.len() != parent_shape.len() || t.rank() != parent_shape.len() {
             return Err(Error::InvalidArgument(format!(
                 "member {name:?}: rank {} against parent shape {parent_shape:?} and offset {offset:?}",
@@ -103,43 +109,48 @@ impl Prepared {
             parent_shape: parent_shape.to_vec(),
             offset: offset.to_vec(),
         };
-        // Buffer positions in the source: the views point into its map.
-        let Some(base) = file.mapped_bytes().map(|b| b.as_ptr() as usize) else {
-            return Err(Error::InvalidArgument(format!(
-                "{}: not memory-mapped; cannot locate its buffers",
-                path.display()
-            )));
+        let (plain, lens) = match t {
+            Tensor::Coo(c) => (
+                c.descriptor().encode(),
+                vec![c.values_bytes().len(), c.indices_bytes().len()],
+            ),
+            Tensor::Compressed(c) => (
+                c.descriptor().encode(),
+                vec![
+                    c.values_bytes().len(),
+                    c.indices_bytes().len(),
+                    c.pointers_bytes().len(),
+                ],
+            ),
         };
-        let at = |b: &[u8]| {
-            (
-                (b.as_ptr() as usize).wrapping_sub(base) as u64,
-                b.len() as u64,
-            )
-        };
-        let (values, indices) = if t.nnz() == 0 {
-            ((0, 0), (0, 0))
-        } else {
-            (at(t.values_bytes()), at(t.indices_bytes()))
-        };
-        let kv_sum = |which: &str| {
-            let key = buffer_checksum_key(t.name(), which);
-            file.kv().iter().find_map(|(k, v)| match v {
-                KvValue::U64(x) if *k == key => Some(*x),
-                _ => None,
+        let offsets = file.buffer_offsets(t.name())?;
+        // An empty buffer is never read: (0, 0).
+        let buffers = lens
+            .iter()
+            .zip(offsets)
+            .map(|(&n, o)| if n == 0 { (0, 0) } else { (o, n as u64) })
+            .collect();
+        let layout = t.layout();
+        let sums = buffer_names(layout)
+            .iter()
+            .map(|which| {
+                let key = buffer_checksum_key(t.name(), which);
+                file.kv().iter().find_map(|(k, v)| match v {
+                    KvValue::U64(x) if *k == key => Some(*x),
+                    _ => None,
+                })
             })
-        };
-        let sums = kv_sum("values").zip(kv_sum("indices"));
-        let p = Prepared {
-            desc: encode_member(t.descriptor(), &shard),
+            .collect();
+        Ok(Prepared {
+            desc: encode_member(&plain, &shard),
             nnz: t.nnz(),
+            layout,
             source: IoCtx::new().open(path)?,
             source_path: path.to_path_buf(),
-            values,
-            indices,
+            buffers,
             sums,
             name,
-        };
-        Ok(p)
+        })
     }
 
     /// Entries in the member.
@@ -147,22 +158,36 @@ impl Prepared {
         self.nnz
     }
 
+    /// The member's layout.
+    pub fn layout(&self) -> OutputLayout {
+        self.layout
+    }
+
     /// Bytes the member occupies when it starts at `start` (the next
     /// member starts right after).
     pub fn size_at(&self, start: u64) -> u64 {
-        self.place(start).3 - start
+        self.place(start).end - start
     }
 
-    /// (values offset, indices offset, data_length, end) at `start`.
-    fn place(&self, start: u64) -> (u64, u64, u64, u64) {
+    /// Where the buffers go when the member starts at `start`: buffer k+1
+    /// at the first multiple of A after buffer k, the first one after the
+    /// descriptor (the reader's placement rule).
+    fn place(&self, start: u64) -> Placement {
         let a = |x: u64| align_up(x, ALIGNMENT).unwrap_or(u64::MAX);
-        let v = a(start + self.desc.len() as u64);
-        if self.nnz == 0 {
-            return (v, v, 0, v);
+        let data = a(start + self.desc.len() as u64);
+        let mut at = Vec::with_capacity(self.buffers.len());
+        let mut end = data;
+        for &(_, n) in &self.buffers {
+            let o = a(end);
+            at.push(o);
+            end = o.saturating_add(n);
         }
-        let i = a(v + self.values.1);
-        let end_i = i + self.indices.1;
-        (v, i, end_i - v, a(end_i))
+        Placement {
+            at,
+            data,
+            data_length: end - data,
+            end: a(end),
+        }
     }
 
     /// Copy source bytes `from` (offset, length) to `to` in `file` through
@@ -197,15 +222,82 @@ impl Prepared {
     }
 }
 
+/// Where a member's buffers go (see [`Prepared::place`]).
+struct Placement {
+    /// Offset of each buffer.
+    at: Vec<u64>,
+    /// data_offset: where the first buffer starts.
+    data: u64,
+    data_length: u64,
+    /// Where the next member may start (a multiple of A).
+    end: u64,
+}
+
 /// Where a member went and the checksums of its buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
     /// Its index entry.
     pub entry: IndexEntry,
-    /// xxh3-64 of the values buffer.
-    pub values_xxh3: u64,
-    /// xxh3-64 of the indices buffer.
-    pub indices_xxh3: u64,
+    /// Its layout (which names its buffers).
+    pub layout: OutputLayout,
+    /// xxh3-64 of each buffer, in buffer order.
+    pub checksums: Vec<u64>,
+}
+
+/// Words of [`Placed::to_words`].
+pub const PLACED_WORDS: usize = 8;
+
+impl Placed {
+    /// The placement as fixed-size words (everything but the name), for
+    /// gathering over MPI.
+    pub fn to_words(&self) -> [u64; PLACED_WORDS] {
+        let mut w = [0u64; PLACED_WORDS];
+        w[0] = self.entry.descriptor_offset;
+        w[1] = u64::from(self.entry.descriptor_length);
+        w[2] = self.entry.data_offset;
+        w[3] = self.entry.data_length;
+        w[4] = match self.layout {
+            OutputLayout::Coo => 0,
+            OutputLayout::Csr => 1,
+            OutputLayout::Csc => 2,
+        };
+        for (d, s) in w[5..].iter_mut().zip(&self.checksums) {
+            *d = *s;
+        }
+        w
+    }
+
+    /// The placement of member `name` from [`Placed::to_words`].
+    pub fn from_words(name: String, w: &[u64]) -> Result<Placed> {
+        if w.len() < PLACED_WORDS {
+            return Err(Error::InvalidArgument(format!(
+                "member {name:?}: {} placement words, {PLACED_WORDS} needed",
+                w.len()
+            )));
+        }
+        let layout = match w.get(4) {
+            Some(0) => OutputLayout::Coo,
+            Some(1) => OutputLayout::Csr,
+            Some(2) => OutputLayout::Csc,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "member {name:?}: placement words {w:?} name no layout"
+                )))
+            }
+        };
+        let n = buffer_names(layout).len();
+        Ok(Placed {
+            entry: IndexEntry {
+                name,
+                descriptor_offset: w[0],
+                descriptor_length: w[1] as u32,
+                data_offset: w[2],
+                data_length: w[3],
+            },
+            layout,
+            checksums: w[5..5 + n].to_vec(),
+        })
+    }
 }
 
 /// Write member `p` at `start` into `file` (positioned writes: other
@@ -219,25 +311,24 @@ pub fn write_member(
     start: u64,
     p: &Prepared,
 ) -> Result<Placed> {
-    let (v, i, data_length, _) = p.place(start);
+    let place = p.place(start);
     io.write_all_at(file, &p.desc, start, path)?;
-    let mut buf = vec![0u8; COPY_CHUNK.min(p.values.1.max(p.indices.1) as usize)];
-    let (mut vs, mut is) = (xxh3_64(&[]), xxh3_64(&[]));
-    if p.nnz > 0 {
-        vs = p.copy(io, file, path, p.values, v, &mut buf)?;
-        is = p.copy(io, file, path, p.indices, i, &mut buf)?;
+    let largest = p.buffers.iter().map(|b| b.1).max().unwrap_or(0);
+    let mut buf = vec![0u8; COPY_CHUNK.min(largest as usize)];
+    let mut computed = Vec::with_capacity(p.buffers.len());
+    for (&from, &to) in p.buffers.iter().zip(&place.at) {
+        computed.push(p.copy(io, file, path, from, to, &mut buf)?);
     }
-    let (values_xxh3, indices_xxh3) = p.sums.unwrap_or((vs, is));
     Ok(Placed {
         entry: IndexEntry {
             name: p.name.clone(),
             descriptor_offset: start,
             descriptor_length: p.desc.len() as u32,
-            data_offset: v,
-            data_length,
+            data_offset: place.data,
+            data_length: place.data_length,
         },
-        values_xxh3,
-        indices_xxh3,
+        layout: p.layout,
+        checksums: p.sums.clone().unwrap_or(computed),
     })
 }
 
@@ -265,14 +356,12 @@ pub fn write_frame(
     });
     let mut kv = vec![provenance()];
     for m in members {
-        kv.push((
-            buffer_checksum_key(&m.entry.name, "values"),
-            KvValue::U64(m.values_xxh3),
-        ));
-        kv.push((
-            buffer_checksum_key(&m.entry.name, "indices"),
-            KvValue::U64(m.indices_xxh3),
-        ));
+        for (which, sum) in buffer_names(m.layout).iter().zip(&m.checksums) {
+            kv.push((
+                buffer_checksum_key(&m.entry.name, which),
+                KvValue::U64(*sum),
+            ));
+        }
         entries.push(m.entry.clone());
     }
     let (tail, flags) = encode_tail(&kv, &entries, members_end)?;
@@ -372,7 +461,7 @@ pub fn join(
     // files with positioned reads below.
     let tensors = files
         .iter()
-        .map(|f| f.only_tensor())
+        .map(|f| f.only_tensor_view())
         .collect::<Result<Vec<_>>>()?;
     let dtype = match tensors.first() {
         Some(t) => t.dtype(),
@@ -394,11 +483,12 @@ pub fn join(
     }
     let mut prepared = Vec::with_capacity(parts.len());
     for (k, (t, (_, off))) in tensors.iter().zip(parts).enumerate() {
-        if t.dtype() != dtype || !t.is_sorted() {
+        // Unsorted COO would make the composite's global order cost a sort.
+        let sorted = t.as_coo().is_none_or(|c| c.is_sorted());
+        if t.dtype() != dtype || !sorted {
             return Err(Error::InvalidArgument(format!(
-                "part {k}: element type {} (want {dtype}), sorted {}",
+                "part {k}: element type {} (want {dtype}), sorted {sorted}",
                 t.dtype(),
-                t.is_sorted()
             )));
         }
         prepared.push(Prepared::from_file(

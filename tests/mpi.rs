@@ -11,27 +11,39 @@
 //! - `identity`: every rank pushes its share of a fixed, seeded set of
 //!   contributions (values spanning 40 orders of magnitude, so any inexact
 //!   sum shows), in its own order; several budgets (spilling stashes, many
-//!   exchange rounds, spilling local runs) and both row ownerships. Rank 0
+//!   exchange rounds, outgoing records combined across the whole stash
+//!   through runs, spilling local runs) and both row ownerships. Rank 0
 //!   assembles all the contributions in one process and checks that the
 //!   composite converted to one COO is byte-identical, that our reader
 //!   verifies it and that hurray-io 0.1.0's `read_composite` accepts it.
 //!   The same with per-rank files (`finish_per_rank`) joined by rank 0
 //!   (`composite::join`).
+//! - `csr`: the same contributions into CSR members (two budgets and
+//!   ownerships) and CSC members (once): the composite converts to the
+//!   single-process CSR and COO files byte for byte, our reader verifies
+//!   it, and what hurray-io 0.1.0's `read_composite` decodes of the CSR
+//!   members puts together the single-process CSR buffers exactly; per-rank
+//!   CSR files joined give the same.
 //! - `fail`: a failure injected on one rank (after the exchange, then after
 //!   the member write) makes every rank return an error, and nothing is
-//!   left in the output directory.
+//!   left in the output directory; in per-rank mode, files that were at
+//!   the targets before are left as they were.
 //! - CLI (driven from here, not a worker case): `mpirun -n K coo-assembler
 //!   assemble --mpi` on a bin file (f64 sums, i32 max), converted with
 //!   `composite to-coo`, is byte-identical to the single-process
 //!   `assemble` (at 2 ranks also with `--per-rank-files` and the printed
-//!   `composite join`); an out-of-range record on one rank's share fails every
-//!   rank and leaves only the input.
+//!   `composite join`); the same with `--layout csr` (converted with
+//!   `convert --to csr`, and `--to csc` against `assemble --layout csc`);
+//!   an out-of-range record on one rank's share fails every rank and leaves
+//!   only the input.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
 use coo_assembler::write::WriteOptions;
-use coo_assembler::{AssembleOptions, Builder, CompositeFile, DType, Error};
+use coo_assembler::{
+    AssembleOptions, Builder, CompositeFile, DType, Error, HurrayFile, OutputLayout,
+};
 use mpi::traits::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,11 +75,12 @@ fn mine(rank: u64, ranks: u64) -> Vec<u64> {
     v
 }
 
-fn single(path: &Path) {
+fn single(path: &Path, layout: OutputLayout) {
     let opts = AssembleOptions {
         memory_budget: 8 << 20,
         threads: 1,
         tensor_name: "K".into(),
+        layout,
         ..AssembleOptions::default()
     };
     let mut b = Builder::new(&SHAPE, DType::F64, opts).unwrap();
@@ -91,6 +104,69 @@ fn reference_accepts(path: &Path, members: usize) {
     });
 }
 
+/// Options of a run: `budget` per rank, `layout` members, spills in `dir`.
+fn options(dir: &Path, budget: u64, rows: RowOwnership, layout: OutputLayout) -> DistOptions {
+    DistOptions {
+        assemble: AssembleOptions {
+            memory_budget: budget,
+            threads: 1,
+            tensor_name: "K".into(),
+            temp_dir: Some(dir.to_path_buf()),
+            layout,
+            ..AssembleOptions::default()
+        },
+        rows,
+        ..DistOptions::default()
+    }
+}
+
+/// hurray-io 0.1.0's `read_composite` accepts a composite of CSR members,
+/// and what it decodes, member after member (`row_ptr` over each band's
+/// own rows), puts together the single-process CSR file's buffers exactly.
+fn reference_reads_csr(path: &Path, members: usize, single: &Path) {
+    use hurray_core::LayoutDescriptor;
+    use hurray_io::file::FileItem;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let c = rt.block_on(async {
+        let file = tokio::fs::File::open(path).await.unwrap();
+        let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
+        r.read_composite("K").await.unwrap()
+    });
+    assert_eq!(c.members.len(), members);
+    assert_eq!(c.head.shape.dims(), &SHAPE[..]);
+    let (mut values, mut cols, mut ptr) = (Vec::new(), Vec::new(), vec![0u64]);
+    let mut next_row = 0u64;
+    for m in &c.members {
+        let FileItem::Tensor(t) = m else {
+            panic!("a nested composite")
+        };
+        assert!(matches!(t.descriptor.layout, LayoutDescriptor::Csr(_)));
+        let shard = t.descriptor.shard.as_ref().unwrap();
+        assert_eq!(shard.parent_shape, SHAPE.to_vec());
+        assert_eq!(shard.shard_offset, vec![next_row, 0]);
+        let rows = t.descriptor.shape.dims()[0];
+        next_row += rows;
+        let base = *ptr.last().unwrap();
+        values.extend_from_slice(&t.buffers[0]);
+        cols.extend_from_slice(&t.buffers[1]);
+        let p: Vec<u64> = t.buffers[2]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        assert_eq!(p.len() as u64, rows + 1);
+        assert_eq!(p[0], 0);
+        ptr.extend(p[1..].iter().map(|x| x + base));
+    }
+    assert_eq!(next_row, SHAPE[0]);
+    let f = HurrayFile::open(single).unwrap();
+    let t = f.only_tensor_view().unwrap().as_compressed().unwrap();
+    assert_eq!(values, t.values_bytes());
+    assert_eq!(cols, t.indices_bytes());
+    assert_eq!(ptr, t.pointers());
+}
+
 fn worker(case: &str, dir: &Path) {
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
@@ -103,8 +179,12 @@ fn worker(case: &str, dir: &Path) {
     }));
     let (rank, ranks) = (world.rank() as u64, world.size() as u64);
     let reference = dir.join("single.hrry");
-    if rank == 0 && case == "identity" {
-        single(&reference);
+    let reference_csr = dir.join("single-csr.hrry");
+    if rank == 0 && (case == "identity" || case == "csr") {
+        single(&reference, OutputLayout::Coo);
+    }
+    if rank == 0 && case == "csr" {
+        single(&reference_csr, OutputLayout::Csr);
     }
     world.barrier();
     match case {
@@ -136,6 +216,21 @@ fn worker(case: &str, dir: &Path) {
                 let out = dir.join("K.hrry");
                 let s = b.finish(&out).unwrap();
                 assert_eq!(s.pushed, mine(rank, ranks).len() as u64);
+                // Whole-stash combining: at 2 ranks and the smallest
+                // budget the outgoing buffers hold a third of the off-rank
+                // records and combining removes more than 1/32 of a
+                // buffer, so runs are kept and merged (the result stays
+                // exact). At 3 and 4 ranks the buffers are smaller and
+                // hold fewer duplicates: they go out as they are.
+                let mut runs = 0u64;
+                world.all_reduce_into(
+                    &s.runs_spilled,
+                    &mut runs,
+                    mpi::collective::SystemOperation::sum(),
+                );
+                if budget == 6 << 20 && ranks == 2 {
+                    assert!(runs > 0, "no run was combined across the stash");
+                }
                 if rank == 0 {
                     let c = CompositeFile::open(&out).unwrap();
                     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
@@ -157,7 +252,7 @@ fn worker(case: &str, dir: &Path) {
                     reference_accepts(&out, ranks as usize);
                     std::fs::remove_file(&conv).unwrap();
                     println!(
-                        "rank 0 of {ranks}, budget {budget}: byte-identical, nnz {}, rounds {}, stash spilled {} B, local runs spilled {}",
+                        "rank 0 of {ranks}, budget {budget}: byte-identical, nnz {}, rounds {}, stash spilled {} B, exchange runs {runs} B (all ranks), local runs spilled {}",
                         s.total_nnz, s.rounds, s.stash_spilled, s.local.runs_spilled
                     );
                 }
@@ -202,6 +297,102 @@ fn worker(case: &str, dir: &Path) {
                     "per-rank files joined differ from the single-process file"
                 );
                 println!("rank 0 of {ranks}, per-rank files joined: byte-identical");
+            }
+            world.barrier();
+        }
+        "csr" => {
+            // CSR members (and CSC once): the composite converts to the
+            // single-process CSR and COO files byte for byte, and the
+            // reference reader decodes the members to exactly the
+            // single-process CSR buffers.
+            let given: Vec<u64> = (0..ranks).map(|k| k * SHAPE[0] / ranks).collect();
+            for (budget, rows, layout) in [
+                (8u64 << 20, RowOwnership::Given(given), OutputLayout::Csr),
+                (6 << 20, RowOwnership::Sampled, OutputLayout::Csr),
+                (8 << 20, RowOwnership::Sampled, OutputLayout::Csc),
+            ] {
+                let mut b = DistBuilder::new(
+                    &world,
+                    &SHAPE,
+                    DType::F64,
+                    options(dir, budget, rows, layout),
+                )
+                .unwrap();
+                for i in mine(rank, ranks) {
+                    let (idx, v) = contribution(i);
+                    b.push(&idx, v).unwrap();
+                }
+                let out = dir.join("C.hrry");
+                let s = b.finish(&out).unwrap();
+                if rank == 0 {
+                    let c = CompositeFile::open(&out).unwrap();
+                    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+                    let problems = c.verify();
+                    assert!(problems.is_empty(), "{problems:?}");
+                    assert_eq!(c.members().count() as u64, ranks);
+                    assert!(c.members().all(|(t, _)| t.layout() == layout));
+                    let conv = dir.join("conv.hrry");
+                    c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
+                    assert!(
+                        std::fs::read(&conv).unwrap() == std::fs::read(&reference).unwrap(),
+                        "{layout} members, budget {budget}: the composite converted to COO differs from the single-process COO"
+                    );
+                    if layout == OutputLayout::Csr {
+                        c.to_plain(&conv, "K", OutputLayout::Csr, WriteOptions::default())
+                            .unwrap();
+                        assert!(
+                            std::fs::read(&conv).unwrap() == std::fs::read(&reference_csr).unwrap(),
+                            "budget {budget}: the composite converted to CSR differs from the single-process CSR"
+                        );
+                        reference_reads_csr(&out, ranks as usize, &reference_csr);
+                    } else {
+                        reference_accepts(&out, ranks as usize);
+                    }
+                    std::fs::remove_file(&conv).unwrap();
+                    println!(
+                        "rank 0 of {ranks}, {layout} members, budget {budget}: byte-identical, nnz {}, rounds {}, peak RSS {:.1} MiB",
+                        s.total_nnz,
+                        s.rounds,
+                        s.peak_rss.iter().max().copied().unwrap_or(0) as f64 / 1048576.0
+                    );
+                }
+                world.barrier();
+            }
+            // Per-rank CSR files, joined by rank 0.
+            let mut b = DistBuilder::new(
+                &world,
+                &SHAPE,
+                DType::F64,
+                options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Csr),
+            )
+            .unwrap();
+            for i in mine(rank, ranks) {
+                let (idx, v) = contribution(i);
+                b.push(&idx, v).unwrap();
+            }
+            let own = dir.join(format!("C.part{rank}.hrry"));
+            let s = b.finish_per_rank(&own).unwrap();
+            let mut firsts = vec![0u64; ranks as usize];
+            world.all_gather_into(&s.rows.start, &mut firsts[..]);
+            if rank == 0 {
+                let parts: Vec<(PathBuf, Vec<u64>)> = firsts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &f)| (dir.join(format!("C.part{k}.hrry")), vec![f, 0]))
+                    .collect();
+                let joined = dir.join("joined.hrry");
+                coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
+                let conv = dir.join("conv.hrry");
+                CompositeFile::open(&joined)
+                    .unwrap()
+                    .to_plain(&conv, "K", OutputLayout::Csr, WriteOptions::default())
+                    .unwrap();
+                assert_eq!(
+                    std::fs::read(&conv).unwrap(),
+                    std::fs::read(&reference_csr).unwrap(),
+                    "per-rank CSR files joined differ from the single-process CSR"
+                );
+                println!("rank 0 of {ranks}, per-rank CSR files joined: byte-identical");
             }
             world.barrier();
         }
@@ -271,6 +462,30 @@ fn worker(case: &str, dir: &Path) {
                 .collect();
             assert!(left.is_empty(), "per-rank: left behind {left:?}");
             world.barrier();
+            // The same over earlier files: they are left as they were.
+            let own = dir.join(format!("F.part{rank}.hrry"));
+            let earlier = format!("earlier file of rank {rank}");
+            std::fs::write(&own, &earlier).unwrap();
+            let opts = DistOptions {
+                inject: Some(((ranks - 1) as i32, InjectedFailure::Write)),
+                ..options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Csr)
+            };
+            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
+            for i in mine(rank, ranks) {
+                let (idx, v) = contribution(i);
+                b.push(&idx, v).unwrap();
+            }
+            assert!(b.finish_per_rank(&own).is_err());
+            world.barrier();
+            assert_eq!(std::fs::read_to_string(&own).unwrap(), earlier);
+            let left = std::fs::read_dir(dir).unwrap().count() as u64;
+            assert_eq!(
+                left, ranks,
+                "per-rank over earlier files: more than those are left"
+            );
+            world.barrier();
+            std::fs::remove_file(&own).unwrap();
+            world.barrier();
             // A push error on one rank is reported collectively too.
             let mut b =
                 DistBuilder::new(&world, &SHAPE, DType::F64, DistOptions::default()).unwrap();
@@ -310,7 +525,7 @@ fn bin_input(path: &Path, n: u64, dtype: &str) {
 }
 
 /// `assemble --mpi` under mpirun against the single-process `assemble`.
-fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str) -> Result<(), String> {
+fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str, layout: &str) -> Result<(), String> {
     let exe = Path::new(env!("CARGO_BIN_EXE_coo-assembler"));
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.bin");
@@ -347,6 +562,8 @@ fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str) -> Result<(), String> {
             "K",
             "--memory-budget",
             "6MiB",
+            "--layout",
+            layout,
         ]
         .iter()
         .map(|s| s.to_string())
@@ -363,17 +580,63 @@ fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str) -> Result<(), String> {
         .current_dir(dir.path())
         .args(common(&shape))
         .args(["-q", "-o", "single.hrry"]))?;
-    run(Command::new(exe).current_dir(dir.path()).args([
-        "composite",
-        "to-coo",
-        "comp.hrry",
-        "conv.hrry",
-    ]))?;
+    // To one tensor of the members' layout.
+    let to_plain = |from: &str, to: &str| {
+        run(Command::new(exe)
+            .current_dir(dir.path())
+            .args(["convert", "-q", from, to, "--to", layout]))
+    };
+    to_plain("comp.hrry", "conv.hrry")?;
     let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
     if read("conv.hrry") != read("single.hrry") {
         return Err("the converted composite differs from the single-process file".into());
     }
     reference_accepts(&dir.path().join("comp.hrry"), k);
+    if layout != "coo" {
+        let info = run(Command::new(exe)
+            .current_dir(dir.path())
+            .args(["info", "comp.hrry"]))?;
+        if !info.contains(&format!("\"K.part0\": {} box", layout.to_uppercase())) {
+            return Err(format!("info does not show {layout} members: {info}"));
+        }
+        // And to CSC, by way of COO, as `assemble --layout csc` writes it.
+        let mut args = common(&shape);
+        let at = args.iter().position(|a| a == layout).unwrap();
+        args[at] = "csc".into();
+        run(Command::new(exe).current_dir(dir.path()).args(args).args([
+            "-q",
+            "-o",
+            "single-csc.hrry",
+        ]))?;
+        run(Command::new(exe).current_dir(dir.path()).args([
+            "convert",
+            "-q",
+            "comp.hrry",
+            "csc.hrry",
+            "--to",
+            "csc",
+        ]))?;
+        if read("csc.hrry") != read("single-csc.hrry") {
+            return Err(
+                "the composite converted to CSC differs from the single-process CSC".into(),
+            );
+        }
+        for f in ["csc.hrry", "single-csc.hrry"] {
+            std::fs::remove_file(dir.path().join(f)).map_err(|e| format!("{f}: {e}"))?;
+        }
+    } else {
+        // The composite's own command gives the same COO.
+        run(Command::new(exe).current_dir(dir.path()).args([
+            "composite",
+            "to-coo",
+            "comp.hrry",
+            "conv2.hrry",
+        ]))?;
+        if read("conv2.hrry") != read("single.hrry") {
+            return Err("composite to-coo differs from the single-process file".into());
+        }
+        std::fs::remove_file(dir.path().join("conv2.hrry")).map_err(|e| e.to_string())?;
+    }
     if k == 2 {
         // Per-rank files, then the join command rank 0 prints.
         let text = run(Command::new(mpirun)
@@ -390,12 +653,7 @@ fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str) -> Result<(), String> {
             .current_dir(dir.path())
             .args(["composite", "join"])
             .args(join.split(' ')))?;
-        run(Command::new(exe).current_dir(dir.path()).args([
-            "composite",
-            "to-coo",
-            "pr.hrry",
-            "prconv.hrry",
-        ]))?;
+        to_plain("pr.hrry", "prconv.hrry")?;
         if read("prconv.hrry") != read("single.hrry") {
             return Err("per-rank files joined differ from the single-process file".into());
         }
@@ -452,7 +710,7 @@ fn main() {
     };
     let exe = std::env::current_exe().unwrap();
     let mut failed = Vec::new();
-    for case in ["identity", "fail"] {
+    for case in ["identity", "csr", "fail"] {
         for k in 1..=4 {
             let dir = tempfile::tempdir().unwrap();
             let out = Command::new(&mpirun)
@@ -485,10 +743,15 @@ fn main() {
             }
         }
     }
-    for (k, dtype, dup) in [(2, "f64", "sum"), (3, "i32", "max"), (4, "f64", "sum")] {
-        match cli(&mpirun, k, dtype, dup) {
-            Ok(()) => println!("test mpi cli {dtype} {dup} x{k} ... ok"),
-            Err(e) => failed.push(format!("cli {dtype} {dup} with {k} ranks: {e}")),
+    for (k, dtype, dup, layout) in [
+        (2, "f64", "sum", "coo"),
+        (3, "i32", "max", "coo"),
+        (4, "f64", "sum", "coo"),
+        (2, "f64", "sum", "csr"),
+    ] {
+        match cli(&mpirun, k, dtype, dup, layout) {
+            Ok(()) => println!("test mpi cli {dtype} {dup} {layout} x{k} ... ok"),
+            Err(e) => failed.push(format!("cli {dtype} {dup} {layout} with {k} ranks: {e}")),
         }
     }
     if !failed.is_empty() {

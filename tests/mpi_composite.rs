@@ -2,14 +2,14 @@
 //! composites (hurray-io 0.1.0 `write_composite`, which pads after the head)
 //! read correctly through our reader, with a writer warning; ours
 //! (`composite::join`) are accepted by the reference reader; invalid ones
-//! are refused with the rule they break.
+//! are refused with the rule they break. The same with CSR members.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::composite::{join, member_name};
 use coo_assembler::{AssembleOptions, Builder, CompositeFile, DType, ReadOptions, Value};
 use hurray_core::{
-    layout::{CompositeLayout, CompositionRule, CooLayout},
+    layout::{CompositeLayout, CompositionRule, CooLayout, CsrLayout},
     BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, ShardDescriptor, SyncMode,
     TensorDescriptor, MIN_BUFFER_ALIGNMENT,
 };
@@ -105,7 +105,7 @@ fn reference_composites_read_through_ours() {
         c.warnings()
     );
     assert!(c.verify().is_empty(), "{:?}", c.verify());
-    let got: Vec<(Vec<u64>, Value)> = c.iter().collect();
+    let got: Vec<(Vec<u64>, Value)> = c.iter().map(Result::unwrap).collect();
     let want: Vec<(Vec<u64>, Value)> = a
         .iter()
         .chain(&b)
@@ -244,4 +244,236 @@ fn our_composites_pass_the_reference_reader() {
     let e = join(&parts[..2], &shape, &dir.path().join("bad.hrry"), "M").unwrap_err();
     assert!(e.to_string().contains("exact cover"), "{e}");
     assert!(!dir.path().join("bad.hrry").exists());
+}
+
+/// A CSR member of the 6 x 5 head: rows `lo..lo + rows`, `row_ptr` over
+/// its own rows, columns as they are (the box spans every column).
+fn csr_member(lo: u64, rows: u64, entries: &[(u64, u64, f64)]) -> (TensorDescriptor, [Vec<u8>; 3]) {
+    let mut vals = Vec::new();
+    let mut cols = Vec::new();
+    let mut ptr = vec![0u64; rows as usize + 1];
+    for &(i, j, v) in entries {
+        vals.extend_from_slice(&v.to_le_bytes());
+        cols.extend_from_slice(&j.to_le_bytes());
+        ptr[(i - lo) as usize + 1] += 1;
+    }
+    for r in 0..rows as usize {
+        ptr[r + 1] += ptr[r];
+    }
+    let ptr: Vec<u8> = ptr.iter().flat_map(|p| p.to_le_bytes()).collect();
+    let d = TensorDescriptor::new(
+        1,
+        0,
+        ElementType::Float64,
+        Shape::new(vec![rows, 5]).unwrap(),
+        0,
+        LayoutDescriptor::Csr(CsrLayout::new(entries.len() as u64)),
+        vec![
+            buf(vals.len() as u64),
+            buf(cols.len() as u64),
+            buf(ptr.len() as u64),
+        ],
+        None,
+        Some(ShardDescriptor::new(vec![6, 5], vec![lo, 0]).unwrap()),
+        None,
+        None,
+    )
+    .unwrap();
+    (d, [vals, cols, ptr])
+}
+
+#[test]
+fn reference_csr_composites_read_through_ours() {
+    // An empty band (rows 2..4) in the middle: its row_ptr is all zeros.
+    let a = [(0u64, 1u64, 1.5f64), (0, 4, 2.5), (1, 0, -2.0)];
+    let c = [(4u64, 3u64, 7.0f64), (5, 0, -0.125), (5, 2, 9.0)];
+    let (m0, b0) = csr_member(0, 2, &a);
+    let (m1, b1) = csr_member(2, 2, &[]);
+    let (m2, b2) = csr_member(4, 2, &c);
+    let head = TensorDescriptor::new(
+        1,
+        0,
+        ElementType::Float64,
+        Shape::new(vec![6u64, 5]).unwrap(),
+        0,
+        LayoutDescriptor::Composite(CompositeLayout::new(CompositionRule::Partition, 3).unwrap()),
+        vec![],
+        None,
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let bytes = rt.block_on(async {
+        let r0: Vec<&[u8]> = b0.iter().map(Vec::as_slice).collect();
+        let r1: Vec<&[u8]> = b1.iter().map(Vec::as_slice).collect();
+        let r2: Vec<&[u8]> = b2.iter().map(Vec::as_slice).collect();
+        let members = vec![
+            FileCompositeNode::Tensor {
+                name: "W.a",
+                descriptor: &m0,
+                buffers: &r0,
+            },
+            FileCompositeNode::Tensor {
+                name: "W.b",
+                descriptor: &m1,
+                buffers: &r1,
+            },
+            FileCompositeNode::Tensor {
+                name: "W.c",
+                descriptor: &m2,
+                buffers: &r2,
+            },
+        ];
+        let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
+        w.write_composite("W", &head, &members).await.unwrap();
+        w.finish(vec![]).await.unwrap()
+    });
+    let comp = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
+    assert!(comp
+        .members()
+        .all(|(t, _)| t.layout() == coo_assembler::OutputLayout::Csr));
+    assert!(comp.verify().is_empty(), "{:?}", comp.verify());
+    assert_eq!(comp.nnz(), 6);
+    let got: Vec<(Vec<u64>, Value)> = comp.iter().map(Result::unwrap).collect();
+    let want: Vec<(Vec<u64>, Value)> = a
+        .iter()
+        .chain(&c)
+        .map(|&(i, j, v)| (vec![i, j], Value::Float(v)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(comp.get(&[5, 2]).unwrap(), Value::Float(9.0));
+    assert_eq!(comp.get(&[3, 3]).unwrap(), Value::Float(0.0));
+    assert_eq!(comp.get(&[4, 4]).unwrap(), Value::Float(0.0));
+    // To one CSR and one COO tensor: the same entries.
+    let dir = tempfile::tempdir().unwrap();
+    for layout in [
+        coo_assembler::OutputLayout::Csr,
+        coo_assembler::OutputLayout::Coo,
+    ] {
+        let out = dir.path().join(format!("{layout}.hrry"));
+        comp.to_plain(
+            &out,
+            "W",
+            layout,
+            coo_assembler::write::WriteOptions::default(),
+        )
+        .unwrap();
+        let f = coo_assembler::HurrayFile::open(&out).unwrap();
+        let t = f.only_tensor_view().unwrap();
+        assert_eq!(t.layout(), layout);
+        let mut plain = Vec::new();
+        t.try_for_each(|i, v| -> Result<(), coo_assembler::Error> {
+            plain.push((i.to_vec(), v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(plain, want);
+    }
+    let e = comp
+        .to_plain(
+            dir.path().join("csc.hrry"),
+            "W",
+            coo_assembler::OutputLayout::Csc,
+            coo_assembler::write::WriteOptions::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(e, coo_assembler::Error::Unsupported(_)), "{e}");
+
+    // A broken row_ptr in member c (row_ptr[1] = 9 > nnz 3): verify names
+    // the rule, and the iteration ends with an error instead of reading
+    // out of bounds.
+    let mut bad = bytes.clone();
+    let at = bad
+        .windows(b2[2].len())
+        .rposition(|w| w == b2[2].as_slice())
+        .unwrap();
+    bad[at + 8] = 9;
+    let comp = CompositeFile::from_bytes(&bad, ReadOptions { permissive: true }).unwrap();
+    let rules: Vec<&str> = comp.verify().iter().map(|p| p.rule).collect();
+    assert!(rules.contains(&"pointer-out-of-range"), "{rules:?}");
+    assert!(comp.iter().any(|e| e.is_err()));
+}
+
+#[test]
+fn our_csr_composites_pass_the_reference_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [40u64, 30];
+    let mut whole: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    let cuts = [0u64, 9, 25, 40];
+    let mut parts = Vec::new();
+    for k in 0..3 {
+        let (lo, hi) = (cuts[k], cuts[k + 1]);
+        let opts = AssembleOptions {
+            memory_budget: 16 << 20,
+            threads: 1,
+            tensor_name: member_name("M", k),
+            layout: coo_assembler::OutputLayout::Csr,
+            ..AssembleOptions::default()
+        };
+        let mut b = Builder::new(&[hi - lo, 30], DType::F64, opts).unwrap();
+        for r in lo..hi {
+            // Rows 9..25 hold nothing past column 0 but row 12.
+            for c in (r % 3..30)
+                .step_by(4)
+                .filter(|&c| k != 1 || c == 0 || r == 12)
+            {
+                let v = (r * 31 + c) as f64 / 8.0;
+                b.push(&[r - lo, c], v).unwrap();
+                whole.insert((r, c), v);
+            }
+        }
+        let p = dir.path().join(format!("part{k}.hrry"));
+        b.finish(&p).unwrap();
+        parts.push((p, vec![lo, 0]));
+    }
+    let out = dir.path().join("M.hrry");
+    let s = join(&parts, &shape, &out, "M").unwrap();
+    assert_eq!(s.nnz as usize, whole.len());
+    let c = CompositeFile::open(&out).unwrap();
+    assert!(c.warnings().is_empty());
+    assert!(c.verify().is_empty(), "{:?}", c.verify());
+    for (&(r, col), &v) in &whole {
+        assert_eq!(c.get(&[r, col]).unwrap(), Value::Float(v));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let comp = rt.block_on(async {
+        let f = tokio::fs::File::open(&out).await.unwrap();
+        let mut r = FileReader::open(f).await.unwrap();
+        r.read_composite("M").await.unwrap()
+    });
+    assert_eq!(comp.members.len(), 3);
+    // What the reference decodes: each member's row_ptr over its own rows,
+    // global columns; together, every entry.
+    let mut seen = BTreeMap::new();
+    for m in &comp.members {
+        let hurray_io::file::FileItem::Tensor(t) = m else {
+            panic!("nested")
+        };
+        assert!(matches!(t.descriptor.layout, LayoutDescriptor::Csr(_)));
+        let lo = t.descriptor.shard.as_ref().unwrap().shard_offset[0];
+        let words = |b: &[u8]| -> Vec<u64> {
+            b.chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+                .collect()
+        };
+        let (cols, ptr) = (words(&t.buffers[1]), words(&t.buffers[2]));
+        assert_eq!(ptr.len() as u64, t.descriptor.shape.dims()[0] + 1);
+        let vals: Vec<f64> = t.buffers[0]
+            .chunks_exact(8)
+            .map(|w| f64::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        for (r, w) in ptr.windows(2).enumerate() {
+            let (a, b) = (w[0] as usize, w[1] as usize);
+            for (&c, &v) in cols[a..b].iter().zip(&vals[a..b]) {
+                seen.insert((lo + r as u64, c), v);
+            }
+        }
+    }
+    assert_eq!(seen, whole);
 }

@@ -12,7 +12,11 @@
 //!    outgoing buffer of at most `C` records, sorted and combined exactly
 //!    when full (`src/mpi/combine.rs`: float sums as exact partials,
 //!    integer sums when they fit, min/max), and go to their owners with
-//!    `MPI_Alltoallv`, round after round until every stash is drained. `C`
+//!    `MPI_Alltoallv`, round after round until every stash is drained. A
+//!    full buffer that combining shrank, but not by half, is kept as a
+//!    sorted run on disk instead (`src/mpi/runs.rs`); once the stash is
+//!    drained the runs are merged, combined across the whole stash, and
+//!    sent in rounds of at most `C` records too. `C`
 //!    is chosen so that the outgoing buffer, its combined copy and what
 //!    arrives (at most `C` from each other rank) fit a quarter of the
 //!    budget and stay below 2^31 - 1 words (MPI counts and displacements
@@ -49,23 +53,28 @@
 //!
 //! Duplicate policy `last` is refused (the order of contributions from
 //! different ranks is not defined); `sum` (default), `min`, `max` and
-//! `error` behave as in one process. Members are COO.
+//! `error` behave as in one process. Members have the layout of
+//! `AssembleOptions::layout`: COO by default, CSR or CSC for matrices (the
+//! local builder writes its band in that layout, `row_ptr` / `col_ptr`
+//! over the band's own rows / all columns, and the member is copied from
+//! it as it is).
 
 mod combine;
 pub mod input;
 pub mod ranges;
+mod runs;
 mod stash;
 
 use crate::assemble::builder::{check_coordinate, raw_value};
 use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
+    PLACED_WORDS,
 };
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::names::{output_temp_name, parent_dir};
-use crate::hurray::IndexEntry;
-use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout};
+use crate::options::{AssembleOptions, DuplicatePolicy};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
 use crate::{Builder, Summary};
 use combine::{sort_and_combine, Precombine};
@@ -73,6 +82,7 @@ use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use ranges::{check_starts, owner, starts_from_sample, RowSample};
+use runs::Runs;
 use stash::Stash;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -145,6 +155,10 @@ pub struct DistSummary {
     pub rounds: u64,
     /// Bytes the stash spilled to disk.
     pub stash_spilled: u64,
+    /// Bytes of combined outgoing records kept in run files to be combined
+    /// across the whole stash before they are sent (0 when no outgoing
+    /// buffer needed it).
+    pub runs_spilled: u64,
     /// The local assembly (its `path` is the private file, gone by now).
     pub local: Summary,
     /// Entries in this rank's member.
@@ -250,12 +264,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     "duplicate policy `last` is not defined across ranks; use sum, min, max or error".into(),
                 ));
             }
-            if opts.assemble.layout != OutputLayout::Coo {
-                return Err(Error::Unsupported(format!(
-                    "distributed assembly writes COO members; layout {} is not supported yet",
-                    opts.assemble.layout
-                )));
-            }
+            // CSR and CSC members hold matrices only.
+            opts.assemble.layout.check_rank(shape.len())?;
             if shape.len() < 2 || shape.len() > crate::hurray::MAX_RANK {
                 return Err(Error::InvalidOptions(format!(
                     "distributed assembly partitions rows: rank {} must be 2..=64",
@@ -481,6 +491,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             bytes_sent: ex.bytes_sent,
             rounds: ex.rounds,
             stash_spilled: self.stash.spilled_bytes(),
+            runs_spilled: ex.runs_spilled,
             local,
             nnz,
             total_nnz,
@@ -579,26 +590,58 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 b.push(idx, raw)
             }
         };
+        let dir = self
+            .opts
+            .assemble
+            .temp_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let mut runs = Runs::new(wpr, &dir, self.opts.assemble.io.clone());
+        let mut merge = None;
         loop {
             // Local work first; its failure is agreed before the exchange.
             let local = (|| -> Result<bool> {
+                // After the stash: the runs, merged and combined.
+                if let Some(m) = merge.as_mut() {
+                    return runs::Merge::next_batch(m, &mut send, cap);
+                }
                 loop {
                     let room = cap - out.len() / wpr;
                     if room == 0 {
-                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
-                        if send.len() / wpr > cap / 2 {
-                            out.clear();
+                        let kept = sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        out.clear();
+                        if kept <= cap / 2 {
+                            // Combining freed room: keep filling.
+                            std::mem::swap(&mut out, &mut send);
+                            continue;
+                        }
+                        if kept > cap - cap / 32 {
+                            // Next to nothing combined (distinct keys, or
+                            // a policy that does not combine): a run would
+                            // only cost a write and a read. Send it now.
                             return Ok(false);
                         }
-                        // Combining freed room: keep filling.
-                        std::mem::swap(&mut out, &mut send);
+                        // Duplicates, but not close together in the
+                        // stash: combine them across the whole stash.
+                        runs.push(&send)?;
+                        send.clear();
                         continue;
                     }
                     self.stash.next_chunk(&mut chunk, room.min(read))?;
                     if chunk.is_empty() {
                         sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
                         out.clear();
-                        return Ok(true);
+                        if runs.is_empty() {
+                            return Ok(true);
+                        }
+                        runs.push(&send)?;
+                        send.clear();
+                        // The outgoing buffer's memory goes to the merge.
+                        out = Vec::new();
+                        perm = Vec::new();
+                        chunk = Vec::new();
+                        let m = merge.insert(runs.merge(how, dtype, cap)?);
+                        return m.next_batch(&mut send, cap);
                     }
                     for rec in chunk.chunks_exact(wpr) {
                         if owner(starts, rec[0]) == me {
@@ -645,6 +688,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 break;
             }
         }
+        ex.runs_spilled = runs.written_bytes();
         Ok((builder, ex))
     }
 
@@ -715,33 +759,16 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             Ok(placed)
         })();
         let placed = agree(self.comm, written)?;
-        let mine = [
-            placed.entry.descriptor_offset,
-            u64::from(placed.entry.descriptor_length),
-            placed.entry.data_offset,
-            placed.entry.data_length,
-            placed.values_xxh3,
-            placed.indices_xxh3,
-        ];
-        let mut all = vec![0u64; 6 * self.size as usize];
+        let mine = placed.to_words();
+        let mut all = vec![0u64; PLACED_WORDS * self.size as usize];
         self.comm.all_gather_into(&mine[..], &mut all[..]);
         let published = match tmp {
-            Some((tmp, f)) => {
-                let members: Vec<Placed> = all
-                    .chunks_exact(6)
+            Some((tmp, f)) => (|| -> Result<u64> {
+                let members = all
+                    .chunks_exact(PLACED_WORDS)
                     .enumerate()
-                    .map(|(r, m)| Placed {
-                        entry: IndexEntry {
-                            name: member_name(head_name, r),
-                            descriptor_offset: m[0],
-                            descriptor_length: m[1] as u32,
-                            data_offset: m[2],
-                            data_length: m[3],
-                        },
-                        values_xxh3: m[4],
-                        indices_xxh3: m[5],
-                    })
-                    .collect();
+                    .map(|(r, w)| Placed::from_words(member_name(head_name, r), w))
+                    .collect::<Result<Vec<Placed>>>()?;
                 let head = CompositeHead {
                     dtype: self.dtype,
                     shape: self.shape.clone(),
@@ -750,9 +777,10 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     member_count: self.size as u32,
                 };
                 let tmp_path = tmp.path.clone();
-                write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)
-                    .and_then(|len| tmp.publish(&f).map(|_| len))
-            }
+                let len = write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)?;
+                tmp.publish(&f)?;
+                Ok(len)
+            })(),
             None => Ok(0),
         };
         let published = agree(self.comm, published)?;
@@ -761,9 +789,13 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         Ok((nnz, sums[1], len))
     }
 
-    /// Per-rank mode: rename the private file over this rank's `path`
-    /// once every rank has its file, and take them all back if a rename
-    /// failed anywhere. Returns (nnz, total nnz, this file's bytes).
+    /// Per-rank mode: every rank's private file is complete and durable
+    /// (agreed after the local assembly); rename it over this rank's
+    /// `path`, and if a rename (or anything after it) failed on any rank,
+    /// take every file back: a file that was at `path` before is kept under
+    /// a temporary name (a hard link) until every rank has renamed, and put
+    /// back on failure, so a failed run leaves the earlier files as they
+    /// were. Returns (nnz, total nnz, this file's bytes).
     fn publish_own(
         &self,
         path: &Path,
@@ -772,18 +804,36 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         inject: &dyn Fn(InjectedFailure) -> Result<()>,
     ) -> Result<(u64, u64, u64)> {
         let io = &self.opts.assemble.io;
+        let dir = parent_dir(path);
+        let mut earlier = PathBuf::new();
+        let mut kept = false;
         let mut renamed = false;
         let r = (|| -> Result<()> {
+            earlier = self.tmp_path(path, [u64::from(std::process::id()), random_token()])?;
+            match std::fs::hard_link(path, &earlier) {
+                Ok(()) => kept = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("keep the earlier file", path, e)),
+            }
             io.rename(private, path)?;
             renamed = true;
-            io.sync_dir(&parent_dir(path))?;
+            io.sync_dir(&dir)?;
             inject(InjectedFailure::Write)
         })();
         if let Err(e) = agree(self.comm, r) {
-            if renamed {
+            // Best effort: the error to report is the one agreed on.
+            if renamed && kept {
+                let _ = io.rename(&earlier, path);
+            } else if renamed {
                 let _ = io.remove(path);
+            } else if kept {
+                let _ = io.remove(&earlier);
             }
+            let _ = io.sync_dir(&dir);
             return Err(e);
+        }
+        if kept {
+            let _ = io.remove(&earlier);
         }
         let mut total = 0u64;
         self.comm
@@ -824,6 +874,7 @@ struct Exchange {
     sent: u64,
     received: u64,
     bytes_sent: u64,
+    runs_spilled: u64,
 }
 
 /// Records a rank sends per round at most: its exchange memory (`mem`

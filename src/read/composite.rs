@@ -1,15 +1,16 @@
 //! Partition composites (issue 13): a head descriptor (layout tag 0x0B,
-//! `composition_rule` 1) followed by its members, each an ordinary COO
-//! tensor with a shard section, read as one logical tensor.
+//! `composition_rule` 1) followed by its members, each an ordinary COO,
+//! CSR or CSC tensor with a shard section, read as one logical tensor.
 //!
-//! Codec (pure bytes): [`CompositeHead`] and the shard section of a COO
-//! member ([`encode_member`], [`decode_member`]). Reader: [`CompositeFile`]
+//! Codec (pure bytes): [`CompositeHead`] and the shard section of a member
+//! ([`encode_member`]; `decode_member` takes it out again and hands the
+//! rest to the layout's own codec). Reader: [`CompositeFile`]
 //! opens a file, finds the head, binds the next `member_count` tensors in
 //! descriptor-offset order (the spec's binding rule, whatever the index
 //! order), validates each member like a plain tensor and the boxes against
 //! the head (parent shape, element type, bounds, exact cover, no overlap),
 //! and offers `get`, global-order iteration, `verify` and conversion to one
-//! plain COO tensor.
+//! plain COO or CSR tensor.
 //!
 //! Nested composites (a member that is itself a head) are refused as
 //! unsupported; overlay and group heads too. A file whose writer padded
@@ -17,18 +18,20 @@
 //! the first member starts at the next 8-byte boundary) is read, with a
 //! warning in [`CompositeFile::warnings`].
 
-use super::coo::CooTensor;
-// The container rules are the plain reader's own.
-use super::layout::{container, Container};
-use super::{Backing, ReadOptions};
+// The container and per-tensor rules are the plain reader's own.
+use super::layout::{check_decoded, container, Container};
+use super::{view_of, Backing, Desc, ReadOptions, Tensor, TensorMeta};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
+use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
 use crate::hurray::descriptor::{descriptor_len, read_prelude};
+use crate::hurray::index::EntryFields;
 use crate::hurray::{
-    align_up, ByteReader, CooDescriptor, IndexEntry, KvValue, LAYOUT_COO, MAGIC,
-    MAX_RANK, TRAILER_LEN,
+    align_up, ByteReader, CooDescriptor, IndexEntry, KvValue, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR,
+    MAGIC, MAX_RANK, TRAILER_LEN,
 };
+use crate::options::OutputLayout;
 use crate::read::Problem;
 use crate::write::{FileSummary, FileWriter, WriteOptions};
 use crate::Value;
@@ -41,6 +44,7 @@ pub const RULE_PARTITION: u8 = 0x01;
 /// Descriptor flag bit 1: a shard section follows the buffer table.
 pub const DESC_HAS_SHARD: u32 = 1 << 1;
 const DESC_QUANTIZED: u32 = 1 << 0;
+const DESC_EXTENSION_TYPE: u32 = 1 << 2;
 const DESC_HAS_STATISTICS: u32 = 1 << 3;
 const DESC_COMPOSITE_MEMBER: u32 = 1 << 4;
 
@@ -163,12 +167,16 @@ pub struct Shard {
     pub offset: Vec<u64>,
 }
 
-/// Encode a COO member: the plain descriptor with `HAS_SHARD` set and the
-/// shard section between the buffer table and the statistics.
-pub fn encode_member(desc: &CooDescriptor, shard: &Shard) -> Vec<u8> {
-    let plain = desc.encode();
-    let r = desc.rank();
-    let base = descriptor_len(r, false);
+/// Add the shard section to `plain`, the encoded descriptor of a COO, CSR
+/// or CSC tensor without quantization or extension-type sections (what
+/// this crate writes): `HAS_SHARD` set, the section between the buffer
+/// table and the statistics, `descriptor_length` grown by 16 * rank.
+pub fn encode_member(plain: &[u8], shard: &Shard) -> Vec<u8> {
+    let r = shard.parent_shape.len();
+    let base = match plain.get(15) {
+        Some(&(LAYOUT_CSR | LAYOUT_CSC)) => compressed_descriptor_len(false),
+        _ => descriptor_len(r, false),
+    };
     let mut out = Vec::with_capacity(plain.len() + 16 * r);
     out.extend_from_slice(&plain[..base]);
     for v in shard.parent_shape.iter().chain(&shard.offset) {
@@ -182,9 +190,10 @@ pub fn encode_member(desc: &CooDescriptor, shard: &Shard) -> Vec<u8> {
     out
 }
 
-/// Decode a COO descriptor that may carry a shard section. Returns the
-/// descriptor, the shard, and the encoded length.
-pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDescriptor, Option<Shard>, usize)> {
+/// Decode a COO, CSR or CSC descriptor that may carry a shard section:
+/// the section is taken out and the rest decoded by the layout's own
+/// codec. Returns the descriptor, the shard, and the encoded length.
+fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(Desc, Option<Shard>, usize)> {
     let mut r = ByteReader::new(bytes, offset, section);
     r.take(10, "descriptor start")?;
     let flags = r.u32("flags")?;
@@ -196,36 +205,60 @@ pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDes
             "{section}: nested composite member (only one level is supported)"
         )));
     }
-    if layout != LAYOUT_COO {
+    let compressed = matches!(layout, LAYOUT_CSR | LAYOUT_CSC);
+    if !compressed && layout != LAYOUT_COO {
         return Err(Error::Unsupported(format!(
-            "{section}: member layout 0x{layout:02x}; composites of COO members are supported"
+            "{section}: member layout 0x{layout:02x}; composites of COO, CSR and CSC members are supported"
         )));
     }
     if flags & DESC_COMPOSITE_MEMBER != 0 {
         return Err(r.err_at(10, "a partition member must not set HAS_COMPOSITE_MEMBER"));
     }
+    let decode = |b: &[u8]| -> Result<Desc> {
+        Ok(if compressed {
+            Desc::Compressed(CompressedDescriptor::decode(b, offset, section)?)
+        } else {
+            Desc::Coo(CooDescriptor::decode(b, offset, section)?)
+        })
+    };
     if flags & DESC_HAS_SHARD == 0 || rank == 0 || rank > MAX_RANK {
-        let d = CooDescriptor::decode(bytes, offset, section)?;
-        let n = d.encoded_len();
+        // The codec refuses what is wrong with it (rank included).
+        let d = decode(bytes)?;
+        let n = match &d {
+            Desc::Coo(d) => d.encoded_len(),
+            Desc::Compressed(d) => d.encoded_len(),
+        };
         return Ok((d, None, n));
     }
-    let base = descriptor_len(rank, false);
+    if flags & (DESC_QUANTIZED | DESC_EXTENSION_TYPE) != 0 {
+        return Err(Error::Unsupported(format!(
+            "{section}: descriptor flags 0x{flags:08x}: quantized and extension-type members are not supported"
+        )));
+    }
+    if compressed && rank != 2 {
+        return Err(r.err_at(16, format!("rank {rank}: CSR and CSC are defined for rank 2 only")));
+    }
+    let base = if compressed {
+        compressed_descriptor_len(false)
+    } else {
+        descriptor_len(rank, false)
+    };
     let shard_len = 16 * rank;
     let stats = if flags & DESC_HAS_STATISTICS != 0 { 72 } else { 0 };
     let total = base + shard_len + stats;
     if bytes.len() < total {
         return Err(r.err_at(0, format!("truncated: a sharded rank-{rank} descriptor needs {total} bytes")));
     }
-    let mut plain = Vec::with_capacity(total - shard_len);
-    plain.extend_from_slice(&bytes[..base]);
-    plain.extend_from_slice(&bytes[base + shard_len..total]);
     let declared = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
     if declared != total {
         return Err(r.err_at(6, format!("descriptor_length {declared} does not match a sharded rank-{rank} descriptor ({total})")));
     }
+    let mut plain = Vec::with_capacity(total - shard_len);
+    plain.extend_from_slice(&bytes[..base]);
+    plain.extend_from_slice(&bytes[base + shard_len..total]);
     plain[6..10].copy_from_slice(&((total - shard_len) as u32).to_le_bytes());
     plain[10..14].copy_from_slice(&(flags & !DESC_HAS_SHARD).to_le_bytes());
-    let d = CooDescriptor::decode(&plain, offset, section)?;
+    let d = decode(&plain)?;
     let word = |k: usize| {
         let p = base + 8 * k;
         let mut a = [0u8; 8];
@@ -239,20 +272,46 @@ pub fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(CooDes
     Ok((d, Some(shard), total))
 }
 
-
-/// One bound member: always COO (the only member layout we write or read).
+/// One bound member: a tensor of any layout the reader handles (its
+/// placement checked as a plain file's) and its box.
 struct Member {
-    meta: MemberMeta,
+    meta: TensorMeta,
     shard: Shard,
 }
 
-/// Validated location of a member's descriptor and buffers.
-struct MemberMeta {
-    name: String,
-    desc: CooDescriptor,
-    values: std::ops::Range<usize>,
-    indices: std::ops::Range<usize>,
+impl Member {
+    fn shape(&self) -> &[u64] {
+        match &self.meta.desc {
+            Desc::Coo(d) => d.shape.as_slice(),
+            Desc::Compressed(d) => d.shape.as_slice(),
+        }
+    }
+
+    fn nnz(&self) -> u64 {
+        match &self.meta.desc {
+            Desc::Coo(d) => d.nnz,
+            Desc::Compressed(d) => d.nnz,
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match &self.meta.desc {
+            Desc::Coo(d) => d.dtype,
+            Desc::Compressed(d) => d.dtype,
+        }
+    }
+
+    /// Entries stored in row-major order: sorted COO, or CSR.
+    fn row_major(&self) -> bool {
+        match &self.meta.desc {
+            Desc::Coo(d) => d.is_sorted,
+            Desc::Compressed(d) => !d.column_major,
+        }
+    }
 }
+
+/// Entries of a composite in global order (see [`CompositeFile::iter`]).
+pub type Entries<'a> = Box<dyn Iterator<Item = Result<(Vec<u64>, Value)>> + 'a>;
 
 /// An open partition composite, read as one logical tensor.
 pub struct CompositeFile {
@@ -377,17 +436,30 @@ impl CompositeFile {
         let bytes = backing.bytes();
         let Container {
             header,
-            mut entries,
+            trailer,
+            entries,
             kv,
             ..
         } = container(bytes)?;
         let end = bytes.len() as u64 - TRAILER_LEN;
-        entries.sort_by_key(|e| e.descriptor_offset);
+        // Each entry with its position in the index and where its fields
+        // are (for messages), then in descriptor order (binding order).
+        let mut at = EntryFields::first(trailer.index_offset);
+        let mut entries: Vec<(IndexEntry, usize, EntryFields)> = entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let f = EntryFields::at(at, e.name.len());
+                at = f.end;
+                (e, i, f)
+            })
+            .collect();
+        entries.sort_by_key(|(e, ..)| e.descriptor_offset);
         let layout_of = |e: &IndexEntry| bytes.get(e.descriptor_offset as usize + 15).copied();
-        let Some(h) = entries.iter().position(|e| layout_of(e) == Some(LAYOUT_COMPOSITE)) else {
+        let Some(h) = entries.iter().position(|(e, ..)| layout_of(e) == Some(LAYOUT_COMPOSITE)) else {
             return Err(Error::Unsupported(Self::NO_HEAD.into()));
         };
-        let he = &entries[h];
+        let he = &entries[h].0;
         let hsec = format!("composite head {:?}", he.name);
         if he.descriptor_offset >= end || he.descriptor_offset % 8 != 0 {
             return Err(Error::invalid(hsec, he.descriptor_offset, "descriptor_offset outside the tensor region or not 8-aligned"));
@@ -409,11 +481,10 @@ impl CompositeFile {
         let mut warnings = Vec::new();
         let align = u64::from(header.alignment);
         let mut members = Vec::with_capacity(n);
-        for e in &entries[h + 1..h + 1 + n] {
-            let m = bind_member(bytes, e, &head, align, end)?;
-            members.push(m);
+        for (e, i, f) in &entries[h + 1..h + 1 + n] {
+            members.push(bind_member(bytes, e, *i, *f, &head, align, end, opts)?);
         }
-        if let Some(first) = entries.get(h + 1).filter(|_| n > 0) {
+        if let Some((first, ..)) = entries.get(h + 1).filter(|_| n > 0) {
             let want = align_up(head_end, 8).unwrap_or(u64::MAX);
             if first.descriptor_offset != want {
                 warnings.push(format!(
@@ -424,7 +495,7 @@ impl CompositeFile {
         }
         let boxes: Vec<(&[u64], &[u64])> = members
             .iter()
-            .map(|m| (m.shard.offset.as_slice(), m.meta.desc.shape.as_slice()))
+            .map(|m| (m.shard.offset.as_slice(), m.shape()))
             .collect();
         if let Some(rule) = check_partition(&head.shape, &boxes) {
             if !opts.permissive {
@@ -435,9 +506,9 @@ impl CompositeFile {
         let mut by_offset: Vec<usize> = (0..members.len()).collect();
         by_offset.sort_by(|&a, &b| members[a].shard.offset.cmp(&members[b].shard.offset));
         let row_bands = members.iter().all(|m| {
-            m.meta.desc.is_sorted
+            m.row_major()
                 && m.shard.offset[1..].iter().all(|&o| o == 0)
-                && m.meta.desc.shape[1..] == head.shape[1..]
+                && m.shape()[1..] == head.shape[1..]
         });
         Ok(CompositeFile {
             name: he.name.clone(),
@@ -484,25 +555,17 @@ impl CompositeFile {
 
     /// Stored entries, all members together.
     pub fn nnz(&self) -> u64 {
-        self.members.iter().map(|m| m.meta.desc.nnz).sum()
+        self.members.iter().map(Member::nnz).sum()
     }
 
-    /// Members in binding order: (tensor view with local indices, box offset).
-    pub fn members(&self) -> impl Iterator<Item = (CooTensor<'_>, &[u64])> {
+    /// Members in binding order: (tensor view with local indices, of its
+    /// own layout, and box offset).
+    pub fn members(&self) -> impl Iterator<Item = (Tensor<'_>, &[u64])> {
         self.members.iter().map(|m| (self.view(m), m.shard.offset.as_slice()))
     }
 
-    fn view<'s>(&'s self, m: &'s Member) -> CooTensor<'s> {
-        let t = &m.meta;
-        CooTensor::placed(
-            &self.backing,
-            &t.name,
-            &t.desc,
-            &t.values,
-            &t.indices,
-            &self.kv,
-            self.opts.permissive,
-        )
+    fn view<'s>(&'s self, m: &'s Member) -> Tensor<'s> {
+        view_of(&self.backing, &m.meta, &self.kv, self.opts.permissive)
     }
 
     /// Value at a global index: the member whose box holds it, at the
@@ -524,8 +587,9 @@ impl CompositeFile {
             });
         }
         for m in &self.members {
+            let shape = m.shape();
             let inside = (0..idx.len()).all(|d| {
-                idx[d] >= m.shard.offset[d] && idx[d] - m.shard.offset[d] < m.meta.desc.shape[d]
+                idx[d] >= m.shard.offset[d] && idx[d] - m.shard.offset[d] < shape[d]
             });
             if inside {
                 let local: Vec<u64> = idx.iter().zip(&m.shard.offset).map(|(i, o)| i - o).collect();
@@ -540,36 +604,54 @@ impl CompositeFile {
     }
 
     /// Every stored entry in global lexicographic order: (global index,
-    /// value). Row-band partitions of sorted members (what coo-assembler
-    /// writes) stream member after member; any other partition is collected
-    /// and sorted in memory first (O(nnz) memory).
-    pub fn iter(&self) -> Box<dyn Iterator<Item = (Vec<u64>, Value)> + '_> {
+    /// value). Row-band partitions of row-major members (sorted COO or
+    /// CSR: what coo-assembler writes) stream member after member; any
+    /// other partition (CSC members among them) is collected and sorted in
+    /// memory first (O(nnz) memory). A CSR/CSC member's broken pointer is
+    /// an `Err` item, after which the iteration ends.
+    pub fn iter(&self) -> Entries<'_> {
         if self.row_bands {
-            Box::new(self.by_offset.iter().flat_map(move |&k| self.global_iter(&self.members[k])))
-        } else {
-            let mut all: Vec<(Vec<u64>, Value)> =
-                self.members.iter().flat_map(|m| self.global_iter(m)).collect();
-            all.sort_by(|a, b| a.0.cmp(&b.0));
-            Box::new(all.into_iter())
+            return Box::new(
+                self.by_offset
+                    .iter()
+                    .flat_map(move |&k| self.global_iter(&self.members[k])),
+            );
+        }
+        let all: Result<Vec<(Vec<u64>, Value)>> =
+            self.members.iter().flat_map(|m| self.global_iter(m)).collect();
+        match all {
+            Ok(mut all) => {
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                Box::new(all.into_iter().map(Ok))
+            }
+            Err(e) => Box::new(std::iter::once(Err(e))),
         }
     }
 
-    fn global_iter<'s>(&'s self, m: &'s Member) -> impl Iterator<Item = (Vec<u64>, Value)> + 's {
+    /// A member's entries with global indices, in its storage order.
+    fn global_iter<'s>(&'s self, m: &'s Member) -> Entries<'s> {
         let off = &m.shard.offset;
-        self.view(m).iter().map(move |(i, v)| {
-            (i.iter().zip(off).map(|(a, b)| a + b).collect::<Vec<u64>>(), v)
-        })
+        match self.view(m) {
+            Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| {
+                Ok((i.iter().zip(off).map(|(a, b)| a + b).collect::<Vec<u64>>(), v))
+            })),
+            Tensor::Compressed(t) => Box::new(
+                t.iter()
+                    .map(move |e| e.map(|(i, j, v)| (vec![i + off[0], j + off[1]], v))),
+            ),
+        }
     }
 
     /// Content checks: each member's own (bounds, order, duplicates,
-    /// statistics, KV checksums) and the partition rules when the file was
-    /// opened permissively. Empty when the composite is valid.
+    /// pointers for CSR/CSC, statistics, KV checksums) and the partition
+    /// rules when the file was opened permissively. Empty when the
+    /// composite is valid.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         let boxes: Vec<(&[u64], &[u64])> = self
             .members
             .iter()
-            .map(|m| (m.shard.offset.as_slice(), m.meta.desc.shape.as_slice()))
+            .map(|m| (m.shard.offset.as_slice(), m.shape()))
             .collect();
         if let Some(rule) = check_partition(&self.head.shape, &boxes) {
             out.push(Problem::new("composite-partition", Some(self.name.clone()), None, rule));
@@ -583,9 +665,31 @@ impl CompositeFile {
     /// Write the logical tensor as one plain, sorted COO tensor called
     /// `tensor_name` to `path` (atomically, through [`FileWriter`]).
     pub fn to_coo(&self, path: impl AsRef<Path>, tensor_name: &str, opts: WriteOptions) -> Result<FileSummary> {
+        self.to_plain(path, tensor_name, OutputLayout::Coo, opts)
+    }
+
+    /// Write the logical tensor as one plain tensor of `layout`, COO or
+    /// CSR (both are written in row-major order, which is the order of
+    /// [`CompositeFile::iter`]). CSC needs column-major order: it is an
+    /// [`Error::Unsupported`] here; convert the COO output instead
+    /// (`coo-assembler convert` does both steps).
+    pub fn to_plain(
+        &self,
+        path: impl AsRef<Path>,
+        tensor_name: &str,
+        layout: OutputLayout,
+        opts: WriteOptions,
+    ) -> Result<FileSummary> {
+        if layout == OutputLayout::Csc {
+            return Err(Error::Unsupported(
+                "a composite is written to one COO or CSR tensor directly; for CSC, convert the COO result (coo-assembler convert does it)".into(),
+            ));
+        }
+        layout.check_rank(self.head.shape.len())?;
         let mut fw = FileWriter::create(path, opts)?;
-        let mut tw = fw.begin_tensor(tensor_name, self.head.dtype, &self.head.shape)?;
-        for (idx, v) in self.iter() {
+        let mut tw = fw.begin_tensor_as(tensor_name, self.head.dtype, &self.head.shape, layout)?;
+        for e in self.iter() {
+            let (idx, v) = e?;
             tw.push_value(&idx, v)?;
         }
         tw.finish()?;
@@ -593,19 +697,26 @@ impl CompositeFile {
     }
 }
 
-/// Decode member `e`, check it against the head and place its buffers.
-fn bind_member(bytes: &[u8], e: &IndexEntry, head: &CompositeHead, align: u64, end: u64) -> Result<Member> {
+/// Decode member `e` (at position `i` of the index, its fields at
+/// `fields`), check it against the head and place its buffers by the
+/// plain reader's rules.
+#[allow(clippy::too_many_arguments)]
+fn bind_member(
+    bytes: &[u8],
+    e: &IndexEntry,
+    i: usize,
+    fields: EntryFields,
+    head: &CompositeHead,
+    align: u64,
+    end: u64,
+    opts: ReadOptions,
+) -> Result<Member> {
     let sec = format!("composite member {:?}", e.name);
     let d_off = e.descriptor_offset;
     if d_off >= end || d_off % 8 != 0 {
         return Err(Error::invalid(sec, d_off, "descriptor_offset outside the tensor region or not 8-aligned"));
     }
     let (desc, shard, dlen) = decode_member(&bytes[d_off as usize..end as usize], d_off, &sec)?;
-    if u64::from(e.descriptor_length) != dlen as u64 {
-        return Err(Error::invalid(sec, d_off, format!(
-            "index descriptor_length {} differs from the descriptor's {dlen}", e.descriptor_length
-        )));
-    }
     let Some(shard) = shard else {
         return Err(Error::invalid(sec, d_off + 10, "a partition member must carry a shard section (HAS_SHARD)"));
     };
@@ -614,46 +725,14 @@ fn bind_member(bytes: &[u8], e: &IndexEntry, head: &CompositeHead, align: u64, e
             "parent_shape {:?} differs from the head's shape {:?}", shard.parent_shape, head.shape
         )));
     }
-    if desc.dtype != head.dtype {
+    let meta = check_decoded(bytes, e, i, fields, end, align, opts, desc, dlen as u64)?;
+    let m = Member { meta, shard };
+    if m.dtype() != head.dtype {
         return Err(Error::invalid(sec, d_off + 14, format!(
-            "element type {} differs from the head's {}", desc.dtype, head.dtype
+            "element type {} differs from the head's {}", m.dtype(), head.dtype
         )));
     }
-    let width = desc.dtype.width() as u64;
-    let r = desc.rank() as u64;
-    let bad = |what: String| Error::invalid(sec.clone(), d_off, what);
-    if desc.nnz.checked_mul(width) != Some(desc.values.byte_size)
-        || desc.nnz.checked_mul(r * 8) != Some(desc.indices.byte_size)
-    {
-        return Err(bad(format!("buffer sizes do not match nnz {}", desc.nnz)));
-    }
-    let v_off = align_up(d_off + dlen as u64, align).ok_or_else(|| bad("overflow".into()))?;
-    let v_end = v_off + desc.values.byte_size;
-    let i_off = align_up(v_end, align).ok_or_else(|| bad("overflow".into()))?;
-    let i_end = i_off + desc.indices.byte_size;
-    if e.data_offset != v_off {
-        return Err(bad(format!("data_offset {} is not {v_off}", e.data_offset)));
-    }
-    if desc.nnz > 0 && (i_end > end || e.data_length != i_end - v_off) {
-        return Err(bad(format!(
-            "buffers {v_off}..{i_end} run past the tensor region or disagree with data_length {}",
-            e.data_length
-        )));
-    }
-    let (values, indices) = if desc.nnz == 0 {
-        (d_off as usize..d_off as usize, d_off as usize..d_off as usize)
-    } else {
-        (v_off as usize..v_end as usize, i_off as usize..i_end as usize)
-    };
-    Ok(Member {
-        meta: MemberMeta {
-            name: e.name.clone(),
-            desc,
-            values,
-            indices,
-        },
-        shard,
-    })
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -699,10 +778,34 @@ mod tests {
             parent_shape: vec![12, 9],
             offset: vec![8, 0],
         };
-        let b = encode_member(&d, &s);
+        let b = encode_member(&d.encode(), &s);
         assert_eq!(b.len(), 77 + 16 + 32 + 72);
         let (d2, s2, n) = decode_member(&b, 0, "m").unwrap();
-        assert_eq!((d2, s2, n), (d, Some(s), b.len()));
+        assert!(matches!(d2, Desc::Coo(ref x) if *x == d));
+        assert_eq!((s2, n), (Some(s.clone()), b.len()));
+        // CSR: the section goes after the 109 bytes of descriptor and
+        // buffer table, before the statistics.
+        let c = CompressedDescriptor {
+            column_major: false,
+            dtype: DType::F64,
+            shape: [4, 9],
+            nnz: 3,
+            values: BufferHandle::cpu(24, 4096),
+            indices: BufferHandle::cpu(24, 4096),
+            pointers: BufferHandle::cpu(40, 4096),
+            statistics: Some(crate::Statistics::default()),
+        };
+        let b = encode_member(&c.encode(), &s);
+        assert_eq!(b.len(), 109 + 32 + 72);
+        assert_eq!(&b[109..117], &12u64.to_le_bytes());
+        assert_eq!(&b[125..133], &8u64.to_le_bytes());
+        let (c2, s2, n) = decode_member(&b, 0, "m").unwrap();
+        assert!(matches!(c2, Desc::Compressed(ref x) if *x == c));
+        assert_eq!((s2, n), (Some(s), b.len()));
+        // A CSR member of another rank is refused with the rule.
+        let mut bad = b.clone();
+        bad[16] = 3;
+        assert!(decode_member(&bad, 0, "m").unwrap_err().to_string().contains("rank 2"));
     }
 
     #[test]

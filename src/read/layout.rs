@@ -376,6 +376,29 @@ fn check_entry(
         }
         Desc::Compressed(d) => d.encoded_len(),
     } as u64;
+    check_decoded(bytes, e, i, fields, tstart, align, opts, desc, own_len)
+}
+
+/// The rules of one tensor past its descriptor's decoding (`desc`, whose
+/// encoded length is `own_len`: more than the codec's own when a shard
+/// section was taken out of it, as for composite members): the index
+/// entry's lengths, buffer sizes and placement, padding and the O(1)
+/// content checks. `d_off` is checked by the caller.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check_decoded(
+    bytes: &[u8],
+    e: &IndexEntry,
+    i: usize,
+    fields: EntryFields,
+    tstart: u64,
+    align: u64,
+    opts: ReadOptions,
+    desc: Desc,
+    own_len: u64,
+) -> Result<TensorMeta> {
+    let sec = format!("index entry {i} (tensor {:?})", e.name);
+    let dsec = format!("descriptor of tensor {:?}", e.name);
+    let d_off = e.descriptor_offset;
     if e.descriptor_length as u64 != own_len {
         return Err(Error::invalid(
             sec,

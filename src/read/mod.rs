@@ -373,32 +373,9 @@ impl HurrayFile {
         self.tensors.len()
     }
 
-    /// A typed view of the 8-aligned u64 buffer at `r`.
+    /// The view of tensor `t` of this file.
     fn view<'s>(&'s self, t: &'s TensorMeta) -> Tensor<'s> {
-        let bytes = self.backing.bytes();
-        let indices = self.backing.words(&t.indices);
-        match &t.desc {
-            Desc::Coo(desc) => Tensor::Coo(CooTensor::placed(
-                &self.backing,
-                &t.name,
-                desc,
-                &t.values,
-                &t.indices,
-                &self.kv,
-                self.opts.permissive,
-            )),
-            Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
-                name: &t.name,
-                desc,
-                values: &bytes[t.values.clone()],
-                minor: indices,
-                ptr: self.backing.words(&t.pointers),
-                kv: &self.kv,
-                permissive: self.opts.permissive,
-                offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),
-                mapped: self.backing.mapped(),
-            }),
-        }
+        view_of(&self.backing, t, &self.kv, self.opts.permissive)
     }
 
     /// The COO view of `t`, or an error naming its layout.
@@ -495,6 +472,38 @@ impl HurrayFile {
     /// Always false for an open file (a valid file has at least 104 bytes).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The view of tensor `t`, whose placement in `backing` was checked at
+/// open (plain files and composite members alike), whatever its layout.
+fn view_of<'s>(
+    backing: &'s Backing,
+    t: &'s TensorMeta,
+    kv: &'s [(String, KvValue)],
+    permissive: bool,
+) -> Tensor<'s> {
+    match &t.desc {
+        Desc::Coo(desc) => Tensor::Coo(CooTensor::placed(
+            backing,
+            &t.name,
+            desc,
+            &t.values,
+            &t.indices,
+            kv,
+            permissive,
+        )),
+        Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
+            name: &t.name,
+            desc,
+            values: &backing.bytes()[t.values.clone()],
+            minor: backing.words(&t.indices),
+            ptr: backing.words(&t.pointers),
+            kv,
+            permissive,
+            offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),
+            mapped: backing.mapped(),
+        }),
     }
 }
 

@@ -44,7 +44,8 @@ enum Action {
         /// The composite file.
         file: PathBuf,
     },
-    /// Write the logical tensor as one plain sorted COO tensor.
+    /// Write the logical tensor as one plain sorted COO tensor (`convert
+    /// FILE OUT --to csr|csc` writes the other layouts).
     ToCoo {
         /// The composite file.
         file: PathBuf,
@@ -54,8 +55,8 @@ enum Action {
         #[arg(long)]
         name: Option<String>,
     },
-    /// Combine plain single-tensor files (one per rank, indices local to
-    /// their row band) into one partition composite.
+    /// Combine plain single-tensor files (one per rank, COO, CSR or CSC,
+    /// indices local to their row band) into one partition composite.
     #[command(after_help = "Example:\n  \
                   coo-assembler composite join --shape 1000,1000 --output K.hrry part0.hrry@0 part1.hrry@400")]
     Join {
@@ -123,6 +124,7 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
             .map(|(t, off)| {
                 serde_json::json!({
                     "name": t.name(),
+                    "layout": t.layout().to_string(),
                     "offset": off,
                     "shape": t.shape(),
                     "nnz": t.nnz(),
@@ -155,8 +157,9 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
     );
     for (t, off) in c.members() {
         println!(
-            "  {:?}: box at {off:?} of shape {:?}, nnz {}",
+            "  {:?}: {} box at {off:?} of shape {:?}, nnz {}",
             t.name(),
+            t.layout().to_string().to_uppercase(),
             t.shape(),
             t.nnz()
         );
@@ -170,7 +173,8 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
 pub(crate) fn dump(c: &CompositeFile, limit: Option<u64>) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
-    for (idx, v) in c.iter().take(limit.map_or(usize::MAX, |l| l as usize)) {
+    for e in c.iter().take(limit.map_or(usize::MAX, |l| l as usize)) {
+        let (idx, v) = e?;
         let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
         let line = writeln!(w, "{} {}", idx.join(" "), v.repr(c.dtype()));
         match line {

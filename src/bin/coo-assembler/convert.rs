@@ -3,13 +3,15 @@
 use crate::assemble::{DuplicatesArg, LayoutArg};
 use crate::usage;
 use clap::Args;
-use coo_assembler::{convert, parse_size, ConvertOptions};
+use coo_assembler::write::WriteOptions;
+use coo_assembler::{convert, parse_size, CompositeFile, ConvertOptions, OutputLayout};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
 pub(crate) struct ConvertArgs {
-    /// The Hurray file to read (COO sorted or not, CSR or CSC; ours or any writer's).
+    /// The Hurray file to read (COO sorted or not, CSR or CSC; ours or any
+    /// writer's; or a partition composite, read as one tensor).
     input: PathBuf,
     /// The Hurray file to write (replaced atomically).
     output: PathBuf,
@@ -37,19 +39,10 @@ pub(crate) struct ConvertArgs {
 }
 
 pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let mut opts = ConvertOptions {
-        to: a.to.into(),
-        memory_budget: parse_size(&a.memory_budget)
-            .map_err(|e| usage(format!("--memory-budget: {e}")))?,
-        tensor: a.tensor,
-        duplicates: a.duplicates.map(Into::into),
-        temp_dir: a.temp_dir,
-        ..ConvertOptions::default()
-    };
-    if let Some(t) = a.threads {
-        opts.threads = t;
+    if let Some(c) = crate::composite::sniff(&a.input) {
+        return composite(&c?, a);
     }
-    let s = convert(&a.input, &a.output, &opts)?;
+    let s = convert(&a.input, &a.output, &options(&a)?)?;
     if !a.quiet {
         let how = match &s.sorted_by {
             None => "one streaming pass".to_string(),
@@ -66,6 +59,60 @@ pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
             s.nnz,
             s.file_bytes,
             s.path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn options(a: &ConvertArgs) -> anyhow::Result<ConvertOptions> {
+    let mut opts = ConvertOptions {
+        to: a.to.into(),
+        memory_budget: parse_size(&a.memory_budget)
+            .map_err(|e| usage(format!("--memory-budget: {e}")))?,
+        tensor: a.tensor.clone(),
+        duplicates: a.duplicates.map(Into::into),
+        temp_dir: a.temp_dir.clone(),
+        ..ConvertOptions::default()
+    };
+    if let Some(t) = a.threads {
+        opts.threads = t;
+    }
+    Ok(opts)
+}
+
+/// A partition composite (issue 13) into one plain tensor named after its
+/// head: COO and CSR straight from its global-order iteration; CSC by way
+/// of a temporary COO file next to the output, converted out of core.
+fn composite(c: &CompositeFile, a: ConvertArgs) -> anyhow::Result<ExitCode> {
+    crate::composite::check_pick(c, a.tensor.as_deref())?;
+    let to = OutputLayout::from(a.to);
+    let name = c.name().to_string();
+    let bytes = if to == OutputLayout::Csc {
+        let dir = match a.output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".coo-assembler-convert-")
+            .tempdir_in(&dir)
+            .map_err(|e| coo_assembler::Error::io("create a temporary directory", &dir, e))?;
+        let coo = tmp.path().join("coo.hrry");
+        c.to_coo(&coo, &name, WriteOptions::default())?;
+        let opts = ConvertOptions {
+            tensor: None,
+            ..options(&a)?
+        };
+        convert(&coo, &a.output, &opts)?.file_bytes
+    } else {
+        c.to_plain(&a.output, &name, to, WriteOptions::default())?
+            .bytes
+    };
+    if !a.quiet {
+        eprintln!(
+            "converted composite {name:?} ({} members) -> {to}: {} entries, {bytes} bytes, {}",
+            c.members().count(),
+            c.nnz(),
+            a.output.display()
         );
     }
     Ok(ExitCode::SUCCESS)

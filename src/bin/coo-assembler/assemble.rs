@@ -689,7 +689,7 @@ mod mpi_run {
                 .collect();
             let shape: Vec<String> = shape.iter().map(u64::to_string).collect();
             // On stdout: the one thing a script needs from this run.
-            println!(
+            outln!(
                 "coo-assembler composite join --shape {} --name {} -o {} {}",
                 shape.join(","),
                 a.name,

@@ -117,7 +117,7 @@ pub(crate) fn check_pick(c: &CompositeFile, tensor: Option<&str>) -> anyhow::Res
 }
 
 /// `info` of a composite: the head and each member's box.
-pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
+pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) -> anyhow::Result<()> {
     if json {
         let members: Vec<serde_json::Value> = c
             .members()
@@ -144,10 +144,10 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
             },
             "warnings": c.warnings(),
         });
-        println!("{v}");
-        return;
+        outln!("{v}");
+        return Ok(());
     }
-    println!(
+    outln!(
         "composite {:?}: partition of shape {:?}, {}, {} members, nnz {}",
         c.name(),
         c.shape(),
@@ -156,7 +156,7 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
         c.nnz()
     );
     for (t, off) in c.members() {
-        println!(
+        outln!(
             "  {:?}: {} box at {off:?} of shape {:?}, nnz {}",
             t.name(),
             t.layout().to_string().to_uppercase(),
@@ -165,8 +165,9 @@ pub(crate) fn info(path: &Path, c: &CompositeFile, json: bool) {
         );
     }
     for w in c.warnings() {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
+    Ok(())
 }
 
 /// `dump` of a composite: entries in global order.
@@ -189,35 +190,35 @@ pub(crate) fn dump(c: &CompositeFile, limit: Option<u64>) -> anyhow::Result<()> 
 }
 
 /// `verify` of a composite: partition rules and every member; exit 1 on errors.
-pub(crate) fn verify(c: &CompositeFile) -> ExitCode {
+pub(crate) fn verify(c: &CompositeFile) -> anyhow::Result<ExitCode> {
     let problems = c.verify();
     for p in &problems {
-        println!("{p}");
+        outln!("{p}");
     }
     for w in c.warnings() {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
     if problems.iter().any(|p| p.is_error()) {
-        return ExitCode::from(1);
+        return Ok(ExitCode::from(1));
     }
-    println!("OK");
-    ExitCode::SUCCESS
+    outln!("OK");
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
     match a.action {
-        Action::Info { file } => info(&file, &open(&file)?, false),
+        Action::Info { file } => info(&file, &open(&file)?, false)?,
         Action::Dump { file, limit } => dump(&open(&file)?, limit)?,
         Action::Get { file, index } => {
             let c = open(&file)?;
-            println!("{}", c.get(&numbers(&index)?)?.repr(c.dtype()));
+            outln!("{}", c.get(&numbers(&index)?)?.repr(c.dtype()));
         }
-        Action::Verify { file } => return Ok(verify(&open(&file)?)),
+        Action::Verify { file } => return verify(&open(&file)?),
         Action::ToCoo { file, output, name } => {
             let c = open(&file)?;
             let name = name.unwrap_or_else(|| c.name().to_string());
             let s = c.to_coo(&output, &name, WriteOptions::default())?;
-            println!("wrote {} ({} bytes)", s.path.display(), s.bytes);
+            outln!("wrote {} ({} bytes)", s.path.display(), s.bytes);
         }
         Action::Join {
             shape,
@@ -238,7 +239,7 @@ pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
                 list.push((PathBuf::from(f), off));
             }
             let s = join(&list, &shape, &output, &name)?;
-            println!(
+            outln!(
                 "wrote {} ({} members, nnz {}, {} bytes)",
                 output.display(),
                 s.members,

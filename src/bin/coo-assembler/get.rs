@@ -15,12 +15,12 @@ pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode
     if let Some(c) = crate::composite::sniff(path) {
         let c = c?;
         crate::composite::check_pick(&c, p.tensor.as_deref())?;
-        println!("{}", c.get(&idx).map_err(bad_index)?.repr(c.dtype()));
+        outln!("{}", c.get(&idx).map_err(bad_index)?.repr(c.dtype()));
         return Ok(ExitCode::SUCCESS);
     }
     let f = open(path, true)?;
     let t = pick_view(&f, p)?;
     let v = t.get(&idx).map_err(bad_index)?;
-    println!("{}", v.repr(t.dtype()));
+    outln!("{}", v.repr(t.dtype()));
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, json: bool, verbose: bool) -> anyhow::Result<ExitCode> {
     if let Some(c) = crate::composite::sniff(path) {
-        crate::composite::info(path, &c?, json);
+        crate::composite::info(path, &c?, json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let f = open(path, true)?;
@@ -21,7 +21,7 @@ pub(crate) fn run(path: &Path, json: bool, verbose: bool) -> anyhow::Result<Exit
     } else {
         as_text(path, &f, verbose)
     };
-    println!("{}", out.trim_end());
+    outln!("{}", out.trim_end());
     Ok(ExitCode::SUCCESS)
 }
 

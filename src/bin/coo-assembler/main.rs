@@ -2,6 +2,15 @@
 //! COO file, and inspect such files. One module per subcommand; `anyhow`
 //! lives only here.
 
+/// `println!` for the commands' results: a reader that closes the pipe
+/// early (`coo-assembler info K.hrry | head`) ends the output quietly
+/// instead of panicking, and any other write error is returned.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))?
+    };
+}
+
 mod assemble;
 mod composite;
 mod convert;
@@ -133,6 +142,17 @@ impl std::fmt::Display for Usage {
     }
 }
 impl std::error::Error for Usage {}
+
+/// One line to stdout; a closed pipe is not an error (the reader has seen
+/// what it wanted).
+fn write_stdout(line: std::fmt::Arguments) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
     Usage(msg.into()).into()

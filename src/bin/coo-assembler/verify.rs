@@ -10,7 +10,7 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     if let Some(c) = crate::composite::sniff(path) {
         let c = c?;
         crate::composite::check_pick(&c, p.tensor.as_deref())?;
-        return Ok(crate::composite::verify(&c));
+        return crate::composite::verify(&c);
     }
     let f = open(path, true)?;
     let problems = match &p.tensor {
@@ -20,14 +20,14 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     let errors = problems.iter().filter(|p| p.is_error()).count();
     let warnings = problems.len() - errors;
     for pr in &problems {
-        println!("{pr}");
+        outln!("{pr}");
     }
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     if errors == 0 && warnings == 0 {
-        println!("OK");
+        outln!("OK");
         Ok(ExitCode::SUCCESS)
     } else if errors == 0 && !strict {
-        println!("OK with {}", plural(warnings, "warning"));
+        outln!("OK with {}", plural(warnings, "warning"));
         Ok(ExitCode::SUCCESS)
     } else {
         let why = if errors == 0 {

@@ -23,6 +23,9 @@ const BLOCK: usize = (1 << 20) + (64 << 10);
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The bit of an entry's line number in a [`Batch`] that marks a mirror.
+const MIRROR: u32 = 1 << 31;
+
 /// Why a line could not be parsed.
 pub(crate) struct LineError {
     pub(crate) detail: String,
@@ -57,8 +60,9 @@ pub(crate) struct Batch {
     rank: usize,
     idx: Vec<u64>,
     vals: Vec<Parsed>,
+    /// Each entry's line within the block, with [`MIRROR`] set for the
+    /// mirror of a symmetric file's entry.
     at: Vec<u32>,
-    mirrored: Vec<bool>,
     /// Lines in the block (up to the error, if any).
     lines: u64,
     stop: Option<(u64, LineError)>,
@@ -73,7 +77,6 @@ impl Batch {
         self.idx.clear();
         self.vals.clear();
         self.at.clear();
-        self.mirrored.clear();
         self.lines = 0;
         self.stop = None;
         self.panicked = false;
@@ -83,11 +86,7 @@ impl Batch {
     #[inline]
     pub(crate) fn add(&mut self, idx: &[u64], v: Parsed, mirrored: bool) {
         self.idx.extend_from_slice(idx);
-        self.vals.push(v);
-        // A block holds at most a few MiB, so far fewer than 2^32 lines,
-        // unless one line fills it; then it holds one line.
-        self.at.push(self.lines as u32);
-        self.mirrored.push(mirrored);
+        self.add_value(v, mirrored);
     }
 
     /// Indices held so far (all entries'), for [`Self::push_index`].
@@ -112,10 +111,12 @@ impl Batch {
 
     /// End the entry whose indices were pushed with [`Self::push_index`].
     #[inline]
-    pub(crate) fn add_value(&mut self, v: Parsed) {
+    pub(crate) fn add_value(&mut self, v: Parsed, mirrored: bool) {
         self.vals.push(v);
-        self.at.push(self.lines as u32);
-        self.mirrored.push(false);
+        // A block's lines are fewer than its bytes, and a block grows past
+        // its few MiB only while it holds a single line: far below 2^31.
+        let line = self.lines as u32 & !MIRROR;
+        self.at.push(if mirrored { line | MIRROR } else { line });
     }
 
     /// The entries, for tests: (indices, value, mirrored).
@@ -125,8 +126,8 @@ impl Batch {
         self.idx
             .chunks(r)
             .zip(&self.vals)
-            .zip(&self.mirrored)
-            .map(|((i, &v), &m)| (i.to_vec(), v, m))
+            .zip(&self.at)
+            .map(|((i, &v), &a)| (i.to_vec(), v, a & MIRROR != 0))
             .collect()
     }
 
@@ -328,10 +329,10 @@ pub(crate) struct Entries<'b> {
     pub(crate) rank: usize,
     pub(crate) idx: &'b [u64],
     pub(crate) vals: &'b [Parsed],
-    /// Lines before the block: an entry's line is `base + at`.
+    /// Lines before the block: an entry's line is `base + at` (less the
+    /// [`MIRROR`] bit).
     base: u64,
     at: &'b [u32],
-    mirrored: &'b [bool],
 }
 
 impl<'b> Entries<'b> {
@@ -342,8 +343,7 @@ impl<'b> Entries<'b> {
             idx: e.idx,
             vals: std::slice::from_ref(&e.v),
             base: e.at,
-            at: &[0],
-            mirrored: if e.mirrored { &[true] } else { &[false] },
+            at: if e.mirrored { &[MIRROR] } else { &[0] },
         }
     }
 
@@ -353,12 +353,18 @@ impl<'b> Entries<'b> {
 
     /// Entry `k`'s line.
     pub(crate) fn line(&self, k: usize) -> u64 {
-        self.base + self.at.get(k).map_or(0, |&a| u64::from(a))
+        self.base + self.at.get(k).map_or(0, |&a| u64::from(a & !MIRROR))
+    }
+
+    /// The entries that are lines of the file (not mirrors).
+    pub(crate) fn own(&self) -> u64 {
+        self.at.iter().filter(|&&a| a & MIRROR == 0).count() as u64
     }
 
     /// Whether entry `k` is the mirror of its line's entry.
+    #[inline]
     pub(crate) fn mirrored(&self, k: usize) -> bool {
-        self.mirrored.get(k).copied().unwrap_or(false)
+        self.at.get(k).is_some_and(|&a| a & MIRROR != 0)
     }
 
     /// Entry `k`.
@@ -379,7 +385,6 @@ impl<'b> Entries<'b> {
             vals: &self.vals[..k],
             base: self.base,
             at: &self.at[..k],
-            mirrored: &self.mirrored[..k],
         }
     }
 
@@ -559,7 +564,6 @@ impl Consumer<'_, '_> {
             vals: &b.vals,
             base: self.line,
             at: &b.at,
-            mirrored: &b.mirrored,
         };
         match self.order.entries(&e) {
             Ok(()) if e.len() > 0 => (self.sink)(&e)?,

@@ -11,7 +11,7 @@ use crate::input::chunks::{
 };
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
-use crate::input::number::index_prefix;
+use crate::input::number::{index_prefix, powers_of_five, Pow5};
 use crate::input::text::{parse_index, parse_value, value_at, Parsed};
 use std::io::BufRead;
 
@@ -281,7 +281,7 @@ struct Count<'a> {
 impl Order for Count<'_> {
     fn entries(&mut self, e: &Entries<'_>) -> std::result::Result<(), (usize, Error)> {
         // Mirrors do not count: they are not lines of the file.
-        let lines = (0..e.len()).filter(|&k| !e.mirrored(k)).count() as u64;
+        let lines = e.own();
         if self.seen + lines <= self.h.entries {
             self.seen += lines;
             return Ok(());
@@ -323,7 +323,11 @@ pub(crate) fn parse_mtx<R: BufRead>(
         })?,
         MtxLayout::Coordinate => {
             let mut count = Count { h, source, seen: 0 };
-            let p = CoordLines { h, dtype };
+            let p = CoordLines {
+                h,
+                dtype,
+                pow5: powers_of_five(),
+            };
             parse_lines(r, &p, source, h.lines, workers, progress, &mut count, sink)?;
             count.seen
         }
@@ -384,6 +388,7 @@ fn unexpected(extra: &str) -> String {
 struct CoordLines<'h> {
     h: &'h MtxHeader,
     dtype: DType,
+    pow5: Pow5,
 }
 
 impl LineParser for CoordLines<'_> {
@@ -416,7 +421,7 @@ impl LineParser for CoordLines<'_> {
         let (v, n) = match h.field {
             MtxField::Pattern => (Parsed::I(1), n),
             _ => {
-                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype)?;
+                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype, self.pow5)?;
                 if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
                     return None;
                 }
@@ -629,7 +634,11 @@ mod tests {
             ] {
                 let h = header(field, sym);
                 for dtype in [DType::F64, DType::I64, DType::U8] {
-                    let p = CoordLines { h: &h, dtype };
+                    let p = CoordLines {
+                        h: &h,
+                        dtype,
+                        pow5: powers_of_five(),
+                    };
                     for &line in lines {
                         let mut a = Batch::for_rank(2);
                         let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

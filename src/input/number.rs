@@ -159,7 +159,7 @@ fn eight_digits(b: &[u8], n: usize) -> Option<u64> {
 /// cases, subnormals, overflow) goes to std's parser on the same bytes,
 /// which is exact for every input.
 #[inline]
-pub(crate) fn f64_prefix(b: &[u8]) -> Option<(f64, usize)> {
+pub(crate) fn f64_prefix(b: &[u8], pow5: Pow5) -> Option<(f64, usize)> {
     let (neg, mut n) = match b.first()? {
         b'-' => (true, 1),
         b'+' => (false, 1),
@@ -224,7 +224,7 @@ pub(crate) fn f64_prefix(b: &[u8]) -> Option<(f64, usize)> {
         }
     }
     if !lost {
-        if let Some(v) = scaled(m, exp) {
+        if let Some(v) = scaled(m, exp, pow5) {
             return Some((if neg { -v } else { v }, n));
         }
     }
@@ -252,11 +252,11 @@ const MAX_Q: i64 = 308;
 /// as well. The idea is Ziv's: round an approximation whose error is
 /// bounded, and fall back when the bound straddles a rounding boundary.
 #[inline]
-fn scaled(w: u64, q: i64) -> Option<f64> {
+fn scaled(w: u64, q: i64, pow5: Pow5) -> Option<f64> {
     if !(MIN_Q..=MAX_Q).contains(&q) || w == 0 {
         return None;
     }
-    let (t, s) = powers_of_five()[(q - MIN_Q) as usize];
+    let (t, s) = *pow5.get((q - MIN_Q) as usize)?;
     let lz = w.leading_zeros();
     let wn = u128::from(w << lz);
     let p = wn * (t >> 64) + ((wn * (t & u128::from(u64::MAX))) >> 64);
@@ -287,10 +287,14 @@ fn scaled(w: u64, q: i64) -> Option<f64> {
     ))
 }
 
+/// The table [`f64_prefix`] works with: see [`powers_of_five`]. The
+/// parsers fetch it once, not once per value.
+pub(crate) type Pow5 = &'static [(u128, i32)];
+
 /// For every `q` in `MIN_Q..=MAX_Q`, `(floor(T), s)` with `5^q = T * 2^s`
 /// and `T` in `[2^127, 2^128)`. Computed once, exactly, with a small big
 /// integer: `5^q` for `q >= 0`, `floor(2^K / 5^-q)` for `q < 0`.
-fn powers_of_five() -> &'static [(u128, i32)] {
+pub(crate) fn powers_of_five() -> Pow5 {
     static TABLE: std::sync::OnceLock<Vec<(u128, i32)>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         // The bits of `n` from `lo` up (bits below 0 are 0): the top 128
@@ -353,7 +357,7 @@ mod tests {
         let b = s.as_bytes();
         let std = s.parse::<f64>();
         // A prefix only (or nothing): the field goes to the exact path.
-        if let Some((v, _)) = f64_prefix(b).filter(|&(_, n)| n == b.len()) {
+        if let Some((v, _)) = f64_prefix(b, powers_of_five()).filter(|&(_, n)| n == b.len()) {
             let want = std.unwrap_or_else(|_| panic!("{s:?}: fast path took what std refuses"));
             assert_eq!(v.to_bits(), want.to_bits(), "{s:?}: {v:e} vs std {want:e}");
         }
@@ -429,10 +433,10 @@ mod tests {
         ] {
             check(s);
         }
-        assert_eq!(f64_prefix(b"1.5 2"), Some((1.5, 3)));
-        assert_eq!(f64_prefix(b"-2e1\n"), Some((-20.0, 4)));
-        assert_eq!(f64_prefix(b"x"), None);
-        assert_eq!(f64_prefix(b"1e+x"), None);
+        assert_eq!(f64_prefix(b"1.5 2", powers_of_five()), Some((1.5, 3)));
+        assert_eq!(f64_prefix(b"-2e1\n", powers_of_five()), Some((-20.0, 4)));
+        assert_eq!(f64_prefix(b"x", powers_of_five()), None);
+        assert_eq!(f64_prefix(b"1e+x", powers_of_five()), None);
     }
 
     #[test]
@@ -478,14 +482,14 @@ mod tests {
         for q in MIN_Q..=MAX_Q {
             for w in [1u64, 7, 36538507790272153, 99999999999999999, u64::MAX / 3] {
                 let want: f64 = format!("{w}e{q}").parse().unwrap();
-                if let Some(v) = scaled(w, q) {
+                if let Some(v) = scaled(w, q, t) {
                     assert_eq!(v.to_bits(), want.to_bits(), "{w}e{q}");
                     decided += 1;
                 }
             }
         }
         assert!(decided > 5 * 600, "{decided}");
-        assert!(scaled(36538507790272153, -19).is_some());
+        assert!(scaled(36538507790272153, -19, t).is_some());
     }
 
     #[test]
@@ -588,7 +592,7 @@ mod tests {
         fn any_bytes_match_std(b in prop::collection::vec(prop::sample::select(b"0123456789+-.eE x".to_vec()), 0..30)) {
             if let Ok(s) = std::str::from_utf8(&b) {
                 check(s);
-                if let Some((v, n)) = f64_prefix(&b) {
+                if let Some((v, n)) = f64_prefix(&b, powers_of_five()) {
                     let want: f64 = s[..n].parse().unwrap();
                     prop_assert_eq!(v.to_bits(), want.to_bits());
                 }

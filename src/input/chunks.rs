@@ -7,7 +7,7 @@
 //! numbered from its start; the reading thread adds the lines before it).
 
 use crate::error::{Error, Result};
-use crate::input::common::{input_err, Entry, Progress, Sink};
+use crate::input::common::{input_err, Entry, Progress};
 use crate::input::lines::read_error;
 use crate::input::text::Parsed;
 use std::collections::BTreeMap;
@@ -22,6 +22,9 @@ use std::io::{ErrorKind, Read};
 const BLOCK: usize = (1 << 20) + (64 << 10);
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The bit of an entry's line number in a [`Batch`] that marks a mirror.
+const MIRROR: u32 = 1 << 31;
 
 /// Why a line could not be parsed.
 pub(crate) struct LineError {
@@ -57,8 +60,9 @@ pub(crate) struct Batch {
     rank: usize,
     idx: Vec<u64>,
     vals: Vec<Parsed>,
+    /// Each entry's line within the block, with [`MIRROR`] set for the
+    /// mirror of a symmetric file's entry.
     at: Vec<u32>,
-    mirrored: Vec<bool>,
     /// Lines in the block (up to the error, if any).
     lines: u64,
     stop: Option<(u64, LineError)>,
@@ -73,7 +77,6 @@ impl Batch {
         self.idx.clear();
         self.vals.clear();
         self.at.clear();
-        self.mirrored.clear();
         self.lines = 0;
         self.stop = None;
         self.panicked = false;
@@ -83,11 +86,37 @@ impl Batch {
     #[inline]
     pub(crate) fn add(&mut self, idx: &[u64], v: Parsed, mirrored: bool) {
         self.idx.extend_from_slice(idx);
+        self.add_value(v, mirrored);
+    }
+
+    /// Indices held so far (all entries'), for [`Self::push_index`].
+    #[inline]
+    pub(crate) fn index_len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// An index of the entry being read: its `rank` indices are pushed,
+    /// then [`Self::add_value`] ends the entry, or [`Self::drop_indices`]
+    /// drops them (a line the fast path leaves to the exact one).
+    #[inline]
+    pub(crate) fn push_index(&mut self, i: u64) {
+        self.idx.push(i);
+    }
+
+    /// Drop the indices pushed after `len` ([`Self::index_len`]).
+    #[inline]
+    pub(crate) fn drop_indices(&mut self, len: usize) {
+        self.idx.truncate(len);
+    }
+
+    /// End the entry whose indices were pushed with [`Self::push_index`].
+    #[inline]
+    pub(crate) fn add_value(&mut self, v: Parsed, mirrored: bool) {
         self.vals.push(v);
-        // A block holds at most a few MiB, so far fewer than 2^32 lines,
-        // unless one line fills it; then it holds one line.
-        self.at.push(self.lines as u32);
-        self.mirrored.push(mirrored);
+        // A block's lines are fewer than its bytes, and a block grows past
+        // its few MiB only while it holds a single line: far below 2^31.
+        let line = self.lines as u32 & !MIRROR;
+        self.at.push(if mirrored { line | MIRROR } else { line });
     }
 
     /// The entries, for tests: (indices, value, mirrored).
@@ -97,8 +126,8 @@ impl Batch {
         self.idx
             .chunks(r)
             .zip(&self.vals)
-            .zip(&self.mirrored)
-            .map(|((i, &v), &m)| (i.to_vec(), v, m))
+            .zip(&self.at)
+            .map(|((i, &v), &a)| (i.to_vec(), v, a & MIRROR != 0))
             .collect()
     }
 
@@ -120,6 +149,16 @@ pub(crate) trait LineParser: Sync {
     /// Parse one line, adding its entries (none for a blank or comment
     /// line) to `out`.
     fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError>;
+
+    /// Parse a plain line straight from the bytes: `rest` is the block
+    /// from the line's start; returns the bytes the line takes with its
+    /// end (at least one), its entries added to `out`. `None`, with
+    /// nothing added, for any line it does not fully understand (comments,
+    /// errors, anything unusual): that line then goes to [`Self::line`].
+    fn fast(&self, rest: &[u8], out: &mut Batch) -> Option<usize> {
+        let _ = (rest, out);
+        None
+    }
 }
 
 /// Split `block` into lines as [`crate::input::lines::LineReader`] does
@@ -130,6 +169,14 @@ fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch)
     let mut rest = block;
     let mut bom = first;
     while !rest.is_empty() {
+        out.lines += 1;
+        // The first line may start with a byte-order mark: the exact path.
+        if !bom {
+            if let Some(n @ 1..) = p.fast(rest, out) {
+                rest = rest.get(n..).unwrap_or_default();
+                continue;
+            }
+        }
         let (line, next) = match memchr::memchr2(b'\n', b'\r', rest) {
             Some(e) => {
                 let skip = if rest[e] == b'\r' && rest.get(e + 1) == Some(&b'\n') {
@@ -147,13 +194,62 @@ fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch)
             _ => line,
         };
         bom = false;
-        out.lines += 1;
         if let Err(e) = p.line(line, out) {
             out.stop = Some((out.lines, e));
             return;
         }
         rest = next;
     }
+}
+
+/// Parse `line` followed by each kind of line end as a block, the way
+/// the readers do (fast path first), for the tests that compare the fast
+/// paths with the exact line code: the entries, and the error with
+/// whether it counts as an entry. Checks that every line end gives the
+/// same and that the block is one line.
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(crate) fn parse_as_block<P: LineParser>(
+    p: &P,
+    line: &[u8],
+) -> (
+    Vec<(Vec<u64>, Parsed, bool)>,
+    std::result::Result<(), (String, bool)>,
+) {
+    let mut first = None;
+    for end in [&b""[..], b"\n", b"\r\n", b"\r"] {
+        let mut block = line.to_vec();
+        block.extend_from_slice(end);
+        if block.is_empty() {
+            // No line at all.
+            continue;
+        }
+        let mut out = Batch::default();
+        parse_block(p, &block, false, &mut out);
+        let got = (
+            out.entries(),
+            match out.stop {
+                Some((at, e)) => {
+                    assert_eq!(at, 1);
+                    Err((e.detail, e.counts))
+                }
+                None => {
+                    assert_eq!(out.lines, 1, "{:?}", String::from_utf8_lossy(&block));
+                    Ok(())
+                }
+            },
+        );
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(
+                format!("{f:?}"),
+                format!("{got:?}"),
+                "{:?}",
+                String::from_utf8_lossy(&block)
+            ),
+        }
+    }
+    first.unwrap_or_else(|| (Vec::new(), Ok(())))
 }
 
 /// Reads blocks that end at a line end (except the last one).
@@ -227,15 +323,121 @@ impl<R: Read> Blocks<R> {
     }
 }
 
-/// Sees each entry `(line, None, mirrored)` and each error line `(line,
-/// Some(error), false)` in file order, before the sink.
-pub(crate) type Check<'a> = &'a mut dyn FnMut(u64, Option<&LineError>, bool) -> Result<()>;
+/// Entries handed to a sink together: `rank` indices per entry, the
+/// values, and the line each came from.
+pub(crate) struct Entries<'b> {
+    pub(crate) rank: usize,
+    pub(crate) idx: &'b [u64],
+    pub(crate) vals: &'b [Parsed],
+    /// Lines before the block: an entry's line is `base + at` (less the
+    /// [`MIRROR`] bit).
+    base: u64,
+    at: &'b [u32],
+}
+
+impl<'b> Entries<'b> {
+    /// One entry (the dense MatrixMarket reader's).
+    pub(crate) fn one(e: &'b Entry<'b>) -> Entries<'b> {
+        Entries {
+            rank: e.idx.len(),
+            idx: e.idx,
+            vals: std::slice::from_ref(&e.v),
+            base: e.at,
+            at: if e.mirrored { &[MIRROR] } else { &[0] },
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Entry `k`'s line.
+    pub(crate) fn line(&self, k: usize) -> u64 {
+        self.base + self.at.get(k).map_or(0, |&a| u64::from(a & !MIRROR))
+    }
+
+    /// The entries that are lines of the file (not mirrors).
+    pub(crate) fn own(&self) -> u64 {
+        self.at.iter().filter(|&&a| a & MIRROR == 0).count() as u64
+    }
+
+    /// Whether entry `k` is the mirror of its line's entry.
+    #[inline]
+    pub(crate) fn mirrored(&self, k: usize) -> bool {
+        self.at.get(k).is_some_and(|&a| a & MIRROR != 0)
+    }
+
+    /// Entry `k`.
+    pub(crate) fn get(&self, k: usize) -> Entry<'b> {
+        Entry {
+            at: self.line(k),
+            idx: &self.idx[k * self.rank..(k + 1) * self.rank],
+            v: self.vals[k],
+            mirrored: self.mirrored(k),
+        }
+    }
+
+    /// The first `k` entries.
+    fn prefix(&self, k: usize) -> Entries<'b> {
+        Entries {
+            rank: self.rank,
+            idx: &self.idx[..k * self.rank],
+            vals: &self.vals[..k],
+            base: self.base,
+            at: &self.at[..k],
+        }
+    }
+
+    /// The entry a push of these entries (one `push_many`) failed on. A
+    /// push stops at the first entry the builder refuses and every entry
+    /// before it passed the same checks, so the first entry that matches
+    /// what the error names is the one. Entry 0 for an error that names
+    /// no entry (from a sorting thread).
+    pub(crate) fn failed(&self, err: &Error) -> usize {
+        let n = self.len();
+        let found = match err {
+            Error::IndexOutOfRange { dim, index, .. } => {
+                (0..n).find(|&k| self.idx.get(k * self.rank + dim) == Some(index))
+            }
+            Error::InvalidValue { value, .. } => {
+                (0..n).find(|&k| self.vals[k].to_string() == *value)
+            }
+            _ => None,
+        };
+        found.unwrap_or(0)
+    }
+}
+
+/// Where parsed entries go, a batch at a time: a builder, or a search for
+/// a coordinate.
+pub(crate) type BatchSink<'a> = &'a mut dyn FnMut(&Entries<'_>) -> Result<()>;
+
+/// Sees the entries and the error lines in file order, before the sink:
+/// lets MatrixMarket count entries against its size line.
+pub(crate) trait Order {
+    /// `Ok`, or the first entry that must not reach the sink with the
+    /// error it gives (the entries before it do reach the sink).
+    fn entries(&mut self, e: &Entries<'_>) -> std::result::Result<(), (usize, Error)>;
+    /// A line that failed to parse, before its error is reported.
+    fn error_line(&mut self, line: u64, e: &LineError) -> Result<()>;
+}
+
+/// No order to check (the text format).
+pub(crate) struct AnyOrder;
+
+impl Order for AnyOrder {
+    fn entries(&mut self, _: &Entries<'_>) -> std::result::Result<(), (usize, Error)> {
+        Ok(())
+    }
+    fn error_line(&mut self, _: u64, _: &LineError) -> Result<()> {
+        Ok(())
+    }
+}
 
 /// Parse the lines of `r` (the first being line `first_line + 1`) with
 /// `p` on `workers` threads (on this thread when `workers <= 1`), giving
-/// every entry to `sink` in input order. `check` sees every entry first,
-/// and every error line, with its line number: it lets MatrixMarket count
-/// entries against its size line. Returns the lines read.
+/// the entries of each block to `sink` in input order, after `order` has
+/// seen them. Returns the lines read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_lines<R: Read, P: LineParser>(
     r: R,
@@ -244,8 +446,8 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
     first_line: u64,
     workers: usize,
     progress: Progress<'_>,
-    check: Check<'_>,
-    sink: Sink<'_>,
+    order: &mut dyn Order,
+    sink: BatchSink<'_>,
 ) -> Result<u64> {
     let mut blocks = Blocks {
         r,
@@ -257,7 +459,7 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
         source,
         line: first_line,
         bytes: 0,
-        check,
+        order,
         sink,
         progress,
     };
@@ -346,8 +548,8 @@ struct Consumer<'a, 's> {
     /// Lines before the next block.
     line: u64,
     bytes: u64,
-    check: Check<'a>,
-    sink: Sink<'s>,
+    order: &'a mut dyn Order,
+    sink: BatchSink<'s>,
     progress: Progress<'a>,
 }
 
@@ -356,22 +558,26 @@ impl Consumer<'_, '_> {
         if b.panicked {
             return Err(Error::Poisoned("input parser (a parsing thread panicked)"));
         }
-        let rank = b.rank;
-        for (k, (&v, (&at, &mirrored))) in
-            b.vals.iter().zip(b.at.iter().zip(&b.mirrored)).enumerate()
-        {
-            let line = self.line + u64::from(at);
-            (self.check)(line, None, mirrored)?;
-            (self.sink)(Entry {
-                at: line,
-                idx: &b.idx[k * rank..(k + 1) * rank],
-                v,
-                mirrored,
-            })?;
+        let e = Entries {
+            rank: b.rank,
+            idx: &b.idx,
+            vals: &b.vals,
+            base: self.line,
+            at: &b.at,
+        };
+        match self.order.entries(&e) {
+            Ok(()) if e.len() > 0 => (self.sink)(&e)?,
+            Ok(()) => {}
+            Err((k, err)) => {
+                if k > 0 {
+                    (self.sink)(&e.prefix(k))?;
+                }
+                return Err(err);
+            }
         }
         if let Some((at, e)) = &b.stop {
             let line = self.line + at;
-            (self.check)(line, Some(e), false)?;
+            self.order.error_line(line, e)?;
             return Err(input_err(
                 self.source,
                 format!("line {line}"),
@@ -385,64 +591,30 @@ impl Consumer<'_, '_> {
     }
 }
 
-/// The fields of a data line, for the readers' fast paths: the bytes
-/// between runs of ASCII whitespace (what `split_ascii_whitespace` splits
-/// at). A fast path accepts only lines it fully understands and leaves
-/// every other line, bad or unusual, to the exact line-by-line code, which
-/// names the error.
-pub(crate) struct Fields<'l> {
-    rest: &'l [u8],
-}
-
-impl<'l> Fields<'l> {
-    pub(crate) fn new(line: &'l [u8]) -> Fields<'l> {
-        Fields { rest: line }
-    }
-
-    /// The next field, `None` after the last.
-    #[inline]
-    pub(crate) fn next_field(&mut self) -> Option<&'l [u8]> {
-        let start = self.rest.iter().position(|b| !b.is_ascii_whitespace())?;
-        let rest = &self.rest[start..];
-        let end = rest
-            .iter()
-            .position(|b| b.is_ascii_whitespace())
-            .unwrap_or(rest.len());
-        self.rest = &rest[end..];
-        Some(&rest[..end])
-    }
-
-    /// Whether only whitespace is left.
-    #[inline]
-    pub(crate) fn done(&self) -> bool {
-        self.rest.iter().all(|b| b.is_ascii_whitespace())
-    }
-}
-
-/// A field of 1 to 19 ASCII digits as a number (no sign, no overflow
-/// possible); `None` for anything else.
+/// The position of the first byte at or after `n` that is not a blank
+/// between fields (space, tab, form feed: what `split_ascii_whitespace`
+/// splits at, less the line ends).
 #[inline]
-pub(crate) fn digits(f: &[u8]) -> Option<u64> {
-    if f.is_empty() || f.len() > 19 {
-        return None;
+pub(crate) fn skip_blanks(b: &[u8], mut n: usize) -> usize {
+    while matches!(b.get(n), Some(b' ' | b'\t' | b'\x0C')) {
+        n += 1;
     }
-    let mut v = 0u64;
-    for &b in f {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
-    }
-    Some(v)
+    n
 }
 
-/// A field as text, for a number parser: `None` if it is not UTF-8. A
-/// field with other non-ASCII bytes is no number either, so it fails to
-/// parse and goes to the exact path, which names the byte.
+/// After a line's last field, at `n`: trailing blanks, then the line end
+/// (`\n`, `\r\n`, a lone `\r`, or the end of the block). Returns the
+/// bytes the line takes with its end; `None` if anything else follows.
 #[inline]
-pub(crate) fn ascii_field(f: &[u8]) -> Option<&str> {
-    std::str::from_utf8(f).ok()
+pub(crate) fn line_end(b: &[u8], n: usize) -> Option<usize> {
+    let n = skip_blanks(b, n);
+    match b.get(n) {
+        None => Some(n),
+        Some(b'\n') => Some(n + 1),
+        Some(b'\r') if b.get(n + 1) == Some(&b'\n') => Some(n + 2),
+        Some(b'\r') => Some(n + 1),
+        Some(_) => None,
+    }
 }
 
 #[cfg(test)]
@@ -485,9 +657,12 @@ mod tests {
             0,
             workers,
             &mut |_| {},
-            &mut |_, _, _| Ok(()),
-            &mut |e| {
-                got.push((e.at, e.idx[0]));
+            &mut AnyOrder,
+            &mut |b| {
+                for k in 0..b.len() {
+                    let e = b.get(k);
+                    got.push((e.at, e.idx[0]));
+                }
                 Ok(())
             },
         )?;
@@ -544,9 +719,9 @@ mod tests {
                 0,
                 workers,
                 &mut |_| {},
-                &mut |_, _, _| Ok(()),
-                &mut |e| {
-                    got.push(e.at);
+                &mut AnyOrder,
+                &mut |b| {
+                    got.extend((0..b.len()).map(|k| b.line(k)));
                     Ok(())
                 },
             )

@@ -15,6 +15,7 @@ mod lines;
 mod mapped;
 mod mtx;
 mod npy;
+mod number;
 mod text;
 
 pub use bin::{check_bin_length, push_bin, push_bin_bytes};
@@ -55,11 +56,19 @@ pub fn locate<R: BufRead>(
         }
         Ok(())
     };
+    // The text readers hand over a parsed block at a time.
+    fn each<'s>(
+        sink: &'s mut impl FnMut(common::Entry<'_>) -> Result<()>,
+    ) -> impl FnMut(&chunks::Entries<'_>) -> Result<()> + 's {
+        move |b| (0..b.len()).try_for_each(|k| sink(b.get(k)))
+    }
     match format {
-        InputFormat::Text => text::parse_text(r, rank, dtype, source, 1, &mut |_| {}, &mut sink)?,
+        InputFormat::Text => {
+            text::parse_text(r, rank, dtype, source, 1, &mut |_| {}, &mut each(&mut sink))?
+        }
         InputFormat::Mtx => {
             let h = read_mtx_header(&mut r, source)?;
-            mtx::parse_mtx(r, &h, dtype, source, 1, &mut |_| {}, &mut sink)?
+            mtx::parse_mtx(r, &h, dtype, source, 1, &mut |_| {}, &mut each(&mut sink))?
         }
         InputFormat::Npy => {
             let h = read_npy_header(&mut r, source)?;

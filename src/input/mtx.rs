@@ -4,13 +4,15 @@
 
 use crate::assemble::builder::Builder;
 use crate::element::DType;
+use crate::error::Error;
 use crate::error::Result;
 use crate::input::chunks::{
-    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+    line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
 };
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
-use crate::input::text::{parse_index, parse_value, push_parsed, Parsed};
+use crate::input::number::{index_prefix, powers_of_five, Pow5};
+use crate::input::text::{parse_index, parse_value, value_at, Parsed};
 use std::io::BufRead;
 
 /// MatrixMarket value field.
@@ -236,17 +238,22 @@ pub fn push_mtx<R: BufRead>(
     let mut pushed = 0u64;
     let workers = b.threads();
     parse_mtx(r, h, dtype, source, workers, progress, &mut |e| {
-        let line = e.at;
-        let mirrored = e.mirrored;
-        let (i, j) = (e.idx[0] + 1, e.idx[1] + 1);
-        push_parsed(b, e.idx, e.v).map_err(at(source, || {
-            if mirrored {
-                format!("line {line} (entry ({i}, {j}), the mirror of this line's entry in a symmetric file)")
-            } else {
-                format!("line {line} (entry ({i}, {j}))")
-            }
-        }))?;
-        pushed += 1;
+        b.push_many(e.idx, e.vals).map_err(|err| {
+            let k = e.failed(&err);
+            let (line, mirrored) = (e.line(k), e.mirrored(k));
+            let (i, j) = match e.idx.get(2 * k..2 * k + 2) {
+                Some(&[i, j]) => (i + 1, j + 1),
+                _ => (0, 0),
+            };
+            at(source, move || {
+                if mirrored {
+                    format!("line {line} (entry ({i}, {j}), the mirror of this line's entry in a symmetric file)")
+                } else {
+                    format!("line {line} (entry ({i}, {j}))")
+                }
+            })(err)
+        })?;
+        pushed += e.len() as u64;
         Ok(())
     })?;
     Ok(pushed)
@@ -263,6 +270,42 @@ fn more_entries(source: &str, h: &MtxHeader, line: u64) -> crate::error::Error {
     )
 }
 
+/// Counts the entries of a coordinate file against its size line, in file
+/// order, before they reach the sink, as a line-by-line parse does.
+struct Count<'a> {
+    h: &'a MtxHeader,
+    source: &'a str,
+    seen: u64,
+}
+
+impl Order for Count<'_> {
+    fn entries(&mut self, e: &Entries<'_>) -> std::result::Result<(), (usize, Error)> {
+        // Mirrors do not count: they are not lines of the file.
+        let lines = e.own();
+        if self.seen + lines <= self.h.entries {
+            self.seen += lines;
+            return Ok(());
+        }
+        for k in 0..e.len() {
+            if e.mirrored(k) {
+                continue;
+            }
+            if self.seen == self.h.entries {
+                return Err((k, more_entries(self.source, self.h, e.line(k))));
+            }
+            self.seen += 1;
+        }
+        Ok(())
+    }
+
+    fn error_line(&mut self, line: u64, e: &LineError) -> Result<()> {
+        if e.counts && self.seen == self.h.entries {
+            return Err(more_entries(self.source, self.h, line));
+        }
+        Ok(())
+    }
+}
+
 /// Parse the entries after the header into `sink` (0-based indices), in
 /// file order; a coordinate file on `workers` threads.
 pub(crate) fn parse_mtx<R: BufRead>(
@@ -272,33 +315,21 @@ pub(crate) fn parse_mtx<R: BufRead>(
     source: &str,
     workers: usize,
     progress: Progress<'_>,
-    sink: Sink<'_>,
+    sink: BatchSink<'_>,
 ) -> Result<()> {
     let seen = match h.layout {
-        MtxLayout::Array => parse_array(r, h, dtype, source, progress, sink)?,
+        MtxLayout::Array => parse_array(r, h, dtype, source, progress, &mut |e| {
+            sink(&Entries::one(&e))
+        })?,
         MtxLayout::Coordinate => {
-            let mut seen = 0u64;
-            // Lines are counted against the size line in file order, before
-            // their entries reach the sink, as a line-by-line parse does.
-            let mut check = |line: u64, err: Option<&LineError>, mirrored: bool| {
-                match err {
-                    None if mirrored => {}
-                    None => {
-                        if seen == h.entries {
-                            return Err(more_entries(source, h, line));
-                        }
-                        seen += 1;
-                    }
-                    Some(e) if e.counts && seen == h.entries => {
-                        return Err(more_entries(source, h, line))
-                    }
-                    Some(_) => {}
-                }
-                Ok(())
+            let mut count = Count { h, source, seen: 0 };
+            let p = CoordLines {
+                h,
+                dtype,
+                pow5: powers_of_five(),
             };
-            let p = CoordLines { h, dtype };
-            parse_lines(r, &p, source, h.lines, workers, progress, &mut check, sink)?;
-            seen
+            parse_lines(r, &p, source, h.lines, workers, progress, &mut count, sink)?;
+            count.seen
         }
     };
     if seen != h.entries {
@@ -357,6 +388,7 @@ fn unexpected(extra: &str) -> String {
 struct CoordLines<'h> {
     h: &'h MtxHeader,
     dtype: DType,
+    pow5: Pow5,
 }
 
 impl LineParser for CoordLines<'_> {
@@ -365,46 +397,55 @@ impl LineParser for CoordLines<'_> {
     }
 
     fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
-        match self.fast(line) {
-            Some(None) => Ok(()),
-            Some(Some((i, j, v))) => self.give(i, j, v, out),
-            None => self.exact(line, out),
+        self.exact(line, out)
+    }
+
+    /// A plain line `row col [value]` with indices in range and a good
+    /// value, or a blank line, in one pass over its bytes; anything else
+    /// (comments, errors, a skew-symmetric diagonal) goes to
+    /// [`Self::exact`].
+    #[inline]
+    fn fast(&self, rest: &[u8], out: &mut Batch) -> Option<usize> {
+        let h = self.h;
+        let n = skip_blanks(rest, 0);
+        if let Some(end) = line_end(rest, n) {
+            return Some(end);
         }
+        let (i, k) = index_prefix(&rest[n..])?;
+        let n = skip_blanks(rest, n + k);
+        let (j, k) = index_prefix(&rest[n..])?;
+        let n = n + k;
+        if i == 0 || j == 0 || i > h.rows || j > h.cols {
+            return None;
+        }
+        let (v, n) = match h.field {
+            MtxField::Pattern => (Parsed::I(1), n),
+            _ => {
+                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype, self.pow5)?;
+                if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
+                    return None;
+                }
+                (v, n)
+            }
+        };
+        let end = line_end(rest, n)?;
+        let (i, j) = (i - 1, j - 1);
+        if i != j {
+            let m = mirror_of(h, v).ok()?;
+            out.add(&[i, j], v, false);
+            if let Some(m) = m {
+                out.add(&[j, i], m, true);
+            }
+        } else if h.symmetry == MtxSymmetry::SkewSymmetric {
+            return None;
+        } else {
+            out.add(&[i, j], v, false);
+        }
+        Some(end)
     }
 }
 
 impl CoordLines<'_> {
-    /// A plain line `row col [value]` with indices in range and a good
-    /// value: `Some(Some(entry))` (0-based); a blank or comment line:
-    /// `Some(None)`; anything else: `None` (see [`Self::exact`]).
-    #[inline]
-    fn fast(&self, line: &[u8]) -> Option<Option<(u64, u64, Parsed)>> {
-        let h = self.h;
-        let mut f = Fields::new(line);
-        let Some(first) = f.next_field() else {
-            return Some(None);
-        };
-        if first[0] == b'%' {
-            return Some(None);
-        }
-        let i = digits(first)?;
-        let j = digits(f.next_field()?)?;
-        if i == 0 || j == 0 || i > h.rows || j > h.cols {
-            return None;
-        }
-        let v = match h.field {
-            MtxField::Pattern => Parsed::I(1),
-            _ => {
-                let v = parse_value(ascii_field(f.next_field()?)?, self.dtype).ok()?;
-                if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
-                    return None;
-                }
-                v
-            }
-        };
-        f.done().then_some(Some((i - 1, j - 1, v)))
-    }
-
     /// A line's entry and, in a symmetric file, its mirror.
     #[inline]
     fn give(
@@ -527,6 +568,7 @@ fn parse_array<R: BufRead>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::chunks::parse_as_block;
 
     fn header(field: MtxField, symmetry: MtxSymmetry) -> MtxHeader {
         MtxHeader {
@@ -572,6 +614,17 @@ mod tests {
             b"18446744073709551616 1 1",
             b"1 2 9223372036854775808",
             b"1 2 -9223372036854775808",
+            b"1 2 2.5e-3",
+            b"1\t2\x0c-7",
+            b"1 2 3\x0c",
+            b"1 2 1e400",
+            b"3 3 2",
+            b"2 1 .25",
+            b"1 2 -0.0",
+            b"1 2 12345678901234567890123",
+            b"1 2 3.6538507790272153E-3",
+            b"1 2  ",
+            b"1  2",
         ];
         for field in [MtxField::Real, MtxField::Integer, MtxField::Pattern] {
             for sym in [
@@ -581,11 +634,15 @@ mod tests {
             ] {
                 let h = header(field, sym);
                 for dtype in [DType::F64, DType::I64, DType::U8] {
-                    let p = CoordLines { h: &h, dtype };
+                    let p = CoordLines {
+                        h: &h,
+                        dtype,
+                        pow5: powers_of_five(),
+                    };
                     for &line in lines {
-                        let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
+                        let mut a = Batch::for_rank(2);
                         let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));
-                        let fast = p.line(line, &mut b).map_err(|e| (e.detail, e.counts));
+                        let (entries, fast) = parse_as_block(&p, line);
                         let what = format!(
                             "{field:?} {sym:?} {dtype} {:?}",
                             String::from_utf8_lossy(line)
@@ -593,7 +650,7 @@ mod tests {
                         assert_eq!(exact, fast, "{what}");
                         assert_eq!(
                             format!("{:?}", a.entries()),
-                            format!("{:?}", b.entries()),
+                            format!("{entries:?}"),
                             "{what}"
                         );
                     }

@@ -2,14 +2,18 @@
 //! `#` starts a comment. The value helpers are shared with MatrixMarket.
 
 use crate::assemble::builder::Builder;
+use crate::assemble::combine::PushValue;
 use crate::element::DType;
 use crate::error::Result;
 use crate::hurray::MAX_RANK;
 use crate::input::chunks::{
-    ascii_field, digits, parse_lines, Batch, Fields, LineError, LineParser,
+    line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, LineError, LineParser,
 };
-use crate::input::common::{at, Progress, Sink};
+use crate::input::common::{at, Progress};
 use crate::input::lines::ascii_detail;
+use crate::input::number::{
+    ends_field, f64_prefix, i64_prefix, index_prefix, powers_of_five, Pow5,
+};
 use std::io::BufRead;
 
 /// A parsed text value, pushed with its natural type.
@@ -28,6 +32,57 @@ impl Parsed {
             Parsed::U(u) => u == 0,
         }
     }
+}
+
+/// As the value it holds, so that a refused value reads as it did when
+/// each was pushed with its own type.
+impl std::fmt::Display for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parsed::F(v) => v.fmt(f),
+            Parsed::I(v) => v.fmt(f),
+            Parsed::U(v) => v.fmt(f),
+        }
+    }
+}
+
+/// Pushed as the value it holds: a parsed batch goes to the builder in
+/// one `push_many`.
+impl PushValue for Parsed {
+    #[inline]
+    fn to_raw(self, dtype: DType) -> std::result::Result<u64, &'static str> {
+        match self {
+            Parsed::F(v) => v.to_raw(dtype),
+            Parsed::I(v) => v.to_raw(dtype),
+            Parsed::U(v) => v.to_raw(dtype),
+        }
+    }
+
+    #[inline]
+    fn as_float(self) -> Option<f64> {
+        match self {
+            Parsed::F(v) => v.as_float(),
+            Parsed::I(v) => v.as_float(),
+            Parsed::U(v) => v.as_float(),
+        }
+    }
+}
+
+/// A value field at `b[n..]`, read straight from the bytes: the value and
+/// the position after it, if the field is a number the fast paths know
+/// and ends there ([`crate::input::number`]; the same value as
+/// [`parse_value`] gives); `None` otherwise.
+#[inline]
+pub(crate) fn value_at(b: &[u8], n: usize, dtype: DType, pow5: Pow5) -> Option<(Parsed, usize)> {
+    let rest = b.get(n..)?;
+    let (v, k) = if dtype.is_float() {
+        let (v, k) = f64_prefix(rest, pow5)?;
+        (Parsed::F(v), k)
+    } else {
+        let (v, k) = i64_prefix(rest)?;
+        (Parsed::I(v), k)
+    };
+    ends_field(rest.get(k)).then_some((v, n + k))
 }
 
 pub(crate) fn parse_value(tok: &str, dtype: DType) -> std::result::Result<Parsed, String> {
@@ -72,15 +127,18 @@ pub fn push_text<R: BufRead>(
     let mut entries = 0u64;
     let workers = b.threads();
     parse_text(r, rank, dtype, source, workers, progress, &mut |e| {
-        push_parsed(b, e.idx, e.v).map_err(at(source, || format!("line {}", e.at)))?;
-        entries += 1;
+        b.push_many(e.idx, e.vals).map_err(|err| {
+            let line = e.line(e.failed(&err));
+            at(source, move || format!("line {line}"))(err)
+        })?;
+        entries += e.len() as u64;
         Ok(())
     })?;
     Ok(entries)
 }
 
-/// Parse text entries on `workers` threads, giving each `(line, indices,
-/// value)` to `sink` in input order.
+/// Parse text entries on `workers` threads, giving them to `sink` in
+/// input order, a parsed block at a time.
 pub(crate) fn parse_text<R: BufRead>(
     r: R,
     rank: usize,
@@ -88,24 +146,19 @@ pub(crate) fn parse_text<R: BufRead>(
     source: &str,
     workers: usize,
     progress: Progress<'_>,
-    sink: Sink<'_>,
+    sink: BatchSink<'_>,
 ) -> Result<()> {
     if rank == 0 || rank > MAX_RANK {
         return Err(crate::error::Error::InvalidArgument(format!(
             "rank {rank} is out of 1..={MAX_RANK}"
         )));
     }
-    let p = TextLines { rank, dtype };
-    parse_lines(
-        r,
-        &p,
-        source,
-        0,
-        workers,
-        progress,
-        &mut |_, _, _| Ok(()),
-        sink,
-    )?;
+    let p = TextLines {
+        rank,
+        dtype,
+        pow5: powers_of_five(),
+    };
+    parse_lines(r, &p, source, 0, workers, progress, &mut AnyOrder, sink)?;
     Ok(())
 }
 
@@ -113,6 +166,7 @@ pub(crate) fn parse_text<R: BufRead>(
 struct TextLines {
     rank: usize,
     dtype: DType,
+    pow5: Pow5,
 }
 
 impl LineParser for TextLines {
@@ -121,42 +175,43 @@ impl LineParser for TextLines {
     }
 
     fn line(&self, line: &[u8], out: &mut Batch) -> std::result::Result<(), LineError> {
-        if !self.fast(line, out) {
-            self.exact(line, out)?;
+        self.exact(line, out)
+    }
+
+    /// A plain line of `rank` digit fields and a value, or a blank line,
+    /// in one pass over its bytes; anything else (comments included)
+    /// goes to [`Self::exact`].
+    #[inline]
+    fn fast(&self, rest: &[u8], out: &mut Batch) -> Option<usize> {
+        let n = skip_blanks(rest, 0);
+        if let Some(end) = line_end(rest, n) {
+            return Some(end);
         }
-        Ok(())
+        // The indices go straight into the batch, and back out if the
+        // line is not a plain one.
+        let held = out.index_len();
+        let end = self.fast_entry(rest, n, out);
+        if end.is_none() {
+            out.drop_indices(held);
+        }
+        end
     }
 }
 
 impl TextLines {
-    /// A plain line of `rank` digit fields and a good value, or a blank
-    /// line: added (if an entry) and `true`; anything else (comments
-    /// included) `false`, for [`Self::exact`].
+    /// The entry of a line that is not blank: `rank` digit indices and a
+    /// value, each ending at a blank or the line's end.
     #[inline]
-    fn fast(&self, line: &[u8], out: &mut Batch) -> bool {
-        let mut f = Fields::new(line);
-        let Some(mut field) = f.next_field() else {
-            return true;
-        };
-        let mut idx = [0u64; MAX_RANK];
-        for slot in &mut idx[..self.rank] {
-            match digits(field) {
-                Some(v) => *slot = v,
-                None => return false,
-            }
-            match f.next_field() {
-                Some(n) => field = n,
-                None => return false,
-            }
+    fn fast_entry(&self, rest: &[u8], mut n: usize, out: &mut Batch) -> Option<usize> {
+        for _ in 0..self.rank {
+            let (v, k) = index_prefix(rest.get(n..)?)?;
+            out.push_index(v);
+            n = skip_blanks(rest, n + k);
         }
-        let Some(v) = ascii_field(field).and_then(|t| parse_value(t, self.dtype).ok()) else {
-            return false;
-        };
-        if !f.done() {
-            return false;
-        }
-        out.add(&idx[..self.rank], v, false);
-        true
+        let (v, n) = value_at(rest, n, self.dtype, self.pow5)?;
+        let end = line_end(rest, n)?;
+        out.add_value(v, false);
+        Some(end)
     }
 
     /// Any line, checked in the order the format's rules are stated, so
@@ -203,7 +258,7 @@ impl TextLines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::chunks::Batch;
+    use crate::input::chunks::{parse_as_block, Batch};
 
     /// The fast path takes only lines on which it agrees with the exact
     /// path; it leaves the others (errors and comments included) to it.
@@ -225,21 +280,83 @@ mod tests {
             b"",
             b"  ",
             b"99999999999999999999 1 1",
+            b"1 2 3\x0b",
+            b"1\x0c2\t3.25e-400",
+            b"1 2 .5",
+            b"1 2 5.",
+            b"1 2 -0",
+            b"1 2 1e",
+            b"1 2 1.5x",
+            b"1x 2 3",
+            b"1 2 3 ",
+            b"1 2 inf",
+            b"1 2 -NaN",
+            b"1 2 123456789012345678901234567890",
+            b"1 2 -9223372036854775808",
+            b"1 2 +7",
+            b"1 2 0.30000000000000004",
         ];
         for dtype in [DType::F64, DType::I32, DType::U64] {
-            let p = TextLines { rank: 2, dtype };
+            let p = TextLines {
+                rank: 2,
+                dtype,
+                pow5: powers_of_five(),
+            };
             for &line in lines {
-                let (mut a, mut b) = (Batch::for_rank(2), Batch::for_rank(2));
-                let exact = p.exact(line, &mut a).map_err(|e| e.detail);
-                let fast = p.line(line, &mut b).map_err(|e| e.detail);
+                let mut a = Batch::for_rank(2);
+                let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));
+                let (entries, fast) = parse_as_block(&p, line);
                 let what = format!("{dtype} {:?}", String::from_utf8_lossy(line));
                 assert_eq!(exact, fast, "{what}");
                 assert_eq!(
                     format!("{:?}", a.entries()),
-                    format!("{:?}", b.entries()),
+                    format!("{entries:?}"),
                     "{what}"
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod push_tests {
+    use super::*;
+    use crate::options::{AssembleOptions, NonFinitePolicy};
+
+    fn fails(body: &str, dtype: DType, opts: AssembleOptions) -> String {
+        let mut b = Builder::new(&[3, 3], dtype, opts).unwrap();
+        push_text(&mut b, body.as_bytes(), 2, dtype, "t", &mut |_| {})
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// A batch goes to the builder in one call; an entry the builder
+    /// refuses in the middle of it is still named by its own line.
+    #[test]
+    fn a_refused_entry_in_a_batch_names_its_line() {
+        for threads in [1, 2] {
+            let opts = AssembleOptions {
+                threads,
+                ..AssembleOptions::default()
+            };
+            let good = "0 0 5\n1 2 7\n# c\n\n".repeat(2000);
+            let e = fails(&format!("{good}2 7 1\n0 0 1\n"), DType::F64, opts.clone());
+            assert!(
+                e.contains("t:line 8001") && e.contains("out of range"),
+                "{e}"
+            );
+            let e = fails(&format!("{good}0 1 300\n1 9 1\n"), DType::U8, opts.clone());
+            assert!(e.contains("t:line 8001") && e.contains("300"), "{e}");
+            let nan = AssembleOptions {
+                non_finite: NonFinitePolicy::RejectNan,
+                ..opts.clone()
+            };
+            let e = fails(
+                &format!("{good}0 1 inf\n0 1 1e0\n2 2 NaN\n"),
+                DType::F64,
+                nan,
+            );
+            assert!(e.contains("t:line 8003") && e.contains("NaN"), "{e}");
         }
     }
 }

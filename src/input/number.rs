@@ -15,6 +15,10 @@ const POW10: [f64; 23] = [
 /// The largest integer below which every integer is an exact f64.
 const EXACT_INT: u64 = 1 << 53;
 
+/// Written exponents and fraction lengths beyond this (far outside f64's
+/// decimal range, -342..=308) are left to std.
+const EXP_LIMIT: u32 = 1000;
+
 /// Whether `b` may follow a number: a blank, a line end, or nothing.
 #[inline]
 pub(crate) fn ends_field(b: Option<&u8>) -> bool {
@@ -33,11 +37,13 @@ pub(crate) fn index_prefix(b: &[u8]) -> Option<(u64, usize)> {
         if d > 9 {
             break;
         }
-        v = v * 10 + u64::from(d);
-        n += 1;
-        if n > 19 {
+        // A 20th digit may not fit: std decides (checked before the
+        // product, which would overflow).
+        if n == 19 {
             return None;
         }
+        v = v * 10 + u64::from(d);
+        n += 1;
     }
     (n > 0 && ends_field(b.get(n))).then_some((v, n))
 }
@@ -59,11 +65,11 @@ pub(crate) fn i64_prefix(b: &[u8]) -> Option<(i64, usize)> {
         if d > 9 {
             break;
         }
-        v = v * 10 + i64::from(d);
-        n += 1;
-        if n - start > 18 {
+        if n - start == 18 {
             return None;
         }
+        v = v * 10 + i64::from(d);
+        n += 1;
     }
     (n > start).then_some((if neg { -v } else { v }, n))
 }
@@ -173,7 +179,12 @@ pub(crate) fn f64_prefix(b: &[u8], pow5: Pow5) -> Option<(f64, usize)> {
     }
     let Digits { m, lost, seen, .. } = d;
     // Every fraction digit kept in m divides it by 10.
-    let mut exp = -i64::from(d.kept_fraction(int_digits));
+    let fraction = d.kept_fraction(int_digits);
+    let mut exp = -i64::from(fraction);
+    // Exponents far outside f64's range, written or implied by a long run
+    // of fraction zeros, go to std: it caps the written exponent (at
+    // 65536), and a field must get the same bits on every path.
+    let mut huge = fraction > EXP_LIMIT;
     let digits = seen;
     if digits == 0 {
         return None;
@@ -207,9 +218,10 @@ pub(crate) fn f64_prefix(b: &[u8], pow5: Pow5) -> Option<(f64, usize)> {
         if n == start {
             return None;
         }
+        huge |= x > i64::from(EXP_LIMIT);
         exp += if eneg { -x } else { x };
     }
-    if !lost {
+    if !lost && !huge {
         if m == 0 {
             return Some((if neg { -0.0 } else { 0.0 }, n));
         }
@@ -223,7 +235,7 @@ pub(crate) fn f64_prefix(b: &[u8], pow5: Pow5) -> Option<(f64, usize)> {
             return Some((if neg { -v } else { v }, n));
         }
     }
-    if !lost {
+    if !lost && !huge {
         if let Some(v) = scaled(m, exp, pow5) {
             return Some((if neg { -v } else { v }, n));
         }
@@ -545,6 +557,43 @@ mod tests {
                 }
                 t
             })
+    }
+
+    /// Written exponents beyond std's cap (65536), set off by long runs
+    /// of fraction zeros: std's bits, not the mathematically nearer ones.
+    #[test]
+    fn huge_exponents_match_std() {
+        for (zeros, exp) in [
+            (699_995, "e700000"),
+            (999_699, "e10000000"),
+            (70_000, "e70010"),
+            (2_000, "e-5"),
+        ] {
+            let s = format!("0.{}1{exp}", "0".repeat(zeros));
+            check(&s);
+            check(&format!("-{s}"));
+        }
+        check(&format!("1{}e-1200", "0".repeat(1_100)));
+        check("1e99999999999999999999");
+        check("0.1e-99999999999999999999");
+    }
+
+    /// Integer fields one digit too long for the fast path: no overflow
+    /// (a panic in debug builds), std decides.
+    #[test]
+    fn long_integers_are_left_to_std() {
+        assert_eq!(
+            index_prefix(b"1234567890123456789 "),
+            Some((1_234_567_890_123_456_789, 19))
+        );
+        assert_eq!(index_prefix(b"18446744073709551616 1 1"), None);
+        assert_eq!(index_prefix(b"99999999999999999999"), None);
+        assert_eq!(
+            i64_prefix(b"-123456789012345678"),
+            Some((-123_456_789_012_345_678, 19))
+        );
+        assert_eq!(i64_prefix(b"9223372036854775808"), None);
+        assert_eq!(i64_prefix(b"-9999999999999999999"), None);
     }
 
     proptest! {

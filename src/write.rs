@@ -245,8 +245,6 @@ pub struct FileWriter {
     /// Pending output; `buf[0]` goes at file offset `flushed`.
     buf: Vec<u8>,
     flushed: u64,
-    /// Start of the written bytes not yet handed to early writeback.
-    written_back: u64,
     /// Hash of the values being written, and where they start in `buf`.
     vhash: Xxh3,
     vhash_from: Option<usize>,
@@ -356,7 +354,6 @@ impl FileWriter {
             // buffer never reallocates.
             buf: Vec::with_capacity(opts.buffer_bytes + 8),
             flushed: 0,
-            written_back: 0,
             vhash: Xxh3::new(),
             vhash_from: None,
             entries: Vec::new(),
@@ -570,14 +567,6 @@ impl FileWriter {
         r?;
         self.flushed += self.buf.len() as u64;
         self.buf.clear();
-        if self.flushed - self.written_back >= WRITEBACK_STEP {
-            start_writeback(
-                &self.file,
-                self.written_back,
-                self.flushed - self.written_back,
-            );
-            self.written_back = self.flushed;
-        }
         Ok(())
     }
 
@@ -1085,30 +1074,6 @@ impl Drop for TensorWriter<'_> {
 /// One buffer after the values (indices, pointers), streamed through a
 /// bounded buffer into an unnamed side file (created when the buffer first
 /// fills), then appended to the output at the next multiple of A.
-/// Output bytes written between two early-writeback requests.
-const WRITEBACK_STEP: u64 = 16 << 20;
-
-/// Ask the kernel to start writing `len` bytes at `offset` of `file` to
-/// disk now, without waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`).
-/// Without it nothing is written until the final `fsync` (the dirty-page
-/// thresholds are gigabytes on a machine with memory to spare), which then
-/// waits for the whole file; with it the disk works while the merge runs.
-/// A hint only: the `fsync` at the end is what makes the file durable, so
-/// an error here is ignored (and it is not an operation of the I/O
-/// context: fault injection has nothing to test).
-fn start_writeback(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    let (Ok(o), Ok(l)) = (
-        libc::off64_t::try_from(offset),
-        libc::off64_t::try_from(len),
-    ) else {
-        return;
-    };
-    // SAFETY: sync_file_range only reads its integer arguments; the
-    // descriptor is open for as long as `file` is borrowed.
-    let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
-}
-
 struct SideStream {
     buf: Vec<u8>,
     file: Option<File>,
@@ -1118,8 +1083,6 @@ struct SideStream {
     /// Bytes already written there.
     in_output: bool,
     len: u64,
-    /// Bytes of the stream (in the output) handed to early writeback.
-    written_back: u64,
     hash: Xxh3,
 }
 
@@ -1131,7 +1094,6 @@ impl SideStream {
             at: None,
             in_output: false,
             len: 0,
-            written_back: 0,
             hash: Xxh3::new(),
         }
     }
@@ -1161,13 +1123,6 @@ impl SideStream {
         self.hash.update(&self.buf);
         self.len += self.buf.len() as u64;
         self.buf.clear();
-        if let Some(at) = self.at {
-            if self.len - self.written_back >= WRITEBACK_STEP {
-                let from = at + self.written_back;
-                start_writeback(&fw.file, from, self.len - self.written_back);
-                self.written_back = self.len;
-            }
-        }
         Ok(())
     }
 

@@ -575,3 +575,71 @@ pub(crate) fn raw_value<V: PushValue>(
         reason,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorter_threads(b: &Builder) -> usize {
+        each!(AnyCore, &b.core, c => c.threads.lock().map_or(usize::MAX, |t| t.len()))
+    }
+
+    /// `threads = 1` starts no sorter thread (the pusher makes the runs,
+    /// also from a pusher dropped half full) and writes the same bytes as
+    /// two threads, through spilled runs and a merge pass.
+    #[test]
+    fn one_thread_sorts_on_the_pushing_thread_and_matches_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let shape = [300u64, 200];
+        let mut files = Vec::new();
+        for threads in [1, 2] {
+            let minimum = match Builder::new(
+                &shape,
+                DType::F64,
+                AssembleOptions {
+                    memory_budget: 1,
+                    threads,
+                    ..AssembleOptions::default()
+                },
+            ) {
+                Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
+                Err(e) => panic!("{e}"),
+                Ok(_) => panic!("a 1-byte budget was accepted"),
+            };
+            let opts = AssembleOptions {
+                memory_budget: minimum,
+                threads,
+                temp_dir: Some(dir.path().to_path_buf()),
+                ..AssembleOptions::default()
+            };
+            let mut b = Builder::new(&shape, DType::F64, opts).unwrap();
+            assert_eq!(sorter_threads(&b), if threads == 1 { 0 } else { 2 });
+            let mut x = 88172645463325252u64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            {
+                let mut p = b.pusher().unwrap();
+                for _ in 0..20_000 {
+                    let r = next();
+                    p.push(&[r % 300, (r >> 20) % 200], (r >> 40) as f64 * 0.125)
+                        .unwrap();
+                }
+            }
+            for _ in 0..30_000 {
+                let r = next();
+                b.push(&[r % 300, (r >> 20) % 200], -((r >> 40) as f64))
+                    .unwrap();
+            }
+            let out = dir.path().join(format!("t{threads}.hrry"));
+            let s = b.finish(&out).unwrap();
+            assert_eq!(s.contributions, 50_000);
+            assert!(s.runs_spilled >= 2 && s.merge_passes >= 2, "{s:?}");
+            files.push(std::fs::read(&out).unwrap());
+        }
+        assert!(files[0] == files[1], "threads 1 and 2 wrote different bytes");
+    }
+}

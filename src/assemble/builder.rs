@@ -309,10 +309,7 @@ impl Builder {
     /// keeps; it counts as one of the `threads` pushers).
     #[inline]
     pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
-        match self.own()? {
-            AnyLocal::U64(l) => l.push(idx, value),
-            wide => push_wide(wide, idx, value),
-        }
+        each!(AnyLocal, self.own()?, l => l.push(idx, value))
     }
 
     /// Push many contributions: `indices` holds `values.len() * rank`
@@ -347,14 +344,6 @@ impl Builder {
         let path = path.as_ref();
         each!(AnyCore, &self.core, c => finish_core(c, path, ingest))
     }
-}
-
-/// `push` for keys wider than 64 bits, out of line: inlined beside the
-/// `u64` path, their large keys (up to 512 bytes) gave every push a stack
-/// frame of that size.
-#[inline(never)]
-fn push_wide<V: PushValue>(l: &mut AnyLocal, idx: &[u64], value: V) -> Result<()> {
-    each!(AnyLocal, l, l => l.push(idx, value))
 }
 
 fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
@@ -470,10 +459,7 @@ impl Pusher<'_> {
     /// Push one contribution.
     #[inline]
     pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
-        match &mut self.local {
-            AnyLocal::U64(l) => l.push(idx, value),
-            wide => push_wide(wide, idx, value),
-        }
+        each!(AnyLocal, &mut self.local, l => l.push(idx, value))
     }
 
     /// See [`Builder::push_many`].

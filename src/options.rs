@@ -152,8 +152,13 @@ pub struct AssembleOptions {
     /// Where spill runs go (a private subdirectory is made there). Default:
     /// the system temporary directory (`TMPDIR`).
     pub temp_dir: Option<PathBuf>,
-    /// Sorting threads, and the number of pushers that may be alive at
-    /// once. Default: the number of cores.
+    /// Cores the assembly may keep busy, and the number of pushers that may
+    /// be alive at once. Default: the number of cores. `1` runs everything
+    /// on the calling thread: the pusher sorts its own chunks and `finish`
+    /// merges and writes on one thread (text input is parsed there too).
+    /// `N > 1` starts N sorter threads beside the pushers, a writer thread
+    /// beside the merge in `finish`, and parses text on N threads. The
+    /// output bytes are the same for every value.
     pub threads: usize,
     /// How duplicates combine. Default: sum.
     pub duplicates: DuplicatePolicy,

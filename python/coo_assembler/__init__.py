@@ -176,8 +176,9 @@ class Builder:
         Where spill files go (a private subdirectory; default: the system
         temporary directory).
     threads
-        Sorter threads, which is also how many pushes may run at once
-        (default: the number of cores). More concurrent pushes wait.
+        Cores the assembly may use, which is also how many pushes may run
+        at once (default: the number of cores). ``1`` sorts, merges and
+        writes on the pushing thread. More concurrent pushes wait.
     duplicates
         ``"sum"`` (exact), ``"min"``, ``"max"``, ``"last"`` or ``"error"``.
     drop_zeros

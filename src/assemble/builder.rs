@@ -4,11 +4,11 @@
 //! an empty chunk from a fixed pool (waiting if there is none: that is the
 //! back-pressure that bounds memory). `finish` is in `finish.rs`.
 
-use crate::assemble::combine::PushValue;
+use crate::assemble::combine::{with_combiner, PushValue};
 use crate::assemble::shared::{new_core, Core, Job};
 use crate::assemble::finish::{finish_core, Summary};
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
-use crate::assemble::run::spawn_sorters;
+use crate::assemble::run::{spawn_sorters, SortState};
 use crate::assemble::sort::Record;
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -28,6 +28,8 @@ struct Local<K: Key> {
     count: u64,
     /// Converted values of one element matrix (reused).
     elem_raws: Vec<u64>,
+    /// With `threads = 1`: this pusher sorts its full chunks itself.
+    sorting: Option<SortState<K>>,
 }
 
 impl<K: Key> Local<K> {
@@ -48,6 +50,7 @@ impl<K: Key> Local<K> {
             chunk_seq: 0,
             count: 0,
             elem_raws: Vec::new(),
+            sorting: core.plan.one_thread.then(SortState::default),
         })
     }
 
@@ -80,17 +83,29 @@ impl<K: Key> Local<K> {
         self.append(key, raw)
     }
 
-    /// Send the full chunk to the sorters and take an empty one.
-    fn hand_off(&mut self) -> Result<()> {
-        let core = Arc::clone(&self.core);
-        if core.poisoned.load(Ordering::Relaxed) {
+    /// The error that poisoned the assembler, if any.
+    fn check_poisoned(&self) -> Result<()> {
+        if self.core.poisoned.load(Ordering::Relaxed) {
             // The first pusher to notice gets the cause itself; the
             // assembler stays poisoned, so finish() fails too.
-            return Err(core.lock().error.take().unwrap_or(Error::Poisoned(
+            return Err(self.core.lock().error.take().unwrap_or(Error::Poisoned(
                 "assembler (an earlier push returned the cause)",
             )));
         }
-        self.send_chunk();
+        Ok(())
+    }
+
+    /// Send the full chunk to the sorters (or, with `threads = 1`, sort it
+    /// here) and take an empty one.
+    fn hand_off(&mut self) -> Result<()> {
+        let core = Arc::clone(&self.core);
+        self.check_poisoned()?;
+        if self.sorting.is_some() {
+            self.sort_here();
+            self.check_poisoned()?;
+        } else {
+            self.send_chunk();
+        }
         let mut c = core
             .free_rx
             .recv()
@@ -109,13 +124,36 @@ impl<K: Key> Local<K> {
         Ok(())
     }
 
+    /// The origin of the next chunk handed over (orders runs for `last`).
+    fn next_origin(&mut self) -> u64 {
+        let origin = self.origin_base | self.chunk_seq;
+        self.chunk_seq += 1;
+        origin
+    }
+
+    /// `threads = 1`: make a run of the chunk on this thread and put the
+    /// emptied chunk back in the pool. An error poisons the core.
+    fn sort_here(&mut self) {
+        if self.chunk.is_empty() {
+            return;
+        }
+        let origin = self.next_origin();
+        let Some(state) = self.sorting.as_mut() else {
+            return;
+        };
+        let core = &*self.core;
+        let (kind, dtype) = (core.kind, core.dtype);
+        with_combiner!(kind, dtype, comb => state.sort(core, &comb, &mut self.chunk, origin));
+        let c = std::mem::take(&mut self.chunk);
+        let _ = core.free_tx.send(c);
+    }
+
     fn send_chunk(&mut self) {
         if self.chunk.is_empty() {
             return;
         }
         let chunk = std::mem::take(&mut self.chunk);
-        let origin = self.origin_base | self.chunk_seq;
-        self.chunk_seq += 1;
+        let origin = self.next_origin();
         // The receiver lives in the core we hold: the send cannot fail.
         let _ = self.core.work_tx.send(Job::Sort { chunk, origin });
     }
@@ -124,7 +162,15 @@ impl<K: Key> Local<K> {
 impl<K: Key> Drop for Local<K> {
     fn drop(&mut self) {
         // Hand the partial chunk over (a channel send, no I/O): nothing
-        // pushed is lost when a pusher goes out of scope.
+        // pushed is lost when a pusher goes out of scope. With threads = 1
+        // there is no sorter to take it: sort it here (an error poisons the
+        // core, and finish reports it).
+        if self.sorting.is_some() {
+            self.sort_here();
+            if let Some(mut state) = self.sorting.take() {
+                state.release(&self.core);
+            }
+        }
         if self.chunk.is_empty() && self.chunk.capacity() > 0 {
             let c = std::mem::take(&mut self.chunk);
             let _ = self.core.free_tx.send(c);
@@ -242,8 +288,8 @@ impl Builder {
         })
     }
 
-    /// The sorting threads (`options.threads`): how many threads the
-    /// readers in [`crate::input`] parse text on.
+    /// `options.threads`: how many threads the readers in [`crate::input`]
+    /// parse text on (1: on the calling thread).
     pub(crate) fn threads(&self) -> usize {
         each!(AnyCore, &self.core, c => c.opts.threads)
     }
@@ -445,10 +491,11 @@ impl Pusher<'_> {
 impl Drop for Builder {
     fn drop(&mut self) {
         // A builder dropped without finish: stop the sorters so their
-        // threads end; spill files go with the core.
+        // threads end; spill files go with the core. Poisoned first, so
+        // that the last chunk of its pusher is not sorted for nothing.
+        each!(AnyCore, &self.core, c => c.poisoned.store(true, Ordering::SeqCst));
         drop(self.own.take());
         each!(AnyCore, &self.core, c => {
-            c.poisoned.store(true, Ordering::SeqCst);
             for _ in 0..c.plan.sorters {
                 let _ = c.work_tx.send(Job::Stop);
             }
@@ -513,4 +560,72 @@ pub(crate) fn raw_value<V: PushValue>(
         value: v.to_string(),
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorter_threads(b: &Builder) -> usize {
+        each!(AnyCore, &b.core, c => c.threads.lock().map_or(usize::MAX, |t| t.len()))
+    }
+
+    /// `threads = 1` starts no sorter thread (the pusher makes the runs,
+    /// also from a pusher dropped half full) and writes the same bytes as
+    /// two threads, through spilled runs and a merge pass.
+    #[test]
+    fn one_thread_sorts_on_the_pushing_thread_and_matches_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let shape = [300u64, 200];
+        let mut files = Vec::new();
+        for threads in [1, 2] {
+            let minimum = match Builder::new(
+                &shape,
+                DType::F64,
+                AssembleOptions {
+                    memory_budget: 1,
+                    threads,
+                    ..AssembleOptions::default()
+                },
+            ) {
+                Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
+                Err(e) => panic!("{e}"),
+                Ok(_) => panic!("a 1-byte budget was accepted"),
+            };
+            let opts = AssembleOptions {
+                memory_budget: minimum,
+                threads,
+                temp_dir: Some(dir.path().to_path_buf()),
+                ..AssembleOptions::default()
+            };
+            let mut b = Builder::new(&shape, DType::F64, opts).unwrap();
+            assert_eq!(sorter_threads(&b), if threads == 1 { 0 } else { 2 });
+            let mut x = 88172645463325252u64;
+            let mut next = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            {
+                let mut p = b.pusher().unwrap();
+                for _ in 0..20_000 {
+                    let r = next();
+                    p.push(&[r % 300, (r >> 20) % 200], (r >> 40) as f64 * 0.125)
+                        .unwrap();
+                }
+            }
+            for _ in 0..30_000 {
+                let r = next();
+                b.push(&[r % 300, (r >> 20) % 200], -((r >> 40) as f64))
+                    .unwrap();
+            }
+            let out = dir.path().join(format!("t{threads}.hrry"));
+            let s = b.finish(&out).unwrap();
+            assert_eq!(s.contributions, 50_000);
+            assert!(s.runs_spilled >= 2 && s.merge_passes >= 2, "{s:?}");
+            files.push(std::fs::read(&out).unwrap());
+        }
+        assert!(files[0] == files[1], "threads 1 and 2 wrote different bytes");
+    }
 }

@@ -7,7 +7,8 @@ use crate::assemble::key::Key;
 use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
 use crate::error::{Error, Result};
-use crate::write::{FileSummary, FileWriter, WriteOptions};
+use crate::element::Value;
+use crate::write::{FileSummary, FileWriter, TensorWriter, WriteOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -138,38 +139,45 @@ fn merge_and_write<K: Key, C: Combiner>(
 /// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// Merged entries on their way to the writer.
-struct Batch<K, A> {
-    keys: Vec<K>,
-    accs: Vec<A>,
+/// Merged entries, already rounded and unpacked, on their way to the
+/// writer: `idx` holds `rank` components per value.
+struct Batch {
+    idx: Vec<u64>,
+    vals: Vec<Value>,
 }
 
-enum ToWriter<K, A> {
-    Batch(Batch<K, A>),
+enum ToWriter {
+    Batch(Batch),
     /// Everything was sent: the writer may publish the file.
     Done,
 }
 
-/// The final merge, pipelined over two threads: this one merges runs, a
-/// second one rounds, unpacks, checks, hashes and writes (the two halves
-/// cost about the same). Without an explicit `Done` the writer drops its
-/// temporary file, so a merge error can never publish a partial file.
-/// Returns (dropped zeros, nnz, file summary).
-fn merge_into_file<K: Key, C: Combiner>(
+/// The value one merged entry is written with, rounded once to the element
+/// type; None for a zero that `drop_zeros` drops.
+#[inline]
+fn final_value<K: Key, C: Combiner>(
     core: &Core<K>,
     comb: &C,
-    merger: &mut Merger<'_, K, C>,
+    key: &K,
+    acc: &C::Acc,
+) -> Result<Option<Value>> {
+    let v = comb
+        .finish(acc)
+        .map_err(|e| combine_error(&core.layout, core.dtype, key, e))?;
+    Ok((!(core.opts.drop_zeros && v.is_zero())).then_some(v))
+}
+
+/// Open the output and its tensor, let `fill` push every entry (it
+/// returns the zeros it dropped), and publish the file only if `fill` says
+/// it pushed everything (`Ok(Some(dropped))`); `Ok(None)` means the merge
+/// stopped, and the temporary file is dropped.
+fn write_file<K: Key>(
+    core: &Core<K>,
     path: &Path,
     max_nnz: u64,
+    fill: impl FnOnce(&mut TensorWriter<'_>) -> Result<Option<u64>>,
 ) -> Result<(u64, u64, FileSummary)> {
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
-    for _ in 0..2 {
-        let _ = empty_tx.send(Batch {
-            keys: Vec::with_capacity(WRITE_BATCH),
-            accs: Vec::with_capacity(WRITE_BATCH),
-        });
-    }
+    let layout = &core.layout;
     let layout_out = core.opts.layout;
     // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
     // plus the pointers for CSR/CSC.
@@ -179,53 +187,100 @@ fn merge_into_file<K: Key, C: Combiner>(
         buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
         ..WriteOptions::default()
     };
-    std::thread::scope(|s| {
-        let write = move || -> Result<(u64, u64, FileSummary)> {
-            let layout = &core.layout;
-            let mut fw = FileWriter::create(path, wopts)?;
-            let mut tw =
-                fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
-            tw.reserve_indices(max_nnz)?;
-            let mut idx = vec![0u64; layout.rank()];
+    let mut fw = FileWriter::create(path, wopts)?;
+    let mut tw =
+        fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
+    tw.reserve_indices(max_nnz)?;
+    let Some(dropped) = fill(&mut tw)? else {
+        return Err(Error::Poisoned("file writer (the merge stopped)"));
+    };
+    let ts = tw.finish()?;
+    Ok((dropped, ts.nnz, fw.finish()?))
+}
+
+/// The final merge into the file. With `threads = 1` on this thread alone;
+/// otherwise pipelined over two threads: this one merges runs, rounds each
+/// sum and unpacks its key, a second one checks, hashes, gathers the
+/// statistics and writes (the two halves then cost about the same; before,
+/// the writer also rounded and unpacked and the merger waited for it).
+/// Without an explicit `Done` the writer drops its temporary file, so a
+/// merge error can never publish a partial file.
+/// Returns (dropped zeros, nnz, file summary).
+fn merge_into_file<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    merger: &mut Merger<'_, K, C>,
+    path: &Path,
+    max_nnz: u64,
+) -> Result<(u64, u64, FileSummary)> {
+    let rank = core.layout.rank();
+    if core.plan.one_thread {
+        return write_file(core, path, max_nnz, |tw| {
+            let mut idx = vec![0u64; rank];
             let mut dropped = 0u64;
-            for msg in full_rx.iter() {
-                match msg {
-                    ToWriter::Batch(mut b) => {
-                        for (k, acc) in b.keys.iter().zip(&b.accs) {
-                            let v = comb
-                                .finish(acc)
-                                .map_err(|e| combine_error(layout, core.dtype, k, e))?;
-                            if core.opts.drop_zeros && v.is_zero() {
-                                dropped += 1;
-                                continue;
-                            }
-                            layout.unpack(k, &mut idx);
-                            tw.push_value(&idx, v)?;
-                        }
-                        b.keys.clear();
-                        b.accs.clear();
-                        let _ = empty_tx.send(b);
+            while let Some((k, acc)) = merger.next_combined()? {
+                match final_value(core, comb, &k, &acc)? {
+                    Some(v) => {
+                        core.layout.unpack(&k, &mut idx);
+                        tw.push_value(&idx, v)?;
                     }
-                    ToWriter::Done => {
-                        let ts = tw.finish()?;
-                        return Ok((dropped, ts.nnz, fw.finish()?));
-                    }
+                    None => dropped += 1,
                 }
             }
-            Err(Error::Poisoned("file writer (the merge stopped)"))
+            Ok(Some(dropped))
+        });
+    }
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
+    for _ in 0..2 {
+        let _ = empty_tx.send(Batch {
+            idx: Vec::with_capacity(WRITE_BATCH * rank),
+            vals: Vec::with_capacity(WRITE_BATCH),
+        });
+    }
+    std::thread::scope(|s| {
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            write_file(core, path, max_nnz, |tw| {
+                for msg in full_rx.iter() {
+                    match msg {
+                        ToWriter::Batch(mut b) => {
+                            for (idx, &v) in b.idx.chunks_exact(rank).zip(&b.vals) {
+                                tw.push_value(idx, v)?;
+                            }
+                            b.idx.clear();
+                            b.vals.clear();
+                            let _ = empty_tx.send(b);
+                        }
+                        // The merger counts the zeros it dropped.
+                        ToWriter::Done => return Ok(Some(0)),
+                    }
+                }
+                Ok(None)
+            })
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
             .spawn_scoped(s, write)
             .map_err(|e| Error::io("spawn writer thread", path, e))?;
+        let mut dropped = 0u64;
         let merged = (|| -> Result<()> {
             let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
             };
+            let mut idx = vec![0u64; rank];
             while let Some((k, acc)) = merger.next_combined()? {
-                b.keys.push(k);
-                b.accs.push(acc);
-                if b.keys.len() == WRITE_BATCH {
+                let Some(v) = final_value(core, comb, &k, &acc)? else {
+                    dropped += 1;
+                    continue;
+                };
+                core.layout.unpack(&k, &mut idx);
+                // Component by component: a slice copy of `rank` words is a
+                // call to memmove per entry.
+                for &i in &idx {
+                    b.idx.push(i);
+                }
+                b.vals.push(v);
+                if b.vals.len() == WRITE_BATCH {
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
                     if full_tx.send(ToWriter::Batch(b)).is_err() {
@@ -247,7 +302,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        written
+        let (_, nnz, fs) = written?;
+        Ok((dropped, nnz, fs))
     })
 }
-

@@ -37,6 +37,10 @@ pub(crate) const CHUNK_MAX_BYTES: u64 = 64 << 20;
 pub(crate) struct Plan {
     pub(crate) chunk_records: usize,
     pub(crate) sorters: usize,
+    /// `threads = 1`: everything on the calling thread, on one core. The
+    /// pusher sorts its own chunks (no sorter thread; the budget is divided
+    /// as for one sorter) and `finish` merges and writes on one thread.
+    pub(crate) one_thread: bool,
     pub(crate) max_pushers: usize,
     pub(crate) n_chunks: usize,
     pub(crate) held_limit: u64,
@@ -72,6 +76,7 @@ impl Plan {
         Ok(Plan {
             chunk_records,
             sorters,
+            one_thread: opts.threads == 1,
             max_pushers,
             n_chunks,
             held_limit,

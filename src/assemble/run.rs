@@ -14,10 +14,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Start the sorter threads of `core`.
+/// Start the sorter threads of `core` (none with `threads = 1`: the
+/// pusher sorts its own chunks, see [`SortState`]).
 pub(crate) fn spawn_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
     let mut handles = Vec::new();
-    for i in 0..core.plan.sorters {
+    let n = if core.plan.one_thread { 0 } else { core.plan.sorters };
+    for i in 0..n {
         let c = Arc::clone(core);
         let h = std::thread::Builder::new()
             .name(format!("coo-sort-{i}"))
@@ -33,16 +35,51 @@ pub(crate) fn spawn_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
 }
 
 fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
-    let mut scratch: Vec<Record<K>> = Vec::new();
-    let mut raws: Vec<u64> = Vec::new();
-    let mut spill: Option<SpillFile> = None;
+    let mut state = SortState::default();
     while let Ok(job) = core.work_rx.recv() {
         let (mut chunk, origin) = match job {
             Job::Sort { chunk, origin } => (chunk, origin),
             Job::Stop => break,
         };
+        state.sort(core, comb, &mut chunk, origin);
+        let _ = core.free_tx.send(chunk);
+    }
+    state.release(core);
+}
+
+/// What one sorting thread keeps between chunks: the sort scratch, the
+/// values of one key group, and its spill file. A sorter thread owns one;
+/// with `threads = 1` the pusher owns one and sorts on its own thread.
+pub(crate) struct SortState<K> {
+    scratch: Vec<Record<K>>,
+    raws: Vec<u64>,
+    spill: Option<SpillFile>,
+}
+
+impl<K> Default for SortState<K> {
+    fn default() -> Self {
+        SortState {
+            scratch: Vec::new(),
+            raws: Vec::new(),
+            spill: None,
+        }
+    }
+}
+
+impl<K: Key> SortState<K> {
+    /// Make a run of `chunk` (unless the assembler already failed) and
+    /// leave the chunk empty. An error poisons `core`, which keeps it for
+    /// the pusher or `finish` to report.
+    pub(crate) fn sort<C: Combiner>(
+        &mut self,
+        core: &Core<K>,
+        comb: &C,
+        chunk: &mut Vec<Record<K>>,
+        origin: u64,
+    ) {
         if !core.poisoned.load(Ordering::Relaxed) {
             let t = Instant::now();
+            let scratch = &mut self.scratch;
             let before = scratch.capacity();
             // The sort scratch is as large as a chunk: reserve it here so
             // that running out of memory is an error, not an abort.
@@ -57,11 +94,11 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
                 make_run(
                     core,
                     comb,
-                    &mut chunk,
+                    chunk,
                     origin,
-                    &mut scratch,
-                    &mut raws,
-                    &mut spill,
+                    scratch,
+                    &mut self.raws,
+                    &mut self.spill,
                 )
             };
             let grown = scratch.capacity().saturating_sub(before) as u64;
@@ -73,10 +110,14 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
                 .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
         chunk.clear();
-        let _ = core.free_tx.send(chunk);
     }
-    core.mem
-        .sub(scratch.capacity() as u64 * core.plan.record_bytes);
+
+    /// Give the scratch back (to the budget's books).
+    pub(crate) fn release(&mut self, core: &Core<K>) {
+        core.mem
+            .sub(self.scratch.capacity() as u64 * core.plan.record_bytes);
+        self.scratch = Vec::new();
+    }
 }
 
 /// Sort one chunk, combine equal keys, and write the result as a run.

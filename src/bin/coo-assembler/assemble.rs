@@ -174,7 +174,10 @@ pub(crate) struct AssembleArgs {
     /// Memory for all buffers, with units: 8MiB, 256MiB, 1GiB, or bytes.
     #[arg(long, default_value = "256MiB", value_name = "SIZE")]
     memory_budget: String,
-    /// Sorting threads (default: number of cores).
+    /// Cores to use (default: all). 1 parses, sorts, merges and writes on
+    /// one thread; N > 1 runs N sorters (and N text parsers) beside the
+    /// reading thread and writes beside the merge. Output is the same for
+    /// any N.
     #[arg(long)]
     threads: Option<usize>,
     /// Directory for spill files (default: $TMPDIR or /tmp).

@@ -615,7 +615,9 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                             std::mem::swap(&mut out, &mut send);
                             continue;
                         }
-                        if kept > cap - cap / 32 {
+                        // (Written as the part removed, so that a buffer
+                        // of fewer than 32 records is sent too.)
+                        if (cap - kept) * 32 < cap {
                             // Next to nothing combined (distinct keys, or
                             // a policy that does not combine): a run would
                             // only cost a write and a read. Send it now.

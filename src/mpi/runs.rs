@@ -26,22 +26,31 @@ use crate::error::Result;
 use crate::fs::ctx::IoCtx;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Runs merged at once.
 pub(crate) const FAN_IN: usize = 16;
 
-/// One sorted, combined run in an unnamed temporary file.
+/// One sorted, combined run: `words` u64 at byte `start` of an unnamed
+/// temporary file that other runs share.
 struct Run {
-    file: File,
+    file: Arc<File>,
+    start: u64,
     words: u64,
 }
 
-/// The runs a rank wrote while reading its stash.
+/// The runs a rank wrote while reading its stash. Runs are appended to
+/// one file (a file per run would hold a descriptor per run until the
+/// stash is drained: thousands on a large stash); each merge pass
+/// appends its output to a fresh file, so the first one is freed once its
+/// runs are all merged.
 pub(crate) struct Runs {
     wpr: usize,
     dir: PathBuf,
     io: IoCtx,
     runs: Vec<Run>,
+    /// The file runs are appended to, and its length.
+    tail: Option<(Arc<File>, u64)>,
     written: u64,
 }
 
@@ -52,8 +61,24 @@ impl Runs {
             dir: dir.to_path_buf(),
             io,
             runs: Vec::new(),
+            tail: None,
             written: 0,
         }
+    }
+
+    /// Append `recs` to the current file (a new one if there is none); the
+    /// file and the byte offset they start at.
+    fn append(&mut self, recs: &[u64]) -> Result<(Arc<File>, u64)> {
+        let (file, end) = match self.tail.take() {
+            Some(t) => t,
+            None => (Arc::new(self.io.tempfile_in(&self.dir)?), 0),
+        };
+        self.io
+            .write_all_at(&file, bytemuck::cast_slice(recs), end, &self.dir)?;
+        let bytes = recs.len() as u64 * 8;
+        self.written += bytes;
+        self.tail = Some((Arc::clone(&file), end + bytes));
+        Ok((file, end))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -70,12 +95,10 @@ impl Runs {
         if recs.is_empty() {
             return Ok(());
         }
-        let file = self.io.tempfile_in(&self.dir)?;
-        self.io
-            .write_all_at(&file, bytemuck::cast_slice(recs), 0, &self.dir)?;
-        self.written += recs.len() as u64 * 8;
+        let (file, start) = self.append(recs)?;
         self.runs.push(Run {
             file,
+            start,
             words: recs.len() as u64,
         });
         Ok(())
@@ -91,23 +114,29 @@ impl Runs {
         mem_records: usize,
     ) -> Result<Merge> {
         let part = (mem_records / 8).max(1);
+        // Pass outputs go to a new file: the stash's file is dropped once
+        // its runs are merged.
+        self.tail = None;
         while self.runs.len() > FAN_IN {
             let some: Vec<Run> = self.runs.drain(..FAN_IN).collect();
             let mut m = Merge::new(some, self.wpr, how, dtype, mem_records, self)?;
-            let file = self.io.tempfile_in(&self.dir)?;
+            let mut first: Option<(Arc<File>, u64)> = None;
             let mut words = 0u64;
             let mut batch = Vec::new();
             loop {
                 let done = m.next_batch(&mut batch, part)?;
-                self.io
-                    .write_all_at(&file, bytemuck::cast_slice(&batch), words * 8, &self.dir)?;
-                words += batch.len() as u64;
+                if !batch.is_empty() {
+                    let at = self.append(&batch)?;
+                    first.get_or_insert(at);
+                    words += batch.len() as u64;
+                }
                 if done {
                     break;
                 }
             }
-            self.written += words * 8;
-            self.runs.push(Run { file, words });
+            if let Some((file, start)) = first {
+                self.runs.push(Run { file, start, words });
+            }
         }
         let all = std::mem::take(&mut self.runs);
         Merge::new(all, self.wpr, how, dtype, mem_records, self)
@@ -145,7 +174,7 @@ impl Reader {
         io.read_exact_at(
             &self.run.file,
             bytemuck::cast_slice_mut(&mut self.buf[..]),
-            self.read * 8,
+            self.run.start + self.read * 8,
             dir,
         )?;
         self.read += n as u64;

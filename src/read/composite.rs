@@ -631,14 +631,28 @@ impl CompositeFile {
     /// A member's entries with global indices, in its storage order.
     fn global_iter<'s>(&'s self, m: &'s Member) -> Entries<'s> {
         let off = &m.shard.offset;
+        // Local index + shard offset, which an unverified member (opened
+        // permissively) may push past u64: an error item, not a wrap.
+        let global = move |local: &[u64]| -> Result<Vec<u64>> {
+            local
+                .iter()
+                .zip(off)
+                .map(|(&a, &b)| {
+                    a.checked_add(b).ok_or_else(|| {
+                        Error::invalid(
+                            format!("member {:?} of composite {:?}", m.meta.name, self.name),
+                            0,
+                            format!("local index {a} + shard offset {b} overflows u64"),
+                        )
+                    })
+                })
+                .collect()
+        };
         match self.view(m) {
-            Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| {
-                Ok((i.iter().zip(off).map(|(a, b)| a + b).collect::<Vec<u64>>(), v))
-            })),
-            Tensor::Compressed(t) => Box::new(
-                t.iter()
-                    .map(move |e| e.map(|(i, j, v)| (vec![i + off[0], j + off[1]], v))),
-            ),
+            Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| Ok((global(&i)?, v)))),
+            Tensor::Compressed(t) => {
+                Box::new(t.iter().map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))))
+            }
         }
     }
 

@@ -649,7 +649,7 @@ impl CompositeFile {
                 .collect()
         };
         match self.view(m) {
-            Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| Ok((global(&i)?, v)))),
+            Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| Ok((global(i)?, v)))),
             Tensor::Compressed(t) => {
                 Box::new(t.iter().map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))))
             }

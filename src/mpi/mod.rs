@@ -809,13 +809,20 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let dir = parent_dir(path);
         let mut earlier = PathBuf::new();
         let mut kept = false;
+        // The earlier file was moved aside (no hard links on this file
+        // system, or not allowed): the target is absent until the rename.
+        let mut aside = false;
         let mut renamed = false;
         let r = (|| -> Result<()> {
             earlier = self.tmp_path(path, [u64::from(std::process::id()), random_token()])?;
             match std::fs::hard_link(path, &earlier) {
                 Ok(()) => kept = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("keep the earlier file", path, e)),
+                Err(_) => {
+                    io.rename(path, &earlier)?;
+                    kept = true;
+                    aside = true;
+                }
             }
             io.rename(private, path)?;
             renamed = true;
@@ -824,7 +831,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         })();
         if let Err(e) = agree(self.comm, r) {
             // Best effort: the error to report is the one agreed on.
-            if renamed && kept {
+            if kept && (renamed || aside) {
                 let _ = io.rename(&earlier, path);
             } else if renamed {
                 let _ = io.remove(path);

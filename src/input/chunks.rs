@@ -391,9 +391,9 @@ impl<'b> Entries<'b> {
     /// The entry a push of these entries (one `push_many`) failed on. A
     /// push stops at the first entry the builder refuses and every entry
     /// before it passed the same checks, so the first entry that matches
-    /// what the error names is the one. Entry 0 for an error that names
-    /// no entry (from a sorting thread).
-    pub(crate) fn failed(&self, err: &Error) -> usize {
+    /// what the error names is the one. `None` for an error that names no
+    /// entry (spill I/O, a sorting thread's failure): no line is to blame.
+    pub(crate) fn failed(&self, err: &Error) -> Option<usize> {
         let n = self.len();
         let found = match err {
             Error::IndexOutOfRange { dim, index, .. } => {
@@ -404,7 +404,7 @@ impl<'b> Entries<'b> {
             }
             _ => None,
         };
-        found.unwrap_or(0)
+        found
     }
 }
 

@@ -239,7 +239,9 @@ pub fn push_mtx<R: BufRead>(
     let workers = b.threads();
     parse_mtx(r, h, dtype, source, workers, progress, &mut |e| {
         b.push_many(e.idx, e.vals).map_err(|err| {
-            let k = e.failed(&err);
+            let Some(k) = e.failed(&err) else {
+                return err;
+            };
             let (line, mirrored) = (e.line(k), e.mirrored(k));
             let (i, j) = match e.idx.get(2 * k..2 * k + 2) {
                 Some(&[i, j]) => (i + 1, j + 1),

@@ -127,10 +127,14 @@ pub fn push_text<R: BufRead>(
     let mut entries = 0u64;
     let workers = b.threads();
     parse_text(r, rank, dtype, source, workers, progress, &mut |e| {
-        b.push_many(e.idx, e.vals).map_err(|err| {
-            let line = e.line(e.failed(&err));
-            at(source, move || format!("line {line}"))(err)
-        })?;
+        b.push_many(e.idx, e.vals)
+            .map_err(|err| match e.failed(&err) {
+                Some(k) => {
+                    let line = e.line(k);
+                    at(source, move || format!("line {line}"))(err)
+                }
+                None => err,
+            })?;
         entries += e.len() as u64;
         Ok(())
     })?;

@@ -135,9 +135,19 @@ fn reference_composites_read_through_ours() {
     assert!(e.contains("overlap"), "{e}");
 }
 
-#[test]
-fn our_composites_pass_the_reference_reader() {
-    let dir = tempfile::tempdir().unwrap();
+/// Files of a composite's members, with their offsets (as `join` takes them).
+type Parts = Vec<(std::path::PathBuf, Vec<u64>)>;
+
+/// Three row bands of a 40 x 30 matrix (rows 0..9, 9..25, 25..40), each
+/// assembled by its own builder in `layout` (entries where `keep(band,
+/// row, col)`), joined into the composite "M" in `dir`. Checks it through
+/// our reader (no warnings, valid, every entry found); returns its path,
+/// the entries, and the bands' files with their offsets.
+fn joined_bands(
+    dir: &std::path::Path,
+    layout: coo_assembler::OutputLayout,
+    keep: impl Fn(usize, u64, u64) -> bool,
+) -> (std::path::PathBuf, BTreeMap<(u64, u64), f64>, Parts) {
     let shape = [40u64, 30];
     let mut whole: BTreeMap<(u64, u64), f64> = BTreeMap::new();
     let cuts = [0u64, 9, 25, 40];
@@ -148,21 +158,22 @@ fn our_composites_pass_the_reference_reader() {
             memory_budget: 16 << 20,
             threads: 1,
             tensor_name: member_name("M", k),
+            layout,
             ..AssembleOptions::default()
         };
         let mut b = Builder::new(&[hi - lo, 30], DType::F64, opts).unwrap();
         for r in lo..hi {
-            for c in (r % 3..30).step_by(4) {
+            for c in (r % 3..30).step_by(4).filter(|&c| keep(k, r, c)) {
                 let v = (r * 31 + c) as f64 / 8.0;
                 b.push(&[r - lo, c], v).unwrap();
                 whole.insert((r, c), v);
             }
         }
-        let p = dir.path().join(format!("part{k}.hrry"));
+        let p = dir.join(format!("part{k}.hrry"));
         b.finish(&p).unwrap();
         parts.push((p, vec![lo, 0]));
     }
-    let out = dir.path().join("M.hrry");
+    let out = dir.join("M.hrry");
     let s = join(&parts, &shape, &out, "M").unwrap();
     assert_eq!(s.nnz as usize, whole.len());
     let c = CompositeFile::open(&out).unwrap();
@@ -171,16 +182,30 @@ fn our_composites_pass_the_reference_reader() {
     for (&(r, col), &v) in &whole {
         assert_eq!(c.get(&[r, col]).unwrap(), Value::Float(v));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
+    (out, whole, parts)
+}
+
+/// The composite "M" of `path` as the reference reader decodes it.
+fn reference_read(path: &std::path::Path) -> hurray_io::file::FileComposite {
+    tokio::runtime::Builder::new_current_thread()
         .build()
-        .unwrap();
-    rt.block_on(async {
-        let f = tokio::fs::File::open(&out).await.unwrap();
-        let mut r = FileReader::open(f).await.unwrap();
-        let comp = r.read_composite("M").await.unwrap();
-        assert_eq!(comp.members.len(), 3);
-        assert_eq!(comp.head.shape.dims(), &shape[..]);
-    });
+        .unwrap()
+        .block_on(async {
+            let f = tokio::fs::File::open(path).await.unwrap();
+            let mut r = FileReader::open(f).await.unwrap();
+            r.read_composite("M").await.unwrap()
+        })
+}
+
+#[test]
+fn our_composites_pass_the_reference_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = [40u64, 30];
+    let (out, whole, parts) =
+        joined_bands(dir.path(), coo_assembler::OutputLayout::Coo, |_, _, _| true);
+    let comp = reference_read(&out);
+    assert_eq!(comp.members.len(), 3);
+    assert_eq!(comp.head.shape.dims(), &shape[..]);
     // The CLI: info, get, verify, to-coo, and join from the command line.
     let cli = |args: &[&str]| {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
@@ -401,52 +426,11 @@ fn reference_csr_composites_read_through_ours() {
 #[test]
 fn our_csr_composites_pass_the_reference_reader() {
     let dir = tempfile::tempdir().unwrap();
-    let shape = [40u64, 30];
-    let mut whole: BTreeMap<(u64, u64), f64> = BTreeMap::new();
-    let cuts = [0u64, 9, 25, 40];
-    let mut parts = Vec::new();
-    for k in 0..3 {
-        let (lo, hi) = (cuts[k], cuts[k + 1]);
-        let opts = AssembleOptions {
-            memory_budget: 16 << 20,
-            threads: 1,
-            tensor_name: member_name("M", k),
-            layout: coo_assembler::OutputLayout::Csr,
-            ..AssembleOptions::default()
-        };
-        let mut b = Builder::new(&[hi - lo, 30], DType::F64, opts).unwrap();
-        for r in lo..hi {
-            // Rows 9..25 hold nothing past column 0 but row 12.
-            for c in (r % 3..30)
-                .step_by(4)
-                .filter(|&c| k != 1 || c == 0 || r == 12)
-            {
-                let v = (r * 31 + c) as f64 / 8.0;
-                b.push(&[r - lo, c], v).unwrap();
-                whole.insert((r, c), v);
-            }
-        }
-        let p = dir.path().join(format!("part{k}.hrry"));
-        b.finish(&p).unwrap();
-        parts.push((p, vec![lo, 0]));
-    }
-    let out = dir.path().join("M.hrry");
-    let s = join(&parts, &shape, &out, "M").unwrap();
-    assert_eq!(s.nnz as usize, whole.len());
-    let c = CompositeFile::open(&out).unwrap();
-    assert!(c.warnings().is_empty());
-    assert!(c.verify().is_empty(), "{:?}", c.verify());
-    for (&(r, col), &v) in &whole {
-        assert_eq!(c.get(&[r, col]).unwrap(), Value::Float(v));
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let comp = rt.block_on(async {
-        let f = tokio::fs::File::open(&out).await.unwrap();
-        let mut r = FileReader::open(f).await.unwrap();
-        r.read_composite("M").await.unwrap()
+    // Rows 9..25 hold nothing past column 0 but row 12.
+    let (out, whole, _) = joined_bands(dir.path(), coo_assembler::OutputLayout::Csr, |k, r, c| {
+        k != 1 || c == 0 || r == 12
     });
+    let comp = reference_read(&out);
     assert_eq!(comp.members.len(), 3);
     // What the reference decodes: each member's row_ptr over its own rows,
     // global columns; together, every entry.

@@ -167,6 +167,44 @@ fn reference_reads_csr(path: &Path, members: usize, single: &Path) {
     assert_eq!(ptr, t.pointers());
 }
 
+/// Every rank assembles its rows into its own file `{prefix}.part{rank}.hrry`
+/// (`finish_per_rank`); rank 0 joins the files into a composite and
+/// converts it to one plain `layout` file, whose path it returns.
+fn per_rank_joined(
+    world: &mpi::topology::SimpleCommunicator,
+    dir: &Path,
+    opts: DistOptions,
+    prefix: &str,
+    layout: OutputLayout,
+) -> Option<PathBuf> {
+    let (rank, ranks) = (world.rank() as u64, world.size() as u64);
+    let mut b = DistBuilder::new(world, &SHAPE, DType::F64, opts).unwrap();
+    for i in mine(rank, ranks) {
+        let (idx, v) = contribution(i);
+        b.push(&idx, v).unwrap();
+    }
+    let own = dir.join(format!("{prefix}.part{rank}.hrry"));
+    let s = b.finish_per_rank(&own).unwrap();
+    let mut firsts = vec![0u64; ranks as usize];
+    world.all_gather_into(&s.rows.start, &mut firsts[..]);
+    if rank != 0 {
+        return None;
+    }
+    let parts: Vec<(PathBuf, Vec<u64>)> = firsts
+        .iter()
+        .enumerate()
+        .map(|(k, &f)| (dir.join(format!("{prefix}.part{k}.hrry")), vec![f, 0]))
+        .collect();
+    let joined = dir.join("joined.hrry");
+    coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
+    let conv = dir.join("conv.hrry");
+    CompositeFile::open(&joined)
+        .unwrap()
+        .to_plain(&conv, "K", layout, WriteOptions::default())
+        .unwrap();
+    Some(conv)
+}
+
 fn worker(case: &str, dir: &Path) {
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
@@ -269,28 +307,7 @@ fn worker(case: &str, dir: &Path) {
                 },
                 ..DistOptions::default()
             };
-            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
-            for i in mine(rank, ranks) {
-                let (idx, v) = contribution(i);
-                b.push(&idx, v).unwrap();
-            }
-            let own = dir.join(format!("K.part{rank}.hrry"));
-            let s = b.finish_per_rank(&own).unwrap();
-            let mut firsts = vec![0u64; ranks as usize];
-            world.all_gather_into(&s.rows.start, &mut firsts[..]);
-            if rank == 0 {
-                let parts: Vec<(PathBuf, Vec<u64>)> = firsts
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &f)| (dir.join(format!("K.part{k}.hrry")), vec![f, 0]))
-                    .collect();
-                let joined = dir.join("joined.hrry");
-                coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
-                let conv = dir.join("conv.hrry");
-                CompositeFile::open(&joined)
-                    .unwrap()
-                    .to_coo(&conv, "K", WriteOptions::default())
-                    .unwrap();
+            if let Some(conv) = per_rank_joined(&world, dir, opts, "K", OutputLayout::Coo) {
                 assert_eq!(
                     std::fs::read(&conv).unwrap(),
                     std::fs::read(&reference).unwrap(),
@@ -359,34 +376,8 @@ fn worker(case: &str, dir: &Path) {
                 world.barrier();
             }
             // Per-rank CSR files, joined by rank 0.
-            let mut b = DistBuilder::new(
-                &world,
-                &SHAPE,
-                DType::F64,
-                options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Csr),
-            )
-            .unwrap();
-            for i in mine(rank, ranks) {
-                let (idx, v) = contribution(i);
-                b.push(&idx, v).unwrap();
-            }
-            let own = dir.join(format!("C.part{rank}.hrry"));
-            let s = b.finish_per_rank(&own).unwrap();
-            let mut firsts = vec![0u64; ranks as usize];
-            world.all_gather_into(&s.rows.start, &mut firsts[..]);
-            if rank == 0 {
-                let parts: Vec<(PathBuf, Vec<u64>)> = firsts
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &f)| (dir.join(format!("C.part{k}.hrry")), vec![f, 0]))
-                    .collect();
-                let joined = dir.join("joined.hrry");
-                coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
-                let conv = dir.join("conv.hrry");
-                CompositeFile::open(&joined)
-                    .unwrap()
-                    .to_plain(&conv, "K", OutputLayout::Csr, WriteOptions::default())
-                    .unwrap();
+            let opts = options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Csr);
+            if let Some(conv) = per_rank_joined(&world, dir, opts, "C", OutputLayout::Csr) {
                 assert_eq!(
                     std::fs::read(&conv).unwrap(),
                     std::fs::read(&reference_csr).unwrap(),

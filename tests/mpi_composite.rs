@@ -52,48 +52,56 @@ fn member(lo: u64, rows: u64, entries: &[(u64, u64, f64)]) -> (TensorDescriptor,
     (d, vals, idx)
 }
 
-#[test]
-fn reference_composites_read_through_ours() {
-    let a = [(0u64, 1u64, 1.5f64), (1, 4, -2.0), (2, 0, 3.25)];
-    let b = [(3u64, 3u64, 7.0f64), (5, 0, -0.125)];
-    let (m0, v0, i0) = member(0, 3, &a);
-    let (m1, v1, i1) = member(3, 3, &b);
-    let head = TensorDescriptor::new(
+/// The head of a partition of a 6 x 5 f64 tensor into `members`.
+fn partition_head(members: u32) -> TensorDescriptor {
+    TensorDescriptor::new(
         1,
         0,
         ElementType::Float64,
         Shape::new(vec![6u64, 5]).unwrap(),
         0,
-        LayoutDescriptor::Composite(CompositeLayout::new(CompositionRule::Partition, 2).unwrap()),
+        LayoutDescriptor::Composite(
+            CompositeLayout::new(CompositionRule::Partition, members).unwrap(),
+        ),
         vec![],
         None,
         None,
         None,
         None,
     )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
+    .unwrap()
+}
+
+/// A file holding one composite "W", a partition of a 6 x 5 f64 head
+/// into `members` (name, descriptor, buffers), written by the reference
+/// writer's `write_composite` (which pads after the head).
+fn reference_composite(members: &[(&str, &TensorDescriptor, &[&[u8]])]) -> Vec<u8> {
+    let head = partition_head(members.len() as u32);
+    let nodes: Vec<FileCompositeNode> = members
+        .iter()
+        .map(|&(name, descriptor, buffers)| FileCompositeNode::Tensor {
+            name,
+            descriptor,
+            buffers,
+        })
+        .collect();
+    tokio::runtime::Builder::new_current_thread()
         .build()
-        .unwrap();
-    let bytes = rt.block_on(async {
-        let b0: [&[u8]; 2] = [&v0, &i0];
-        let b1: [&[u8]; 2] = [&v1, &i1];
-        let members = vec![
-            FileCompositeNode::Tensor {
-                name: "W.a",
-                descriptor: &m0,
-                buffers: &b0,
-            },
-            FileCompositeNode::Tensor {
-                name: "W.b",
-                descriptor: &m1,
-                buffers: &b1,
-            },
-        ];
-        let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
-        w.write_composite("W", &head, &members).await.unwrap();
-        w.finish(vec![]).await.unwrap()
-    });
+        .unwrap()
+        .block_on(async {
+            let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
+            w.write_composite("W", &head, &nodes).await.unwrap();
+            w.finish(vec![]).await.unwrap()
+        })
+}
+
+#[test]
+fn reference_composites_read_through_ours() {
+    let a = [(0u64, 1u64, 1.5f64), (1, 4, -2.0), (2, 0, 3.25)];
+    let b = [(3u64, 3u64, 7.0f64), (5, 0, -0.125)];
+    let (m0, v0, i0) = member(0, 3, &a);
+    let (m1, v1, i1) = member(3, 3, &b);
+    let bytes = reference_composite(&[("W.a", &m0, &[&v0, &i0]), ("W.b", &m1, &[&v1, &i1])]);
     let c = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
     assert_eq!(c.name(), "W");
     assert_eq!(c.shape(), &[6, 5]);
@@ -119,6 +127,10 @@ fn reference_composites_read_through_ours() {
     // Overlap: member b starting at row 2 (rows 2..5, over a's 0..3) is
     // refused with the rule it breaks.
     let (m1, v1, i1) = member(2, 3, &[(3, 3, 7.0)]);
+    let head = partition_head(2);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let bytes = rt.block_on(async {
         let b0: [&[u8]; 2] = [&v0, &i0];
         let b1: [&[u8]; 2] = [&v1, &i1];
@@ -315,48 +327,11 @@ fn reference_csr_composites_read_through_ours() {
     let (m0, b0) = csr_member(0, 2, &a);
     let (m1, b1) = csr_member(2, 2, &[]);
     let (m2, b2) = csr_member(4, 2, &c);
-    let head = TensorDescriptor::new(
-        1,
-        0,
-        ElementType::Float64,
-        Shape::new(vec![6u64, 5]).unwrap(),
-        0,
-        LayoutDescriptor::Composite(CompositeLayout::new(CompositionRule::Partition, 3).unwrap()),
-        vec![],
-        None,
-        None,
-        None,
-        None,
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let bytes = rt.block_on(async {
-        let r0: Vec<&[u8]> = b0.iter().map(Vec::as_slice).collect();
-        let r1: Vec<&[u8]> = b1.iter().map(Vec::as_slice).collect();
-        let r2: Vec<&[u8]> = b2.iter().map(Vec::as_slice).collect();
-        let members = vec![
-            FileCompositeNode::Tensor {
-                name: "W.a",
-                descriptor: &m0,
-                buffers: &r0,
-            },
-            FileCompositeNode::Tensor {
-                name: "W.b",
-                descriptor: &m1,
-                buffers: &r1,
-            },
-            FileCompositeNode::Tensor {
-                name: "W.c",
-                descriptor: &m2,
-                buffers: &r2,
-            },
-        ];
-        let mut w = FileWriter::new(Vec::<u8>::new()).await.unwrap();
-        w.write_composite("W", &head, &members).await.unwrap();
-        w.finish(vec![]).await.unwrap()
-    });
+    fn slices(b: &[Vec<u8>; 3]) -> Vec<&[u8]> {
+        b.iter().map(Vec::as_slice).collect()
+    }
+    let (r0, r1, r2) = (slices(&b0), slices(&b1), slices(&b2));
+    let bytes = reference_composite(&[("W.a", &m0, &r0), ("W.b", &m1, &r1), ("W.c", &m2, &r2)]);
     let comp = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
     assert!(comp
         .members()

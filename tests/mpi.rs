@@ -167,6 +167,31 @@ fn reference_reads_csr(path: &Path, members: usize, single: &Path) {
     assert_eq!(ptr, t.pointers());
 }
 
+/// A distributed builder on `world` with this rank's contributions pushed.
+fn pushed(
+    world: &mpi::topology::SimpleCommunicator,
+    opts: DistOptions,
+) -> DistBuilder<'_, mpi::topology::SimpleCommunicator> {
+    let (rank, ranks) = (world.rank() as u64, world.size() as u64);
+    let mut b = DistBuilder::new(world, &SHAPE, DType::F64, opts).unwrap();
+    for i in mine(rank, ranks) {
+        let (idx, v) = contribution(i);
+        b.push(&idx, v).unwrap();
+    }
+    b
+}
+
+/// Rank 0's checks of a composite written by `ranks` ranks: no writer
+/// warning, valid, one member per rank.
+fn valid_composite(out: &Path, ranks: u64) -> CompositeFile {
+    let c = CompositeFile::open(out).unwrap();
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    let problems = c.verify();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(c.members().count() as u64, ranks);
+    c
+}
+
 /// Every rank assembles its rows into its own file `{prefix}.part{rank}.hrry`
 /// (`finish_per_rank`); rank 0 joins the files into a composite and
 /// converts it to one plain `layout` file, whose path it returns.
@@ -178,11 +203,7 @@ fn per_rank_joined(
     layout: OutputLayout,
 ) -> Option<PathBuf> {
     let (rank, ranks) = (world.rank() as u64, world.size() as u64);
-    let mut b = DistBuilder::new(world, &SHAPE, DType::F64, opts).unwrap();
-    for i in mine(rank, ranks) {
-        let (idx, v) = contribution(i);
-        b.push(&idx, v).unwrap();
-    }
+    let b = pushed(world, opts);
     let own = dir.join(format!("{prefix}.part{rank}.hrry"));
     let s = b.finish_per_rank(&own).unwrap();
     let mut firsts = vec![0u64; ranks as usize];
@@ -235,22 +256,7 @@ fn worker(case: &str, dir: &Path) {
                 (8 << 20, RowOwnership::Given(given)),
                 (6 << 20, RowOwnership::Sampled),
             ] {
-                let opts = DistOptions {
-                    assemble: AssembleOptions {
-                        memory_budget: budget,
-                        threads: 1,
-                        tensor_name: "K".into(),
-                        temp_dir: Some(dir.to_path_buf()),
-                        ..AssembleOptions::default()
-                    },
-                    rows,
-                    ..DistOptions::default()
-                };
-                let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
-                for i in mine(rank, ranks) {
-                    let (idx, v) = contribution(i);
-                    b.push(&idx, v).unwrap();
-                }
+                let b = pushed(&world, options(dir, budget, rows, OutputLayout::Coo));
                 let out = dir.join("K.hrry");
                 let s = b.finish(&out).unwrap();
                 assert_eq!(s.pushed, mine(rank, ranks).len() as u64);
@@ -270,11 +276,7 @@ fn worker(case: &str, dir: &Path) {
                     assert!(runs > 0, "no run was combined across the stash");
                 }
                 if rank == 0 {
-                    let c = CompositeFile::open(&out).unwrap();
-                    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
-                    let problems = c.verify();
-                    assert!(problems.is_empty(), "{problems:?}");
-                    assert_eq!(c.members().count() as u64, ranks);
+                    let c = valid_composite(&out, ranks);
                     let conv = dir.join("conv.hrry");
                     c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
                     let same = std::fs::read(&conv).unwrap() == std::fs::read(&reference).unwrap();
@@ -297,16 +299,7 @@ fn worker(case: &str, dir: &Path) {
                 world.barrier();
             }
             // Per-rank files, joined by rank 0 into the same composite.
-            let opts = DistOptions {
-                assemble: AssembleOptions {
-                    memory_budget: 8 << 20,
-                    threads: 1,
-                    tensor_name: "K".into(),
-                    temp_dir: Some(dir.to_path_buf()),
-                    ..AssembleOptions::default()
-                },
-                ..DistOptions::default()
-            };
+            let opts = options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo);
             if let Some(conv) = per_rank_joined(&world, dir, opts, "K", OutputLayout::Coo) {
                 assert_eq!(
                     std::fs::read(&conv).unwrap(),
@@ -328,25 +321,11 @@ fn worker(case: &str, dir: &Path) {
                 (6 << 20, RowOwnership::Sampled, OutputLayout::Csr),
                 (8 << 20, RowOwnership::Sampled, OutputLayout::Csc),
             ] {
-                let mut b = DistBuilder::new(
-                    &world,
-                    &SHAPE,
-                    DType::F64,
-                    options(dir, budget, rows, layout),
-                )
-                .unwrap();
-                for i in mine(rank, ranks) {
-                    let (idx, v) = contribution(i);
-                    b.push(&idx, v).unwrap();
-                }
+                let b = pushed(&world, options(dir, budget, rows, layout));
                 let out = dir.join("C.hrry");
                 let s = b.finish(&out).unwrap();
                 if rank == 0 {
-                    let c = CompositeFile::open(&out).unwrap();
-                    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
-                    let problems = c.verify();
-                    assert!(problems.is_empty(), "{problems:?}");
-                    assert_eq!(c.members().count() as u64, ranks);
+                    let c = valid_composite(&out, ranks);
                     assert!(c.members().all(|(t, _)| t.layout() == layout));
                     let conv = dir.join("conv.hrry");
                     c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
@@ -394,21 +373,10 @@ fn worker(case: &str, dir: &Path) {
                 (InjectedFailure::Write, 1 % ranks),
             ] {
                 let opts = DistOptions {
-                    assemble: AssembleOptions {
-                        memory_budget: 8 << 20,
-                        threads: 1,
-                        tensor_name: "K".into(),
-                        temp_dir: Some(dir.to_path_buf()),
-                        ..AssembleOptions::default()
-                    },
                     inject: Some((on as i32, at)),
-                    ..DistOptions::default()
+                    ..options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo)
                 };
-                let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
-                for i in mine(rank, ranks) {
-                    let (idx, v) = contribution(i);
-                    b.push(&idx, v).unwrap();
-                }
+                let b = pushed(&world, opts);
                 let e = b.finish(&out).unwrap_err();
                 if rank == on {
                     assert!(matches!(e, Error::Io { .. }), "{e}");
@@ -428,21 +396,10 @@ fn worker(case: &str, dir: &Path) {
             }
             // Per-rank files: a failure after the renames takes every file back.
             let opts = DistOptions {
-                assemble: AssembleOptions {
-                    memory_budget: 8 << 20,
-                    threads: 1,
-                    tensor_name: "K".into(),
-                    temp_dir: Some(dir.to_path_buf()),
-                    ..AssembleOptions::default()
-                },
                 inject: Some(((ranks - 1) as i32, InjectedFailure::Write)),
-                ..DistOptions::default()
+                ..options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo)
             };
-            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
-            for i in mine(rank, ranks) {
-                let (idx, v) = contribution(i);
-                b.push(&idx, v).unwrap();
-            }
+            let b = pushed(&world, opts);
             assert!(b
                 .finish_per_rank(dir.join(format!("F.part{rank}.hrry")))
                 .is_err());
@@ -461,11 +418,7 @@ fn worker(case: &str, dir: &Path) {
                 inject: Some(((ranks - 1) as i32, InjectedFailure::Write)),
                 ..options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Csr)
             };
-            let mut b = DistBuilder::new(&world, &SHAPE, DType::F64, opts).unwrap();
-            for i in mine(rank, ranks) {
-                let (idx, v) = contribution(i);
-                b.push(&idx, v).unwrap();
-            }
+            let b = pushed(&world, opts);
             assert!(b.finish_per_rank(&own).is_err());
             world.barrier();
             assert_eq!(std::fs::read_to_string(&own).unwrap(), earlier);

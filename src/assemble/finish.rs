@@ -167,16 +167,16 @@ fn final_value<K: Key, C: Combiner>(
     Ok((!(core.opts.drop_zeros && v.is_zero())).then_some(v))
 }
 
-/// Open the output and its tensor, let `fill` push every entry (it
-/// returns the zeros it dropped), and publish the file only if `fill` says
-/// it pushed everything (`Ok(Some(dropped))`); `Ok(None)` means the merge
-/// stopped, and the temporary file is dropped.
+/// Open the output and its tensor, let `fill` push every entry, and
+/// publish the file only if `fill` says it pushed everything (`Ok(true)`);
+/// `Ok(false)` means the merge stopped, and the temporary file is dropped.
+/// Returns (nnz, file summary).
 fn write_file<K: Key>(
     core: &Core<K>,
     path: &Path,
     max_nnz: u64,
-    fill: impl FnOnce(&mut TensorWriter<'_>) -> Result<Option<u64>>,
-) -> Result<(u64, u64, FileSummary)> {
+    fill: impl FnOnce(&mut TensorWriter<'_>) -> Result<bool>,
+) -> Result<(u64, FileSummary)> {
     let layout = &core.layout;
     let layout_out = core.opts.layout;
     // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
@@ -191,11 +191,11 @@ fn write_file<K: Key>(
     let mut tw =
         fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
     tw.reserve_indices(max_nnz)?;
-    let Some(dropped) = fill(&mut tw)? else {
+    if !fill(&mut tw)? {
         return Err(Error::Poisoned("file writer (the merge stopped)"));
-    };
+    }
     let ts = tw.finish()?;
-    Ok((dropped, ts.nnz, fw.finish()?))
+    Ok((ts.nnz, fw.finish()?))
 }
 
 /// The final merge into the file. With `threads = 1` on this thread alone;
@@ -214,10 +214,11 @@ fn merge_into_file<K: Key, C: Combiner>(
     max_nnz: u64,
 ) -> Result<(u64, u64, FileSummary)> {
     let rank = core.layout.rank();
+    // Zeros dropped, counted where the sums are rounded.
+    let mut dropped = 0u64;
     if core.plan.one_thread {
-        return write_file(core, path, max_nnz, |tw| {
+        let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
             let mut idx = vec![0u64; rank];
-            let mut dropped = 0u64;
             while let Some((k, acc)) = merger.next_combined()? {
                 match final_value(core, comb, &k, &acc)? {
                     Some(v) => {
@@ -227,8 +228,9 @@ fn merge_into_file<K: Key, C: Combiner>(
                     None => dropped += 1,
                 }
             }
-            Ok(Some(dropped))
-        });
+            Ok(true)
+        })?;
+        return Ok((dropped, nnz, fs));
     }
     let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
     let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
@@ -239,7 +241,7 @@ fn merge_into_file<K: Key, C: Combiner>(
         });
     }
     std::thread::scope(|s| {
-        let write = move || -> Result<(u64, u64, FileSummary)> {
+        let write = move || -> Result<(u64, FileSummary)> {
             write_file(core, path, max_nnz, |tw| {
                 for msg in full_rx.iter() {
                     match msg {
@@ -251,18 +253,16 @@ fn merge_into_file<K: Key, C: Combiner>(
                             b.vals.clear();
                             let _ = empty_tx.send(b);
                         }
-                        // The merger counts the zeros it dropped.
-                        ToWriter::Done => return Ok(Some(0)),
+                        ToWriter::Done => return Ok(true),
                     }
                 }
-                Ok(None)
+                Ok(false)
             })
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
             .spawn_scoped(s, write)
             .map_err(|e| Error::io("spawn writer thread", path, e))?;
-        let mut dropped = 0u64;
         let merged = (|| -> Result<()> {
             let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
@@ -302,7 +302,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        let (_, nnz, fs) = written?;
+        let (nnz, fs) = written?;
         Ok((dropped, nnz, fs))
     })
 }

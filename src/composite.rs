@@ -256,11 +256,7 @@ impl Placed {
         w[1] = u64::from(self.entry.descriptor_length);
         w[2] = self.entry.data_offset;
         w[3] = self.entry.data_length;
-        w[4] = match self.layout {
-            OutputLayout::Coo => 0,
-            OutputLayout::Csr => 1,
-            OutputLayout::Csc => 2,
-        };
+        w[4] = u64::from(self.layout.tag());
         for (d, s) in w[5..].iter_mut().zip(&self.checksums) {
             *d = *s;
         }
@@ -275,15 +271,11 @@ impl Placed {
                 w.len()
             )));
         }
-        let layout = match w.get(4) {
-            Some(0) => OutputLayout::Coo,
-            Some(1) => OutputLayout::Csr,
-            Some(2) => OutputLayout::Csc,
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "member {name:?}: placement words {w:?} name no layout"
-                )))
-            }
+        let tag = u8::try_from(w[4]).ok();
+        let Some(layout) = tag.and_then(OutputLayout::from_tag) else {
+            return Err(Error::InvalidArgument(format!(
+                "member {name:?}: placement words {w:?} name no layout"
+            )));
         };
         let n = buffer_names(layout).len();
         Ok(Placed {

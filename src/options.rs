@@ -78,6 +78,13 @@ impl OutputLayout {
         }
     }
 
+    /// The layout of a Hurray layout tag we write (COO, CSR, CSC).
+    pub fn from_tag(tag: u8) -> Option<OutputLayout> {
+        [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc]
+            .into_iter()
+            .find(|l| l.tag() == tag)
+    }
+
     /// CSR or CSC: a rank-2 layout with a pointer buffer.
     pub fn is_compressed(self) -> bool {
         self != OutputLayout::Coo
@@ -285,6 +292,14 @@ mod tests {
             assert_eq!(p.parse::<DuplicatePolicy>().unwrap().to_string(), p);
         }
         assert!("avg".parse::<DuplicatePolicy>().is_err());
+    }
+
+    #[test]
+    fn layout_tags_round_trip() {
+        for l in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc] {
+            assert_eq!(OutputLayout::from_tag(l.tag()), Some(l));
+        }
+        assert_eq!(OutputLayout::from_tag(0x0B), None);
     }
 
     #[test]

@@ -224,10 +224,7 @@ fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(Desc, Opti
     if flags & DESC_HAS_SHARD == 0 || rank == 0 || rank > MAX_RANK {
         // The codec refuses what is wrong with it (rank included).
         let d = decode(bytes)?;
-        let n = match &d {
-            Desc::Coo(d) => d.encoded_len(),
-            Desc::Compressed(d) => d.encoded_len(),
-        };
+        let n = d.encoded_len();
         return Ok((d, None, n));
     }
     if flags & (DESC_QUANTIZED | DESC_EXTENSION_TYPE) != 0 {
@@ -281,24 +278,15 @@ struct Member {
 
 impl Member {
     fn shape(&self) -> &[u64] {
-        match &self.meta.desc {
-            Desc::Coo(d) => d.shape.as_slice(),
-            Desc::Compressed(d) => d.shape.as_slice(),
-        }
+        self.meta.desc.shape()
     }
 
     fn nnz(&self) -> u64 {
-        match &self.meta.desc {
-            Desc::Coo(d) => d.nnz,
-            Desc::Compressed(d) => d.nnz,
-        }
+        self.meta.desc.nnz()
     }
 
     fn dtype(&self) -> DType {
-        match &self.meta.desc {
-            Desc::Coo(d) => d.dtype,
-            Desc::Compressed(d) => d.dtype,
-        }
+        self.meta.desc.dtype()
     }
 
     /// Entries stored in row-major order: sorted COO, or CSR.

@@ -366,16 +366,13 @@ fn check_entry(
     }
     let dsec = format!("descriptor of tensor {:?}", e.name);
     let desc = decode_descriptor(bytes, d_off, tstart, &dsec)?;
-    let own_len = match &desc {
-        Desc::Coo(d) => {
-            debug_assert_eq!(
-                d.encoded_len(),
-                descriptor_len(d.rank(), d.statistics.is_some())
-            );
-            d.encoded_len()
-        }
-        Desc::Compressed(d) => d.encoded_len(),
-    } as u64;
+    if let Desc::Coo(d) = &desc {
+        debug_assert_eq!(
+            d.encoded_len(),
+            descriptor_len(d.rank(), d.statistics.is_some())
+        );
+    }
+    let own_len = desc.encoded_len() as u64;
     check_decoded(bytes, e, i, fields, tstart, align, opts, desc, own_len)
 }
 

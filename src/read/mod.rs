@@ -89,6 +89,7 @@ pub use tensor::Tensor;
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
 
+use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::hurray::compressed::CompressedDescriptor;
@@ -176,6 +177,37 @@ fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
 enum Desc {
     Coo(CooDescriptor),
     Compressed(CompressedDescriptor),
+}
+
+impl Desc {
+    /// Bytes of the encoded descriptor.
+    fn encoded_len(&self) -> usize {
+        match self {
+            Desc::Coo(d) => d.encoded_len(),
+            Desc::Compressed(d) => d.encoded_len(),
+        }
+    }
+
+    fn shape(&self) -> &[u64] {
+        match self {
+            Desc::Coo(d) => d.shape.as_slice(),
+            Desc::Compressed(d) => d.shape.as_slice(),
+        }
+    }
+
+    fn nnz(&self) -> u64 {
+        match self {
+            Desc::Coo(d) => d.nnz,
+            Desc::Compressed(d) => d.nnz,
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Desc::Coo(d) => d.dtype,
+            Desc::Compressed(d) => d.dtype,
+        }
+    }
 }
 
 /// Validated location of one tensor.

@@ -3,16 +3,18 @@
 //! Indices are 1-based in the file and in every message about them.
 
 use crate::assemble::builder::Builder;
+use crate::assemble::builder::Packer;
 use crate::element::DType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
+    Source,
 };
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
 use crate::input::number::{index_prefix, powers_of_five, Pow5};
-use crate::input::text::{parse_index, parse_value, value_at, Parsed};
+use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at, Parsed};
 use std::io::BufRead;
 
 /// MatrixMarket value field.
@@ -235,15 +237,28 @@ pub fn push_mtx<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
+    push_mtx_from(b, Source::Reader(r), h, dtype, source, progress)
+}
+
+/// [`push_mtx`] from a reader or from the mapped bytes after the header.
+pub(crate) fn push_mtx_from<R: BufRead>(
+    b: &mut Builder,
+    input: Source<'_, R>,
+    h: &MtxHeader,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     let mut pushed = 0u64;
     let workers = b.threads();
-    parse_mtx(r, h, dtype, source, workers, progress, &mut |e| {
-        b.push_many(e.idx, e.vals).map_err(|err| {
+    let packer = packer_for(b, workers);
+    let sink = &mut |e: &Entries<'_>| {
+        push_entries(b, e).map_err(|err| {
             let Some(k) = e.failed(&err) else {
                 return err;
             };
             let (line, mirrored) = (e.line(k), e.mirrored(k));
-            let (i, j) = match e.idx.get(2 * k..2 * k + 2) {
+            let (i, j) = match e.index(k) {
                 Some(&[i, j]) => (i + 1, j + 1),
                 _ => (0, 0),
             };
@@ -257,7 +272,17 @@ pub fn push_mtx<R: BufRead>(
         })?;
         pushed += e.len() as u64;
         Ok(())
-    })?;
+    };
+    parse_mtx(
+        input,
+        h,
+        dtype,
+        source,
+        workers,
+        packer.as_ref(),
+        progress,
+        sink,
+    )?;
     Ok(pushed)
 }
 
@@ -309,28 +334,40 @@ impl Order for Count<'_> {
 }
 
 /// Parse the entries after the header into `sink` (0-based indices), in
-/// file order; a coordinate file on `workers` threads.
+/// file order; a coordinate file on `workers` threads (its blocks packed
+/// with `packer`, if any).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_mtx<R: BufRead>(
-    r: R,
+    input: Source<'_, R>,
     h: &MtxHeader,
     dtype: DType,
     source: &str,
     workers: usize,
+    packer: Option<&Packer>,
     progress: Progress<'_>,
     sink: BatchSink<'_>,
 ) -> Result<()> {
-    let seen = match h.layout {
-        MtxLayout::Array => parse_array(r, h, dtype, source, progress, &mut |e| {
-            sink(&Entries::one(&e))
-        })?,
-        MtxLayout::Coordinate => {
+    let seen = match (h.layout, input) {
+        (MtxLayout::Array, Source::Reader(r)) => {
+            parse_array(r, h, dtype, source, progress, &mut |e| {
+                sink(&Entries::one(&e))
+            })?
+        }
+        (MtxLayout::Array, Source::Bytes(data)) => {
+            parse_array(data, h, dtype, source, progress, &mut |e| {
+                sink(&Entries::one(&e))
+            })?
+        }
+        (MtxLayout::Coordinate, input) => {
             let mut count = Count { h, source, seen: 0 };
             let p = CoordLines {
                 h,
                 dtype,
                 pow5: powers_of_five(),
             };
-            parse_lines(r, &p, source, h.lines, workers, progress, &mut count, sink)?;
+            parse_lines(
+                input, &p, source, h.lines, workers, packer, progress, &mut count, sink,
+            )?;
             count.seen
         }
     };

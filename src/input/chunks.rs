@@ -28,8 +28,11 @@ const BLOCK: usize = (1 << 20) + (64 << 10);
 /// reading thread appends.
 const MAPPED_BLOCK: usize = 512 << 10;
 
-/// Blocks in flight per parsing thread (read, mapped), besides one more.
-const AHEAD: usize = 1;
+/// Blocks in flight per parsing thread (read, mapped), besides one more:
+/// with one block each, a parsing thread that finished its block waited
+/// whenever the block due next (another thread's) was late, e.g. because
+/// a sorting thread had its core; a few more keep both cores busy.
+const AHEAD: usize = 2;
 const MAPPED_AHEAD: usize = 3;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";

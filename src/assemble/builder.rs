@@ -463,7 +463,7 @@ impl Packer {
     /// The record [`Builder::push`] would append for `(idx, v)`, or `None`
     /// if it would refuse the entry: then the entries go through
     /// [`Builder::push_many`], which names the error and the contribution.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pack<V: PushValue>(&self, idx: &[u64], v: V) -> Option<Record<u64>> {
         check_coordinate(self.layout.shape(), idx, 0).ok()?;
         let val = raw_value(v, self.dtype, self.policy, 0).ok()?;

@@ -106,7 +106,7 @@ impl Batch {
     }
 
     /// Add an entry found on the block's current line.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add(&mut self, idx: &[u64], v: Parsed, mirrored: bool) {
         if let Some(p) = self.packing() {
             if let Some(r) = p.pack(idx, v) {
@@ -121,7 +121,7 @@ impl Batch {
     }
 
     /// The packer, while every entry so far was packed.
-    #[inline]
+    #[inline(always)]
     fn packing(&self) -> Option<&Packer> {
         self.packer.as_ref().filter(|_| self.vals.is_empty())
     }
@@ -162,7 +162,7 @@ impl Batch {
         self.add_line(mirrored);
     }
 
-    #[inline]
+    #[inline(always)]
     fn add_line(&mut self, mirrored: bool) {
         // A block's lines are fewer than its bytes, and a block grows past
         // its few MiB only while it holds a single line: far below 2^31.
@@ -252,6 +252,30 @@ fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch)
         }
         rest = next;
     }
+}
+
+/// Parse `data` in mapped blocks on this thread, packing with `packer`,
+/// as the parsing threads do, for a timing test: the entries packed and
+/// not packed.
+#[cfg(test)]
+pub(crate) fn parse_all<P: LineParser>(
+    p: &P,
+    data: &[u8],
+    packer: Option<&Packer>,
+) -> (usize, usize) {
+    let mut out = Batch {
+        packer: packer.cloned(),
+        ..Batch::default()
+    };
+    let (mut pos, mut packed, mut other) = (0, 0, 0);
+    while pos < data.len() {
+        let n = mapped_cut(&data[pos..], MAPPED_BLOCK);
+        parse_block(p, &data[pos..pos + n], false, &mut out);
+        packed += out.recs.len();
+        other += out.vals.len();
+        pos += n;
+    }
+    (packed, other)
 }
 
 /// Parse `line` followed by each kind of line end as a block, the way

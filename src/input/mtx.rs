@@ -13,7 +13,7 @@ use crate::input::chunks::{
 };
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
-use crate::input::number::{index_prefix, powers_of_five, Pow5};
+use crate::input::number::index_prefix;
 use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at, Parsed};
 use std::io::BufRead;
 
@@ -360,11 +360,7 @@ pub(crate) fn parse_mtx<R: BufRead>(
         }
         (MtxLayout::Coordinate, input) => {
             let mut count = Count { h, source, seen: 0 };
-            let p = CoordLines {
-                h,
-                dtype,
-                pow5: powers_of_five(),
-            };
+            let p = CoordLines { h, dtype };
             parse_lines(
                 input, &p, source, h.lines, workers, packer, progress, &mut count, sink,
             )?;
@@ -427,7 +423,6 @@ fn unexpected(extra: &str) -> String {
 struct CoordLines<'h> {
     h: &'h MtxHeader,
     dtype: DType,
-    pow5: Pow5,
 }
 
 impl LineParser for CoordLines<'_> {
@@ -460,7 +455,7 @@ impl LineParser for CoordLines<'_> {
         let (v, n) = match h.field {
             MtxField::Pattern => (Parsed::I(1), n),
             _ => {
-                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype, self.pow5)?;
+                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype)?;
                 if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
                     return None;
                 }
@@ -621,6 +616,45 @@ mod tests {
         }
     }
 
+    /// Parsing and packing speed on one thread, for tuning: the first
+    /// 64 MiB of the benchmark's `fe.mtx` (COO_MTX_BENCH names the file).
+    #[test]
+    #[ignore]
+    fn time_the_coordinate_parser() {
+        use crate::options::AssembleOptions;
+        let path = std::env::var("COO_MTX_BENCH").unwrap_or("/work/bench/in/fe.mtx".into());
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            return;
+        };
+        let mut data = vec![0u8; 64 << 20];
+        let n = std::io::Read::read(&mut f, &mut data).unwrap();
+        data.truncate(n);
+        let mut r = &data[..];
+        let h = read_mtx_header(&mut r, "b").unwrap();
+        let b = Builder::new(&[h.rows, h.cols], DType::F64, AssembleOptions::default()).unwrap();
+        let packer = b.packer();
+        let p = CoordLines {
+            h: &h,
+            dtype: DType::F64,
+        };
+        for pk in [packer.as_ref(), None, packer.as_ref()] {
+            let mut best = f64::MAX;
+            let mut got = (0, 0);
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                got = crate::input::chunks::parse_all(&p, r, pk);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            let lines = got.0 + got.1;
+            eprintln!(
+                "packer {}: {lines} entries ({} packed), {:.1} ns per entry",
+                pk.is_some(),
+                got.0,
+                best / lines as f64 * 1e9
+            );
+        }
+    }
+
     /// The fast path takes only lines on which it agrees with the exact
     /// path; it leaves the others (errors included) to it.
     #[test]
@@ -673,11 +707,7 @@ mod tests {
             ] {
                 let h = header(field, sym);
                 for dtype in [DType::F64, DType::I64, DType::U8] {
-                    let p = CoordLines {
-                        h: &h,
-                        dtype,
-                        pow5: powers_of_five(),
-                    };
+                    let p = CoordLines { h: &h, dtype };
                     for &line in lines {
                         let mut a = Batch::for_rank(2);
                         let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

@@ -12,9 +12,7 @@ use crate::input::chunks::{
 };
 use crate::input::common::{at, Progress};
 use crate::input::lines::ascii_detail;
-use crate::input::number::{
-    ends_field, f64_prefix, i64_prefix, index_prefix, powers_of_five, Pow5,
-};
+use crate::input::number::{ends_field, f64_prefix, i64_prefix, index_prefix};
 use std::io::{BufRead, Read};
 
 /// A parsed text value, pushed with its natural type.
@@ -74,10 +72,10 @@ impl PushValue for Parsed {
 /// and ends there ([`crate::input::number`]; the same value as
 /// [`parse_value`] gives); `None` otherwise.
 #[inline]
-pub(crate) fn value_at(b: &[u8], n: usize, dtype: DType, pow5: Pow5) -> Option<(Parsed, usize)> {
+pub(crate) fn value_at(b: &[u8], n: usize, dtype: DType) -> Option<(Parsed, usize)> {
     let rest = b.get(n..)?;
     let (v, k) = if dtype.is_float() {
-        let (v, k) = f64_prefix(rest, pow5)?;
+        let (v, k) = f64_prefix(rest)?;
         (Parsed::F(v), k)
     } else {
         let (v, k) = i64_prefix(rest)?;
@@ -203,11 +201,7 @@ pub(crate) fn parse_text<R: Read>(
             "rank {rank} is out of 1..={MAX_RANK}"
         )));
     }
-    let p = TextLines {
-        rank,
-        dtype,
-        pow5: powers_of_five(),
-    };
+    let p = TextLines { rank, dtype };
     parse_lines(
         input,
         &p,
@@ -226,7 +220,6 @@ pub(crate) fn parse_text<R: Read>(
 struct TextLines {
     rank: usize,
     dtype: DType,
-    pow5: Pow5,
 }
 
 impl LineParser for TextLines {
@@ -268,7 +261,7 @@ impl TextLines {
             out.push_index(v);
             n = skip_blanks(rest, n + k);
         }
-        let (v, n) = value_at(rest, n, self.dtype, self.pow5)?;
+        let (v, n) = value_at(rest, n, self.dtype)?;
         let end = line_end(rest, n)?;
         out.add_value(v, false);
         Some(end)
@@ -357,11 +350,7 @@ mod tests {
             b"1 2 0.30000000000000004",
         ];
         for dtype in [DType::F64, DType::I32, DType::U64] {
-            let p = TextLines {
-                rank: 2,
-                dtype,
-                pow5: powers_of_five(),
-            };
+            let p = TextLines { rank: 2, dtype };
             for &line in lines {
                 let mut a = Batch::for_rank(2);
                 let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

@@ -354,7 +354,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "<stdin>".into()
     };
     // The raw input, its length when it is a file, and the file itself
-    // (to map it when it is plain binary).
+    // (to map it when it is a plain, uncompressed file).
     let (raw, total, file): (Box<dyn Read + Send>, Option<u64>, Option<File>) = if from_file {
         let p = PathBuf::from(&a.input);
         let file = io_ctx.open(&p)?;

@@ -212,6 +212,9 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 })?
             }
         };
+        // The entries are read on from `r`: not from the `\n` of a
+        // `\r\n` after the size line, which would count as a line.
+        lines.end_line(source)?;
         return Ok(MtxHeader {
             rows,
             cols,
@@ -613,6 +616,41 @@ mod tests {
             field,
             symmetry,
             lines: 2,
+        }
+    }
+
+    /// A size line ended by `\r\n`: the entries' lines are numbered from
+    /// the next line on, as with `\n` (the `\n` once counted as a line).
+    #[test]
+    fn lines_after_a_crlf_size_line_are_numbered_right() {
+        use crate::options::AssembleOptions;
+        for (data, want) in [
+            (
+                "%%MatrixMarket matrix coordinate real general\r\n3 3 3\r\n1 1 1\r\n2 2 2\r\n9 9 9\r\n",
+                "c:line 5",
+            ),
+            (
+                "%%MatrixMarket matrix array real general\r\n% x\r\n2 1\r\n1\r\nx\r\n",
+                "c:line 5",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\r3 3 1\r\r9 1 1\r",
+                "c:line 4",
+            ),
+        ] {
+            for threads in [1, 2] {
+                let mut r = data.as_bytes();
+                let h = read_mtx_header(&mut r, "c").unwrap();
+                let opts = AssembleOptions {
+                    threads,
+                    ..AssembleOptions::default()
+                };
+                let mut b = Builder::new(&[h.rows, h.cols], DType::F64, opts).unwrap();
+                let e = push_mtx(&mut b, r, &h, DType::F64, "c", &mut |_| {})
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(want), "{data:?}: {e}");
+            }
         }
     }
 

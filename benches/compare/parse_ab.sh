@@ -10,7 +10,9 @@
 #
 # DIR must hold fe.mtx (benches/compare/gen.py --mtx N); fe.txt (the same
 # lines without the MatrixMarket header: `tail -n +4 fe.mtx > fe.txt`) is
-# made when missing. Environment: REPS (default 3), BUDGET (default 256MiB),
+# made when missing (DIR may hold a symbolic link to a read-only fe.mtx:
+# regular files behind links are mapped all the same). Each round prints
+# the load average before it. Environment: REPS (default 3), BUDGET (default 256MiB),
 # THREADS (default "2 1"), NICE (e.g. -19: run both under `nice -n NICE`,
 # which needs root).
 set -euo pipefail
@@ -29,6 +31,7 @@ trap 'rm -rf "$out"' EXIT
 lscpu | grep 'Model name' || true
 uptime
 for rep in $(seq "$REPS"); do
+    echo "round $rep, load $(cut -d' ' -f1-3 /proc/loadavg)"
     for which in old new; do
         if [ "$which" = old ]; then bin=$OLD; else bin=$NEW; fi
         for t in $THREADS; do

@@ -448,6 +448,73 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
     result
 }
 
+/// What a parsing thread needs to check and pack entries into the records
+/// [`Builder::append_packed`] appends, so that the thread that owns the
+/// builder only copies them: the checks of [`Builder::push`], with its key
+/// layout, for builders whose keys are `u64` (see [`Builder::packer`]).
+#[derive(Clone)]
+pub(crate) struct Packer {
+    layout: KeyLayout,
+    dtype: DType,
+    policy: NonFinitePolicy,
+}
+
+impl Packer {
+    /// The record [`Builder::push`] would append for `(idx, v)`, or `None`
+    /// if it would refuse the entry: then the entries go through
+    /// [`Builder::push_many`], which names the error and the contribution.
+    #[inline(always)]
+    pub(crate) fn pack<V: PushValue>(&self, idx: &[u64], v: V) -> Option<Record<u64>> {
+        check_coordinate(self.layout.shape(), idx, 0).ok()?;
+        let val = raw_value(v, self.dtype, self.policy, 0).ok()?;
+        Some(Record {
+            key: self.layout.pack::<u64>(idx),
+            val,
+        })
+    }
+}
+
+impl Builder {
+    /// A [`Packer`] for this builder, when its keys are `u64` (the common
+    /// case: the index bits fit 64); `None` otherwise.
+    pub(crate) fn packer(&self) -> Option<Packer> {
+        match &self.core {
+            AnyCore::U64(c) => Some(Packer {
+                layout: c.layout.clone(),
+                dtype: c.dtype,
+                policy: c.opts.non_finite,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Append records made by this builder's [`Packer`], in order, as
+    /// pushes of the same entries from this thread would.
+    pub(crate) fn append_packed(&mut self, recs: &[Record<u64>]) -> Result<()> {
+        match self.own()? {
+            AnyLocal::U64(l) => append_packed(l, recs),
+            _ => Err(Error::InvalidArgument(
+                "append_packed: the builder's keys are not u64".into(),
+            )),
+        }
+    }
+}
+
+/// Copy `recs` into the chunk, handing full chunks over as `append` does.
+fn append_packed(l: &mut Local<u64>, mut recs: &[Record<u64>]) -> Result<()> {
+    while !recs.is_empty() {
+        if l.chunk.len() == l.chunk.capacity() {
+            l.hand_off()?;
+        }
+        let room = (l.chunk.capacity() - l.chunk.len()).min(recs.len());
+        let (now, later) = recs.split_at(room);
+        l.chunk.extend_from_slice(now);
+        l.count += room as u64;
+        recs = later;
+    }
+    Ok(())
+}
+
 /// A handle for pushing from one thread; cheap, `Send`. Dropping it hands
 /// its buffered contributions to the builder.
 pub struct Pusher<'b> {

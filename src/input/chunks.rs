@@ -6,6 +6,8 @@
 //! line the sequential parse would have named (a block's lines are
 //! numbered from its start; the reading thread adds the lines before it).
 
+use crate::assemble::builder::Packer;
+use crate::assemble::sort::Record;
 use crate::error::{Error, Result};
 use crate::input::common::{input_err, Entry, Progress};
 use crate::input::lines::read_error;
@@ -20,6 +22,18 @@ use std::io::{ErrorKind, Read};
 /// the CLI's 1 MiB read buffer, so reads go past it straight into the
 /// block (one copy, not two).
 const BLOCK: usize = (1 << 20) + (64 << 10);
+
+/// Bytes per block of a mapped input: no buffer to fill, so smaller blocks
+/// and more of them in flight keep every parsing thread busy while the
+/// reading thread appends.
+const MAPPED_BLOCK: usize = 512 << 10;
+
+/// Blocks in flight per parsing thread (read, mapped), besides one more:
+/// with one block each, a parsing thread that finished its block waited
+/// whenever the block due next (another thread's) was late, e.g. because
+/// a sorting thread had its core; a few more keep both cores busy.
+const AHEAD: usize = 2;
+const MAPPED_AHEAD: usize = 3;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -54,10 +68,18 @@ impl LineError {
 }
 
 /// The entries parsed from one block, with their lines (1-based within the
-/// block), and the first error, which ends the block.
+/// block), and the first error, which ends the block. With a [`Packer`],
+/// entries are checked and packed into the builder's records as they are
+/// added, so that the thread that owns the builder only copies them; from
+/// the first entry the builder would refuse on, the entries are kept as
+/// indices and values instead (`push_many` then names the error).
 #[derive(Default)]
 pub(crate) struct Batch {
     rank: usize,
+    packer: Option<Packer>,
+    /// The first entries, packed.
+    recs: Vec<Record<u64>>,
+    /// The entries after them (all of them without a packer).
     idx: Vec<u64>,
     vals: Vec<Parsed>,
     /// Each entry's line within the block, with [`MIRROR`] set for the
@@ -74,6 +96,7 @@ pub(crate) struct Batch {
 impl Batch {
     fn clear(&mut self, rank: usize) {
         self.rank = rank;
+        self.recs.clear();
         self.idx.clear();
         self.vals.clear();
         self.at.clear();
@@ -83,10 +106,24 @@ impl Batch {
     }
 
     /// Add an entry found on the block's current line.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add(&mut self, idx: &[u64], v: Parsed, mirrored: bool) {
+        if let Some(p) = self.packing() {
+            if let Some(r) = p.pack(idx, v) {
+                self.recs.push(r);
+                self.add_line(mirrored);
+                return;
+            }
+        }
         self.idx.extend_from_slice(idx);
-        self.add_value(v, mirrored);
+        self.vals.push(v);
+        self.add_line(mirrored);
+    }
+
+    /// The packer, while every entry so far was packed.
+    #[inline(always)]
+    fn packing(&self) -> Option<&Packer> {
+        self.packer.as_ref().filter(|_| self.vals.is_empty())
     }
 
     /// Indices held so far (all entries'), for [`Self::push_index`].
@@ -112,21 +149,36 @@ impl Batch {
     /// End the entry whose indices were pushed with [`Self::push_index`].
     #[inline]
     pub(crate) fn add_value(&mut self, v: Parsed, mirrored: bool) {
+        let start = self.idx.len().saturating_sub(self.rank);
+        if let Some(p) = self.packing() {
+            if let Some(r) = p.pack(&self.idx[start..], v) {
+                self.recs.push(r);
+                self.idx.truncate(start);
+                self.add_line(mirrored);
+                return;
+            }
+        }
         self.vals.push(v);
+        self.add_line(mirrored);
+    }
+
+    #[inline(always)]
+    fn add_line(&mut self, mirrored: bool) {
         // A block's lines are fewer than its bytes, and a block grows past
         // its few MiB only while it holds a single line: far below 2^31.
         let line = self.lines as u32 & !MIRROR;
         self.at.push(if mirrored { line | MIRROR } else { line });
     }
 
-    /// The entries, for tests: (indices, value, mirrored).
+    /// The entries not packed, for tests: (indices, value, mirrored).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> Vec<(Vec<u64>, Parsed, bool)> {
         let r = self.rank.max(1);
+        let at = self.at.get(self.recs.len()..).unwrap_or_default();
         self.idx
             .chunks(r)
             .zip(&self.vals)
-            .zip(&self.at)
+            .zip(at)
             .map(|((i, &v), &a)| (i.to_vec(), v, a & MIRROR != 0))
             .collect()
     }
@@ -202,6 +254,30 @@ fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch)
     }
 }
 
+/// Parse `data` in mapped blocks on this thread, packing with `packer`,
+/// as the parsing threads do, for a timing test: the entries packed and
+/// not packed.
+#[cfg(test)]
+pub(crate) fn parse_all<P: LineParser>(
+    p: &P,
+    data: &[u8],
+    packer: Option<&Packer>,
+) -> (usize, usize) {
+    let mut out = Batch {
+        packer: packer.cloned(),
+        ..Batch::default()
+    };
+    let (mut pos, mut packed, mut other) = (0, 0, 0);
+    while pos < data.len() {
+        let n = mapped_cut(&data[pos..], MAPPED_BLOCK);
+        parse_block(p, &data[pos..pos + n], false, &mut out);
+        packed += out.recs.len();
+        other += out.vals.len();
+        pos += n;
+    }
+    (packed, other)
+}
+
 /// Parse `line` followed by each kind of line end as a block, the way
 /// the readers do (fast path first), for the tests that compare the fast
 /// paths with the exact line code: the entries, and the error with
@@ -252,8 +328,101 @@ pub(crate) fn parse_as_block<P: LineParser>(
     first.unwrap_or_else(|| (Vec::new(), Ok(())))
 }
 
+/// Where the lines come from: a reader, or the bytes of a mapped file
+/// (parsed where they are: no copy into blocks).
+pub(crate) enum Source<'m, R> {
+    Reader(R),
+    Bytes(&'m [u8]),
+}
+
+/// A block handed to a parsing thread: a filled buffer and its length, or
+/// a range of the mapped bytes.
+enum Block {
+    Owned(Vec<u8>, usize),
+    Mapped(usize, usize),
+}
+
+impl Block {
+    fn bytes<'a>(&'a self, mapped: &'a [u8]) -> &'a [u8] {
+        match self {
+            Block::Owned(b, n) => &b[..*n],
+            Block::Mapped(s, e) => &mapped[*s..*e],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Block::Owned(_, n) => *n,
+            Block::Mapped(s, e) => e - s,
+        }
+    }
+
+    /// The buffer, for the next block (none for a mapped one).
+    fn into_buf(self) -> Vec<u8> {
+        match self {
+            Block::Owned(b, _) => b,
+            Block::Mapped(..) => Vec::new(),
+        }
+    }
+}
+
+/// The blocks of a [`Source`], each ending at a line end (but the last).
+enum Blocks<'m, R> {
+    Reader(ReadBlocks<R>),
+    Bytes { data: &'m [u8], pos: usize },
+}
+
+impl<R: Read> Blocks<'_, R> {
+    /// The next block (in `buf`, when read); `None` at the end of the
+    /// input or after a read error.
+    fn next(&mut self, buf: Vec<u8>) -> Option<Block> {
+        match self {
+            Blocks::Reader(r) => r.next(buf).map(|(b, n)| Block::Owned(b, n)),
+            Blocks::Bytes { data, pos } => {
+                let start = *pos;
+                let rest = data.get(start..).filter(|r| !r.is_empty())?;
+                *pos = start + mapped_cut(rest, MAPPED_BLOCK);
+                Some(Block::Mapped(start, *pos))
+            }
+        }
+    }
+
+    /// The read error that ended the input, if any.
+    fn failed(&mut self) -> Option<std::io::Error> {
+        match self {
+            Blocks::Reader(r) => r.failed.take(),
+            Blocks::Bytes { .. } => None,
+        }
+    }
+
+    /// Blocks in flight per parsing thread.
+    fn ahead(&self) -> usize {
+        match self {
+            Blocks::Reader(_) => AHEAD,
+            Blocks::Bytes { .. } => MAPPED_AHEAD,
+        }
+    }
+}
+
+/// Where the first block of `rest` ends: after the last line end within
+/// `want` bytes (a `\r\n` kept whole), after the first line end past them
+/// if there is none, or at the end of `rest`. The blocks of [`ReadBlocks`]
+/// end at the same kind of place, so both give the same lines.
+fn mapped_cut(rest: &[u8], want: usize) -> usize {
+    if rest.len() <= want {
+        return rest.len();
+    }
+    let end = memchr::memrchr2(b'\n', b'\r', &rest[..want])
+        .or_else(|| memchr::memchr2(b'\n', b'\r', &rest[want..]).map(|q| want + q));
+    match end {
+        Some(p) if rest[p] == b'\r' && rest.get(p + 1) == Some(&b'\n') => p + 2,
+        Some(p) => p + 1,
+        None => rest.len(),
+    }
+}
+
 /// Reads blocks that end at a line end (except the last one).
-struct Blocks<R> {
+struct ReadBlocks<R> {
     r: R,
     carry: Vec<u8>,
     eof: bool,
@@ -261,7 +430,7 @@ struct Blocks<R> {
     failed: Option<std::io::Error>,
 }
 
-impl<R: Read> Blocks<R> {
+impl<R: Read> ReadBlocks<R> {
     /// The next block: its bytes are `buf[..len]` of the returned
     /// `(buf, len)` (the rest of `buf` stays allocated and initialised for
     /// the next use, so reusing a buffer costs no clearing); `None` at the
@@ -323,12 +492,15 @@ impl<R: Read> Blocks<R> {
     }
 }
 
-/// Entries handed to a sink together: `rank` indices per entry, the
-/// values, and the line each came from.
+/// Entries handed to a sink together, in order: the first ones packed
+/// into the builder's records (when the parsing threads had a [`Packer`]),
+/// the others as `rank` indices per entry and a value; and the line each
+/// came from.
 pub(crate) struct Entries<'b> {
-    pub(crate) rank: usize,
-    pub(crate) idx: &'b [u64],
-    pub(crate) vals: &'b [Parsed],
+    rank: usize,
+    packed: &'b [Record<u64>],
+    idx: &'b [u64],
+    vals: &'b [Parsed],
     /// Lines before the block: an entry's line is `base + at` (less the
     /// [`MIRROR`] bit).
     base: u64,
@@ -340,6 +512,7 @@ impl<'b> Entries<'b> {
     pub(crate) fn one(e: &'b Entry<'b>) -> Entries<'b> {
         Entries {
             rank: e.idx.len(),
+            packed: &[],
             idx: e.idx,
             vals: std::slice::from_ref(&e.v),
             base: e.at,
@@ -347,8 +520,20 @@ impl<'b> Entries<'b> {
         }
     }
 
+    /// The first entries, as records made by the sink's builder's
+    /// [`Packer`] (the one given to [`parse_lines`]).
+    pub(crate) fn packed(&self) -> &'b [Record<u64>] {
+        self.packed
+    }
+
+    /// The entries after the packed ones: their indices (`rank` per entry)
+    /// and values.
+    pub(crate) fn unpacked(&self) -> (&'b [u64], &'b [Parsed]) {
+        (self.idx, self.vals)
+    }
+
     pub(crate) fn len(&self) -> usize {
-        self.vals.len()
+        self.at.len()
     }
 
     /// Entry `k`'s line.
@@ -367,34 +552,47 @@ impl<'b> Entries<'b> {
         self.at.get(k).is_some_and(|&a| a & MIRROR != 0)
     }
 
-    /// Entry `k`.
-    pub(crate) fn get(&self, k: usize) -> Entry<'b> {
-        Entry {
+    /// Entry `k`'s indices, if it is not packed.
+    pub(crate) fn index(&self, k: usize) -> Option<&'b [u64]> {
+        let u = k.checked_sub(self.packed.len())?;
+        self.idx.get(u * self.rank..(u + 1) * self.rank)
+    }
+
+    /// Entry `k`, if it is not packed (a sink without a packer gets every
+    /// entry unpacked).
+    pub(crate) fn get(&self, k: usize) -> Option<Entry<'b>> {
+        let v = *self.vals.get(k.checked_sub(self.packed.len())?)?;
+        Some(Entry {
             at: self.line(k),
-            idx: &self.idx[k * self.rank..(k + 1) * self.rank],
-            v: self.vals[k],
+            idx: self.index(k)?,
+            v,
             mirrored: self.mirrored(k),
-        }
+        })
     }
 
     /// The first `k` entries.
     fn prefix(&self, k: usize) -> Entries<'b> {
+        let p = k.min(self.packed.len());
+        let u = k - p;
         Entries {
             rank: self.rank,
-            idx: &self.idx[..k * self.rank],
-            vals: &self.vals[..k],
+            packed: &self.packed[..p],
+            idx: &self.idx[..u * self.rank],
+            vals: &self.vals[..u],
             base: self.base,
             at: &self.at[..k],
         }
     }
 
-    /// The entry a push of these entries (one `push_many`) failed on. A
-    /// push stops at the first entry the builder refuses and every entry
-    /// before it passed the same checks, so the first entry that matches
-    /// what the error names is the one. `None` for an error that names no
-    /// entry (spill I/O, a sorting thread's failure): no line is to blame.
+    /// The entry a push of these entries (the packed ones, then one
+    /// `push_many` of the others) failed on. Packed entries passed the
+    /// builder's checks; a push stops at the first entry the builder
+    /// refuses and every entry before it passed the same checks, so the
+    /// first unpacked entry that matches what the error names is the one.
+    /// `None` for an error that names no entry (spill I/O, a sorting
+    /// thread's failure): no line is to blame.
     pub(crate) fn failed(&self, err: &Error) -> Option<usize> {
-        let n = self.len();
+        let n = self.vals.len();
         let found = match err {
             Error::IndexOutOfRange { dim, index, .. } => {
                 (0..n).find(|&k| self.idx.get(k * self.rank + dim) == Some(index))
@@ -404,7 +602,7 @@ impl<'b> Entries<'b> {
             }
             _ => None,
         };
-        found
+        found.map(|k| k + self.packed.len())
     }
 }
 
@@ -434,26 +632,35 @@ impl Order for AnyOrder {
     }
 }
 
-/// Parse the lines of `r` (the first being line `first_line + 1`) with
-/// `p` on `workers` threads (on this thread when `workers <= 1`), giving
-/// the entries of each block to `sink` in input order, after `order` has
-/// seen them. Returns the lines read.
+/// Parse the lines of `input` (the first being line `first_line + 1`)
+/// with `p` on `workers` threads (on this thread when `workers <= 1`),
+/// giving the entries of each block to `sink` in input order, after
+/// `order` has seen them. With a `packer`, the parsing threads also pack
+/// each block's entries into the builder's records ([`Entries::packed`]).
+/// Returns the lines read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_lines<R: Read, P: LineParser>(
-    r: R,
+    input: Source<'_, R>,
     p: &P,
     source: &str,
     first_line: u64,
     workers: usize,
+    packer: Option<&Packer>,
     progress: Progress<'_>,
     order: &mut dyn Order,
     sink: BatchSink<'_>,
 ) -> Result<u64> {
-    let mut blocks = Blocks {
-        r,
-        carry: Vec::new(),
-        eof: false,
-        failed: None,
+    let (mut blocks, mapped) = match input {
+        Source::Reader(r) => (
+            Blocks::Reader(ReadBlocks {
+                r,
+                carry: Vec::new(),
+                eof: false,
+                failed: None,
+            }),
+            &[][..],
+        ),
+        Source::Bytes(data) => (Blocks::Bytes { data, pos: 0 }, data),
     };
     let mut state = Consumer {
         source,
@@ -467,18 +674,19 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
         let mut buf = Vec::new();
         let mut batch = Batch::default();
         let mut first = first_line == 0;
-        while let Some((block, len)) = blocks.next(std::mem::take(&mut buf)) {
-            parse_block(p, &block[..len], first, &mut batch);
+        while let Some(block) = blocks.next(std::mem::take(&mut buf)) {
+            if batch.packer.is_none() {
+                batch.packer = packer.cloned();
+            }
+            parse_block(p, block.bytes(mapped), first, &mut batch);
             first = false;
-            state.consume(&batch, len)?;
-            buf = block;
+            state.consume(&batch, block.len())?;
+            buf = block.into_buf();
         }
     } else {
         std::thread::scope(|s| -> Result<()> {
-            let (work_tx, work_rx) =
-                crossbeam_channel::unbounded::<(u64, (Vec<u8>, usize), Batch)>();
-            let (done_tx, done_rx) =
-                crossbeam_channel::unbounded::<(u64, (Vec<u8>, usize), Batch)>();
+            let (work_tx, work_rx) = crossbeam_channel::unbounded::<(u64, Block, Batch)>();
+            let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, Block, Batch)>();
             for w in 0..workers {
                 let (work_rx, done_tx) = (work_rx.clone(), done_tx.clone());
                 std::thread::Builder::new()
@@ -486,8 +694,12 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
                     .spawn_scoped(s, move || {
                         for (seq, block, mut batch) in work_rx {
                             let first = seq == 0 && first_line == 0;
+                            if batch.packer.is_none() {
+                                // Once per batch: batches are reused.
+                                batch.packer = packer.cloned();
+                            }
                             let parse = std::panic::AssertUnwindSafe(|| {
-                                parse_block(p, &block.0[..block.1], first, &mut batch)
+                                parse_block(p, block.bytes(mapped), first, &mut batch)
                             });
                             if std::panic::catch_unwind(parse).is_err() {
                                 batch.panicked = true;
@@ -500,10 +712,10 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
                     .map_err(|e| Error::io("start a parsing thread for", source, e))?;
             }
             drop(done_tx);
-            // One block per worker, and one more read ahead.
-            let in_flight = workers as u64 + 1;
+            // Some blocks per worker, and one more read ahead.
+            let in_flight = (workers * blocks.ahead()) as u64 + 1;
             let mut free: Vec<(Vec<u8>, Batch)> = Vec::new();
-            let mut ready: BTreeMap<u64, ((Vec<u8>, usize), Batch)> = BTreeMap::new();
+            let mut ready: BTreeMap<u64, (Block, Batch)> = BTreeMap::new();
             let (mut sent, mut taken, mut end) = (0u64, 0u64, false);
             loop {
                 while !end && sent - taken < in_flight {
@@ -530,12 +742,12 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
                     ready.insert(seq, (block, batch));
                 };
                 taken += 1;
-                state.consume(&batch, block.1)?;
-                free.push((block.0, batch));
+                state.consume(&batch, block.len())?;
+                free.push((block.into_buf(), batch));
             }
         })?;
     }
-    if let Some(e) = blocks.failed.take() {
+    if let Some(e) = blocks.failed() {
         return Err(read_error(source, state.line + 1, e));
     }
     (state.progress)(state.bytes);
@@ -562,6 +774,7 @@ impl Consumer<'_, '_> {
             rank: b.rank,
             idx: &b.idx,
             vals: &b.vals,
+            packed: &b.recs,
             base: self.line,
             at: &b.at,
         };
@@ -648,19 +861,25 @@ mod tests {
         }
     }
 
-    fn run(data: &[u8], workers: usize, trickle: usize) -> Result<Vec<(u64, u64)>> {
+    /// Parse `data` read `trickle` bytes at a time, or mapped (`None`).
+    fn run(data: &[u8], workers: usize, trickle: Option<usize>) -> Result<Vec<(u64, u64)>> {
         let mut got = Vec::new();
+        let input = match trickle {
+            Some(t) => Source::Reader(Trickle(data, t)),
+            None => Source::Bytes(data),
+        };
         parse_lines(
-            Trickle(data, trickle),
+            input,
             &Lens,
             "t",
             0,
             workers,
+            None,
             &mut |_| {},
             &mut AnyOrder,
             &mut |b| {
                 for k in 0..b.len() {
-                    let e = b.get(k);
+                    let e = b.get(k).unwrap();
                     got.push((e.at, e.idx[0]));
                 }
                 Ok(())
@@ -684,14 +903,44 @@ mod tests {
         data.extend_from_slice(b"tail");
         want.push((41, 4));
         for workers in [1, 2, 3] {
-            for trickle in [usize::MAX, 4099] {
+            for trickle in [Some(usize::MAX), Some(4099), None] {
                 assert_eq!(run(&data, workers, trickle).unwrap(), want);
             }
         }
         // A BOM on the first line only.
-        let got = run(b"\xEF\xBB\xBFab\r\n\xEF\xBB\xBF", 2, 1).unwrap();
-        assert_eq!(got, vec![(1, 2), (2, 3)]);
-        assert!(run(b"", 2, 1).unwrap().is_empty());
+        for trickle in [Some(1), None] {
+            let got = run(b"\xEF\xBB\xBFab\r\n\xEF\xBB\xBF", 2, trickle).unwrap();
+            assert_eq!(got, vec![(1, 2), (2, 3)]);
+            assert!(run(b"", 2, trickle).unwrap().is_empty());
+        }
+    }
+
+    /// A mapped input's blocks end where a read one's do: never between
+    /// the halves of a `\r\n`, whatever falls on a block's last byte.
+    #[test]
+    fn mapped_blocks_keep_every_line_end_whole() {
+        for shift in 0..4 {
+            for end in [&b"\r\n"[..], b"\r", b"\n", b"\r\r"] {
+                let mut data = Vec::new();
+                let mut want = Vec::new();
+                let mut line = 0;
+                for len in [MAPPED_BLOCK - 2 - shift, 3, MAPPED_BLOCK + 5, 0, 7] {
+                    data.extend(std::iter::repeat_n(b'y', len));
+                    data.extend_from_slice(end);
+                    line += 1;
+                    want.push((line, len as u64));
+                    if end == b"\r\r" {
+                        // Two line ends: an empty line after each.
+                        line += 1;
+                        want.push((line, 0));
+                    }
+                }
+                for workers in [1, 2] {
+                    assert_eq!(run(&data, workers, None).unwrap(), want);
+                    assert_eq!(run(&data, workers, Some(usize::MAX)).unwrap(), want);
+                }
+            }
+        }
     }
 
     /// Gives its bytes, then fails.
@@ -713,11 +962,12 @@ mod tests {
         for workers in [1, 2] {
             let mut got = Vec::new();
             let e = parse_lines(
-                Broken(b"a\nbb\nccc"),
+                Source::Reader(Broken(b"a\nbb\nccc")),
                 &Lens,
                 "t",
                 0,
                 workers,
+                None,
                 &mut |_| {},
                 &mut AnyOrder,
                 &mut |b| {
@@ -740,8 +990,10 @@ mod tests {
         data.extend(b"a\n".repeat(BLOCK));
         data.extend_from_slice(b"bad\n");
         for workers in [1, 2] {
-            let e = run(&data, workers, usize::MAX).unwrap_err().to_string();
-            assert!(e.contains(&format!("t:line {}", BLOCK + 1)), "{e}");
+            for trickle in [Some(usize::MAX), None] {
+                let e = run(&data, workers, trickle).unwrap_err().to_string();
+                assert!(e.contains(&format!("t:line {}", BLOCK + 1)), "{e}");
+            }
         }
     }
 }

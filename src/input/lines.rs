@@ -92,6 +92,21 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+impl<R: BufRead> LineReader<R> {
+    /// If the last line returned ended with the `\r` of a `\r\n`, take its
+    /// `\n` as well, so that whoever reads on from the underlying reader
+    /// starts at the next line (not at an empty one).
+    pub(crate) fn end_line(&mut self, source: &str) -> Result<()> {
+        if self.after_cr {
+            self.after_cr = false;
+            if self.fill(source)?.first() == Some(&b'\n') {
+                self.consume(1);
+            }
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn read_error(source: &str, line: u64, e: std::io::Error) -> Error {
     match e.kind() {
         // What a decompressor says of a damaged stream.

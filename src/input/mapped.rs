@@ -1,12 +1,17 @@
-//! A memory-mapped binary input, parsed in place, whose parsed pages leave
-//! the resident set as parsing advances: without this the whole input
-//! would count against the memory budget (the page cache keeps the pages).
+//! A memory-mapped input (binary records, MatrixMarket or text), parsed in
+//! place, whose parsed pages leave the resident set as parsing advances:
+//! without this the whole input would count against the memory budget
+//! (the page cache keeps the pages). Mapping saves the copy `read()` makes
+//! and lets the parsing threads read the file's pages themselves.
 
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::Result;
 use crate::fs::IoCtx;
 use crate::input::bin::push_bin_bytes;
+use crate::input::chunks::Source;
+use crate::input::mtx::{push_mtx_from, read_mtx_header, MtxHeader};
+use crate::input::text::push_text_from;
 use std::fs::File;
 use std::path::Path;
 
@@ -19,6 +24,8 @@ const PAGE: u64 = 4096;
 pub struct MappedInput {
     map: memmap2::Mmap,
     released: u64,
+    /// Bytes of a header already read ([`Self::read_mtx_header`]).
+    start: usize,
 }
 
 impl std::fmt::Debug for MappedInput {
@@ -42,7 +49,11 @@ impl MappedInput {
         // while we read it would raise SIGBUS (documented for the CLI).
         let map = unsafe { io.map(file, path) }.ok()?;
         let _ = map.advise(memmap2::Advice::Sequential);
-        Some(MappedInput { map, released: 0 })
+        Some(MappedInput {
+            map,
+            released: 0,
+            start: 0,
+        })
     }
 
     /// The mapped bytes.
@@ -64,6 +75,57 @@ impl MappedInput {
         let map = &self.map;
         let released = &mut self.released;
         push_bin_bytes(b, map, rank, dtype, source, &mut |n| {
+            progress(n);
+            release(map, released, n);
+        })
+    }
+
+    /// Read the MatrixMarket header at the start of the file (as
+    /// [`read_mtx_header`] does from a reader); [`Self::push_mtx`] then
+    /// parses the lines after it.
+    pub fn read_mtx_header(&mut self, source: &str) -> Result<MtxHeader> {
+        let mut rest: &[u8] = &self.map;
+        let h = read_mtx_header(&mut rest, source)?;
+        self.start = self.map.len() - rest.len();
+        Ok(h)
+    }
+
+    /// Push the entries of a MatrixMarket file whose header was read with
+    /// [`Self::read_mtx_header`], as [`crate::input::push_mtx`] does, the
+    /// parsing threads reading the mapped lines in place; `progress` gets
+    /// the bytes parsed after the header.
+    pub fn push_mtx(
+        &mut self,
+        b: &mut Builder,
+        h: &MtxHeader,
+        dtype: DType,
+        source: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let (map, start) = (&self.map, self.start);
+        let released = &mut self.released;
+        let data = map.get(start..).unwrap_or_default();
+        let input = Source::<&[u8]>::Bytes(data);
+        push_mtx_from(b, input, h, dtype, source, &mut |n| {
+            progress(n);
+            release(map, released, start as u64 + n);
+        })
+    }
+
+    /// Push the whitespace text entries of the file, as
+    /// [`crate::input::push_text`] does, parsed in place.
+    pub fn push_text(
+        &mut self,
+        b: &mut Builder,
+        rank: usize,
+        dtype: DType,
+        source: &str,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let map = &self.map;
+        let released = &mut self.released;
+        let input = Source::<&[u8]>::Bytes(map);
+        push_text_from(b, input, rank, dtype, source, &mut |n| {
             progress(n);
             release(map, released, n);
         })

@@ -60,15 +60,40 @@ pub fn locate<R: BufRead>(
     fn each<'s>(
         sink: &'s mut impl FnMut(common::Entry<'_>) -> Result<()>,
     ) -> impl FnMut(&chunks::Entries<'_>) -> Result<()> + 's {
-        move |b| (0..b.len()).try_for_each(|k| sink(b.get(k)))
+        // Without a packer, every entry is unpacked.
+        move |b| {
+            (0..b.len())
+                .filter_map(|k| b.get(k))
+                .try_for_each(&mut *sink)
+        }
     }
     match format {
         InputFormat::Text => {
-            text::parse_text(r, rank, dtype, source, 1, &mut |_| {}, &mut each(&mut sink))?
+            let input = chunks::Source::Reader(r);
+            text::parse_text(
+                input,
+                rank,
+                dtype,
+                source,
+                1,
+                None,
+                &mut |_| {},
+                &mut each(&mut sink),
+            )?
         }
         InputFormat::Mtx => {
             let h = read_mtx_header(&mut r, source)?;
-            mtx::parse_mtx(r, &h, dtype, source, 1, &mut |_| {}, &mut each(&mut sink))?
+            let input = chunks::Source::Reader(r);
+            mtx::parse_mtx(
+                input,
+                &h,
+                dtype,
+                source,
+                1,
+                None,
+                &mut |_| {},
+                &mut each(&mut sink),
+            )?
         }
         InputFormat::Npy => {
             let h = read_npy_header(&mut r, source)?;

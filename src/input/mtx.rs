@@ -3,16 +3,18 @@
 //! Indices are 1-based in the file and in every message about them.
 
 use crate::assemble::builder::Builder;
+use crate::assemble::builder::Packer;
 use crate::element::DType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
+    Source,
 };
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
-use crate::input::number::{index_prefix, powers_of_five, Pow5};
-use crate::input::text::{parse_index, parse_value, value_at, Parsed};
+use crate::input::number::index_prefix;
+use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at, Parsed};
 use std::io::BufRead;
 
 /// MatrixMarket value field.
@@ -210,6 +212,9 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 })?
             }
         };
+        // The entries are read on from `r`: not from the `\n` of a
+        // `\r\n` after the size line, which would count as a line.
+        lines.end_line(source)?;
         return Ok(MtxHeader {
             rows,
             cols,
@@ -235,15 +240,28 @@ pub fn push_mtx<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
+    push_mtx_from(b, Source::Reader(r), h, dtype, source, progress)
+}
+
+/// [`push_mtx`] from a reader or from the mapped bytes after the header.
+pub(crate) fn push_mtx_from<R: BufRead>(
+    b: &mut Builder,
+    input: Source<'_, R>,
+    h: &MtxHeader,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     let mut pushed = 0u64;
     let workers = b.threads();
-    parse_mtx(r, h, dtype, source, workers, progress, &mut |e| {
-        b.push_many(e.idx, e.vals).map_err(|err| {
+    let packer = packer_for(b, workers);
+    let sink = &mut |e: &Entries<'_>| {
+        push_entries(b, e).map_err(|err| {
             let Some(k) = e.failed(&err) else {
                 return err;
             };
             let (line, mirrored) = (e.line(k), e.mirrored(k));
-            let (i, j) = match e.idx.get(2 * k..2 * k + 2) {
+            let (i, j) = match e.index(k) {
                 Some(&[i, j]) => (i + 1, j + 1),
                 _ => (0, 0),
             };
@@ -257,7 +275,17 @@ pub fn push_mtx<R: BufRead>(
         })?;
         pushed += e.len() as u64;
         Ok(())
-    })?;
+    };
+    parse_mtx(
+        input,
+        h,
+        dtype,
+        source,
+        workers,
+        packer.as_ref(),
+        progress,
+        sink,
+    )?;
     Ok(pushed)
 }
 
@@ -309,28 +337,36 @@ impl Order for Count<'_> {
 }
 
 /// Parse the entries after the header into `sink` (0-based indices), in
-/// file order; a coordinate file on `workers` threads.
+/// file order; a coordinate file on `workers` threads (its blocks packed
+/// with `packer`, if any).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_mtx<R: BufRead>(
-    r: R,
+    input: Source<'_, R>,
     h: &MtxHeader,
     dtype: DType,
     source: &str,
     workers: usize,
+    packer: Option<&Packer>,
     progress: Progress<'_>,
     sink: BatchSink<'_>,
 ) -> Result<()> {
-    let seen = match h.layout {
-        MtxLayout::Array => parse_array(r, h, dtype, source, progress, &mut |e| {
-            sink(&Entries::one(&e))
-        })?,
-        MtxLayout::Coordinate => {
+    let seen = match (h.layout, input) {
+        (MtxLayout::Array, Source::Reader(r)) => {
+            parse_array(r, h, dtype, source, progress, &mut |e| {
+                sink(&Entries::one(&e))
+            })?
+        }
+        (MtxLayout::Array, Source::Bytes(data)) => {
+            parse_array(data, h, dtype, source, progress, &mut |e| {
+                sink(&Entries::one(&e))
+            })?
+        }
+        (MtxLayout::Coordinate, input) => {
             let mut count = Count { h, source, seen: 0 };
-            let p = CoordLines {
-                h,
-                dtype,
-                pow5: powers_of_five(),
-            };
-            parse_lines(r, &p, source, h.lines, workers, progress, &mut count, sink)?;
+            let p = CoordLines { h, dtype };
+            parse_lines(
+                input, &p, source, h.lines, workers, packer, progress, &mut count, sink,
+            )?;
             count.seen
         }
     };
@@ -390,7 +426,6 @@ fn unexpected(extra: &str) -> String {
 struct CoordLines<'h> {
     h: &'h MtxHeader,
     dtype: DType,
-    pow5: Pow5,
 }
 
 impl LineParser for CoordLines<'_> {
@@ -423,7 +458,7 @@ impl LineParser for CoordLines<'_> {
         let (v, n) = match h.field {
             MtxField::Pattern => (Parsed::I(1), n),
             _ => {
-                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype, self.pow5)?;
+                let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype)?;
                 if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
                     return None;
                 }
@@ -584,6 +619,80 @@ mod tests {
         }
     }
 
+    /// A size line ended by `\r\n`: the entries' lines are numbered from
+    /// the next line on, as with `\n` (the `\n` once counted as a line).
+    #[test]
+    fn lines_after_a_crlf_size_line_are_numbered_right() {
+        use crate::options::AssembleOptions;
+        for (data, want) in [
+            (
+                "%%MatrixMarket matrix coordinate real general\r\n3 3 3\r\n1 1 1\r\n2 2 2\r\n9 9 9\r\n",
+                "c:line 5",
+            ),
+            (
+                "%%MatrixMarket matrix array real general\r\n% x\r\n2 1\r\n1\r\nx\r\n",
+                "c:line 5",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\r3 3 1\r\r9 1 1\r",
+                "c:line 4",
+            ),
+        ] {
+            for threads in [1, 2] {
+                let mut r = data.as_bytes();
+                let h = read_mtx_header(&mut r, "c").unwrap();
+                let opts = AssembleOptions {
+                    threads,
+                    ..AssembleOptions::default()
+                };
+                let mut b = Builder::new(&[h.rows, h.cols], DType::F64, opts).unwrap();
+                let e = push_mtx(&mut b, r, &h, DType::F64, "c", &mut |_| {})
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(want), "{data:?}: {e}");
+            }
+        }
+    }
+
+    /// Parsing and packing speed on one thread, for tuning: the first
+    /// 64 MiB of the benchmark's `fe.mtx` (COO_MTX_BENCH names the file).
+    #[test]
+    #[ignore]
+    fn time_the_coordinate_parser() {
+        use crate::options::AssembleOptions;
+        let path = std::env::var("COO_MTX_BENCH").unwrap_or("/work/bench/in/fe.mtx".into());
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            return;
+        };
+        let mut data = vec![0u8; 64 << 20];
+        let n = std::io::Read::read(&mut f, &mut data).unwrap();
+        data.truncate(n);
+        let mut r = &data[..];
+        let h = read_mtx_header(&mut r, "b").unwrap();
+        let b = Builder::new(&[h.rows, h.cols], DType::F64, AssembleOptions::default()).unwrap();
+        let packer = b.packer();
+        let p = CoordLines {
+            h: &h,
+            dtype: DType::F64,
+        };
+        for pk in [packer.as_ref(), None, packer.as_ref()] {
+            let mut best = f64::MAX;
+            let mut got = (0, 0);
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                got = crate::input::chunks::parse_all(&p, r, pk);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            let lines = got.0 + got.1;
+            eprintln!(
+                "packer {}: {lines} entries ({} packed), {:.1} ns per entry",
+                pk.is_some(),
+                got.0,
+                best / lines as f64 * 1e9
+            );
+        }
+    }
+
     /// The fast path takes only lines on which it agrees with the exact
     /// path; it leaves the others (errors included) to it.
     #[test]
@@ -636,11 +745,7 @@ mod tests {
             ] {
                 let h = header(field, sym);
                 for dtype in [DType::F64, DType::I64, DType::U8] {
-                    let p = CoordLines {
-                        h: &h,
-                        dtype,
-                        pow5: powers_of_five(),
-                    };
+                    let p = CoordLines { h: &h, dtype };
                     for &line in lines {
                         let mut a = Batch::for_rank(2);
                         let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

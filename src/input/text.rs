@@ -1,20 +1,19 @@
 //! Whitespace text: one entry per line, indices (0-based) then the value;
 //! `#` starts a comment. The value helpers are shared with MatrixMarket.
 
-use crate::assemble::builder::Builder;
+use crate::assemble::builder::{Builder, Packer};
 use crate::assemble::combine::PushValue;
 use crate::element::DType;
 use crate::error::Result;
 use crate::hurray::MAX_RANK;
 use crate::input::chunks::{
-    line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, LineError, LineParser,
+    line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, Entries, LineError, LineParser,
+    Source,
 };
 use crate::input::common::{at, Progress};
 use crate::input::lines::ascii_detail;
-use crate::input::number::{
-    ends_field, f64_prefix, i64_prefix, index_prefix, powers_of_five, Pow5,
-};
-use std::io::BufRead;
+use crate::input::number::{ends_field, f64_prefix, i64_prefix, index_prefix};
+use std::io::{BufRead, Read};
 
 /// A parsed text value, pushed with its natural type.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -73,10 +72,10 @@ impl PushValue for Parsed {
 /// and ends there ([`crate::input::number`]; the same value as
 /// [`parse_value`] gives); `None` otherwise.
 #[inline]
-pub(crate) fn value_at(b: &[u8], n: usize, dtype: DType, pow5: Pow5) -> Option<(Parsed, usize)> {
+pub(crate) fn value_at(b: &[u8], n: usize, dtype: DType) -> Option<(Parsed, usize)> {
     let rest = b.get(n..)?;
     let (v, k) = if dtype.is_float() {
-        let (v, k) = f64_prefix(rest, pow5)?;
+        let (v, k) = f64_prefix(rest)?;
         (Parsed::F(v), k)
     } else {
         let (v, k) = i64_prefix(rest)?;
@@ -124,31 +123,76 @@ pub fn push_text<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
+    push_text_from(b, Source::Reader(r), rank, dtype, source, progress)
+}
+
+/// [`push_text`] from a reader or from mapped bytes.
+pub(crate) fn push_text_from<R: Read>(
+    b: &mut Builder,
+    input: Source<'_, R>,
+    rank: usize,
+    dtype: DType,
+    source: &str,
+    progress: Progress<'_>,
+) -> Result<u64> {
     let mut entries = 0u64;
     let workers = b.threads();
-    parse_text(r, rank, dtype, source, workers, progress, &mut |e| {
-        b.push_many(e.idx, e.vals)
-            .map_err(|err| match e.failed(&err) {
-                Some(k) => {
-                    let line = e.line(k);
-                    at(source, move || format!("line {line}"))(err)
-                }
-                None => err,
-            })?;
+    let packer = packer_for(b, workers);
+    let sink = &mut |e: &Entries<'_>| {
+        push_entries(b, e).map_err(|err| match e.failed(&err) {
+            Some(k) => {
+                let line = e.line(k);
+                at(source, move || format!("line {line}"))(err)
+            }
+            None => err,
+        })?;
         entries += e.len() as u64;
         Ok(())
-    })?;
+    };
+    parse_text(
+        input,
+        rank,
+        dtype,
+        source,
+        workers,
+        packer.as_ref(),
+        progress,
+        sink,
+    )?;
     Ok(entries)
 }
 
+/// The packer the parsing threads use for `b`: with one thread there are
+/// none, and packing first would only add a copy.
+pub(crate) fn packer_for(b: &Builder, workers: usize) -> Option<Packer> {
+    (workers > 1).then(|| b.packer()).flatten()
+}
+
+/// A parsed block into the builder: the records the parsing thread packed,
+/// then the other entries through `push_many`.
+#[inline]
+pub(crate) fn push_entries(b: &mut Builder, e: &Entries<'_>) -> Result<()> {
+    let packed = e.packed();
+    if !packed.is_empty() {
+        b.append_packed(packed)?;
+    }
+    let (idx, vals) = e.unpacked();
+    if vals.is_empty() {
+        return Ok(());
+    }
+    b.push_many(idx, vals)
+}
+
 /// Parse text entries on `workers` threads, giving them to `sink` in
-/// input order, a parsed block at a time.
-pub(crate) fn parse_text<R: BufRead>(
-    r: R,
+/// input order, a parsed block at a time (packed with `packer`, if any).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn parse_text<R: Read>(
+    input: Source<'_, R>,
     rank: usize,
     dtype: DType,
     source: &str,
     workers: usize,
+    packer: Option<&Packer>,
     progress: Progress<'_>,
     sink: BatchSink<'_>,
 ) -> Result<()> {
@@ -157,12 +201,18 @@ pub(crate) fn parse_text<R: BufRead>(
             "rank {rank} is out of 1..={MAX_RANK}"
         )));
     }
-    let p = TextLines {
-        rank,
-        dtype,
-        pow5: powers_of_five(),
-    };
-    parse_lines(r, &p, source, 0, workers, progress, &mut AnyOrder, sink)?;
+    let p = TextLines { rank, dtype };
+    parse_lines(
+        input,
+        &p,
+        source,
+        0,
+        workers,
+        packer,
+        progress,
+        &mut AnyOrder,
+        sink,
+    )?;
     Ok(())
 }
 
@@ -170,7 +220,6 @@ pub(crate) fn parse_text<R: BufRead>(
 struct TextLines {
     rank: usize,
     dtype: DType,
-    pow5: Pow5,
 }
 
 impl LineParser for TextLines {
@@ -212,7 +261,7 @@ impl TextLines {
             out.push_index(v);
             n = skip_blanks(rest, n + k);
         }
-        let (v, n) = value_at(rest, n, self.dtype, self.pow5)?;
+        let (v, n) = value_at(rest, n, self.dtype)?;
         let end = line_end(rest, n)?;
         out.add_value(v, false);
         Some(end)
@@ -301,11 +350,7 @@ mod tests {
             b"1 2 0.30000000000000004",
         ];
         for dtype in [DType::F64, DType::I32, DType::U64] {
-            let p = TextLines {
-                rank: 2,
-                dtype,
-                pow5: powers_of_five(),
-            };
+            let p = TextLines { rank: 2, dtype };
             for &line in lines {
                 let mut a = Batch::for_rank(2);
                 let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

@@ -503,3 +503,96 @@ fn small_messages() {
         );
     }
 }
+
+/// A regular MatrixMarket or text file is mapped and parsed in place;
+/// stdin is streamed. Both give the same bytes (with `--duplicates last`,
+/// whose result depends on the order of the contributions) and name the
+/// same line of a bad entry, many blocks into the file, with one thread
+/// and with two.
+#[test]
+fn mapped_and_streamed_input_agree() {
+    let w = Work::new();
+    // About 4 MiB of lines: several blocks of either path, with comments,
+    // CRLF line ends in places, duplicates and mirrored entries.
+    let mut body = String::new();
+    let mut lines = 0u64;
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for n in 0..150_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (i, j) = (x % 300 + 1, (x >> 20) % 300 + 1);
+        let (i, j) = (i.max(j), i.min(j));
+        let v = (x >> 40) as f64 * 1e-7 - 0.8;
+        let end = if n % 7 == 0 { "\r\n" } else { "\n" };
+        body.push_str(&format!("{i} {j} {v:.16e}{end}"));
+        lines += 1;
+        if n % 1000 == 0 {
+            body.push_str("% a comment\n");
+        }
+    }
+    let head = format!("%%MatrixMarket matrix coordinate real symmetric\n300 300 {lines}\n");
+    let good = [head.as_bytes(), body.as_bytes()].concat();
+    let text: String = body
+        .lines()
+        .filter(|l| !l.starts_with('%'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (i, j): (u64, u64) = (f[0].parse().unwrap(), f[1].parse().unwrap());
+            format!("{} {} {}\n", i - 1, j - 1, f[2])
+        })
+        .collect();
+    // An index out of range on a line far into the file.
+    let bad_line = 2 + 140_000 + 140;
+    let mut bad = String::new();
+    for (k, l) in String::from_utf8(good.clone())
+        .unwrap()
+        .split_inclusive('\n')
+        .enumerate()
+    {
+        if k + 1 == bad_line {
+            bad.push_str("301 1 1.0\n");
+        } else {
+            bad.push_str(l);
+        }
+    }
+    for threads in ["1", "2"] {
+        let extra = ["-q", "--threads", threads, "--duplicates", "last"];
+        for (name, data, more) in [
+            ("g.mtx", good.clone(), &[][..]),
+            (
+                "t.txt",
+                text.clone().into_bytes(),
+                &["--format", "text", "--shape", "300,300"][..],
+            ),
+        ] {
+            let args: Vec<&str> = extra.iter().chain(more).copied().collect();
+            let i = w.input(name, &data);
+            let (a, b) = (w.out("mapped.hrry"), w.out("streamed.hrry"));
+            let o = w.assemble(s(&i), &a, &args);
+            assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+            let o = w.assemble_in("-", &b, &args, Some(&data));
+            assert_eq!(o.code, 0, "{name}: {}", o.stderr);
+            assert!(
+                std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+                "{name}, {threads} threads: mapped and streamed outputs differ"
+            );
+        }
+        let i = w.input("bad.mtx", bad.as_bytes());
+        let out = w.out("o.hrry");
+        let o = w.assemble(s(&i), &out, &extra);
+        let want = format!("line {bad_line}");
+        fails(&o, 1, &["bad.mtx:", &want, "row 301 is out of range"]);
+        let streamed = w.assemble_in("-", &out, &extra, Some(bad.as_bytes()));
+        fails(
+            &streamed,
+            1,
+            &["<stdin>:", &want, "row 301 is out of range"],
+        );
+        assert_eq!(
+            o.stderr.replace(s(&i), "<stdin>"),
+            streamed.stderr,
+            "{threads} threads"
+        );
+    }
+}

@@ -354,7 +354,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         "<stdin>".into()
     };
     // The raw input, its length when it is a file, and the file itself
-    // (to map it when it is plain binary).
+    // (to map it when it is a plain, uncompressed file).
     let (raw, total, file): (Box<dyn Read + Send>, Option<u64>, Option<File>) = if from_file {
         let p = PathBuf::from(&a.input);
         let file = io_ctx.open(&p)?;
@@ -378,9 +378,17 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         (None, None) => InputFormat::Bin,
     };
     let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let header = match format {
-        InputFormat::Mtx => Header::Mtx(input::read_mtx_header(&mut reader, &source)?),
-        InputFormat::Npy => Header::Npy(input::read_npy_header(&mut reader, &source)?),
+    // A regular, uncompressed MatrixMarket or text file is parsed in place
+    // (no read() copies; the parsing threads read the pages themselves).
+    if matches!(format, InputFormat::Mtx | InputFormat::Text) && compression == Compression::None {
+        if let Some(f) = &file {
+            mapped = MappedInput::map(&io_ctx, f, Path::new(&a.input));
+        }
+    }
+    let header = match (format, &mut mapped) {
+        (InputFormat::Mtx, Some(m)) => Header::Mtx(m.read_mtx_header(&source)?),
+        (InputFormat::Mtx, None) => Header::Mtx(input::read_mtx_header(&mut reader, &source)?),
+        (InputFormat::Npy, _) => Header::Npy(input::read_npy_header(&mut reader, &source)?),
         _ => Header::None,
     };
     let dtype = match (a.dtype, &header) {
@@ -475,7 +483,8 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let pushed = match (&header, &mut mapped) {
-        (Header::Mtx(h), _) => input::push_mtx(
+        (Header::Mtx(h), Some(m)) => m.push_mtx(&mut builder, h, dtype, &source, progress)?,
+        (Header::Mtx(h), None) => input::push_mtx(
             &mut builder,
             reader.by_ref(),
             h,
@@ -484,6 +493,9 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             &mut progress,
         )?,
         (Header::Npy(h), _) => input::push_npy(&mut builder, reader, h, &source, &mut progress)?,
+        (Header::None, Some(m)) if format == InputFormat::Text => {
+            m.push_text(&mut builder, rank, dtype, &source, progress)?
+        }
         (Header::None, Some(m)) => m.push_bin(&mut builder, rank, dtype, &source, progress)?,
         (Header::None, None) if format == InputFormat::Text => {
             input::push_text(&mut builder, reader, rank, dtype, &source, &mut progress)?

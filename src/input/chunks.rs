@@ -254,30 +254,6 @@ fn parse_block<P: LineParser>(p: &P, block: &[u8], first: bool, out: &mut Batch)
     }
 }
 
-/// Parse `data` in mapped blocks on this thread, packing with `packer`,
-/// as the parsing threads do, for a timing test: the entries packed and
-/// not packed.
-#[cfg(test)]
-pub(crate) fn parse_all<P: LineParser>(
-    p: &P,
-    data: &[u8],
-    packer: Option<&Packer>,
-) -> (usize, usize) {
-    let mut out = Batch {
-        packer: packer.cloned(),
-        ..Batch::default()
-    };
-    let (mut pos, mut packed, mut other) = (0, 0, 0);
-    while pos < data.len() {
-        let n = mapped_cut(&data[pos..], MAPPED_BLOCK);
-        parse_block(p, &data[pos..pos + n], false, &mut out);
-        packed += out.recs.len();
-        other += out.vals.len();
-        pos += n;
-    }
-    (packed, other)
-}
-
 /// Parse `line` followed by each kind of line end as a block, the way
 /// the readers do (fast path first), for the tests that compare the fast
 /// paths with the exact line code: the entries, and the error with

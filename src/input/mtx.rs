@@ -654,45 +654,6 @@ mod tests {
         }
     }
 
-    /// Parsing and packing speed on one thread, for tuning: the first
-    /// 64 MiB of the benchmark's `fe.mtx` (COO_MTX_BENCH names the file).
-    #[test]
-    #[ignore]
-    fn time_the_coordinate_parser() {
-        use crate::options::AssembleOptions;
-        let path = std::env::var("COO_MTX_BENCH").unwrap_or("/work/bench/in/fe.mtx".into());
-        let Ok(mut f) = std::fs::File::open(&path) else {
-            return;
-        };
-        let mut data = vec![0u8; 64 << 20];
-        let n = std::io::Read::read(&mut f, &mut data).unwrap();
-        data.truncate(n);
-        let mut r = &data[..];
-        let h = read_mtx_header(&mut r, "b").unwrap();
-        let b = Builder::new(&[h.rows, h.cols], DType::F64, AssembleOptions::default()).unwrap();
-        let packer = b.packer();
-        let p = CoordLines {
-            h: &h,
-            dtype: DType::F64,
-        };
-        for pk in [packer.as_ref(), None, packer.as_ref()] {
-            let mut best = f64::MAX;
-            let mut got = (0, 0);
-            for _ in 0..5 {
-                let t = std::time::Instant::now();
-                got = crate::input::chunks::parse_all(&p, r, pk);
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            let lines = got.0 + got.1;
-            eprintln!(
-                "packer {}: {lines} entries ({} packed), {:.1} ns per entry",
-                pk.is_some(),
-                got.0,
-                best / lines as f64 * 1e9
-            );
-        }
-    }
-
     /// The fast path takes only lines on which it agrees with the exact
     /// path; it leaves the others (errors included) to it.
     #[test]

@@ -141,6 +141,7 @@ const WRITE_BATCH: usize = 16 << 10;
 
 /// Merged entries, already rounded and unpacked, on their way to the
 /// writer: `idx` holds `rank` components per value.
+#[derive(Default)]
 struct Batch {
     idx: Vec<u64>,
     vals: Vec<Value>,
@@ -219,16 +220,16 @@ fn merge_into_file<K: Key, C: Combiner>(
     if core.plan.one_thread {
         let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
             let mut idx = vec![0u64; rank];
-            while let Some((k, acc)) = merger.next_combined()? {
-                match final_value(core, comb, &k, &acc)? {
+            merger.for_each(|k, acc| {
+                match final_value(core, comb, &k, acc)? {
                     Some(v) => {
                         core.layout.unpack(&k, &mut idx);
                         tw.push_value(&idx, v)?;
                     }
                     None => dropped += 1,
                 }
-            }
-            Ok(true)
+                Ok(true)
+            })
         })?;
         return Ok((dropped, nnz, fs));
     }
@@ -268,10 +269,10 @@ fn merge_into_file<K: Key, C: Combiner>(
                 return Ok(());
             };
             let mut idx = vec![0u64; rank];
-            while let Some((k, acc)) = merger.next_combined()? {
-                let Some(v) = final_value(core, comb, &k, &acc)? else {
+            let all = merger.for_each(|k, acc| {
+                let Some(v) = final_value(core, comb, &k, acc)? else {
                     dropped += 1;
-                    continue;
+                    return Ok(true);
                 };
                 core.layout.unpack(&k, &mut idx);
                 // Component by component: a slice copy of `rank` words is a
@@ -283,16 +284,17 @@ fn merge_into_file<K: Key, C: Combiner>(
                 if b.vals.len() == WRITE_BATCH {
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
-                    if full_tx.send(ToWriter::Batch(b)).is_err() {
-                        return Ok(());
+                    if full_tx.send(ToWriter::Batch(std::mem::take(&mut b))).is_err() {
+                        return Ok(false);
                     }
                     match empty_rx.recv() {
                         Ok(e) => b = e,
-                        Err(_) => return Ok(()),
+                        Err(_) => return Ok(false),
                     }
                 }
-            }
-            if full_tx.send(ToWriter::Batch(b)).is_ok() {
+                Ok(true)
+            })?;
+            if all && full_tx.send(ToWriter::Batch(b)).is_ok() {
                 let _ = full_tx.send(ToWriter::Done);
             }
             Ok(())

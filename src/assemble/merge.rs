@@ -278,6 +278,113 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assemble::combine::{FloatFastSum, IntSum};
+    use crate::assemble::spill::RunFormat;
+    use crate::fs::ctx::IoCtx;
+    use std::collections::BTreeMap;
+
+    const FMT: RunFormat = RunFormat {
+        key_bits: 40,
+        fingerprint: 5,
+        block_target: 64,
+    };
+
+    /// In-memory runs of `(key, acc)` records (each run's keys increasing).
+    fn runs<K: Key, C: Combiner>(c: &C, data: &[Vec<(K, C::Acc)>]) -> Vec<Run> {
+        let io = IoCtx::new();
+        data.iter()
+            .enumerate()
+            .map(|(id, recs)| {
+                let mut w = RunWriter::memory(c, id as u64, FMT, 0, &io).unwrap();
+                for (k, a) in recs {
+                    w.push(*k, a).unwrap();
+                }
+                w.finish().unwrap()
+            })
+            .collect()
+    }
+
+    /// Everything `Merger::for_each` yields.
+    fn merged<K: Key, C: Combiner>(c: &C, data: &[Vec<(K, C::Acc)>]) -> Vec<(K, C::Acc)> {
+        let layout = KeyLayout::new(&[1 << 20, 1 << 20]);
+        let io = IoCtx::new();
+        let readers = runs(c, data)
+            .into_iter()
+            .map(|r| RunReader::open(c, r, FMT, Path::new("<memory>"), &io).unwrap())
+            .collect();
+        let mut m = Merger::new(c, &layout, DType::I64, readers).unwrap();
+        let mut out = Vec::new();
+        let all = m
+            .for_each(|k, a| {
+                out.push((k, a.clone()));
+                Ok(true)
+            })
+            .unwrap();
+        assert!(all);
+        out
+    }
+
+    #[test]
+    fn loser_tree_merges_any_number_of_runs_exactly() {
+        let c = IntSum(DType::I64);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for n in [0usize, 1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 33] {
+            let mut data: Vec<Vec<(u64, i128)>> = Vec::new();
+            let mut want: BTreeMap<u64, i128> = BTreeMap::new();
+            for r in 0..n {
+                // Some runs empty, some long; keys from a small range so
+                // that many appear in several runs.
+                let len = if r % 4 == 3 { 0 } else { rnd(300) };
+                let mut keys: Vec<u64> = (0..len).map(|_| rnd(500)).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let recs: Vec<(u64, i128)> =
+                    keys.iter().map(|&k| (k, rnd(1000) as i128 - 500)).collect();
+                for &(k, v) in &recs {
+                    *want.entry(k).or_default() += v;
+                }
+                data.push(recs);
+            }
+            let got = merged(&c, &data);
+            let want: Vec<(u64, i128)> = want.into_iter().collect();
+            assert_eq!(got, want, "{n} runs");
+        }
+    }
+
+    #[test]
+    fn ties_combine_in_run_order() {
+        // Plain f64 addition tells the orders apart: (2^53 + 1) - 2^53 is
+        // 0, (2^53 - 2^53) + 1 is 1.
+        let c = FloatFastSum(DType::F64);
+        const P53: f64 = 9_007_199_254_740_992.0;
+        let data = vec![
+            vec![(3u64, P53), (9, 1.0)],
+            vec![(3, 1.0), (9, P53)],
+            vec![(3, -P53), (9, -P53)],
+        ];
+        assert_eq!(merged(&c, &data), vec![(3, 0.0), (9, 0.0)]);
+        let data = vec![vec![(3u64, P53)], vec![(3, -P53)], vec![(3, 1.0)]];
+        assert_eq!(merged(&c, &data), vec![(3, 1.0)]);
+    }
+
+    #[test]
+    fn the_largest_key_is_not_taken_for_an_ended_run() {
+        let c = IntSum(DType::I64);
+        assert_eq!(max_key::<u64>(), u64::MAX);
+        assert_eq!(max_key::<u128>(), u128::MAX);
+        let data = vec![
+            vec![(1u128, 1i128), (u128::MAX, 2)],
+            vec![],
+            vec![(u128::MAX, 5)],
+        ];
+        assert_eq!(merged(&c, &data), vec![(1, 1), (u128::MAX, 7)]);
+    }
 
     #[test]
     fn pass_widths_end_in_one_full_merge() {

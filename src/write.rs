@@ -739,6 +739,36 @@ fn check_kv_value(key: &str, v: &KvValue) -> Result<()> {
     }
 }
 
+/// Append the little-endian bytes of float `vals` as `dtype` (a float
+/// type; the caller checked every value is a float), one loop per type.
+fn put_values(buf: &mut Vec<u8>, dtype: DType, vals: &[Value]) {
+    let start = buf.len();
+    buf.resize(start + vals.len() * dtype.width(), 0);
+    let out = &mut buf[start..];
+    match dtype {
+        DType::F32 => {
+            for (d, v) in out.chunks_exact_mut(4).zip(vals) {
+                d.copy_from_slice(&(v.to_f64() as f32).to_le_bytes());
+            }
+        }
+        DType::F16 => {
+            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
+                d.copy_from_slice(&half::f16::from_f64(v.to_f64()).to_le_bytes());
+            }
+        }
+        DType::BF16 => {
+            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
+                d.copy_from_slice(&half::bf16::from_f64(v.to_f64()).to_le_bytes());
+            }
+        }
+        _ => {
+            for (d, v) in out.chunks_exact_mut(8).zip(vals) {
+                d.copy_from_slice(&v.to_f64().to_le_bytes());
+            }
+        }
+    }
+}
+
 /// Writes one tensor of a [`FileWriter`]; see the [module docs](self).
 ///
 /// Dropping it without [`TensorWriter::finish`] poisons the file writer.
@@ -805,6 +835,101 @@ impl TensorWriter<'_> {
             return self.accept(idx, value.to_f64());
         }
         self.push_le(idx, &le[..self.width], value.to_f64())
+    }
+
+    /// Append a batch of entries: `idx` holds `rank` components for each
+    /// of `vals`, in order. The same bytes, statistics and errors as a
+    /// [`TensorWriter::push_value`] per entry; for COO tensors of a float
+    /// type whose batch passes every check up front, the order and range
+    /// checks, the encoding, the statistics and the buffer appends each run
+    /// as one loop over the batch instead of calls per entry. Anything else
+    /// (compressed layouts, integer types, a bad entry) goes entry by
+    /// entry, which reports the first bad entry exactly as before.
+    pub(crate) fn push_batch(&mut self, idx: &[u64], vals: &[Value]) -> Result<()> {
+        let rank = self.shape.len();
+        if idx.len() != vals.len() * rank {
+            return Err(invalid(format!(
+                "tensor {:?}: a batch of {} values with {} index components (rank {rank})",
+                self.name,
+                vals.len(),
+                idx.len()
+            )));
+        }
+        if !self.batch_fits(idx, vals) {
+            for (i, &v) in idx.chunks_exact(rank).zip(vals) {
+                self.push_value(i, v)?;
+            }
+            return Ok(());
+        }
+        let width = self.width;
+        let mut done = 0;
+        while done < vals.len() {
+            // As many entries as both buffers have room for (at least one,
+            // as push_value would), then flush as push_value would.
+            let room_v = self.fw.buf_cap.saturating_sub(self.fw.buf.len()) / width;
+            let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / (8 * rank);
+            let m = room_v.min(room_i).clamp(1, vals.len() - done);
+            let vs = &vals[done..done + m];
+            let is = &idx[done * rank..(done + m) * rank];
+            put_values(&mut self.fw.buf, self.dtype, vs);
+            let start = self.idx.buf.len();
+            self.idx.buf.resize(start + is.len() * 8, 0);
+            for (dst, &i) in self.idx.buf[start..].chunks_exact_mut(8).zip(is) {
+                dst.copy_from_slice(&i.to_le_bytes());
+            }
+            if let Some(st) = &mut self.stats {
+                st.extend(vs.iter().map(|v| v.to_f64()));
+            }
+            self.prev.copy_from_slice(&is[is.len() - rank..]);
+            self.nnz += m as u64;
+            done += m;
+            if self.fw.buf.len() >= self.fw.buf_cap {
+                self.fw.flush()?;
+            }
+            if self.idx.buf.len() >= self.fw.buf_cap {
+                let r = self.idx.spill(self.fw);
+                self.poison_on_err(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the fast path of [`TensorWriter::push_batch`] may take this
+    /// batch: a COO tensor of a float type, float values, room under the
+    /// bound, every index in range and every entry after the one before.
+    fn batch_fits(&self, idx: &[u64], vals: &[Value]) -> bool {
+        let rank = self.shape.len();
+        if self.fw.poisoned
+            || self.ptr.is_some()
+            || !self.dtype.is_float()
+            || rank == 0
+            || vals.is_empty()
+            || self.nnz_bound.saturating_sub(self.nnz) < vals.len() as u64
+        {
+            return false;
+        }
+        // Flags accumulated without branching out, checked once.
+        let mut ok = vals.iter().all(|v| matches!(v, Value::Float(_)));
+        if rank == 2 {
+            let (e0, e1) = (self.shape[0], self.shape[1]);
+            let mut prev = (self.prev[0], self.prev[1]);
+            let mut first = self.nnz == 0;
+            for p in idx.chunks_exact(2) {
+                let cur = (p[0], p[1]);
+                ok &= cur.0 < e0 && cur.1 < e1 && (first || cur > prev);
+                prev = cur;
+                first = false;
+            }
+        } else {
+            let mut prev: &[u64] = &self.prev;
+            let mut first = self.nnz == 0;
+            for cur in idx.chunks_exact(rank) {
+                ok &= cur.iter().zip(&self.shape).all(|(i, e)| i < e) && (first || cur > prev);
+                prev = cur;
+                first = false;
+            }
+        }
+        ok
     }
 
     /// Entries written so far.

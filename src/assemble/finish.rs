@@ -139,18 +139,77 @@ fn merge_and_write<K: Key, C: Combiner>(
 /// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// Merged entries, already rounded and unpacked, on their way to the
-/// writer: `idx` holds `rank` components per value.
-#[derive(Default)]
-struct Batch {
-    idx: Vec<u64>,
-    vals: Vec<Value>,
+/// Merged entries on their way to the writer, as merged: keys and their
+/// combined accumulators (the writer rounds and unpacks them).
+struct Batch<K, A> {
+    keys: Vec<K>,
+    accs: Vec<A>,
 }
 
-enum ToWriter {
-    Batch(Batch),
+enum ToWriter<K, A> {
+    Batch(Batch<K, A>),
     /// Everything was sent: the writer may publish the file.
     Done,
+}
+
+/// Entries rounded and unpacked before they go to the tensor writer at
+/// once: few enough to stay in the first-level caches.
+const WRITE_CHUNK: usize = 1024;
+
+/// Rounds merged entries to their final values, unpacks their keys and
+/// hands them to the tensor writer a chunk at a time; counts the zeros
+/// `drop_zeros` drops.
+struct Rounder {
+    idx: Vec<u64>,
+    vals: Vec<Value>,
+    one: Vec<u64>,
+    dropped: u64,
+}
+
+impl Rounder {
+    fn new(rank: usize) -> Rounder {
+        Rounder {
+            idx: Vec::with_capacity(WRITE_CHUNK * rank),
+            vals: Vec::with_capacity(WRITE_CHUNK),
+            one: vec![0; rank],
+            dropped: 0,
+        }
+    }
+
+    /// Add one merged entry; writes the chunk when it is full.
+    #[inline]
+    fn add<K: Key, C: Combiner>(
+        &mut self,
+        core: &Core<K>,
+        comb: &C,
+        tw: &mut TensorWriter<'_>,
+        key: &K,
+        acc: &C::Acc,
+    ) -> Result<()> {
+        let Some(v) = final_value(core, comb, key, acc)? else {
+            self.dropped += 1;
+            return Ok(());
+        };
+        core.layout.unpack(key, &mut self.one);
+        // Component by component: a slice copy of `rank` words is a call
+        // to memmove per entry.
+        for &i in &self.one {
+            self.idx.push(i);
+        }
+        self.vals.push(v);
+        if self.vals.len() == WRITE_CHUNK {
+            self.flush(tw)?;
+        }
+        Ok(())
+    }
+
+    /// Write what is pending.
+    fn flush(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
+        tw.push_batch(&self.idx, &self.vals)?;
+        self.idx.clear();
+        self.vals.clear();
+        Ok(())
+    }
 }
 
 /// The value one merged entry is written with, rounded once to the element
@@ -219,46 +278,51 @@ fn merge_into_file<K: Key, C: Combiner>(
     let mut dropped = 0u64;
     if core.plan.one_thread {
         let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
-            let mut idx = vec![0u64; rank];
-            merger.for_each(|k, acc| {
-                match final_value(core, comb, &k, acc)? {
-                    Some(v) => {
-                        core.layout.unpack(&k, &mut idx);
-                        tw.push_value(&idx, v)?;
-                    }
-                    None => dropped += 1,
-                }
+            let mut r = Rounder::new(rank);
+            let all = merger.for_each(|k, acc| {
+                r.add(core, comb, tw, &k, acc)?;
                 Ok(true)
-            })
+            })?;
+            r.flush(tw)?;
+            dropped = r.dropped;
+            Ok(all)
         })?;
         return Ok((dropped, nnz, fs));
     }
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
     for _ in 0..2 {
         let _ = empty_tx.send(Batch {
-            idx: Vec::with_capacity(WRITE_BATCH * rank),
-            vals: Vec::with_capacity(WRITE_BATCH),
+            keys: Vec::with_capacity(WRITE_BATCH),
+            accs: Vec::with_capacity(WRITE_BATCH),
         });
     }
     std::thread::scope(|s| {
-        let write = move || -> Result<(u64, FileSummary)> {
-            write_file(core, path, max_nnz, |tw| {
+        // The writer rounds each sum, unpacks its key, checks, hashes,
+        // gathers the statistics and writes; the merger only merges (it
+        // was the busier of the two when it also rounded and unpacked).
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let mut r = Rounder::new(rank);
+            let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
                 for msg in full_rx.iter() {
                     match msg {
                         ToWriter::Batch(mut b) => {
-                            for (idx, &v) in b.idx.chunks_exact(rank).zip(&b.vals) {
-                                tw.push_value(idx, v)?;
+                            for (k, acc) in b.keys.iter().zip(&b.accs) {
+                                r.add(core, comb, tw, k, acc)?;
                             }
-                            b.idx.clear();
-                            b.vals.clear();
+                            b.keys.clear();
+                            b.accs.clear();
                             let _ = empty_tx.send(b);
                         }
-                        ToWriter::Done => return Ok(true),
+                        ToWriter::Done => {
+                            r.flush(tw)?;
+                            return Ok(true);
+                        }
                     }
                 }
                 Ok(false)
-            })
+            })?;
+            Ok((r.dropped, nnz, fs))
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
@@ -268,23 +332,17 @@ fn merge_into_file<K: Key, C: Combiner>(
             let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
             };
-            let mut idx = vec![0u64; rank];
             let all = merger.for_each(|k, acc| {
-                let Some(v) = final_value(core, comb, &k, acc)? else {
-                    dropped += 1;
-                    return Ok(true);
-                };
-                core.layout.unpack(&k, &mut idx);
-                // Component by component: a slice copy of `rank` words is a
-                // call to memmove per entry.
-                for &i in &idx {
-                    b.idx.push(i);
-                }
-                b.vals.push(v);
-                if b.vals.len() == WRITE_BATCH {
+                b.keys.push(k);
+                b.accs.push(acc.clone());
+                if b.keys.len() == WRITE_BATCH {
+                    let full = Batch {
+                        keys: std::mem::take(&mut b.keys),
+                        accs: std::mem::take(&mut b.accs),
+                    };
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
-                    if full_tx.send(ToWriter::Batch(std::mem::take(&mut b))).is_err() {
+                    if full_tx.send(ToWriter::Batch(full)).is_err() {
                         return Ok(false);
                     }
                     match empty_rx.recv() {
@@ -304,7 +362,6 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        let (nnz, fs) = written?;
-        Ok((dropped, nnz, fs))
+        written
     })
 }

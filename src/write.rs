@@ -1334,6 +1334,116 @@ mod tests {
         v
     }
 
+    /// Write `entries` (index tuples, values) one `push_value` each
+    /// (`batch` None) or in `push_batch` calls of `batch` entries. Returns
+    /// the file, or the first error with the entries written before it.
+    fn write_entries(
+        dir: &Path,
+        dtype: DType,
+        shape: &[u64],
+        layout: OutputLayout,
+        reserve: Option<u64>,
+        entries: &[(Vec<u64>, Value)],
+        batch: Option<usize>,
+    ) -> std::result::Result<Vec<u8>, (String, u64)> {
+        let p = dir.join("b.hrry");
+        let mut fw = FileWriter::create(
+            &p,
+            WriteOptions {
+                buffer_bytes: MIN_BUFFER_BYTES,
+                ..WriteOptions::default()
+            },
+        )
+        .unwrap();
+        let mut t = fw.begin_tensor_as("t", dtype, shape, layout).unwrap();
+        if let Some(r) = reserve {
+            t.reserve_indices(r).unwrap();
+        }
+        let r = match batch {
+            None => entries.iter().try_for_each(|(i, v)| t.push_value(i, *v)),
+            Some(b) => entries.chunks(b).try_for_each(|c| {
+                let idx: Vec<u64> = c.iter().flat_map(|(i, _)| i.iter().copied()).collect();
+                let vals: Vec<Value> = c.iter().map(|(_, v)| *v).collect();
+                t.push_batch(&idx, &vals)
+            }),
+        };
+        if let Err(e) = r {
+            return Err((format!("{e:?}"), t.nnz()));
+        }
+        t.finish().unwrap();
+        fw.finish().unwrap();
+        Ok(std::fs::read(&p).unwrap())
+    }
+
+    #[test]
+    fn batches_give_the_bytes_and_errors_of_single_pushes() {
+        let d = tempfile::tempdir().unwrap();
+        let n = 5000u64;
+        let cases: [(DType, &[u64], OutputLayout); 6] = [
+            (DType::F64, &[1 << 20, 100, 10], OutputLayout::Coo),
+            (DType::F32, &[3000, 2000], OutputLayout::Coo),
+            (DType::F16, &[3000, 2000], OutputLayout::Coo),
+            (DType::BF16, &[1 << 20, 100, 10], OutputLayout::Coo),
+            (DType::I32, &[3000, 2000], OutputLayout::Coo),
+            (DType::F64, &[3000, 2000], OutputLayout::Csr),
+        ];
+        for (dtype, shape, layout) in cases {
+            let good: Vec<(Vec<u64>, Value)> = entries(n)
+                .map(|(i, v)| {
+                    let idx = if shape.len() == 2 {
+                        vec![i[0] * 100 + i[1], i[2] * 7]
+                    } else {
+                        i.to_vec()
+                    };
+                    let v = if dtype.is_float() {
+                        Value::Float(v)
+                    } else {
+                        Value::Int((v * 1e3) as i64)
+                    };
+                    (idx, v)
+                })
+                .collect();
+            for reserve in [None, Some(n)] {
+                let want = write_entries(d.path(), dtype, shape, layout, reserve, &good, None);
+                assert!(want.is_ok());
+                for b in [1, 7, 1000, 4096, 6000] {
+                    let got =
+                        write_entries(d.path(), dtype, shape, layout, reserve, &good, Some(b));
+                    assert!(got == want, "{dtype:?} {shape:?} {layout:?} batch {b}");
+                }
+            }
+            // Out of order, out of range, an integer for a float type (or
+            // the reverse), and past the reserved bound: the same error
+            // after the same entries either way.
+            let mut bad = Vec::new();
+            let mut swapped = good.clone();
+            swapped.swap(2500, 2501);
+            bad.push((swapped, None));
+            let mut wide = good.clone();
+            wide[3333].0[1] = shape[1];
+            bad.push((wide, None));
+            let mut typed = good.clone();
+            typed[4000].1 = if dtype.is_float() {
+                Value::Int(1)
+            } else {
+                Value::Float(1.0)
+            };
+            bad.push((typed, None));
+            if layout == OutputLayout::Coo {
+                bad.push((good.clone(), Some(n - 10)));
+            }
+            for (entries, reserve) in bad {
+                let want = write_entries(d.path(), dtype, shape, layout, reserve, &entries, None);
+                assert!(want.is_err());
+                for b in [1, 7, 1000, 6000] {
+                    let got =
+                        write_entries(d.path(), dtype, shape, layout, reserve, &entries, Some(b));
+                    assert_eq!(got, want, "{dtype:?} {shape:?} {layout:?} batch {b}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn reserved_indices_give_the_same_bytes() {
         for d in dirs() {

@@ -158,20 +158,25 @@ const WRITE_CHUNK: usize = 1024;
 
 /// Rounds merged entries to their final values, unpacks their keys and
 /// hands them to the tensor writer a chunk at a time; counts the zeros
-/// `drop_zeros` drops.
+/// `drop_zeros` drops. The chunk buffers have their full size from the
+/// start and are filled by position: pushing component by component
+/// reloaded the vector's length and capacity from memory for every word.
 struct Rounder {
+    rank: usize,
     idx: Vec<u64>,
     vals: Vec<Value>,
-    one: Vec<u64>,
+    /// Entries in the chunk.
+    n: usize,
     dropped: u64,
 }
 
 impl Rounder {
     fn new(rank: usize) -> Rounder {
         Rounder {
-            idx: Vec::with_capacity(WRITE_CHUNK * rank),
-            vals: Vec::with_capacity(WRITE_CHUNK),
-            one: vec![0; rank],
+            rank,
+            idx: vec![0; WRITE_CHUNK * rank],
+            vals: vec![Value::Float(0.0); WRITE_CHUNK],
+            n: 0,
             dropped: 0,
         }
     }
@@ -190,14 +195,16 @@ impl Rounder {
             self.dropped += 1;
             return Ok(());
         };
-        core.layout.unpack(key, &mut self.one);
-        // Component by component: a slice copy of `rank` words is a call
-        // to memmove per entry.
-        for &i in &self.one {
-            self.idx.push(i);
+        let (n, rank) = (self.n, self.rank);
+        if let (Some(slot), Some(val)) = (
+            self.idx.get_mut(n * rank..(n + 1) * rank),
+            self.vals.get_mut(n),
+        ) {
+            core.layout.unpack(key, slot);
+            *val = v;
+            self.n += 1;
         }
-        self.vals.push(v);
-        if self.vals.len() == WRITE_CHUNK {
+        if self.n == WRITE_CHUNK {
             self.flush(tw)?;
         }
         Ok(())
@@ -205,10 +212,9 @@ impl Rounder {
 
     /// Write what is pending.
     fn flush(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
-        tw.push_batch(&self.idx, &self.vals)?;
-        self.idx.clear();
-        self.vals.clear();
-        Ok(())
+        let n = self.n;
+        self.n = 0;
+        tw.push_batch(&self.idx[..n * self.rank], &self.vals[..n])
     }
 }
 

@@ -196,14 +196,16 @@ impl Rounder {
             return Ok(());
         };
         let (n, rank) = (self.n, self.rank);
-        if let (Some(slot), Some(val)) = (
+        let (Some(slot), Some(val)) = (
             self.idx.get_mut(n * rank..(n + 1) * rank),
             self.vals.get_mut(n),
-        ) {
-            core.layout.unpack(key, slot);
-            *val = v;
-            self.n += 1;
-        }
+        ) else {
+            // Unreachable: a full chunk is written before the next entry.
+            return Err(Error::Poisoned("final-pass chunk (overrun)"));
+        };
+        core.layout.unpack(key, slot);
+        *val = v;
+        self.n += 1;
         if self.n == WRITE_CHUNK {
             self.flush(tw)?;
         }
@@ -265,10 +267,12 @@ fn write_file<K: Key>(
 }
 
 /// The final merge into the file. With `threads = 1` on this thread alone;
-/// otherwise pipelined over two threads: this one merges runs, rounds each
-/// sum and unpacks its key, a second one checks, hashes, gathers the
-/// statistics and writes (the two halves then cost about the same; before,
-/// the writer also rounded and unpacked and the merger waited for it).
+/// otherwise pipelined over two threads: this one merges runs and hands
+/// over (key, accumulator) batches, a second one rounds each sum, unpacks
+/// its key, checks, hashes, gathers the statistics and writes. Which side
+/// rounds and unpacks is set by measurement: with the loser tree and the
+/// batched writer, this split makes the two threads about equally busy
+/// (with the rounding on the merging side, the merger was the slower).
 /// Without an explicit `Done` the writer drops its temporary file, so a
 /// merge error can never publish a partial file.
 /// Returns (dropped zeros, nnz, file summary).

@@ -210,6 +210,20 @@ impl StatsAccumulator {
         }
     }
 
+    /// Add stored values in stream order, a block at a time (the same
+    /// result as a [`StatsAccumulator::push`] each).
+    #[inline]
+    pub(crate) fn extend(&mut self, mut vals: impl Iterator<Item = f64>) {
+        loop {
+            let room = BLOCK - self.block.len();
+            self.block.extend(vals.by_ref().take(room));
+            if self.block.len() < BLOCK {
+                return;
+            }
+            self.fold_block();
+        }
+    }
+
     #[cold]
     fn fold_block(&mut self) {
         let shift = self.shift();

@@ -739,6 +739,36 @@ fn check_kv_value(key: &str, v: &KvValue) -> Result<()> {
     }
 }
 
+/// Append the little-endian bytes of float `vals` as `dtype` (a float
+/// type; the caller checked every value is a float), one loop per type.
+fn put_values(buf: &mut Vec<u8>, dtype: DType, vals: &[Value]) {
+    let start = buf.len();
+    buf.resize(start + vals.len() * dtype.width(), 0);
+    let out = &mut buf[start..];
+    match dtype {
+        DType::F32 => {
+            for (d, v) in out.chunks_exact_mut(4).zip(vals) {
+                d.copy_from_slice(&(v.to_f64() as f32).to_le_bytes());
+            }
+        }
+        DType::F16 => {
+            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
+                d.copy_from_slice(&half::f16::from_f64(v.to_f64()).to_le_bytes());
+            }
+        }
+        DType::BF16 => {
+            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
+                d.copy_from_slice(&half::bf16::from_f64(v.to_f64()).to_le_bytes());
+            }
+        }
+        _ => {
+            for (d, v) in out.chunks_exact_mut(8).zip(vals) {
+                d.copy_from_slice(&v.to_f64().to_le_bytes());
+            }
+        }
+    }
+}
+
 /// Writes one tensor of a [`FileWriter`]; see the [module docs](self).
 ///
 /// Dropping it without [`TensorWriter::finish`] poisons the file writer.
@@ -805,6 +835,101 @@ impl TensorWriter<'_> {
             return self.accept(idx, value.to_f64());
         }
         self.push_le(idx, &le[..self.width], value.to_f64())
+    }
+
+    /// Append a batch of entries: `idx` holds `rank` components for each
+    /// of `vals`, in order. The same bytes, statistics and errors as a
+    /// [`TensorWriter::push_value`] per entry; for COO tensors of a float
+    /// type whose batch passes every check up front, the order and range
+    /// checks, the encoding, the statistics and the buffer appends each run
+    /// as one loop over the batch instead of calls per entry. Anything else
+    /// (compressed layouts, integer types, a bad entry) goes entry by
+    /// entry, which reports the first bad entry exactly as before.
+    pub(crate) fn push_batch(&mut self, idx: &[u64], vals: &[Value]) -> Result<()> {
+        let rank = self.shape.len();
+        if idx.len() != vals.len() * rank {
+            return Err(invalid(format!(
+                "tensor {:?}: a batch of {} values with {} index components (rank {rank})",
+                self.name,
+                vals.len(),
+                idx.len()
+            )));
+        }
+        if !self.batch_fits(idx, vals) {
+            for (i, &v) in idx.chunks_exact(rank).zip(vals) {
+                self.push_value(i, v)?;
+            }
+            return Ok(());
+        }
+        let width = self.width;
+        let mut done = 0;
+        while done < vals.len() {
+            // As many entries as both buffers have room for (at least one,
+            // as push_value would), then flush as push_value would.
+            let room_v = self.fw.buf_cap.saturating_sub(self.fw.buf.len()) / width;
+            let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / (8 * rank);
+            let m = room_v.min(room_i).clamp(1, vals.len() - done);
+            let vs = &vals[done..done + m];
+            let is = &idx[done * rank..(done + m) * rank];
+            put_values(&mut self.fw.buf, self.dtype, vs);
+            let start = self.idx.buf.len();
+            self.idx.buf.resize(start + is.len() * 8, 0);
+            for (dst, &i) in self.idx.buf[start..].chunks_exact_mut(8).zip(is) {
+                dst.copy_from_slice(&i.to_le_bytes());
+            }
+            if let Some(st) = &mut self.stats {
+                st.extend(vs.iter().map(|v| v.to_f64()));
+            }
+            self.prev.copy_from_slice(&is[is.len() - rank..]);
+            self.nnz += m as u64;
+            done += m;
+            if self.fw.buf.len() >= self.fw.buf_cap {
+                self.fw.flush()?;
+            }
+            if self.idx.buf.len() >= self.fw.buf_cap {
+                let r = self.idx.spill(self.fw);
+                self.poison_on_err(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the fast path of [`TensorWriter::push_batch`] may take this
+    /// batch: a COO tensor of a float type, float values, room under the
+    /// bound, every index in range and every entry after the one before.
+    fn batch_fits(&self, idx: &[u64], vals: &[Value]) -> bool {
+        let rank = self.shape.len();
+        if self.fw.poisoned
+            || self.ptr.is_some()
+            || !self.dtype.is_float()
+            || rank == 0
+            || vals.is_empty()
+            || self.nnz_bound.saturating_sub(self.nnz) < vals.len() as u64
+        {
+            return false;
+        }
+        // Flags accumulated without branching out, checked once.
+        let mut ok = vals.iter().all(|v| matches!(v, Value::Float(_)));
+        if rank == 2 {
+            let (e0, e1) = (self.shape[0], self.shape[1]);
+            let mut prev = (self.prev[0], self.prev[1]);
+            let mut first = self.nnz == 0;
+            for p in idx.chunks_exact(2) {
+                let cur = (p[0], p[1]);
+                ok &= cur.0 < e0 && cur.1 < e1 && (first || cur > prev);
+                prev = cur;
+                first = false;
+            }
+        } else {
+            let mut prev: &[u64] = &self.prev;
+            let mut first = self.nnz == 0;
+            for cur in idx.chunks_exact(rank) {
+                ok &= cur.iter().zip(&self.shape).all(|(i, e)| i < e) && (first || cur > prev);
+                prev = cur;
+                first = false;
+            }
+        }
+        ok
     }
 
     /// Entries written so far.
@@ -1207,6 +1332,116 @@ mod tests {
             v.push(d);
         }
         v
+    }
+
+    /// Write `entries` (index tuples, values) one `push_value` each
+    /// (`batch` None) or in `push_batch` calls of `batch` entries. Returns
+    /// the file, or the first error with the entries written before it.
+    fn write_entries(
+        dir: &Path,
+        dtype: DType,
+        shape: &[u64],
+        layout: OutputLayout,
+        reserve: Option<u64>,
+        entries: &[(Vec<u64>, Value)],
+        batch: Option<usize>,
+    ) -> std::result::Result<Vec<u8>, (String, u64)> {
+        let p = dir.join("b.hrry");
+        let mut fw = FileWriter::create(
+            &p,
+            WriteOptions {
+                buffer_bytes: MIN_BUFFER_BYTES,
+                ..WriteOptions::default()
+            },
+        )
+        .unwrap();
+        let mut t = fw.begin_tensor_as("t", dtype, shape, layout).unwrap();
+        if let Some(r) = reserve {
+            t.reserve_indices(r).unwrap();
+        }
+        let r = match batch {
+            None => entries.iter().try_for_each(|(i, v)| t.push_value(i, *v)),
+            Some(b) => entries.chunks(b).try_for_each(|c| {
+                let idx: Vec<u64> = c.iter().flat_map(|(i, _)| i.iter().copied()).collect();
+                let vals: Vec<Value> = c.iter().map(|(_, v)| *v).collect();
+                t.push_batch(&idx, &vals)
+            }),
+        };
+        if let Err(e) = r {
+            return Err((format!("{e:?}"), t.nnz()));
+        }
+        t.finish().unwrap();
+        fw.finish().unwrap();
+        Ok(std::fs::read(&p).unwrap())
+    }
+
+    #[test]
+    fn batches_give_the_bytes_and_errors_of_single_pushes() {
+        let d = tempfile::tempdir().unwrap();
+        let n = 5000u64;
+        let cases: [(DType, &[u64], OutputLayout); 6] = [
+            (DType::F64, &[1 << 20, 100, 10], OutputLayout::Coo),
+            (DType::F32, &[3000, 2000], OutputLayout::Coo),
+            (DType::F16, &[3000, 2000], OutputLayout::Coo),
+            (DType::BF16, &[1 << 20, 100, 10], OutputLayout::Coo),
+            (DType::I32, &[3000, 2000], OutputLayout::Coo),
+            (DType::F64, &[3000, 2000], OutputLayout::Csr),
+        ];
+        for (dtype, shape, layout) in cases {
+            let good: Vec<(Vec<u64>, Value)> = entries(n)
+                .map(|(i, v)| {
+                    let idx = if shape.len() == 2 {
+                        vec![i[0] * 100 + i[1], i[2] * 7]
+                    } else {
+                        i.to_vec()
+                    };
+                    let v = if dtype.is_float() {
+                        Value::Float(v)
+                    } else {
+                        Value::Int((v * 1e3) as i64)
+                    };
+                    (idx, v)
+                })
+                .collect();
+            for reserve in [None, Some(n)] {
+                let want = write_entries(d.path(), dtype, shape, layout, reserve, &good, None);
+                assert!(want.is_ok());
+                for b in [1, 7, 1000, 4096, 6000] {
+                    let got =
+                        write_entries(d.path(), dtype, shape, layout, reserve, &good, Some(b));
+                    assert!(got == want, "{dtype:?} {shape:?} {layout:?} batch {b}");
+                }
+            }
+            // Out of order, out of range, an integer for a float type (or
+            // the reverse), and past the reserved bound: the same error
+            // after the same entries either way.
+            let mut bad = Vec::new();
+            let mut swapped = good.clone();
+            swapped.swap(2500, 2501);
+            bad.push((swapped, None));
+            let mut wide = good.clone();
+            wide[3333].0[1] = shape[1];
+            bad.push((wide, None));
+            let mut typed = good.clone();
+            typed[4000].1 = if dtype.is_float() {
+                Value::Int(1)
+            } else {
+                Value::Float(1.0)
+            };
+            bad.push((typed, None));
+            if layout == OutputLayout::Coo {
+                bad.push((good.clone(), Some(n - 10)));
+            }
+            for (entries, reserve) in bad {
+                let want = write_entries(d.path(), dtype, shape, layout, reserve, &entries, None);
+                assert!(want.is_err());
+                for b in [1, 7, 1000, 6000] {
+                    let got =
+                        write_entries(d.path(), dtype, shape, layout, reserve, &entries, Some(b));
+                    assert_eq!(got, want, "{dtype:?} {shape:?} {layout:?} batch {b}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -139,17 +139,85 @@ fn merge_and_write<K: Key, C: Combiner>(
 /// Entries handed from the merging thread to the writing thread at once.
 const WRITE_BATCH: usize = 16 << 10;
 
-/// Merged entries, already rounded and unpacked, on their way to the
-/// writer: `idx` holds `rank` components per value.
-struct Batch {
-    idx: Vec<u64>,
-    vals: Vec<Value>,
+/// Merged entries on their way to the writer, as merged: keys and their
+/// combined accumulators (the writer rounds and unpacks them).
+struct Batch<K, A> {
+    keys: Vec<K>,
+    accs: Vec<A>,
 }
 
-enum ToWriter {
-    Batch(Batch),
+enum ToWriter<K, A> {
+    Batch(Batch<K, A>),
     /// Everything was sent: the writer may publish the file.
     Done,
+}
+
+/// Entries rounded and unpacked before they go to the tensor writer at
+/// once: few enough to stay in the first-level caches.
+const WRITE_CHUNK: usize = 1024;
+
+/// Rounds merged entries to their final values, unpacks their keys and
+/// hands them to the tensor writer a chunk at a time; counts the zeros
+/// `drop_zeros` drops. The chunk buffers have their full size from the
+/// start and are filled by position: pushing component by component
+/// reloaded the vector's length and capacity from memory for every word.
+struct Rounder {
+    rank: usize,
+    idx: Vec<u64>,
+    vals: Vec<Value>,
+    /// Entries in the chunk.
+    n: usize,
+    dropped: u64,
+}
+
+impl Rounder {
+    fn new(rank: usize) -> Rounder {
+        Rounder {
+            rank,
+            idx: vec![0; WRITE_CHUNK * rank],
+            vals: vec![Value::Float(0.0); WRITE_CHUNK],
+            n: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Add one merged entry; writes the chunk when it is full.
+    #[inline]
+    fn add<K: Key, C: Combiner>(
+        &mut self,
+        core: &Core<K>,
+        comb: &C,
+        tw: &mut TensorWriter<'_>,
+        key: &K,
+        acc: &C::Acc,
+    ) -> Result<()> {
+        let Some(v) = final_value(core, comb, key, acc)? else {
+            self.dropped += 1;
+            return Ok(());
+        };
+        let (n, rank) = (self.n, self.rank);
+        let (Some(slot), Some(val)) = (
+            self.idx.get_mut(n * rank..(n + 1) * rank),
+            self.vals.get_mut(n),
+        ) else {
+            // Unreachable: a full chunk is written before the next entry.
+            return Err(Error::Poisoned("final-pass chunk (overrun)"));
+        };
+        core.layout.unpack(key, slot);
+        *val = v;
+        self.n += 1;
+        if self.n == WRITE_CHUNK {
+            self.flush(tw)?;
+        }
+        Ok(())
+    }
+
+    /// Write what is pending.
+    fn flush(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
+        let n = self.n;
+        self.n = 0;
+        tw.push_batch(&self.idx[..n * self.rank], &self.vals[..n])
+    }
 }
 
 /// The value one merged entry is written with, rounded once to the element
@@ -199,10 +267,12 @@ fn write_file<K: Key>(
 }
 
 /// The final merge into the file. With `threads = 1` on this thread alone;
-/// otherwise pipelined over two threads: this one merges runs, rounds each
-/// sum and unpacks its key, a second one checks, hashes, gathers the
-/// statistics and writes (the two halves then cost about the same; before,
-/// the writer also rounded and unpacked and the merger waited for it).
+/// otherwise pipelined over two threads: this one merges runs and hands
+/// over (key, accumulator) batches, a second one rounds each sum, unpacks
+/// its key, checks, hashes, gathers the statistics and writes. Which side
+/// rounds and unpacks is set by measurement: with the loser tree and the
+/// batched writer, this split makes the two threads about equally busy
+/// (with the rounding on the merging side, the merger was the slower).
 /// Without an explicit `Done` the writer drops its temporary file, so a
 /// merge error can never publish a partial file.
 /// Returns (dropped zeros, nnz, file summary).
@@ -218,46 +288,51 @@ fn merge_into_file<K: Key, C: Combiner>(
     let mut dropped = 0u64;
     if core.plan.one_thread {
         let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
-            let mut idx = vec![0u64; rank];
-            while let Some((k, acc)) = merger.next_combined()? {
-                match final_value(core, comb, &k, &acc)? {
-                    Some(v) => {
-                        core.layout.unpack(&k, &mut idx);
-                        tw.push_value(&idx, v)?;
-                    }
-                    None => dropped += 1,
-                }
-            }
-            Ok(true)
+            let mut r = Rounder::new(rank);
+            let all = merger.for_each(|k, acc| {
+                r.add(core, comb, tw, &k, acc)?;
+                Ok(true)
+            })?;
+            r.flush(tw)?;
+            dropped = r.dropped;
+            Ok(all)
         })?;
         return Ok((dropped, nnz, fs));
     }
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch>(2);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
     for _ in 0..2 {
         let _ = empty_tx.send(Batch {
-            idx: Vec::with_capacity(WRITE_BATCH * rank),
-            vals: Vec::with_capacity(WRITE_BATCH),
+            keys: Vec::with_capacity(WRITE_BATCH),
+            accs: Vec::with_capacity(WRITE_BATCH),
         });
     }
     std::thread::scope(|s| {
-        let write = move || -> Result<(u64, FileSummary)> {
-            write_file(core, path, max_nnz, |tw| {
+        // The writer rounds each sum, unpacks its key, checks, hashes,
+        // gathers the statistics and writes; the merger only merges (it
+        // was the busier of the two when it also rounded and unpacked).
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let mut r = Rounder::new(rank);
+            let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
                 for msg in full_rx.iter() {
                     match msg {
                         ToWriter::Batch(mut b) => {
-                            for (idx, &v) in b.idx.chunks_exact(rank).zip(&b.vals) {
-                                tw.push_value(idx, v)?;
+                            for (k, acc) in b.keys.iter().zip(&b.accs) {
+                                r.add(core, comb, tw, k, acc)?;
                             }
-                            b.idx.clear();
-                            b.vals.clear();
+                            b.keys.clear();
+                            b.accs.clear();
                             let _ = empty_tx.send(b);
                         }
-                        ToWriter::Done => return Ok(true),
+                        ToWriter::Done => {
+                            r.flush(tw)?;
+                            return Ok(true);
+                        }
                     }
                 }
                 Ok(false)
-            })
+            })?;
+            Ok((r.dropped, nnz, fs))
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
@@ -267,32 +342,27 @@ fn merge_into_file<K: Key, C: Combiner>(
             let Ok(mut b) = empty_rx.recv() else {
                 return Ok(());
             };
-            let mut idx = vec![0u64; rank];
-            while let Some((k, acc)) = merger.next_combined()? {
-                let Some(v) = final_value(core, comb, &k, &acc)? else {
-                    dropped += 1;
-                    continue;
-                };
-                core.layout.unpack(&k, &mut idx);
-                // Component by component: a slice copy of `rank` words is a
-                // call to memmove per entry.
-                for &i in &idx {
-                    b.idx.push(i);
-                }
-                b.vals.push(v);
-                if b.vals.len() == WRITE_BATCH {
+            let all = merger.for_each(|k, acc| {
+                b.keys.push(k);
+                b.accs.push(acc.clone());
+                if b.keys.len() == WRITE_BATCH {
+                    let full = Batch {
+                        keys: std::mem::take(&mut b.keys),
+                        accs: std::mem::take(&mut b.accs),
+                    };
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
-                    if full_tx.send(ToWriter::Batch(b)).is_err() {
-                        return Ok(());
+                    if full_tx.send(ToWriter::Batch(full)).is_err() {
+                        return Ok(false);
                     }
                     match empty_rx.recv() {
                         Ok(e) => b = e,
-                        Err(_) => return Ok(()),
+                        Err(_) => return Ok(false),
                     }
                 }
-            }
-            if full_tx.send(ToWriter::Batch(b)).is_ok() {
+                Ok(true)
+            })?;
+            if all && full_tx.send(ToWriter::Batch(b)).is_ok() {
                 let _ = full_tx.send(ToWriter::Done);
             }
             Ok(())
@@ -302,7 +372,6 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        let (nnz, fs) = written?;
-        Ok((dropped, nnz, fs))
+        written
     })
 }

@@ -1,9 +1,12 @@
 //! K-way merge of sorted runs, combining equal keys, and the intermediate
 //! passes that bring the number of runs down to the fan-in.
 //!
-//! A binary heap of the runs' current keys, advanced in place with
-//! `peek_mut`, yields each key once with the combination of every run's
-//! accumulator for it. Which run a tie comes from does not matter: sums are
+//! A loser tree over the runs' current keys yields each key once with the
+//! combination of every run's accumulator for it: advancing the winning run
+//! replays one leaf-to-root path, one comparison per level (a binary heap's
+//! sift-down makes about two). The keys live in the tree nodes, so a
+//! replay touches no reader. Ties come out in run order (as the heap gave
+//! them), so every policy combines in the same order as before: sums are
 //! exact, min and max are symmetric, `last` carries the origin of each value
 //! in the accumulator, `error` fails on any tie.
 
@@ -14,11 +17,8 @@ use crate::assemble::plan::{BLOCK_TARGET, RUN_READER_BYTES, SPILL_BUFFER};
 use crate::assemble::spill::{Run, RunReader, RunWriter, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
-use std::cmp::Ordering;
 use std::path::Path;
 use std::sync::atomic::Ordering as AtomicOrdering;
-use std::collections::binary_heap::PeekMut;
-use std::collections::BinaryHeap;
 
 /// The error for a combination that failed at `key`.
 pub(crate) fn combine_error<K: Key>(
@@ -38,27 +38,26 @@ pub(crate) fn combine_error<K: Key>(
     }
 }
 
-struct Head<K> {
+/// One run's current key in the loser tree, ordered by key, then by run
+/// (ties come out in run order). A run that ended holds the largest key
+/// and [`DONE`], so it sorts after every real key (an all-ones one too).
+/// No padding: a node is copied as whole words.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Node<K> {
     key: K,
-    src: usize,
+    tag: u64,
 }
 
-impl<K: Ord> PartialEq for Head<K> {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key && self.src == o.src
+/// The tag of a run that has ended.
+const DONE: u64 = u64::MAX;
+
+/// The largest key of type `K` (all bits set).
+fn max_key<K: Key>() -> K {
+    let mut k = K::default();
+    for shift in (0..K::BITS).step_by(64) {
+        k.or_bits(u64::MAX, shift);
     }
-}
-impl<K: Ord> Eq for Head<K> {}
-impl<K: Ord> PartialOrd for Head<K> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<K: Ord> Ord for Head<K> {
-    // Reversed: BinaryHeap is a max-heap and we want the smallest key.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.key.cmp(&self.key).then(o.src.cmp(&self.src))
-    }
+    k
 }
 
 /// Merges runs into one stream of distinct, increasing keys.
@@ -66,9 +65,15 @@ pub(crate) struct Merger<'c, K: Key, C: Combiner> {
     comb: &'c C,
     layout: &'c KeyLayout,
     dtype: DType,
+    /// Each run, positioned after the key its leaf holds (its accumulator
+    /// not yet decoded).
     readers: Vec<RunReader<'c, K, C>>,
-    accs: Vec<Option<C::Acc>>,
-    heap: BinaryHeap<Head<K>>,
+    /// `tree[0]` is the winner (the smallest current key); `tree[j]` for
+    /// `1 <= j < n` the loser of the match at internal node `j`. Leaf `i`
+    /// (run `i`) sits at position `n + i`, implicit.
+    tree: Vec<Node<K>>,
+    /// What an ended run holds.
+    done: Node<K>,
 }
 
 impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
@@ -78,70 +83,115 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         dtype: DType,
         mut readers: Vec<RunReader<'c, K, C>>,
     ) -> Result<Self> {
-        let mut heap = BinaryHeap::with_capacity(readers.len());
-        let mut accs = Vec::with_capacity(readers.len());
+        let n = readers.len();
+        let done = Node {
+            key: max_key::<K>(),
+            tag: DONE,
+        };
+        // Winners of every subtree, leaves included, to build the losers.
+        let mut win = vec![done; n.max(1)];
         for (src, r) in readers.iter_mut().enumerate() {
-            match r.next_record()? {
-                Some((key, acc)) => {
-                    heap.push(Head { key, src });
-                    accs.push(Some(acc));
-                }
-                None => accs.push(None),
+            win.push(match r.next_key()? {
+                Some(key) => Node {
+                    key,
+                    tag: src as u64,
+                },
+                None => done,
+            });
+        }
+        let mut tree = vec![done; n.max(1)];
+        if n > 0 {
+            for j in (1..n).rev() {
+                let (a, b) = (win[2 * j], win[2 * j + 1]);
+                let (w, l) = if b < a { (b, a) } else { (a, b) };
+                tree[j] = l;
+                win[j] = w;
             }
+            tree[0] = win[1];
         }
         Ok(Merger {
             comb,
             layout,
             dtype,
             readers,
-            accs,
-            heap,
+            tree,
+            done,
         })
     }
 
-    /// Take the current record of the top run and advance that run.
-    #[inline]
-    fn take_top(&mut self) -> Result<Option<(K, C::Acc)>> {
-        let Some(mut top) = self.heap.peek_mut() else {
-            return Ok(None);
+    /// Take the accumulator of the winning run `src` (whose key is the
+    /// current minimum), read that run's next key and replay its path.
+    #[inline(always)]
+    fn advance(&mut self, src: usize) -> Result<C::Acc> {
+        let Some(reader) = self.readers.get_mut(src) else {
+            return Err(lost(src));
         };
-        let src = top.src;
-        let key = top.key;
-        let acc = match self.accs[src].take() {
-            Some(a) => a,
-            None => {
-                return Err(Error::CorruptRun {
-                    run: src as u64,
-                    detail: "merge lost a record".into(),
-                })
-            }
+        let acc = reader.take_acc()?;
+        let mut cand = match reader.next_key()? {
+            Some(key) => Node {
+                key,
+                tag: src as u64,
+            },
+            None => self.done,
         };
-        match self.readers[src].next_record()? {
-            Some((k, a)) => {
-                top.key = k;
-                self.accs[src] = Some(a);
-            }
-            None => {
-                PeekMut::pop(top);
-            }
+        // An indexed pick rather than a swap under a branch: with random
+        // keys each match is a coin toss the branch predictor loses, and
+        // the compiler turns an if on a two-word node into a branch.
+        let tree = self.tree.as_mut_slice();
+        let mut j = (tree.len() + src) / 2;
+        while j > 0 && j < tree.len() {
+            let pair = [cand, tree[j]];
+            let lower = usize::from(pair[1] < pair[0]);
+            tree[j] = pair[1 - lower];
+            cand = pair[lower];
+            j /= 2;
         }
-        Ok(Some((key, acc)))
+        if let Some(top) = tree.first_mut() {
+            *top = cand;
+        }
+        Ok(acc)
     }
 
-    /// The next distinct key with everything combined, or None at the end.
+    /// Call `f` with every distinct key and the combination of every
+    /// run's accumulator for it, in key order, until the runs end
+    /// (`Ok(true)`) or `f` returns `Ok(false)` (then `Ok(false)`). One loop
+    /// around the whole merge, and the accumulator lent rather than moved
+    /// out, keep each record in registers.
     #[inline]
-    pub(crate) fn next_combined(&mut self) -> Result<Option<(K, C::Acc)>> {
-        let Some((key, mut acc)) = self.take_top()? else {
-            return Ok(None);
-        };
-        while self.heap.peek().is_some_and(|h| h.key == key) {
-            if let Some((_, more)) = self.take_top()? {
+    pub(crate) fn for_each(
+        &mut self,
+        mut f: impl FnMut(K, &C::Acc) -> Result<bool>,
+    ) -> Result<bool> {
+        loop {
+            let top = self.tree[0];
+            if top.tag == DONE {
+                return Ok(true);
+            }
+            let key = top.key;
+            let mut acc = self.advance(top.tag as usize)?;
+            loop {
+                let next = self.tree[0];
+                if next.key != key || next.tag == DONE {
+                    break;
+                }
+                let more = self.advance(next.tag as usize)?;
                 self.comb
                     .merge(&mut acc, more)
                     .map_err(|e| combine_error(self.layout, self.dtype, &key, e))?;
             }
+            if !f(key, &acc)? {
+                return Ok(false);
+            }
         }
-        Ok(Some((key, acc)))
+    }
+}
+
+/// A run's accumulator went missing: the merge's own bookkeeping is broken.
+#[cold]
+fn lost(src: usize) -> Error {
+    Error::CorruptRun {
+        run: src as u64,
+        detail: "merge lost a record".into(),
     }
 }
 
@@ -210,9 +260,10 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
         let readers = open_readers(core, comb, group, dir_for_msgs)?;
         let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
         let mut wr = RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io);
-        while let Some((k, acc)) = merger.next_combined()? {
-            wr.push(k, &acc)?;
-        }
+        merger.for_each(|k, acc| {
+            wr.push(k, acc)?;
+            Ok(true)
+        })?;
         let run = wr.finish()?;
         drop(merger);
         core.mem.sub(buffers + group_mem);
@@ -227,6 +278,113 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::assemble::combine::{FloatFastSum, IntSum};
+    use crate::assemble::spill::RunFormat;
+    use crate::fs::ctx::IoCtx;
+    use std::collections::BTreeMap;
+
+    const FMT: RunFormat = RunFormat {
+        key_bits: 40,
+        fingerprint: 5,
+        block_target: 64,
+    };
+
+    /// In-memory runs of `(key, acc)` records (each run's keys increasing).
+    fn runs<K: Key, C: Combiner>(c: &C, data: &[Vec<(K, C::Acc)>]) -> Vec<Run> {
+        let io = IoCtx::new();
+        data.iter()
+            .enumerate()
+            .map(|(id, recs)| {
+                let mut w = RunWriter::memory(c, id as u64, FMT, 0, &io).unwrap();
+                for (k, a) in recs {
+                    w.push(*k, a).unwrap();
+                }
+                w.finish().unwrap()
+            })
+            .collect()
+    }
+
+    /// Everything `Merger::for_each` yields.
+    fn merged<K: Key, C: Combiner>(c: &C, data: &[Vec<(K, C::Acc)>]) -> Vec<(K, C::Acc)> {
+        let layout = KeyLayout::new(&[1 << 20, 1 << 20]);
+        let io = IoCtx::new();
+        let readers = runs(c, data)
+            .into_iter()
+            .map(|r| RunReader::open(c, r, FMT, Path::new("<memory>"), &io).unwrap())
+            .collect();
+        let mut m = Merger::new(c, &layout, DType::I64, readers).unwrap();
+        let mut out = Vec::new();
+        let all = m
+            .for_each(|k, a| {
+                out.push((k, a.clone()));
+                Ok(true)
+            })
+            .unwrap();
+        assert!(all);
+        out
+    }
+
+    #[test]
+    fn loser_tree_merges_any_number_of_runs_exactly() {
+        let c = IntSum(DType::I64);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for n in [0usize, 1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 33] {
+            let mut data: Vec<Vec<(u64, i128)>> = Vec::new();
+            let mut want: BTreeMap<u64, i128> = BTreeMap::new();
+            for r in 0..n {
+                // Some runs empty, some long; keys from a small range so
+                // that many appear in several runs.
+                let len = if r % 4 == 3 { 0 } else { rnd(300) };
+                let mut keys: Vec<u64> = (0..len).map(|_| rnd(500)).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let recs: Vec<(u64, i128)> =
+                    keys.iter().map(|&k| (k, rnd(1000) as i128 - 500)).collect();
+                for &(k, v) in &recs {
+                    *want.entry(k).or_default() += v;
+                }
+                data.push(recs);
+            }
+            let got = merged(&c, &data);
+            let want: Vec<(u64, i128)> = want.into_iter().collect();
+            assert_eq!(got, want, "{n} runs");
+        }
+    }
+
+    #[test]
+    fn ties_combine_in_run_order() {
+        // Plain f64 addition tells the orders apart: (2^53 + 1) - 2^53 is
+        // 0, (2^53 - 2^53) + 1 is 1.
+        let c = FloatFastSum(DType::F64);
+        const P53: f64 = 9_007_199_254_740_992.0;
+        let data = vec![
+            vec![(3u64, P53), (9, 1.0)],
+            vec![(3, 1.0), (9, P53)],
+            vec![(3, -P53), (9, -P53)],
+        ];
+        assert_eq!(merged(&c, &data), vec![(3, 0.0), (9, 0.0)]);
+        let data = vec![vec![(3u64, P53)], vec![(3, -P53)], vec![(3, 1.0)]];
+        assert_eq!(merged(&c, &data), vec![(3, 1.0)]);
+    }
+
+    #[test]
+    fn the_largest_key_is_not_taken_for_an_ended_run() {
+        let c = IntSum(DType::I64);
+        assert_eq!(max_key::<u64>(), u64::MAX);
+        assert_eq!(max_key::<u128>(), u128::MAX);
+        let data = vec![
+            vec![(1u128, 1i128), (u128::MAX, 2)],
+            vec![],
+            vec![(u128::MAX, 5)],
+        ];
+        assert_eq!(merged(&c, &data), vec![(1, 1), (u128::MAX, 7)]);
+    }
 
     #[test]
     fn pass_widths_end_in_one_full_merge() {

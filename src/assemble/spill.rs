@@ -398,6 +398,7 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
         }
     }
 
+    #[cold]
     fn corrupt(&self, detail: impl Into<String>) -> Error {
         Error::CorruptRun {
             run: self.run.id,
@@ -449,31 +450,60 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
         Ok(true)
     }
 
-    /// The next record, or None at the end of the run.
-    #[inline]
+    /// The next record, or None at the end of the run (the merge reads
+    /// keys and accumulators apart; the tests read whole records).
+    #[cfg(test)]
     pub(crate) fn next_record(&mut self) -> Result<Option<(K, C::Acc)>> {
-        if self.block_left == 0 {
-            if self.pos != self.block.len() {
-                return Err(self.corrupt("trailing bytes in a block"));
-            }
-            if !self.load_block()? {
-                return Ok(None);
-            }
+        match self.next_key()? {
+            Some(key) => Ok(Some((key, self.take_acc()?))),
+            None => Ok(None),
         }
-        let key = K::read_delta(&self.prev, &self.block, &mut self.pos)
-            .ok_or_else(|| self.corrupt("malformed key"))?;
-        let acc = self
-            .comb
-            .decode(&self.block, &mut self.pos)
-            .ok_or_else(|| self.corrupt("malformed value"))?;
+    }
+
+    /// The key of the next record, or None at the end of the run. Its
+    /// accumulator must be taken ([`RunReader::take_acc`]) before the next
+    /// call: the merge decodes it only when the key wins, straight where it
+    /// is needed, instead of parking every run's current one in a slot.
+    #[inline(always)]
+    pub(crate) fn next_key(&mut self) -> Result<Option<K>> {
+        if self.block_left == 0 && !self.next_block()? {
+            return Ok(None);
+        }
+        let Some(key) = K::read_delta(&self.prev, &self.block, &mut self.pos) else {
+            return Err(self.corrupt("malformed key"));
+        };
         if self.last_key.is_some_and(|l| key <= l) {
             return Err(self.corrupt("keys out of order"));
         }
         self.last_key = Some(key);
         self.prev = key;
+        Ok(Some(key))
+    }
+
+    /// The accumulator of the record whose key [`RunReader::next_key`]
+    /// returned last.
+    #[inline(always)]
+    pub(crate) fn take_acc(&mut self) -> Result<C::Acc> {
+        if self.block_left == 0 {
+            return Err(self.corrupt("a value without its key"));
+        }
+        let Some(acc) = self.comb.decode(&self.block, &mut self.pos) else {
+            return Err(self.corrupt("malformed value"));
+        };
         self.block_left -= 1;
         self.entries_read += 1;
-        Ok(Some((key, acc)))
+        Ok(acc)
+    }
+
+    /// The current block is used up: check it was whole and load the next.
+    /// False at the end of the run.
+    #[cold]
+    #[inline(never)]
+    fn next_block(&mut self) -> Result<bool> {
+        if self.pos != self.block.len() {
+            return Err(self.corrupt("trailing bytes in a block"));
+        }
+        self.load_block()
     }
 }
 

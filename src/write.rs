@@ -883,13 +883,7 @@ impl TensorWriter<'_> {
             self.prev.copy_from_slice(&is[is.len() - rank..]);
             self.nnz += m as u64;
             done += m;
-            if self.fw.buf.len() >= self.fw.buf_cap {
-                self.fw.flush()?;
-            }
-            if self.idx.buf.len() >= self.fw.buf_cap {
-                let r = self.idx.spill(self.fw);
-                self.poison_on_err(r)?;
-            }
+            self.flush_full()?;
         }
         Ok(())
     }
@@ -1023,6 +1017,12 @@ impl TensorWriter<'_> {
         if let Some(s) = &mut self.stats {
             s.push(v);
         }
+        self.flush_full()
+    }
+
+    /// Write out the value buffer and the index stream when either is full.
+    #[inline]
+    fn flush_full(&mut self) -> Result<()> {
         if self.fw.buf.len() >= self.fw.buf_cap {
             self.fw.flush()?;
         }

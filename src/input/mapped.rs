@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::fs::IoCtx;
 use crate::input::bin::push_bin_bytes;
 use crate::input::chunks::Source;
+use crate::input::common::Progress;
 use crate::input::mtx::{push_mtx_from, read_mtx_header, MtxHeader};
 use crate::input::text::push_text_from;
 use std::fs::File;
@@ -70,13 +71,10 @@ impl MappedInput {
         rank: usize,
         dtype: DType,
         source: &str,
-        mut progress: impl FnMut(u64),
+        progress: impl FnMut(u64),
     ) -> Result<u64> {
-        let map = &self.map;
-        let released = &mut self.released;
-        push_bin_bytes(b, map, rank, dtype, source, &mut |n| {
-            progress(n);
-            release(map, released, n);
+        self.parse_from(0, progress, |bytes, p| {
+            push_bin_bytes(b, bytes, rank, dtype, source, p)
         })
     }
 
@@ -100,15 +98,10 @@ impl MappedInput {
         h: &MtxHeader,
         dtype: DType,
         source: &str,
-        mut progress: impl FnMut(u64),
+        progress: impl FnMut(u64),
     ) -> Result<u64> {
-        let (map, start) = (&self.map, self.start);
-        let released = &mut self.released;
-        let data = map.get(start..).unwrap_or_default();
-        let input = Source::<&[u8]>::Bytes(data);
-        push_mtx_from(b, input, h, dtype, source, &mut |n| {
-            progress(n);
-            release(map, released, start as u64 + n);
+        self.parse_from(self.start, progress, |bytes, p| {
+            push_mtx_from(b, Source::<&[u8]>::Bytes(bytes), h, dtype, source, p)
         })
     }
 
@@ -120,14 +113,28 @@ impl MappedInput {
         rank: usize,
         dtype: DType,
         source: &str,
-        mut progress: impl FnMut(u64),
+        progress: impl FnMut(u64),
     ) -> Result<u64> {
+        self.parse_from(0, progress, |bytes, p| {
+            push_text_from(b, Source::<&[u8]>::Bytes(bytes), rank, dtype, source, p)
+        })
+    }
+
+    /// Run `parse` on the mapped bytes from offset `from`, with a progress
+    /// callback that reports the bytes parsed (after `from`) to `progress`
+    /// and releases the pages parsed so far.
+    fn parse_from<T>(
+        &mut self,
+        from: usize,
+        mut progress: impl FnMut(u64),
+        parse: impl FnOnce(&[u8], Progress<'_>) -> Result<T>,
+    ) -> Result<T> {
         let map = &self.map;
         let released = &mut self.released;
-        let input = Source::<&[u8]>::Bytes(map);
-        push_text_from(b, input, rank, dtype, source, &mut |n| {
+        let bytes = map.get(from..).unwrap_or_default();
+        parse(bytes, &mut |n| {
             progress(n);
-            release(map, released, n);
+            release(map, released, from as u64 + n);
         })
     }
 }

@@ -103,6 +103,11 @@ use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
 
+/// The output is handed to the disk every this many bytes per stream
+/// (`IoCtx::start_writeback`), so the final fsync finds little left to
+/// write. Measured in `docs/performance.md` ("Early writeback").
+const WRITEBACK_STEP: u64 = 16 << 20;
+
 /// Prefix of the KV keys the crate writes; refused for user entries.
 pub const RESERVED_KEY_PREFIX: &str = "coo_assembler.";
 /// KV key of the provenance entry.
@@ -245,6 +250,8 @@ pub struct FileWriter {
     /// Pending output; `buf[0]` goes at file offset `flushed`.
     buf: Vec<u8>,
     flushed: u64,
+    /// Bytes before this offset were handed to the disk (`start_writeback`).
+    written_back: u64,
     /// Hash of the values being written, and where they start in `buf`.
     vhash: Xxh3,
     vhash_from: Option<usize>,
@@ -354,6 +361,7 @@ impl FileWriter {
             // buffer never reallocates.
             buf: Vec::with_capacity(opts.buffer_bytes + 8),
             flushed: 0,
+            written_back: 0,
             vhash: Xxh3::new(),
             vhash_from: None,
             entries: Vec::new(),
@@ -567,6 +575,14 @@ impl FileWriter {
         r?;
         self.flushed += self.buf.len() as u64;
         self.buf.clear();
+        if self.flushed - self.written_back >= WRITEBACK_STEP {
+            self.io.start_writeback(
+                &self.file,
+                self.written_back,
+                self.flushed - self.written_back,
+            );
+            self.written_back = self.flushed;
+        }
         Ok(())
     }
 
@@ -639,6 +655,7 @@ impl FileWriter {
             r?;
         }
         self.flushed = start + len;
+        self.written_back = self.flushed;
         self.io.seek(
             &mut self.file,
             SeekFrom::Start(self.flushed),
@@ -1208,6 +1225,8 @@ struct SideStream {
     /// Bytes already written there.
     in_output: bool,
     len: u64,
+    /// Of `len`, the bytes handed to the disk (reserved place only).
+    written_back: u64,
     hash: Xxh3,
 }
 
@@ -1219,6 +1238,7 @@ impl SideStream {
             at: None,
             in_output: false,
             len: 0,
+            written_back: 0,
             hash: Xxh3::new(),
         }
     }
@@ -1248,6 +1268,16 @@ impl SideStream {
         self.hash.update(&self.buf);
         self.len += self.buf.len() as u64;
         self.buf.clear();
+        if let Some(at) = self.at {
+            if self.len - self.written_back >= WRITEBACK_STEP {
+                fw.io.start_writeback(
+                    &fw.file,
+                    at + self.written_back,
+                    self.len - self.written_back,
+                );
+                self.written_back = self.len;
+            }
+        }
         Ok(())
     }
 

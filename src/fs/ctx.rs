@@ -293,6 +293,22 @@ impl IoCtx {
         }
     }
 
+    /// Ask the kernel to start writing `len` bytes at `offset` to disk now,
+    /// without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`).
+    /// A hint, so neither a fault point nor fallible: a write error it meets
+    /// is reported again by the fsync that makes the file durable. Its use:
+    /// the disk writes the output while we still compute, instead of the
+    /// whole file waiting for the final fsync.
+    pub fn start_writeback(&self, f: &File, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(o), Ok(l)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else {
+            return;
+        };
+        // SAFETY: sync_file_range only reads its integer arguments; the
+        // descriptor is open and owned by `f` for the call.
+        let _ = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
+    }
+
     /// Truncate or extend a file to `len` bytes. Counted as a "write".
     pub fn set_len(&self, f: &File, len: u64, path: &Path) -> Result<()> {
         self.tick("write", path)?;

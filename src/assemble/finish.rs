@@ -101,7 +101,8 @@ fn merge_and_write<K: Key, C: Combiner>(
     let time_merge = t_merge.elapsed();
 
     let t_write = Instant::now();
-    let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES;
+    let batches = if core.plan.one_thread { 0 } else { 2 * core.plan.batch_bytes };
+    let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES + batches;
     core.mem.add(buffers);
     if !runs.is_empty() {
         passes += 1;
@@ -136,18 +137,21 @@ fn merge_and_write<K: Key, C: Combiner>(
     })
 }
 
-/// Entries handed from the merging thread to the writing thread at once.
-const WRITE_BATCH: usize = 16 << 10;
-
-/// Merged entries on their way to the writer, as merged: keys and their
-/// combined accumulators (the writer rounds and unpacks them).
-struct Batch<K, A> {
-    keys: Vec<K>,
-    accs: Vec<A>,
+/// Entries in one batch of `bytes` for keys of type `K`.
+fn write_batch_entries<K>(bytes: u64) -> usize {
+    let entry = (std::mem::size_of::<K>() + std::mem::size_of::<Value>()) as u64;
+    (bytes / entry).max(1) as usize
 }
 
-enum ToWriter<K, A> {
-    Batch(Batch<K, A>),
+/// Merged entries on their way to the writer: keys and their final
+/// values (the writer unpacks the keys).
+struct Batch<K> {
+    keys: Vec<K>,
+    vals: Vec<Value>,
+}
+
+enum ToWriter<K> {
+    Batch(Batch<K>),
     /// Everything was sent: the writer may publish the file.
     Done,
 }
@@ -195,6 +199,18 @@ impl Rounder {
             self.dropped += 1;
             return Ok(());
         };
+        self.put(core, tw, key, v)
+    }
+
+    /// Add one entry with its final value; writes the chunk when it is full.
+    #[inline]
+    fn put<K: Key>(
+        &mut self,
+        core: &Core<K>,
+        tw: &mut TensorWriter<'_>,
+        key: &K,
+        v: Value,
+    ) -> Result<()> {
         let (n, rank) = (self.n, self.rank);
         let (Some(slot), Some(val)) = (
             self.idx.get_mut(n * rank..(n + 1) * rank),
@@ -267,12 +283,12 @@ fn write_file<K: Key>(
 }
 
 /// The final merge into the file. With `threads = 1` on this thread alone;
-/// otherwise pipelined over two threads: this one merges runs and hands
-/// over (key, accumulator) batches, a second one rounds each sum, unpacks
-/// its key, checks, hashes, gathers the statistics and writes. Which side
-/// rounds and unpacks is set by measurement: with the loser tree and the
-/// batched writer, this split makes the two threads about equally busy
-/// (with the rounding on the merging side, the merger was the slower).
+/// otherwise pipelined over two threads: this one merges runs, rounds each
+/// sum and hands over (key, value) batches, a second one unpacks each key,
+/// checks, hashes, gathers the statistics and writes. Which side rounds is
+/// set by measurement: the two threads are about equally busy either way
+/// since the loser tree skips its replay while one run keeps winning, and
+/// a value is a smaller hand-off than an accumulator.
 /// Without an explicit `Done` the writer drops its temporary file, so a
 /// merge error can never publish a partial file.
 /// Returns (dropped zeros, nnz, file summary).
@@ -299,29 +315,29 @@ fn merge_into_file<K: Key, C: Combiner>(
         })?;
         return Ok((dropped, nnz, fs));
     }
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K, C::Acc>>(1);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K, C::Acc>>(2);
+    let batch = write_batch_entries::<K>(core.plan.batch_bytes);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<ToWriter<K>>(1);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Batch<K>>(2);
     for _ in 0..2 {
         let _ = empty_tx.send(Batch {
-            keys: Vec::with_capacity(WRITE_BATCH),
-            accs: Vec::with_capacity(WRITE_BATCH),
+            keys: Vec::with_capacity(batch),
+            vals: Vec::with_capacity(batch),
         });
     }
     std::thread::scope(|s| {
-        // The writer rounds each sum, unpacks its key, checks, hashes,
-        // gathers the statistics and writes; the merger only merges (it
-        // was the busier of the two when it also rounded and unpacked).
-        let write = move || -> Result<(u64, u64, FileSummary)> {
+        // The writer unpacks each key, checks, hashes, gathers the
+        // statistics and writes; the merger merges and rounds.
+        let write = move || -> Result<(u64, FileSummary)> {
             let mut r = Rounder::new(rank);
             let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
                 for msg in full_rx.iter() {
                     match msg {
                         ToWriter::Batch(mut b) => {
-                            for (k, acc) in b.keys.iter().zip(&b.accs) {
-                                r.add(core, comb, tw, k, acc)?;
+                            for (k, v) in b.keys.iter().zip(&b.vals) {
+                                r.put(core, tw, k, *v)?;
                             }
                             b.keys.clear();
-                            b.accs.clear();
+                            b.vals.clear();
                             let _ = empty_tx.send(b);
                         }
                         ToWriter::Done => {
@@ -332,7 +348,7 @@ fn merge_into_file<K: Key, C: Combiner>(
                 }
                 Ok(false)
             })?;
-            Ok((r.dropped, nnz, fs))
+            Ok((nnz, fs))
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
@@ -343,12 +359,16 @@ fn merge_into_file<K: Key, C: Combiner>(
                 return Ok(());
             };
             let all = merger.for_each(|k, acc| {
+                let Some(v) = final_value(core, comb, &k, acc)? else {
+                    dropped += 1;
+                    return Ok(true);
+                };
                 b.keys.push(k);
-                b.accs.push(acc.clone());
-                if b.keys.len() == WRITE_BATCH {
+                b.vals.push(v);
+                if b.keys.len() == batch {
                     let full = Batch {
                         keys: std::mem::take(&mut b.keys),
-                        accs: std::mem::take(&mut b.accs),
+                        vals: std::mem::take(&mut b.vals),
                     };
                     // A failed send or recv means the writer stopped: its
                     // error is the one to report.
@@ -372,6 +392,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        written
+        let (nnz, fs) = written?;
+        Ok((dropped, nnz, fs))
     })
 }

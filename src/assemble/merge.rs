@@ -361,16 +361,20 @@ mod tests {
         out
     }
 
-    #[test]
-    fn loser_tree_merges_any_number_of_runs_exactly() {
-        let c = IntSum(DType::I64);
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |m: u64| {
+    /// A small deterministic generator: `rnd(m)` is in `0..m`.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed % m
-        };
+        }
+    }
+
+    #[test]
+    fn loser_tree_merges_any_number_of_runs_exactly() {
+        let c = IntSum(DType::I64);
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1du64);
         for n in [0usize, 1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 33] {
             let mut data: Vec<Vec<(u64, i128)>> = Vec::new();
             let mut want: BTreeMap<u64, i128> = BTreeMap::new();
@@ -402,13 +406,7 @@ mod tests {
         // addition with values of very different sizes tells the order of
         // a tie apart.
         let c = FloatFastSum(DType::F64);
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for (n, band, overlap) in [(1usize, 50u64, 0u64), (2, 40, 5), (5, 100, 30), (24, 64, 16), (33, 10, 25)] {
             let mut data: Vec<Vec<(u64, f64)>> = Vec::new();
             let mut want: BTreeMap<u64, f64> = BTreeMap::new();

@@ -474,6 +474,43 @@ impl Packer {
     }
 }
 
+impl Packer {
+    /// The packing of `(row, column, f64 value)` when this builder takes
+    /// exactly that (rank 2, f64, every value kept): then `pack` comes down
+    /// to two comparisons, two shifts and an or per record.
+    pub(crate) fn matrix_f64(&self) -> Option<MatrixF64Packer> {
+        let (&[e0, e1], &[s0, s1]) = (self.layout.shape(), self.layout.shifts()) else {
+            return None;
+        };
+        (self.dtype == DType::F64 && self.policy == NonFinitePolicy::Keep).then_some(
+            MatrixF64Packer {
+                extents: [e0, e1],
+                shifts: [s0, s1],
+            },
+        )
+    }
+}
+
+/// [`Packer::pack`] for rank-2 f64 entries with every value kept, with
+/// the same result (an f64 is stored as its bits).
+#[derive(Clone, Copy)]
+pub(crate) struct MatrixF64Packer {
+    extents: [u64; 2],
+    shifts: [u32; 2],
+}
+
+impl MatrixF64Packer {
+    /// The record for row `r`, column `c` and the f64 whose bits are
+    /// `bits`, or `None` when an index is out of range.
+    #[inline(always)]
+    pub(crate) fn pack(&self, r: u64, c: u64, bits: u64) -> Option<Record<u64>> {
+        (r < self.extents[0] && c < self.extents[1]).then_some(Record {
+            key: (r << self.shifts[0]) | (c << self.shifts[1]),
+            val: bits,
+        })
+    }
+}
+
 impl Builder {
     /// A [`Packer`] for this builder, when its keys are `u64` (the common
     /// case: the index bits fit 64); `None` otherwise.

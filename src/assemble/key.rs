@@ -338,6 +338,11 @@ impl KeyLayout {
         self.shape.len()
     }
 
+    /// Bit offset of each dimension's field in a key.
+    pub(crate) fn shifts(&self) -> &[u32] {
+        &self.shifts
+    }
+
     /// The extents this layout was built for.
     pub fn shape(&self) -> &[u64] {
         &self.shape

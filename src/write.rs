@@ -105,8 +105,18 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// The output is handed to the disk every this many bytes per stream
 /// (`IoCtx::start_writeback`), so the final fsync finds little left to
-/// write. Measured in `docs/performance.md` ("Early writeback").
+/// write. Measured in `docs/performance.md` ("Issue 12, sixth round").
 const WRITEBACK_STEP: u64 = 16 << 20;
+
+/// A stream that starts at file offset `base` has `end` bytes written, of
+/// which `*done` were handed to the disk: hand over the rest once it
+/// reaches [`WRITEBACK_STEP`].
+fn write_back_step(io: &IoCtx, file: &File, base: u64, done: &mut u64, end: u64) {
+    if end - *done >= WRITEBACK_STEP {
+        io.start_writeback(file, base + *done, end - *done);
+        *done = end;
+    }
+}
 
 /// Prefix of the KV keys the crate writes; refused for user entries.
 pub const RESERVED_KEY_PREFIX: &str = "coo_assembler.";
@@ -575,14 +585,13 @@ impl FileWriter {
         r?;
         self.flushed += self.buf.len() as u64;
         self.buf.clear();
-        if self.flushed - self.written_back >= WRITEBACK_STEP {
-            self.io.start_writeback(
-                &self.file,
-                self.written_back,
-                self.flushed - self.written_back,
-            );
-            self.written_back = self.flushed;
-        }
+        write_back_step(
+            &self.io,
+            &self.file,
+            0,
+            &mut self.written_back,
+            self.flushed,
+        );
         Ok(())
     }
 
@@ -1269,14 +1278,7 @@ impl SideStream {
         self.len += self.buf.len() as u64;
         self.buf.clear();
         if let Some(at) = self.at {
-            if self.len - self.written_back >= WRITEBACK_STEP {
-                fw.io.start_writeback(
-                    &fw.file,
-                    at + self.written_back,
-                    self.len - self.written_back,
-                );
-                self.written_back = self.len;
-            }
+            write_back_step(&fw.io, &fw.file, at, &mut self.written_back, self.len);
         }
         Ok(())
     }

@@ -472,9 +472,7 @@ impl Packer {
             val,
         })
     }
-}
 
-impl Packer {
     /// The packing of `(row, column, f64 value)` when this builder takes
     /// exactly that (rank 2, f64, every value kept): then `pack` comes down
     /// to two comparisons, two shifts and an or per record.

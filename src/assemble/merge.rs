@@ -176,16 +176,17 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         // runs' smallest nodes, and the least of them is the bar. (When
         // another run took over, its path was not replayed: no bar yet,
         // which costs nothing where winners alternate, as random keys do.)
-        self.bar = self.least;
-        if cand.tag == src as u64 {
+        self.bar = if cand.tag == src as u64 {
             let mut j = leaf;
             let mut bar = self.done;
             while j > 0 && j < tree.len() {
                 bar = bar.min(tree[j]);
                 j /= 2;
             }
-            self.bar = bar;
-        }
+            bar
+        } else {
+            self.least
+        };
         Ok(acc)
     }
 

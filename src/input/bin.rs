@@ -4,6 +4,7 @@
 use crate::assemble::builder::{Builder, Packer};
 use crate::assemble::combine::PushValue;
 use crate::assemble::sort::Record;
+use crate::codec::le_u64_at;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::input::common::{at, input_err, Progress};
@@ -92,6 +93,53 @@ fn push_bin_from<R: Read>(
         })
     }
 
+    /// Read one record's indices into `idx` and return its value.
+    #[inline(always)]
+    fn read<V: PushValue>(chunk: &[u8], l: &Layout<V>, idx: &mut [u64]) -> V {
+        for (d, slot) in idx.iter_mut().enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&chunk[d * 8..d * 8 + 8]);
+            *slot = u64::from_le_bytes(a);
+        }
+        (l.decode)(&chunk[l.rank * 8..])
+    }
+
+    /// Pack the whole records of `bytes` with `pack` and append them a
+    /// group at a time; a record `pack` refuses is pushed alone, after the
+    /// records before it, for its error.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn pack_groups<V: PushValue>(
+        b: &mut Builder,
+        bytes: &[u8],
+        l: &Layout<V>,
+        idx: &mut [u64],
+        n: &mut u64,
+        source: &str,
+        packed: &mut Vec<Record<u64>>,
+        mut pack: impl FnMut(&[u8], &mut [u64]) -> Option<Record<u64>>,
+    ) -> Result<()> {
+        for group in bytes.chunks(PACK_GROUP * l.rec) {
+            packed.clear();
+            for chunk in group.chunks_exact(l.rec) {
+                match pack(chunk, idx) {
+                    Some(r) => packed.push(r),
+                    None => {
+                        b.append_packed(packed)?;
+                        *n += packed.len() as u64;
+                        packed.clear();
+                        let v = read(chunk, l, idx);
+                        push_one(b, idx, v, *n, l, source)?;
+                        *n += 1;
+                    }
+                }
+            }
+            b.append_packed(packed)?;
+            *n += packed.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Push the whole records of `bytes`; returns how many bytes they took.
     /// With a packer (`u64` keys), records are checked and packed here in
     /// groups and appended to the builder's chunk by a copy; a record the
@@ -106,70 +154,33 @@ fn push_bin_from<R: Read>(
         source: &str,
         fast: &mut Option<(Packer, Vec<Record<u64>>)>,
     ) -> Result<usize> {
-        let (rank, rec, decode) = (l.rank, l.rec, l.decode);
-        let whole = bytes.len() / rec * rec;
-        let all = bytes[..whole].chunks_exact(rec);
-        let read = |chunk: &[u8], idx: &mut [u64]| {
-            for (d, slot) in idx.iter_mut().enumerate() {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(&chunk[d * 8..d * 8 + 8]);
-                *slot = u64::from_le_bytes(a);
-            }
-            decode(&chunk[rank * 8..])
-        };
+        let whole = bytes.len() / l.rec * l.rec;
+        let all = &bytes[..whole];
         let Some((packer, packed)) = fast.as_mut() else {
-            for chunk in all {
-                let v = read(chunk, idx);
+            for chunk in all.chunks_exact(l.rec) {
+                let v = read(chunk, l, idx);
                 push_one(b, idx, v, *n, l, source)?;
                 *n += 1;
             }
             return Ok(whole);
         };
-        let matrix = packer.matrix_f64().filter(|_| rec == 24);
-        for group in bytes[..whole].chunks(PACK_GROUP * rec) {
-            packed.clear();
-            if let Some(m) = matrix {
-                // Row, column, f64: the common FE record, packed inline.
-                let word = |c: &[u8], at: usize| {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&c[at..at + 8]);
-                    u64::from_le_bytes(a)
-                };
-                for chunk in group.chunks_exact(24) {
-                    match m.pack(word(chunk, 0), word(chunk, 8), word(chunk, 16)) {
-                        Some(r) => packed.push(r),
-                        None => {
-                            b.append_packed(packed)?;
-                            *n += packed.len() as u64;
-                            packed.clear();
-                            let v = read(chunk, idx);
-                            push_one(b, idx, v, *n, l, source)?;
-                            *n += 1;
-                        }
-                    }
+        // Row, column, f64 (the common FE record) is packed inline. Each
+        // way of packing gets its own copy of the loop: no test per record.
+        match packer.matrix_f64().filter(|_| l.rec == 24) {
+            Some(m) => pack_groups(b, all, l, idx, n, source, packed, |c, _| {
+                match (le_u64_at(c, 0), le_u64_at(c, 8), le_u64_at(c, 16)) {
+                    (Some(r), Some(col), Some(v)) => m.pack(r, col, v),
+                    _ => None,
                 }
-                b.append_packed(packed)?;
-                *n += packed.len() as u64;
-                continue;
-            }
-            for chunk in group.chunks_exact(rec) {
-                let v = read(chunk, idx);
-                match packer.pack(idx, v) {
-                    Some(r) => packed.push(r),
-                    None => {
-                        b.append_packed(packed)?;
-                        *n += packed.len() as u64;
-                        packed.clear();
-                        push_one(b, idx, v, *n, l, source)?;
-                        *n += 1;
-                    }
-                }
-            }
-            b.append_packed(packed)?;
-            *n += packed.len() as u64;
+            })?,
+            None => pack_groups(b, all, l, idx, n, source, packed, |c, idx| {
+                let v = read(c, l, idx);
+                packer.pack(idx, v)
+            })?,
         }
         Ok(whole)
     }
+
     #[allow(clippy::too_many_arguments)]
     fn typed<R: Read, V: PushValue>(
         b: &mut Builder,

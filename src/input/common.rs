@@ -1,8 +1,9 @@
-//! What the readers share: the formats, the progress callback, the entry
-//! sink, and the errors that name the input location.
+//! What the readers share: the formats, the progress callback, the parsed
+//! value, the entry sink, and the errors that name the input location.
 
+use crate::assemble::combine::PushValue;
+use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::input::text::Parsed;
 use std::str::FromStr;
 
 /// The formats `assemble` reads.
@@ -74,5 +75,57 @@ pub(crate) fn at<'a>(
             detail: other.to_string(),
             cause: Some(Box::new(other)),
         },
+    }
+}
+
+/// A parsed text value, pushed with its natural type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Parsed {
+    F(f64),
+    I(i64),
+    U(u64),
+}
+
+impl Parsed {
+    pub(crate) fn is_zero(self) -> bool {
+        match self {
+            Parsed::F(f) => f == 0.0,
+            Parsed::I(i) => i == 0,
+            Parsed::U(u) => u == 0,
+        }
+    }
+}
+
+/// As the value it holds, so that a refused value reads as it did when
+/// each was pushed with its own type.
+impl std::fmt::Display for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parsed::F(v) => v.fmt(f),
+            Parsed::I(v) => v.fmt(f),
+            Parsed::U(v) => v.fmt(f),
+        }
+    }
+}
+
+/// Pushed as the value it holds: a parsed batch goes to the builder in
+/// one `push_many`.
+impl PushValue for Parsed {
+    #[inline]
+    fn to_raw(self, dtype: DType) -> std::result::Result<u64, &'static str> {
+        match self {
+            Parsed::F(v) => v.to_raw(dtype),
+            Parsed::I(v) => v.to_raw(dtype),
+            Parsed::U(v) => v.to_raw(dtype),
+        }
+    }
+
+    #[inline]
+    fn as_float(self) -> Option<f64> {
+        match self {
+            Parsed::F(v) => v.as_float(),
+            Parsed::I(v) => v.as_float(),
+            Parsed::U(v) => v.as_float(),
+        }
     }
 }

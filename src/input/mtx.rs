@@ -11,10 +11,11 @@ use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
     Source,
 };
+use crate::input::common::Parsed;
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
 use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
 use crate::input::number::index_prefix;
-use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at, Parsed};
+use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at};
 use std::io::BufRead;
 
 /// MatrixMarket value field.

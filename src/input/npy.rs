@@ -7,8 +7,9 @@
 use crate::assemble::builder::Builder;
 use crate::element::DType;
 use crate::error::{Error, Result};
+use crate::input::common::Parsed;
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
-use crate::input::text::{push_parsed, Parsed};
+use crate::input::text::push_parsed;
 use std::io::{ErrorKind, Read};
 
 /// The magic string that starts every `.npy` file.

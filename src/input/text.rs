@@ -2,7 +2,6 @@
 //! `#` starts a comment. The value helpers are shared with MatrixMarket.
 
 use crate::assemble::builder::{Builder, Packer};
-use crate::assemble::combine::PushValue;
 use crate::element::DType;
 use crate::error::Result;
 use crate::hurray::MAX_RANK;
@@ -10,62 +9,10 @@ use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, Entries, LineError, LineParser,
     Source,
 };
-use crate::input::common::{at, Progress};
+use crate::input::common::{at, Parsed, Progress};
 use crate::input::lines::ascii_detail;
 use crate::input::number::{ends_field, f64_prefix, i64_prefix, index_prefix};
 use std::io::{BufRead, Read};
-
-/// A parsed text value, pushed with its natural type.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Parsed {
-    F(f64),
-    I(i64),
-    U(u64),
-}
-
-impl Parsed {
-    pub(crate) fn is_zero(self) -> bool {
-        match self {
-            Parsed::F(f) => f == 0.0,
-            Parsed::I(i) => i == 0,
-            Parsed::U(u) => u == 0,
-        }
-    }
-}
-
-/// As the value it holds, so that a refused value reads as it did when
-/// each was pushed with its own type.
-impl std::fmt::Display for Parsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Parsed::F(v) => v.fmt(f),
-            Parsed::I(v) => v.fmt(f),
-            Parsed::U(v) => v.fmt(f),
-        }
-    }
-}
-
-/// Pushed as the value it holds: a parsed batch goes to the builder in
-/// one `push_many`.
-impl PushValue for Parsed {
-    #[inline]
-    fn to_raw(self, dtype: DType) -> std::result::Result<u64, &'static str> {
-        match self {
-            Parsed::F(v) => v.to_raw(dtype),
-            Parsed::I(v) => v.to_raw(dtype),
-            Parsed::U(v) => v.to_raw(dtype),
-        }
-    }
-
-    #[inline]
-    fn as_float(self) -> Option<f64> {
-        match self {
-            Parsed::F(v) => v.as_float(),
-            Parsed::I(v) => v.as_float(),
-            Parsed::U(v) => v.as_float(),
-        }
-    }
-}
 
 /// A value field at `b[n..]`, read straight from the bytes: the value and
 /// the position after it, if the field is a number the fast paths know

@@ -87,6 +87,7 @@
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
+use crate::fs::ctx::Writeback;
 use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
@@ -102,21 +103,6 @@ use std::fs::File;
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
-
-/// The output is handed to the disk every this many bytes per stream
-/// (`IoCtx::start_writeback`), so the final fsync finds little left to
-/// write. Measured in `docs/performance.md` ("Issue 12, sixth round").
-const WRITEBACK_STEP: u64 = 16 << 20;
-
-/// A stream that starts at file offset `base` has `end` bytes written, of
-/// which `*done` were handed to the disk: hand over the rest once it
-/// reaches [`WRITEBACK_STEP`].
-fn write_back_step(io: &IoCtx, file: &File, base: u64, done: &mut u64, end: u64) {
-    if end - *done >= WRITEBACK_STEP {
-        io.start_writeback(file, base + *done, end - *done);
-        *done = end;
-    }
-}
 
 /// Prefix of the KV keys the crate writes; refused for user entries.
 pub const RESERVED_KEY_PREFIX: &str = "coo_assembler.";
@@ -260,8 +246,8 @@ pub struct FileWriter {
     /// Pending output; `buf[0]` goes at file offset `flushed`.
     buf: Vec<u8>,
     flushed: u64,
-    /// Bytes before this offset were handed to the disk (`start_writeback`).
-    written_back: u64,
+    /// How far the bytes before `flushed` went to disk.
+    written_back: Writeback,
     /// Hash of the values being written, and where they start in `buf`.
     vhash: Xxh3,
     vhash_from: Option<usize>,
@@ -371,7 +357,7 @@ impl FileWriter {
             // buffer never reallocates.
             buf: Vec::with_capacity(opts.buffer_bytes + 8),
             flushed: 0,
-            written_back: 0,
+            written_back: Writeback::default(),
             vhash: Xxh3::new(),
             vhash_from: None,
             entries: Vec::new(),
@@ -585,14 +571,13 @@ impl FileWriter {
         r?;
         self.flushed += self.buf.len() as u64;
         self.buf.clear();
-        write_back_step(
-            &self.io,
-            &self.file,
-            0,
-            &mut self.written_back,
-            self.flushed,
-        );
-        Ok(())
+        let r = self
+            .written_back
+            .step(&self.io, &self.file, &self.tmp_path, 0, self.flushed);
+        if r.is_err() {
+            self.poisoned = true;
+        }
+        r
     }
 
     /// Append bytes (not values: those go through `buf` directly).
@@ -664,7 +649,7 @@ impl FileWriter {
             r?;
         }
         self.flushed = start + len;
-        self.written_back = self.flushed;
+        self.written_back = Writeback::settled(self.flushed);
         self.io.seek(
             &mut self.file,
             SeekFrom::Start(self.flushed),
@@ -1234,8 +1219,8 @@ struct SideStream {
     /// Bytes already written there.
     in_output: bool,
     len: u64,
-    /// Of `len`, the bytes handed to the disk (reserved place only).
-    written_back: u64,
+    /// How far the bytes of `len` went to disk (reserved place only).
+    written_back: Writeback,
     hash: Xxh3,
 }
 
@@ -1247,7 +1232,7 @@ impl SideStream {
             at: None,
             in_output: false,
             len: 0,
-            written_back: 0,
+            written_back: Writeback::default(),
             hash: Xxh3::new(),
         }
     }
@@ -1278,7 +1263,8 @@ impl SideStream {
         self.len += self.buf.len() as u64;
         self.buf.clear();
         if let Some(at) = self.at {
-            write_back_step(&fw.io, &fw.file, at, &mut self.written_back, self.len);
+            self.written_back
+                .step(&fw.io, &fw.file, &fw.tmp_path, at, self.len)?;
         }
         Ok(())
     }

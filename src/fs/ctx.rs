@@ -309,6 +309,42 @@ impl IoCtx {
         let _ = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
     }
 
+    /// Wait until the `len` bytes at `offset` are on disk, then drop them
+    /// from the page cache (`sync_file_range` with both waits, then
+    /// `posix_fadvise(DONTNEED)`). For bytes written once and not read
+    /// again soon: a stream that keeps its page cache small reuses pages
+    /// it just freed instead of taking fresh ones, which on a virtual
+    /// machine cost ~2 CPU-s per GB to write into (`docs/performance.md`,
+    /// "Issue 12, seventh round"). Counted as an "fsync": unlike
+    /// [`IoCtx::start_writeback`], a write error the wait meets is reported
+    /// here (the kernel reports it to one caller only, so the final fsync
+    /// might not see it again).
+    pub fn drop_written(&self, f: &File, offset: u64, len: u64, path: &Path) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        self.tick("fsync", path)?;
+        let (Ok(o), Ok(l)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else {
+            return Ok(());
+        };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: both calls only read their integer arguments; the
+        // descriptor is open and owned by `f` for the calls.
+        if unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, flags) } != 0 {
+            let e = io::Error::last_os_error();
+            // A file system without it (ENOSYS, EINVAL on some): nothing
+            // was waited for, so nothing is dropped either.
+            return match e.raw_os_error() {
+                Some(libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => Ok(()),
+                _ => Err(Error::io("fsync", path, e)),
+            };
+        }
+        // Advice only: clean pages it cannot drop simply stay cached.
+        // SAFETY: as above.
+        let _ = unsafe { libc::posix_fadvise(f.as_raw_fd(), o, l, libc::POSIX_FADV_DONTNEED) };
+        Ok(())
+    }
+
     /// Truncate or extend a file to `len` bytes. Counted as a "write".
     pub fn set_len(&self, f: &File, len: u64, path: &Path) -> Result<()> {
         self.tick("write", path)?;
@@ -326,6 +362,56 @@ impl IoCtx {
         // SAFETY: forwarded to the caller, see above.
         let r = unsafe { memmap2::Mmap::map(f) };
         self.wrap("mmap", path, r)
+    }
+}
+
+/// A stream written once, front to back, is handed to the disk every this
+/// many bytes ([`Writeback::step`]): the final fsync then finds little
+/// left to write, and the page cache holds about two steps of the stream.
+/// Measured in `docs/performance.md` ("Issue 12, sixth round" and
+/// "seventh round").
+pub(crate) const WRITEBACK_STEP: u64 = 16 << 20;
+
+/// How far a stream written front to back has gone to disk.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Writeback {
+    /// Bytes handed to the disk ([`IoCtx::start_writeback`]).
+    started: u64,
+    /// Bytes waited for and dropped from the page cache
+    /// ([`IoCtx::drop_written`]).
+    dropped: u64,
+}
+
+impl Writeback {
+    /// Everything up to `end` is settled (nothing left to hand over).
+    pub(crate) fn settled(end: u64) -> Writeback {
+        Writeback {
+            started: end,
+            dropped: end,
+        }
+    }
+
+    /// The stream, at file offset `base`, has `end` bytes written: once
+    /// [`WRITEBACK_STEP`] of them are pending, hand them to the disk, and
+    /// wait for and drop from the page cache what was handed over at the
+    /// step before (written while we computed since).
+    pub(crate) fn step(
+        &mut self,
+        io: &IoCtx,
+        file: &File,
+        path: &Path,
+        base: u64,
+        end: u64,
+    ) -> Result<()> {
+        if end.saturating_sub(self.started) >= WRITEBACK_STEP {
+            io.start_writeback(file, base + self.started, end - self.started);
+            if self.started > self.dropped {
+                io.drop_written(file, base + self.dropped, self.started - self.dropped, path)?;
+                self.dropped = self.started;
+            }
+            self.started = end;
+        }
+        Ok(())
     }
 }
 
@@ -349,5 +435,87 @@ mod tests {
         assert!(e.to_string().contains("No space"), "{e}");
         ctx.write_all(&mut f, b"x", &p).unwrap();
         assert_eq!(ctx.ops(), 3);
+    }
+
+    /// Pages of `f` in `range` that are in the page cache.
+    fn resident(f: &File, range: std::ops::Range<u64>) -> usize {
+        // SAFETY: a test file nothing truncates while it is mapped.
+        let map = unsafe { memmap2::Mmap::map(f) }.unwrap();
+        let page = 4096usize;
+        let (start, len) = (range.start as usize, (range.end - range.start) as usize);
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        // SAFETY: the range lies inside the live mapping; `vec` has one
+        // byte per page of it.
+        let r = unsafe { libc::mincore(map.as_ptr().add(start) as *mut _, len, vec.as_mut_ptr()) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[test]
+    fn writeback_steps_drop_what_is_on_disk_and_keep_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        // Count the waits (they tick as "fsync"); no fault is planned.
+        let ctx = IoCtx::with_faults(FaultPlan {
+            at: u64::MAX,
+            mode: FaultMode::Once,
+            kind: FaultKind::Io,
+            only_op: Some("fsync"),
+        });
+        let p = dir.path().join("stream");
+        let f = ctx.create_new(&p).unwrap();
+        let piece: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        let (base, pieces) = (4096u64, 5 * (WRITEBACK_STEP >> 20) + 3);
+        let mut wb = Writeback::default();
+        for i in 0..pieces {
+            ctx.write_all_at(&f, &piece, base + (i << 20), &p).unwrap();
+            wb.step(&ctx, &f, &p, base, (i + 1) << 20).unwrap();
+        }
+        // Five steps handed over; each after the first waited for and
+        // dropped the one before.
+        assert_eq!(ctx.ops(), 4);
+        assert_eq!((wb.started, wb.dropped), (5 * WRITEBACK_STEP, 4 * WRITEBACK_STEP));
+        let on_tmpfs = {
+            // SAFETY: statfs is plain integers, for which zero is valid.
+            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            let c = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid C string and a statfs to fill.
+            assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut st) }, 0);
+            st.f_type as i64 == libc::TMPFS_MAGIC
+        };
+        if on_tmpfs {
+            eprintln!("tmpfs: its pages cannot leave the page cache; residency not checked");
+        } else {
+            // The dropped steps left the page cache (up to a few pages the
+            // file system keeps); the last steps are still there.
+            let dropped = resident(&f, base..base + 4 * WRITEBACK_STEP);
+            assert!(dropped <= 64, "{dropped} pages of the dropped steps resident");
+            assert!(resident(&f, base + 4 * WRITEBACK_STEP..base + (pieces << 20)) > 0);
+        }
+        // Every byte reads back.
+        let mut got = vec![0u8; piece.len()];
+        for i in 0..pieces {
+            ctx.read_exact_at(&f, &mut got, base + (i << 20), &p).unwrap();
+            assert!(got == piece, "piece {i} differs");
+        }
+    }
+
+    #[test]
+    fn a_failed_wait_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = IoCtx::with_faults(FaultPlan {
+            at: 0,
+            mode: FaultMode::Once,
+            kind: FaultKind::Io,
+            only_op: Some("fsync"),
+        });
+        let p = dir.path().join("stream");
+        let f = ctx.create_new(&p).unwrap();
+        let mut wb = Writeback::default();
+        // The first step only starts the writeback; the second waits.
+        wb.step(&ctx, &f, &p, 0, WRITEBACK_STEP).unwrap();
+        let e = wb.step(&ctx, &f, &p, 0, 2 * WRITEBACK_STEP).unwrap_err();
+        assert!(e.to_string().contains("fsync"), "{e}");
+        assert!(e.to_string().contains("stream"), "{e}");
+        assert_eq!(ctx.injected(), vec!["fsync"]);
     }
 }

@@ -232,6 +232,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         tensor_name: "K".into(),
         exact_sums: !a.fast_sums,
         layout: a.layout,
+        // Known up front here: lets the plan make longer chunks when the
+        // contributions will spill (fewer runs to merge).
+        expected_contributions: Some(contributions),
         ..AssembleOptions::default()
     };
     let t0 = Instant::now();

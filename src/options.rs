@@ -190,6 +190,13 @@ pub struct AssembleOptions {
     /// 1 GiB: 240 runs, 5.7 GB spilled in one pass against 10.1 GB in
     /// four at 64).
     pub max_fan_in: usize,
+    /// How many contributions are coming, when the caller knows (an input
+    /// file's record count, an element loop's total); default `None`.
+    /// Planning only: when runs of that many would not fit in the budget,
+    /// the ingest chunks are made longer (up to 128 MiB instead of 32), so
+    /// fewer runs reach the final merge. Any value is safe: a wrong one
+    /// only changes speed, never the memory bound or the output bytes.
+    pub expected_contributions: Option<u64>,
     /// File operations (fault injection in tests).
     pub io: IoCtx,
 }
@@ -207,6 +214,7 @@ impl Default for AssembleOptions {
             layout: OutputLayout::Coo,
             tensor_name: "coo".to_string(),
             max_fan_in: 512,
+            expected_contributions: None,
             io: IoCtx::new(),
         }
     }

@@ -35,6 +35,14 @@ pub(crate) const CHUNK_SHARE: f64 = 0.6;
 /// FE at 1 GiB 68.8-70.6 s against 65.8-71.4 s (478 runs instead of
 /// 240, still one pass at fan-in 512).
 pub(crate) const CHUNK_MAX_BYTES: u64 = 32 << 20;
+/// Largest ingest chunk when the caller's
+/// [`AssembleOptions::expected_contributions`] will not fit in the room for
+/// in-memory runs: then most runs spill, and fewer, longer runs make a
+/// cheaper final merge (the chunk memory is faulted in once for the whole
+/// run). 1e9 FE at 1 GiB, same binaries alternating: 100 MiB chunks (150
+/// runs) gave a final pass of 15.6-16.6 s against 17.2-20.2 s with 32 MiB
+/// (478 runs), ingest the same (30.2-30.9 s against 29.6-35.2 s).
+pub(crate) const CHUNK_MAX_SPILLING_BYTES: u64 = 128 << 20;
 /// Largest batch of merged entries handed from the merging thread to the
 /// writing thread (two exist). Fewer hand-offs matter more than cache
 /// footprint: on 5e7 FE contributions the final pass took 0.66-0.70 s with
@@ -79,7 +87,16 @@ impl Plan {
             });
         }
         let free = opts.memory_budget - fixed;
-        let chunk_bytes = (((free as f64 * CHUNK_SHARE) as u64) / units).min(CHUNK_MAX_BYTES);
+        let share = ((free as f64 * CHUNK_SHARE) as u64) / units;
+        let mut chunk_bytes = share.min(CHUNK_MAX_BYTES);
+        // Runs of all the expected contributions would not fit beside the
+        // capped chunks: most will spill, so make them longer.
+        let spilling = opts.expected_contributions.is_some_and(|n| {
+            n.saturating_mul(est_bytes_per_record) > free - chunk_bytes * units
+        });
+        if spilling {
+            chunk_bytes = share.min(CHUNK_MAX_SPILLING_BYTES);
+        }
         let chunk_records = (chunk_bytes / record_bytes).min(u32::MAX as u64) as usize;
         let held_limit = free - (chunk_bytes * units);
         // In the merge phase the chunk area is free again: readers get it.
@@ -227,6 +244,36 @@ mod tests {
         assert_eq!(big.held_limit, (4u64 << 30) - fixed - 6 * CHUNK_MAX_BYTES);
         assert!(big.fan_in >= small.fan_in);
         assert_eq!(big.batch_bytes, WRITE_BATCH_MAX_BYTES);
+    }
+
+    #[test]
+    fn chunks_grow_only_when_the_expected_contributions_spill() {
+        let with = |budget: u64, n: Option<u64>| {
+            let o = AssembleOptions {
+                expected_contributions: n,
+                ..opts(budget, 2, 512)
+            };
+            Plan::new(&o, 16, 8).unwrap()
+        };
+        let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        let free = (1u64 << 30) - fixed;
+        let share = ((free as f64 * CHUNK_SHARE) as u64) / 6;
+        // Unknown, or fits beside the capped chunks: capped as before.
+        let capped = with(1 << 30, None);
+        assert_eq!(capped.chunk_records as u64, CHUNK_MAX_BYTES / 16);
+        let room = capped.held_limit / 8;
+        assert_eq!(with(1 << 30, Some(room)).chunk_records, capped.chunk_records);
+        // One more would spill: the chunks take their whole share.
+        let long = with(1 << 30, Some(room + 1));
+        assert_eq!(long.chunk_records as u64, share.min(CHUNK_MAX_SPILLING_BYTES) / 16);
+        assert!(long.chunk_records > capped.chunk_records);
+        assert!(fixed + long.chunk_records as u64 * 16 * 6 + long.held_limit <= 1 << 30);
+        // A large budget stops at the spilling cap; a small one never
+        // reaches either cap.
+        let huge = with(8 << 30, Some(u64::MAX));
+        assert_eq!(huge.chunk_records as u64, CHUNK_MAX_SPILLING_BYTES / 16);
+        let small = with(256 << 20, Some(u64::MAX));
+        assert_eq!(small.chunk_records, with(256 << 20, None).chunk_records);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 use crate::{parse_list, usage};
 use anyhow::bail;
 use clap::{Args, ValueEnum};
-use coo_assembler::input::{self, Compression, InputFormat, MappedInput, MtxHeader, NpyHeader};
+use coo_assembler::input::{
+    self, Compression, InputFormat, MappedInput, MtxHeader, MtxSymmetry, NpyHeader,
+};
 use coo_assembler::{
     parse_size, AssembleOptions, Builder, DType, DuplicatePolicy, Error, IoCtx, NonFinitePolicy,
     OutputLayout,
@@ -428,6 +430,17 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             mapped = MappedInput::map(&io_ctx, f, Path::new(&a.input));
         }
     }
+    // How many contributions are coming, when the input says so: the plan
+    // makes longer chunks when they will spill (fewer runs to merge).
+    opts.expected_contributions = match (&header, format, total) {
+        (Header::Mtx(h), _, _) if h.symmetry == MtxSymmetry::General => Some(h.entries),
+        // Each stored entry of a symmetric file may give a mirror too.
+        (Header::Mtx(h), _, _) => Some(h.entries.saturating_mul(2)),
+        (_, InputFormat::Bin, Some(len)) if compression == Compression::None => {
+            Some(len / (rank as u64 * 8 + dtype.width() as u64))
+        }
+        _ => None,
+    };
     let mut builder = Builder::new(&shape, dtype, opts).map_err(|e| match (e, &header_shape) {
         // The shape came from the file: a shape Hurray cannot hold is bad input.
         (e @ (Error::InvalidOptions(_) | Error::InvalidArgument(_)), Some((_, what, line)))

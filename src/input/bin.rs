@@ -181,18 +181,16 @@ fn push_bin_from<R: Read>(
         Ok(whole)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn typed<R: Read, V: PushValue>(
         b: &mut Builder,
         src: BinSource<'_, R>,
         rank: usize,
         dtype: DType,
-        width: usize,
         decode: fn(&[u8]) -> V,
         source: &str,
         progress: Progress<'_>,
     ) -> Result<u64> {
-        let rec = rank * 8 + width;
+        let rec = bin_record_bytes(rank, dtype);
         let hint = record_hint(rank, dtype);
         let layout = Layout {
             rank,
@@ -257,10 +255,9 @@ fn push_bin_from<R: Read>(
             }
         }
     }
-    let w = dtype.width();
     macro_rules! go {
         ($t:ty, $f:expr) => {
-            typed::<R, $t>(b, src, rank, dtype, w, $f, source, progress)
+            typed::<R, $t>(b, src, rank, dtype, $f, source, progress)
         };
     }
     fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
@@ -284,19 +281,24 @@ fn push_bin_from<R: Read>(
     }
 }
 
+/// Bytes of one record: `rank` u64 indices and one value of `dtype`.
+pub fn bin_record_bytes(rank: usize, dtype: DType) -> usize {
+    rank * 8 + dtype.width()
+}
+
 /// What a record of this layout is, and what to check when the file does
 /// not match it.
 pub(crate) fn record_hint(rank: usize, dtype: DType) -> String {
-    let w = dtype.width();
     format!(
-        "records are expected to be {} bytes (rank {rank} x 8 + {w} for {dtype}); the rank of --shape or --dtype may not match the file",
-        rank * 8 + w
+        "records are expected to be {} bytes (rank {rank} x 8 + {} for {dtype}); the rank of --shape or --dtype may not match the file",
+        bin_record_bytes(rank, dtype),
+        dtype.width()
     )
 }
 
 /// Refuse up front a file whose length is not a whole number of records.
 pub fn check_bin_length(len: u64, rank: usize, dtype: DType, source: &str) -> Result<()> {
-    let rec = (rank * 8 + dtype.width()) as u64;
+    let rec = bin_record_bytes(rank, dtype) as u64;
     if len % rec != 0 {
         return Err(input_err(
             source,

@@ -18,7 +18,7 @@ mod npy;
 mod number;
 mod text;
 
-pub use bin::{check_bin_length, push_bin, push_bin_bytes};
+pub use bin::{bin_record_bytes, check_bin_length, push_bin, push_bin_bytes};
 pub use common::{InputFormat, Progress};
 pub use compress::{decompress, detect, peek, Compression, PeekReader};
 pub use mapped::MappedInput;
@@ -100,7 +100,7 @@ pub fn locate<R: BufRead>(
             npy::parse_npy(r, &h, source, &mut |_| {}, &mut sink)?
         }
         InputFormat::Bin => {
-            let rec = rank * 8 + dtype.width();
+            let rec = bin::bin_record_bytes(rank, dtype);
             let mut buf = vec![0u8; rec];
             let mut n = 0u64;
             loop {

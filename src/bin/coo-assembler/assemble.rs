@@ -437,7 +437,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         // Each stored entry of a symmetric file may give a mirror too.
         (Header::Mtx(h), _, _) => Some(h.entries.saturating_mul(2)),
         (_, InputFormat::Bin, Some(len)) if compression == Compression::None => {
-            Some(len / (rank as u64 * 8 + dtype.width() as u64))
+            Some(len / input::bin_record_bytes(rank, dtype) as u64)
         }
         _ => None,
     };

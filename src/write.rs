@@ -86,8 +86,7 @@
 
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
-use crate::fs::ctx::IoCtx;
-use crate::fs::ctx::Writeback;
+use crate::fs::ctx::{IoCtx, Writeback};
 use crate::fs::names::{new_output_temp_name, parent_dir};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
@@ -564,16 +563,15 @@ impl FileWriter {
             self.vhash.update(&self.buf[from..]);
             self.vhash_from = Some(0);
         }
-        let r = self.io.write_all(&mut self.file, &self.buf, &self.tmp_path);
-        if r.is_err() {
-            self.poisoned = true;
-        }
-        r?;
-        self.flushed += self.buf.len() as u64;
-        self.buf.clear();
         let r = self
-            .written_back
-            .step(&self.io, &self.file, &self.tmp_path, 0, self.flushed);
+            .io
+            .write_all(&mut self.file, &self.buf, &self.tmp_path)
+            .and_then(|()| {
+                self.flushed += self.buf.len() as u64;
+                self.buf.clear();
+                self.written_back
+                    .step(&self.io, &self.file, &self.tmp_path, 0, self.flushed)
+            });
         if r.is_err() {
             self.poisoned = true;
         }

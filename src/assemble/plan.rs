@@ -88,15 +88,14 @@ impl Plan {
         }
         let free = opts.memory_budget - fixed;
         let share = ((free as f64 * CHUNK_SHARE) as u64) / units;
-        let mut chunk_bytes = share.min(CHUNK_MAX_BYTES);
         // Runs of all the expected contributions would not fit beside the
         // capped chunks: most will spill, so make them longer.
-        let spilling = opts.expected_contributions.is_some_and(|n| {
-            n.saturating_mul(est_bytes_per_record) > free - chunk_bytes * units
-        });
-        if spilling {
-            chunk_bytes = share.min(CHUNK_MAX_SPILLING_BYTES);
-        }
+        let room_beside_capped = free - share.min(CHUNK_MAX_BYTES) * units;
+        let spilling = opts
+            .expected_contributions
+            .is_some_and(|n| n.saturating_mul(est_bytes_per_record) > room_beside_capped);
+        let cap = if spilling { CHUNK_MAX_SPILLING_BYTES } else { CHUNK_MAX_BYTES };
+        let chunk_bytes = share.min(cap);
         let chunk_records = (chunk_bytes / record_bytes).min(u32::MAX as u64) as usize;
         let held_limit = free - (chunk_bytes * units);
         // In the merge phase the chunk area is free again: readers get it.

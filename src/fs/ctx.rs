@@ -301,7 +301,7 @@ impl IoCtx {
     /// whole file waiting for the final fsync.
     pub fn start_writeback(&self, f: &File, offset: u64, len: u64) {
         use std::os::fd::AsRawFd;
-        let (Ok(o), Ok(l)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else {
+        let Some((o, l)) = c_range(offset, len) else {
             return;
         };
         // SAFETY: sync_file_range only reads its integer arguments; the
@@ -322,7 +322,7 @@ impl IoCtx {
     pub fn drop_written(&self, f: &File, offset: u64, len: u64, path: &Path) -> Result<()> {
         use std::os::fd::AsRawFd;
         self.tick("fsync", path)?;
-        let (Ok(o), Ok(l)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else {
+        let Some((o, l)) = c_range(offset, len) else {
             return Ok(());
         };
         let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
@@ -363,6 +363,12 @@ impl IoCtx {
         let r = unsafe { memmap2::Mmap::map(f) };
         self.wrap("mmap", path, r)
     }
+}
+
+/// A file range as the kernel's range calls take it; `None` past what an
+/// `off64_t` holds (no file gets there).
+fn c_range(offset: u64, len: u64) -> Option<(libc::off64_t, libc::off64_t)> {
+    Some((offset.try_into().ok()?, len.try_into().ok()?))
 }
 
 /// A stream written once, front to back, is handed to the disk every this

@@ -15,8 +15,9 @@ and prints the assembly time over that floor. Each write is timed twice,
 through the page cache and with O_DIRECT (no copy into the page cache,
 which on a virtual machine costs up to ~2 CPU-s per GB of fresh pages),
 and the faster counts. The floor is measured twice after the assembly;
-the faster of the two is used (the stricter ratio). A second, warm figure reads the spill bytes back from the page cache
-instead (what the assembly itself mostly gets while memory is free).
+the faster of the two is used (the stricter ratio). A second, warm figure
+reads the spill bytes back from the page cache instead (what the assembly
+itself mostly gets while memory is free).
 
   scripts/disk_floor.py --n 250 --budget 1GiB --dir /var/tmp/floor   # the 1e9 run (~2-4 min)
   scripts/disk_floor.py --n 60 --budget 64MiB                          # 13.8 M, a quick check

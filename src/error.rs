@@ -220,6 +220,17 @@ pub enum Error {
     /// A previous I/O error left this object unusable.
     #[error("an earlier error left this {0} unusable; start again")]
     Poisoned(&'static str),
+
+    /// An output path names a file the same operation reads (the same
+    /// file, through symbolic or hard links too): writing it would destroy
+    /// the input.
+    #[error("output {} is the input {}: writing it would destroy the input; choose another output path", output.display(), input.display())]
+    OutputIsInput {
+        /// The output path given.
+        output: PathBuf,
+        /// The input it names.
+        input: PathBuf,
+    },
 }
 
 impl Error {

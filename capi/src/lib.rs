@@ -208,7 +208,8 @@ impl From<coo_assembler::Error> for Fail {
             | E::InvalidArgument(_)
             | E::TypeMismatch { .. }
             | E::OutOfOrder { .. }
-            | E::Input { .. } => COO_ERR_ARGUMENT,
+            | E::Input { .. }
+            | E::OutputIsInput { .. } => COO_ERR_ARGUMENT,
             E::BudgetTooSmall { .. } | E::OutOfMemory { .. } => COO_ERR_BUDGET,
             E::Poisoned(_) => COO_ERR_STATE,
             _ => COO_ERR_OTHER,

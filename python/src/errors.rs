@@ -75,7 +75,8 @@ pub fn kind_of(e: &Error) -> Kind {
         | Error::IntegerOverflow { .. }
         | Error::OutOfOrder { .. }
         | Error::InvalidOptions(_)
-        | Error::Input { .. } => Kind::Input,
+        | Error::Input { .. }
+        | Error::OutputIsInput { .. } => Kind::Input,
         _ => Kind::Base,
     }
 }

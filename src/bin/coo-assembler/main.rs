@@ -185,7 +185,11 @@ fn main() -> ExitCode {
                 }
             }
             eprintln!("coo-assembler: error: {msg}");
-            if e.downcast_ref::<Usage>().is_some() {
+            let output_is_input = matches!(
+                e.downcast_ref::<coo_assembler::Error>(),
+                Some(coo_assembler::Error::OutputIsInput { .. })
+            );
+            if e.downcast_ref::<Usage>().is_some() || output_is_input {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

@@ -314,7 +314,7 @@ impl IoCtx {
     /// `posix_fadvise(DONTNEED)`). For bytes written once and not read
     /// again soon: a stream that keeps its page cache small reuses pages
     /// it just freed instead of taking fresh ones, which on a virtual
-    /// machine cost ~2 CPU-s per GB to write into (`docs/performance.md`,
+    /// machine cost ~2 CPU-s per GB to write into (`docs/log/issue-12-rounds.md`,
     /// "Issue 12, seventh round"). Counted as an "fsync": unlike
     /// [`IoCtx::start_writeback`], a write error the wait meets is reported
     /// here (the kernel reports it to one caller only, so the final fsync
@@ -374,7 +374,7 @@ fn c_range(offset: u64, len: u64) -> Option<(libc::off64_t, libc::off64_t)> {
 /// A stream written once, front to back, is handed to the disk every this
 /// many bytes ([`Writeback::step`]): the final fsync then finds little
 /// left to write, and the page cache holds about two steps of the stream.
-/// Measured in `docs/performance.md` ("Issue 12, sixth round" and
+/// Measured in `docs/log/issue-12-rounds.md` ("Issue 12, sixth round" and
 /// "seventh round").
 pub(crate) const WRITEBACK_STEP: u64 = 16 << 20;
 

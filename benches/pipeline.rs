@@ -9,7 +9,8 @@
 //!   combine (no file); and a 4 MiB budget (runs spill, several merge
 //!   passes) for the cost of spilling and merging.
 //!
-//! `cargo bench --bench pipeline`; docs/performance.md has the figures.
+//! `cargo bench --bench pipeline`; docs/performance.md says what it times,
+//! docs/log/baseline-a78653b.md ("pipeline") has its last recorded figures.
 
 #[path = "common/fe.rs"]
 mod fe;

@@ -31,12 +31,12 @@
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::names::{new_output_temp_name, parent_dir};
+use crate::fs::output::{AtomicOutput, ReplaceInput};
 use crate::hurray::{align_up, FileHeader, IndexEntry, KvValue, HEADER_LEN, MIN_ALIGNMENT};
 use crate::options::OutputLayout;
 use crate::read::composite::{encode_member, CompositeHead, Shard, RULE_PARTITION};
 use crate::write::{buffer_checksum_key, buffer_names, encode_tail, provenance};
-use crate::{HurrayFile, Tensor};
+use crate::{HurrayFile, ReadOptions, Tensor};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -80,13 +80,15 @@ impl Prepared {
     /// Member `name` from the plain single-tensor file at `path` (COO, CSR
     /// or CSC), whose box starts at `offset` in `parent_shape`. Its indices
     /// must be local to the box (for CSR, `row_ptr` over the box's rows).
+    /// The file is read through `io`.
     pub fn from_file(
+        io: &IoCtx,
         name: String,
         path: &Path,
         parent_shape: &[u64],
         offset: &[u64],
     ) -> Result<Prepared> {
-        let file = HurrayFile::open(path)?;
+        let file = HurrayFile::open_with_io(path, ReadOptions::default(), io)?;
         let t = file.only_tensor_view()?;
         if offset.len() != parent_shape.len() || t.rank() != parent_shape.len() {
             return Err(Error::InvalidArgument(format!(
@@ -145,7 +147,7 @@ impl Prepared {
             desc: encode_member(&plain, &shard),
             nnz: t.nnz(),
             layout,
-            source: IoCtx::new().open(path)?,
+            source: io.open(path)?,
             source_path: path.to_path_buf(),
             buffers,
             sums,
@@ -370,60 +372,6 @@ pub fn write_frame(
     Ok(members_end + tail.len() as u64)
 }
 
-/// A temporary file next to `target` that is removed on drop unless
-/// published: the composite's atomic output.
-pub struct TempOutput {
-    /// The temporary path.
-    pub path: PathBuf,
-    target: PathBuf,
-    io: IoCtx,
-    published: bool,
-}
-
-impl TempOutput {
-    /// Create `.<target name>.tmp-<pid>-<random>` next to `target`.
-    pub fn create(io: &IoCtx, target: &Path) -> Result<(TempOutput, File)> {
-        let Some(name) = target.file_name() else {
-            return Err(Error::InvalidArgument(format!(
-                "{} does not name a file",
-                target.display()
-            )));
-        };
-        let path = parent_dir(target).join(new_output_temp_name(&name.to_string_lossy()));
-        Self::create_at(io, target, path)
-    }
-
-    /// Create the temporary file at `path` (a name agreed elsewhere).
-    pub fn create_at(io: &IoCtx, target: &Path, path: PathBuf) -> Result<(TempOutput, File)> {
-        let f = io.create_new(&path)?;
-        Ok((
-            TempOutput {
-                path,
-                target: target.to_path_buf(),
-                io: io.clone(),
-                published: false,
-            },
-            f,
-        ))
-    }
-
-    /// fsync `file`, rename over the target, fsync the directory.
-    pub fn publish(mut self, file: &File) -> Result<()> {
-        self.io.sync(file, &self.path)?;
-        self.io.rename(&self.path, &self.target)?;
-        self.published = true;
-        self.io.sync_dir(&parent_dir(&self.target))
-    }
-}
-
-impl Drop for TempOutput {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = self.io.remove(&self.path);
-        }
-    }
-}
-
 /// What [`join`] wrote.
 #[derive(Clone, Debug)]
 pub struct JoinSummary {
@@ -438,17 +386,22 @@ pub struct JoinSummary {
 /// Combine plain single-tensor files, part k holding the box that starts
 /// at `parts[k].1` (its indices local to the box), into one partition
 /// composite of `shape` called `head_name` at `target` (atomically). The
-/// boxes must cover `shape` exactly without overlap.
+/// boxes must cover `shape` exactly without overlap. A `target` that names
+/// one of the parts (through links too) is [`Error::OutputIsInput`].
 pub fn join(
     parts: &[(PathBuf, Vec<u64>)],
     shape: &[u64],
     target: &Path,
     head_name: &str,
 ) -> Result<JoinSummary> {
+    let io = IoCtx::new();
     let files = parts
         .iter()
-        .map(|(p, _)| HurrayFile::open(p))
+        .map(|(p, _)| HurrayFile::open_with_io(p, ReadOptions::default(), &io))
         .collect::<Result<Vec<_>>>()?;
+    // Refused before any work when the target is one of the parts.
+    let inputs: Vec<_> = files.iter().filter_map(|f| f.file_id()).collect();
+    let (out, file) = AtomicOutput::create(&io, target, &inputs, ReplaceInput::Refuse)?;
     // Checked on the maps (headers only); the buffers are copied from the
     // files with positioned reads below.
     let tensors = files
@@ -484,18 +437,17 @@ pub fn join(
             )));
         }
         prepared.push(Prepared::from_file(
+            &io,
             member_name(head_name, k),
             &parts[k].0,
             shape,
             off,
         )?);
     }
-    let io = IoCtx::new();
-    let (tmp, file) = TempOutput::create(&io, target)?;
     let mut at = first_member_offset(shape.len());
     let mut placed = Vec::with_capacity(prepared.len());
     for p in &prepared {
-        placed.push(write_member(&io, &file, &tmp.path, at, p)?);
+        placed.push(write_member(&io, &file, out.path(), at, p)?);
         at += p.size_at(at);
     }
     let head = CompositeHead {
@@ -505,8 +457,8 @@ pub fn join(
         combine_op: 0,
         member_count: prepared.len() as u32,
     };
-    let bytes = write_frame(&io, &file, &tmp.path, head_name, &head, &placed, at)?;
-    tmp.publish(&file)?;
+    let bytes = write_frame(&io, &file, out.path(), head_name, &head, &placed, at)?;
+    out.commit(&file)?;
     Ok(JoinSummary {
         bytes,
         nnz: prepared.iter().map(|p| p.nnz).sum(),

@@ -22,13 +22,19 @@
 //! [`Builder::finish`], so converting an assembled COO file gives the same
 //! bytes as assembling its contributions straight into the other layout
 //! (values, statistics and KV checksums included). The output appears
-//! whole or not at all.
+//! whole or not at all, and may be the input itself: converting a file in
+//! place is documented (`coo-assembler convert K.hrry K.hrry --to csr`),
+//! so this is the one writer that passes [`ReplaceInput::Allow`] to the
+//! output rule (`crate::fs::output`). The input is read while the output
+//! is written beside it, and replaced by the rename once the new file is
+//! whole.
 
 use crate::assemble::builder::Builder;
 use crate::assemble::finish::Summary;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
+use crate::fs::output::{FileId, ReplaceInput};
 use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET};
 use crate::read::{HurrayFile, ReadOptions};
 use crate::write::{FileWriter, WriteOptions};
@@ -105,6 +111,8 @@ struct Located {
     values: u64,
     indices: u64,
     pointers: u64,
+    /// The input file.
+    id: Option<FileId>,
 }
 
 fn bad(path: &Path, offset: u64, detail: String) -> Error {
@@ -140,6 +148,7 @@ fn locate(io: &IoCtx, path: &Path, tensor: Option<&str>) -> Result<Located> {
         values,
         indices,
         pointers,
+        id: f.file_id().cloned(),
     })
 }
 
@@ -203,8 +212,9 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// Convert one tensor of `input` into `opts.to`, written to `output`; see
-/// the [module docs](self).
+/// Convert one tensor of `input` into `opts.to`, written to `output`
+/// (which may be `input`: rewritten in place, atomically); see the
+/// [module docs](self).
 pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertSummary> {
     let io = &opts.io;
     let t = locate(io, input, opts.tensor.as_deref())?;
@@ -244,7 +254,8 @@ pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<Con
                 minimum: streams + 3 * wopts.buffer_bytes as u64,
             });
         }
-        let mut fw = FileWriter::create(output, wopts)?;
+        let inputs: Vec<_> = t.id.iter().collect();
+        let mut fw = FileWriter::create_for(output, wopts, &inputs, ReplaceInput::Allow)?;
         let mut tw = fw.begin_tensor_as(&t.name, t.dtype, &t.shape, opts.to)?;
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
             let v = values.take(t.dtype.width())?;

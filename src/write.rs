@@ -71,9 +71,10 @@
 //! given), then the checksums in tensor order.
 //!
 //! # Atomic output and errors
-//! The file is written to `.<file name>.tmp-<pid>-<random>` in the target
-//! directory, fsynced, renamed over the target, and the directory is fsynced.
-//! If anything fails, or the [`FileWriter`] is dropped without
+//! The file is written through the crate's one atomic output
+//! (`crate::fs::output`): to `.<file name>.tmp-<pid>-<random>` in the
+//! target directory, fsynced, renamed over the target, and the directory is
+//! fsynced. If anything fails, or the [`FileWriter`] is dropped without
 //! [`FileWriter::finish`], the temporary file is removed and the target is
 //! untouched. The one exception is a failing directory fsync after the
 //! rename: the new file is then in place but its durability is not
@@ -87,7 +88,7 @@
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::{IoCtx, Writeback};
-use crate::fs::names::{new_output_temp_name, parent_dir};
+use crate::fs::output::{AtomicOutput, FileId, ReplaceInput};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
@@ -231,9 +232,8 @@ pub struct FileSummary {
 
 /// Writes one Hurray file; see the [module docs](self).
 pub struct FileWriter {
-    target: PathBuf,
-    tmp_path: PathBuf,
-    dir: PathBuf,
+    /// The temporary file and its target.
+    out: AtomicOutput,
     file: File,
     io: IoCtx,
     alignment: u64,
@@ -256,7 +256,6 @@ pub struct FileWriter {
     user_keys: HashSet<String>,
     tensors: Vec<TensorSummary>,
     poisoned: bool,
-    committed: bool,
     stale_removed: Vec<PathBuf>,
 }
 
@@ -315,7 +314,18 @@ fn invalid(msg: String) -> Error {
 impl FileWriter {
     /// Start writing `path` (replaced atomically at [`FileWriter::finish`]).
     pub fn create(path: impl AsRef<Path>, opts: WriteOptions) -> Result<FileWriter> {
-        let target = path.as_ref().to_path_buf();
+        Self::create_for(path.as_ref(), opts, &[], ReplaceInput::Refuse)
+    }
+
+    /// [`FileWriter::create`] for an operation that reads `inputs`: a
+    /// `path` naming one of them is refused unless `replace` allows it
+    /// (see `crate::fs::output`).
+    pub(crate) fn create_for(
+        target: &Path,
+        opts: WriteOptions,
+        inputs: &[&FileId],
+        replace: ReplaceInput,
+    ) -> Result<FileWriter> {
         let a = opts.alignment;
         if !a.is_power_of_two() || !(MIN_ALIGNMENT..=MAX_ALIGNMENT).contains(&a) {
             return Err(Error::InvalidOptions(format!(
@@ -328,22 +338,13 @@ impl FileWriter {
                 opts.buffer_bytes
             )));
         }
-        let Some(file_name) = target.file_name() else {
-            return Err(invalid(format!(
-                "output path {} does not name a file",
-                target.display()
-            )));
-        };
-        let dir = parent_dir(&target);
-        // Leftovers of killed runs writing the same target. Best effort: a
-        // directory we cannot list fails the create below with a message.
-        let stale_removed = remove_stale_output_temps(&opts.io, &target).unwrap_or_default();
-        let tmp_path = dir.join(new_output_temp_name(&file_name.to_string_lossy()));
-        let file = opts.io.create_new(&tmp_path)?;
+        let (out, file) = AtomicOutput::create(&opts.io, target, inputs, replace)?;
+        // Leftovers of killed runs writing the same target (this process's
+        // own files are passed over). Best effort: what stays is removed by
+        // a later run.
+        let stale_removed = remove_stale_output_temps(&opts.io, target).unwrap_or_default();
         let mut w = FileWriter {
-            target,
-            tmp_path,
-            dir,
+            out,
             file,
             io: opts.io,
             alignment: u64::from(a),
@@ -365,7 +366,6 @@ impl FileWriter {
             user_keys: HashSet::new(),
             tensors: Vec::new(),
             poisoned: false,
-            committed: false,
             stale_removed,
         };
         // Placeholder header; rewritten at finish with the real count and flags.
@@ -496,14 +496,20 @@ impl FileWriter {
     /// target and fsync the directory.
     pub fn finish(mut self) -> Result<FileSummary> {
         self.check_usable()?;
-        let r = self.finish_inner();
-        if r.is_err() {
-            self.poisoned = true;
-        }
-        r
+        let bytes = self.write_end()?;
+        let path = self.out.target().to_path_buf();
+        self.out.commit(&self.file)?;
+        Ok(FileSummary {
+            path,
+            bytes,
+            tensors: self.tensors,
+            stale_removed: self.stale_removed,
+        })
     }
 
-    fn finish_inner(&mut self) -> Result<FileSummary> {
+    /// The KV section, index and trailer, and the final header; returns
+    /// the file's length.
+    fn write_end(&mut self) -> Result<u64> {
         let mut kv = Vec::new();
         if self.provenance {
             kv.push(provenance());
@@ -525,21 +531,12 @@ impl FileWriter {
         let bytes = self.flushed;
         let header = self.header(flags, self.entries.len() as u64);
         self.io
-            .write_all_at(&self.file, &header, 0, &self.tmp_path)?;
-        self.io.sync(&self.file, &self.tmp_path)?;
-        self.io.rename(&self.tmp_path, &self.target)?;
-        self.committed = true;
-        self.io.sync_dir(&self.dir)?;
-        Ok(FileSummary {
-            path: self.target.clone(),
-            bytes,
-            tensors: std::mem::take(&mut self.tensors),
-            stale_removed: std::mem::take(&mut self.stale_removed),
-        })
+            .write_all_at(&self.file, &header, 0, self.out.path())?;
+        Ok(bytes)
     }
 
     fn check_usable(&self) -> Result<()> {
-        if self.poisoned || self.committed {
+        if self.poisoned {
             return Err(Error::Poisoned("file writer"));
         }
         Ok(())
@@ -565,12 +562,12 @@ impl FileWriter {
         }
         let r = self
             .io
-            .write_all(&mut self.file, &self.buf, &self.tmp_path)
+            .write_all(&mut self.file, &self.buf, self.out.path())
             .and_then(|()| {
                 self.flushed += self.buf.len() as u64;
                 self.buf.clear();
                 self.written_back
-                    .step(&self.io, &self.file, &self.tmp_path, 0, self.flushed)
+                    .step(&self.io, &self.file, self.out.path(), 0, self.flushed)
             });
         if r.is_err() {
             self.poisoned = true;
@@ -623,7 +620,7 @@ impl FileWriter {
         if gap > 0
             && !self
                 .io
-                .collapse_range(&self.file, start, gap, &self.tmp_path)?
+                .collapse_range(&self.file, start, gap, self.out.path())?
         {
             // Copy down in buffer-sized pieces, front first: each piece is
             // read before anything is written over it (start < at).
@@ -635,12 +632,12 @@ impl FileWriter {
                     let n = (len - done).min(self.buf_cap as u64) as usize;
                     let p = &mut piece[..n];
                     self.io
-                        .read_exact_at(&self.file, p, at + done, &self.tmp_path)?;
+                        .read_exact_at(&self.file, p, at + done, self.out.path())?;
                     self.io
-                        .write_all_at(&self.file, p, start + done, &self.tmp_path)?;
+                        .write_all_at(&self.file, p, start + done, self.out.path())?;
                     done += n as u64;
                 }
-                self.io.set_len(&self.file, start + len, &self.tmp_path)
+                self.io.set_len(&self.file, start + len, self.out.path())
             })();
             piece.clear();
             self.buf = piece;
@@ -651,7 +648,7 @@ impl FileWriter {
         self.io.seek(
             &mut self.file,
             SeekFrom::Start(self.flushed),
-            &self.tmp_path,
+            self.out.path(),
         )?;
         Ok(())
     }
@@ -671,7 +668,7 @@ impl FileWriter {
         }
         let r = self
             .io
-            .write_all_at(&self.file, bytes, offset, &self.tmp_path);
+            .write_all_at(&self.file, bytes, offset, self.out.path());
         if r.is_err() {
             self.poisoned = true;
         }
@@ -682,8 +679,8 @@ impl FileWriter {
 impl std::fmt::Debug for FileWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileWriter")
-            .field("target", &self.target)
-            .field("tmp_path", &self.tmp_path)
+            .field("target", &self.out.target())
+            .field("tmp_path", &self.out.path())
             .field("pos", &self.pos())
             .field("tensors", &self.entries.len())
             .field("poisoned", &self.poisoned)
@@ -699,15 +696,6 @@ impl std::fmt::Debug for TensorWriter<'_> {
             .field("shape", &self.shape)
             .field("nnz", &self.nnz)
             .finish_non_exhaustive()
-    }
-}
-
-impl Drop for FileWriter {
-    fn drop(&mut self) {
-        if !self.committed {
-            // Best effort: the error (if any) was already reported.
-            let _ = self.io.remove(&self.tmp_path);
-        }
     }
 }
 
@@ -1248,21 +1236,21 @@ impl SideStream {
         }
         if let Some(at) = self.at {
             fw.io
-                .write_all_at(&fw.file, &self.buf, at + self.len, &fw.tmp_path)?;
+                .write_all_at(&fw.file, &self.buf, at + self.len, fw.out.path())?;
             self.in_output = true;
         } else {
             let side = match &mut self.file {
                 Some(f) => f,
-                None => self.file.insert(fw.io.tempfile_in(&fw.dir)?),
+                None => self.file.insert(fw.io.tempfile_in(fw.out.dir())?),
             };
-            fw.io.write_all(side, &self.buf, &fw.dir)?;
+            fw.io.write_all(side, &self.buf, fw.out.dir())?;
         }
         self.hash.update(&self.buf);
         self.len += self.buf.len() as u64;
         self.buf.clear();
         if let Some(at) = self.at {
             self.written_back
-                .step(&fw.io, &fw.file, &fw.tmp_path, at, self.len)?;
+                .step(&fw.io, &fw.file, fw.out.path(), at, self.len)?;
         }
         Ok(())
     }
@@ -1282,8 +1270,8 @@ impl SideStream {
             self.spill(fw)?;
             fw.flush()?;
             if let Some(side) = &mut self.file {
-                fw.io.seek(side, SeekFrom::Start(0), &fw.dir)?;
-                fw.io.copy(side, &mut fw.file, self.len, &fw.tmp_path)?;
+                fw.io.seek(side, SeekFrom::Start(0), fw.out.dir())?;
+                fw.io.copy(side, &mut fw.file, self.len, fw.out.path())?;
             }
             fw.flushed += self.len;
             self.file = None;

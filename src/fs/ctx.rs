@@ -138,6 +138,14 @@ impl IoCtx {
         self.wrap("open", path, File::open(path))
     }
 
+    /// Open an existing file for writing (not truncated, not created): a
+    /// file another process created, whose parts this one writes.
+    pub fn open_write(&self, path: &Path) -> Result<File> {
+        self.tick("open for writing", path)?;
+        let r = OpenOptions::new().write(true).open(path);
+        self.wrap("open for writing", path, r)
+    }
+
     /// An unnamed temporary file in `dir`: it disappears when closed, even
     /// after a crash.
     pub fn tempfile_in(&self, dir: &Path) -> Result<File> {
@@ -255,6 +263,19 @@ impl IoCtx {
         Ok(v)
     }
 
+    /// Give the file at `from` a second name `to` (a hard link; `to` must
+    /// not exist).
+    pub fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        self.tick("link", to)?;
+        self.wrap("link", to, fs::hard_link(from, to))
+    }
+
+    /// Metadata of the file `path` names (a symbolic link is followed).
+    pub fn metadata(&self, path: &Path) -> Result<fs::Metadata> {
+        self.tick("stat", path)?;
+        self.wrap("stat", path, fs::metadata(path))
+    }
+
     /// Metadata of `path` itself (a symbolic link is not followed).
     pub fn symlink_metadata(&self, path: &Path) -> Result<fs::Metadata> {
         self.tick("lstat", path)?;
@@ -263,8 +284,13 @@ impl IoCtx {
 
     /// Length of an open file.
     pub fn file_len(&self, f: &File, path: &Path) -> Result<u64> {
+        self.file_metadata(f, path).map(|m| m.len())
+    }
+
+    /// Metadata of an open file (length, device and inode, ...).
+    pub fn file_metadata(&self, f: &File, path: &Path) -> Result<fs::Metadata> {
         self.tick("stat", path)?;
-        self.wrap("stat", path, f.metadata().map(|m| m.len()))
+        self.wrap("stat", path, f.metadata())
     }
 
     /// Remove the `len` bytes at `offset` from a file, moving what follows
@@ -479,7 +505,10 @@ mod tests {
         // Five steps handed over; each after the first waited for and
         // dropped the one before.
         assert_eq!(ctx.ops(), 4);
-        assert_eq!((wb.started, wb.dropped), (5 * WRITEBACK_STEP, 4 * WRITEBACK_STEP));
+        assert_eq!(
+            (wb.started, wb.dropped),
+            (5 * WRITEBACK_STEP, 4 * WRITEBACK_STEP)
+        );
         let on_tmpfs = {
             // SAFETY: statfs is plain integers, for which zero is valid.
             let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -494,13 +523,17 @@ mod tests {
             // The dropped steps left the page cache (up to a few pages the
             // file system keeps); the last steps are still there.
             let dropped = resident(&f, base..base + 4 * WRITEBACK_STEP);
-            assert!(dropped <= 64, "{dropped} pages of the dropped steps resident");
+            assert!(
+                dropped <= 64,
+                "{dropped} pages of the dropped steps resident"
+            );
             assert!(resident(&f, base + 4 * WRITEBACK_STEP..base + (pieces << 20)) > 0);
         }
         // Every byte reads back.
         let mut got = vec![0u8; piece.len()];
         for i in 0..pieces {
-            ctx.read_exact_at(&f, &mut got, base + (i << 20), &p).unwrap();
+            ctx.read_exact_at(&f, &mut got, base + (i << 20), &p)
+                .unwrap();
             assert!(got == piece, "piece {i} differs");
         }
     }

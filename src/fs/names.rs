@@ -7,6 +7,7 @@
 //! - private spill directory: `.coo-assembler-<pid>-<random>`, in the
 //!   temporary directory (the random part is chosen by `tempfile`).
 
+use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Prefix of the private spill directories (followed by `<pid>-<random>`).
@@ -33,14 +34,61 @@ pub(crate) fn output_temp_name(target_name: &str, pid: u32, random: u64) -> Stri
     format!(".{target_name}.tmp-{pid}-{random:016x}")
 }
 
-/// A fresh temporary output name for `target_name`, for this process.
-pub(crate) fn new_output_temp_name(target_name: &str) -> String {
-    output_temp_name(target_name, std::process::id(), random_u64())
+/// What tells one temporary output from another beside the same target:
+/// the process that writes it and a random number. Two words, so that
+/// the ranks of an MPI job can agree on one (`crate::mpi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TempName {
+    /// The process that writes the file (the sweep's liveness check).
+    pub pid: u32,
+    /// Tells apart the outputs of one process.
+    pub random: u64,
+}
+
+impl TempName {
+    /// A new name for this process.
+    pub fn fresh() -> TempName {
+        TempName {
+            pid: std::process::id(),
+            random: random_u64(),
+        }
+    }
+
+    /// The temporary file of this name beside `target`:
+    /// `.<target file name>.tmp-<pid>-<16 hex>` in the target's directory.
+    pub fn beside(self, target: &Path) -> Result<PathBuf> {
+        let Some(name) = target.file_name() else {
+            return Err(Error::InvalidArgument(format!(
+                "output path {} does not name a file",
+                target.display()
+            )));
+        };
+        Ok(parent_dir(target).join(output_temp_name(
+            &name.to_string_lossy(),
+            self.pid,
+            self.random,
+        )))
+    }
+
+    /// The name as two words (for a broadcast).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    pub fn to_words(self) -> [u64; 2] {
+        [u64::from(self.pid), self.random]
+    }
+
+    /// The name from [`TempName::to_words`].
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    pub fn from_words(w: [u64; 2]) -> TempName {
+        TempName {
+            pid: w[0] as u32,
+            random: w[1],
+        }
+    }
 }
 
 /// A random number for temporary names (no extra dependency: the standard
 /// hasher is randomly keyed per process; the time separates calls).
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()
@@ -128,6 +176,24 @@ mod tests {
         assert_eq!(spill_dir_pid(&spill_dir_prefix(5)), None); // no random part
         assert_eq!(spill_dir_pid(".coo-assembler-abc"), None);
         assert_eq!(spill_dir_pid("coo-assembler-5-x"), None);
+    }
+
+    #[test]
+    fn temp_names_lie_beside_the_target_and_survive_two_words() {
+        let n = TempName::fresh();
+        assert_eq!(n.pid, std::process::id());
+        assert_eq!(TempName::from_words(n.to_words()), n);
+        let p = n.beside(Path::new("/a/k.hrry")).unwrap();
+        assert_eq!(p.parent(), Some(Path::new("/a")));
+        let file = p.file_name().unwrap().to_str().unwrap();
+        assert_eq!(output_temp_pid(file, "k.hrry"), Some(n.pid));
+        assert_eq!(any_output_temp_pid(file), Some(n.pid));
+        assert_eq!(
+            n.beside(Path::new("k.hrry")).unwrap().parent(),
+            Some(Path::new("."))
+        );
+        assert!(n.beside(Path::new("/")).is_err());
+        assert_ne!(TempName::fresh().random, TempName::fresh().random);
     }
 
     #[test]

@@ -1,23 +1,22 @@
-//! An output file that appears whole or not at all: written to a temporary
-//! file beside the target (named as the stale-output sweep expects, so a
-//! killed run's leftover is removed later), fsynced, renamed, directory
-//! fsynced. Dropped without [`Output::commit`], the temporary file goes.
+//! The buffered writer of the matrix outputs (exports, pictures, vectors)
+//! over the crate's one atomic output (`crate::fs::output`): the file
+//! appears whole or not at all, and an output that names the matrix's file
+//! (or another input of the operation) is refused before anything is
+//! written.
 
-use crate::fs::names::{new_output_temp_name, parent_dir};
+use crate::fs::output::{AtomicOutput, FileId, ReplaceInput};
 use crate::IoCtx;
 use crate::Result;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Bytes gathered before a write call.
 const BUFFER: usize = 1 << 20;
 
 pub(crate) struct Output {
     io: IoCtx,
-    target: PathBuf,
-    tmp: PathBuf,
-    dir: PathBuf,
-    file: Option<File>,
+    out: AtomicOutput,
+    file: File,
     buf: Vec<u8>,
     /// Bytes handed to the file so far (excluding `buf`).
     flushed: u64,
@@ -26,26 +25,15 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    pub(crate) fn create(target: &Path) -> Result<Output> {
-        Self::create_with(target, IoCtx::new())
-    }
-
-    pub(crate) fn create_with(target: &Path, io: IoCtx) -> Result<Output> {
-        let Some(name) = target.file_name() else {
-            return Err(crate::Error::InvalidOptions(format!(
-                "output path {} does not name a file",
-                target.display()
-            )));
-        };
-        let dir = parent_dir(target);
-        let tmp = dir.join(new_output_temp_name(&name.to_string_lossy()));
-        let file = io.create_new(&tmp)?;
+    /// An output at `target` for an operation that reads `inputs` (none
+    /// of which it may replace).
+    pub(crate) fn create(target: &Path, inputs: &[&FileId]) -> Result<Output> {
+        let io = IoCtx::new();
+        let (out, file) = AtomicOutput::create(&io, target, inputs, ReplaceInput::Refuse)?;
         Ok(Output {
             io,
-            target: target.to_path_buf(),
-            tmp,
-            dir,
-            file: Some(file),
+            out,
+            file,
             buf: Vec::with_capacity(BUFFER),
             flushed: 0,
             placed: 0,
@@ -81,10 +69,7 @@ impl Output {
     }
 
     fn write_through(&mut self, bytes: &[u8]) -> Result<()> {
-        let Some(f) = self.file.as_mut() else {
-            return Err(crate::Error::Poisoned("output file"));
-        };
-        self.io.write_all(f, bytes, &self.tmp)?;
+        self.io.write_all(&mut self.file, bytes, self.out.path())?;
         self.flushed += bytes.len() as u64;
         Ok(())
     }
@@ -103,45 +88,25 @@ impl Output {
     /// Overwrite bytes already written (at `offset`, before `position`).
     pub(crate) fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
         self.flush()?;
-        let Some(f) = self.file.as_ref() else {
-            return Err(crate::Error::Poisoned("output file"));
-        };
-        self.io.write_all_at(f, bytes, offset, &self.tmp)
+        self.io
+            .write_all_at(&self.file, bytes, offset, self.out.path())
     }
 
     /// Write `bytes` at `offset`, which may lie past the current position
     /// (a region the sequential writes will not cover: the caller lays out
     /// the file). The sequential position does not move.
     pub(crate) fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
-        let Some(f) = self.file.as_ref() else {
-            return Err(crate::Error::Poisoned("output file"));
-        };
-        self.io.write_all_at(f, bytes, offset, &self.tmp)?;
+        self.io
+            .write_all_at(&self.file, bytes, offset, self.out.path())?;
         self.placed = self.placed.max(offset + bytes.len() as u64);
         Ok(())
     }
 
-    /// Flush, fsync, rename over the target, fsync the directory.
+    /// Flush and publish (fsync, rename over the target, fsync the
+    /// directory). Returns the file's length.
     pub(crate) fn commit(mut self) -> Result<u64> {
         self.flush()?;
-        let Some(f) = self.file.take() else {
-            return Err(crate::Error::Poisoned("output file"));
-        };
-        self.io.sync(&f, &self.tmp)?;
-        drop(f);
-        self.io.rename(&self.tmp, &self.target)?;
-        // Renamed: nothing left to remove on drop.
-        self.tmp = PathBuf::new();
-        self.io.sync_dir(&self.dir)?;
+        self.out.commit(&self.file)?;
         Ok(self.flushed.max(self.placed))
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            self.file = None;
-            let _ = self.io.remove(&self.tmp);
-        }
     }
 }

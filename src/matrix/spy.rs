@@ -74,7 +74,9 @@ pub fn shade(c: u32, max: u32) -> u8 {
 }
 
 /// Draw the tensor `name` of `file` (rank 2, or higher with the dimensions
-/// after the first two summed) into the PNG `out`.
+/// after the first two summed) into the PNG `out`, written atomically. An
+/// `out` that names `file` itself (through links too) is
+/// [`crate::Error::OutputIsInput`], before anything is written.
 pub fn spy(
     file: &HurrayFile,
     name: Option<&str>,
@@ -89,6 +91,8 @@ pub fn spy(
     }
     let t = pick(file, name)?;
     let a = Matrix::with_rank(t, "spy", 2, 64)?.in_file(file);
+    // Refused here, before the pass, when `out` is the file itself.
+    let mut o = Output::create(out, a.source().as_slice())?;
     let (m, n) = (a.rows(), a.cols());
     let size = opts.size as u64;
     let longest = m.max(n).max(1);
@@ -158,7 +162,6 @@ pub fn spy(
     }
     font::draw(&mut img, width, pad, ph + 2 + pad, &caption, font_scale, 0);
     let png = encode_png(&img, width as u32, height as u32)?;
-    let mut o = Output::create(out)?;
     o.write(&png)?;
     let bytes = o.commit()?;
     Ok(SpySummary {

@@ -3,6 +3,9 @@
 
 use super::error::{MatrixError, MatrixResult};
 use super::output::Output;
+use super::view::Matrix;
+use crate::fs::output::FileId;
+use crate::IoCtx;
 use std::path::Path;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -186,23 +189,77 @@ fn is_raw(path: &Path) -> MatrixResult<bool> {
     }
 }
 
+/// A vector read from a file, with the file it came from: an output of
+/// an operation on it may not replace that file ([`write_product`]).
+#[derive(Clone, Debug)]
+pub struct VectorFile {
+    values: Vec<f64>,
+    id: FileId,
+}
+
+impl VectorFile {
+    /// Read a vector from `.npy` or `.f64` (by extension).
+    pub fn read(path: impl AsRef<Path>) -> MatrixResult<VectorFile> {
+        let path = path.as_ref();
+        let raw = is_raw(path)?;
+        let io = IoCtx::new();
+        let f = io.open(path)?;
+        let meta = io.file_metadata(&f, path)?;
+        let len = usize::try_from(meta.len())
+            .map_err(|_| MatrixError::TooLarge { extent: meta.len() })?;
+        let mut bytes = vec![0u8; len];
+        io.read_exact_at(&f, &mut bytes, 0, path)?;
+        let values = if raw {
+            parse_f64(&bytes, path)
+        } else {
+            parse_npy(&bytes, path)
+        }?;
+        Ok(VectorFile {
+            values,
+            id: FileId::of(&meta, path),
+        })
+    }
+
+    /// The values.
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// The values, taken out.
+    pub fn into_values(self) -> Vec<f64> {
+        self.values
+    }
+}
+
 /// Read a vector from `.npy` or `.f64` (by extension).
 pub fn read_vector(path: impl AsRef<Path>) -> MatrixResult<Vec<f64>> {
-    let path = path.as_ref();
-    let raw = is_raw(path)?;
-    let bytes = std::fs::read(path).map_err(|e| MatrixError::io("read", path, e))?;
-    if raw {
-        parse_f64(&bytes, path)
-    } else {
-        parse_npy(&bytes, path)
-    }
+    Ok(VectorFile::read(path)?.into_values())
 }
 
 /// Write `v` as float64 `.npy` or raw `.f64` (by extension), atomically.
 pub fn write_vector(path: impl AsRef<Path>, v: &[f64]) -> MatrixResult<u64> {
-    let path = path.as_ref();
+    write(path.as_ref(), v, &[])
+}
+
+/// Write `y`, the product of `a` and `x`, as [`write_vector`] does; a
+/// `path` that names the matrix's file or `x`'s (through links too) is
+/// [`crate::Error::OutputIsInput`], and nothing is written.
+pub fn write_product(
+    path: impl AsRef<Path>,
+    y: &[f64],
+    a: &Matrix<'_>,
+    x: &VectorFile,
+) -> MatrixResult<u64> {
+    let mut inputs = vec![&x.id];
+    inputs.extend(a.source());
+    write(path.as_ref(), y, &inputs)
+}
+
+/// `v` to `path`, which may not name one of `inputs` (whatever its
+/// extension: checked first).
+fn write(path: &Path, v: &[f64], inputs: &[&FileId]) -> MatrixResult<u64> {
+    let mut out = Output::create(path, inputs)?;
     let raw = is_raw(path)?;
-    let mut out = Output::create(path)?;
     if !raw {
         out.write(&npy_header("<f8", &[v.len() as u64]))?;
     }

@@ -5,6 +5,7 @@
 //! may be released behind a sequential pass.
 
 use super::error::{MatrixError, MatrixResult};
+use crate::fs::output::FileId;
 use crate::{CompressedTensor, CooTensor, DType, Element, HurrayFile, OutputLayout, Tensor};
 use std::ops::Range;
 
@@ -33,6 +34,9 @@ pub struct Matrix<'a> {
     /// The bytes are a read-only file mapping: pages may be dropped with
     /// `MADV_DONTNEED` and are read again from the file when touched.
     releasable: bool,
+    /// The file the matrix is in, which no output of an operation on it
+    /// may replace (`crate::fs::output`).
+    source: Option<&'a FileId>,
 }
 
 impl<'a> Matrix<'a> {
@@ -75,6 +79,7 @@ impl<'a> Matrix<'a> {
                 Tensor::Compressed(_) => Layout::Csr,
             },
             releasable: false,
+            source: None,
         })
     }
 
@@ -86,8 +91,10 @@ impl<'a> Matrix<'a> {
         Ok(Matrix::of_tensor(pick(file, name)?)?.in_file(file))
     }
 
-    /// Allow page release when the tensor's buffers lie in `file`'s mapping.
-    pub(crate) fn in_file(mut self, file: &HurrayFile) -> Matrix<'a> {
+    /// Allow page release when the tensor's buffers lie in `file`'s
+    /// mapping; remember the file, which outputs may not replace.
+    pub(crate) fn in_file(mut self, file: &'a HurrayFile) -> Matrix<'a> {
+        self.source = file.file_id();
         self.releasable = match file.mapped_bytes() {
             Some(map) => {
                 let (lo, hi) = (map.as_ptr() as usize, map.as_ptr() as usize + map.len());
@@ -102,6 +109,13 @@ impl<'a> Matrix<'a> {
             None => false,
         };
         self
+    }
+
+    /// The file the matrix was taken from ([`Matrix::of_file`] of an
+    /// opened file): the input an output of an operation on it may not
+    /// replace.
+    pub(crate) fn source(&self) -> Option<&'a FileId> {
+        self.source
     }
 
     /// The tensor.

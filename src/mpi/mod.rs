@@ -68,12 +68,13 @@ mod stash;
 use crate::assemble::builder::{check_coordinate, raw_value};
 use crate::assemble::combine::{CombinerKind, PushValue};
 use crate::composite::{
-    first_member_offset, member_name, write_frame, write_member, Placed, Prepared, TempOutput,
-    PLACED_WORDS,
+    first_member_offset, member_name, write_frame, write_member, Placed, Prepared, PLACED_WORDS,
 };
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::fs::names::{output_temp_name, parent_dir};
+use crate::fs::ctx::IoCtx;
+use crate::fs::names::{output_temp_name, parent_dir, random_u64, TempName};
+use crate::fs::output::{open_shared, AtomicOutput, ReplaceInput};
 use crate::options::{AssembleOptions, DuplicatePolicy};
 use crate::read::composite::{CompositeHead, RULE_PARTITION};
 use crate::{Builder, Summary};
@@ -409,9 +410,10 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let private = dir.join(output_temp_name(
             &format!("{target_name}.rank{k}"),
             std::process::id(),
-            random_token(),
+            random_u64(),
         ));
-        let _cleanup = RemoveOnDrop(private.clone());
+        let io = self.opts.assemble.io.clone();
+        let _cleanup = RemoveOnDrop(io, private.clone());
 
         let t = Instant::now();
         let head_name = self.opts.assemble.tensor_name.clone();
@@ -432,7 +434,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         });
         let builder = agree(self.comm, builder)?;
         let ex = self.exchange(builder, &starts, lo);
-        let (builder, ex) = agree(self.comm, ex)?;
+        let (mut builder, ex) = agree(self.comm, ex)?;
         let time_exchange = t.elapsed();
         peak_rss[2] = peak_rss_bytes();
         let inject = |at: InjectedFailure| -> Result<()> {
@@ -708,7 +710,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let io = &self.opts.assemble.io;
         let mut offset = vec![0u64; self.shape.len()];
         offset[0] = rows[0];
-        let p = Prepared::from_file(member_name(head_name, k), private, &self.shape, &offset);
+        let p = Prepared::from_file(io, member_name(head_name, k), private, &self.shape, &offset);
         let p = agree(self.comm, p)?;
         let nnz = p.nnz();
         let first = first_member_offset(self.shape.len());
@@ -729,31 +731,25 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let members_end = first + sums[0];
 
         // Rank 0 creates the temporary file and tells the others its name.
-        let mut token = [0u64; 2];
+        let mut name = [0u64; 2];
         let mut tmp = None;
         let created = if k == 0 {
-            token = [u64::from(std::process::id()), random_token()];
-            self.tmp_path(path, token).and_then(|p| {
-                TempOutput::create_at(io, path, p).map(|(t, f)| {
-                    tmp = Some((t, f));
-                })
-            })
+            let fresh = TempName::fresh();
+            name = fresh.to_words();
+            AtomicOutput::create_as(io, path, &[], ReplaceInput::Refuse, fresh)
+                .map(|t| tmp = Some(t))
         } else {
             Ok(())
         };
         agree(self.comm, created)?;
-        self.comm.process_at_rank(0).broadcast_into(&mut token[..]);
+        self.comm.process_at_rank(0).broadcast_into(&mut name[..]);
         let written = (|| -> Result<Placed> {
-            let tmp_path = self.tmp_path(path, token)?;
             let placed = match &tmp {
-                Some((_, f)) => write_member(io, f, &tmp_path, start, &p)?,
+                Some((out, f)) => write_member(io, f, out.path(), start, &p)?,
                 None => {
-                    let f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(&tmp_path)
-                        .map_err(|e| Error::io("open for writing", &tmp_path, e))?;
-                    let placed = write_member(io, &f, &tmp_path, start, &p)?;
-                    io.sync(&f, &tmp_path)?;
+                    let (f, shared) = open_shared(io, path, TempName::from_words(name))?;
+                    let placed = write_member(io, &f, &shared, start, &p)?;
+                    io.sync(&f, &shared)?;
                     placed
                 }
             };
@@ -765,7 +761,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let mut all = vec![0u64; PLACED_WORDS * self.size as usize];
         self.comm.all_gather_into(&mine[..], &mut all[..]);
         let published = match tmp {
-            Some((tmp, f)) => (|| -> Result<u64> {
+            Some((out, f)) => (|| -> Result<u64> {
                 let members = all
                     .chunks_exact(PLACED_WORDS)
                     .enumerate()
@@ -778,9 +774,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     combine_op: 0,
                     member_count: self.size as u32,
                 };
-                let tmp_path = tmp.path.clone();
-                let len = write_frame(io, &f, &tmp_path, head_name, &head, &members, members_end)?;
-                tmp.publish(&f)?;
+                let len = write_frame(io, &f, out.path(), head_name, &head, &members, members_end)?;
+                out.commit(&f)?;
                 Ok(len)
             })(),
             None => Ok(0),
@@ -792,12 +787,13 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     }
 
     /// Per-rank mode: every rank's private file is complete and durable
-    /// (agreed after the local assembly); rename it over this rank's
-    /// `path`, and if a rename (or anything after it) failed on any rank,
-    /// take every file back: a file that was at `path` before is kept under
-    /// a temporary name (a hard link) until every rank has renamed, and put
-    /// back on failure, so a failed run leaves the earlier files as they
-    /// were. Returns (nnz, total nnz, this file's bytes).
+    /// (agreed after the local assembly); publish it at this rank's `path`
+    /// revocably ([`AtomicOutput::commit_revocable`]: a file that was at
+    /// `path` before is kept under a temporary name until every rank has
+    /// published), and if publishing (or anything after it) failed on any
+    /// rank, every rank takes its file back, so a failed run leaves the
+    /// earlier files as they were. Returns (nnz, total nnz, this file's
+    /// bytes).
     fn publish_own(
         &self,
         path: &Path,
@@ -806,62 +802,23 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         inject: &dyn Fn(InjectedFailure) -> Result<()>,
     ) -> Result<(u64, u64, u64)> {
         let io = &self.opts.assemble.io;
-        let dir = parent_dir(path);
-        let mut earlier = PathBuf::new();
-        let mut kept = false;
-        // The earlier file was moved aside (no hard links on this file
-        // system, or not allowed): the target is absent until the rename.
-        let mut aside = false;
-        let mut renamed = false;
-        let r = (|| -> Result<()> {
-            earlier = self.tmp_path(path, [u64::from(std::process::id()), random_token()])?;
-            match std::fs::hard_link(path, &earlier) {
-                Ok(()) => kept = true,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(_) => {
-                    io.rename(path, &earlier)?;
-                    kept = true;
-                    aside = true;
-                }
+        let out = AtomicOutput::adopt(io, path, private.to_path_buf());
+        let (published, r) = match out.commit_revocable(None) {
+            Ok(p) => (Some(p), inject(InjectedFailure::Write)),
+            Err(e) => (None, Err(e)),
+        };
+        match agree(self.comm, r) {
+            Ok(()) => published.into_iter().for_each(|p| p.settle()),
+            Err(e) => {
+                // Best effort: the error to report is the one agreed on.
+                published.into_iter().for_each(|p| p.revoke());
+                return Err(e);
             }
-            io.rename(private, path)?;
-            renamed = true;
-            io.sync_dir(&dir)?;
-            inject(InjectedFailure::Write)
-        })();
-        if let Err(e) = agree(self.comm, r) {
-            // Best effort: the error to report is the one agreed on.
-            if kept && (renamed || aside) {
-                let _ = io.rename(&earlier, path);
-            } else if renamed {
-                let _ = io.remove(path);
-            } else if kept {
-                let _ = io.remove(&earlier);
-            }
-            let _ = io.sync_dir(&dir);
-            return Err(e);
-        }
-        if kept {
-            let _ = io.remove(&earlier);
         }
         let mut total = 0u64;
         self.comm
             .all_reduce_into(&local.nnz, &mut total, SystemOperation::sum());
         Ok((local.nnz, total, local.file_bytes))
-    }
-
-    fn tmp_path(&self, path: &Path, token: [u64; 2]) -> Result<PathBuf> {
-        let Some(name) = path.file_name() else {
-            return Err(Error::InvalidArgument(format!(
-                "{} does not name a file",
-                path.display()
-            )));
-        };
-        Ok(parent_dir(path).join(output_temp_name(
-            &name.to_string_lossy(),
-            token[0] as u32,
-            token[1],
-        )))
     }
 }
 
@@ -919,18 +876,12 @@ fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn random_token() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish()
-}
-
-/// Removes a file when dropped (the rank's private plain file).
-struct RemoveOnDrop(PathBuf);
+/// Removes a file when dropped (the rank's private plain file, once read
+/// into the composite; published per rank, it is gone already).
+struct RemoveOnDrop(IoCtx, PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = self.0.remove(&self.1);
     }
 }

@@ -665,7 +665,8 @@ impl CompositeFile {
     }
 
     /// Write the logical tensor as one plain, sorted COO tensor called
-    /// `tensor_name` to `path` (atomically, through [`FileWriter`]).
+    /// `tensor_name` to `path` (atomically, through [`FileWriter`]; `path`
+    /// may be this composite's file, converted in place as `convert` does).
     pub fn to_coo(&self, path: impl AsRef<Path>, tensor_name: &str, opts: WriteOptions) -> Result<FileSummary> {
         self.to_plain(path, tensor_name, OutputLayout::Coo, opts)
     }

@@ -92,6 +92,7 @@ pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, M
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
+use crate::fs::output::FileId;
 use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::{CooDescriptor, FileHeader, KvValue, Trailer, HEADER_LEN, TRAILER_LEN};
 use std::collections::HashMap;
@@ -148,15 +149,16 @@ impl Backing {
     }
 }
 
-/// Open `path` and take its length, refusing a file too short to hold a
-/// header and a trailer.
-fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64)> {
+/// Open `path` and take its length and identity, refusing a file too
+/// short to hold a header and a trailer.
+fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64, FileId)> {
     let file = ctx.open(path)?;
-    let len = ctx.file_len(&file, path)?;
+    let meta = ctx.file_metadata(&file, path)?;
+    let len = meta.len();
     if len < HEADER_LEN + TRAILER_LEN {
         return Err(too_short(len));
     }
-    Ok((file, len))
+    Ok((file, len, FileId::of(&meta, path)))
 }
 
 /// An 8-aligned zeroed buffer of at least `n` bytes; running out of memory
@@ -244,6 +246,8 @@ pub struct HurrayFile {
     tensors: Vec<TensorMeta>,
     by_name: HashMap<String, usize>,
     opts: ReadOptions,
+    /// The file it was opened from (none for bytes in memory).
+    id: Option<FileId>,
 }
 
 impl fmt::Debug for HurrayFile {
@@ -298,13 +302,13 @@ impl HurrayFile {
     /// `io` (fault injection in tests).
     pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let (file, _) = open_sized(io, path)?;
+        let (file, _, id) = open_sized(io, path)?;
         // SAFETY: the map is read-only and private to this object. The one
         // hazard, another process truncating or rewriting the file while it
         // is mapped, is documented (SIGBUS) with `read_into_memory` as the
         // alternative.
         let map = unsafe { io.map(&file, path) }?;
-        Self::from_backing(Backing::Mmap(map), opts)
+        Self::from_backing(Backing::Mmap(map), opts).map(|f| f.opened_as(id))
     }
 
     /// Read the whole file into an 8-aligned heap buffer (no memory map, so
@@ -327,7 +331,7 @@ impl HurrayFile {
     ) -> Result<HurrayFile> {
         let path = path.as_ref();
         let ctx = io;
-        let (file, len) = open_sized(ctx, path)?;
+        let (file, len, id) = open_sized(ctx, path)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
         })?;
@@ -336,7 +340,7 @@ impl HurrayFile {
             let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
             ctx.read_exact_at(&file, &mut dst[..n], 0, path)?;
         }
-        Self::from_backing(Backing::Mem(v, n), opts)
+        Self::from_backing(Backing::Mem(v, n), opts).map(|f| f.opened_as(id))
     }
 
     /// Validate a file held in memory (copied into an 8-aligned buffer).
@@ -372,7 +376,18 @@ impl HurrayFile {
             by_name,
             opts,
             backing,
+            id: None,
         })
+    }
+
+    fn opened_as(self, id: FileId) -> HurrayFile {
+        HurrayFile { id: Some(id), ..self }
+    }
+
+    /// The file this was opened from, for the output rule
+    /// ([`crate::fs::output`]); `None` for bytes in memory.
+    pub(crate) fn file_id(&self) -> Option<&FileId> {
+        self.id.as_ref()
     }
 
     /// The file header.

@@ -1,6 +1,7 @@
 //! Exports of a stored matrix to the formats other programs read, each
 //! streamed from the mapped file with bounded memory into an output that
-//! appears whole or not at all (temporary file, fsync, rename).
+//! appears whole or not at all (temporary file, fsync, rename) and may not
+//! be the matrix's own file.
 //!
 //! - [`Format::Mtx`]: MatrixMarket coordinate, `real` or `integer` by the
 //!   element type, `general` or (checked) `symmetric`; 1-based; floats in
@@ -18,6 +19,7 @@ mod reorder;
 mod zip;
 
 use super::error::{MatrixError, MatrixResult};
+use super::output::Output;
 use super::paging::{for_each_block, Paging};
 use super::view::{fixed_blocks, Matrix};
 use std::ops::Range;
@@ -84,7 +86,9 @@ pub struct ExportSummary {
     pub bytes: u64,
 }
 
-/// Write `a` to `out` in `format`.
+/// Write `a` to `out` in `format`. An `out` that names the file `a` was
+/// taken from ([`Matrix::of_file`], through links too) is
+/// [`crate::Error::OutputIsInput`], before anything is written.
 pub fn export(
     a: &Matrix<'_>,
     format: Format,
@@ -96,10 +100,12 @@ pub fn export(
             "symmetric output is a MatrixMarket option".into(),
         ));
     }
+    // Refused here, before any pass over the matrix, when `out` is its file.
+    let o = Output::create(out, a.source().as_slice())?;
     match format {
-        Format::Mtx => mtx::write(a, out, opts),
-        Format::Npz => npz::write(a, out, opts),
-        Format::Petsc => petsc::write(a, out, opts),
+        Format::Mtx => mtx::write(a, o, opts),
+        Format::Npz => npz::write(a, o, opts),
+        Format::Petsc => petsc::write(a, o, opts),
     }
 }
 

@@ -22,7 +22,6 @@ use super::super::view::{to_usize, Matrix};
 use super::reorder::{Keep, Reorder};
 use super::{pass, pass_blocks, ExportOptions, ExportSummary};
 use crate::{CooTensor, Value};
-use std::path::Path;
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];
@@ -66,14 +65,14 @@ fn put_value(buf: &mut Vec<u8>, v: Value) {
 
 pub(super) fn write(
     a: &Matrix<'_>,
-    out: &Path,
+    mut o: Output,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
     if opts.symmetric && !a.is_row_sorted() {
-        return write_symmetric_reordered(a, out, opts);
+        return write_symmetric_reordered(a, o, opts);
     }
     if a.compressed().is_some() {
-        return write_lanes(a, out, opts);
+        return write_lanes(a, o, opts);
     }
     let t = a.coo("export to mtx")?;
     let field = field_of(t.dtype());
@@ -103,7 +102,6 @@ pub(super) fn write(
         count = lower_and_diag;
         cursor = vec![u64::MAX; to_usize(m)?];
     }
-    let mut o = Output::create(out)?;
     o.write(head(field, sym, m, n, count, t.name()).as_bytes())?;
     if !sym {
         write_general(a, &mut o, opts)?;
@@ -202,11 +200,10 @@ fn head(field: &str, sym: bool, m: u64, n: u64, count: u64, name: &str) -> Strin
 /// A CSR or CSC matrix as a general coordinate file, entries in storage
 /// order (CSR: row-major, the same bytes as the sorted COO export; CSC:
 /// column-major, which MatrixMarket allows).
-fn write_lanes(a: &Matrix<'_>, out: &Path, opts: &ExportOptions) -> MatrixResult<ExportSummary> {
+fn write_lanes(a: &Matrix<'_>, mut o: Output, opts: &ExportOptions) -> MatrixResult<ExportSummary> {
     let coords = Coords::of(a)?;
     let t = a.tensor();
     let (m, n) = (a.rows(), a.cols());
-    let mut o = Output::create(out)?;
     o.write(head(field_of(t.dtype()), false, m, n, t.nnz(), t.name()).as_bytes())?;
     pass(a, opts.paging, |r| {
         let buf = o.buffer();
@@ -241,7 +238,7 @@ fn value_at(a: &Matrix<'_>, p: usize) -> Value {
 /// row-major order: the same file as the sorted COO export.
 fn write_symmetric_reordered(
     a: &Matrix<'_>,
-    out: &Path,
+    mut o: Output,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
     let (m, n) = (a.rows(), a.cols());
@@ -257,7 +254,6 @@ fn write_symmetric_reordered(
     let dtype = t.dtype();
     let w = dtype.width();
     let value = |raw: u64| dtype.decode(&raw.to_le_bytes()[..w]);
-    let mut o = Output::create(out)?;
     o.write(head(field_of(dtype), true, m, n, count, t.name()).as_bytes())?;
     let (mut li, mut ls, mut ui, mut us) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for band in lower.bands(opts.reorder_budget, Some(&upper.lens)) {

@@ -22,7 +22,6 @@ use super::reorder::{Keep, Reorder};
 use super::zip::ZipWriter;
 use super::{pass, ExportOptions, ExportSummary};
 use crate::{DType, Element};
-use std::path::Path;
 
 /// Which scipy sparse array an `.npz` export holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,7 +126,7 @@ fn small_entry(
 
 pub(super) fn write(
     a: &Matrix<'_>,
-    out: &Path,
+    out: Output,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
     let target = match opts.npz_layout {
@@ -153,7 +152,7 @@ pub(super) fn write(
         width: if wide { 8 } else { 4 },
     };
     let coords = Coords::of(a)?;
-    let mut zip = ZipWriter::with_zip64_at(Output::create(out)?, opts.zip64_at);
+    let mut zip = ZipWriter::with_zip64_at(out, opts.zip64_at);
     let dtype = a.dtype();
     let descr = data_descr(dtype);
     let width = if matches!(dtype, DType::F16 | DType::BF16) {

@@ -15,14 +15,13 @@ use super::super::output::Output;
 use super::super::view::{f64_of, with_values, Layout, Matrix};
 use super::reorder::{Keep, Reorder};
 use super::{pass, ExportOptions, ExportSummary};
-use std::path::Path;
 
 /// PETSc's class id of a matrix in a binary file.
 pub const MAT_FILE_CLASSID: i64 = 1211216;
 
 pub(super) fn write(
     a: &Matrix<'_>,
-    out: &Path,
+    mut o: Output,
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
     let (m, n, nnz) = (a.rows(), a.cols(), a.nnz());
@@ -53,7 +52,6 @@ pub(super) fn write(
             buf.extend_from_slice(&(v as i32).to_be_bytes());
         }
     };
-    let mut o = Output::create(out)?;
     let mut head = Vec::with_capacity(32);
     for v in [MAT_FILE_CLASSID as u64, m, n, nnz] {
         put(&mut head, v);

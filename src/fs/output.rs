@@ -1,0 +1,577 @@
+//! The one atomic output: every file the crate writes for a caller (Hurray
+//! files, composites, exports, pictures, vectors, the members and per-rank
+//! files of an MPI job) appears whole or not at all, and never over one of
+//! the operation's own inputs.
+//!
+//! [`AtomicOutput::create`] makes the temporary file
+//! `.<target name>.tmp-<pid>-<16 hex>` beside the target (the name comes
+//! from [`crate::fs::names`], so the sweep of killed runs' leftovers knows
+//! it) and hands its [`File`] to the writer, which keeps its own buffering
+//! and layout. [`AtomicOutput::commit`] fsyncs the file, renames it over the
+//! target and fsyncs the directory. Dropped without a commit (an error, an
+//! early return), it removes the temporary file and the target is
+//! untouched. Every step goes through the [`IoCtx`] (so the fault tests
+//! reach it) and its errors name the operation and the path. One exception
+//! to "whole or not at all": when the directory fsync after the rename
+//! fails, the new file is in place but its durability is not guaranteed;
+//! the error is returned.
+//!
+//! # The output rule
+//! An output path that names one of the operation's inputs is a usage
+//! error, [`Error::OutputIsInput`], found before anything is created: the
+//! device and inode of the target (symbolic links followed; hard links
+//! share the inode) are compared with each input's [`FileId`], taken when
+//! the input was opened. An operation documented to rewrite its input in
+//! place (`convert K.hrry K.hrry`) passes [`ReplaceInput::Allow`]: the
+//! input is then replaced only once the new content is whole, and a reader
+//! that still maps the old file keeps reading it.
+//!
+//! # Outputs shared by several processes
+//! The ranks of an MPI job write one composite together: rank 0 creates
+//! the temporary file under a [`TempName`] it chose
+//! ([`AtomicOutput::create_as`]) and tells the others, which open it with
+//! [`open_shared`], write their parts and fsync them; rank 0 commits.
+//! Per-rank files are published with [`AtomicOutput::commit_revocable`],
+//! which keeps the file that was at the target until every rank has
+//! renamed, so a job that fails on any rank puts every earlier file back.
+
+use crate::error::{Error, Result};
+use crate::fs::ctx::IoCtx;
+use crate::fs::names::{parent_dir, TempName};
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Which file an input is: its device and inode, taken from the open file
+/// (so a later rename of the path does not change it), and the path it was
+/// opened by (for the message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    path: PathBuf,
+}
+
+impl FileId {
+    /// The identity of the file `meta` describes, opened as `path`.
+    pub fn of(meta: &Metadata, path: &Path) -> FileId {
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            path: path.to_path_buf(),
+        }
+    }
+
+    fn is(&self, meta: &Metadata) -> bool {
+        self.dev == meta.dev() && self.ino == meta.ino()
+    }
+}
+
+/// Whether an output may replace one of the operation's inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplaceInput {
+    /// An output naming an input is [`Error::OutputIsInput`] (every
+    /// operation but those documented to rewrite in place).
+    Refuse,
+    /// The operation rewrites its input in place, atomically (`convert`).
+    Allow,
+}
+
+/// The output rule alone: [`Error::OutputIsInput`] when `target` exists
+/// and is the same file as one of `inputs` (through links too).
+pub fn check_not_input(io: &IoCtx, target: &Path, inputs: &[&FileId]) -> Result<()> {
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let meta = match io.metadata(target) {
+        Ok(m) => m,
+        // Nothing there (or a dangling link, which the rename replaces).
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(())
+        }
+        Err(e) => return Err(e),
+    };
+    match inputs.iter().find(|i| i.is(&meta)) {
+        Some(input) => Err(Error::OutputIsInput {
+            output: target.to_path_buf(),
+            input: input.path.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A temporary file beside its target, renamed over it by
+/// [`AtomicOutput::commit`] and removed when dropped before; see the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct AtomicOutput {
+    io: IoCtx,
+    target: PathBuf,
+    temp: PathBuf,
+    dir: PathBuf,
+    /// Renamed over the target: nothing left to remove.
+    published: bool,
+}
+
+impl AtomicOutput {
+    /// Check the output rule, then create the temporary file for `target`
+    /// (a fresh name of this process). Returns the output and the file to
+    /// write, open for reading and writing.
+    pub fn create(
+        io: &IoCtx,
+        target: &Path,
+        inputs: &[&FileId],
+        replace: ReplaceInput,
+    ) -> Result<(AtomicOutput, File)> {
+        Self::create_as(io, target, inputs, replace, TempName::fresh())
+    }
+
+    /// [`AtomicOutput::create`] under the temporary name `name` (chosen by
+    /// the caller, to tell other processes; see [`open_shared`]).
+    pub fn create_as(
+        io: &IoCtx,
+        target: &Path,
+        inputs: &[&FileId],
+        replace: ReplaceInput,
+        name: TempName,
+    ) -> Result<(AtomicOutput, File)> {
+        if replace == ReplaceInput::Refuse {
+            check_not_input(io, target, inputs)?;
+        }
+        let temp = name.beside(target)?;
+        let file = io.create_new(&temp)?;
+        Ok((
+            AtomicOutput {
+                io: io.clone(),
+                target: target.to_path_buf(),
+                temp,
+                dir: parent_dir(target),
+                published: false,
+            },
+            file,
+        ))
+    }
+
+    /// Take charge of `temp`, a complete file that its writer made durable
+    /// (a [`crate::write::FileWriter`] output at a temporary name, in the
+    /// target's directory), to publish it at `target`; removed on drop
+    /// unless published.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    pub fn adopt(io: &IoCtx, target: &Path, temp: PathBuf) -> AtomicOutput {
+        AtomicOutput {
+            io: io.clone(),
+            target: target.to_path_buf(),
+            temp,
+            dir: parent_dir(target),
+            published: false,
+        }
+    }
+
+    /// The temporary file (what write errors name).
+    pub fn path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Where the output goes.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// The directory of the target and of the temporary file.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Publish: fsync `file` (the one [`AtomicOutput::create`] gave),
+    /// rename it over the target, fsync the directory.
+    pub fn commit(mut self, file: &File) -> Result<()> {
+        self.io.sync(file, &self.temp)?;
+        self.io.rename(&self.temp, &self.target)?;
+        self.published = true;
+        self.io.sync_dir(&self.dir)
+    }
+
+    /// Publish as [`AtomicOutput::commit`] does (`file` is fsynced first
+    /// when given; an adopted file is durable already), keeping the file
+    /// that was at the target under a temporary name until the returned
+    /// [`Revocable`] is settled or revoked. The earlier file is kept as a
+    /// hard link, or, where the file system has none, moved aside (the
+    /// target is then absent until the rename). On an error nothing has
+    /// changed: the earlier file is back, the temporary file removed.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    pub fn commit_revocable(mut self, file: Option<&File>) -> Result<Revocable> {
+        if let Some(f) = file {
+            self.io.sync(f, &self.temp)?;
+        }
+        let earlier = TempName::fresh().beside(&self.target)?;
+        let kept = match self.io.hard_link(&self.target, &earlier) {
+            Ok(()) => Kept::Linked,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Kept::Nothing
+            }
+            Err(_) => {
+                self.io.rename(&self.target, &earlier)?;
+                Kept::Aside
+            }
+        };
+        let mut rev = Revocable {
+            io: self.io.clone(),
+            target: self.target.clone(),
+            dir: self.dir.clone(),
+            earlier,
+            kept,
+            renamed: false,
+        };
+        let r = self.io.rename(&self.temp, &self.target).and_then(|()| {
+            self.published = true;
+            rev.renamed = true;
+            self.io.sync_dir(&self.dir)
+        });
+        match r {
+            Ok(()) => Ok(rev),
+            Err(e) => {
+                rev.revoke();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for AtomicOutput {
+    fn drop(&mut self) {
+        if !self.published {
+            // Best effort: the error that brought us here was reported.
+            let _ = self.io.remove(&self.temp);
+        }
+    }
+}
+
+/// How [`AtomicOutput::commit_revocable`] kept the earlier file.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// There was none.
+    Nothing,
+    /// A hard link to it: the target kept its name until the rename.
+    Linked,
+    /// Renamed aside (no hard links there).
+    Aside,
+}
+
+/// A published output that can still be taken back; see
+/// [`AtomicOutput::commit_revocable`].
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[derive(Debug)]
+#[must_use = "settle or revoke it: the earlier file is kept until then"]
+pub struct Revocable {
+    io: IoCtx,
+    target: PathBuf,
+    dir: PathBuf,
+    earlier: PathBuf,
+    kept: Kept,
+    renamed: bool,
+}
+
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+impl Revocable {
+    /// Keep the new file: the earlier one goes (best effort; a leftover is
+    /// a temporary name the sweep removes).
+    pub fn settle(self) {
+        if self.kept != Kept::Nothing {
+            let _ = self.io.remove(&self.earlier);
+        }
+    }
+
+    /// Take the new file back: the earlier file returns to the target, or,
+    /// when there was none, the target is removed. Best effort: it runs
+    /// after an error, which is the one to report.
+    pub fn revoke(self) {
+        match (self.kept, self.renamed) {
+            (Kept::Aside, _) | (Kept::Linked, true) => {
+                let _ = self.io.rename(&self.earlier, &self.target);
+            }
+            (Kept::Nothing, true) => {
+                let _ = self.io.remove(&self.target);
+            }
+            (Kept::Linked, false) => {
+                let _ = self.io.remove(&self.earlier);
+            }
+            (Kept::Nothing, false) => {}
+        }
+        let _ = self.io.sync_dir(&self.dir);
+    }
+}
+
+/// Open the temporary file `name` of `target`, which another process (rank
+/// 0 of an MPI job) created with [`AtomicOutput::create_as`], to write a
+/// part of it; that process commits or removes it. Returns the file and
+/// its path; fsync the file when the part is written.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+pub fn open_shared(io: &IoCtx, target: &Path, name: TempName) -> Result<(File, PathBuf)> {
+    let path = name.beside(target)?;
+    let f = io.open_write(&path)?;
+    Ok((f, path))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::fs::ctx::{FaultKind, FaultMode, FaultPlan};
+    use std::io::Write;
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn input(io: &IoCtx, path: &Path) -> FileId {
+        let f = io.open(path).unwrap();
+        FileId::of(&io.file_metadata(&f, path).unwrap(), path)
+    }
+
+    #[test]
+    fn commit_publishes_the_whole_file_and_leaves_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.bin");
+        std::fs::write(&target, b"old").unwrap();
+        let io = IoCtx::new();
+        let (out, mut f) = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
+        assert_eq!(out.path().parent(), Some(dir.path()));
+        f.write_all(b"new ").unwrap();
+        f.write_all(b"content").unwrap();
+        // Until the commit the target is the old file.
+        assert_eq!(std::fs::read(&target).unwrap(), b"old");
+        out.commit(&f).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new content");
+        assert_eq!(listing(dir.path()), ["out.bin"]);
+    }
+
+    #[test]
+    fn dropped_without_commit_it_removes_the_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.bin");
+        let io = IoCtx::new();
+        let (out, mut f) = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
+        f.write_all(b"partial").unwrap();
+        assert_eq!(listing(dir.path()).len(), 1);
+        drop(out);
+        assert!(listing(dir.path()).is_empty());
+        // An adopted file too.
+        let temp = TempName::fresh().beside(&target).unwrap();
+        std::fs::write(&temp, b"complete").unwrap();
+        drop(AtomicOutput::adopt(&io, &target, temp));
+        assert!(listing(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_failed_fsync_or_rename_leaves_no_temporary_file_and_no_target() {
+        for op in ["create", "fsync", "rename"] {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("out.bin");
+            let io = IoCtx::with_faults(FaultPlan {
+                at: 0,
+                mode: FaultMode::Once,
+                kind: FaultKind::Io,
+                only_op: Some(op),
+            });
+            let r = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).and_then(
+                |(out, mut f)| {
+                    f.write_all(b"data").unwrap();
+                    out.commit(&f)
+                },
+            );
+            let e = r.unwrap_err();
+            assert!(matches!(&e, Error::Io { op: o, .. } if *o == op), "{e}");
+            assert!(e.to_string().contains("out.bin"), "{e}");
+            assert_eq!(io.injected(), [op]);
+            assert!(
+                listing(dir.path()).is_empty(),
+                "{op}: {:?}",
+                listing(dir.path())
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_directory_fsync_leaves_the_new_file_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.bin");
+        let io = IoCtx::with_faults(FaultPlan {
+            at: 0,
+            mode: FaultMode::Once,
+            kind: FaultKind::Io,
+            only_op: Some("fsync directory"),
+        });
+        let (out, mut f) = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
+        f.write_all(b"data").unwrap();
+        assert!(out.commit(&f).is_err());
+        assert_eq!(listing(dir.path()), ["out.bin"]);
+    }
+
+    #[test]
+    fn an_output_naming_an_input_is_refused_through_links_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("K.hrry");
+        std::fs::write(&k, b"the input").unwrap();
+        let sym = dir.path().join("sym.hrry");
+        std::os::unix::fs::symlink(&k, &sym).unwrap();
+        let hard = dir.path().join("hard.hrry");
+        std::fs::hard_link(&k, &hard).unwrap();
+        let other = dir.path().join("other.hrry");
+        std::fs::write(&other, b"another file").unwrap();
+        let io = IoCtx::new();
+        let id = input(&io, &k);
+        let other_id = input(&io, &other);
+        for target in [&k, &sym, &hard] {
+            // As the only input and among others.
+            for inputs in [vec![&id], vec![&other_id, &id]] {
+                let e =
+                    AtomicOutput::create(&io, target, &inputs, ReplaceInput::Refuse).unwrap_err();
+                match &e {
+                    Error::OutputIsInput { output, input } => {
+                        assert_eq!(output, target);
+                        assert_eq!(input, &k);
+                    }
+                    e => panic!("{}: {e}", target.display()),
+                }
+                let msg = e.to_string();
+                assert!(msg.contains(&*target.to_string_lossy()), "{msg}");
+                assert!(msg.contains(&*k.to_string_lossy()), "{msg}");
+            }
+        }
+        // Nothing was created; the input is as it was.
+        assert_eq!(
+            listing(dir.path()),
+            ["K.hrry", "hard.hrry", "other.hrry", "sym.hrry"]
+        );
+        assert_eq!(std::fs::read(&k).unwrap(), b"the input");
+        // Another file, or a path that does not exist yet, is fine.
+        let fresh = dir.path().join("new.hrry");
+        for target in [&fresh, &dir.path().join("dangling.hrry")] {
+            let (out, f) = AtomicOutput::create(&io, target, &[&id], ReplaceInput::Refuse).unwrap();
+            out.commit(&f).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("dl")).unwrap();
+        let (out, f) =
+            AtomicOutput::create(&io, &dir.path().join("dl"), &[&id], ReplaceInput::Refuse)
+                .unwrap();
+        out.commit(&f).unwrap();
+        // Allowed: the input is replaced once the new content is whole.
+        let (out, mut f) = AtomicOutput::create(&io, &k, &[&id], ReplaceInput::Allow).unwrap();
+        f.write_all(b"rewritten").unwrap();
+        out.commit(&f).unwrap();
+        assert_eq!(std::fs::read(&k).unwrap(), b"rewritten");
+        // The hard link still names the old content; the symlink the new.
+        assert_eq!(std::fs::read(&hard).unwrap(), b"the input");
+        assert_eq!(std::fs::read(&sym).unwrap(), b"rewritten");
+    }
+
+    #[test]
+    fn a_shared_output_takes_parts_from_other_openers() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("c.hrry");
+        let io = IoCtx::new();
+        let name = TempName::fresh();
+        let (out, f) =
+            AtomicOutput::create_as(&io, &target, &[], ReplaceInput::Refuse, name).unwrap();
+        let (g, path) = open_shared(&io, &target, TempName::from_words(name.to_words())).unwrap();
+        assert_eq!(path, out.path());
+        io.write_all_at(&g, b"part", 4, &path).unwrap();
+        io.sync(&g, &path).unwrap();
+        io.write_all_at(&f, b"head", 0, out.path()).unwrap();
+        out.commit(&f).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"headpart");
+        assert_eq!(listing(dir.path()), ["c.hrry"]);
+    }
+
+    /// A complete file at a temporary name beside `target`, adopted.
+    fn adopted(io: &IoCtx, target: &Path, content: &[u8]) -> AtomicOutput {
+        let temp = TempName::fresh().beside(target).unwrap();
+        std::fs::write(&temp, content).unwrap();
+        AtomicOutput::adopt(io, target, temp)
+    }
+
+    #[test]
+    fn a_revocable_commit_settles_or_puts_the_earlier_file_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("r.hrry");
+        let io = IoCtx::new();
+        // No earlier file: revoking removes the new one.
+        adopted(&io, &target, b"one")
+            .commit_revocable(None)
+            .unwrap()
+            .revoke();
+        assert!(listing(dir.path()).is_empty());
+        adopted(&io, &target, b"one")
+            .commit_revocable(None)
+            .unwrap()
+            .settle();
+        assert_eq!(std::fs::read(&target).unwrap(), b"one");
+        // An earlier file: kept until settled, back when revoked.
+        let rev = adopted(&io, &target, b"two")
+            .commit_revocable(None)
+            .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"two");
+        assert_eq!(listing(dir.path()).len(), 2);
+        rev.revoke();
+        assert_eq!(std::fs::read(&target).unwrap(), b"one");
+        assert_eq!(listing(dir.path()), ["r.hrry"]);
+        adopted(&io, &target, b"two")
+            .commit_revocable(None)
+            .unwrap()
+            .settle();
+        assert_eq!(std::fs::read(&target).unwrap(), b"two");
+        assert_eq!(listing(dir.path()), ["r.hrry"]);
+        // Without hard links (a failing link): moved aside, then back.
+        let no_links = IoCtx::with_faults(FaultPlan {
+            at: 0,
+            mode: FaultMode::FromOn,
+            kind: FaultKind::Io,
+            only_op: Some("link"),
+        });
+        let rev = adopted(&no_links, &target, b"three")
+            .commit_revocable(None)
+            .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"three");
+        rev.revoke();
+        assert_eq!(std::fs::read(&target).unwrap(), b"two");
+        assert_eq!(listing(dir.path()), ["r.hrry"]);
+    }
+
+    #[test]
+    fn a_failed_revocable_commit_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("r.hrry");
+        std::fs::write(&target, b"earlier").unwrap();
+        for op in ["fsync", "link", "rename", "fsync directory"] {
+            // The first operation of that kind fails (the ones cleaning up
+            // after it do not: `Once`).
+            let io = IoCtx::with_faults(FaultPlan {
+                at: 0,
+                mode: FaultMode::Once,
+                kind: FaultKind::Io,
+                only_op: Some(op),
+            });
+            let (out, mut f) =
+                AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
+            f.write_all(b"new").unwrap();
+            match out.commit_revocable(Some(&f)) {
+                // A failing link falls back to moving the earlier file aside.
+                Ok(rev) if op == "link" => {
+                    assert_eq!(std::fs::read(&target).unwrap(), b"new");
+                    rev.revoke();
+                }
+                Ok(_) => panic!("{op}: the fault was ignored"),
+                Err(e) => assert!(matches!(&e, Error::Io { op: o, .. } if *o == op), "{e}"),
+            }
+            assert_eq!(io.injected(), [op]);
+            assert_eq!(std::fs::read(&target).unwrap(), b"earlier", "{op}");
+            assert_eq!(listing(dir.path()), ["r.hrry"], "{op}");
+        }
+    }
+}

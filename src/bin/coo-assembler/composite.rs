@@ -49,7 +49,8 @@ enum Action {
     ToCoo {
         /// The composite file.
         file: PathBuf,
-        /// The output file.
+        /// The output file (replaced atomically). It may be the composite
+        /// itself, which is then converted in place, as `convert` does.
         output: PathBuf,
         /// Tensor name in the output (default: the head's name).
         #[arg(long)]
@@ -63,7 +64,7 @@ enum Action {
         /// Global shape, comma separated.
         #[arg(long)]
         shape: String,
-        /// Output composite.
+        /// Output composite (replaced atomically; not one of the parts).
         #[arg(long, short)]
         output: PathBuf,
         /// Head name.

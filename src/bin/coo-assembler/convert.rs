@@ -13,7 +13,9 @@ pub(crate) struct ConvertArgs {
     /// The Hurray file to read (COO sorted or not, CSR or CSC; ours or any
     /// writer's; or a partition composite, read as one tensor).
     input: PathBuf,
-    /// The Hurray file to write (replaced atomically).
+    /// The Hurray file to write (replaced atomically). It may be the input
+    /// itself: the conversion is written beside it and renamed over it once
+    /// whole, so the input is rewritten in place or left as it was.
     output: PathBuf,
     /// The layout to write.
     #[arg(long, value_enum, ignore_case = true)]
@@ -92,10 +94,7 @@ fn composite(c: &CompositeFile, a: ConvertArgs) -> anyhow::Result<ExitCode> {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let tmp = tempfile::Builder::new()
-            .prefix(".coo-assembler-convert-")
-            .tempdir_in(&dir)
-            .map_err(|e| coo_assembler::Error::io("create a temporary directory", &dir, e))?;
+        let tmp = coo_assembler::IoCtx::new().tempdir_in(&dir, ".coo-assembler-convert-")?;
         let coo = tmp.path().join("coo.hrry");
         c.to_coo(&coo, &name, WriteOptions::default())?;
         let opts = ConvertOptions {

@@ -38,7 +38,7 @@ pub(crate) enum NpzArg {
 pub(crate) struct ExportArgs {
     /// The Hurray file (a rank-2 tensor).
     file: PathBuf,
-    /// The output file (replaced atomically).
+    /// The output file (replaced atomically; not the Hurray file itself).
     out: PathBuf,
     /// Output format.
     #[arg(long, value_enum)]

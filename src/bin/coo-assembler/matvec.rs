@@ -60,6 +60,7 @@ pub(crate) struct MatvecArgs {
     #[arg(long, value_name = "PATH")]
     x: PathBuf,
     /// Where to write y (.npy or .f64, by extension); replaced atomically.
+    /// It may not be the matrix's file or x's.
     #[arg(long, value_name = "PATH")]
     out: PathBuf,
     /// Compute A^T x instead of A x.
@@ -76,7 +77,7 @@ pub(crate) struct MatvecArgs {
 }
 
 pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
-    let x = vector::read_vector(&a.x)?;
+    let x = vector::VectorFile::read(&a.x)?;
     let f = open(&a.file, false)?;
     let t = pick_view(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
@@ -89,9 +90,9 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
         paging: a.common.paging.into(),
     };
     let t0 = Instant::now();
-    let y = matrix::matvec(&m, &x, a.transpose, &opts)?;
+    let y = matrix::matvec(&m, x.values(), a.transpose, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
-    vector::write_vector(&a.out, &y)
+    vector::write_product(&a.out, &y, &m, &x)
         .with_context(|| format!("cannot write {}", a.out.display()))?;
     if !a.common.quiet {
         eprintln!(

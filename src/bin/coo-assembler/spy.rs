@@ -11,7 +11,7 @@ use std::process::ExitCode;
 pub(crate) struct SpyArgs {
     /// The Hurray file (rank 2; higher ranks sum the dimensions after the first two).
     file: PathBuf,
-    /// The PNG to write (replaced atomically).
+    /// The PNG to write (replaced atomically; not the Hurray file itself).
     #[arg(long, value_name = "PATH")]
     out: PathBuf,
     /// Pixels on the longer side of the plot (16..=8192).

@@ -306,7 +306,10 @@ fn assemble_onto_its_input_is_refused() {
     std::fs::write(&input, matrix_text(20, 20)).unwrap();
     let link = st.p("in-link.txt");
     std::os::unix::fs::symlink(&input, &link).unwrap();
-    for out in [&input, &link] {
+    let hard = st.p("in-hard.txt");
+    std::fs::hard_link(&input, &hard).unwrap();
+    let names = listing(st.dir.path());
+    for out in [&input, &link, &hard] {
         let before = std::fs::read(&input).unwrap();
         let o = cli(&[
             "assemble",
@@ -322,10 +325,11 @@ fn assemble_onto_its_input_is_refused() {
         ]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
-        // assemble's own check (src/bin/coo-assembler/assemble.rs) names
-        // the output only.
+        // The output is named (the CLI's own check, older than the
+        // library's rule, names nothing else).
         assert!(err.contains(s(out)), "{err}");
         assert!(std::fs::read(&input).unwrap() == before);
+        assert_eq!(listing(st.dir.path()), names);
     }
 }
 

@@ -39,7 +39,7 @@ fn assemble(
     budget: u64,
     dir: &Path,
 ) -> coo_assembler::Summary {
-    let b = Builder::new(&[nodes, nodes], DType::F64, opts(budget, dir)).unwrap();
+    let mut b = Builder::new(&[nodes, nodes], DType::F64, opts(budget, dir)).unwrap();
     {
         let mut p = b.pusher().unwrap();
         for &(r, c, v) in data {
@@ -94,7 +94,8 @@ fn benches(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut t = Duration::ZERO;
             for _ in 0..iters {
-                let bld = Builder::new(&[nodes, nodes], DType::F64, opts(BIG, dir.path())).unwrap();
+                let mut bld =
+                    Builder::new(&[nodes, nodes], DType::F64, opts(BIG, dir.path())).unwrap();
                 let mut p = bld.pusher().unwrap();
                 let t0 = Instant::now();
                 for &(r, c, v) in &data {

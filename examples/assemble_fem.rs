@@ -238,7 +238,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ..AssembleOptions::default()
     };
     let t0 = Instant::now();
-    let builder = Builder::new(&[ndof, ndof], DType::F64, opts)?;
+    let mut builder = Builder::new(&[ndof, ndof], DType::F64, opts)?;
     let h = 1.0 / n as f64;
     // Node coordinates with a smooth distortion, so elements differ.
     let coord = |i: usize, j: usize, k: usize| -> [f64; 3] {

@@ -3,35 +3,37 @@
 use crate::error::{Error, Result};
 use half::{bf16, f16};
 use std::fmt;
-use std::str::FromStr;
 
-/// The element types a COO tensor can hold (Hurray Tier 1 numeric types).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
-    /// IEEE 754 binary16.
-    F16,
-    /// bfloat16.
-    BF16,
-    /// IEEE 754 binary32.
-    F32,
-    /// IEEE 754 binary64.
-    F64,
-    /// Signed 8-bit integer.
-    I8,
-    /// Unsigned 8-bit integer.
-    U8,
-    /// Signed 16-bit integer.
-    I16,
-    /// Unsigned 16-bit integer.
-    U16,
-    /// Signed 32-bit integer.
-    I32,
-    /// Unsigned 32-bit integer.
-    U32,
-    /// Signed 64-bit integer.
-    I64,
-    /// Unsigned 64-bit integer.
-    U64,
+crate::vocab::vocabulary! {
+    /// The element types a tensor can hold (Hurray Tier 1 numeric types).
+    /// Names: the short ones (`f64`) and the long ones (`float64`); see
+    /// [`crate::vocab`] for the grammar.
+    pub enum DType ("element type") {
+        /// IEEE 754 binary16.
+        F16 => "f16" | "float16" | "half": "IEEE 754 half precision (16 bits)",
+        /// bfloat16.
+        BF16 => "bf16" | "bfloat16": "bfloat16 (8-bit exponent, 16 bits)",
+        /// IEEE 754 binary32.
+        F32 => "f32" | "float32" | "float": "IEEE 754 single precision",
+        /// IEEE 754 binary64.
+        F64 => "f64" | "float64" | "double": "IEEE 754 double precision (the default)",
+        /// Signed 8-bit integer.
+        I8 => "i8" | "int8": "signed 8-bit integer",
+        /// Unsigned 8-bit integer.
+        U8 => "u8" | "uint8": "unsigned 8-bit integer",
+        /// Signed 16-bit integer.
+        I16 => "i16" | "int16": "signed 16-bit integer",
+        /// Unsigned 16-bit integer.
+        U16 => "u16" | "uint16": "unsigned 16-bit integer",
+        /// Signed 32-bit integer.
+        I32 => "i32" | "int32": "signed 32-bit integer",
+        /// Unsigned 32-bit integer.
+        U32 => "u32" | "uint32": "unsigned 32-bit integer",
+        /// Signed 64-bit integer.
+        I64 => "i64" | "int64": "signed 64-bit integer",
+        /// Unsigned 64-bit integer.
+        U64 => "u64" | "uint64": "unsigned 64-bit integer",
+    }
 }
 
 /// Every supported type, in tag order.
@@ -102,21 +104,22 @@ impl DType {
         }
     }
 
-    /// Short name used on the command line and in messages (`f64`, `i32`, ...).
-    pub fn name(self) -> &'static str {
+    /// The NumPy name of the type (`float64`, ...; `bfloat16` is the name
+    /// the `ml_dtypes` package gives it, NumPy itself has none).
+    pub fn numpy_name(self) -> &'static str {
         match self {
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-            DType::I8 => "i8",
-            DType::U8 => "u8",
-            DType::I16 => "i16",
-            DType::U16 => "u16",
-            DType::I32 => "i32",
-            DType::U32 => "u32",
-            DType::I64 => "i64",
-            DType::U64 => "u64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::I8 => "int8",
+            DType::U8 => "uint8",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::I32 => "int32",
+            DType::U32 => "uint32",
+            DType::I64 => "int64",
+            DType::U64 => "uint64",
         }
     }
 
@@ -158,38 +161,6 @@ impl DType {
             DType::I64 => Value::Int(i64::from_le_bytes(b(8))),
             DType::U64 => Value::UInt(u64::from_le_bytes(b(8))),
         }
-    }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for DType {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<DType> {
-        let t = match s.to_ascii_lowercase().as_str() {
-            "f16" | "float16" | "half" => DType::F16,
-            "bf16" | "bfloat16" => DType::BF16,
-            "f32" | "float32" | "float" => DType::F32,
-            "f64" | "float64" | "double" => DType::F64,
-            "i8" | "int8" => DType::I8,
-            "u8" | "uint8" => DType::U8,
-            "i16" | "int16" => DType::I16,
-            "u16" | "uint16" => DType::U16,
-            "i32" | "int32" => DType::I32,
-            "u32" | "uint32" => DType::U32,
-            "i64" | "int64" => DType::I64,
-            "u64" | "uint64" => DType::U64,
-            _ => {
-                return Err(Error::InvalidOptions(format!(
-                    "unknown element type {s:?}; use one of f16, bf16, f32, f64, i8, u8, i16, u16, i32, u32, i64, u64"
-                )))
-            }
-        };
-        Ok(t)
     }
 }
 

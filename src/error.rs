@@ -164,6 +164,17 @@ pub enum Error {
     #[error("invalid option: {0}")]
     InvalidOptions(String),
 
+    /// A shape the tensor cannot have (a rank outside 1..=64, an extent
+    /// Hurray reserves, a layout that needs another rank), or shapes that
+    /// disagree.
+    #[error("shape {shape:?}: {detail}")]
+    InvalidShape {
+        /// The shape (as given; empty when none was).
+        shape: Vec<u64>,
+        /// What is wrong with it.
+        detail: String,
+    },
+
     /// The memory budget is below what the assembler needs to make progress.
     #[error("memory budget of {budget} bytes is too small: at least {minimum} bytes are needed")]
     BudgetTooSmall {
@@ -207,6 +218,21 @@ pub enum Error {
         cause: Option<Box<Error>>,
     },
 
+    /// An error found while merging (a duplicate under `error`, an integer
+    /// overflow), told in the terms of the input files the contributions
+    /// came from: the coordinate as the input writes it and the lines or
+    /// records behind it.
+    #[error("{source_name}: {detail}")]
+    InInput {
+        /// The input (a path, or `<stdin>`).
+        source_name: String,
+        /// The coordinate as the input numbers it, and where it is.
+        detail: String,
+        /// The error the merge met.
+        #[source]
+        cause: Box<Error>,
+    },
+
     /// Another rank of an MPI job failed (issue 13): the collective
     /// operation stopped everywhere and nothing was published.
     #[error("rank {rank} of the MPI job failed: {detail}; nothing was published")]
@@ -220,6 +246,19 @@ pub enum Error {
     /// A previous I/O error left this object unusable.
     #[error("an earlier error left this {0} unusable; start again")]
     Poisoned(&'static str),
+
+    /// `finish` was called while pushers made from the builder are still
+    /// alive; drop them (their contributions are kept) and call it again.
+    #[error("{alive} pusher(s) of this builder are still alive: drop them before finish (what they pushed is kept; the builder is still usable)")]
+    PushersAlive {
+        /// How many.
+        alive: usize,
+    },
+
+    /// The builder has finished (or a failure while writing ended it); no
+    /// more contributions can be pushed.
+    #[error("this builder has finished; make a new one")]
+    Finished,
 
     /// An output path names a file the same operation reads (the same
     /// file, through symbolic or hard links too): writing it would destroy
@@ -249,6 +288,302 @@ impl Error {
             section: section.into(),
             offset,
             detail: detail.into(),
+        }
+    }
+}
+
+/// What kind of failure an error is: the one coarse classification every
+/// front end maps (the command line's exit status, Python's exception
+/// class, C's status code), as `std::io::ErrorKind` is for I/O errors. A
+/// front end matches the kind, never the variants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An argument or option that cannot work: an unknown name, a bad
+    /// shape, lengths that differ, an output that is an input.
+    Argument,
+    /// No tensor of that name.
+    NotFound,
+    /// An index outside the tensor's shape.
+    Index,
+    /// An index tuple with the wrong number of components.
+    Rank,
+    /// A value refused by the element type or the value policy.
+    Value,
+    /// A coordinate given twice under the `error` duplicate policy.
+    Duplicate,
+    /// An integer combination that does not fit the element type.
+    Overflow,
+    /// Input data (text, MatrixMarket, npy, binary records) that cannot be
+    /// read, or a contribution in it that was refused.
+    Input,
+    /// The memory budget is too small for the work.
+    Budget,
+    /// Memory could not be allocated.
+    Memory,
+    /// An operating-system I/O call failed, or data read back from our own
+    /// temporary files was damaged.
+    Io,
+    /// A file that is not valid Hurray, or is damaged.
+    InvalidFile,
+    /// A valid file using a feature this crate does not read.
+    Unsupported,
+    /// The object cannot do this now (finished, pushers alive, poisoned by
+    /// an earlier error).
+    State,
+    /// Another rank of an MPI job failed.
+    Remote,
+}
+
+impl ErrorKind {
+    /// Every kind, for the front ends' tests.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::Argument,
+        ErrorKind::NotFound,
+        ErrorKind::Index,
+        ErrorKind::Rank,
+        ErrorKind::Value,
+        ErrorKind::Duplicate,
+        ErrorKind::Overflow,
+        ErrorKind::Input,
+        ErrorKind::Budget,
+        ErrorKind::Memory,
+        ErrorKind::Io,
+        ErrorKind::InvalidFile,
+        ErrorKind::Unsupported,
+        ErrorKind::State,
+        ErrorKind::Remote,
+    ];
+
+    /// A short name ("argument", "not-found", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Argument => "argument",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Index => "index",
+            ErrorKind::Rank => "rank",
+            ErrorKind::Value => "value",
+            ErrorKind::Duplicate => "duplicate",
+            ErrorKind::Overflow => "overflow",
+            ErrorKind::Input => "input",
+            ErrorKind::Budget => "budget",
+            ErrorKind::Memory => "memory",
+            ErrorKind::Io => "io",
+            ErrorKind::InvalidFile => "invalid-file",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::State => "state",
+            ErrorKind::Remote => "remote",
+        }
+    }
+
+    /// The command line's exit status for an error of this kind: 2 for a
+    /// usage error (the command line itself is wrong), 1 otherwise.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorKind::Argument | ErrorKind::NotFound | ErrorKind::Budget => 2,
+            ErrorKind::Index
+            | ErrorKind::Rank
+            | ErrorKind::Value
+            | ErrorKind::Duplicate
+            | ErrorKind::Overflow
+            | ErrorKind::Input
+            | ErrorKind::Memory
+            | ErrorKind::Io
+            | ErrorKind::InvalidFile
+            | ErrorKind::Unsupported
+            | ErrorKind::State
+            | ErrorKind::Remote => 1,
+        }
+    }
+}
+
+impl Error {
+    /// The kind of this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { .. } | Error::CorruptRun { .. } => ErrorKind::Io,
+            Error::InvalidFile { .. } => ErrorKind::InvalidFile,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::TensorNotFound { .. } => ErrorKind::NotFound,
+            Error::WrongRank { .. } | Error::WrongIndexCount { .. } => ErrorKind::Rank,
+            Error::PositionOutOfRange { .. } | Error::IndexOutOfRange { .. } => ErrorKind::Index,
+            Error::TypeMismatch { .. }
+            | Error::InvalidArgument(_)
+            | Error::OutOfOrder { .. }
+            | Error::InvalidOptions(_)
+            | Error::InvalidShape { .. }
+            | Error::OutputIsInput { .. } => ErrorKind::Argument,
+            Error::InvalidValue { .. } => ErrorKind::Value,
+            Error::DuplicateCoordinate { .. } => ErrorKind::Duplicate,
+            Error::IntegerOverflow { .. } => ErrorKind::Overflow,
+            Error::BudgetTooSmall { .. } => ErrorKind::Budget,
+            Error::OutOfMemory { .. } => ErrorKind::Memory,
+            Error::Input { .. } => ErrorKind::Input,
+            Error::InInput { cause, .. } => cause.kind(),
+            Error::RankFailed { .. } => ErrorKind::Remote,
+            Error::Poisoned(_) | Error::PushersAlive { .. } | Error::Finished => ErrorKind::State,
+        }
+    }
+
+    /// One error of every variant, for the tests that run each through the
+    /// front ends (CLI exit status, Python class, C status).
+    #[doc(hidden)]
+    pub fn samples() -> Vec<Error> {
+        let io = || std::io::Error::new(std::io::ErrorKind::Other, "sample");
+        let v = vec![
+            Error::io("write", "/sample", io()),
+            Error::invalid("trailer", 7, "sample"),
+            Error::Unsupported("sample".into()),
+            Error::TensorNotFound {
+                name: "a".into(),
+                available: "b".into(),
+            },
+            Error::WrongRank {
+                contribution: 0,
+                expected: 2,
+                got: 3,
+            },
+            Error::WrongIndexCount {
+                position: vec![1],
+                expected: 2,
+                got: 1,
+            },
+            Error::PositionOutOfRange {
+                position: vec![5, 0],
+                dim: 0,
+                index: 5,
+                extent: 3,
+            },
+            Error::TypeMismatch {
+                tensor: "a".into(),
+                stored: "f64",
+                requested: "i32",
+            },
+            Error::InvalidArgument("sample".into()),
+            Error::IndexOutOfRange {
+                contribution: 0,
+                dim: 1,
+                index: 9,
+                extent: 3,
+            },
+            Error::InvalidValue {
+                contribution: 0,
+                value: "NaN".into(),
+                reason: "sample",
+            },
+            Error::DuplicateCoordinate {
+                coordinate: vec![1, 2],
+            },
+            Error::IntegerOverflow {
+                coordinate: vec![1, 2],
+                dtype: "i8",
+            },
+            Error::OutOfOrder {
+                entry: 1,
+                previous: vec![2],
+                got: vec![1],
+            },
+            Error::InvalidOptions("sample".into()),
+            Error::InvalidShape {
+                shape: vec![],
+                detail: "sample".into(),
+            },
+            Error::BudgetTooSmall {
+                budget: 1,
+                minimum: 2,
+            },
+            Error::CorruptRun {
+                run: 0,
+                detail: "sample".into(),
+            },
+            Error::OutOfMemory {
+                what: "sample",
+                bytes: 1,
+            },
+            Error::Input {
+                source_name: "in.txt".into(),
+                location: "line 1".into(),
+                detail: "sample".into(),
+                cause: None,
+            },
+            Error::InInput {
+                source_name: "in.mtx".into(),
+                detail: "sample".into(),
+                cause: Box::new(Error::DuplicateCoordinate {
+                    coordinate: vec![0],
+                }),
+            },
+            Error::RankFailed {
+                rank: 1,
+                detail: "sample".into(),
+            },
+            Error::Poisoned("sample"),
+            Error::PushersAlive { alive: 1 },
+            Error::Finished,
+            Error::OutputIsInput {
+                output: "/a".into(),
+                input: "/a".into(),
+            },
+        ];
+        v
+    }
+}
+
+/// Variants of [`Error`]; [`ordinal`] numbers them 0.. in declaration
+/// order, and its exhaustive match makes a new variant a compile error
+/// until it is numbered (and then [`Error::samples`]' test fails until it
+/// has a sample).
+#[cfg(test)]
+const VARIANTS: usize = 26;
+
+#[cfg(test)]
+fn ordinal(e: &Error) -> usize {
+    match e {
+        Error::Io { .. } => 0,
+        Error::InvalidFile { .. } => 1,
+        Error::Unsupported(_) => 2,
+        Error::TensorNotFound { .. } => 3,
+        Error::WrongRank { .. } => 4,
+        Error::WrongIndexCount { .. } => 5,
+        Error::PositionOutOfRange { .. } => 6,
+        Error::TypeMismatch { .. } => 7,
+        Error::InvalidArgument(_) => 8,
+        Error::IndexOutOfRange { .. } => 9,
+        Error::InvalidValue { .. } => 10,
+        Error::DuplicateCoordinate { .. } => 11,
+        Error::IntegerOverflow { .. } => 12,
+        Error::OutOfOrder { .. } => 13,
+        Error::InvalidOptions(_) => 14,
+        Error::InvalidShape { .. } => 15,
+        Error::BudgetTooSmall { .. } => 16,
+        Error::CorruptRun { .. } => 17,
+        Error::OutOfMemory { .. } => 18,
+        Error::Input { .. } => 19,
+        Error::InInput { .. } => 20,
+        Error::RankFailed { .. } => 21,
+        Error::Poisoned(_) => 22,
+        Error::PushersAlive { .. } => 23,
+        Error::Finished => 24,
+        Error::OutputIsInput { .. } => 25,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_has_a_sample_and_a_kind() {
+        let s = Error::samples();
+        let ords: Vec<usize> = s.iter().map(ordinal).collect();
+        assert_eq!(ords, (0..VARIANTS).collect::<Vec<_>>());
+        let kinds: std::collections::HashSet<ErrorKind> = s.iter().map(Error::kind).collect();
+        // Every kind but those only front ends give has a variant.
+        for k in ErrorKind::ALL {
+            assert!(kinds.contains(&k), "no variant of kind {k:?}");
+        }
+        for k in ErrorKind::ALL {
+            assert!(matches!(k.exit_code(), 1 | 2));
         }
     }
 }

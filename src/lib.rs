@@ -104,6 +104,7 @@ internal_mod!(fs);
 pub mod hurray;
 pub mod input;
 mod options;
+pub mod vocab;
 internal_mod!(read);
 internal_mod!(stats);
 pub mod write;
@@ -119,16 +120,16 @@ pub use assemble::combine::PushValue;
 pub use assemble::finish::Summary;
 pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{format_float, group_digits, DType, Element, Value};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
 pub use hurray::{KvValue, Statistics};
 pub use options::{
-    parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout,
-    DEFAULT_MEMORY_BUDGET,
+    AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET,
 };
 pub use read::composite::{CompositeFile, CompositeHead, Shard};
 pub use read::{
     CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Problem, ReadOptions, Severity,
     Tensor,
 };
+pub use vocab::{parse_size, Vocabulary};

@@ -2,70 +2,42 @@
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
-/// How contributions to the same coordinate combine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DuplicatePolicy {
-    /// Add them. Floats: the correctly rounded exact sum (order independent).
-    /// Integers: exact, an overflow of the element type is an error.
-    #[default]
-    Sum,
-    /// Keep the smallest (floats: NaN if any contribution is NaN).
-    Min,
-    /// Keep the largest (floats: NaN if any contribution is NaN).
-    Max,
-    /// Keep the last contribution: contributions are ordered by pusher
-    /// (in the order pushers were created) and then by push order within
-    /// the pusher; the greatest wins.
-    Last,
-    /// A second contribution to a coordinate is an error naming it.
-    Error,
-}
-
-impl FromStr for DuplicatePolicy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "sum" => DuplicatePolicy::Sum,
-            "min" => DuplicatePolicy::Min,
-            "max" => DuplicatePolicy::Max,
-            "last" => DuplicatePolicy::Last,
-            "error" => DuplicatePolicy::Error,
-            _ => {
-                return Err(Error::InvalidOptions(format!(
-                    "unknown duplicate policy {s:?}; use sum, min, max, last or error"
-                )))
-            }
-        })
+crate::vocab::vocabulary! {
+    /// How contributions to the same coordinate combine.
+    #[derive(Default)]
+    pub enum DuplicatePolicy ("duplicate policy") {
+        /// Add them. Floats: the correctly rounded exact sum (order independent).
+        /// Integers: exact, an overflow of the element type is an error.
+        #[default]
+        Sum => "sum": "add them (floats: the correctly rounded exact sum; the default)",
+        /// Keep the smallest (floats: NaN if any contribution is NaN).
+        Min => "min": "keep the smallest",
+        /// Keep the largest (floats: NaN if any contribution is NaN).
+        Max => "max": "keep the largest",
+        /// Keep the last contribution: contributions are ordered by pusher
+        /// (in the order pushers were created) and then by push order within
+        /// the pusher; the greatest wins.
+        Last => "last": "keep the last one pushed",
+        /// A second contribution to a coordinate is an error naming it.
+        Error => "error": "fail on the first duplicate, naming its coordinate",
     }
 }
 
-impl fmt::Display for DuplicatePolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DuplicatePolicy::Sum => "sum",
-            DuplicatePolicy::Min => "min",
-            DuplicatePolicy::Max => "max",
-            DuplicatePolicy::Last => "last",
-            DuplicatePolicy::Error => "error",
-        })
+crate::vocab::vocabulary! {
+    /// The layout of the tensor written: COO (any rank), or CSR / CSC (rank 2
+    /// only, Hurray layout tags 0x07 and 0x08).
+    #[derive(Default)]
+    pub enum OutputLayout ("layout") {
+        /// Coordinate list: values and an `nnz x rank` index buffer, row-major order.
+        #[default]
+        Coo => "coo": "coordinate list, sorted row-major (any rank; the default)",
+        /// Compressed sparse rows: values, `col_indices`, `row_ptr` (nrows + 1).
+        Csr => "csr": "compressed sparse rows (matrices only)",
+        /// Compressed sparse columns: values, `row_indices`, `col_ptr` (ncols + 1).
+        Csc => "csc": "compressed sparse columns (matrices only)",
     }
-}
-
-/// The layout of the tensor written: COO (any rank), or CSR / CSC (rank 2
-/// only, Hurray layout tags 0x07 and 0x08).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum OutputLayout {
-    /// Coordinate list: values and an `nnz x rank` index buffer, row-major order.
-    #[default]
-    Coo,
-    /// Compressed sparse rows: values, `col_indices`, `row_ptr` (nrows + 1).
-    Csr,
-    /// Compressed sparse columns: values, `row_indices`, `col_ptr` (ncols + 1).
-    Csc,
 }
 
 impl OutputLayout {
@@ -108,42 +80,18 @@ impl OutputLayout {
     }
 }
 
-impl FromStr for OutputLayout {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "coo" => OutputLayout::Coo,
-            "csr" => OutputLayout::Csr,
-            "csc" => OutputLayout::Csc,
-            _ => {
-                return Err(Error::InvalidOptions(format!(
-                    "unknown layout {s:?}; use coo, csr or csc"
-                )))
-            }
-        })
+crate::vocab::vocabulary! {
+    /// What to do with NaN and infinite contributions to a float tensor.
+    #[derive(Default)]
+    pub enum NonFinitePolicy ("non-finite policy") {
+        /// Keep them (they propagate through sums as IEEE arithmetic says).
+        #[default]
+        Keep => "keep": "keep NaN and infinities (they propagate; the default)",
+        /// Refuse NaN contributions with an error naming the contribution.
+        RejectNan => "reject-nan" | "nan": "refuse NaN contributions",
+        /// Refuse NaN and infinite contributions.
+        RejectNonFinite => "reject-non-finite" | "non-finite": "refuse NaN and infinite contributions",
     }
-}
-
-impl fmt::Display for OutputLayout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            OutputLayout::Coo => "coo",
-            OutputLayout::Csr => "csr",
-            OutputLayout::Csc => "csc",
-        })
-    }
-}
-
-/// What to do with NaN and infinite contributions to a float tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum NonFinitePolicy {
-    /// Keep them (they propagate through sums as IEEE arithmetic says).
-    #[default]
-    Keep,
-    /// Refuse NaN contributions with an error naming the contribution.
-    RejectNan,
-    /// Refuse NaN and infinite contributions.
-    RejectNonFinite,
 }
 
 /// Default memory budget: 256 MiB.
@@ -244,55 +192,9 @@ impl AssembleOptions {
     }
 }
 
-/// Parse a byte size with an optional unit: `1048576`, `8MiB`, `1GiB`,
-/// `512KiB`, `2G`, `100MB` (decimal units are powers of 1000).
-pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "t" | "tib" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "tb" => 1_000_000_000_000,
-        u => {
-            return Err(Error::InvalidOptions(format!(
-                "unknown size unit {u:?} in {s:?}; use B, KiB, MiB, GiB, TiB (or KB, MB, GB)"
-            )))
-        }
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| Error::InvalidOptions(format!("{s:?} is not a size like 256MiB")))?;
-    let bytes = v * mult as f64;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64) {
-        return Err(Error::InvalidOptions(format!("size {s:?} is out of range")));
-    }
-    Ok(bytes as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("8MiB").unwrap(), 8 << 20);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("1.5 KiB").unwrap(), 1536);
-        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
-        assert!(parse_size("8 parsecs").is_err());
-        assert!(parse_size("").is_err());
-        assert!(parse_size("-1").is_err());
-    }
 
     #[test]
     fn policies_parse() {

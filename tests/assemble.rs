@@ -138,7 +138,7 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
         if big {
             opts.memory_budget = 64 << 20;
         }
-        let b = Builder::new(&shape, DType::F64, opts).unwrap();
+        let mut b = Builder::new(&shape, DType::F64, opts).unwrap();
         std::thread::scope(|sc| {
             for part in order.chunks(n / threads + 1) {
                 let mut p = b.pusher().unwrap();

@@ -699,7 +699,7 @@ fn assemble_usage_errors() {
         ),
         (
             &["--format", "text", "--shape", "2,2", "--reject", "inf"],
-            &["--reject"],
+            &["non-finite policy", "\"inf\""],
         ),
         (
             &["--format", "text", "--shape", "2,2", "--bogus"],
@@ -1072,7 +1072,7 @@ fn help_texts() {
         "--temp-dir",
         "--duplicates",
         "--drop-zeros",
-        "--reject",
+        "--non-finite",
         "--name",
         "--output",
         "--quiet",

@@ -187,7 +187,7 @@ fn export_spy_and_dense() {
     assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
     fails(
         &["spy", s(&a), "--out", s(&png), "--size", "8"],
-        1,
+        2,
         "picture size 8",
     );
 

@@ -94,7 +94,7 @@ fn assemble(
         drop_zeros,
         ..AssembleOptions::default()
     };
-    let b = Builder::new(&shape, dtype, opts).unwrap();
+    let mut b = Builder::new(&shape, dtype, opts).unwrap();
     let n = contribs.len();
     // Pushers in creation order get consecutive parts of the sequence.
     let parts: Vec<_> = contribs.chunks(n / c.threads + 1).collect();

@@ -271,7 +271,7 @@ fn builder_f32_empty(path: &Path) -> Vec<Expected> {
         memory_budget: 16 << 20,
         ..AssembleOptions::default()
     };
-    let b = Builder::new(&[1000], DType::F32, opts).unwrap();
+    let mut b = Builder::new(&[1000], DType::F32, opts).unwrap();
     let s = b.finish(path).unwrap();
     assert_eq!(s.nnz, 0);
     vec![Expected {

@@ -1,11 +1,9 @@
 //! `coo_builder` and `coo_pusher`: assembling a tensor.
 //!
-//! Ownership: the library's `Builder` lives in an `Arc` shared by the
-//! `coo_builder` handle and every `coo_pusher`, so a pusher never outlives
-//! the builder it pushes into (its sorter threads must run while a pusher
-//! may still hand them a chunk). `coo_builder_finish` needs the only
-//! reference: with pushers alive it fails and abandons the builder, which
-//! is then dropped (spill files removed) when the last pusher is freed.
+//! Ownership: the `coo_builder` handle owns the library's `Builder`; a
+//! `coo_pusher` owns a library `Pusher`, which holds what it needs itself.
+//! The library refuses `finish` while pushers are alive, and a pusher that
+//! outlives its builder gets an error at its next hand-off.
 
 use crate::convert::{
     dtype_from_c, duplicates_from_c, indices, negative_component, slice, to_i64, to_u64,
@@ -16,7 +14,7 @@ use crate::{
 };
 use coo_assembler::{AssembleOptions, Builder, DType, Pusher};
 use std::ffi::{c_char, c_int};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
 // The handles are used from any thread: what they hold must allow it.
@@ -24,15 +22,14 @@ const _: () = {
     const fn shared<T: Send + Sync>() {}
     const fn sent<T: Send>() {}
     shared::<Builder>();
-    sent::<Pusher<'static>>();
+    sent::<Pusher>();
 };
 
-/// The builder and what every push needs to know about it.
-pub(crate) struct Shared {
-    builder: Builder,
+/// What every push needs to know about the tensor.
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
     rank: usize,
     kind: Kind,
-    started: Instant,
 }
 
 /// How a `double` value reaches the library for this element type.
@@ -51,17 +48,15 @@ const CONVERT_BATCH: usize = 4096;
 
 /// A pusher with the scratch space to convert values; one per thread.
 pub(crate) struct Feed {
-    // Field order matters: the pusher is dropped before the Arc that keeps
-    // its builder alive.
-    pusher: Pusher<'static>,
-    shared: Arc<Shared>,
+    pusher: Pusher,
+    shared: Shape,
     signed: Vec<i64>,
     unsigned: Vec<u64>,
 }
 
 impl Feed {
-    fn new(shared: &Arc<Shared>) -> Res<Feed> {
-        let p = shared.builder.pusher().map_err(|e| {
+    fn new(b: &coo_builder) -> Res<Feed> {
+        let pusher = b.builder.pusher().map_err(|e| {
             let mut f = Fail::from(e);
             if f.code == COO_ERR_ARGUMENT {
                 // The only option-like error here: too many pushers alive.
@@ -69,13 +64,9 @@ impl Feed {
             }
             f
         })?;
-        // SAFETY: the pusher borrows the builder inside `shared`, which is
-        // behind an Arc (it never moves) and which this Feed keeps alive
-        // until after the pusher is dropped (field order above).
-        let pusher = unsafe { std::mem::transmute::<Pusher<'_>, Pusher<'static>>(p) };
         Ok(Feed {
             pusher,
-            shared: Arc::clone(shared),
+            shared: b.shape,
             signed: Vec::new(),
             unsigned: Vec::new(),
         })
@@ -181,7 +172,9 @@ impl Feed {
 pub struct coo_builder {
     // Dropped first: the builder's own pusher, used by coo_builder_push*.
     own: Mutex<Option<Feed>>,
-    shared: Arc<Shared>,
+    builder: Builder,
+    shape: Shape,
+    started: Instant,
 }
 
 /// A handle for pushing from one thread (opaque), created by
@@ -289,12 +282,12 @@ pub unsafe extern "C" fn coo_builder_new(
         let builder = Builder::new(extents, dtype, opts)?;
         Ok(Box::new(coo_builder {
             own: Mutex::new(None),
-            shared: Arc::new(Shared {
-                builder,
+            builder,
+            shape: Shape {
                 rank: rank as usize,
                 kind,
-                started,
-            }),
+            },
+            started,
         }))
     })
 }
@@ -312,7 +305,7 @@ fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int 
             )
         })?;
         if own.is_none() {
-            *own = Some(Feed::new(&b.shared)?);
+            *own = Some(Feed::new(b)?);
         }
         match own.as_mut() {
             Some(feed) => f(feed),
@@ -386,7 +379,7 @@ pub unsafe extern "C" fn coo_pusher_new(b: *mut coo_builder) -> *mut coo_pusher 
         // SAFETY: NULL or a live handle (caller's contract); shared access.
         let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
         Ok(Box::new(coo_pusher {
-            feed: Feed::new(&b.shared)?,
+            feed: Feed::new(b)?,
             broken: false,
         }))
     })
@@ -491,23 +484,27 @@ pub unsafe extern "C" fn coo_builder_finish(
         }
         // SAFETY: a pointer from coo_builder_new, consumed once (contract).
         let b = unsafe { Box::from_raw(b) };
-        let coo_builder { own, shared } = *b;
+        let coo_builder {
+            own,
+            mut builder,
+            started,
+            ..
+        } = *b;
         // A poisoned lock still holds the pusher: drop it either way.
         drop(own.into_inner().unwrap_or_else(|e| e.into_inner()));
         // SAFETY: NULL or NUL-terminated (contract). Checked before the
         // merge; on error the builder is dropped here, abandoned.
         let path = unsafe { crate::c_path(path, "path") }?;
-        let shared = Arc::try_unwrap(shared).map_err(|still| {
-            let alive = Arc::strong_count(&still) - 1;
-            Fail::new(
+        let s = builder.finish(&path).map_err(|e| match e {
+            coo_assembler::Error::PushersAlive { alive } => Fail::new(
                 COO_ERR_STATE,
                 format!(
                     "{alive} pusher(s) still alive: free them (coo_pusher_free) before \
                      coo_builder_finish; the builder is abandoned, nothing was written"
                 ),
-            )
+            ),
+            e => Fail::from(e),
         })?;
-        let s = shared.builder.finish(&path)?;
         if !out.is_null() {
             let summary = coo_summary {
                 contributions: s.contributions,
@@ -516,7 +513,7 @@ pub unsafe extern "C" fn coo_builder_finish(
                 merge_passes: u64::from(s.merge_passes),
                 bytes_spilled: s.bytes_spilled,
                 peak_buffer_bytes: s.peak_buffer_bytes,
-                seconds: shared.started.elapsed().as_secs_f64(),
+                seconds: started.elapsed().as_secs_f64(),
             };
             // SAFETY: non-null and writable (contract); `write` does not
             // read the old value.

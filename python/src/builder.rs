@@ -47,19 +47,19 @@ type R<T> = Result<T, Fail>;
 /// whole duration, so a pusher is used by one thread at a time; with a
 /// single pushing thread the same pusher comes back every time (push order
 /// is kept, which the `last` policy relies on).
-pub struct Pool<'b> {
-    idle: Mutex<(Vec<Pusher<'b>>, usize)>,
+pub struct Pool {
+    idle: Mutex<(Vec<Pusher>, usize)>,
     freed: Condvar,
     max: usize,
 }
 
-impl<'b> Pool<'b> {
-    fn lock(&self) -> MutexGuard<'_, (Vec<Pusher<'b>>, usize)> {
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, (Vec<Pusher>, usize)> {
         // Pushing never panics while the lock is held; recover the data.
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn acquire(&self, builder: &'b Builder) -> R<Pusher<'b>> {
+    fn acquire(&self, builder: &Builder) -> R<Pusher> {
         let mut g = self.lock();
         loop {
             if let Some(p) = g.0.pop() {
@@ -79,13 +79,21 @@ impl<'b> Pool<'b> {
         }
     }
 
-    fn release(&self, p: Pusher<'b>) {
+    fn release(&self, p: Pusher) {
         self.lock().0.push(p);
         self.freed.notify_one();
     }
 
+    /// Drop every idle pusher (their chunks go to the builder). Called with
+    /// no push in flight.
+    fn drain(&self) {
+        let mut g = self.lock();
+        g.0.clear();
+        g.1 = 0;
+    }
+
     /// Run `f` with a pusher of the pool.
-    fn with<T>(&self, builder: &'b Builder, f: impl FnOnce(&mut Pusher<'b>) -> R<T>) -> R<T> {
+    fn with<T>(&self, builder: &Builder, f: impl FnOnce(&mut Pusher) -> R<T>) -> R<T> {
         let mut p = self.acquire(builder)?;
         let r = f(&mut p);
         self.release(p);
@@ -93,14 +101,11 @@ impl<'b> Pool<'b> {
     }
 }
 
-self_cell::self_cell!(
-    /// A builder and the pushers that borrow it.
-    struct Live {
-        owner: Builder,
-        #[not_covariant]
-        dependent: Pool,
-    }
-);
+/// A builder and its pool of pushers.
+struct Live {
+    builder: Builder,
+    pool: Pool,
+}
 
 /// What the Python `Builder` wraps.
 #[pyclass(module = "coo_assembler._native", name = "Builder")]
@@ -114,10 +119,10 @@ pub struct NativeBuilder {
 
 impl NativeBuilder {
     /// Run `f` with the builder and its pool (GIL not held by the caller).
-    fn with_live<T>(&self, f: impl for<'b> FnOnce(&'b Builder, &Pool<'b>) -> R<T>) -> R<T> {
+    fn with_live<T>(&self, f: impl FnOnce(&Builder, &Pool) -> R<T>) -> R<T> {
         let g = self.live.read().unwrap_or_else(|e| e.into_inner());
         let live = g.as_ref().ok_or(Fail::Closed)?;
-        live.with_dependent(|b, pool| f(b, pool))
+        f(&live.builder, &live.pool)
     }
 
     fn take(&self) -> Option<Live> {
@@ -138,9 +143,9 @@ fn bad_index(what: String, bad: BadIndex, extent: u64) -> Fail {
 }
 
 /// Push `values` at the coordinates given by one index array per dimension.
-fn push_columns<'b, T: Num>(
-    builder: &'b Builder,
-    pool: &Pool<'b>,
+fn push_columns<T: Num>(
+    builder: &Builder,
+    pool: &Pool,
     shape: &[u64],
     cols: &[Ints<'_>],
     vals: &ArrayView1<'_, T>,
@@ -191,9 +196,9 @@ fn push_columns<'b, T: Num>(
 }
 
 /// Push `values` at coordinates given as the rows of an `(n, rank)` array.
-fn push_rows<'b, T: Num>(
-    builder: &'b Builder,
-    pool: &Pool<'b>,
+fn push_rows<T: Num>(
+    builder: &Builder,
+    pool: &Pool,
     shape: &[u64],
     idx: &Ints2<'_>,
     vals: &ArrayView1<'_, T>,
@@ -230,9 +235,9 @@ fn push_rows<'b, T: Num>(
 }
 
 /// Push element matrices: `ke[e, a, b]` goes to `(dofs[e, a], dofs[e, b])`.
-fn push_elements<'b, T: Num>(
-    builder: &'b Builder,
-    pool: &Pool<'b>,
+fn push_elements<T: Num>(
+    builder: &Builder,
+    pool: &Pool,
     shape: &[u64],
     dofs: &Ints2<'_>,
     ke: &ArrayView3<'_, T>,
@@ -344,11 +349,14 @@ impl NativeBuilder {
         let builder = py
             .detach(|| Builder::new(&shape, dtype, opts))
             .map_err(to_py)?;
-        let live = Live::new(builder, |_| Pool {
-            idle: Mutex::new((Vec::new(), 0)),
-            freed: Condvar::new(),
-            max,
-        });
+        let live = Live {
+            builder,
+            pool: Pool {
+                idle: Mutex::new((Vec::new(), 0)),
+                freed: Condvar::new(),
+                max,
+            },
+        };
         Ok(NativeBuilder {
             live: RwLock::new(Some(live)),
             shape,
@@ -423,10 +431,15 @@ impl NativeBuilder {
     /// Merge, write `path` atomically and return the summary as a dict.
     fn finish<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let s = py.detach(|| -> R<coo_assembler::Summary> {
-            let live = self.take().ok_or(Fail::Closed)?;
-            // Dropping the pool hands every pusher's partial chunk over.
-            let builder = live.into_owner();
-            Ok(builder.finish(&path)?)
+            let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
+            let live = g.as_mut().ok_or(Fail::Closed)?;
+            // Dropping the pool's pushers hands their partial chunks over.
+            live.pool.drain();
+            let r = live.builder.finish(&path);
+            if live.builder.is_finished() {
+                *g = None;
+            }
+            Ok(r?)
         })?;
         let d = PyDict::new(py);
         d.set_item("path", s.path.clone())?;

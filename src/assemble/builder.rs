@@ -13,7 +13,7 @@ use crate::assemble::sort::Record;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};
-use std::marker::PhantomData;
+use crossbeam_channel::Sender;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -106,10 +106,12 @@ impl<K: Key> Local<K> {
         } else {
             self.send_chunk();
         }
-        let mut c = core
-            .free_rx
-            .recv()
-            .map_err(|_| Error::Poisoned("assembler"))?;
+        // A pusher may outlive its builder: then the `closed` channel is
+        // disconnected and the wait ends with an error, not forever.
+        let mut c = crossbeam_channel::select! {
+            recv(core.free_rx) -> c => c.map_err(|_| Error::Poisoned("assembler"))?,
+            recv(core.closed) -> _ => return Err(Error::Finished),
+        };
         let want = core.plan.chunk_records;
         if c.capacity() < want {
             let had = c.capacity();
@@ -240,7 +242,14 @@ impl AnyCore {
 pub struct Builder {
     core: AnyCore,
     own: Option<AnyLocal>,
+    /// The inputs pushed through [`crate::input::Source`]: they tell an
+    /// error found while merging in the inputs' own terms.
+    sources: Vec<Box<dyn Locator>>,
     started: Instant,
+    /// Set when `finish` starts merging: pushes are refused from then on.
+    finished: bool,
+    /// Dropped with the builder, which wakes pushers that outlive it.
+    _closed: Sender<()>,
 }
 
 impl Builder {
@@ -249,15 +258,18 @@ impl Builder {
     pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
         opts.validate()?;
         if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
-            return Err(Error::InvalidOptions(format!(
-                "rank {} is out of 1..=64 for a COO tensor",
-                shape.len()
-            )));
+            return Err(Error::InvalidShape {
+                shape: shape.to_vec(),
+                detail: format!("rank {} is out of 1..=64", shape.len()),
+            });
         }
         if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
-            return Err(Error::InvalidOptions(format!(
-                "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
-            )));
+            return Err(Error::InvalidShape {
+                shape: shape.to_vec(),
+                detail: format!(
+                    "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
+                ),
+            });
         }
         opts.layout.check_rank(shape.len())?;
         // CSC: column-major keys, so runs and the merge come out by column.
@@ -265,27 +277,62 @@ impl Builder {
             0 => KeyLayout::new(shape),
             m => KeyLayout::with_major(shape, m),
         };
+        let (closed_tx, closed) = crossbeam_channel::bounded(0);
         let core = match layout.width() {
-            KeyWidth::U64 => AnyCore::U64(new_core(layout, dtype, opts)?),
-            KeyWidth::U128 => AnyCore::U128(new_core(layout, dtype, opts)?),
-            KeyWidth::W256 => AnyCore::W256(new_core(layout, dtype, opts)?),
-            KeyWidth::W4096 => AnyCore::W4096(new_core(layout, dtype, opts)?),
+            KeyWidth::U64 => AnyCore::U64(new_core(layout, dtype, opts, closed)?),
+            KeyWidth::U128 => AnyCore::U128(new_core(layout, dtype, opts, closed)?),
+            KeyWidth::W256 => AnyCore::W256(new_core(layout, dtype, opts, closed)?),
+            KeyWidth::W4096 => AnyCore::W4096(new_core(layout, dtype, opts, closed)?),
         };
         each!(AnyCore, &core, c => spawn_sorters(c))?;
         Ok(Builder {
             core,
             own: None,
+            sources: Vec::new(),
             started: Instant::now(),
+            finished: false,
+            _closed: closed_tx,
         })
     }
 
-    /// A pusher for one thread. At most `options.threads` may be alive at
-    /// once (each holds one chunk of the budget).
-    pub fn pusher(&self) -> Result<Pusher<'_>> {
+    /// A pusher for one thread; it owns what it needs, so it can move to
+    /// any thread. At most `options.threads` may be alive at once (each
+    /// holds one chunk of the budget). All must be dropped before
+    /// [`Builder::finish`], which refuses to start while one is alive.
+    pub fn pusher(&self) -> Result<Pusher> {
+        if self.finished {
+            return Err(Error::Finished);
+        }
         Ok(Pusher {
             local: self.core.local()?,
-            _builder: PhantomData,
         })
+    }
+
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[u64] {
+        each!(AnyCore, &self.core, c => c.layout.shape())
+    }
+
+    /// The tensor's element type.
+    pub fn dtype(&self) -> DType {
+        each!(AnyCore, &self.core, c => c.dtype)
+    }
+
+    /// Remember an input pushed into this builder, to tell a merge-time
+    /// error in its terms.
+    pub(crate) fn remember(&mut self, source: Box<dyn Locator>) {
+        self.sources.push(source);
+    }
+
+    /// True once [`Builder::finish`] has started merging: the builder can
+    /// take no more contributions. A refused `finish` leaves it false.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Pushers of this builder alive now (the builder's own included).
+    fn pushers_alive(&self) -> usize {
+        each!(AnyCore, &self.core, c => c.pushers_alive.load(Ordering::SeqCst))
     }
 
     /// `options.threads`: how many threads the readers in [`crate::input`]
@@ -296,6 +343,9 @@ impl Builder {
 
     fn own(&mut self) -> Result<&mut AnyLocal> {
         if self.own.is_none() {
+            if self.finished {
+                return Err(Error::Finished);
+            }
             self.own = Some(self.core.local()?);
         }
         // A match, not ok_or: no error value is built and dropped per push.
@@ -336,13 +386,37 @@ impl Builder {
     }
 
     /// Merge everything and write the tensor to `path` (atomically: a
-    /// temporary file in the same directory, fsync, rename). Spill files are
-    /// removed whatever the outcome.
-    pub fn finish(mut self, path: impl AsRef<Path>) -> Result<Summary> {
+    /// temporary file in the same directory, fsync, rename).
+    ///
+    /// A refusal the caller can fix leaves the builder as it was, every
+    /// contribution kept: pushers still alive ([`Error::PushersAlive`]).
+    /// Once merging starts the builder is spent, whatever the outcome
+    /// (later calls give [`Error::Finished`]), and its spill files are
+    /// removed.
+    pub fn finish(&mut self, path: impl AsRef<Path>) -> Result<Summary> {
+        if self.finished {
+            return Err(Error::Finished);
+        }
         drop(self.own.take());
-        let ingest = self.started.elapsed();
+        let alive = self.pushers_alive();
+        if alive > 0 {
+            return Err(Error::PushersAlive { alive });
+        }
         let path = path.as_ref();
-        each!(AnyCore, &self.core, c => finish_core(c, path, ingest))
+        let inputs: Vec<_> = self.sources.iter().filter_map(|s| s.file_id()).collect();
+        let io = each!(AnyCore, &self.core, c => c.opts.io.clone());
+        crate::fs::output::check_not_input(&io, path, &inputs)?;
+        self.finished = true;
+        let ingest = self.started.elapsed();
+        let r = each!(AnyCore, &self.core, c => finish_core(c, path, ingest));
+        // A duplicate or an overflow found while merging names a 0-based
+        // coordinate: say it in the terms of the inputs it came from.
+        r.map_err(|e| {
+            self.sources
+                .iter()
+                .find_map(|s| s.locate(&e))
+                .unwrap_or(e)
+        })
     }
 }
 
@@ -550,14 +624,15 @@ fn append_packed(l: &mut Local<u64>, mut recs: &[Record<u64>]) -> Result<()> {
     Ok(())
 }
 
-/// A handle for pushing from one thread; cheap, `Send`. Dropping it hands
-/// its buffered contributions to the builder.
-pub struct Pusher<'b> {
+/// A handle for pushing from one thread; `Send`, owned (it can be stored
+/// anywhere). Dropping it hands its buffered contributions to the builder.
+/// A pusher that outlives its builder gets [`Error::Finished`] at its next
+/// hand-off.
+pub struct Pusher {
     local: AnyLocal,
-    _builder: PhantomData<&'b Builder>,
 }
 
-impl Pusher<'_> {
+impl Pusher {
     /// Push one contribution.
     #[inline]
     pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
@@ -610,6 +685,17 @@ impl Drop for Builder {
     }
 }
 
+
+/// An input the builder was fed from, able to tell an error found while
+/// merging (a 0-based coordinate) in the input's own terms.
+pub(crate) trait Locator: Send + Sync {
+    /// The input file, for the output rule.
+    fn file_id(&self) -> Option<&crate::fs::output::FileId>;
+
+    /// `e` told in this input's terms, when it is an error about a
+    /// coordinate this input holds; `None` otherwise.
+    fn locate(&self, e: &Error) -> Option<Error>;
+}
 
 /// Contribution `n`'s index tuple checked against `shape`: its rank, then
 /// every index against its extent. Shared by every pusher (local and MPI).

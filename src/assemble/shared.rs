@@ -57,6 +57,9 @@ pub(crate) struct Core<K: Key> {
     pub(crate) bytes_spilled: AtomicU64,
     pub(crate) sort_nanos: AtomicU64,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Disconnected when the builder goes: a pusher that outlives it and
+    /// waits for a free chunk wakes up with an error instead of forever.
+    pub(crate) closed: Receiver<()>,
 }
 
 impl<K: Key> Core<K> {
@@ -97,6 +100,7 @@ pub(crate) fn new_core<K: Key>(
     layout: KeyLayout,
     dtype: DType,
     opts: AssembleOptions,
+    closed: Receiver<()>,
 ) -> Result<Arc<Core<K>>> {
     let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
@@ -148,6 +152,7 @@ pub(crate) fn new_core<K: Key>(
         bytes_spilled: AtomicU64::new(0),
         sort_nanos: AtomicU64::new(0),
         threads: Mutex::new(Vec::new()),
+        closed,
     });
     Ok(core)
 }

@@ -306,7 +306,7 @@ pub(crate) fn parse_as_block<P: LineParser>(
 
 /// Where the lines come from: a reader, or the bytes of a mapped file
 /// (parsed where they are: no copy into blocks).
-pub(crate) enum Source<'m, R> {
+pub(crate) enum Text<'m, R> {
     Reader(R),
     Bytes(&'m [u8]),
 }
@@ -342,7 +342,7 @@ impl Block {
     }
 }
 
-/// The blocks of a [`Source`], each ending at a line end (but the last).
+/// The blocks of a [`Text`], each ending at a line end (but the last).
 enum Blocks<'m, R> {
     Reader(ReadBlocks<R>),
     Bytes { data: &'m [u8], pos: usize },
@@ -616,7 +616,7 @@ impl Order for AnyOrder {
 /// Returns the lines read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_lines<R: Read, P: LineParser>(
-    input: Source<'_, R>,
+    input: Text<'_, R>,
     p: &P,
     source: &str,
     first_line: u64,
@@ -627,7 +627,7 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
     sink: BatchSink<'_>,
 ) -> Result<u64> {
     let (mut blocks, mapped) = match input {
-        Source::Reader(r) => (
+        Text::Reader(r) => (
             Blocks::Reader(ReadBlocks {
                 r,
                 carry: Vec::new(),
@@ -636,7 +636,7 @@ pub(crate) fn parse_lines<R: Read, P: LineParser>(
             }),
             &[][..],
         ),
-        Source::Bytes(data) => (Blocks::Bytes { data, pos: 0 }, data),
+        Text::Bytes(data) => (Blocks::Bytes { data, pos: 0 }, data),
     };
     let mut state = Consumer {
         source,
@@ -841,8 +841,8 @@ mod tests {
     fn run(data: &[u8], workers: usize, trickle: Option<usize>) -> Result<Vec<(u64, u64)>> {
         let mut got = Vec::new();
         let input = match trickle {
-            Some(t) => Source::Reader(Trickle(data, t)),
-            None => Source::Bytes(data),
+            Some(t) => Text::Reader(Trickle(data, t)),
+            None => Text::Bytes(data),
         };
         parse_lines(
             input,
@@ -938,7 +938,7 @@ mod tests {
         for workers in [1, 2] {
             let mut got = Vec::new();
             let e = parse_lines(
-                Source::Reader(Broken(b"a\nbb\nccc")),
+                Text::Reader(Broken(b"a\nbb\nccc")),
                 &Lens,
                 "t",
                 0,

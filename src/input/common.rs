@@ -4,36 +4,21 @@
 use crate::assemble::combine::PushValue;
 use crate::element::DType;
 use crate::error::{Error, Result};
-use std::str::FromStr;
 
-/// The formats `assemble` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputFormat {
-    /// Records of `rank` u64 little-endian indices, then one value of the
-    /// element type, little-endian; no header.
-    Bin,
-    /// One entry per line: indices (0-based) then the value, separated by
-    /// whitespace; `#` starts a comment.
-    Text,
-    /// MatrixMarket, coordinate (1-based; shape from the header) or dense
-    /// `array`.
-    Mtx,
-    /// A NumPy `.npy` array (dense; its non-zeros are stored).
-    Npy,
-}
-
-impl FromStr for InputFormat {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "bin" => Ok(InputFormat::Bin),
-            "text" | "txt" => Ok(InputFormat::Text),
-            "mtx" => Ok(InputFormat::Mtx),
-            "npy" => Ok(InputFormat::Npy),
-            _ => Err(Error::InvalidOptions(format!(
-                "unknown input format {s:?}; use bin, text, mtx or npy"
-            ))),
-        }
+crate::vocab::vocabulary! {
+    /// The formats `assemble` reads.
+    pub enum InputFormat ("input format") {
+        /// Records of `rank` u64 little-endian indices, then one value of the
+        /// element type, little-endian; no header.
+        Bin => "bin": "records of rank u64 LE indices then one LE value, no header",
+        /// One entry per line: indices (0-based) then the value, separated by
+        /// whitespace; `#` starts a comment.
+        Text => "text" | "txt": "\"i j ... value\" per line, 0-based, # comments",
+        /// MatrixMarket, coordinate (1-based; shape from the header) or dense
+        /// `array`.
+        Mtx => "mtx" | "matrixmarket": "MatrixMarket coordinate or array (real, integer, pattern; general, symmetric, skew-symmetric), 1-based",
+        /// A NumPy `.npy` array (dense; its non-zeros are stored).
+        Npy => "npy": "NumPy .npy array (any rank, numeric dtype; its non-zeros are stored)",
     }
 }
 

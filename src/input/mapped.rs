@@ -9,7 +9,7 @@ use crate::element::DType;
 use crate::error::Result;
 use crate::fs::IoCtx;
 use crate::input::bin::push_bin_bytes;
-use crate::input::chunks::Source;
+use crate::input::chunks::Text;
 use crate::input::common::Progress;
 use crate::input::mtx::{push_mtx_from, read_mtx_header, MtxHeader};
 use crate::input::text::push_text_from;
@@ -101,7 +101,7 @@ impl MappedInput {
         progress: impl FnMut(u64),
     ) -> Result<u64> {
         self.parse_from(self.start, progress, |bytes, p| {
-            push_mtx_from(b, Source::<&[u8]>::Bytes(bytes), h, dtype, source, p)
+            push_mtx_from(b, Text::<&[u8]>::Bytes(bytes), h, dtype, source, p)
         })
     }
 
@@ -116,7 +116,7 @@ impl MappedInput {
         progress: impl FnMut(u64),
     ) -> Result<u64> {
         self.parse_from(0, progress, |bytes, p| {
-            push_text_from(b, Source::<&[u8]>::Bytes(bytes), rank, dtype, source, p)
+            push_text_from(b, Text::<&[u8]>::Bytes(bytes), rank, dtype, source, p)
         })
     }
 

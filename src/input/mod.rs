@@ -16,6 +16,7 @@ mod mapped;
 mod mtx;
 mod npy;
 mod number;
+mod source;
 mod text;
 
 pub use bin::{bin_record_bytes, check_bin_length, push_bin, push_bin_bytes};
@@ -24,6 +25,7 @@ pub use compress::{decompress, detect, peek, Compression, PeekReader};
 pub use mapped::MappedInput;
 pub use mtx::{push_mtx, read_mtx_header, MtxField, MtxHeader, MtxLayout, MtxSymmetry};
 pub use npy::{push_npy, read_npy_header, NpyHeader, NpyKind, NPY_MAGIC};
+pub use source::Source;
 pub use text::push_text;
 
 use crate::element::DType;
@@ -69,7 +71,7 @@ pub fn locate<R: BufRead>(
     }
     match format {
         InputFormat::Text => {
-            let input = chunks::Source::Reader(r);
+            let input = chunks::Text::Reader(r);
             text::parse_text(
                 input,
                 rank,
@@ -83,7 +85,7 @@ pub fn locate<R: BufRead>(
         }
         InputFormat::Mtx => {
             let h = read_mtx_header(&mut r, source)?;
-            let input = chunks::Source::Reader(r);
+            let input = chunks::Text::Reader(r);
             mtx::parse_mtx(
                 input,
                 &h,

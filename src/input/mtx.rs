@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::error::Result;
 use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
-    Source,
+    Text,
 };
 use crate::input::common::Parsed;
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
@@ -241,13 +241,13 @@ pub fn push_mtx<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    push_mtx_from(b, Source::Reader(r), h, dtype, source, progress)
+    push_mtx_from(b, Text::Reader(r), h, dtype, source, progress)
 }
 
 /// [`push_mtx`] from a reader or from the mapped bytes after the header.
 pub(crate) fn push_mtx_from<R: BufRead>(
     b: &mut Builder,
-    input: Source<'_, R>,
+    input: Text<'_, R>,
     h: &MtxHeader,
     dtype: DType,
     source: &str,
@@ -342,7 +342,7 @@ impl Order for Count<'_> {
 /// with `packer`, if any).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_mtx<R: BufRead>(
-    input: Source<'_, R>,
+    input: Text<'_, R>,
     h: &MtxHeader,
     dtype: DType,
     source: &str,
@@ -352,12 +352,12 @@ pub(crate) fn parse_mtx<R: BufRead>(
     sink: BatchSink<'_>,
 ) -> Result<()> {
     let seen = match (h.layout, input) {
-        (MtxLayout::Array, Source::Reader(r)) => {
+        (MtxLayout::Array, Text::Reader(r)) => {
             parse_array(r, h, dtype, source, progress, &mut |e| {
                 sink(&Entries::one(&e))
             })?
         }
-        (MtxLayout::Array, Source::Bytes(data)) => {
+        (MtxLayout::Array, Text::Bytes(data)) => {
             parse_array(data, h, dtype, source, progress, &mut |e| {
                 sink(&Entries::one(&e))
             })?

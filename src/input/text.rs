@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::hurray::MAX_RANK;
 use crate::input::chunks::{
     line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, Entries, LineError, LineParser,
-    Source,
+    Text,
 };
 use crate::input::common::{at, Parsed, Progress};
 use crate::input::lines::ascii_detail;
@@ -70,13 +70,13 @@ pub fn push_text<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    push_text_from(b, Source::Reader(r), rank, dtype, source, progress)
+    push_text_from(b, Text::Reader(r), rank, dtype, source, progress)
 }
 
 /// [`push_text`] from a reader or from mapped bytes.
 pub(crate) fn push_text_from<R: Read>(
     b: &mut Builder,
-    input: Source<'_, R>,
+    input: Text<'_, R>,
     rank: usize,
     dtype: DType,
     source: &str,
@@ -134,7 +134,7 @@ pub(crate) fn push_entries(b: &mut Builder, e: &Entries<'_>) -> Result<()> {
 /// input order, a parsed block at a time (packed with `packer`, if any).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_text<R: Read>(
-    input: Source<'_, R>,
+    input: Text<'_, R>,
     rank: usize,
     dtype: DType,
     source: &str,

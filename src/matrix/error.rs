@@ -128,8 +128,23 @@ pub enum MatrixError {
 }
 
 impl MatrixError {
-    /// Shorthand for an I/O error of the crate's kind.
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, e: std::io::Error) -> Self {
-        MatrixError::Crate(crate::Error::io(op, path, e))
+    /// The kind of this error (see [`crate::ErrorKind`]): what every front
+    /// end maps.
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind as K;
+        match self {
+            MatrixError::Crate(e) => e.kind(),
+            MatrixError::Rank { .. } => K::Rank,
+            MatrixError::Options(_) => K::Argument,
+            MatrixError::VectorLength { .. } => K::Input,
+            MatrixError::NonFiniteInput { .. } => K::Value,
+            MatrixError::TooLarge { .. } | MatrixError::TooManyElements { .. } => K::Memory,
+            MatrixError::NotSorted { .. } | MatrixError::LayoutNotSupported { .. } => {
+                K::Unsupported
+            }
+            MatrixError::NotSymmetric { .. } => K::Value,
+            MatrixError::IndexTooLarge { .. } => K::Argument,
+            MatrixError::VectorFile { .. } => K::Input,
+        }
     }
 }

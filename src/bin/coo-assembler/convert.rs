@@ -1,10 +1,9 @@
 //! `coo-assembler convert`: one tensor into another layout, out of core.
 
-use crate::assemble::{DuplicatesArg, LayoutArg};
-use crate::usage;
+use crate::names::{named, size};
 use clap::Args;
 use coo_assembler::write::WriteOptions;
-use coo_assembler::{convert, parse_size, CompositeFile, ConvertOptions, OutputLayout};
+use coo_assembler::{convert, CompositeFile, ConvertOptions, DuplicatePolicy, OutputLayout};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -18,17 +17,18 @@ pub(crate) struct ConvertArgs {
     /// whole, so the input is rewritten in place or left as it was.
     output: PathBuf,
     /// The layout to write.
-    #[arg(long, value_enum, ignore_case = true)]
-    to: LayoutArg,
-    /// Memory for all buffers, with units: 8MiB, 256MiB, 1GiB, or bytes.
-    #[arg(long, default_value = "256MiB", value_name = "SIZE")]
-    memory_budget: String,
+    #[arg(long, value_parser = named::<OutputLayout>())]
+    to: OutputLayout,
+    /// Memory for all buffers: a size such as 8MiB, 256MiB, 1.5GiB, 64M or
+    /// 1e9 (bytes).
+    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
+    memory_budget: u64,
     /// The tensor to convert when the file holds several.
     #[arg(long, value_name = "NAME")]
     tensor: Option<String>,
     /// How duplicate coordinates (unsorted COO) combine; default: refuse them.
-    #[arg(long, value_enum, ignore_case = true)]
-    duplicates: Option<DuplicatesArg>,
+    #[arg(long, value_parser = named::<DuplicatePolicy>())]
+    duplicates: Option<DuplicatePolicy>,
     /// Directory for spill files (default: $TMPDIR or /tmp).
     #[arg(long, value_name = "DIR")]
     temp_dir: Option<PathBuf>,
@@ -68,11 +68,10 @@ pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
 
 fn options(a: &ConvertArgs) -> anyhow::Result<ConvertOptions> {
     let mut opts = ConvertOptions {
-        to: a.to.into(),
-        memory_budget: parse_size(&a.memory_budget)
-            .map_err(|e| usage(format!("--memory-budget: {e}")))?,
+        to: a.to,
+        memory_budget: a.memory_budget,
         tensor: a.tensor.clone(),
-        duplicates: a.duplicates.map(Into::into),
+        duplicates: a.duplicates,
         temp_dir: a.temp_dir.clone(),
         ..ConvertOptions::default()
     };
@@ -87,7 +86,7 @@ fn options(a: &ConvertArgs) -> anyhow::Result<ConvertOptions> {
 /// of a temporary COO file next to the output, converted out of core.
 fn composite(c: &CompositeFile, a: ConvertArgs) -> anyhow::Result<ExitCode> {
     crate::composite::check_pick(c, a.tensor.as_deref())?;
-    let to = OutputLayout::from(a.to);
+    let to = a.to;
     let name = c.name().to_string();
     let bytes = if to == OutputLayout::Csc {
         let dir = match a.output.parent() {

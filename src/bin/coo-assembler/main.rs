@@ -19,6 +19,7 @@ mod export;
 mod get;
 mod info;
 mod matvec;
+mod names;
 mod spy;
 mod verify;
 
@@ -185,17 +186,26 @@ fn main() -> ExitCode {
                 }
             }
             eprintln!("coo-assembler: error: {msg}");
-            let output_is_input = matches!(
-                e.downcast_ref::<coo_assembler::Error>(),
-                Some(coo_assembler::Error::OutputIsInput { .. })
-            );
-            if e.downcast_ref::<Usage>().is_some() || output_is_input {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// The exit status for `e`: 2 for a usage error (this program's own, or a
+/// library error whose kind says the command line is wrong), 1 otherwise.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    for cause in e.chain() {
+        if cause.downcast_ref::<Usage>().is_some() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<coo_assembler::Error>() {
+            return e.kind().exit_code();
+        }
+        if let Some(e) = cause.downcast_ref::<coo_assembler::matrix::MatrixError>() {
+            return e.kind().exit_code();
+        }
+    }
+    1
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -252,4 +262,22 @@ fn parse_list(s: &str, what: &str) -> anyhow::Result<Vec<u64>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every library error gets its kind's exit status through the chain
+    /// of contexts the commands add.
+    #[test]
+    fn every_error_variant_maps_to_its_kinds_exit_status() {
+        for e in coo_assembler::Error::samples() {
+            let want = e.kind().exit_code();
+            let wrapped = anyhow::Error::from(e).context("cannot read K.hrry");
+            assert_eq!(exit_code(&wrapped), want, "{wrapped:#}");
+        }
+        assert_eq!(exit_code(&usage("bad flag")), 2);
+        assert_eq!(exit_code(&anyhow::anyhow!("other")), 1);
+    }
 }

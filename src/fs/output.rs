@@ -329,6 +329,16 @@ mod tests {
         v
     }
 
+    /// The first operation called `op` fails (EIO); the others do not.
+    fn failing(op: &'static str) -> IoCtx {
+        IoCtx::with_faults(FaultPlan {
+            at: 0,
+            mode: FaultMode::Once,
+            kind: FaultKind::Io,
+            only_op: Some(op),
+        })
+    }
+
     fn input(io: &IoCtx, path: &Path) -> FileId {
         let f = io.open(path).unwrap();
         FileId::of(&io.file_metadata(&f, path).unwrap(), path)
@@ -373,12 +383,7 @@ mod tests {
         for op in ["create", "fsync", "rename"] {
             let dir = tempfile::tempdir().unwrap();
             let target = dir.path().join("out.bin");
-            let io = IoCtx::with_faults(FaultPlan {
-                at: 0,
-                mode: FaultMode::Once,
-                kind: FaultKind::Io,
-                only_op: Some(op),
-            });
+            let io = failing(op);
             let r = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).and_then(
                 |(out, mut f)| {
                     f.write_all(b"data").unwrap();
@@ -401,12 +406,7 @@ mod tests {
     fn a_failed_directory_fsync_leaves_the_new_file_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("out.bin");
-        let io = IoCtx::with_faults(FaultPlan {
-            at: 0,
-            mode: FaultMode::Once,
-            kind: FaultKind::Io,
-            only_op: Some("fsync directory"),
-        });
+        let io = failing("fsync directory");
         let (out, mut f) = AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
         f.write_all(b"data").unwrap();
         assert!(out.commit(&f).is_err());
@@ -549,14 +549,8 @@ mod tests {
         let target = dir.path().join("r.hrry");
         std::fs::write(&target, b"earlier").unwrap();
         for op in ["fsync", "link", "rename", "fsync directory"] {
-            // The first operation of that kind fails (the ones cleaning up
-            // after it do not: `Once`).
-            let io = IoCtx::with_faults(FaultPlan {
-                at: 0,
-                mode: FaultMode::Once,
-                kind: FaultKind::Io,
-                only_op: Some(op),
-            });
+            // Not the ones cleaning up after it.
+            let io = failing(op);
             let (out, mut f) =
                 AtomicOutput::create(&io, &target, &[], ReplaceInput::Refuse).unwrap();
             f.write_all(b"new").unwrap();

@@ -19,10 +19,15 @@ module coo_assembler
    implicit none
    private
 
-   ! coo_dtype
-   integer(c_int), parameter, public :: COO_F64 = 0, COO_F32 = 1, COO_F16 = 2, &
-      COO_BF16 = 3, COO_I8 = 4, COO_I16 = 5, COO_I32 = 6, COO_I64 = 7, COO_U8 = 8, &
-      COO_U16 = 9, COO_U32 = 10, COO_U64 = 11
+   ! The values of every constant below are the header's (capi/tests/
+   ! header.rs checks them against include/coo_assembler.h).
+   ! coo_dtype (the library's table order)
+   integer(c_int), parameter, public :: COO_F16 = 0, COO_BF16 = 1, COO_F32 = 2, &
+      COO_F64 = 3, COO_I8 = 4, COO_U8 = 5, COO_I16 = 6, COO_U16 = 7, COO_I32 = 8, &
+      COO_U32 = 9, COO_I64 = 10, COO_U64 = 11
+   ! coo_non_finite
+   integer(c_int), parameter, public :: COO_KEEP = 0, COO_REJECT_NAN = 1, &
+      COO_REJECT_NON_FINITE = 2
    ! coo_duplicates
    integer(c_int), parameter, public :: COO_DUP_SUM = 0, COO_DUP_MIN = 1, &
       COO_DUP_MAX = 2, COO_DUP_LAST = 3, COO_DUP_ERROR = 4
@@ -31,7 +36,9 @@ module coo_assembler
       COO_ERR_ARGUMENT = -2, COO_ERR_INDEX = -3, COO_ERR_RANK = -4, COO_ERR_VALUE = -5, &
       COO_ERR_DUPLICATE = -6, COO_ERR_OVERFLOW = -7, COO_ERR_BUDGET = -8, &
       COO_ERR_IO = -9, COO_ERR_INVALID_FILE = -10, COO_ERR_STATE = -11, &
-      COO_ERR_PANIC = -12, COO_ERR_OTHER = -13
+      COO_ERR_PANIC = -12, COO_ERR_OTHER = -13, COO_ERR_INPUT = -14, &
+      COO_ERR_MEMORY = -15, COO_ERR_UNSUPPORTED = -16, COO_ERR_NOT_FOUND = -17, &
+      COO_ERR_REMOTE = -18
    integer, parameter, public :: COO_MAX_RANK = 64
    ! coo_layout (from coo_file_layout)
    integer(c_int), parameter, public :: COO_LAYOUT_COO = 0, COO_LAYOUT_CSR = 1, &
@@ -40,12 +47,17 @@ module coo_assembler
    ! The C structs. Unsigned C fields are signed here (Fortran has no
    ! unsigned integers); the values involved stay far below 2^63.
    type, bind(c), public :: coo_options
+      integer(c_int32_t) :: size
       integer(c_int64_t) :: memory_budget
       type(c_ptr) :: temp_dir
       integer(c_int32_t) :: threads
       integer(c_int) :: duplicates
       logical(c_bool) :: drop_zeros
       logical(c_bool) :: exact_sums
+      integer(c_int) :: non_finite
+      integer(c_int) :: layout
+      integer(c_int64_t) :: expected_contributions
+      type(c_ptr) :: tensor_name
    end type coo_options
 
    type, bind(c), public :: coo_summary
@@ -70,13 +82,36 @@ module coo_assembler
       coo_pusher_push, coo_pusher_push_many, coo_pusher_push_element, &
       coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
       coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
-      coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout
+      coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout, &
+      coo_options_set, coo_builder_push_file, coo_api_version
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
          import :: coo_options
          type(coo_options), intent(out) :: out
       end subroutine coo_options_default
+
+      function coo_options_set(o, name, value) bind(c, name="coo_options_set") result(s)
+         import :: coo_options, c_char, c_int
+         type(coo_options), intent(inout) :: o
+         character(kind=c_char), intent(in) :: name(*), value(*)
+         integer(c_int) :: s
+      end function coo_options_set
+
+      function coo_builder_push_file(b, path, format, count) &
+         bind(c, name="coo_builder_push_file") result(s)
+         import :: c_ptr, c_char, c_int
+         type(c_ptr), value :: b
+         character(kind=c_char), intent(in) :: path(*)
+         type(c_ptr), value :: format
+         type(c_ptr), value :: count
+         integer(c_int) :: s
+      end function coo_builder_push_file
+
+      function coo_api_version() bind(c, name="coo_api_version") result(v)
+         import :: c_int32_t
+         integer(c_int32_t) :: v
+      end function coo_api_version
 
       function coo_builder_new(rank, shape, dtype, options) &
          bind(c, name="coo_builder_new") result(b)

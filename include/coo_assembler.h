@@ -101,6 +101,41 @@
 #define COO_ERR_OTHER -13
 
 /**
+ * Input data (text, MatrixMarket, npy, binary records) that cannot be
+ * read, or a contribution in it that was refused (`coo_builder_push_file`).
+ */
+#define COO_ERR_INPUT -14
+
+/**
+ * Memory could not be allocated.
+ */
+#define COO_ERR_MEMORY -15
+
+/**
+ * A valid file using a feature this library does not read.
+ */
+#define COO_ERR_UNSUPPORTED -16
+
+/**
+ * No tensor of that name in the file.
+ */
+#define COO_ERR_NOT_FOUND -17
+
+/**
+ * Another rank of an MPI job failed.
+ */
+#define COO_ERR_REMOTE -18
+
+/**
+ * The version of this C API (`coo_api_version()` gives the library's; a
+ * program compares it with the header's `COO_API_VERSION`). 2: the
+ * versioned `coo_options` (its `size` field), codes of the enums in the
+ * library's table order, `coo_options_set`, `coo_builder_push_file`, the
+ * status codes -14 to -18.
+ */
+#define COO_API_VERSION 2
+
+/**
  * Largest rank of a tensor (the size of `coo_info.shape`).
  */
 #define COO_MAX_RANK 64
@@ -125,25 +160,28 @@ typedef enum {
 
 /**
  * Element type of a tensor. Values are passed as `double` and converted
- * to this type with the library's rules (see `docs/c-api.md`).
+ * to this type with the library's rules (see `docs/c-api.md`). Each code
+ * is the type's position in the library's table (`coo_parse_name` reads
+ * the names); new types are appended.
  */
 typedef enum {
-  COO_F64,
-  COO_F32,
   COO_F16,
   COO_BF16,
+  COO_F32,
+  COO_F64,
   COO_I8,
-  COO_I16,
-  COO_I32,
-  COO_I64,
   COO_U8,
+  COO_I16,
   COO_U16,
+  COO_I32,
   COO_U32,
+  COO_I64,
   COO_U64,
 } coo_dtype;
 
 /**
- * How contributions to the same coordinate combine.
+ * How contributions to the same coordinate combine (the library's table
+ * order).
  */
 typedef enum {
   /**
@@ -169,6 +207,25 @@ typedef enum {
 } coo_duplicates;
 
 /**
+ * What to do with NaN and infinite contributions (the library's table
+ * order).
+ */
+typedef enum {
+  /**
+   * Keep them (they propagate through sums).
+   */
+  COO_KEEP,
+  /**
+   * Refuse NaN.
+   */
+  COO_REJECT_NAN,
+  /**
+   * Refuse NaN and infinities.
+   */
+  COO_REJECT_NON_FINITE,
+} coo_non_finite;
+
+/**
  * An assembly in progress (opaque). Create with `coo_builder_new`; end
  * with `coo_builder_finish` or `coo_builder_free`.
  */
@@ -188,9 +245,18 @@ typedef struct coo_file coo_file;
 typedef struct coo_pusher coo_pusher;
 
 /**
- * Options of an assembly; fill with `coo_options_default` first.
+ * Options of an assembly; fill with `coo_options_default` first, then set
+ * fields directly or by name with `coo_options_set`. The struct is
+ * versioned by its first field: later versions of the header only append
+ * fields, and the library reads the fields within `size`, so a program
+ * built against an older header keeps working.
  */
 typedef struct {
+  /**
+   * `sizeof(coo_options)` as the caller's header declares it; set by
+   * `coo_options_default`. Do not change it.
+   */
+  uint32_t size;
   /**
    * Bytes all the assembler's buffers may use together (default 256 MiB).
    */
@@ -217,6 +283,24 @@ typedef struct {
    * sums in arrival order.
    */
   bool exact_sums;
+  /**
+   * NaN and infinite contributions (default `COO_KEEP`). Since API 2.
+   */
+  coo_non_finite non_finite;
+  /**
+   * Layout of the file written (default `COO_LAYOUT_COO`). Since API 2.
+   */
+  coo_layout layout;
+  /**
+   * How many contributions are coming, when known (a planning hint: a
+   * wrong value changes speed only); 0: unknown. Since API 2.
+   */
+  uint64_t expected_contributions;
+  /**
+   * Name of the tensor in the file; NULL: "coo". Copied by
+   * `coo_builder_new`. Since API 2.
+   */
+  const char *tensor_name;
 } coo_options;
 
 /**
@@ -285,6 +369,13 @@ void coo_set_last_error(int status, const char *message);
 const char *coo_status_name(int status);
 
 /**
+ * The C API version of the library (compare with the header's
+ * `COO_API_VERSION`: a program built against another version's header
+ * may not work).
+ */
+uint32_t coo_api_version(void);
+
+/**
  * The library version, e.g. "0.1.0".
  */
 const char *coo_version(void);
@@ -300,6 +391,33 @@ const char *coo_version(void);
 void coo_options_default(coo_options *out);
 
 /**
+ * Set the option `name` of `o` from the text `value`, parsed with the
+ * library's tables and size grammar (the CLI's and Python's): e.g.
+ * `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
+ * `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
+ * `"true"`, `"exact_sums"` `"false"`, `"expected_contributions"` `"1e9"`.
+ * The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
+ * it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an
+ * unknown name or a bad value, with the library's message.
+ *
+ * # Safety
+ * `o` is NULL or points to a `coo_options` filled by
+ * `coo_options_default`; `name` and `value` are NULL or NUL-terminated.
+ */
+int coo_options_set(coo_options *o, const char *name, const char *value);
+
+/**
+ * The code of the name `value` in the enum `kind` (`"dtype"`,
+ * `"duplicates"`, `"non_finite"`, `"layout"`), parsed with the library's
+ * table (`"f64"`, `"float64"`, `"sum"`, `"reject-nan"`, `"csr"`...).
+ *
+ * # Safety
+ * `kind` and `value` are NULL or NUL-terminated; `out` is NULL or valid
+ * for writing an `int`.
+ */
+int coo_parse_name(const char *kind, const char *value, int *out);
+
+/**
  * A builder for a tensor of `rank` dimensions (1..=64) with extents
  * `shape[0..rank]` (each >= 0) and element type `dtype`. `options` may be
  * NULL for the defaults. Starts the sorter threads. NULL on error
@@ -313,6 +431,22 @@ coo_builder *coo_builder_new(uint32_t rank,
                              const int64_t *shape,
                              coo_dtype dtype,
                              const coo_options *options);
+
+/**
+ * Push every contribution of the input file `path`, read as `format`
+ * (`"bin"`, `"text"`, `"mtx"`, `"npy"`; NULL: recognised from the first
+ * bytes, bin otherwise; gzip and zstd are decompressed): exactly what
+ * `coo-assembler assemble` pushes, with its 1-based, line-numbered errors
+ * (`COO_ERR_INPUT`), and a duplicate found when merging names the lines it
+ * came from. The file's shape, when its header states one, must be the
+ * builder's. `count` (may be NULL) gets the contributions pushed.
+ * Serialised with the builder's other calls.
+ *
+ * # Safety
+ * `b` is NULL or a live builder; `path` and `format` are NULL or
+ * NUL-terminated; `count` is NULL or valid for writing a `uint64_t`.
+ */
+int coo_builder_push_file(coo_builder *b, const char *path, const char *format, uint64_t *count);
 
 /**
  * Push one contribution: `idx` holds `rank` components. Calls on one

@@ -257,7 +257,7 @@ pub enum Error {
 
     /// The builder has finished (or a failure while writing ended it); no
     /// more contributions can be pushed.
-    #[error("this builder has finished; make a new one")]
+    #[error("this builder has finished or was dropped; make a new one")]
     Finished,
 
     /// An output path names a file the same operation reads (the same
@@ -376,6 +376,48 @@ impl ErrorKind {
         }
     }
 
+    /// The C API's status code for an error of this kind (`COO_ERR_*` in
+    /// `coo_assembler.h`; the C API's test checks the header's constants
+    /// against these).
+    pub fn c_status(self) -> i32 {
+        match self {
+            ErrorKind::Argument => -2,
+            ErrorKind::Index => -3,
+            ErrorKind::Rank => -4,
+            ErrorKind::Value => -5,
+            ErrorKind::Duplicate => -6,
+            ErrorKind::Overflow => -7,
+            ErrorKind::Budget => -8,
+            ErrorKind::Io => -9,
+            ErrorKind::InvalidFile => -10,
+            ErrorKind::State => -11,
+            ErrorKind::Input => -14,
+            ErrorKind::Memory => -15,
+            ErrorKind::Unsupported => -16,
+            ErrorKind::NotFound => -17,
+            ErrorKind::Remote => -18,
+        }
+    }
+
+    /// The Python exception class for an error of this kind (in
+    /// `coo_assembler._errors`).
+    pub fn python_class(self) -> &'static str {
+        match self {
+            ErrorKind::Argument
+            | ErrorKind::NotFound
+            | ErrorKind::Index
+            | ErrorKind::Rank
+            | ErrorKind::Value
+            | ErrorKind::Duplicate
+            | ErrorKind::Overflow
+            | ErrorKind::Input => "InputError",
+            ErrorKind::Budget | ErrorKind::Memory => "BudgetError",
+            ErrorKind::Io => "StorageError",
+            ErrorKind::InvalidFile | ErrorKind::Unsupported => "InvalidFileError",
+            ErrorKind::State | ErrorKind::Remote => "CooAssemblerError",
+        }
+    }
+
     /// The command line's exit status for an error of this kind: 2 for a
     /// usage error (the command line itself is wrong), 1 otherwise.
     pub fn exit_code(self) -> u8 {
@@ -429,7 +471,7 @@ impl Error {
     /// front ends (CLI exit status, Python class, C status).
     #[doc(hidden)]
     pub fn samples() -> Vec<Error> {
-        let io = || std::io::Error::new(std::io::ErrorKind::Other, "sample");
+        let io = || std::io::Error::other("sample");
         let v = vec![
             Error::io("write", "/sample", io()),
             Error::invalid("trailer", 7, "sample"),
@@ -582,8 +624,10 @@ mod tests {
         for k in ErrorKind::ALL {
             assert!(kinds.contains(&k), "no variant of kind {k:?}");
         }
+        let mut codes = std::collections::HashSet::new();
         for k in ErrorKind::ALL {
             assert!(matches!(k.exit_code(), 1 | 2));
+            assert!(codes.insert(k.c_status()), "{k:?} shares its C status");
         }
     }
 }

@@ -6,13 +6,16 @@
 //! outlives its builder gets an error at its next hand-off.
 
 use crate::convert::{
-    dtype_from_c, duplicates_from_c, indices, negative_component, slice, to_i64, to_u64,
+    c_str, from_c, indices, negative_component, out_ref, slice, to_c, to_i64, to_u64,
 };
 use crate::{
-    coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail, Res,
-    COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_STATE, COO_MAX_RANK,
+    coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail,
+    LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_STATE,
+    COO_MAX_RANK,
 };
-use coo_assembler::{AssembleOptions, Builder, DType, Pusher};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
+};
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -56,7 +59,7 @@ pub(crate) struct Feed {
 
 impl Feed {
     fn new(b: &coo_builder) -> Res<Feed> {
-        let pusher = b.builder.pusher().map_err(|e| {
+        let pusher = lock_builder(b)?.pusher().map_err(|e| {
             let mut f = Fail::from(e);
             if f.code == COO_ERR_ARGUMENT {
                 // The only option-like error here: too many pushers alive.
@@ -172,7 +175,8 @@ impl Feed {
 pub struct coo_builder {
     // Dropped first: the builder's own pusher, used by coo_builder_push*.
     own: Mutex<Option<Feed>>,
-    builder: Builder,
+    /// Locked briefly to make a pusher, and for a whole `push_file`.
+    builder: Mutex<Builder>,
     shape: Shape,
     started: Instant,
 }
@@ -198,27 +202,55 @@ pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
     }
     let d = AssembleOptions::default();
     let o = coo_options {
+        size: std::mem::size_of::<coo_options>() as u32,
         memory_budget: d.memory_budget,
         temp_dir: std::ptr::null(),
         threads: 0,
-        duplicates: DuplicatesArg(crate::coo_duplicates::COO_DUP_SUM as c_int),
+        duplicates: DuplicatesArg(to_c(d.duplicates)),
         drop_zeros: BoolArg(u8::from(d.drop_zeros)),
         exact_sums: BoolArg(u8::from(d.exact_sums)),
+        non_finite: NonFiniteArg(to_c(d.non_finite)),
+        layout: LayoutArg(to_c(d.layout)),
+        expected_contributions: 0,
+        tensor_name: std::ptr::null(),
     };
     // SAFETY: non-null and writable by the caller's contract; `write` does
     // not read the (possibly uninitialised) old value.
     unsafe { out.write(o) };
 }
 
+/// The options `o` points to, read as far as its `size` says.
+///
 /// # Safety
-/// `o` points to a readable `coo_options` whose `temp_dir` is NULL or a
-/// NUL-terminated string.
-unsafe fn options_from_c(o: &coo_options) -> Res<AssembleOptions> {
+/// `o` points to a readable `coo_options` of at least `o->size` bytes whose
+/// string fields are NULL or NUL-terminated.
+unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
+    // SAFETY: the first field is readable by the caller's contract.
+    let size = unsafe { std::ptr::addr_of!((*o).size).read() } as usize;
+    // No header before API 2 had the field: every size below this one is
+    // a struct not filled by coo_options_default.
+    if size < std::mem::size_of::<coo_options>() {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!(
+                "options->size is {size}, not sizeof(coo_options) = {}: fill the options with \
+                 coo_options_default (a program built against a header before API 2 must be rebuilt)",
+                std::mem::size_of::<coo_options>()
+            ),
+        ));
+    }
+    // SAFETY: at least sizeof(coo_options) readable bytes (checked above
+    // against the caller's own size); every field is a plain integer or
+    // pointer, so any bits are valid.
+    let o = unsafe { &*o };
     let mut opts = AssembleOptions {
         memory_budget: o.memory_budget,
-        duplicates: duplicates_from_c(o.duplicates)?,
+        duplicates: from_c(o.duplicates.0)?,
         drop_zeros: o.drop_zeros.0 != 0,
         exact_sums: o.exact_sums.0 != 0,
+        non_finite: from_c(o.non_finite.0)?,
+        layout: from_c(o.layout.0)?,
+        expected_contributions: (o.expected_contributions != 0).then_some(o.expected_contributions),
         ..AssembleOptions::default()
     };
     if o.threads != 0 {
@@ -228,7 +260,119 @@ unsafe fn options_from_c(o: &coo_options) -> Res<AssembleOptions> {
         // SAFETY: non-null, NUL-terminated by the caller's contract.
         opts.temp_dir = Some(unsafe { crate::c_path(o.temp_dir, "options->temp_dir") }?);
     }
+    if !o.tensor_name.is_null() {
+        // SAFETY: non-null, NUL-terminated by the caller's contract.
+        opts.tensor_name = unsafe { c_str(o.tensor_name, "options->tensor_name") }?.to_string();
+    }
     Ok(opts)
+}
+
+/// Set the option `name` of `o` from the text `value`, parsed with the
+/// library's tables and size grammar (the CLI's and Python's): e.g.
+/// `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
+/// `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
+/// `"true"`, `"exact_sums"` `"false"`, `"expected_contributions"` `"1e9"`.
+/// The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
+/// it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an
+/// unknown name or a bad value, with the library's message.
+///
+/// # Safety
+/// `o` is NULL or points to a `coo_options` filled by
+/// `coo_options_default`; `name` and `value` are NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn coo_options_set(
+    o: *mut coo_options,
+    name: *const c_char,
+    value: *const c_char,
+) -> c_int {
+    status(|| {
+        // SAFETY: NULL or a valid, exclusive pointer (the caller's contract).
+        let o = unsafe { o.as_mut() }.ok_or_else(|| Fail::null("options"))?;
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let key = unsafe { c_str(name, "name") }?;
+        // SAFETY: as above.
+        let text = unsafe { c_str(value, "value") }?;
+        let lib = |e: coo_assembler::Error| Fail::new(COO_ERR_ARGUMENT, e.to_string());
+        let flag = || match text.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(BoolArg(1)),
+            "0" | "false" | "no" | "off" => Ok(BoolArg(0)),
+            _ => Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!("{key}: {text:?} is not true or false"),
+            )),
+        };
+        match key {
+            "memory_budget" => o.memory_budget = coo_assembler::parse_size(text).map_err(lib)?,
+            "expected_contributions" => {
+                o.expected_contributions = coo_assembler::parse_size(text).map_err(lib)?
+            }
+            "threads" => {
+                o.threads = text.parse().map_err(|_| {
+                    Fail::new(
+                        COO_ERR_ARGUMENT,
+                        format!("threads: {text:?} is not a count (0: all cores)"),
+                    )
+                })?
+            }
+            "duplicates" => {
+                o.duplicates = DuplicatesArg(to_c(text.parse::<DuplicatePolicy>().map_err(lib)?))
+            }
+            "non_finite" => {
+                o.non_finite = NonFiniteArg(to_c(text.parse::<NonFinitePolicy>().map_err(lib)?))
+            }
+            "layout" => o.layout = LayoutArg(to_c(text.parse::<OutputLayout>().map_err(lib)?)),
+            "drop_zeros" => o.drop_zeros = flag()?,
+            "exact_sums" => o.exact_sums = flag()?,
+            "temp_dir" => o.temp_dir = value,
+            "tensor_name" => o.tensor_name = value,
+            _ => {
+                return Err(Fail::new(
+                    COO_ERR_ARGUMENT,
+                    format!(
+                        "unknown option {key:?}; use memory_budget, threads, duplicates, \
+                         non_finite, layout, drop_zeros, exact_sums, expected_contributions, \
+                         temp_dir or tensor_name"
+                    ),
+                ))
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The code of the name `value` in the enum `kind` (`"dtype"`,
+/// `"duplicates"`, `"non_finite"`, `"layout"`), parsed with the library's
+/// table (`"f64"`, `"float64"`, `"sum"`, `"reject-nan"`, `"csr"`...).
+///
+/// # Safety
+/// `kind` and `value` are NULL or NUL-terminated; `out` is NULL or valid
+/// for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_parse_name(
+    kind: *const c_char,
+    value: *const c_char,
+    out: *mut c_int,
+) -> c_int {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let (kind, text) = unsafe { (c_str(kind, "kind")?, c_str(value, "value")?) };
+        // SAFETY: the caller's contract.
+        let out = unsafe { out_ref(out, "out") }?;
+        let lib = |e: coo_assembler::Error| Fail::new(COO_ERR_ARGUMENT, e.to_string());
+        *out = match kind {
+            "dtype" => to_c(text.parse::<DType>().map_err(lib)?),
+            "duplicates" => to_c(text.parse::<DuplicatePolicy>().map_err(lib)?),
+            "non_finite" => to_c(text.parse::<NonFinitePolicy>().map_err(lib)?),
+            "layout" => to_c(text.parse::<OutputLayout>().map_err(lib)?),
+            _ => {
+                return Err(Fail::new(
+                    COO_ERR_ARGUMENT,
+                    format!("unknown kind {kind:?}; use dtype, duplicates, non_finite or layout"),
+                ))
+            }
+        };
+        Ok(())
+    })
 }
 
 /// A builder for a tensor of `rank` dimensions (1..=64) with extents
@@ -265,13 +409,12 @@ pub unsafe extern "C" fn coo_builder_new(
             }
             f
         })?;
-        let dtype = dtype_from_c(dtype)?;
+        let dtype: DType = from_c(dtype.0)?;
         let opts = if options.is_null() {
             AssembleOptions::default()
         } else {
-            // SAFETY: non-null and readable by the caller's contract; every
-            // field is a plain integer or pointer, so any bits are valid.
-            unsafe { options_from_c(&*options) }?
+            // SAFETY: non-null and readable by the caller's contract.
+            unsafe { options_from_c(options) }?
         };
         let kind = match dtype {
             d if d.is_float() => Kind::Float,
@@ -282,13 +425,76 @@ pub unsafe extern "C" fn coo_builder_new(
         let builder = Builder::new(extents, dtype, opts)?;
         Ok(Box::new(coo_builder {
             own: Mutex::new(None),
-            builder,
+            builder: Mutex::new(builder),
             shape: Shape {
                 rank: rank as usize,
                 kind,
             },
             started,
         }))
+    })
+}
+
+/// The library builder, locked.
+fn lock_builder(b: &coo_builder) -> Res<std::sync::MutexGuard<'_, Builder>> {
+    b.builder.lock().map_err(|_| {
+        Fail::new(
+            COO_ERR_STATE,
+            "an internal error in an earlier call left this builder unusable",
+        )
+    })
+}
+
+/// Push every contribution of the input file `path`, read as `format`
+/// (`"bin"`, `"text"`, `"mtx"`, `"npy"`; NULL: recognised from the first
+/// bytes, bin otherwise; gzip and zstd are decompressed): exactly what
+/// `coo-assembler assemble` pushes, with its 1-based, line-numbered errors
+/// (`COO_ERR_INPUT`), and a duplicate found when merging names the lines it
+/// came from. The file's shape, when its header states one, must be the
+/// builder's. `count` (may be NULL) gets the contributions pushed.
+/// Serialised with the builder's other calls.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `path` and `format` are NULL or
+/// NUL-terminated; `count` is NULL or valid for writing a `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_file(
+    b: *mut coo_builder,
+    path: *const c_char,
+    format: *const c_char,
+    count: *mut u64,
+) -> c_int {
+    status(|| {
+        // SAFETY: NULL or a live handle (caller's contract); shared access.
+        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+        // SAFETY: the caller's contract.
+        let path = unsafe { crate::c_path(path, "path") }?;
+        let format = if format.is_null() {
+            None
+        } else {
+            // SAFETY: non-null and NUL-terminated (the caller's contract).
+            let f = unsafe { c_str(format, "format") }?;
+            Some(
+                f.parse::<coo_assembler::input::InputFormat>()
+                    .map_err(|e| Fail::new(COO_ERR_ARGUMENT, e.to_string()))?,
+            )
+        };
+        let mut own = b.own.lock().map_err(|_| {
+            Fail::new(
+                COO_ERR_STATE,
+                "an internal error in an earlier push left this builder unusable",
+            )
+        })?;
+        // The readers push through the library builder's own pusher: give
+        // back the slot of ours (its chunk goes to the builder).
+        own.take();
+        let source = coo_assembler::input::Source::open(&path, format)?;
+        let n = source.push_into(&mut *lock_builder(b)?, |_| {})?;
+        if !count.is_null() {
+            // SAFETY: non-null and writable (the caller's contract).
+            unsafe { count.write(n) };
+        }
+        Ok(())
     })
 }
 
@@ -486,10 +692,11 @@ pub unsafe extern "C" fn coo_builder_finish(
         let b = unsafe { Box::from_raw(b) };
         let coo_builder {
             own,
-            mut builder,
+            builder,
             started,
             ..
         } = *b;
+        let mut builder = builder.into_inner().unwrap_or_else(|e| e.into_inner());
         // A poisoned lock still holds the pusher: drop it either way.
         drop(own.into_inner().unwrap_or_else(|e| e.into_inner()));
         // SAFETY: NULL or NUL-terminated (contract). Checked before the

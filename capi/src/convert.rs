@@ -1,74 +1,52 @@
 //! Checked conversions between the C types and the library's: enums given
 //! as ints, `int64_t` indices, `double` values for integer tensors.
 
-use crate::{
-    coo_dtype, coo_duplicates, DTypeArg, DuplicatesArg, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
-    COO_ERR_VALUE,
-};
-use coo_assembler::{DType, DuplicatePolicy};
+use crate::{Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE};
+use coo_assembler::Vocabulary;
+use std::ffi::{c_char, c_int, CStr};
 
-const DTYPES: [(coo_dtype, DType); 12] = [
-    (coo_dtype::COO_F64, DType::F64),
-    (coo_dtype::COO_F32, DType::F32),
-    (coo_dtype::COO_F16, DType::F16),
-    (coo_dtype::COO_BF16, DType::BF16),
-    (coo_dtype::COO_I8, DType::I8),
-    (coo_dtype::COO_I16, DType::I16),
-    (coo_dtype::COO_I32, DType::I32),
-    (coo_dtype::COO_I64, DType::I64),
-    (coo_dtype::COO_U8, DType::U8),
-    (coo_dtype::COO_U16, DType::U16),
-    (coo_dtype::COO_U32, DType::U32),
-    (coo_dtype::COO_U64, DType::U64),
-];
+/// A vocabulary value given as its C code, which is its position in the
+/// library's table (`coo_dtype`, `coo_duplicates`, `coo_non_finite`,
+/// `coo_layout`): one rule for every enum, no table of our own. The tables
+/// only grow at their end, so a code keeps its meaning.
+pub(crate) fn from_c<T: Vocabulary>(code: c_int) -> Res<T> {
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| T::TERMS.get(i))
+        .map(|t| t.value)
+        .ok_or_else(|| {
+            let names: Vec<String> = T::TERMS
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("{i} = {}", t.name))
+                .collect();
+            Fail::new(
+                COO_ERR_ARGUMENT,
+                format!("{code} is not a {} code ({})", T::WHAT, names.join(", ")),
+            )
+        })
+}
 
-pub(crate) fn dtype_from_c(d: DTypeArg) -> Res<DType> {
-    DTYPES
+/// The C code of `v` (its position in the library's table).
+pub(crate) fn to_c<T: Vocabulary>(v: T) -> c_int {
+    T::TERMS
         .iter()
-        .find(|(c, _)| *c as i32 == d.0)
-        .map(|&(_, t)| t)
-        .ok_or_else(|| {
-            Fail::new(
-                COO_ERR_ARGUMENT,
-                format!(
-                    "dtype {} is not a coo_dtype (COO_F64 = 0 .. COO_U64 = 11)",
-                    d.0
-                ),
-            )
-        })
+        .position(|t| t.value == v)
+        .map_or(-1, |i| i as c_int)
 }
 
-pub(crate) fn dtype_to_c(t: DType) -> DTypeArg {
-    // Every DType the library has is in the table; a new one would show up
-    // as an error in the tests (f64 is never returned silently for it).
-    DTypeArg(
-        DTYPES
-            .iter()
-            .find(|(_, d)| *d == t)
-            .map_or(-1, |&(c, _)| c as i32),
-    )
-}
-
-pub(crate) fn duplicates_from_c(d: DuplicatesArg) -> Res<DuplicatePolicy> {
-    const ALL: [(coo_duplicates, DuplicatePolicy); 5] = [
-        (coo_duplicates::COO_DUP_SUM, DuplicatePolicy::Sum),
-        (coo_duplicates::COO_DUP_MIN, DuplicatePolicy::Min),
-        (coo_duplicates::COO_DUP_MAX, DuplicatePolicy::Max),
-        (coo_duplicates::COO_DUP_LAST, DuplicatePolicy::Last),
-        (coo_duplicates::COO_DUP_ERROR, DuplicatePolicy::Error),
-    ];
-    ALL.iter()
-        .find(|(c, _)| *c as i32 == d.0)
-        .map(|&(_, p)| p)
-        .ok_or_else(|| {
-            Fail::new(
-                COO_ERR_ARGUMENT,
-                format!(
-                    "duplicates {} is not a coo_duplicates (COO_DUP_SUM = 0 .. COO_DUP_ERROR = 4)",
-                    d.0
-                ),
-            )
-        })
+/// A NUL-terminated string as text (not a path: names and sizes).
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+pub(crate) unsafe fn c_str<'a>(s: *const c_char, what: &str) -> Res<&'a str> {
+    if s.is_null() {
+        return Err(Fail::null(what));
+    }
+    // SAFETY: non-null and NUL-terminated by the caller's contract.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| Fail::new(COO_ERR_ARGUMENT, format!("{what} is not UTF-8")))
 }
 
 /// A caller's array of `n` elements as a slice; NULL is allowed when `n == 0`.
@@ -194,24 +172,19 @@ mod tests {
 
     #[test]
     fn enums_round_trip_and_reject_unknown_values() {
-        for (c, t) in DTYPES {
-            assert_eq!(dtype_from_c(DTypeArg(c as i32)).unwrap(), t);
-            assert_eq!(dtype_to_c(t).0, c as i32);
+        use coo_assembler::{DType, DuplicatePolicy};
+        for t in DType::TERMS {
+            assert_eq!(from_c::<DType>(to_c(t.value)).unwrap(), t.value);
         }
+        assert_eq!(from_c::<DType>(12).unwrap_err().code, COO_ERR_ARGUMENT);
+        let e = from_c::<DType>(-1).unwrap_err();
+        assert!(e.msg.contains("3 = f64"), "{}", e.msg);
         assert_eq!(
-            dtype_from_c(DTypeArg(12)).unwrap_err().code,
-            COO_ERR_ARGUMENT
-        );
-        assert_eq!(
-            dtype_from_c(DTypeArg(-1)).unwrap_err().code,
-            COO_ERR_ARGUMENT
-        );
-        assert_eq!(
-            duplicates_from_c(DuplicatesArg(4)).unwrap(),
+            from_c::<DuplicatePolicy>(4).unwrap(),
             DuplicatePolicy::Error
         );
         assert_eq!(
-            duplicates_from_c(DuplicatesArg(5)).unwrap_err().code,
+            from_c::<DuplicatePolicy>(5).unwrap_err().code,
             COO_ERR_ARGUMENT
         );
     }

@@ -1,7 +1,8 @@
 //! `coo_file`: reading a tensor of a Hurray file through the validating
 //! memory-mapped reader.
 
-use crate::convert::{dtype_to_c, indices, negative_component, out_ref, slice};
+use crate::convert::{indices, negative_component, out_ref, slice, to_c};
+use crate::DTypeArg;
 use crate::{
     coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
     COO_ERR_INVALID_FILE,
@@ -150,7 +151,7 @@ pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -
         let info = coo_info {
             rank: t.rank() as u32,
             shape,
-            dtype: dtype_to_c(t.dtype()),
+            dtype: DTypeArg(to_c(t.dtype())),
             nnz: t.nnz(),
             // CSR entries are in row-major order too; CSC ones are not.
             sorted: match t {

@@ -67,30 +67,51 @@ pub const COO_ERR_STATE: c_int = -11;
 pub const COO_ERR_PANIC: c_int = -12;
 /// An error of a kind this version of the C API does not classify.
 pub const COO_ERR_OTHER: c_int = -13;
+/// Input data (text, MatrixMarket, npy, binary records) that cannot be
+/// read, or a contribution in it that was refused (`coo_builder_push_file`).
+pub const COO_ERR_INPUT: c_int = -14;
+/// Memory could not be allocated.
+pub const COO_ERR_MEMORY: c_int = -15;
+/// A valid file using a feature this library does not read.
+pub const COO_ERR_UNSUPPORTED: c_int = -16;
+/// No tensor of that name in the file.
+pub const COO_ERR_NOT_FOUND: c_int = -17;
+/// Another rank of an MPI job failed.
+pub const COO_ERR_REMOTE: c_int = -18;
+
+/// The version of this C API (`coo_api_version()` gives the library's; a
+/// program compares it with the header's `COO_API_VERSION`). 2: the
+/// versioned `coo_options` (its `size` field), codes of the enums in the
+/// library's table order, `coo_options_set`, `coo_builder_push_file`, the
+/// status codes -14 to -18.
+pub const COO_API_VERSION: u32 = 2;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;
 
 /// Element type of a tensor. Values are passed as `double` and converted
-/// to this type with the library's rules (see `docs/c-api.md`).
+/// to this type with the library's rules (see `docs/c-api.md`). Each code
+/// is the type's position in the library's table (`coo_parse_name` reads
+/// the names); new types are appended.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_dtype {
-    COO_F64,
-    COO_F32,
     COO_F16,
     COO_BF16,
+    COO_F32,
+    COO_F64,
     COO_I8,
-    COO_I16,
-    COO_I32,
-    COO_I64,
     COO_U8,
+    COO_I16,
     COO_U16,
+    COO_I32,
     COO_U32,
+    COO_I64,
     COO_U64,
 }
 
-/// How contributions to the same coordinate combine.
+/// How contributions to the same coordinate combine (the library's table
+/// order).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_duplicates {
@@ -104,6 +125,19 @@ pub enum coo_duplicates {
     COO_DUP_LAST,
     /// A second contribution to a coordinate is an error.
     COO_DUP_ERROR,
+}
+
+/// What to do with NaN and infinite contributions (the library's table
+/// order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_non_finite {
+    /// Keep them (they propagate through sums).
+    COO_KEEP,
+    /// Refuse NaN.
+    COO_REJECT_NAN,
+    /// Refuse NaN and infinities.
+    COO_REJECT_NON_FINITE,
 }
 
 /// A `coo_dtype` as it crosses the boundary: a plain `int`, so that a value
@@ -125,9 +159,16 @@ pub struct DuplicatesArg(pub c_int);
 #[derive(Clone, Copy, Debug)]
 pub struct BoolArg(pub u8);
 
-/// Options of an assembly; fill with `coo_options_default` first.
+/// Options of an assembly; fill with `coo_options_default` first, then set
+/// fields directly or by name with `coo_options_set`. The struct is
+/// versioned by its first field: later versions of the header only append
+/// fields, and the library reads the fields within `size`, so a program
+/// built against an older header keeps working.
 #[repr(C)]
 pub struct coo_options {
+    /// `sizeof(coo_options)` as the caller's header declares it; set by
+    /// `coo_options_default`. Do not change it.
+    pub size: u32,
     /// Bytes all the assembler's buffers may use together (default 256 MiB).
     pub memory_budget: u64,
     /// Directory for spill files (a private subdirectory is made there);
@@ -142,7 +183,27 @@ pub struct coo_options {
     /// Exact float sums, bit-reproducible (default true); false: faster
     /// sums in arrival order.
     pub exact_sums: BoolArg,
+    /// NaN and infinite contributions (default `COO_KEEP`). Since API 2.
+    pub non_finite: NonFiniteArg,
+    /// Layout of the file written (default `COO_LAYOUT_COO`). Since API 2.
+    pub layout: LayoutArg,
+    /// How many contributions are coming, when known (a planning hint: a
+    /// wrong value changes speed only); 0: unknown. Since API 2.
+    pub expected_contributions: u64,
+    /// Name of the tensor in the file; NULL: "coo". Copied by
+    /// `coo_builder_new`. Since API 2.
+    pub tensor_name: *const c_char,
 }
+
+/// A `coo_non_finite` as it crosses the boundary (see [`DTypeArg`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct NonFiniteArg(pub c_int);
+
+/// A `coo_layout` as it crosses the boundary (see [`DTypeArg`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct LayoutArg(pub c_int);
 
 /// What an assembly did, filled by `coo_builder_finish`.
 #[repr(C)]
@@ -192,29 +253,9 @@ impl Fail {
 }
 
 impl From<coo_assembler::Error> for Fail {
+    /// The status is the error's kind's (the library's table).
     fn from(e: coo_assembler::Error) -> Fail {
-        use coo_assembler::Error as E;
-        let code = match &e {
-            E::Io { .. } | E::CorruptRun { .. } => COO_ERR_IO,
-            E::InvalidFile { .. } | E::Unsupported(_) | E::TensorNotFound { .. } => {
-                COO_ERR_INVALID_FILE
-            }
-            E::WrongRank { .. } | E::WrongIndexCount { .. } => COO_ERR_RANK,
-            E::IndexOutOfRange { .. } | E::PositionOutOfRange { .. } => COO_ERR_INDEX,
-            E::InvalidValue { .. } => COO_ERR_VALUE,
-            E::DuplicateCoordinate { .. } => COO_ERR_DUPLICATE,
-            E::IntegerOverflow { .. } => COO_ERR_OVERFLOW,
-            E::InvalidOptions(_)
-            | E::InvalidArgument(_)
-            | E::TypeMismatch { .. }
-            | E::OutOfOrder { .. }
-            | E::Input { .. }
-            | E::OutputIsInput { .. } => COO_ERR_ARGUMENT,
-            E::BudgetTooSmall { .. } | E::OutOfMemory { .. } => COO_ERR_BUDGET,
-            E::Poisoned(_) => COO_ERR_STATE,
-            _ => COO_ERR_OTHER,
-        };
-        Fail::new(code, e.to_string())
+        Fail::new(e.kind().c_status(), e.to_string())
     }
 }
 
@@ -358,9 +399,22 @@ pub extern "C" fn coo_status_name(status: c_int) -> *const c_char {
         COO_ERR_STATE => c"COO_ERR_STATE",
         COO_ERR_PANIC => c"COO_ERR_PANIC",
         COO_ERR_OTHER => c"COO_ERR_OTHER",
+        COO_ERR_INPUT => c"COO_ERR_INPUT",
+        COO_ERR_MEMORY => c"COO_ERR_MEMORY",
+        COO_ERR_UNSUPPORTED => c"COO_ERR_UNSUPPORTED",
+        COO_ERR_NOT_FOUND => c"COO_ERR_NOT_FOUND",
+        COO_ERR_REMOTE => c"COO_ERR_REMOTE",
         _ => c"unknown status",
     };
     s.as_ptr()
+}
+
+/// The C API version of the library (compare with the header's
+/// `COO_API_VERSION`: a program built against another version's header
+/// may not work).
+#[no_mangle]
+pub extern "C" fn coo_api_version() -> u32 {
+    COO_API_VERSION
 }
 
 /// The library version, e.g. "0.1.0".
@@ -415,13 +469,48 @@ mod tests {
 
     #[test]
     fn every_status_has_a_name() {
-        for code in COO_ERR_OTHER..=COO_OK {
+        for code in COO_ERR_REMOTE..=COO_OK {
             // SAFETY: static C strings.
             let n = unsafe { CStr::from_ptr(coo_status_name(code)) };
             assert!(n.to_str().unwrap().starts_with("COO_"), "{code}");
         }
         let n = unsafe { CStr::from_ptr(coo_status_name(7)) };
         assert_eq!(n.to_str().unwrap(), "unknown status");
+    }
+
+    /// Every library error variant gets its kind's status, and every
+    /// kind's status is a named constant of the header.
+    #[test]
+    fn every_error_variant_maps_to_a_named_status() {
+        for e in coo_assembler::Error::samples() {
+            let kind = e.kind();
+            let f = Fail::from(e);
+            assert_eq!(f.code, kind.c_status());
+            // SAFETY: static C strings.
+            let n = unsafe { CStr::from_ptr(coo_status_name(f.code)) };
+            assert!(n.to_str().unwrap().starts_with("COO_ERR_"), "{kind:?}");
+        }
+        let named = [
+            (coo_assembler::ErrorKind::Argument, COO_ERR_ARGUMENT),
+            (coo_assembler::ErrorKind::NotFound, COO_ERR_NOT_FOUND),
+            (coo_assembler::ErrorKind::Index, COO_ERR_INDEX),
+            (coo_assembler::ErrorKind::Rank, COO_ERR_RANK),
+            (coo_assembler::ErrorKind::Value, COO_ERR_VALUE),
+            (coo_assembler::ErrorKind::Duplicate, COO_ERR_DUPLICATE),
+            (coo_assembler::ErrorKind::Overflow, COO_ERR_OVERFLOW),
+            (coo_assembler::ErrorKind::Input, COO_ERR_INPUT),
+            (coo_assembler::ErrorKind::Budget, COO_ERR_BUDGET),
+            (coo_assembler::ErrorKind::Memory, COO_ERR_MEMORY),
+            (coo_assembler::ErrorKind::Io, COO_ERR_IO),
+            (coo_assembler::ErrorKind::InvalidFile, COO_ERR_INVALID_FILE),
+            (coo_assembler::ErrorKind::Unsupported, COO_ERR_UNSUPPORTED),
+            (coo_assembler::ErrorKind::State, COO_ERR_STATE),
+            (coo_assembler::ErrorKind::Remote, COO_ERR_REMOTE),
+        ];
+        assert_eq!(named.len(), coo_assembler::ErrorKind::ALL.len());
+        for (k, code) in named {
+            assert_eq!(k.c_status(), code, "{k:?}");
+        }
     }
 
     #[test]

@@ -22,7 +22,6 @@ Errors are :class:`CooAssemblerError` subclasses: :class:`InputError`,
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Union
@@ -45,6 +44,7 @@ __all__ = [
     "Statistics",
     "open",
     "assemble",
+    "assemble_file",
     "parse_size",
     "DTYPES",
     "CooAssemblerError",
@@ -56,59 +56,80 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-#: Element types a tensor can hold, in NumPy spelling ("bfloat16" has no
-#: NumPy type: push float arrays into it, read it back as float32).
-DTYPES: Tuple[str, ...] = (
-    "float64", "float32", "float16", "bfloat16",
-    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-)
+#: The library's element types as ``(library name, NumPy name)``: the one
+#: table every front end reads (``"bfloat16"`` has no NumPy type: push
+#: float arrays into it, read it back as float32).
+_DTYPE_TABLE: Tuple[Tuple[str, str], ...] = tuple(_native.dtypes())
 
-_NUMPY_NAME = {
-    "f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
-    "i8": "int8", "u8": "uint8", "i16": "int16", "u16": "uint16",
-    "i32": "int32", "u32": "uint32", "i64": "int64", "u64": "uint64",
-}
+#: Element types a tensor can hold, in NumPy spelling.
+DTYPES: Tuple[str, ...] = tuple(numpy for _, numpy in _DTYPE_TABLE)
+
+_NUMPY_NAME = dict(_DTYPE_TABLE)
+_LIBRARY_NAME = {numpy: lib for lib, numpy in _DTYPE_TABLE}
 
 PathLike = Union[str, "os.PathLike[str]"]
 Size = Union[int, str]
 
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-}
-
 
 def parse_size(size: Size) -> int:
-    """Bytes in ``size``: an int, or a string such as ``"256MiB"``,
-    ``"1.5GiB"``, ``"512KiB"``, ``"2G"`` or ``"100MB"`` (KB, MB, GB, TB are
-    powers of 1000; K, M, G, T and the *iB forms powers of 1024)."""
+    """Bytes in ``size``: an int, or a string in the library's one size
+    grammar (the CLI's too): ``"256MiB"``, ``"256 MiB"``, ``"1.5GiB"``,
+    ``"64M"``, ``"2g"``, ``"1e9"``, ``"100MB"`` (KB, MB, GB, TB are powers
+    of 1000; K, M, G, T and the *iB forms powers of 1024)."""
     if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
         if size < 0:
             raise InputError(f"size {size} is negative")
+        if size >= 1 << 64:
+            raise InputError(f"size {size} is too large (at most 2^64 - 1 bytes)")
         return int(size)
     if not isinstance(size, str):
         raise InputError(f"size must be an int or a string like '256MiB', got {size!r}")
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", size)
-    if m is None or m.group(2).lower() not in _UNITS:
-        raise InputError(
-            f"{size!r} is not a size like 256MiB (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-        )
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return _native.parse_size(size)
 
 
 def _dtype_name(dtype: Any) -> str:
-    """The NumPy-spelled name of a supported element type."""
-    if isinstance(dtype, str) and dtype.lower() in ("bf16", "bfloat16"):
-        return "bfloat16"
+    """The NumPy-spelled name of a supported element type.
+
+    NumPy's spellings keep NumPy's meaning (``np.float64``, ``"float64"``,
+    ``"<f8"``, ``"d"``; so ``"i8"`` is int64 and ``"f16"`` float128 here, as
+    NumPy says, where the CLI's ``i8`` is int8); the library's names NumPy
+    does not claim (``"f64"``, ``"bf16"``) are taken too."""
     try:
         name = np.dtype(dtype).name
-    except TypeError as e:
-        raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}") from e
-    if name not in DTYPES:
-        raise InputError(f"dtype {name} is not supported; use one of {', '.join(DTYPES)}")
+    except TypeError:
+        if not isinstance(dtype, str):
+            raise InputError(
+                f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}"
+            ) from None
+        # Not NumPy's: the library's table (its error names the choices).
+        return _NUMPY_NAME[_native.parse_dtype(dtype)]
+    if name not in _LIBRARY_NAME:
+        hint = ""
+        if isinstance(dtype, str):
+            try:
+                hint = (
+                    f" (NumPy reads {dtype!r} as {name}; the library's {dtype} is "
+                    f"{_NUMPY_NAME[_native.parse_dtype(dtype)]}: pass that name)"
+                )
+            except CooAssemblerError:
+                pass
+        raise InputError(
+            f"dtype {name} is not supported{hint}; use one of {', '.join(DTYPES)}"
+        )
     return name
+
+
+def _options(**kw: Any) -> dict:
+    """The assembly options as the native side takes them: sizes and names
+    are parsed there, by the library's grammar and tables."""
+    if kw.get("memory_budget") is not None:
+        kw["memory_budget"] = parse_size(kw["memory_budget"])
+    if kw.get("temp_dir") is not None:
+        kw["temp_dir"] = os.fspath(kw["temp_dir"])
+    for flag in ("drop_zeros", "exact_sums"):
+        if flag in kw:
+            kw[flag] = bool(kw[flag])
+    return kw
 
 
 def _native_order(a: np.ndarray) -> np.ndarray:
@@ -155,6 +176,22 @@ class Summary:
     stale_removed: List[str]
 
 
+def _summary(d: dict) -> Summary:
+    d["path"] = os.fspath(d["path"])
+    d["stale_removed"] = [os.fspath(p) for p in d["stale_removed"]]
+    return Summary(**d)
+
+
+def _extent(s: Any) -> int:
+    """An extent: an integer (a float, even integral, is refused, as
+    ``range`` refuses it)."""
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+        raise TypeError(f"shape entries must be integers, got {s!r}")
+    if s < 0:
+        raise InputError(f"extent {s} is negative")
+    return int(s)
+
+
 class Builder:
     """Assemble one sparse tensor from contributions pushed in any order.
 
@@ -188,7 +225,8 @@ class Builder:
         ``False`` adds floats in arrival order instead: faster, but the last
         bits then depend on threads and budget.
     non_finite
-        ``"keep"`` (default), ``"reject_nan"`` or ``"reject_non_finite"``.
+        ``"keep"`` (default), ``"reject-nan"`` or ``"reject-non-finite"``
+        (names are case-insensitive and ``_`` may stand for ``-``).
     layout
         The file's layout: ``"coo"`` (default, sorted row-major), ``"csr"``
         or ``"csc"`` (matrices only).
@@ -228,22 +266,22 @@ class Builder:
         non_finite: str = "keep",
         layout: str = "coo",
     ) -> None:
-        shape_t = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape_t):
-            raise InputError(f"shape {shape_t} has a negative extent")
+        shape_t = tuple(_extent(s) for s in shape)
         self._shape = shape_t
         self._dtype = _dtype_name(dtype)
         self._native = _native.Builder(
             list(shape_t),
-            self._dtype,
-            parse_size(memory_budget),
-            None if temp_dir is None else os.fspath(temp_dir),
-            threads,
-            duplicates,
-            bool(drop_zeros),
-            bool(exact_sums),
-            non_finite,
-            layout,
+            _LIBRARY_NAME[self._dtype],
+            _options(
+                memory_budget=memory_budget,
+                temp_dir=temp_dir,
+                threads=threads,
+                duplicates=duplicates,
+                drop_zeros=drop_zeros,
+                exact_sums=exact_sums,
+                non_finite=non_finite,
+                layout=layout,
+            ),
         )
 
     @property
@@ -321,14 +359,39 @@ class Builder:
             raise InputError(f"ke must be float16/32/64 or integers, got {k.dtype}")
         self._native.push_elements(d, k)
 
+    def push_file(self, path: PathLike, format: Optional[str] = None) -> int:
+        """Push every contribution of the input file ``path``: ``format``
+        ``"bin"``, ``"text"``, ``"mtx"`` or ``"npy"``, or None to recognise
+        it (npy and MatrixMarket by their first bytes, bin otherwise; gzip
+        and zstd are decompressed). The file's shape, when its header gives
+        one, must be the builder's. Exactly what ``coo-assembler assemble``
+        pushes, with its 1-based, line-numbered errors; a duplicate found
+        when merging names the lines it came from. Returns the number of
+        contributions. Waits for pushes in flight."""
+        return self._native.push_file(os.fspath(path), format)
+
+    @classmethod
+    def _from_file(
+        cls, path: PathLike, format: Optional[str], shape: Any, dtype: Any, options: dict
+    ) -> "Builder":
+        b = cls.__new__(cls)
+        native = _native.Builder.from_file(
+            os.fspath(path),
+            format,
+            None if shape is None else [int(_extent(s)) for s in shape],
+            None if dtype is None else _LIBRARY_NAME[_dtype_name(dtype)],
+            options,
+        )
+        b._native = native
+        b._shape = tuple(native.shape)
+        b._dtype = _NUMPY_NAME[native.dtype]
+        return b
+
     def finish(self, path: PathLike) -> Summary:
         """Merge everything and write the tensor to ``path`` atomically
         (temporary file, fsync, rename). Spill files are removed whatever
         the outcome; the builder cannot be used afterwards."""
-        d = self._native.finish(os.fspath(path))
-        d["path"] = os.fspath(d["path"])
-        d["stale_removed"] = [os.fspath(p) for p in d["stale_removed"]]
-        return Summary(**d)
+        return _summary(self._native.finish(os.fspath(path)))
 
     def close(self) -> None:
         """Abandon the assembly: nothing is written and temporary files are
@@ -739,6 +802,66 @@ def assemble(
         f = File(path)
         a = f.to_scipy(layout, index_dtype=_scipy_index_dtype(coords, f.nnz, f.shape))
         # Own the values, so nothing refers to the temporary file any more.
+        if not a.data.flags.owndata or not a.data.flags.writeable:
+            a.data = np.array(a.data)
+        del f
+    return a
+
+
+def assemble_file(
+    path: PathLike,
+    *,
+    format: Optional[str] = None,
+    shape: Optional[Sequence[int]] = None,
+    dtype: Any = None,
+    layout: Optional[str] = None,
+    output: Optional[PathLike] = None,
+    memory_budget: Size = "256MiB",
+    temp_dir: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    drop_zeros: bool = False,
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+) -> Any:
+    """Assemble an input file -- MatrixMarket, ``.npy``, whitespace text or
+    binary records (``format``, recognised when None) -- exactly as
+    ``coo-assembler assemble`` does (same bytes, same 1-based,
+    line-numbered errors). ``shape`` and ``dtype`` default to what the
+    file's header says (MatrixMarket, npy), else ``dtype`` float64 and
+    ``shape`` is required.
+
+    With ``output``, the tensor is written there (a Hurray file in
+    ``layout``, COO by default as the CLI writes) and the :class:`Summary`
+    is returned; without, the scipy sparse array in ``layout`` (``"csr"``
+    by default, ``"csc"``, ``"coo"``) is returned, as :func:`assemble`
+    does."""
+    opts = _options(
+        memory_budget=memory_budget,
+        temp_dir=temp_dir,
+        threads=threads,
+        duplicates=duplicates,
+        drop_zeros=drop_zeros,
+        exact_sums=exact_sums,
+        non_finite=non_finite,
+        layout=(layout or "coo") if output is not None else "coo",
+    )
+    if output is not None:
+        b = Builder._from_file(path, format, shape, dtype, opts)
+        try:
+            return b.finish(output)
+        finally:
+            b.close()
+    with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+        out = os.path.join(tmp, "assembled.hrry")
+        opts["temp_dir"] = tmp
+        b = Builder._from_file(path, format, shape, dtype, opts)
+        try:
+            b.finish(out)
+        finally:
+            b.close()
+        f = File(out)
+        a = f.to_scipy(layout or "csr")
         if not a.data.flags.owndata or not a.data.flags.writeable:
             a.data = np.array(a.data)
         del f

@@ -4,7 +4,11 @@
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
 
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, Pusher};
+use coo_assembler::input::{InputFormat, Source};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
+    Summary,
+};
 use numpy::ndarray::{ArrayView1, ArrayView3, Axis};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -12,7 +16,8 @@ use pyo3::types::PyDict;
 use crate::arrays::{
     chunk_of, with_values, BadIndex, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1, ValArr3, CHUNK,
 };
-use crate::errors::{raise, to_py, Kind};
+use crate::errors::{input_error, state_error, to_py};
+use crate::names::{canonical, parse_size};
 
 /// Why a native call failed, built without the GIL and turned into a
 /// Python exception after it is taken back.
@@ -32,11 +37,8 @@ impl From<Fail> for PyErr {
     fn from(f: Fail) -> PyErr {
         match f {
             Fail::Lib(e) => to_py(e),
-            Fail::Input(m) => raise(Kind::Input, m),
-            Fail::Closed => raise(
-                Kind::Base,
-                "this builder is finished or closed; make a new one".into(),
-            ),
+            Fail::Input(m) => input_error(m),
+            Fail::Closed => state_error("this builder is finished or closed; make a new one"),
         }
     }
 }
@@ -292,75 +294,159 @@ fn push_elements<T: Num>(
     })
 }
 
-fn parse_dtype(s: &str) -> PyResult<DType> {
-    s.parse::<DType>().map_err(to_py)
+/// The assembly options of a Python keyword dict (`Builder`'s and
+/// `assemble`'s keywords, already spelled by the package): every name and
+/// size parsed by the library's tables and grammar.
+pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
+    let mut o = AssembleOptions::default();
+    for (k, v) in kw.iter() {
+        let key: String = k.extract()?;
+        if v.is_none() {
+            continue;
+        }
+        match key.as_str() {
+            "memory_budget" => {
+                o.memory_budget = match v.extract::<u64>() {
+                    Ok(n) => n,
+                    Err(_) => parse_size(&v.extract::<String>().map_err(|_| {
+                        input_error(format!(
+                            "memory_budget must be an int or a size string like '256MiB', got {v}"
+                        ))
+                    })?)?,
+                }
+            }
+            "temp_dir" => o.temp_dir = Some(v.extract::<PathBuf>()?),
+            "threads" => {
+                o.threads = v
+                    .extract::<usize>()
+                    .map_err(|_| input_error(format!("threads must be a positive int, got {v}")))?
+            }
+            "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
+            "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,
+            "layout" => o.layout = canonical::<OutputLayout>(&v.extract::<String>()?)?,
+            "drop_zeros" => o.drop_zeros = v.is_truthy()?,
+            "exact_sums" => o.exact_sums = v.is_truthy()?,
+            "name" => o.tensor_name = v.extract::<String>()?,
+            "expected_contributions" => o.expected_contributions = Some(v.extract::<u64>()?),
+            other => return Err(input_error(format!("unknown option {other:?}"))),
+        }
+    }
+    o.validate().map_err(to_py)?;
+    Ok(o)
+}
+
+/// A `Summary` as the dict the package turns into its dataclass.
+pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("path", s.path.clone())?;
+    d.set_item("contributions", s.contributions)?;
+    d.set_item("nnz", s.nnz)?;
+    d.set_item("dropped_zeros", s.dropped_zeros)?;
+    d.set_item("runs", s.runs)?;
+    d.set_item("runs_spilled", s.runs_spilled)?;
+    d.set_item("merge_passes", s.merge_passes)?;
+    d.set_item("bytes_spilled", s.bytes_spilled)?;
+    d.set_item("peak_buffer_bytes", s.peak_buffer_bytes)?;
+    d.set_item("memory_budget", s.memory_budget)?;
+    d.set_item("file_bytes", s.file_bytes)?;
+    d.set_item("time_ingest", s.time_ingest.as_secs_f64())?;
+    d.set_item("time_sort", s.time_sort.as_secs_f64())?;
+    d.set_item("time_merge", s.time_merge.as_secs_f64())?;
+    d.set_item("time_write", s.time_write.as_secs_f64())?;
+    d.set_item("stale_removed", s.stale_removed.clone())?;
+    Ok(d)
+}
+
+impl NativeBuilder {
+    fn wrap(builder: Builder, max: usize) -> NativeBuilder {
+        let shape = builder.shape().to_vec();
+        NativeBuilder {
+            live: RwLock::new(Some(Live {
+                builder,
+                pool: Pool {
+                    idle: Mutex::new((Vec::new(), 0)),
+                    freed: Condvar::new(),
+                    max,
+                },
+            })),
+            shape,
+        }
+    }
 }
 
 #[pymethods]
 impl NativeBuilder {
+    /// A builder of `shape` and `dtype` (a library name) with the options
+    /// of `kw` (see [`options`]).
     #[new]
-    #[pyo3(signature = (shape, dtype, memory_budget, temp_dir, threads, duplicates, drop_zeros, exact_sums, non_finite, layout="coo"))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        shape: Vec<u64>,
-        dtype: &str,
-        memory_budget: u64,
-        temp_dir: Option<PathBuf>,
-        threads: Option<usize>,
-        duplicates: &str,
-        drop_zeros: bool,
-        exact_sums: bool,
-        non_finite: &str,
-        layout: &str,
-    ) -> PyResult<Self> {
-        let dtype = parse_dtype(dtype)?;
-        let layout: coo_assembler::OutputLayout = layout.parse().map_err(to_py)?;
-        let policy: DuplicatePolicy = duplicates.parse().map_err(to_py)?;
-        let non_finite = match non_finite {
-            "keep" => NonFinitePolicy::Keep,
-            "reject_nan" => NonFinitePolicy::RejectNan,
-            "reject_non_finite" => NonFinitePolicy::RejectNonFinite,
-            other => {
-                return Err(raise(
-                    Kind::Input,
-                    format!(
-                        "unknown non_finite policy {other:?}; use keep, reject_nan or reject_non_finite"
-                    ),
-                ))
-            }
-        };
-        let mut opts = AssembleOptions {
-            memory_budget,
-            temp_dir,
-            duplicates: policy,
-            drop_zeros,
-            exact_sums,
-            non_finite,
-            layout,
-            ..AssembleOptions::default()
-        };
-        if let Some(t) = threads {
-            opts.threads = t;
-        }
+    fn new(py: Python<'_>, shape: Vec<u64>, dtype: &str, kw: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let dtype = canonical::<DType>(dtype)?;
+        let opts = options(kw)?;
         let max = opts.threads;
         // Starting the sorter threads and sweeping stale temp dirs touch
         // the file system: without the GIL.
         let builder = py
             .detach(|| Builder::new(&shape, dtype, opts))
             .map_err(to_py)?;
-        let live = Live {
-            builder,
-            pool: Pool {
-                idle: Mutex::new((Vec::new(), 0)),
-                freed: Condvar::new(),
-                max,
-            },
-        };
-        Ok(NativeBuilder {
-            live: RwLock::new(Some(live)),
-            shape,
+        Ok(NativeBuilder::wrap(builder, max))
+    }
+
+    /// A builder for the input file `path` (its format given or
+    /// recognised), its shape and dtype the header's unless given, with
+    /// the file already pushed.
+    #[staticmethod]
+    #[pyo3(signature = (path, format, shape, dtype, kw))]
+    fn from_file(
+        py: Python<'_>,
+        path: PathBuf,
+        format: Option<&str>,
+        shape: Option<Vec<u64>>,
+        dtype: Option<&str>,
+        kw: &Bound<'_, PyDict>,
+    ) -> PyResult<Self> {
+        let format = format.map(canonical::<InputFormat>).transpose()?;
+        let dtype = dtype.map(canonical::<DType>).transpose()?;
+        let opts = options(kw)?;
+        let max = opts.threads;
+        let builder = py
+            .detach(|| -> coo_assembler::Result<Builder> {
+                let source = Source::open(&path, format)?;
+                let mut b = source.builder(shape.as_deref(), dtype, opts)?;
+                source.push_into(&mut b, |_| {})?;
+                Ok(b)
+            })
+            .map_err(to_py)?;
+        Ok(NativeBuilder::wrap(builder, max))
+    }
+
+    /// Push every contribution of the input file `path` (format given or
+    /// recognised); returns how many. Waits for pushes in flight.
+    #[pyo3(signature = (path, format=None))]
+    fn push_file(&self, py: Python<'_>, path: PathBuf, format: Option<&str>) -> PyResult<u64> {
+        let format = format.map(canonical::<InputFormat>).transpose()?;
+        py.detach(|| -> R<u64> {
+            let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
+            let live = g.as_mut().ok_or(Fail::Closed)?;
+            // The readers push through the builder's own pusher: free the
+            // pool's slots first (their chunks go to the builder).
+            live.pool.drain();
+            let source = Source::open(&path, format)?;
+            Ok(source.push_into(&mut live.builder, |_| {})?)
         })
+        .map_err(PyErr::from)
+    }
+
+    /// The element type's library name.
+    #[getter]
+    fn dtype(&self) -> PyResult<&'static str> {
+        self.with_live(|b, _| Ok(b.dtype().name()))
+            .map_err(PyErr::from)
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<u64> {
+        self.shape.clone()
     }
 
     /// Push values at coordinates given as one 1-D index array per dimension.
@@ -371,14 +457,11 @@ impl NativeBuilder {
         values: Bound<'_, PyAny>,
     ) -> PyResult<()> {
         if columns.len() != self.shape.len() {
-            return Err(raise(
-                Kind::Input,
-                format!(
-                    "{} index arrays given, the tensor has rank {}",
-                    columns.len(),
-                    self.shape.len()
-                ),
-            ));
+            return Err(input_error(format!(
+                "{} index arrays given, the tensor has rank {}",
+                columns.len(),
+                self.shape.len()
+            )));
         }
         let borrowed = columns
             .iter()
@@ -441,24 +524,7 @@ impl NativeBuilder {
             }
             Ok(r?)
         })?;
-        let d = PyDict::new(py);
-        d.set_item("path", s.path.clone())?;
-        d.set_item("contributions", s.contributions)?;
-        d.set_item("nnz", s.nnz)?;
-        d.set_item("dropped_zeros", s.dropped_zeros)?;
-        d.set_item("runs", s.runs)?;
-        d.set_item("runs_spilled", s.runs_spilled)?;
-        d.set_item("merge_passes", s.merge_passes)?;
-        d.set_item("bytes_spilled", s.bytes_spilled)?;
-        d.set_item("peak_buffer_bytes", s.peak_buffer_bytes)?;
-        d.set_item("memory_budget", s.memory_budget)?;
-        d.set_item("file_bytes", s.file_bytes)?;
-        d.set_item("time_ingest", s.time_ingest.as_secs_f64())?;
-        d.set_item("time_sort", s.time_sort.as_secs_f64())?;
-        d.set_item("time_merge", s.time_merge.as_secs_f64())?;
-        d.set_item("time_write", s.time_write.as_secs_f64())?;
-        d.set_item("stale_removed", s.stale_removed.clone())?;
-        Ok(d)
+        summary_dict(py, &s)
     }
 
     /// Abandon: nothing is written, temporary files are removed. Idempotent.

@@ -1,48 +1,23 @@
 //! Library errors as the Python exceptions of `coo_assembler._errors`.
 //!
-//! The classes live in Python (they inherit from both our base class and a
-//! builtin such as `ValueError`, which PyO3's `create_exception!` cannot
-//! express); we look them up when raising, which is rare.
+//! The class of an error is its kind's (`ErrorKind::python_class`, the
+//! library's table); this module only looks the class up. The classes live
+//! in Python (they inherit from both our base class and a builtin such as
+//! `ValueError`, which PyO3's `create_exception!` cannot express).
 
-use coo_assembler::Error;
+use coo_assembler::matrix::MatrixError;
+use coo_assembler::{Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-/// The exception classes, by name in `coo_assembler._errors`.
-#[derive(Clone, Copy)]
-pub enum Kind {
-    /// Base class: anything not covered below (a builder left unusable).
-    Base,
-    /// Bad input or options: `InputError` (also a `ValueError`).
-    Input,
-    /// Budget too small or allocation refused: `BudgetError` (a `MemoryError`).
-    Budget,
-    /// Operating-system I/O failure: `StorageError` (an `OSError`).
-    Storage,
-    /// Invalid, damaged or unsupported file: `InvalidFileError` (a `ValueError`).
-    InvalidFile,
-}
-
-impl Kind {
-    fn class_name(self) -> &'static str {
-        match self {
-            Kind::Base => "CooAssemblerError",
-            Kind::Input => "InputError",
-            Kind::Budget => "BudgetError",
-            Kind::Storage => "StorageError",
-            Kind::InvalidFile => "InvalidFileError",
-        }
-    }
-}
-
-/// A Python exception of `kind` carrying `message`.
-pub fn raise(kind: Kind, message: String) -> PyErr {
+/// A Python exception of the class named `class` carrying `message`.
+fn raise_class(class: &str, message: String) -> PyErr {
     Python::attach(|py| {
-        let class = py
+        let c = py
             .import("coo_assembler._errors")
-            .and_then(|m| m.getattr(kind.class_name()))
+            .and_then(|m| m.getattr(class))
             .and_then(|c| Ok(c.cast_into::<PyType>()?));
-        match class {
+        match c {
             Ok(c) => PyErr::from_type(c, message),
             // Only when the package is broken; keep the message anyway.
             Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
@@ -50,38 +25,50 @@ pub fn raise(kind: Kind, message: String) -> PyErr {
     })
 }
 
-/// Shorthand for an `InputError`.
-pub fn input_error(message: impl Into<String>) -> PyErr {
-    raise(Kind::Input, message.into())
+/// A Python exception of the class for `kind`.
+pub fn raise(kind: ErrorKind, message: String) -> PyErr {
+    raise_class(kind.python_class(), message)
 }
 
-/// The exception class for a library error.
-pub fn kind_of(e: &Error) -> Kind {
-    match e {
-        Error::Io { .. } => Kind::Storage,
-        Error::InvalidFile { .. } | Error::Unsupported(_) | Error::CorruptRun { .. } => {
-            Kind::InvalidFile
-        }
-        Error::BudgetTooSmall { .. } | Error::OutOfMemory { .. } => Kind::Budget,
-        Error::TensorNotFound { .. }
-        | Error::WrongRank { .. }
-        | Error::WrongIndexCount { .. }
-        | Error::IndexOutOfRange { .. }
-        | Error::PositionOutOfRange { .. }
-        | Error::TypeMismatch { .. }
-        | Error::InvalidArgument(_)
-        | Error::InvalidValue { .. }
-        | Error::DuplicateCoordinate { .. }
-        | Error::IntegerOverflow { .. }
-        | Error::OutOfOrder { .. }
-        | Error::InvalidOptions(_)
-        | Error::Input { .. }
-        | Error::OutputIsInput { .. } => Kind::Input,
-        _ => Kind::Base,
-    }
+/// Shorthand for an argument error (`InputError`).
+pub fn input_error(message: impl Into<String>) -> PyErr {
+    raise(ErrorKind::Argument, message.into())
+}
+
+/// The base class: a builder used after finish or close.
+pub fn state_error(message: impl Into<String>) -> PyErr {
+    raise(ErrorKind::State, message.into())
 }
 
 /// A library error as a Python exception with the library's message.
 pub fn to_py(e: Error) -> PyErr {
-    raise(kind_of(&e), e.to_string())
+    raise(e.kind(), e.to_string())
+}
+
+/// A matrix error as a Python exception.
+pub fn matrix_to_py(e: MatrixError) -> PyErr {
+    raise(e.kind(), e.to_string())
+}
+
+/// Test hook: raise the library's sample error number `i` (see
+/// `Error::samples`), or return the number of samples for `i < 0`.
+#[pyfunction]
+pub fn _raise_sample(i: i64) -> PyResult<usize> {
+    let samples = Error::samples();
+    match usize::try_from(i)
+        .ok()
+        .and_then(|i| samples.into_iter().nth(i))
+    {
+        Some(e) => Err(to_py(e)),
+        None => Ok(Error::samples().len()),
+    }
+}
+
+/// Test hook: the class name and kind name each sample maps to.
+#[pyfunction]
+pub fn _sample_kinds() -> Vec<(String, &'static str)> {
+    Error::samples()
+        .iter()
+        .map(|e| (e.kind().name().to_string(), e.kind().python_class()))
+        .collect()
 }

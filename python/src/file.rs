@@ -9,7 +9,8 @@ use numpy::{PyArray1, PyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::errors::{input_error, raise, to_py, Kind};
+use crate::errors::{input_error, raise, to_py};
+use coo_assembler::ErrorKind;
 
 /// Columns and entry positions of a CSC row.
 type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);
@@ -398,7 +399,7 @@ impl NativeFile {
             || ptr.windows(2).any(|w| w[0] > w[1]);
         if bad_ptr {
             return Err(raise(
-                Kind::InvalidFile,
+                ErrorKind::InvalidFile,
                 format!(
                     "{} of tensor {:?} is damaged; run verify()",
                     c.pointers_name(),
@@ -408,7 +409,7 @@ impl NativeFile {
         }
         if let Some(p) = minor.iter().position(|&k| k >= minor_extent) {
             return Err(raise(
-                Kind::InvalidFile,
+                ErrorKind::InvalidFile,
                 format!(
                     "entry {p}: index {} of {} is out of range; run verify()",
                     minor[p],

@@ -10,6 +10,7 @@ mod builder;
 mod errors;
 mod file;
 mod matrix;
+mod names;
 
 use pyo3::prelude::*;
 
@@ -18,5 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<builder::NativeBuilder>()?;
     m.add_class::<file::NativeFile>()?;
     matrix::register(m)?;
+    names::register(m)?;
     Ok(())
 }

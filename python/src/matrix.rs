@@ -4,36 +4,18 @@
 use std::path::PathBuf;
 
 use coo_assembler::matrix::{
-    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatrixError,
-    MatvecOptions, NonFiniteInput, Paging, SpyOptions,
+    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatvecOptions,
+    NonFiniteInput, Paging, SpyOptions,
 };
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::{input_error, raise, to_py, Kind};
+use crate::errors::{input_error, matrix_to_py};
 use crate::file::NativeFile;
+use crate::names::canonical;
 
 /// A matrix error as the package's exception.
-fn to_py_m(e: MatrixError) -> PyErr {
-    match e {
-        MatrixError::Crate(e) => to_py(e),
-        MatrixError::TooLarge { .. } => raise(Kind::Budget, e.to_string()),
-        e => input_error(e.to_string()),
-    }
-}
-
-fn paging(name: &str) -> PyResult<Paging> {
-    match name {
-        "auto" => Ok(Paging::Auto),
-        "stream" => Ok(Paging::Stream),
-        "keep" => Ok(Paging::Keep),
-        _ => Err(input_error(format!(
-            "paging must be auto, stream or keep, not {name:?}"
-        ))),
-    }
-}
-
 /// `A @ x` or `A.T @ x` as a new float64 array.
 #[pyfunction]
 #[pyo3(signature = (file, x, transpose=false, threads=None, allow_non_finite=false, paging_mode="auto"))]
@@ -55,14 +37,14 @@ fn matvec<'py>(
         } else {
             NonFiniteInput::Error
         },
-        paging: paging(paging_mode)?,
+        paging: canonical::<Paging>(paging_mode)?,
     };
     let y = py
         .detach(|| {
             let a = Matrix::of_file(f, Some(name))?;
             matrix::matvec(&a, xs, transpose, &opts)
         })
-        .map_err(to_py_m)?;
+        .map_err(matrix_to_py)?;
     Ok(PyArray1::from_vec(py, y))
 }
 
@@ -82,18 +64,8 @@ fn export<'py>(
     zip64_at: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (f, name) = file.get().parts();
-    let format: Format = to.parse().map_err(to_py_m)?;
-    let npz_layout = match npz_layout {
-        "auto" => NpzLayout::Auto,
-        "csr" => NpzLayout::Csr,
-        "coo" => NpzLayout::Coo,
-        "csc" => NpzLayout::Csc,
-        other => {
-            return Err(input_error(format!(
-                "npz_layout must be auto, csr, csc or coo, not {other:?}"
-            )))
-        }
-    };
+    let format = canonical::<Format>(to)?;
+    let npz_layout = canonical::<NpzLayout>(npz_layout)?;
     let opts = ExportOptions {
         symmetric,
         npz_layout,
@@ -107,7 +79,7 @@ fn export<'py>(
             let a = Matrix::of_file(f, Some(name))?;
             matrix::export::export(&a, format, &path, &opts)
         })
-        .map_err(to_py_m)?;
+        .map_err(matrix_to_py)?;
     let d = PyDict::new(py);
     d.set_item("entries", s.entries)?;
     d.set_item("bytes", s.bytes)?;
@@ -130,7 +102,7 @@ fn spy<'py>(
     };
     let s = py
         .detach(|| matrix::spy(f, Some(name), &path, &opts))
-        .map_err(to_py_m)?;
+        .map_err(matrix_to_py)?;
     let d = PyDict::new(py);
     d.set_item("width", s.width)?;
     d.set_item("height", s.height)?;

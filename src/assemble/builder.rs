@@ -85,6 +85,9 @@ impl<K: Key> Local<K> {
 
     /// The error that poisoned the assembler, if any.
     fn check_poisoned(&self) -> Result<()> {
+        if self.core.dropped.load(Ordering::Relaxed) {
+            return Err(Error::Finished);
+        }
         if self.core.poisoned.load(Ordering::Relaxed) {
             // The first pusher to notice gets the cause itself; the
             // assembler stays poisoned, so finish() fails too.
@@ -670,7 +673,10 @@ impl Drop for Builder {
         // A builder dropped without finish: stop the sorters so their
         // threads end; spill files go with the core. Poisoned first, so
         // that the last chunk of its pusher is not sorted for nothing.
-        each!(AnyCore, &self.core, c => c.poisoned.store(true, Ordering::SeqCst));
+        each!(AnyCore, &self.core, c => {
+            c.dropped.store(true, Ordering::SeqCst);
+            c.poisoned.store(true, Ordering::SeqCst);
+        });
         drop(self.own.take());
         each!(AnyCore, &self.core, c => {
             for _ in 0..c.plan.sorters {

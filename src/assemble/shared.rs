@@ -60,6 +60,8 @@ pub(crate) struct Core<K: Key> {
     /// Disconnected when the builder goes: a pusher that outlives it and
     /// waits for a free chunk wakes up with an error instead of forever.
     pub(crate) closed: Receiver<()>,
+    /// Set when the builder is dropped: pushes then say so.
+    pub(crate) dropped: AtomicBool,
 }
 
 impl<K: Key> Core<K> {
@@ -153,6 +155,7 @@ pub(crate) fn new_core<K: Key>(
         sort_nanos: AtomicU64::new(0),
         threads: Mutex::new(Vec::new()),
         closed,
+        dropped: AtomicBool::new(false),
     });
     Ok(core)
 }

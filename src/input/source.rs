@@ -89,7 +89,7 @@ impl Source {
                 path.display()
             )));
         }
-        let len = meta.is_file().then(|| meta.len());
+        let len = meta.is_file().then_some(meta.len());
         let id = FileId::of(&meta, path);
         let for_map = file.try_clone().ok().filter(|_| meta.is_file());
         let mut s = Self::start(io, path.display().to_string(), Box::new(file), format, len)?;

@@ -39,14 +39,16 @@ pub const BLOCK_ENTRIES: usize = 1 << 16;
 /// Minimum entries per block of the scatter kernel.
 pub const SCATTER_MIN_ENTRIES: usize = 1 << 18;
 
-/// What to do with NaN and infinity in `x`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NonFiniteInput {
-    /// Refuse the product, naming the first non-finite element.
-    #[default]
-    Error,
-    /// Compute anyway (IEEE rules: they propagate into y).
-    Allow,
+crate::vocab::vocabulary! {
+    /// What to do with NaN and infinity in `x`.
+    #[derive(Default)]
+    pub enum NonFiniteInput ("non-finite input policy") {
+        /// Refuse the product, naming the first non-finite element.
+        #[default]
+        Error => "error": "refuse the product, naming the first one (the default)",
+        /// Compute anyway (IEEE rules: they propagate into y).
+        Allow => "allow": "compute anyway; they propagate into y",
+    }
 }
 
 /// Options of [`matvec`].

@@ -17,20 +17,22 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// What a pass does with the pages of a memory-mapped matrix.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Paging {
-    /// [`Paging::Stream`] when the stored entries exceed a quarter of the
-    /// physical memory, else [`Paging::Keep`].
-    #[default]
-    Auto,
-    /// Sequential advice, read ahead, and release behind: resident memory
-    /// stays a bounded window however large the file. A later pass reads
-    /// the file again (from the page cache if it is still there).
-    Stream,
-    /// Leave the pages mapped: repeated passes over a matrix that fits in
-    /// memory cost no page faults.
-    Keep,
+crate::vocab::vocabulary! {
+    /// How a pass over a stored matrix treats the file's pages.
+    #[derive(Default)]
+    pub enum Paging ("paging mode") {
+        /// [`Paging::Stream`] when the stored entries exceed a quarter of the
+        /// physical memory, else [`Paging::Keep`].
+        #[default]
+        Auto => "auto": "stream when the matrix exceeds a quarter of physical memory (the default)",
+        /// Sequential advice, read ahead, and release behind: resident memory
+        /// stays a bounded window however large the file. A later pass reads
+        /// the file again (from the page cache if it is still there).
+        Stream => "stream": "release the pages behind the pass (files larger than memory)",
+        /// Leave the pages mapped: repeated passes over a matrix that fits in
+        /// memory cost no page faults.
+        Keep => "keep": "leave the pages mapped (repeated passes over a matrix that fits)",
+    }
 }
 
 /// Bytes read ahead of the newest block handed out.

@@ -218,7 +218,8 @@ int main(int argc, char **argv) {
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
     p = coo_pusher_new(b);
     expect(coo_builder_finish(b, in_dir("alive.hrry"), NULL), COO_ERR_STATE, "finish with a live pusher");
-    expect(coo_pusher_push(p, idx, 1.0), COO_OK, "an orphaned pusher still accepts pushes");
+    expect(coo_pusher_push(p, idx, 1.0), COO_ERR_STATE,
+           "an orphaned pusher refuses pushes (they would go nowhere)");
     coo_pusher_free(p); /* the abandoned builder goes with it */
     f = coo_file_open(in_dir("alive.hrry"));
     expect(status_of(f), COO_ERR_IO, "nothing written by the failed finish");
@@ -238,7 +239,7 @@ int main(int argc, char **argv) {
     fputs("this is not a Hurray file, just some text that is long enough to be read\n", junk);
     fclose(junk);
     expect(status_of(coo_file_open(in_dir("junk.hrry"))), COO_ERR_INVALID_FILE, "open a text file");
-    expect(status_of(coo_file_open_tensor(in_dir("min.hrry"), "nope")), COO_ERR_INVALID_FILE,
+    expect(status_of(coo_file_open_tensor(in_dir("min.hrry"), "nope")), COO_ERR_NOT_FOUND,
            "open a tensor that is not there");
     f = coo_file_open_tensor(in_dir("min.hrry"), "coo");
     expect(status_of(f), COO_OK, "open the tensor by name");
@@ -255,6 +256,61 @@ int main(int argc, char **argv) {
     int64_t prefix3[3] = {0, 0, 0};
     expect(coo_file_prefix_range(f, 3, prefix3, &lo, &hi), COO_ERR_RANK, "prefix longer than the rank");
     expect(coo_file_verify(f), COO_OK, "verify a good file");
+    coo_file_close(f);
+
+    /* Options by name, with the library's tables and size grammar. */
+    expect_true(coo_api_version() == COO_API_VERSION, "the library's API is the header's");
+    coo_options o2;
+    coo_options_default(&o2);
+    expect_true(o2.size == sizeof(coo_options), "coo_options_default sets size");
+    expect(coo_options_set(&o2, "memory_budget", "1.5 GiB"), COO_OK, "memory_budget 1.5 GiB");
+    expect_true(o2.memory_budget == 3ull << 29, "1.5 GiB is 3 << 29 bytes");
+    expect(coo_options_set(&o2, "memory_budget", "8 parsecs"), COO_ERR_ARGUMENT, "a bad size");
+    expect_true(strstr(coo_last_error(), "unknown unit") != NULL, "the size message is the library's");
+    expect(coo_options_set(&o2, "duplicates", "MAX"), COO_OK, "duplicates MAX");
+    expect_true(o2.duplicates == COO_DUP_MAX, "MAX is COO_DUP_MAX");
+    expect(coo_options_set(&o2, "non_finite", "reject_nan"), COO_OK, "non_finite reject_nan");
+    expect_true(o2.non_finite == COO_REJECT_NAN, "reject_nan is COO_REJECT_NAN");
+    expect(coo_options_set(&o2, "layout", "csr"), COO_OK, "layout csr");
+    expect(coo_options_set(&o2, "duplicates", "mean"), COO_ERR_ARGUMENT, "an unknown policy");
+    expect_true(strstr(coo_last_error(), "use one of sum, min, max, last, error") != NULL,
+                "the policy message lists the table");
+    expect(coo_options_set(&o2, "colour", "red"), COO_ERR_ARGUMENT, "an unknown option");
+    int code = -1;
+    expect(coo_parse_name("dtype", "float32", &code), COO_OK, "parse dtype float32");
+    expect_true(code == COO_F32, "float32 is COO_F32");
+    expect(coo_parse_name("dtype", "f128", &code), COO_ERR_ARGUMENT, "parse an unknown dtype");
+    coo_options bad = o2;
+    bad.size = 8;
+    expect(status_of(coo_builder_new(2, shape, COO_F64, &bad)), COO_ERR_ARGUMENT,
+           "options of an older header (size 8)");
+
+    /* An input file through the library's reader, as the CLI reads it. */
+    FILE *mtx = fopen(in_dir("in.mtx"), "w");
+    fputs("%%MatrixMarket matrix coordinate real general\n3 4 3\n1 1 1.5\n3 9 -2\n1 1 1\n", mtx);
+    fclose(mtx);
+    int64_t shape34[2] = {3, 4};
+    coo_options_default(&o2);
+    o2.temp_dir = spill;
+    coo_builder *fb = coo_builder_new(2, shape34, COO_F64, &o2);
+    uint64_t pushed = 0;
+    expect(coo_builder_push_file(fb, in_dir("in.mtx"), NULL, &pushed), COO_ERR_INPUT,
+           "an out-of-range entry in the file");
+    expect_true(strstr(coo_last_error(), "in.mtx:line 4") != NULL, "the error names the line");
+    coo_builder_free(fb);
+    mtx = fopen(in_dir("in.mtx"), "w");
+    fputs("%%MatrixMarket matrix coordinate real general\n3 4 3\n1 1 1.5\n3 4 -2\n1 1 1\n", mtx);
+    fclose(mtx);
+    fb = coo_builder_new(2, shape34, COO_F64, &o2);
+    expect(coo_builder_push_file(fb, in_dir("in.mtx"), "mtx", &pushed), COO_OK, "push a mtx file");
+    expect_true(pushed == 3, "three contributions pushed");
+    expect(coo_builder_push_file(fb, in_dir("in.mtx"), "csv", NULL), COO_ERR_ARGUMENT,
+           "an unknown format");
+    expect(coo_builder_finish(fb, in_dir("from_mtx.hrry"), NULL), COO_OK, "finish the file input");
+    f = coo_file_open(in_dir("from_mtx.hrry"));
+    int64_t at00[2] = {0, 0};
+    expect(coo_file_get(f, at00, &v), COO_OK, "get (0, 0)");
+    expect_true(v == 2.5, "(0, 0) sums the two lines");
     coo_file_close(f);
 
     printf("%d failed\n", failures);

@@ -1,38 +1,14 @@
 //! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary.
 
 use crate::matvec::MatrixCommon;
+use crate::names::{named, size};
 use crate::{open, pick_view};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
 use coo_assembler::matrix::Matrix;
-use coo_assembler::parse_size;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-
-/// Output format.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub(crate) enum To {
-    /// MatrixMarket coordinate text (real/integer by type; 1-based).
-    Mtx,
-    /// scipy sparse .npz (scipy.sparse.load_npz reads it).
-    Npz,
-    /// PETSc binary matrix (MatLoad, petsc4py Mat().load).
-    Petsc,
-}
-
-/// Which scipy array an .npz holds.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub(crate) enum NpzArg {
-    /// The stored layout: csr_array for CSR or sorted COO, csc_array for CSC, coo_array for unsorted COO.
-    Auto,
-    /// csr_array (from CSC or unsorted COO through a bounded reordering).
-    Csr,
-    /// coo_array (entries in storage order).
-    Coo,
-    /// csc_array (from COO or CSR through a bounded reordering).
-    Csc,
-}
 
 #[derive(Args)]
 pub(crate) struct ExportArgs {
@@ -41,22 +17,22 @@ pub(crate) struct ExportArgs {
     /// The output file (replaced atomically; not the Hurray file itself).
     out: PathBuf,
     /// Output format.
-    #[arg(long, value_enum)]
-    to: To,
+    #[arg(long, value_parser = named::<Format>())]
+    to: Format,
     /// MatrixMarket: check symmetry (refuse otherwise) and write one triangle.
     #[arg(long)]
     symmetric: bool,
     /// .npz: which scipy array to write.
-    #[arg(long, value_enum, default_value_t = NpzArg::Auto)]
-    npz_layout: NpzArg,
+    #[arg(long, value_parser = named::<NpzLayout>(), default_value = "auto")]
+    npz_layout: NpzLayout,
     /// PETSc: 64-bit indices, for PETSc built --with-64-bit-indices.
     #[arg(long)]
     petsc_int64: bool,
     /// Memory for putting entries in the format's order when the stored order differs
     /// (PETSc or csr from CSC / unsorted COO, csc from COO / CSR, --symmetric on anything
     /// but sorted COO); plus 8 bytes per row (column).
-    #[arg(long, value_name = "SIZE", default_value = "64MiB")]
-    reorder_memory: String,
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = size)]
+    reorder_memory: u64,
     /// .npz: use zip64 records from this many bytes on (testing readers; default 4 GiB).
     #[arg(long, hide = true, default_value_t = 0)]
     zip64_at: u64,
@@ -65,7 +41,7 @@ pub(crate) struct ExportArgs {
 }
 
 pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
-    if a.symmetric && !matches!(a.to, To::Mtx) {
+    if a.symmetric && a.to != Format::Mtx {
         return Err(crate::usage(
             "--symmetric is a MatrixMarket option (--to mtx)",
         ));
@@ -73,26 +49,13 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let f = open(&a.file, false)?;
     let t = pick_view(&f, &a.common.pick)?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
-    let format = match a.to {
-        To::Mtx => Format::Mtx,
-        To::Npz => Format::Npz,
-        To::Petsc => Format::Petsc,
-    };
+    let format = a.to;
     let opts = ExportOptions {
         symmetric: a.symmetric,
-        npz_layout: match a.npz_layout {
-            NpzArg::Auto => NpzLayout::Auto,
-            NpzArg::Csr => NpzLayout::Csr,
-            NpzArg::Coo => NpzLayout::Coo,
-            NpzArg::Csc => NpzLayout::Csc,
-        },
+        npz_layout: a.npz_layout,
         petsc_int64: a.petsc_int64,
-        paging: a.common.paging.into(),
-        reorder_budget: usize::try_from(
-            parse_size(&a.reorder_memory)
-                .map_err(|e| crate::usage(format!("--reorder-memory: {e}")))?,
-        )
-        .unwrap_or(usize::MAX),
+        paging: a.common.paging,
+        reorder_budget: usize::try_from(a.reorder_memory).unwrap_or(usize::MAX),
         zip64_at: a.zip64_at,
     };
     let t0 = Instant::now();

@@ -1,50 +1,21 @@
 //! `coo-assembler matvec`: y = A x or A^T x, vectors in `.npy` or raw `.f64`.
 
+use crate::names::named;
 use crate::{open, pick_view, Pick};
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use coo_assembler::matrix::{self, vector, Matrix, MatvecOptions, NonFiniteInput, Paging};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-
-/// NaN and infinity in x.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub(crate) enum NonFinite {
-    /// Refuse the product, naming the first one.
-    Error,
-    /// Compute anyway; they propagate into y.
-    Allow,
-}
-
-/// What to do with the pages of the mapped file.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub(crate) enum PagingArg {
-    /// Stream when the matrix exceeds a quarter of physical memory.
-    Auto,
-    /// Sequential read-ahead, pages released behind the pass (bounded memory).
-    Stream,
-    /// Leave pages mapped.
-    Keep,
-}
-
-impl From<PagingArg> for Paging {
-    fn from(p: PagingArg) -> Paging {
-        match p {
-            PagingArg::Auto => Paging::Auto,
-            PagingArg::Stream => Paging::Stream,
-            PagingArg::Keep => Paging::Keep,
-        }
-    }
-}
 
 /// The options every command over a stored matrix takes (matvec, export,
 /// spy), declared once so their names and help stay the same.
 #[derive(Args)]
 pub(crate) struct MatrixCommon {
     /// Page handling of the mapped file.
-    #[arg(long, value_enum, default_value_t = PagingArg::Auto)]
-    pub(crate) paging: PagingArg,
+    #[arg(long, value_parser = named::<Paging>(), default_value = "auto")]
+    pub(crate) paging: Paging,
     /// Print nothing on success.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -70,8 +41,8 @@ pub(crate) struct MatvecArgs {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// NaN or infinity in x.
-    #[arg(long, value_enum, default_value_t = NonFinite::Error)]
-    non_finite: NonFinite,
+    #[arg(long, value_parser = named::<NonFiniteInput>(), default_value = "error")]
+    non_finite: NonFiniteInput,
     #[command(flatten)]
     common: MatrixCommon,
 }
@@ -83,11 +54,8 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let opts = MatvecOptions {
         threads: a.threads,
-        non_finite: match a.non_finite {
-            NonFinite::Error => NonFiniteInput::Error,
-            NonFinite::Allow => NonFiniteInput::Allow,
-        },
-        paging: a.common.paging.into(),
+        non_finite: a.non_finite,
+        paging: a.common.paging,
     };
     let t0 = Instant::now();
     let y = matrix::matvec(&m, x.values(), a.transpose, &opts)?;

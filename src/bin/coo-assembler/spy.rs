@@ -26,7 +26,7 @@ pub(crate) fn run(a: SpyArgs) -> anyhow::Result<ExitCode> {
     let t = pick_view(&f, &a.common.pick)?;
     let opts = SpyOptions {
         size: a.size,
-        paging: a.common.paging.into(),
+        paging: a.common.paging,
     };
     let s = matrix::spy(&f, Some(t.name()), &a.out, &opts)?;
     if !a.common.quiet {

@@ -24,32 +24,18 @@ use super::paging::{for_each_block, Paging};
 use super::view::{fixed_blocks, Matrix};
 use std::ops::Range;
 use std::path::Path;
-use std::str::FromStr;
 
 pub use npz::NpzLayout;
 
-/// Target format of [`export`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// MatrixMarket coordinate text (`.mtx`).
-    Mtx,
-    /// scipy sparse `.npz`.
-    Npz,
-    /// PETSc binary matrix.
-    Petsc,
-}
-
-impl FromStr for Format {
-    type Err = MatrixError;
-    fn from_str(s: &str) -> MatrixResult<Format> {
-        match s.to_ascii_lowercase().as_str() {
-            "mtx" | "matrixmarket" | "mm" => Ok(Format::Mtx),
-            "npz" | "scipy" => Ok(Format::Npz),
-            "petsc" => Ok(Format::Petsc),
-            _ => Err(MatrixError::Options(format!(
-                "unknown export format {s:?}; use mtx, npz or petsc"
-            ))),
-        }
+crate::vocab::vocabulary! {
+    /// Target format of [`export`].
+    pub enum Format ("export format") {
+        /// MatrixMarket coordinate text (`.mtx`).
+        Mtx => "mtx" | "matrixmarket" | "mm": "MatrixMarket coordinate text (1-based; --symmetric writes one triangle)",
+        /// scipy sparse `.npz`.
+        Npz => "npz" | "scipy": "scipy sparse .npz (what scipy.sparse.load_npz reads)",
+        /// PETSc binary matrix.
+        Petsc => "petsc": "PETSc binary matrix (MatLoad; 32-bit indices unless --petsc-int64)",
     }
 }
 

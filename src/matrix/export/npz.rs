@@ -23,19 +23,21 @@ use super::zip::ZipWriter;
 use super::{pass, ExportOptions, ExportSummary};
 use crate::{DType, Element};
 
-/// Which scipy sparse array an `.npz` export holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum NpzLayout {
-    /// The stored layout: `csr` for a CSR or row-sorted COO matrix, `csc`
-    /// for a CSC one, `coo` for an unsorted COO one.
-    #[default]
-    Auto,
-    /// `csr_array` (from CSC or unsorted COO through a bounded reordering).
-    Csr,
-    /// `coo_array`, entries in storage order.
-    Coo,
-    /// `csc_array` (from COO or CSR through a bounded reordering).
-    Csc,
+crate::vocab::vocabulary! {
+    /// Which scipy sparse array an `.npz` export holds.
+    #[derive(Default)]
+    pub enum NpzLayout ("npz layout") {
+        /// The stored layout: `csr` for a CSR or row-sorted COO matrix, `csc`
+        /// for a CSC one, `coo` for an unsorted COO one.
+        #[default]
+        Auto => "auto": "the stored layout (csr for CSR or sorted COO, csc for CSC, coo for unsorted COO)",
+        /// `csr_array` (from CSC or unsorted COO through a bounded reordering).
+        Csr => "csr": "csr_array",
+        /// `coo_array`, entries in storage order.
+        Coo => "coo": "coo_array, entries in storage order",
+        /// `csc_array` (from COO or CSR through a bounded reordering).
+        Csc => "csc": "csc_array",
+    }
 }
 
 /// NumPy type string of the `data` array for `d`.

@@ -1,0 +1,75 @@
+//! The library's vocabulary and size grammar for the Python half: the
+//! package parses every name and size through these, so Python accepts
+//! exactly what the library and the CLI accept (numpy's dtype spellings
+//! are resolved by numpy first, in `coo_assembler/__init__.py`).
+
+use coo_assembler::input::InputFormat;
+use coo_assembler::matrix::export::{Format, NpzLayout};
+use coo_assembler::matrix::{NonFiniteInput, Paging};
+use coo_assembler::vocab::Term;
+use coo_assembler::{DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Vocabulary};
+use pyo3::prelude::*;
+
+use crate::errors::{input_error, to_py};
+
+/// Bytes in `size` (the library's grammar: `256MiB`, `1.5 GiB`, `1e9`, ...).
+#[pyfunction]
+pub fn parse_size(size: &str) -> PyResult<u64> {
+    coo_assembler::parse_size(size).map_err(to_py)
+}
+
+fn rows<T: Vocabulary>() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+    T::TERMS
+        .iter()
+        .map(|t: &Term<T>| (t.name, t.aliases.to_vec(), t.help))
+        .collect()
+}
+
+/// The table of the vocabulary `kind` as `(name, aliases, help)` rows.
+#[pyfunction]
+pub fn vocabulary(kind: &str) -> PyResult<Vec<(&'static str, Vec<&'static str>, &'static str)>> {
+    Ok(match kind {
+        "dtype" => rows::<DType>(),
+        "layout" => rows::<OutputLayout>(),
+        "duplicates" => rows::<DuplicatePolicy>(),
+        "non_finite" => rows::<NonFinitePolicy>(),
+        "input_format" => rows::<InputFormat>(),
+        "export_format" => rows::<Format>(),
+        "npz_layout" => rows::<NpzLayout>(),
+        "paging" => rows::<Paging>(),
+        "non_finite_input" => rows::<NonFiniteInput>(),
+        other => return Err(input_error(format!("no vocabulary {other:?}"))),
+    })
+}
+
+/// `name` in the vocabulary `T`, as its canonical name (an error with the
+/// library's message otherwise).
+pub fn canonical<T: Vocabulary>(name: &str) -> PyResult<T> {
+    T::parse(name).map_err(to_py)
+}
+
+/// Every element type as `(library name, NumPy name)`.
+#[pyfunction]
+pub fn dtypes() -> Vec<(&'static str, &'static str)> {
+    DType::TERMS
+        .iter()
+        .map(|t| (t.name, t.value.numpy_name()))
+        .collect()
+}
+
+/// The library's name of the element type `name` (any spelling the
+/// library's table takes).
+#[pyfunction]
+pub fn parse_dtype(name: &str) -> PyResult<&'static str> {
+    Ok(canonical::<DType>(name)?.name())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(vocabulary, m)?)?;
+    m.add_function(wrap_pyfunction!(dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::errors::_raise_sample, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::errors::_sample_kinds, m)?)?;
+    Ok(())
+}

@@ -541,7 +541,14 @@ mod tests {
         let p = d1 + 77 + 16 + 16;
         bytes[p] = 1;
         assert!(CompositeFile::from_bytes(&bytes, ReadOptions::default()).is_err());
-        let c = CompositeFile::from_bytes(&bytes, ReadOptions { permissive: true }).unwrap();
+        let c = CompositeFile::from_bytes(
+            &bytes,
+            ReadOptions {
+                permissive: true,
+                ..ReadOptions::default()
+            },
+        )
+        .unwrap();
         assert!(c.verify().iter().any(|p| p.rule == "composite-partition"));
         assert!(matches!(c.get(&[0, 0]), Err(_) | Ok(Value::Float(_))));
     }

@@ -29,7 +29,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("K.hrry");
 //! let opts = AssembleOptions { memory_budget: 64 << 20, ..AssembleOptions::default() };
-//! let builder = Builder::new(&[4, 4], DType::F64, opts)?;
+//! let mut builder = Builder::new(&[4, 4], DType::F64, opts)?;
 //! std::thread::scope(|s| -> coo_assembler::Result<()> {
 //!     for t in 0..2u64 {
 //!         let mut p = builder.pusher()?;
@@ -72,7 +72,7 @@
 //! - Bad input is a typed error, never a panic; spill runs and files are
 //!   checksummed, so damage is reported, never read as data.
 //! - Memory-mapped reading: a file truncated by another process while
-//!   mapped raises SIGBUS; use [`HurrayFile::read_into_memory`] for files
+//!   mapped raises SIGBUS; open with [`ReadOptions::in_memory`] files
 //!   in untrusted locations.
 
 #![deny(missing_docs)]

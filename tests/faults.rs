@@ -15,8 +15,8 @@
 //! binaries do not matter, but a second sweep in this binary would).
 
 use coo_assembler::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
-use coo_assembler::HurrayFile;
 use coo_assembler::{AssembleOptions, Builder, DType, Error};
+use coo_assembler::{HurrayFile, ReadOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -535,7 +535,14 @@ fn reader_operations_fail_cleanly() {
     let readers: [(&str, OpenFn); 2] = [
         ("open", |p, o, io| HurrayFile::open_with_io(p, o, io)),
         ("read_into_memory", |p, o, io| {
-            HurrayFile::read_into_memory_with_io(p, o, io)
+            HurrayFile::open_with_io(
+                p,
+                ReadOptions {
+                    in_memory: true,
+                    ..o
+                },
+                io,
+            )
         }),
     ];
     for (what, open) in readers {

@@ -8,7 +8,7 @@ use coo_assembler::matrix::{
     dense, matvec, matvec_into, spy, Matrix, MatrixError, MatvecOptions, NonFiniteInput, Paging,
     SpyOptions, BLOCK_ENTRIES, SCATTER_MIN_ENTRIES,
 };
-use coo_assembler::{Element, HurrayFile, Value};
+use coo_assembler::{Element, HurrayFile, ReadOptions, Value};
 use std::path::{Path, PathBuf};
 
 /// splitmix64.
@@ -208,7 +208,14 @@ fn matvec_on_an_in_memory_copy_and_every_type() {
         .collect();
     let as_f64: Vec<(Vec<u64>, f64)> = ints.iter().map(|(i, v)| (i.clone(), *v as f64)).collect();
     let p = write(dir.path(), "i.hrry", &[50, 40], &ints, true);
-    let f = HurrayFile::read_into_memory(&p).unwrap();
+    let f = HurrayFile::open_with(
+        &p,
+        ReadOptions {
+            in_memory: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let a = Matrix::of_file(&f, None).unwrap();
     let x: Vec<f64> = (0..40).map(|k| k as f64 - 3.5).collect();
     let y = matvec(
@@ -283,7 +290,14 @@ fn damaged_content_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let unsorted = vec![(vec![3, 0], 1.0f64), (vec![1, 1], 2.0), (vec![0, 2], 3.0)];
     let p = write(dir.path(), "lie.hrry", &[4, 3], &unsorted, true);
-    let f = HurrayFile::open_with(&p, coo_assembler::ReadOptions { permissive: true }).unwrap();
+    let f = HurrayFile::open_with(
+        &p,
+        coo_assembler::ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
     let a = Matrix::of_file(&f, None).unwrap();
     for t in [false, true] {
         let x = vec![1.0; if t { 4 } else { 3 }];
@@ -943,8 +957,14 @@ fn damaged_csr_csc_is_an_error() {
             (find(t.pointers_bytes()) + 16, find(t.indices_bytes()))
         };
         let open = |b: Vec<u8>| {
-            HurrayFile::from_bytes_with(&b, coo_assembler::ReadOptions { permissive: true })
-                .unwrap()
+            HurrayFile::from_bytes_with(
+                &b,
+                coo_assembler::ReadOptions {
+                    permissive: true,
+                    ..ReadOptions::default()
+                },
+            )
+            .unwrap()
         };
         let mut broken_ptr = bytes.clone();
         broken_ptr[ptr_at..ptr_at + 8].copy_from_slice(&1000u64.to_le_bytes());

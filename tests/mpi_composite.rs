@@ -392,7 +392,14 @@ fn reference_csr_composites_read_through_ours() {
         .rposition(|w| w == b2[2].as_slice())
         .unwrap();
     bad[at + 8] = 9;
-    let comp = CompositeFile::from_bytes(&bad, ReadOptions { permissive: true }).unwrap();
+    let comp = CompositeFile::from_bytes(
+        &bad,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
     let rules: Vec<&str> = comp.verify().iter().map(|p| p.rule).collect();
     assert!(rules.contains(&"pointer-out-of-range"), "{rules:?}");
     assert!(comp.iter().any(|e| e.is_err()));

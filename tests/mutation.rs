@@ -280,7 +280,13 @@ fn exercise(bytes: &[u8]) -> (bool, bool) {
     let mut opened = false;
     let mut problems = false;
     for permissive in [false, true] {
-        let Ok(f) = HurrayFile::from_bytes_with(bytes, ReadOptions { permissive }) else {
+        let Ok(f) = HurrayFile::from_bytes_with(
+            bytes,
+            ReadOptions {
+                permissive,
+                ..ReadOptions::default()
+            },
+        ) else {
             continue;
         };
         if !permissive {

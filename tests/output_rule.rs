@@ -9,7 +9,9 @@
 
 use coo_assembler::matrix::export::{self, ExportOptions, Format};
 use coo_assembler::matrix::{self, vector, Matrix, MatrixError, MatvecOptions, SpyOptions};
-use coo_assembler::{convert, CompositeFile, ConvertOptions, Error, HurrayFile, OutputLayout};
+use coo_assembler::{
+    convert, CompositeFile, ConvertOptions, Error, HurrayFile, OutputLayout, ReadOptions,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -333,7 +335,14 @@ fn library_writers_refuse_their_inputs() {
     // Mapped and read into memory: both remember their file.
     let files = [
         HurrayFile::open(&st.k).unwrap(),
-        HurrayFile::read_into_memory(&st.k).unwrap(),
+        HurrayFile::open_with(
+            &st.k,
+            ReadOptions {
+                in_memory: true,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
     ];
     for f in &files {
         let m = Matrix::of_file(f, None).unwrap();

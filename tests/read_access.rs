@@ -10,7 +10,10 @@ use half::f16;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-const PERMISSIVE: ReadOptions = ReadOptions { permissive: true };
+const PERMISSIVE: ReadOptions = ReadOptions {
+    permissive: true,
+    in_memory: false,
+};
 
 fn open(ts: &[T], kv: &[(String, KvValue)]) -> HurrayFile {
     HurrayFile::from_bytes(build(ts, kv, Opts::default()).0).unwrap()

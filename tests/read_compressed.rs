@@ -65,9 +65,15 @@ fn set_u64(b: &mut [u8], at: usize, v: u64) {
 }
 
 fn problems(bytes: &[u8]) -> Vec<Problem> {
-    HurrayFile::from_bytes_with(bytes, ReadOptions { permissive: true })
-        .unwrap()
-        .verify()
+    HurrayFile::from_bytes_with(
+        bytes,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap()
+    .verify()
 }
 
 /// `verify` reports `rule` as an error whose text holds every `needle`.
@@ -262,9 +268,15 @@ fn structural_rules_are_refused_at_open() {
     let f = write(OutputLayout::Csr, false, false);
     let d = f.descriptor;
     let open = |b: &[u8]| {
-        HurrayFile::from_bytes_with(b, ReadOptions { permissive: true })
-            .unwrap_err()
-            .to_string()
+        HurrayFile::from_bytes_with(
+            b,
+            ReadOptions {
+                permissive: true,
+                ..ReadOptions::default()
+            },
+        )
+        .unwrap_err()
+        .to_string()
     };
     let cases: Vec<(usize, Vec<u8>, &str)> = vec![
         (d + 60, vec![2], "buffer_count is 2"),
@@ -409,7 +421,14 @@ fn broken_pointers_give_errors_not_panics() {
     let mut b = f.bytes.clone();
     set_u64(&mut b, f.pointers + 16, 1); // row_ptr = [0, 2, 1, 5, 5]
     for permissive in [false, true] {
-        let h = HurrayFile::from_bytes_with(&b, ReadOptions { permissive }).unwrap();
+        let h = HurrayFile::from_bytes_with(
+            &b,
+            ReadOptions {
+                permissive,
+                ..ReadOptions::default()
+            },
+        )
+        .unwrap();
         let Tensor::Compressed(c) = h.only_tensor_view().unwrap() else {
             panic!()
         };
@@ -428,7 +447,14 @@ fn broken_pointers_give_errors_not_panics() {
     let h = HurrayFile::from_bytes(b.clone()).unwrap();
     let e = h.only_tensor_view().unwrap().get(&[0, 0]).unwrap_err();
     assert!(e.to_string().contains("stored twice"), "{e}");
-    let h = HurrayFile::from_bytes_with(&b, ReadOptions { permissive: true }).unwrap();
+    let h = HurrayFile::from_bytes_with(
+        &b,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(
         h.only_tensor_view().unwrap().get(&[0, 0]).unwrap(),
         Value::Float(1.0)

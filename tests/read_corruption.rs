@@ -49,7 +49,13 @@ fn every_single_byte_change_of_metadata_errors_or_keeps_data() {
                 let mut m = b.clone();
                 m[pos] ^= x;
                 for permissive in [false, true] {
-                    match HurrayFile::from_bytes_with(&m, ReadOptions { permissive }) {
+                    match HurrayFile::from_bytes_with(
+                        &m,
+                        ReadOptions {
+                            permissive,
+                            ..ReadOptions::default()
+                        },
+                    ) {
                         Ok(f) => {
                             opened += 1;
                             // Strict mode: identical data. Permissive mode may
@@ -244,7 +250,14 @@ fn nonzero_padding_needs_permissive() {
             "{e}"
         );
         // Permissive open lets it through; verify names the byte (issue 8).
-        let f = HurrayFile::from_bytes_with(&m, ReadOptions { permissive: true }).unwrap();
+        let f = HurrayFile::from_bytes_with(
+            &m,
+            ReadOptions {
+                permissive: true,
+                ..ReadOptions::default()
+            },
+        )
+        .unwrap();
         let p = f.verify();
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].rule, "padding-not-zero");
@@ -383,7 +396,14 @@ fn nnz_beyond_shape_needs_permissive() {
     let (b, _) = build(&[t], &[], Opts::default());
     let e = err_of(HurrayFile::from_bytes(b.clone()));
     assert!(e.contains("exceeds the 2 elements"), "{e}");
-    let f = HurrayFile::from_bytes_with(&b, ReadOptions { permissive: true }).unwrap();
+    let f = HurrayFile::from_bytes_with(
+        &b,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
     let p = f.verify();
     assert!(
         p.iter()
@@ -399,7 +419,14 @@ fn open_from_disk_mmap_and_memory() {
     let p = dir.path().join("x.hurray");
     std::fs::write(&p, &b).unwrap();
     let a = HurrayFile::open(&p).unwrap();
-    let m = HurrayFile::read_into_memory(&p).unwrap();
+    let m = HurrayFile::open_with(
+        &p,
+        ReadOptions {
+            in_memory: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(snapshot(&a), snapshot(&m));
     assert_eq!(a.len(), b.len() as u64);
     std::fs::write(&p, &b[..50]).unwrap();
@@ -443,7 +470,7 @@ mod fuzz {
             if crc {
                 fix_crc(&mut b);
             }
-            if let Ok(f) = HurrayFile::from_bytes_with(&b, ReadOptions { permissive }) {
+            if let Ok(f) = HurrayFile::from_bytes_with(&b, ReadOptions { permissive, ..ReadOptions::default() }) {
                 let _ = f.verify();
                 for t in f.tensors() {
                     let _ = t.iter().count();

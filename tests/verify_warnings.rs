@@ -143,8 +143,14 @@ fn a_non_zero_padding_byte_anywhere_fails_verify_with_its_offset() {
         b[at as usize] = 0x5A;
         let bad = dir.path().join(format!("pad{at}.hrry"));
         std::fs::write(&bad, &b).unwrap();
-        let f =
-            HurrayFile::open_with(&bad, coo_assembler::ReadOptions { permissive: true }).unwrap();
+        let f = HurrayFile::open_with(
+            &bad,
+            coo_assembler::ReadOptions {
+                permissive: true,
+                in_memory: false,
+            },
+        )
+        .unwrap();
         let problems = f.verify();
         let pad: Vec<_> = problems
             .iter()

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use coo_assembler::{CompressedTensor, CooTensor, DType, Element, HurrayFile, Tensor, Value};
+use coo_assembler::{
+    CompressedTensor, CooTensor, DType, Element, HurrayFile, ReadOptions, Tensor, Value,
+};
 use half::f16;
 use numpy::ndarray::{Array2, ArrayView1};
 use numpy::{PyArray1, PyArray2};
@@ -203,11 +205,11 @@ impl NativeFile {
     ) -> PyResult<Self> {
         let file = py
             .detach(|| {
-                if in_memory {
-                    HurrayFile::read_into_memory(&path)
-                } else {
-                    HurrayFile::open(&path)
-                }
+                let opts = ReadOptions {
+                    in_memory,
+                    ..ReadOptions::default()
+                };
+                HurrayFile::open_with(&path, opts)
             })
             .map_err(to_py)?;
         let tensor = match tensor {

@@ -65,7 +65,7 @@
 //! [`HurrayFile::open`] maps the file. If another process truncates the file
 //! while it is mapped, touching the vanished pages raises `SIGBUS` and kills
 //! the process; no Rust code can catch that. For files that may change
-//! underneath you, use [`HurrayFile::read_into_memory`] (reads the whole file
+//! underneath you, open with [`ReadOptions::in_memory`] (reads the whole file
 //! into an 8-aligned heap buffer) or [`HurrayFile::from_bytes`].
 //!
 //! Zero-copy typed views assume a little-endian host (as the format is
@@ -105,6 +105,10 @@ use std::path::Path;
 pub struct ReadOptions {
     /// Let content rule violations through (see the module docs). Default false.
     pub permissive: bool,
+    /// Read the whole file into an 8-aligned heap buffer instead of
+    /// mapping it: no `SIGBUS` if another process truncates the file
+    /// meanwhile (use it for files in untrusted locations). Default false.
+    pub in_memory: bool,
 }
 
 /// The bytes of an open file.
@@ -274,7 +278,7 @@ fn too_short(len: u64) -> Error {
 
 impl HurrayFile {
     /// The file's bytes when they are a read-only memory map of the file
-    /// (`open`), `None` for an in-memory copy (`read_into_memory`,
+    /// (`open`), `None` for an in-memory copy (`ReadOptions::in_memory`,
     /// `from_bytes`). Pages of a file mapping may be dropped with
     /// `MADV_DONTNEED`: they are read again from the file when touched
     /// (`matrix` streams that way).
@@ -288,59 +292,41 @@ impl HurrayFile {
     /// Map `path` into memory and validate its structure (default options).
     ///
     /// See the module docs about `SIGBUS` when the file is truncated while
-    /// mapped; [`HurrayFile::read_into_memory`] avoids it.
+    /// mapped; [`ReadOptions::in_memory`] avoids it.
     pub fn open(path: impl AsRef<Path>) -> Result<HurrayFile> {
         Self::open_with(path, ReadOptions::default())
     }
 
-    /// Map `path` into memory and validate its structure.
+    /// Open `path` (mapped, or read into memory with
+    /// [`ReadOptions::in_memory`]) and validate its structure.
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
         Self::open_with_io(path, opts, &IoCtx::new())
     }
 
     /// [`HurrayFile::open_with`], performing the file operations through
     /// `io` (fault injection in tests).
+    #[doc(hidden)]
     pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
         let path = path.as_ref();
-        let (file, _, id) = open_sized(io, path)?;
-        // SAFETY: the map is read-only and private to this object. The one
-        // hazard, another process truncating or rewriting the file while it
-        // is mapped, is documented (SIGBUS) with `read_into_memory` as the
-        // alternative.
-        let map = unsafe { io.map(&file, path) }?;
-        Self::from_backing(Backing::Mmap(map), opts).map(|f| f.opened_as(id))
-    }
-
-    /// Read the whole file into an 8-aligned heap buffer (no memory map, so
-    /// no `SIGBUS` if the file is truncated meanwhile) and validate it.
-    pub fn read_into_memory(path: impl AsRef<Path>) -> Result<HurrayFile> {
-        Self::read_into_memory_with(path, ReadOptions::default())
-    }
-
-    /// [`HurrayFile::read_into_memory`] with options.
-    pub fn read_into_memory_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<HurrayFile> {
-        Self::read_into_memory_with_io(path, opts, &IoCtx::new())
-    }
-
-    /// [`HurrayFile::read_into_memory_with`], performing the file
-    /// operations through `io` (fault injection in tests).
-    pub fn read_into_memory_with_io(
-        path: impl AsRef<Path>,
-        opts: ReadOptions,
-        io: &IoCtx,
-    ) -> Result<HurrayFile> {
-        let path = path.as_ref();
-        let ctx = io;
-        let (file, len, id) = open_sized(ctx, path)?;
-        let n = usize::try_from(len).map_err(|_| {
-            Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
-        })?;
-        let mut v = aligned_zeroed(n)?;
-        {
-            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
-            ctx.read_exact_at(&file, &mut dst[..n], 0, path)?;
-        }
-        Self::from_backing(Backing::Mem(v, n), opts).map(|f| f.opened_as(id))
+        let (file, len, id) = open_sized(io, path)?;
+        let backing = if opts.in_memory {
+            let n = usize::try_from(len).map_err(|_| {
+                Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
+            })?;
+            let mut v = aligned_zeroed(n)?;
+            {
+                let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+                io.read_exact_at(&file, &mut dst[..n], 0, path)?;
+            }
+            Backing::Mem(v, n)
+        } else {
+            // SAFETY: the map is read-only and private to this object. The
+            // one hazard, another process truncating or rewriting the file
+            // while it is mapped, is documented (SIGBUS) with `in_memory` as
+            // the alternative.
+            Backing::Mmap(unsafe { io.map(&file, path) }?)
+        };
+        Self::from_backing(backing, opts).map(|f| f.opened_as(id))
     }
 
     /// Validate a file held in memory (copied into an 8-aligned buffer).

@@ -5,7 +5,7 @@
 //!
 //! Only a read-only file mapping is ever advised (`MADV_DONTNEED` there
 //! drops the pages; touching them again reads the same bytes back from the
-//! file). A heap copy ([`super::HurrayFile::read_into_memory`]) is never
+//! file). A heap copy ([`super::ReadOptions::in_memory`]) is never
 //! advised: `MADV_DONTNEED` would zero private anonymous memory.
 
 /// Release in steps of at least this many bytes (few system calls).

@@ -87,15 +87,27 @@ fn numbers(s: &str) -> anyhow::Result<Vec<u64>> {
 }
 
 fn open(path: &PathBuf) -> anyhow::Result<CompositeFile> {
-    CompositeFile::open_with(path, ReadOptions { permissive: true })
-        .with_context(|| format!("cannot read {}", path.display()))
+    CompositeFile::open_with(
+        path,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    )
+    .with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// `path` as a composite when it holds a composite head, so that the plain
 /// `info`, `dump`, `verify` and `get` read composites too; `None` for a
 /// plain file (the plain reader then reports whatever it finds).
 pub(crate) fn sniff(path: &Path) -> Option<anyhow::Result<CompositeFile>> {
-    match CompositeFile::open_with(path, ReadOptions { permissive: true }) {
+    match CompositeFile::open_with(
+        path,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        },
+    ) {
         Ok(c) => Some(Ok(c)),
         Err(Error::Unsupported(m)) if m == CompositeFile::NO_HEAD => None,
         // Not recognisably a composite: the plain reader says what is wrong.

@@ -234,8 +234,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Open a file for inspection (permissive: broken files can be looked at).
 fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
-    HurrayFile::open_with(path, ReadOptions { permissive })
-        .with_context(|| format!("cannot read {}", path.display()))
+    HurrayFile::open_with(
+        path,
+        ReadOptions {
+            permissive,
+            ..ReadOptions::default()
+        },
+    )
+    .with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// The tensor `pick` names, or the only one, whatever its layout.

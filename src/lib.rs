@@ -16,6 +16,10 @@
 //! - [`HurrayFile`] / [`CooTensor`]: open (structure validated), `get`,
 //!   `prefix_range` (rows), `lower_bound`, `iter`, zero-copy typed
 //!   `values` and `indices`, and `verify` (content checks, O(nnz)).
+//! - [`open`]: any Hurray file, as [`Opened`]: plain tensors
+//!   ([`HurrayFile`]) or a partition composite ([`CompositeFile`], one
+//!   logical tensor over its members); [`convert()`] rewrites either into
+//!   one tensor of another layout.
 //! - [`write::FileWriter`]: the streaming container writer, for sorted
 //!   entries you already have.
 //! - [`Error`]: one `#[non_exhaustive]` error type; every variant names
@@ -95,13 +99,23 @@ macro_rules! internal_mod {
 
 internal_mod!(assemble);
 internal_mod!(codec);
-// Issue 13: partition composites (writing; reading is in read/composite.rs).
+// Issue 13: partition composites: `join` (the bytes are hurray/composite.rs's,
+// reading is read/composite.rs's, conversion convert.rs's).
 pub mod composite;
 pub mod convert;
 mod element;
 mod error;
 internal_mod!(fs);
-pub mod hurray;
+internal_mod!(hurray);
+pub mod raw {
+    //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
+    //! descriptors, KV section and our keys in it, statistics, their field
+    //! offsets), bytes in, bytes out, no I/O. For tools that must look at
+    //! the bytes themselves; the rest of the API never needs it. It follows
+    //! the format, not the crate's version: its items may change in any
+    //! release.
+    pub use crate::hurray::*;
+}
 pub mod input;
 mod options;
 pub mod vocab;
@@ -123,13 +137,13 @@ pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
+pub use hurray::composite::{CompositeHead, Shard};
 pub use hurray::{KvValue, Statistics};
 pub use options::{
     AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET,
 };
-pub use read::composite::{CompositeFile, CompositeHead, Shard};
 pub use read::{
-    CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Problem, ReadOptions, Severity,
-    Tensor,
+    open, CompositeFile, CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Opened,
+    Problem, ReadOptions, Severity, Tensor,
 };
 pub use vocab::{parse_size, Vocabulary};

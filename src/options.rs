@@ -145,7 +145,9 @@ pub struct AssembleOptions {
     /// fewer runs reach the final merge. Any value is safe: a wrong one
     /// only changes speed, never the memory bound or the output bytes.
     pub expected_contributions: Option<u64>,
-    /// File operations (fault injection in tests).
+    /// File operations (fault injection in tests; with the `internals`
+    /// feature only, leave it at its default otherwise).
+    #[doc(hidden)]
     pub io: IoCtx,
 }
 

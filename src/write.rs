@@ -92,6 +92,7 @@ use crate::fs::output::{AtomicOutput, FileId, ReplaceInput};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use crate::hurray::kv::{buffer_names, checksum_key, KEY_WRITER};
 use crate::hurray::{
     self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
     IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
@@ -107,38 +108,12 @@ use xxhash_rust::xxh3::Xxh3;
 /// Prefix of the KV keys the crate writes; refused for user entries.
 pub const RESERVED_KEY_PREFIX: &str = "coo_assembler.";
 /// KV key of the provenance entry.
-pub const KEY_WRITER: &str = "coo_assembler.writer";
 /// Default size of each write buffer.
 pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
 /// Smallest accepted [`WriteOptions::buffer_bytes`].
 pub const MIN_BUFFER_BYTES: usize = 4096;
 /// Largest accepted [`WriteOptions::buffer_bytes`].
 pub const MAX_BUFFER_BYTES: usize = 1 << 28;
-
-/// KV key of the xxh3-64 of a tensor's values buffer.
-pub fn values_checksum_key(tensor: &str) -> String {
-    format!("coo_assembler.xxh3.{tensor}.values")
-}
-
-/// KV key of the xxh3-64 of a tensor's indices buffer.
-pub fn indices_checksum_key(tensor: &str) -> String {
-    buffer_checksum_key(tensor, "indices")
-}
-
-/// KV key of the xxh3-64 of the buffer named `buffer` (see
-/// [`buffer_names`]) of a tensor.
-pub fn buffer_checksum_key(tensor: &str, buffer: &str) -> String {
-    format!("coo_assembler.xxh3.{tensor}.{buffer}")
-}
-
-/// The spec's names of a layout's buffers, in buffer order.
-pub fn buffer_names(layout: OutputLayout) -> &'static [&'static str] {
-    match layout {
-        OutputLayout::Coo => &["values", "indices"],
-        OutputLayout::Csr => &["values", "col_indices", "row_ptr"],
-        OutputLayout::Csc => &["values", "row_indices", "col_ptr"],
-    }
-}
 
 /// Padding after the last buffer of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -440,8 +415,7 @@ impl FileWriter {
         if self.names.contains(name) {
             return Err(invalid(format!("tensor name {name:?} used twice")));
         }
-        if self.checksums && buffer_checksum_key(name, "row_indices").len() > usize::from(u16::MAX)
-        {
+        if self.checksums && checksum_key(name, "row_indices").len() > usize::from(u16::MAX) {
             return Err(invalid(format!(
                 "tensor name of {} bytes is too long for its checksum KV key",
                 name.len()
@@ -520,7 +494,7 @@ impl FileWriter {
                 let hashes = [Some(t.values_xxh3), Some(t.indices_xxh3), t.pointers_xxh3];
                 for (name, h) in buffer_names(t.layout).iter().zip(hashes) {
                     if let Some(h) = h {
-                        kv.push((buffer_checksum_key(&t.name, name), KvValue::U64(h)));
+                        kv.push((checksum_key(&t.name, name), KvValue::U64(h)));
                     }
                 }
             }

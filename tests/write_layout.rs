@@ -2,13 +2,12 @@
 //! them with the codec in `hurray/` and by raw bytes.
 
 use coo_assembler::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use coo_assembler::hurray::kv::{checksum_key, KEY_WRITER};
 use coo_assembler::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
 use coo_assembler::hurray::{index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer};
-use coo_assembler::write::{
-    indices_checksum_key, values_checksum_key, FileWriter, TailPadding, WriteOptions, KEY_WRITER,
-};
+use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::DType;
 use half::f16;
 use std::path::Path;
@@ -242,8 +241,14 @@ fn worked_example_with_statistics_and_kv() {
     let (vb, ib) = f.buffers("coo");
     let vh = xxhash_rust::xxh3::xxh3_64(vb);
     let ih = xxhash_rust::xxh3::xxh3_64(ib);
-    assert_eq!(f.kv(&values_checksum_key("coo")), Some(&KvValue::U64(vh)));
-    assert_eq!(f.kv(&indices_checksum_key("coo")), Some(&KvValue::U64(ih)));
+    assert_eq!(
+        f.kv(&checksum_key("coo", "values")),
+        Some(&KvValue::U64(vh))
+    );
+    assert_eq!(
+        f.kv(&checksum_key("coo", "indices")),
+        Some(&KvValue::U64(ih))
+    );
     assert_eq!((ts.values_xxh3, ts.indices_xxh3), (vh, ih));
     // Spec padding: KV starts on the A boundary after the indices.
     assert_eq!(f.trailer.kv_offset, 12288);
@@ -358,11 +363,11 @@ fn several_tensors_empty_and_huge_shape() {
     for t in &s.tensors {
         let (vb, ib) = f.buffers(&t.name);
         assert_eq!(
-            f.kv(&values_checksum_key(&t.name)),
+            f.kv(&checksum_key(&t.name, "values")),
             Some(&KvValue::U64(xxhash_rust::xxh3::xxh3_64(vb)))
         );
         assert_eq!(
-            f.kv(&indices_checksum_key(&t.name)),
+            f.kv(&checksum_key(&t.name, "indices")),
             Some(&KvValue::U64(xxhash_rust::xxh3::xxh3_64(ib)))
         );
     }

@@ -2,7 +2,50 @@
 
 use super::ByteReader;
 use crate::error::Result;
+use crate::options::OutputLayout;
 use std::collections::HashSet;
+
+/// KV key of the writer's name and version (written by coo-assembler).
+pub const KEY_WRITER: &str = "coo_assembler.writer";
+
+/// Prefix of the KV keys holding the xxh3-64 of a tensor's buffers.
+pub const CHECKSUM_KEY_PREFIX: &str = "coo_assembler.xxh3.";
+
+/// The spec's names of a layout's buffers, in buffer order.
+pub fn buffer_names(layout: OutputLayout) -> &'static [&'static str] {
+    match layout {
+        OutputLayout::Coo => &["values", "indices"],
+        OutputLayout::Csr => &["values", "col_indices", "row_ptr"],
+        OutputLayout::Csc => &["values", "row_indices", "col_ptr"],
+    }
+}
+
+/// KV key of the xxh3-64 of the buffer named `buffer` (see
+/// [`buffer_names`]) of the tensor `tensor`:
+/// `coo_assembler.xxh3.<tensor>.<buffer>`.
+pub fn checksum_key(tensor: &str, buffer: &str) -> String {
+    format!("{CHECKSUM_KEY_PREFIX}{tensor}.{buffer}")
+}
+
+/// A checksum key's tensor and buffer names (the inverse of
+/// [`checksum_key`]); `None` for any other key.
+pub fn parse_checksum_key(k: &str) -> Option<(&str, &'static str)> {
+    let rest = k.strip_prefix(CHECKSUM_KEY_PREFIX)?;
+    [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc]
+        .iter()
+        .flat_map(|&l| buffer_names(l).iter().copied())
+        .find_map(|b| {
+            rest.strip_suffix(b)
+                .and_then(|n| n.strip_suffix('.'))
+                .map(|n| (n, b))
+        })
+}
+
+/// Whether `k` is one of our buffer-checksum keys (bookkeeping, not
+/// content: `info` shows them with `--verbose` only).
+pub fn is_checksum_key(k: &str) -> bool {
+    k.starts_with(CHECKSUM_KEY_PREFIX)
+}
 
 /// A typed KV value.
 #[derive(Clone, Debug, PartialEq)]

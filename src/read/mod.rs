@@ -82,12 +82,13 @@ pub(crate) mod release;
 mod tensor;
 mod verify;
 
+pub use composite::CompositeFile;
 pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
 pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use verify::{Problem, Severity, CHECKSUM_KEY_PREFIX, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
+pub use verify::{Problem, Severity, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
 
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -143,6 +144,31 @@ impl Backing {
             Backing::Mmap(m) => release::Mapped(Some(m)),
             Backing::Mem(..) => release::Mapped(None),
         }
+    }
+
+    /// The bytes of `path` as `opts` asks (mapped, or read into an
+    /// 8-aligned heap buffer with [`ReadOptions::in_memory`]), and the
+    /// file's identity, through `io`.
+    fn load(io: &IoCtx, path: &Path, opts: ReadOptions) -> Result<(Backing, FileId)> {
+        let (file, len, id) = open_sized(io, path)?;
+        let backing = if opts.in_memory {
+            let n = usize::try_from(len).map_err(|_| {
+                Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
+            })?;
+            let mut v = aligned_zeroed(n)?;
+            {
+                let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+                io.read_exact_at(&file, &mut dst[..n], 0, path)?;
+            }
+            Backing::Mem(v, n)
+        } else {
+            // SAFETY: the map is read-only and private to this object. The
+            // one hazard, another process truncating or rewriting the file
+            // while it is mapped, is documented (SIGBUS) with `in_memory` as
+            // the alternative.
+            Backing::Mmap(unsafe { io.map(&file, path) }?)
+        };
+        Ok((backing, id))
     }
 
     fn aligned_copy(bytes: &[u8]) -> Result<Backing> {
@@ -307,25 +333,7 @@ impl HurrayFile {
     /// `io` (fault injection in tests).
     #[doc(hidden)]
     pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
-        let path = path.as_ref();
-        let (file, len, id) = open_sized(io, path)?;
-        let backing = if opts.in_memory {
-            let n = usize::try_from(len).map_err(|_| {
-                Error::Unsupported(format!("file of {len} bytes does not fit in memory"))
-            })?;
-            let mut v = aligned_zeroed(n)?;
-            {
-                let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
-                io.read_exact_at(&file, &mut dst[..n], 0, path)?;
-            }
-            Backing::Mem(v, n)
-        } else {
-            // SAFETY: the map is read-only and private to this object. The
-            // one hazard, another process truncating or rewriting the file
-            // while it is mapped, is documented (SIGBUS) with `in_memory` as
-            // the alternative.
-            Backing::Mmap(unsafe { io.map(&file, path) }?)
-        };
+        let (backing, id) = Backing::load(io, path.as_ref(), opts)?;
         Self::from_backing(backing, opts).map(|f| f.opened_as(id))
     }
 
@@ -506,6 +514,36 @@ impl HurrayFile {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A Hurray file as [`open`] found it: plain tensors, or one partition
+/// composite read as one logical tensor.
+#[derive(Debug)]
+pub enum Opened {
+    /// A file of plain tensors (COO, CSR, CSC).
+    Plain(HurrayFile),
+    /// A partition composite (a head and its members).
+    Composite(CompositeFile),
+}
+
+/// Open the Hurray file at `path`, whatever it holds: a partition
+/// composite when an index entry is a composite head, plain tensors
+/// otherwise, each validated by its reader with `opts` (see
+/// [`HurrayFile::open_with`] and [`CompositeFile::open_with`]). The file
+/// is mapped (or read, with [`ReadOptions::in_memory`]) once.
+pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Opened> {
+    open_with_io(path.as_ref(), opts, &IoCtx::new())
+}
+
+/// [`open`] through `io`.
+pub(crate) fn open_with_io(path: &Path, opts: ReadOptions, io: &IoCtx) -> Result<Opened> {
+    let (backing, id) = Backing::load(io, path, opts)?;
+    Ok(match CompositeFile::find(backing, opts)? {
+        composite::Found::Composite(c) => Opened::Composite(c),
+        composite::Found::NoHead(backing) => {
+            Opened::Plain(HurrayFile::from_backing(backing, opts)?.opened_as(id))
+        }
+    })
 }
 
 /// The view of tensor `t`, whose placement in `backing` was checked at

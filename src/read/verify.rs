@@ -2,6 +2,7 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
+use crate::hurray::kv::parse_checksum_key;
 use super::{close, shape_product, CooTensor, Desc, HurrayFile};
 use crate::hurray::Statistics;
 use crate::element::{format_float, group_digits, DType};
@@ -160,29 +161,6 @@ impl<'a> Collector<'a> {
         }
         self.out
     }
-}
-
-/// Prefix of the KV keys holding xxh3-64 checksums of tensor buffers.
-pub const CHECKSUM_KEY_PREFIX: &str = "coo_assembler.xxh3.";
-
-/// Buffer names a checksum key may end with (the spec's buffer names).
-const BUFFER_NAMES: [&str; 6] = [
-    "values",
-    "indices",
-    "col_indices",
-    "row_indices",
-    "row_ptr",
-    "col_ptr",
-];
-
-/// `coo_assembler.xxh3.<name>.values` -> (name, "values").
-fn parse_checksum_key(k: &str) -> Option<(&str, &'static str)> {
-    let rest = k.strip_prefix(CHECKSUM_KEY_PREFIX)?;
-    BUFFER_NAMES.iter().find_map(|&b| {
-        rest.strip_suffix(b)
-            .and_then(|n| n.strip_suffix('.'))
-            .map(|n| (n, b))
-    })
 }
 
 impl HurrayFile {

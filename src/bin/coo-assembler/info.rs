@@ -159,12 +159,6 @@ fn human_bytes(b: u64) -> String {
     )
 }
 
-/// Metadata that is bookkeeping rather than content (buffer checksums):
-/// shown with --verbose only.
-fn is_checksum_key(k: &str) -> bool {
-    k.starts_with("coo_assembler.xxh3.")
-}
-
 fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
     let h = f.header();
     let mut o = String::new();
@@ -242,7 +236,7 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
     let meta: Vec<_> = f
         .kv()
         .iter()
-        .filter(|(k, _)| verbose || !is_checksum_key(k))
+        .filter(|(k, _)| verbose || !coo_assembler::raw::kv::is_checksum_key(k))
         .collect();
     if !meta.is_empty() {
         let _ = writeln!(o, "\nmetadata");
@@ -272,7 +266,7 @@ fn percent(x: f64) -> String {
 /// The statistics in plain words, each line only when its mask bit says
 /// the writer computed it.
 fn stats_text(o: &mut String, s: &Statistics, dtype: DType, elements: &str) {
-    use coo_assembler::hurray::statistics::{NAN_INF_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID};
+    use coo_assembler::raw::statistics::{NAN_INF_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID};
     let num = |v: f64| format_float(v, dtype);
     let m = s.computed_mask;
     let _ = writeln!(

@@ -20,9 +20,8 @@
 mod fem;
 
 use coo_assembler::mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
-use coo_assembler::write::WriteOptions;
 use coo_assembler::{
-    parse_size, AssembleOptions, Builder, CompositeFile, DType, OutputLayout, Value,
+    parse_size, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, OutputLayout, Value,
 };
 use fem::{elasticity, laplace, CORNERS};
 use mpi::traits::*;
@@ -320,17 +319,18 @@ fn check(
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         let conv = dir.join(".assemble_fem_mpi-converted.hrry");
         let single = dir.join(".assemble_fem_mpi-single.hrry");
-        // The members' layout, or COO for CSC members (a composite is
-        // written to one COO or CSR tensor directly).
-        let plain = match layout {
-            OutputLayout::Csc => OutputLayout::Coo,
-            l => l,
+        // In the members' layout.
+        let copts = ConvertOptions {
+            to: layout,
+            output_name: Some("K".into()),
+            threads,
+            ..ConvertOptions::default()
         };
-        c.to_plain(&conv, "K", plain, WriteOptions::default())?;
+        coo_assembler::convert(path, &conv, &copts)?;
         let opts = AssembleOptions {
             threads,
             tensor_name: "K".into(),
-            layout: plain,
+            layout,
             ..AssembleOptions::default()
         };
         let ndof = mesh.ndof();
@@ -342,11 +342,11 @@ fn check(
         std::fs::remove_file(&single)?;
         if !same {
             return Err(
-                format!("the composite converted to one {plain} tensor differs from the single-process assembly").into(),
+                format!("the composite converted to one {layout} tensor differs from the single-process assembly").into(),
             );
         }
         println!(
-            "converted to one {plain} tensor: byte-identical to the single-process assembly ({:.2} s)",
+            "converted to one {layout} tensor: byte-identical to the single-process assembly ({:.2} s)",
             t.elapsed().as_secs_f64()
         );
     }

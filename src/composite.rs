@@ -32,25 +32,29 @@
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::output::{AtomicOutput, ReplaceInput};
+use crate::hurray::composite::{
+    check_partition, encode_member, first_member_at, CompositeHead, Shard, RULE_PARTITION,
+};
+use crate::hurray::kv::{buffer_names, checksum_key};
 use crate::hurray::{align_up, FileHeader, IndexEntry, KvValue, HEADER_LEN, MIN_ALIGNMENT};
 use crate::options::OutputLayout;
-use crate::read::composite::{encode_member, CompositeHead, Shard, RULE_PARTITION};
-use crate::write::{buffer_checksum_key, buffer_names, encode_tail, provenance};
+use crate::write::{encode_tail, provenance};
 use crate::{HurrayFile, ReadOptions, Tensor};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// data_buffer_alignment of the composites written here.
-pub const ALIGNMENT: u64 = MIN_ALIGNMENT as u64;
+pub(crate) const ALIGNMENT: u64 = MIN_ALIGNMENT as u64;
 
 /// The name of member `k` of the composite `head`.
-pub fn member_name(head: &str, k: usize) -> String {
+pub(crate) fn member_name(head: &str, k: usize) -> String {
     format!("{head}.part{k}")
 }
 
-/// Offset of the first member: right after the head, at the next multiple of 8.
-pub fn first_member_offset(rank: usize) -> u64 {
-    (HEADER_LEN + CompositeHead::encoded_len(rank) as u64).div_ceil(8) * 8
+/// Offset of the first member: right after the head (which follows the
+/// file header), at the next descriptor boundary.
+pub(crate) fn first_member_offset(rank: usize) -> u64 {
+    first_member_at(HEADER_LEN + CompositeHead::encoded_len(rank) as u64).unwrap_or(u64::MAX)
 }
 
 /// Bytes copied per read/write when placing a member: the copy streams
@@ -61,9 +65,9 @@ const COPY_CHUNK: usize = 4 << 20;
 /// One member ready to be placed: its sharded descriptor and where its
 /// buffers are in a plain single-tensor source file (read with positioned
 /// reads, never mapped while copying).
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// Index name.
-    pub name: String,
+    pub(crate) name: String,
     desc: Vec<u8>,
     nnz: u64,
     layout: OutputLayout,
@@ -81,7 +85,7 @@ impl Prepared {
     /// or CSC), whose box starts at `offset` in `parent_shape`. Its indices
     /// must be local to the box (for CSR, `row_ptr` over the box's rows).
     /// The file is read through `io`.
-    pub fn from_file(
+    pub(crate) fn from_file(
         io: &IoCtx,
         name: String,
         path: &Path,
@@ -136,7 +140,7 @@ impl Prepared {
         let sums = buffer_names(layout)
             .iter()
             .map(|which| {
-                let key = buffer_checksum_key(t.name(), which);
+                let key = checksum_key(t.name(), which);
                 file.kv().iter().find_map(|(k, v)| match v {
                     KvValue::U64(x) if *k == key => Some(*x),
                     _ => None,
@@ -144,7 +148,7 @@ impl Prepared {
             })
             .collect();
         Ok(Prepared {
-            desc: encode_member(&plain, &shard),
+            desc: encode_member(&plain, &shard)?,
             nnz: t.nnz(),
             layout,
             source: io.open(path)?,
@@ -156,18 +160,14 @@ impl Prepared {
     }
 
     /// Entries in the member.
-    pub fn nnz(&self) -> u64 {
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    pub(crate) fn nnz(&self) -> u64 {
         self.nnz
-    }
-
-    /// The member's layout.
-    pub fn layout(&self) -> OutputLayout {
-        self.layout
     }
 
     /// Bytes the member occupies when it starts at `start` (the next
     /// member starts right after).
-    pub fn size_at(&self, start: u64) -> u64 {
+    pub(crate) fn size_at(&self, start: u64) -> u64 {
         self.place(start).end - start
     }
 
@@ -237,22 +237,25 @@ struct Placement {
 
 /// Where a member went and the checksums of its buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placed {
+pub(crate) struct Placed {
     /// Its index entry.
-    pub entry: IndexEntry,
+    pub(crate) entry: IndexEntry,
     /// Its layout (which names its buffers).
-    pub layout: OutputLayout,
+    pub(crate) layout: OutputLayout,
     /// xxh3-64 of each buffer, in buffer order.
-    pub checksums: Vec<u64>,
+    pub(crate) checksums: Vec<u64>,
 }
 
 /// Words of [`Placed::to_words`].
-pub const PLACED_WORDS: usize = 8;
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+pub(crate) const PLACED_WORDS: usize = 8;
+
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
 
 impl Placed {
     /// The placement as fixed-size words (everything but the name), for
     /// gathering over MPI.
-    pub fn to_words(&self) -> [u64; PLACED_WORDS] {
+    pub(crate) fn to_words(&self) -> [u64; PLACED_WORDS] {
         let mut w = [0u64; PLACED_WORDS];
         w[0] = self.entry.descriptor_offset;
         w[1] = u64::from(self.entry.descriptor_length);
@@ -266,7 +269,7 @@ impl Placed {
     }
 
     /// The placement of member `name` from [`Placed::to_words`].
-    pub fn from_words(name: String, w: &[u64]) -> Result<Placed> {
+    pub(crate) fn from_words(name: String, w: &[u64]) -> Result<Placed> {
         if w.len() < PLACED_WORDS {
             return Err(Error::InvalidArgument(format!(
                 "member {name:?}: {} placement words, {PLACED_WORDS} needed",
@@ -298,7 +301,7 @@ impl Placed {
 /// processes may be writing other members of the same file). The buffers
 /// stream through a bounded copy buffer; their checksums come from the
 /// source's KV when it has them, and are computed while copying otherwise.
-pub fn write_member(
+pub(crate) fn write_member(
     io: &IoCtx,
     file: &File,
     path: &Path,
@@ -328,7 +331,7 @@ pub fn write_member(
 
 /// Write the header, the head and, at `members_end` (where the last member
 /// ends), the KV section, index and trailer. Returns the file length.
-pub fn write_frame(
+pub(crate) fn write_frame(
     io: &IoCtx,
     file: &File,
     path: &Path,
@@ -351,10 +354,7 @@ pub fn write_frame(
     let mut kv = vec![provenance()];
     for m in members {
         for (which, sum) in buffer_names(m.layout).iter().zip(&m.checksums) {
-            kv.push((
-                buffer_checksum_key(&m.entry.name, which),
-                KvValue::U64(*sum),
-            ));
+            kv.push((checksum_key(&m.entry.name, which), KvValue::U64(*sum)));
         }
         entries.push(m.entry.clone());
     }
@@ -421,7 +421,7 @@ pub fn join(
         .zip(parts)
         .map(|(t, (_, o))| (o.as_slice(), t.shape()))
         .collect();
-    if let Some(rule) = crate::read::composite::check_partition(shape, &boxes) {
+    if let Some(rule) = check_partition(shape, &boxes) {
         return Err(Error::InvalidArgument(format!(
             "parts do not partition {shape:?}: {rule}"
         )));
@@ -470,8 +470,11 @@ pub fn join(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::hurray::composite::ShardFields;
+    use crate::hurray::descriptor::descriptor_len;
+    use crate::hurray::LAYOUT_COO;
     use crate::read::composite::CompositeFile;
-    use crate::{AssembleOptions, Builder, DType, ReadOptions, Value};
+    use crate::{AssembleOptions, Builder, ConvertOptions, DType, ReadOptions, Value};
 
     fn assemble(path: &Path, shape: &[u64], entries: &[(u64, u64, f64)], name: &str) {
         let opts = AssembleOptions {
@@ -522,8 +525,7 @@ mod tests {
         }
         assert_eq!(c.get(&[3, 0]).unwrap(), t.get(&[3, 0]).unwrap());
         let conv = dir.path().join("conv.hrry");
-        c.to_coo(&conv, "K", crate::write::WriteOptions::default())
-            .unwrap();
+        crate::convert(&target, &conv, &ConvertOptions::default()).unwrap();
         assert_eq!(
             std::fs::read(&conv).unwrap(),
             std::fs::read(&whole).unwrap()
@@ -536,10 +538,11 @@ mod tests {
         assert_eq!(names.len(), 6, "{names:?}");
         // A corrupted cover is refused at open, reported in permissive mode.
         let mut bytes = std::fs::read(&target).unwrap();
-        let d1 = first_member_offset(2) as usize;
-        // Member 0's shard_offset[0] (after 77 + 16 bytes and parent_shape).
-        let p = d1 + 77 + 16 + 16;
-        bytes[p] = 1;
+        let d1 = first_member_offset(2);
+        // Member 0's shard_offset[0] (a COO member of rank 2).
+        let f = ShardFields::of(LAYOUT_COO, 2).unwrap();
+        assert_eq!(f.parent_shape as usize, descriptor_len(2, false));
+        bytes[(d1 + f.shard_offset) as usize] = 1;
         assert!(CompositeFile::from_bytes(&bytes, ReadOptions::default()).is_err());
         let c = CompositeFile::from_bytes(
             &bytes,

@@ -1,7 +1,8 @@
 //! Convert one tensor of a Hurray file into another layout (COO, CSR, CSC),
-//! out of core, under a memory budget.
+//! out of core, under a memory budget. The input may be a partition
+//! composite, converted as its one logical tensor (see [Composites](#composites)).
 //!
-//! The input is validated by the reader ([`HurrayFile`], strict: every
+//! A plain input is validated by the reader ([`HurrayFile`], strict: every
 //! structural rule), then its buffers are read with positioned reads
 //! through small buffers (not through the map), so resident memory does
 //! not grow with the file.
@@ -28,21 +29,35 @@
 //! output rule (`crate::fs::output`). The input is read while the output
 //! is written beside it, and replaced by the rename once the new file is
 //! whole.
+//!
+//! # Composites
+//! A partition composite ([`CompositeFile`], found by [`crate::open`]) is
+//! one logical tensor, named after its head, and converts like one: its
+//! members are read through the map (pages given back behind the cursors).
+//! Row bands of row-major members (sorted COO or CSR: what
+//! [`crate::composite::join`] and the MPI job write from such parts) are
+//! in global row-major order already, so into COO or CSR they stream in
+//! one pass; every other case (a CSC member, boxes that split the columns,
+//! CSC output) pushes member after member into the external sort. Either
+//! way the bytes are those of the same entries assembled into one plain
+//! file, and the output appears through one atomic publish.
 
 use crate::assemble::builder::Builder;
 use crate::assemble::finish::Summary;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::output::{FileId, ReplaceInput};
+use crate::fs::output::ReplaceInput;
 use crate::options::{AssembleOptions, DuplicatePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET};
-use crate::read::{HurrayFile, ReadOptions};
+use crate::read::{open_with_io, CompositeFile, HurrayFile, Opened, ReadOptions};
 use crate::write::{FileWriter, WriteOptions};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Bytes of each input read buffer (values, indices, pointers).
 const READ_BUFFER: usize = 256 << 10;
+/// What the budget keeps for reading the input: three read buffers.
+const STREAMS: u64 = 3 * READ_BUFFER as u64;
 
 /// Options of [`convert`].
 #[derive(Clone, Debug)]
@@ -52,8 +67,11 @@ pub struct ConvertOptions {
     /// Bytes all buffers may use (read buffers, sort, merge, writer).
     /// Default [`DEFAULT_MEMORY_BUDGET`].
     pub memory_budget: u64,
-    /// The tensor to convert; `None` takes the file's only tensor.
+    /// The tensor to convert; `None` takes the file's only tensor. A
+    /// partition composite is one tensor, named after its head.
     pub tensor: Option<String>,
+    /// The name of the tensor written; `None` (default) keeps the input's.
+    pub output_name: Option<String>,
     /// How duplicate coordinates combine; `None` (default) refuses them.
     pub duplicates: Option<DuplicatePolicy>,
     /// Where the external sort spills (default: the system temp dir).
@@ -71,6 +89,7 @@ impl Default for ConvertOptions {
             to: OutputLayout::Coo,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             tensor: None,
+            output_name: None,
             duplicates: None,
             temp_dir: None,
             threads: a.threads,
@@ -85,9 +104,10 @@ impl Default for ConvertOptions {
 pub struct ConvertSummary {
     /// The file written.
     pub path: PathBuf,
-    /// The tensor converted (its name is kept).
+    /// The tensor written (named as the input's unless
+    /// [`ConvertOptions::output_name`] says otherwise).
     pub tensor: String,
-    /// Input layout.
+    /// Input layout; for a composite, its first member's.
     pub from: OutputLayout,
     /// Output layout.
     pub to: OutputLayout,
@@ -98,6 +118,41 @@ pub struct ConvertSummary {
     /// The assembly's summary when the entries went through the external
     /// sort; `None` for a single streaming pass.
     pub sorted_by: Option<Summary>,
+    /// `Some(members)` when the input was a partition composite.
+    pub members: Option<usize>,
+}
+
+/// What is converted, for the summary.
+struct What {
+    /// The name written.
+    tensor: String,
+    from: OutputLayout,
+    members: Option<usize>,
+}
+
+/// How the entries were written.
+enum Written {
+    /// In one pass: entries and file bytes.
+    Pass(u64, u64),
+    /// Through the external sort.
+    Sorted(Summary),
+}
+
+fn summary(output: &Path, what: What, to: OutputLayout, written: Written) -> ConvertSummary {
+    let (nnz, file_bytes, sorted_by) = match written {
+        Written::Pass(nnz, bytes) => (nnz, bytes, None),
+        Written::Sorted(s) => (s.nnz, s.file_bytes, Some(s)),
+    };
+    ConvertSummary {
+        path: output.to_path_buf(),
+        tensor: what.tensor,
+        from: what.from,
+        to,
+        nnz,
+        file_bytes,
+        sorted_by,
+        members: what.members,
+    }
 }
 
 /// Where one tensor's buffers lie in the input file.
@@ -111,21 +166,18 @@ struct Located {
     values: u64,
     indices: u64,
     pointers: u64,
-    /// The input file.
-    id: Option<FileId>,
 }
 
 fn bad(path: &Path, offset: u64, detail: String) -> Error {
     Error::invalid(format!("file {}", path.display()), offset, detail)
 }
 
-/// Find the tensor and its buffers through the validating reader: every
-/// structural rule of the container and of the descriptor is checked
+/// Find the tensor and its buffers in `f`, opened by the validating reader:
+/// every structural rule of the container and of the descriptor is checked
 /// (strict open), without touching the buffers' pages. The map is dropped
 /// before the streaming starts; the buffers are then read with positioned
 /// reads through small buffers, so resident memory stays inside the budget.
-fn locate(io: &IoCtx, path: &Path, tensor: Option<&str>) -> Result<Located> {
-    let f = HurrayFile::open_with_io(path, ReadOptions::default(), io)?;
+fn locate(f: &HurrayFile, tensor: Option<&str>) -> Result<Located> {
     let t = match tensor {
         Some(n) => f.tensor_view(n)?,
         None if f.tensor_count() == 1 => f.only_tensor_view()?,
@@ -148,7 +200,6 @@ fn locate(io: &IoCtx, path: &Path, tensor: Option<&str>) -> Result<Located> {
         values,
         indices,
         pointers,
-        id: f.file_id().cloned(),
     })
 }
 
@@ -212,15 +263,72 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// Convert one tensor of `input` into `opts.to`, written to `output`
-/// (which may be `input`: rewritten in place, atomically); see the
-/// [module docs](self).
+/// Convert one tensor of `input` (or the partition composite it holds)
+/// into `opts.to`, written to `output` (which may be `input`: rewritten in
+/// place, atomically); see the [module docs](self).
 pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<ConvertSummary> {
+    match open_with_io(input, ReadOptions::default(), &opts.io)? {
+        Opened::Plain(f) => {
+            let t = locate(&f, opts.tensor.as_deref())?;
+            drop(f);
+            plain(input, output, opts, t)
+        }
+        Opened::Composite(c) => composite(&c, output, opts),
+    }
+}
+
+/// The writer of a one-pass conversion, once the budget is known to hold
+/// the read streams and the writer's buffers.
+fn one_pass_writer(output: &Path, opts: &ConvertOptions) -> Result<FileWriter> {
+    let wopts = WriteOptions {
+        io: opts.io.clone(),
+        ..WriteOptions::default()
+    };
+    let minimum = STREAMS + 3 * wopts.buffer_bytes as u64;
+    if opts.memory_budget < minimum {
+        return Err(Error::BudgetTooSmall {
+            budget: opts.memory_budget,
+            minimum,
+        });
+    }
+    FileWriter::create_for(output, wopts, &[], ReplaceInput::Allow)
+}
+
+/// The builder of a conversion through the external sort: what is left of
+/// the budget once the read streams have theirs.
+fn sorter(opts: &ConvertOptions, name: &str, shape: &[u64], dtype: DType) -> Result<Builder> {
+    let aopts = AssembleOptions {
+        memory_budget: opts.memory_budget.saturating_sub(STREAMS),
+        temp_dir: opts.temp_dir.clone(),
+        threads: opts.threads,
+        duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
+        layout: opts.to,
+        tensor_name: name.to_string(),
+        io: opts.io.clone(),
+        ..AssembleOptions::default()
+    };
+    Builder::new(shape, dtype, aopts)
+}
+
+/// Push one entry, its value as it was read.
+fn push(b: &mut Builder, idx: &[u64], v: Value) -> Result<()> {
+    match v {
+        Value::Float(x) => b.push(idx, x),
+        Value::Int(x) => b.push(idx, x),
+        Value::UInt(x) => b.push(idx, x),
+    }
+}
+
+/// The name written for an input tensor called `name`.
+fn output_name(opts: &ConvertOptions, name: &str) -> String {
+    opts.output_name.clone().unwrap_or_else(|| name.to_string())
+}
+
+/// A plain tensor, streamed from its buffers.
+fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Result<ConvertSummary> {
     let io = &opts.io;
-    let t = locate(io, input, opts.tensor.as_deref())?;
     let file = io.open(input)?;
     opts.to.check_rank(t.shape.len())?;
-    let streams = 3 * READ_BUFFER as u64;
     let one_pass = match (t.layout, opts.to) {
         (OutputLayout::Coo, OutputLayout::Coo | OutputLayout::Csr) => t.sorted,
         (OutputLayout::Csr, OutputLayout::Coo | OutputLayout::Csr) => true,
@@ -243,65 +351,68 @@ pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<Con
     let mut ptr = Stream::new(io, &file, input, t.pointers, ptr_len);
     let mut entries = Entries::new(&t, &mut ptr, input)?;
     let mut idx = vec![0u64; t.shape.len()];
-    if one_pass {
-        let wopts = WriteOptions {
-            io: io.clone(),
-            ..WriteOptions::default()
-        };
-        if opts.memory_budget < streams + 3 * wopts.buffer_bytes as u64 {
-            return Err(Error::BudgetTooSmall {
-                budget: opts.memory_budget,
-                minimum: streams + 3 * wopts.buffer_bytes as u64,
-            });
-        }
-        let inputs: Vec<_> = t.id.iter().collect();
-        let mut fw = FileWriter::create_for(output, wopts, &inputs, ReplaceInput::Allow)?;
-        let mut tw = fw.begin_tensor_as(&t.name, t.dtype, &t.shape, opts.to)?;
+    let what = What {
+        tensor: output_name(opts, &t.name),
+        from: t.layout,
+        members: None,
+    };
+    let written = if one_pass {
+        let mut fw = one_pass_writer(output, opts)?;
+        let mut tw = fw.begin_tensor_as(&what.tensor, t.dtype, &t.shape, opts.to)?;
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
             let v = values.take(t.dtype.width())?;
             let f = t.dtype.decode(v).to_f64();
             tw.push_le(&idx, v, f)?;
         }
         let nnz = tw.finish()?.nnz;
-        let fs = fw.finish()?;
-        return Ok(ConvertSummary {
-            path: output.to_path_buf(),
-            tensor: t.name,
-            from: t.layout,
-            to: opts.to,
-            nnz,
-            file_bytes: fs.bytes,
-            sorted_by: None,
+        Written::Pass(nnz, fw.finish()?.bytes)
+    } else {
+        let mut b = sorter(opts, &what.tensor, &t.shape, t.dtype)?;
+        while entries.next(&mut indices, &mut ptr, &mut idx)? {
+            push(&mut b, &idx, t.dtype.decode(values.take(t.dtype.width())?))?;
+        }
+        Written::Sorted(b.finish(output)?)
+    };
+    Ok(summary(output, what, opts.to, written))
+}
+
+/// A partition composite, read through its members: in one pass when its
+/// iteration streams in the output's order (row bands of row-major
+/// members, into COO or CSR), through the external sort otherwise.
+fn composite(c: &CompositeFile, output: &Path, opts: &ConvertOptions) -> Result<ConvertSummary> {
+    if let Some(t) = opts.tensor.as_deref().filter(|&t| t != c.name()) {
+        return Err(Error::TensorNotFound {
+            name: t.to_string(),
+            available: format!("{:?} (a partition composite, read as one tensor)", c.name()),
         });
     }
-    let aopts = AssembleOptions {
-        memory_budget: opts.memory_budget.saturating_sub(streams),
-        temp_dir: opts.temp_dir.clone(),
-        threads: opts.threads,
-        duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
-        layout: opts.to,
-        tensor_name: t.name.clone(),
-        io: io.clone(),
-        ..AssembleOptions::default()
+    opts.to.check_rank(c.shape().len())?;
+    let what = What {
+        tensor: output_name(opts, c.name()),
+        from: c
+            .members()
+            .next()
+            .map_or(OutputLayout::Coo, |(t, _)| t.layout()),
+        members: Some(c.members().count()),
     };
-    let mut b = Builder::new(&t.shape, t.dtype, aopts)?;
-    while entries.next(&mut indices, &mut ptr, &mut idx)? {
-        match t.dtype.decode(values.take(t.dtype.width())?) {
-            Value::Float(x) => b.push(&idx, x),
-            Value::Int(x) => b.push(&idx, x),
-            Value::UInt(x) => b.push(&idx, x),
-        }?;
-    }
-    let s = b.finish(output)?;
-    Ok(ConvertSummary {
-        path: output.to_path_buf(),
-        tensor: t.name,
-        from: t.layout,
-        to: opts.to,
-        nnz: s.nnz,
-        file_bytes: s.file_bytes,
-        sorted_by: Some(s),
-    })
+    let written = if c.streams_in_order() && opts.to != OutputLayout::Csc {
+        let mut fw = one_pass_writer(output, opts)?;
+        let mut tw = fw.begin_tensor_as(&what.tensor, c.dtype(), c.shape(), opts.to)?;
+        for e in c.iter() {
+            let (idx, v) = e?;
+            tw.push_value(&idx, v)?;
+        }
+        let nnz = tw.finish()?.nnz;
+        Written::Pass(nnz, fw.finish()?.bytes)
+    } else {
+        let mut b = sorter(opts, &what.tensor, c.shape(), c.dtype())?;
+        for e in c.entries_unordered() {
+            let (idx, v) = e?;
+            push(&mut b, &idx, v)?;
+        }
+        Written::Sorted(b.finish(output)?)
+    };
+    Ok(summary(output, what, opts.to, written))
 }
 
 /// Walks the coordinates of a tensor in storage order.

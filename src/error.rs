@@ -260,6 +260,11 @@ pub enum Error {
     #[error("this builder has finished or was dropped; make a new one")]
     Finished,
 
+    /// A composite reader ([`crate::CompositeFile`]) was given a file that
+    /// holds no composite head: a plain Hurray file.
+    #[error("the file holds no composite head: it is a plain Hurray file (read it with HurrayFile, or open it with coo_assembler::open, which reads both)")]
+    NotComposite,
+
     /// An output path names a file the same operation reads (the same
     /// file, through symbolic or hard links too): writing it would destroy
     /// the input.
@@ -454,6 +459,7 @@ impl Error {
             | Error::OutOfOrder { .. }
             | Error::InvalidOptions(_)
             | Error::InvalidShape { .. }
+            | Error::NotComposite
             | Error::OutputIsInput { .. } => ErrorKind::Argument,
             Error::InvalidValue { .. } => ErrorKind::Value,
             Error::DuplicateCoordinate { .. } => ErrorKind::Duplicate,
@@ -562,6 +568,7 @@ impl Error {
             Error::Poisoned("sample"),
             Error::PushersAlive { alive: 1 },
             Error::Finished,
+            Error::NotComposite,
             Error::OutputIsInput {
                 output: "/a".into(),
                 input: "/a".into(),
@@ -576,7 +583,7 @@ impl Error {
 /// until it is numbered (and then [`Error::samples`]' test fails until it
 /// has a sample).
 #[cfg(test)]
-const VARIANTS: usize = 26;
+const VARIANTS: usize = 27;
 
 #[cfg(test)]
 fn ordinal(e: &Error) -> usize {
@@ -606,7 +613,8 @@ fn ordinal(e: &Error) -> usize {
         Error::Poisoned(_) => 22,
         Error::PushersAlive { .. } => 23,
         Error::Finished => 24,
-        Error::OutputIsInput { .. } => 25,
+        Error::NotComposite => 25,
+        Error::OutputIsInput { .. } => 26,
     }
 }
 

@@ -1,19 +1,20 @@
 //! Partition composites converted to one plain tensor (issue 21): the
-//! composites `composite::join` writes and every conversion of them (COO,
-//! CSR, CSC) keep the bytes pinned in `tests/golden/composites.txt`
-//! (length and xxh3-64 of each file), which were made by the conversion
-//! paths before `convert` took composites (`CompositeFile::to_plain` for
-//! COO and CSR, a temporary COO file converted for CSC). Regenerate with
+//! composites `composite::join` writes and every conversion of them by
+//! `convert` (COO, CSR, CSC) keep the bytes pinned in
+//! `tests/golden/composites.txt` (length and xxh3-64 of each file), which
+//! were made by the conversion paths before `convert` took composites
+//! (`CompositeFile::to_plain` for COO and CSR, a temporary COO file
+//! converted for CSC). The command line's `convert` and `composite to-coo`
+//! give the same bytes, in place too; `open` tells plain from composite. Regenerate with
 //! `GOLDEN_REGENERATE=1 cargo test --release --test composite_convert`
 //! only for a deliberate change of bytes (and record it in the version log
 //! of `docs/format.md`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use coo_assembler::write::WriteOptions;
 use coo_assembler::{
-    convert, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, HurrayFile,
-    OutputLayout, Value,
+    convert, open, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error,
+    ErrorKind, HurrayFile, Opened, OutputLayout, ReadOptions, Value,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -163,26 +164,20 @@ fn make(dir: &Path, c: &Case) -> (PathBuf, BTreeMap<Vec<u64>, Value>) {
 
 /// The conversion of the composite at `comp` into `layout`, at `out`.
 fn conversion(comp: &Path, out: &Path, layout: OutputLayout) -> coo_assembler::Result<()> {
-    let c = CompositeFile::open(comp)?;
-    if layout == OutputLayout::Csc {
-        let tmp = out.with_extension("coo-tmp");
-        c.to_coo(&tmp, c.name(), WriteOptions::default())?;
-        let opts = ConvertOptions {
-            to: OutputLayout::Csc,
-            threads: 1,
-            ..ConvertOptions::default()
-        };
-        convert(&tmp, out, &opts)?;
-        std::fs::remove_file(&tmp).unwrap();
-    } else {
-        c.to_plain(out, c.name(), layout, WriteOptions::default())?;
-    }
+    let opts = ConvertOptions {
+        to: layout,
+        threads: 1,
+        ..ConvertOptions::default()
+    };
+    let s = convert(comp, out, &opts)?;
+    assert!(s.members.is_some());
     Ok(())
 }
 
 /// Every stored entry of the only tensor of `path`.
 fn read_back(path: &Path) -> BTreeMap<Vec<u64>, Value> {
     let f = HurrayFile::open(path).unwrap();
+    assert_eq!(f.tensor_count(), 1);
     let mut got = BTreeMap::new();
     f.only_tensor_view()
         .unwrap()
@@ -216,7 +211,7 @@ fn composites_and_their_conversions_keep_their_bytes() {
             let r = conversion(&comp, &out, layout);
             if c.shape.len() != 2 && layout != OutputLayout::Coo {
                 let e = r.unwrap_err();
-                assert_eq!(e.kind(), coo_assembler::ErrorKind::Argument, "{e}");
+                assert_eq!(e.kind(), ErrorKind::Argument, "{e}");
                 assert!(!out.exists());
                 continue;
             }
@@ -235,4 +230,211 @@ fn composites_and_their_conversions_keep_their_bytes() {
     }
     let want = std::fs::read_to_string(manifest_path()).unwrap();
     assert_eq!(text, want, "bytes differ from tests/golden/composites.txt");
+}
+
+fn cli(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn cli_ok(args: &[&std::ffi::OsStr]) -> String {
+    let o = cli(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap() + &String::from_utf8(o.stderr).unwrap()
+}
+
+/// The command line's `convert` (and `composite to-coo`) of a composite,
+/// into another file and in place, gives the library's bytes; nothing is
+/// left beside the output.
+#[test]
+fn the_command_line_converts_composites_as_the_library_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for c in cases().into_iter().filter(|c| c.shape.len() == 2) {
+        let (comp, _) = make(dir.path(), &c);
+        for layout in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc] {
+            let lib = dir.path().join(format!("{}.lib-{layout}.hrry", c.name));
+            conversion(&comp, &lib, layout).unwrap();
+            let want = std::fs::read(&lib).unwrap();
+            let out = dir.path().join(format!("{}.cli-{layout}.hrry", c.name));
+            let to = layout.to_string();
+            let msg = cli_ok(&[
+                "convert".as_ref(),
+                comp.as_os_str(),
+                out.as_os_str(),
+                "--to".as_ref(),
+                to.as_ref(),
+            ]);
+            assert!(
+                msg.contains(&format!(
+                    "converted composite {:?} ({} members)",
+                    c.name,
+                    c.parts.len()
+                )),
+                "{msg}"
+            );
+            assert!(
+                std::fs::read(&out).unwrap() == want,
+                "{} to {layout}",
+                c.name
+            );
+            // In place: a copy of the composite becomes the conversion.
+            let copy = dir.path().join(format!("{}.copy.hrry", c.name));
+            std::fs::copy(&comp, &copy).unwrap();
+            cli_ok(&[
+                "convert".as_ref(),
+                "-q".as_ref(),
+                copy.as_os_str(),
+                copy.as_os_str(),
+                "--to".as_ref(),
+                to.as_ref(),
+            ]);
+            assert!(
+                std::fs::read(&copy).unwrap() == want,
+                "{} to {layout} in place",
+                c.name
+            );
+            if layout == OutputLayout::Coo {
+                let out = dir.path().join(format!("{}.to-coo-cli.hrry", c.name));
+                cli_ok(&[
+                    "composite".as_ref(),
+                    "to-coo".as_ref(),
+                    comp.as_os_str(),
+                    out.as_os_str(),
+                ]);
+                assert!(std::fs::read(&out).unwrap() == want);
+            }
+        }
+    }
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    left.sort();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Within a budget too small for the entries, a composite that needs the
+/// sort (blocks) spills and merges, and writes the bytes of a conversion
+/// with room to spare; one whose rows stream needs no sort at all.
+#[test]
+fn composites_convert_out_of_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let (n, cut) = (1200u64, 700u64);
+    let c = Case {
+        name: "big",
+        dtype: DType::F64,
+        shape: vec![n, n],
+        parts: vec![
+            part(&[0, 0], &[cut, cut], OutputLayout::Coo),
+            part(&[0, cut], &[cut, n - cut], OutputLayout::Csr),
+            part(&[cut, 0], &[n - cut, n], OutputLayout::Coo),
+        ],
+    };
+    let (comp, whole) = make(dir.path(), &c);
+    assert!(whole.len() > 300_000, "{}", whole.len());
+    for layout in [OutputLayout::Coo, OutputLayout::Csc] {
+        let roomy = dir.path().join(format!("roomy-{layout}.hrry"));
+        let tight = dir.path().join(format!("tight-{layout}.hrry"));
+        let opts = |memory_budget| ConvertOptions {
+            to: layout,
+            memory_budget,
+            threads: 1,
+            temp_dir: Some(dir.path().to_path_buf()),
+            ..ConvertOptions::default()
+        };
+        let r = convert(&comp, &roomy, &opts(256 << 20)).unwrap();
+        let t = convert(&comp, &tight, &opts(4 << 20)).unwrap();
+        let s = t.sorted_by.expect("blocks need the sort");
+        assert!(s.runs_spilled > 0 && s.merge_passes >= 1, "{s:?}");
+        assert_eq!(r.sorted_by.unwrap().runs_spilled, 0);
+        assert!(std::fs::read(&tight).unwrap() == std::fs::read(&roomy).unwrap());
+        assert_eq!(read_back(&tight), whole);
+    }
+}
+
+/// `open` tells a plain file from a composite and refuses junk as the
+/// plain reader does; `CompositeFile` refuses a plain file with a typed
+/// error; a composite is one tensor named after its head.
+#[test]
+fn open_tells_plain_from_composite() {
+    let dir = tempfile::tempdir().unwrap();
+    let cs = cases();
+    let (comp, whole) = make(dir.path(), &cs[0]);
+    let opts = ReadOptions::default();
+    let Opened::Composite(c) = open(&comp, opts).unwrap() else {
+        panic!("a composite opened as plain")
+    };
+    assert_eq!((c.name(), c.nnz() as usize), ("bands", whole.len()));
+    let in_memory = ReadOptions {
+        in_memory: true,
+        ..opts
+    };
+    assert!(matches!(open(&comp, in_memory), Ok(Opened::Composite(_))));
+    let part = dir.path().join("bands.part0.hrry");
+    let Opened::Plain(f) = open(&part, opts).unwrap() else {
+        panic!("a plain file opened as a composite")
+    };
+    assert_eq!(f.tensor_count(), 1);
+    let e = CompositeFile::open(&part).unwrap_err();
+    assert!(matches!(e, Error::NotComposite), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Argument);
+    let bytes = std::fs::read(&part).unwrap();
+    let e = CompositeFile::from_bytes(&bytes, opts).unwrap_err();
+    assert!(matches!(e, Error::NotComposite), "{e}");
+    // Junk: the plain reader's own error.
+    let junk = dir.path().join("junk.hrry");
+    std::fs::write(&junk, vec![7u8; 500]).unwrap();
+    let want = HurrayFile::open(&junk).unwrap_err().to_string();
+    assert_eq!(open(&junk, opts).unwrap_err().to_string(), want);
+    assert!(matches!(
+        CompositeFile::open(&junk),
+        Err(Error::InvalidFile { .. })
+    ));
+    // A broken composite is the composite reader's error, not a plain one.
+    let mut broken = std::fs::read(&comp).unwrap();
+    let head_rule = coo_assembler::hurray::composite::head_field::composition_rule(2);
+    broken[(64 + head_rule) as usize] = 0x09;
+    let b = dir.path().join("broken.hrry");
+    std::fs::write(&b, &broken).unwrap();
+    let e = open(&b, opts).unwrap_err().to_string();
+    assert!(e.contains("composition_rule"), "{e}");
+    // The CLI reads both through it: a composite's --tensor names its head.
+    let tensor = |name: &str| {
+        let o = cli(&[
+            "convert".as_ref(),
+            comp.as_os_str(),
+            dir.path().join("x.hrry").as_os_str(),
+            "--to".as_ref(),
+            "csr".as_ref(),
+            "--tensor".as_ref(),
+            name.as_ref(),
+        ]);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(tensor("bands").0, Some(0));
+    let (code, msg) = tensor("bands.part1");
+    assert_eq!(code, Some(2), "{msg}");
+    assert!(msg.contains("partition composite"), "{msg}");
+    let o = cli(&["composite".as_ref(), "info".as_ref(), part.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no composite head"));
+    let o = cli(&[
+        "export".as_ref(),
+        comp.as_os_str(),
+        "--to".as_ref(),
+        "mtx".as_ref(),
+        dir.path().join("x.mtx").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("convert it first"));
 }

@@ -40,9 +40,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
-use coo_assembler::write::WriteOptions;
 use coo_assembler::{
-    AssembleOptions, Builder, CompositeFile, DType, Error, HurrayFile, OutputLayout,
+    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error, HurrayFile, OutputLayout,
 };
 use mpi::traits::*;
 use std::path::{Path, PathBuf};
@@ -219,11 +218,18 @@ fn per_rank_joined(
     let joined = dir.join("joined.hrry");
     coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
     let conv = dir.join("conv.hrry");
-    CompositeFile::open(&joined)
-        .unwrap()
-        .to_plain(&conv, "K", layout, WriteOptions::default())
-        .unwrap();
+    to_plain(&joined, &conv, layout);
     Some(conv)
+}
+
+/// The composite at `from` converted to one `layout` tensor "K" at `to`.
+fn to_plain(from: &Path, to: &Path, layout: OutputLayout) {
+    let opts = ConvertOptions {
+        to: layout,
+        output_name: Some("K".into()),
+        ..ConvertOptions::default()
+    };
+    coo_assembler::convert(from, to, &opts).unwrap();
 }
 
 fn worker(case: &str, dir: &Path) {
@@ -276,9 +282,9 @@ fn worker(case: &str, dir: &Path) {
                     assert!(runs > 0, "no run was combined across the stash");
                 }
                 if rank == 0 {
-                    let c = valid_composite(&out, ranks);
+                    valid_composite(&out, ranks);
                     let conv = dir.join("conv.hrry");
-                    c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
+                    to_plain(&out, &conv, OutputLayout::Coo);
                     let same = std::fs::read(&conv).unwrap() == std::fs::read(&reference).unwrap();
                     if !same {
                         // Kept for inspection.
@@ -328,14 +334,13 @@ fn worker(case: &str, dir: &Path) {
                     let c = valid_composite(&out, ranks);
                     assert!(c.members().all(|(t, _)| t.layout() == layout));
                     let conv = dir.join("conv.hrry");
-                    c.to_coo(&conv, "K", WriteOptions::default()).unwrap();
+                    to_plain(&out, &conv, OutputLayout::Coo);
                     assert!(
                         std::fs::read(&conv).unwrap() == std::fs::read(&reference).unwrap(),
                         "{layout} members, budget {budget}: the composite converted to COO differs from the single-process COO"
                     );
                     if layout == OutputLayout::Csr {
-                        c.to_plain(&conv, "K", OutputLayout::Csr, WriteOptions::default())
-                            .unwrap();
+                        to_plain(&out, &conv, OutputLayout::Csr);
                         assert!(
                             std::fs::read(&conv).unwrap() == std::fs::read(&reference_csr).unwrap(),
                             "budget {budget}: the composite converted to CSR differs from the single-process CSR"

@@ -7,7 +7,7 @@
 //! (`row_ptr` / `col_ptr`, u64, extent of the major dimension + 1).
 
 use super::descriptor::{
-    read_dtype, read_extent, read_prelude, read_statistics, write_head, BufferHandle,
+    field, read_dtype, read_extent, read_prelude, read_statistics, write_head, BufferHandle,
     DESC_HAS_STATISTICS, HANDLE_LEN,
 };
 use super::statistics::{Statistics, STATISTICS_LEN};
@@ -114,20 +114,25 @@ impl CompressedDescriptor {
         let column_major = match r.u8("layout tag")? {
             LAYOUT_CSR => false,
             LAYOUT_CSC => true,
-            t => return Err(r.err_at(15, format!("layout tag 0x{t:02x} is not CSR or CSC"))),
+            t => {
+                return Err(r.err_at(
+                    field::LAYOUT_TAG as usize,
+                    format!("layout tag 0x{t:02x} is not CSR or CSC"),
+                ))
+            }
         };
         let name = if column_major { "CSC" } else { "CSR" };
         let rank = r.u32("rank")?;
         if rank != 2 {
             return Err(r.err_at(
-                16,
+                field::RANK as usize,
                 format!("rank {rank}: {name} is defined for rank 2 only"),
             ));
         }
         let expected_len = compressed_descriptor_len(has_stats);
         if desc_len != expected_len {
             return Err(r.err_at(
-                6,
+                field::DESCRIPTOR_LENGTH as usize,
                 format!("descriptor_length {desc_len} does not match a {name} descriptor (expected {expected_len})"),
             ));
         }
@@ -138,7 +143,7 @@ impl CompressedDescriptor {
         let byte_offset = r.u64("byte_offset")?;
         if byte_offset != 0 {
             return Err(r.err_at(
-                36,
+                field::byte_offset(2) as usize,
                 format!("byte_offset is {byte_offset}, must be 0 for {name}"),
             ));
         }

@@ -5,12 +5,68 @@ use super::{ByteReader, LAYOUT_COO, MAGIC, MAX_RANK};
 use crate::element::DType;
 use crate::error::{Error, Result};
 
-/// Descriptor flag bit 3: a statistics section follows the buffer handles.
+/// Descriptor flag bit 0: a quantization section follows the buffer table.
+pub const DESC_QUANTIZED: u32 = 1 << 0;
+/// Descriptor flag bit 1: a shard section follows (after the quantization
+/// section, before the statistics).
+pub const DESC_HAS_SHARD: u32 = 1 << 1;
+/// Descriptor flag bit 2: an extension-type section follows the statistics.
+pub const DESC_EXTENSION_TYPE: u32 = 1 << 2;
+/// Descriptor flag bit 3: a statistics section follows the buffer handles
+/// (and the quantization and shard sections, when present).
 pub const DESC_HAS_STATISTICS: u32 = 1 << 3;
-const DESC_QUANTIZED: u32 = 1 << 0;
-const DESC_SHARDED: u32 = 1 << 1;
-const DESC_EXT_TYPE: u32 = 1 << 2;
-const DESC_COMPOSITE_MEMBER: u32 = 1 << 4;
+/// Descriptor flag bit 4: a Composite Member section ends the descriptor
+/// (overlay members only).
+pub const DESC_COMPOSITE_MEMBER: u32 = 1 << 4;
+
+/// Offsets of the fields every tensor descriptor starts with, whatever its
+/// layout, from the descriptor's start (messages name the field a bad value
+/// came from; `write_head` writes them in this order).
+pub mod field {
+    /// The magic `HRRY` (4 bytes).
+    pub const MAGIC: u64 = 0;
+    /// Major and minor version (u8 each).
+    pub const VERSION: u64 = 4;
+    /// `descriptor_length` (u32).
+    pub const DESCRIPTOR_LENGTH: u64 = 6;
+    /// `flags` (u32).
+    pub const FLAGS: u64 = 10;
+    /// `type_tag` (u8).
+    pub const TYPE_TAG: u64 = 14;
+    /// `layout_tag` (u8).
+    pub const LAYOUT_TAG: u64 = 15;
+    /// `rank` (u32).
+    pub const RANK: u64 = 16;
+    /// `shape` (u64 per dimension).
+    pub const SHAPE: u64 = 20;
+    /// `byte_offset` (u64), after the `rank` extents; the layout fields follow.
+    pub fn byte_offset(rank: usize) -> u64 {
+        SHAPE + 8 * rank as u64
+    }
+}
+
+/// The layout tag of the descriptor that starts `bytes`, if they reach it.
+pub(crate) fn layout_tag(bytes: &[u8]) -> Option<u8> {
+    bytes.get(field::LAYOUT_TAG as usize).copied()
+}
+
+/// The `descriptor_length` and `flags` of the descriptor that starts
+/// `bytes`, read without any check, if they reach them.
+pub(crate) fn length_and_flags(bytes: &[u8]) -> Option<(u32, u32)> {
+    let word = |at: u64| -> Option<u32> {
+        let b = bytes.get(at as usize..at as usize + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    Some((word(field::DESCRIPTOR_LENGTH)?, word(field::FLAGS)?))
+}
+
+/// Overwrite the `descriptor_length` and `flags` of the encoded descriptor
+/// `out` (at least 14 bytes).
+pub(crate) fn set_length_and_flags(out: &mut [u8], len: u32, flags: u32) {
+    let at = |f: u64| f as usize..f as usize + 4;
+    out[at(field::DESCRIPTOR_LENGTH)].copy_from_slice(&len.to_le_bytes());
+    out[at(field::FLAGS)].copy_from_slice(&flags.to_le_bytes());
+}
 /// The first 14 bytes every tensor descriptor starts with: magic, version
 /// 1.0, `descriptor_length` and flags with no undefined bit set. Returns
 /// the length and the flags; the layout-specific decoders check the rest.
@@ -18,7 +74,7 @@ pub(crate) fn read_prelude(r: &mut ByteReader<'_>, section: &str) -> Result<(usi
     let magic = r.array::<4>("descriptor magic")?;
     if &magic != MAGIC {
         return Err(r.err_at(
-            0,
+            field::MAGIC as usize,
             format!("descriptor magic is {magic:02x?}, expected \"HRRY\""),
         ));
     }
@@ -33,7 +89,7 @@ pub(crate) fn read_prelude(r: &mut ByteReader<'_>, section: &str) -> Result<(usi
     let flags = r.u32("descriptor flags")?;
     if flags >> 5 != 0 {
         return Err(r.err_at(
-            10,
+            field::FLAGS as usize,
             format!("descriptor flags 0x{flags:08x} set undefined bits 5..31"),
         ));
     }
@@ -64,7 +120,7 @@ pub(crate) fn write_head(
 pub(crate) fn read_dtype(r: &mut ByteReader<'_>) -> Result<DType> {
     let tag = r.u8("element type")?;
     DType::from_tag(tag).map_err(|e| match e {
-        Error::InvalidFile { detail, .. } => r.err_at(14, detail),
+        Error::InvalidFile { detail, .. } => r.err_at(field::TYPE_TAG as usize, detail),
         other => other,
     })
 }
@@ -115,13 +171,21 @@ pub const MIN_BUFFER_ALIGNMENT: u32 = 64;
 /// extents, from the descriptor's start (messages name the field a bad value
 /// came from; the encoder below writes them in this order).
 pub mod coo_field {
-    /// `nnz` (u64).
+    /// `nnz` (u64), after `byte_offset`.
     pub fn nnz(rank: usize) -> u64 {
-        28 + 8 * rank as u64
+        super::field::byte_offset(rank) + 8
+    }
+    /// `is_sorted` (u8); 7 reserved bytes follow.
+    pub fn is_sorted(rank: usize) -> u64 {
+        nnz(rank) + 8
+    }
+    /// `buffer_count` (u8, 2).
+    pub fn buffer_count(rank: usize) -> u64 {
+        is_sorted(rank) + 8
     }
     /// The values buffer handle; the indices handle follows it.
     pub fn values_handle(rank: usize) -> u64 {
-        45 + 8 * rank as u64
+        buffer_count(rank) + 1
     }
     /// The indices buffer handle.
     pub fn indices_handle(rank: usize) -> u64 {
@@ -275,8 +339,8 @@ impl CooDescriptor {
         let (desc_len, flags) = read_prelude(&mut r, section)?;
         for (bit, what) in [
             (DESC_QUANTIZED, "quantized tensors"),
-            (DESC_SHARDED, "sharded tensors"),
-            (DESC_EXT_TYPE, "extension element types"),
+            (DESC_HAS_SHARD, "sharded tensors"),
+            (DESC_EXTENSION_TYPE, "extension element types"),
             (DESC_COMPOSITE_MEMBER, "composite members"),
         ] {
             if flags & bit != 0 {
@@ -295,12 +359,15 @@ impl CooDescriptor {
         }
         let rank = r.u32("rank")? as usize;
         if rank == 0 || rank > MAX_RANK {
-            return Err(r.err_at(16, format!("rank {rank} is out of 1..=64 for a COO tensor")));
+            return Err(r.err_at(
+                field::RANK as usize,
+                format!("rank {rank} is out of 1..=64 for a COO tensor"),
+            ));
         }
         let expected_len = descriptor_len(rank, has_stats);
         if desc_len != expected_len {
             return Err(r.err_at(
-                6,
+                field::DESCRIPTOR_LENGTH as usize,
                 format!("descriptor_length {desc_len} does not match rank {rank} (expected {expected_len})"),
             ));
         }

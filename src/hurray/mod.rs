@@ -5,6 +5,7 @@
 //! checks (buffers inside the file, index against descriptor) live in the
 //! reader. Decoders never allocate more than the input's length justifies.
 
+pub mod composite;
 pub mod compressed;
 pub mod descriptor;
 pub mod header;
@@ -13,6 +14,7 @@ pub mod kv;
 pub mod statistics;
 pub mod trailer;
 
+pub use composite::{CompositeHead, Shard};
 pub use descriptor::{BufferHandle, CooDescriptor};
 pub use header::FileHeader;
 pub use index::IndexEntry;
@@ -30,6 +32,8 @@ pub const MAGIC: &[u8; 4] = b"HRRY";
 pub const HEADER_LEN: u64 = 64;
 /// Size of the trailer.
 pub const TRAILER_LEN: u64 = 40;
+/// Every descriptor starts at a multiple of this.
+pub const DESCRIPTOR_ALIGNMENT: u64 = 8;
 /// Smallest allowed data_buffer_alignment.
 pub const MIN_ALIGNMENT: u32 = 4096;
 /// Largest allowed data_buffer_alignment.
@@ -40,6 +44,8 @@ pub const LAYOUT_COO: u8 = 0x06;
 pub const LAYOUT_CSR: u8 = 0x07;
 /// Layout tag of CSC.
 pub const LAYOUT_CSC: u8 = 0x08;
+/// Layout tag of a composite head.
+pub const LAYOUT_COMPOSITE: u8 = 0x0B;
 /// Largest rank the format allows.
 pub const MAX_RANK: usize = 64;
 

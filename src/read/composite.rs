@@ -1,16 +1,16 @@
-//! Partition composites (issue 13): a head descriptor (layout tag 0x0B,
-//! `composition_rule` 1) followed by its members, each an ordinary COO,
-//! CSR or CSC tensor with a shard section, read as one logical tensor.
+//! Reading partition composites (issue 13): a head descriptor (layout tag
+//! 0x0B, `composition_rule` 1) followed by its members, each an ordinary
+//! COO, CSR or CSC tensor with a shard section, read as one logical tensor.
 //!
-//! Codec (pure bytes): [`CompositeHead`] and the shard section of a member
-//! ([`encode_member`]; `decode_member` takes it out again and hands the
-//! rest to the layout's own codec). Reader: [`CompositeFile`]
-//! opens a file, finds the head, binds the next `member_count` tensors in
+//! The bytes are the codec's ([`crate::hurray::composite`]: the head, the
+//! shard section, the partition rules). [`CompositeFile`] opens a file,
+//! finds the head, binds the next `member_count` tensors in
 //! descriptor-offset order (the spec's binding rule, whatever the index
 //! order), validates each member like a plain tensor and the boxes against
 //! the head (parent shape, element type, bounds, exact cover, no overlap),
-//! and offers `get`, global-order iteration, `verify` and conversion to one
-//! plain COO or CSR tensor.
+//! and offers `get`, global-order iteration and `verify`. Converting a
+//! composite to one plain tensor is [`crate::convert`]'s; telling a plain
+//! file from a composite is [`crate::open`]'s.
 //!
 //! Nested composites (a member that is itself a head) are refused as
 //! unsupported; overlay and group heads too. A file whose writer padded
@@ -24,249 +24,51 @@ use super::{view_of, Backing, Desc, ReadOptions, Tensor, TensorMeta};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
-use crate::hurray::descriptor::{descriptor_len, read_prelude};
+use crate::hurray::composite::{
+    check_partition, first_member_at, split_member, CompositeHead, MemberBytes, Shard, ShardFields,
+    RULE_PARTITION,
+};
+use crate::hurray::compressed::CompressedDescriptor;
+use crate::hurray::descriptor::{field, layout_tag};
 use crate::hurray::index::EntryFields;
 use crate::hurray::{
-    align_up, ByteReader, CooDescriptor, IndexEntry, KvValue, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR,
-    MAGIC, MAX_RANK, TRAILER_LEN,
+    CooDescriptor, IndexEntry, KvValue, DESCRIPTOR_ALIGNMENT, LAYOUT_COMPOSITE, LAYOUT_CSC,
+    LAYOUT_CSR, TRAILER_LEN,
 };
-use crate::options::OutputLayout;
 use crate::read::Problem;
-use crate::write::{FileSummary, FileWriter, WriteOptions};
 use crate::Value;
 use std::path::Path;
 
-/// Layout tag of a composite head.
-pub const LAYOUT_COMPOSITE: u8 = 0x0B;
-/// `composition_rule` of a partition.
-pub const RULE_PARTITION: u8 = 0x01;
-/// Descriptor flag bit 1: a shard section follows the buffer table.
-pub const DESC_HAS_SHARD: u32 = 1 << 1;
-const DESC_QUANTIZED: u32 = 1 << 0;
-const DESC_EXTENSION_TYPE: u32 = 1 << 2;
-const DESC_HAS_STATISTICS: u32 = 1 << 3;
-const DESC_COMPOSITE_MEMBER: u32 = 1 << 4;
-
-/// A composite head descriptor (no buffers).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompositeHead {
-    /// Logical element type.
-    pub dtype: DType,
-    /// Logical shape.
-    pub shape: Vec<u64>,
-    /// 1 partition, 2 overlay, 3 group.
-    pub rule: u8,
-    /// Overlay only; 0 otherwise.
-    pub combine_op: u8,
-    /// Members that follow the head.
-    pub member_count: u32,
-}
-
-impl CompositeHead {
-    /// Encoded length for a rank: 37 + 8 rank bytes (53 for a matrix).
-    pub fn encoded_len(rank: usize) -> usize {
-        37 + 8 * rank
-    }
-
-    /// Encode the head.
-    pub fn encode(&self) -> Vec<u8> {
-        let len = Self::encoded_len(self.shape.len());
-        let mut out = Vec::with_capacity(len);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&[1, 0]);
-        out.extend_from_slice(&(len as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.push(self.dtype.tag());
-        out.push(LAYOUT_COMPOSITE);
-        out.extend_from_slice(&(self.shape.len() as u32).to_le_bytes());
-        for d in &self.shape {
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        out.extend_from_slice(&0u64.to_le_bytes()); // byte_offset
-        out.extend_from_slice(&[self.rule, self.combine_op, 0, 0]);
-        out.extend_from_slice(&self.member_count.to_le_bytes());
-        out.push(0); // buffer_count
-        debug_assert_eq!(out.len(), len);
-        out
-    }
-
-    /// Decode a head at absolute `offset` (bytes may run past its end).
-    /// Refuses what the spec says a reader must refuse.
-    pub fn decode(bytes: &[u8], offset: u64, section: &str) -> Result<CompositeHead> {
-        let mut r = ByteReader::new(bytes, offset, section);
-        let (len, flags) = read_prelude(&mut r, section)?;
-        if flags & (DESC_QUANTIZED | DESC_COMPOSITE_MEMBER) != 0 {
-            return Err(r.err_at(
-                10,
-                format!("composite head flags 0x{flags:08x}: a head sets neither HAS_QUANTIZATION nor HAS_COMPOSITE_MEMBER"),
-            ));
-        }
-        if flags & DESC_HAS_SHARD != 0 {
-            return Err(Error::Unsupported(format!(
-                "{section}: a nested composite (head with a shard section)"
-            )));
-        }
-        let dtype = DType::from_tag(r.u8("element type")?)?;
-        let layout = r.u8("layout tag")?;
-        if layout != LAYOUT_COMPOSITE {
-            return Err(r.err_at(15, format!("layout tag 0x{layout:02x} is not a composite head")));
-        }
-        let rank = r.u32("rank")? as usize;
-        if rank == 0 || rank > MAX_RANK {
-            return Err(r.err_at(16, format!("rank {rank} is out of 1..=64")));
-        }
-        let extra = if flags & DESC_HAS_STATISTICS != 0 { 72 } else { 0 };
-        if len != Self::encoded_len(rank) + extra {
-            return Err(r.err_at(6, format!("descriptor_length {len} does not fit a rank-{rank} head")));
-        }
-        let mut shape = Vec::with_capacity(rank);
-        for _ in 0..rank {
-            shape.push(r.u64("shape")?);
-        }
-        if r.u64("byte_offset")? != 0 {
-            return Err(r.err("a composite head's byte_offset must be 0"));
-        }
-        let rule = r.u8("composition_rule")?;
-        let combine_op = r.u8("combine_op")?;
-        r.reserved(2, "composite head reserved bytes")?;
-        let member_count = r.u32("member_count")?;
-        let bc = r.u8("buffer_count")?;
-        match rule {
-            1 | 3 if combine_op != 0 => {
-                return Err(r.err(format!("combine_op {combine_op} must be 0 for rule {rule}")))
-            }
-            2 if !(1..=2).contains(&combine_op) => {
-                return Err(r.err(format!("overlay combine_op {combine_op} must be 1 or 2")))
-            }
-            1..=3 => {}
-            _ => return Err(r.err(format!("composition_rule 0x{rule:02x} is reserved or invalid"))),
-        }
-        if member_count == u32::MAX {
-            return Err(r.err("member_count 0xFFFFFFFF (open composite) is reserved"));
-        }
-        if bc != 0 {
-            return Err(r.err(format!("a composite head owns no buffers; buffer_count is {bc}")));
-        }
-        Ok(CompositeHead {
-            dtype,
-            shape,
-            rule,
-            combine_op,
-            member_count,
-        })
-    }
-}
-
-/// A member's shard section: its box in the head's index space.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Shard {
-    /// Must equal the head's shape.
-    pub parent_shape: Vec<u64>,
-    /// Where the member's box starts (global = local + offset).
-    pub offset: Vec<u64>,
-}
-
-/// Add the shard section to `plain`, the encoded descriptor of a COO, CSR
-/// or CSC tensor without quantization or extension-type sections (what
-/// this crate writes): `HAS_SHARD` set, the section between the buffer
-/// table and the statistics, `descriptor_length` grown by 16 * rank.
-pub fn encode_member(plain: &[u8], shard: &Shard) -> Vec<u8> {
-    let r = shard.parent_shape.len();
-    let base = match plain.get(15) {
-        Some(&(LAYOUT_CSR | LAYOUT_CSC)) => compressed_descriptor_len(false),
-        _ => descriptor_len(r, false),
-    };
-    let mut out = Vec::with_capacity(plain.len() + 16 * r);
-    out.extend_from_slice(&plain[..base]);
-    for v in shard.parent_shape.iter().chain(&shard.offset) {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.extend_from_slice(&plain[base..]);
-    let len = out.len() as u32;
-    out[6..10].copy_from_slice(&len.to_le_bytes());
-    let flags = u32::from_le_bytes([out[10], out[11], out[12], out[13]]) | DESC_HAS_SHARD;
-    out[10..14].copy_from_slice(&flags.to_le_bytes());
-    out
-}
-
 /// Decode a COO, CSR or CSC descriptor that may carry a shard section:
-/// the section is taken out and the rest decoded by the layout's own
-/// codec. Returns the descriptor, the shard, and the encoded length.
-fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<(Desc, Option<Shard>, usize)> {
-    let mut r = ByteReader::new(bytes, offset, section);
-    r.take(10, "descriptor start")?;
-    let flags = r.u32("flags")?;
-    r.u8("element type")?;
-    let layout = r.u8("layout tag")?;
-    let rank = r.u32("rank")? as usize;
-    if layout == LAYOUT_COMPOSITE {
-        return Err(Error::Unsupported(format!(
-            "{section}: nested composite member (only one level is supported)"
-        )));
-    }
-    let compressed = matches!(layout, LAYOUT_CSR | LAYOUT_CSC);
-    if !compressed && layout != LAYOUT_COO {
-        return Err(Error::Unsupported(format!(
-            "{section}: member layout 0x{layout:02x}; composites of COO, CSR and CSC members are supported"
-        )));
-    }
-    if flags & DESC_COMPOSITE_MEMBER != 0 {
-        return Err(r.err_at(10, "a partition member must not set HAS_COMPOSITE_MEMBER"));
-    }
+/// the codec takes the section out and the layout's own codec decodes the
+/// rest. Returns the descriptor, the shard with where it was, and the
+/// encoded length.
+fn decode_member(
+    bytes: &[u8],
+    offset: u64,
+    section: &str,
+) -> Result<(Desc, Option<(Shard, ShardFields)>, usize)> {
     let decode = |b: &[u8]| -> Result<Desc> {
-        Ok(if compressed {
-            Desc::Compressed(CompressedDescriptor::decode(b, offset, section)?)
-        } else {
-            Desc::Coo(CooDescriptor::decode(b, offset, section)?)
+        Ok(match layout_tag(b) {
+            Some(LAYOUT_CSR | LAYOUT_CSC) => {
+                Desc::Compressed(CompressedDescriptor::decode(b, offset, section)?)
+            }
+            _ => Desc::Coo(CooDescriptor::decode(b, offset, section)?),
         })
     };
-    if flags & DESC_HAS_SHARD == 0 || rank == 0 || rank > MAX_RANK {
-        // The codec refuses what is wrong with it (rank included).
-        let d = decode(bytes)?;
-        let n = d.encoded_len();
-        return Ok((d, None, n));
+    match split_member(bytes, offset, section)? {
+        MemberBytes::Plain(b) => {
+            let d = decode(b)?;
+            let n = d.encoded_len();
+            Ok((d, None, n))
+        }
+        MemberBytes::Sharded {
+            plain,
+            shard,
+            fields,
+            len,
+        } => Ok((decode(&plain)?, Some((shard, fields)), len)),
     }
-    if flags & (DESC_QUANTIZED | DESC_EXTENSION_TYPE) != 0 {
-        return Err(Error::Unsupported(format!(
-            "{section}: descriptor flags 0x{flags:08x}: quantized and extension-type members are not supported"
-        )));
-    }
-    if compressed && rank != 2 {
-        return Err(r.err_at(16, format!("rank {rank}: CSR and CSC are defined for rank 2 only")));
-    }
-    let base = if compressed {
-        compressed_descriptor_len(false)
-    } else {
-        descriptor_len(rank, false)
-    };
-    let shard_len = 16 * rank;
-    let stats = if flags & DESC_HAS_STATISTICS != 0 { 72 } else { 0 };
-    let total = base + shard_len + stats;
-    if bytes.len() < total {
-        return Err(r.err_at(0, format!("truncated: a sharded rank-{rank} descriptor needs {total} bytes")));
-    }
-    let declared = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
-    if declared != total {
-        return Err(r.err_at(6, format!("descriptor_length {declared} does not match a sharded rank-{rank} descriptor ({total})")));
-    }
-    let mut plain = Vec::with_capacity(total - shard_len);
-    plain.extend_from_slice(&bytes[..base]);
-    plain.extend_from_slice(&bytes[base + shard_len..total]);
-    plain[6..10].copy_from_slice(&((total - shard_len) as u32).to_le_bytes());
-    plain[10..14].copy_from_slice(&(flags & !DESC_HAS_SHARD).to_le_bytes());
-    let d = decode(&plain)?;
-    let word = |k: usize| {
-        let p = base + 8 * k;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&bytes[p..p + 8]);
-        u64::from_le_bytes(a)
-    };
-    let shard = Shard {
-        parent_shape: (0..rank).map(word).collect(),
-        offset: (rank..2 * rank).map(word).collect(),
-    };
-    Ok((d, Some(shard), total))
 }
 
 /// One bound member: a tensor of any layout the reader handles (its
@@ -328,55 +130,21 @@ impl std::fmt::Debug for CompositeFile {
     }
 }
 
-fn volume(shape: &[u64]) -> u128 {
-    shape
-        .iter()
-        .try_fold(1u128, |a, &d| a.checked_mul(u128::from(d)))
-        .unwrap_or(u128::MAX)
-}
-
-/// Exact cover and no overlap of `boxes` (offset, shape) over `shape`:
-/// every box inside, pairwise disjoint, volumes adding up to the whole.
-/// Returns the rule broken, if any.
-pub fn check_partition(shape: &[u64], boxes: &[(&[u64], &[u64])]) -> Option<String> {
-    let mut total = 0u128;
-    for (k, (off, sh)) in boxes.iter().enumerate() {
-        for d in 0..shape.len() {
-            if off[d].checked_add(sh[d]).is_none_or(|e| e > shape[d]) {
-                return Some(format!(
-                    "member {k}: box {off:?} + {sh:?} leaves the head's shape {shape:?} in dimension {d}"
-                ));
-            }
-        }
-        total = total.saturating_add(volume(sh));
-    }
-    for (a, (ao, ash)) in boxes.iter().enumerate() {
-        if volume(ash) == 0 {
-            continue;
-        }
-        for (b, (bo, bsh)) in boxes.iter().enumerate().skip(a + 1) {
-            let meet = (0..shape.len()).all(|d| ao[d] < bo[d] + bsh[d] && bo[d] < ao[d] + ash[d]);
-            if meet && volume(bsh) != 0 {
-                return Some(format!("members {a} and {b} overlap (partition rule: no overlap)"));
-            }
-        }
-    }
-    if total != volume(shape) {
-        return Some(format!(
-            "member boxes hold {total} elements, the head's shape {shape:?} {} (partition rule: exact cover)",
-            volume(shape)
-        ));
-    }
-    None
+/// What a file holds, as [`CompositeFile::find`] tells: the typed answer
+/// [`crate::open`] branches on.
+pub(super) enum Found {
+    /// A valid partition composite.
+    Composite(CompositeFile),
+    /// No composite head (a plain file, or one the plain reader refuses):
+    /// its bytes, for the plain reader.
+    NoHead(Backing),
 }
 
 impl CompositeFile {
-    /// The message of the `Unsupported` error [`CompositeFile::open`]
-    /// returns for a file without a composite head (a plain file): callers
-    /// that try a file as a composite first recognise it by this.
-    pub const NO_HEAD: &'static str = "the file holds no composite head";
-
-    /// Map `path` and open its first composite head.
+    /// Open `path` (mapped, or read into memory with
+    /// [`ReadOptions::in_memory`]) and its first composite head, with
+    /// default options. A plain file is [`Error::NotComposite`]
+    /// ([`crate::open`] reads both).
     pub fn open(path: impl AsRef<Path>) -> Result<CompositeFile> {
         Self::open_with(path, ReadOptions::default())
     }
@@ -384,43 +152,19 @@ impl CompositeFile {
     /// [`CompositeFile::open`] with options (permissive: a broken cover or
     /// overlap is let through, and reported by [`CompositeFile::verify`]).
     pub fn open_with(path: impl AsRef<Path>, opts: ReadOptions) -> Result<CompositeFile> {
-        let path = path.as_ref();
-        let io = IoCtx::new();
-        let file = io.open(path)?;
-        // SAFETY: read-only private map; truncation by another process
-        // raises SIGBUS, as documented for HurrayFile::open.
-        let map = unsafe { io.map(&file, path) }?;
-        Self::from_backing(Backing::Mmap(map), opts)
+        let (backing, _) = Backing::load(&IoCtx::new(), path.as_ref(), opts)?;
+        Self::find(backing, opts)?.composite()
     }
 
-    /// Validate a composite held in memory.
+    /// Validate a composite held in memory; a plain file is
+    /// [`Error::NotComposite`].
     pub fn from_bytes(bytes: &[u8], opts: ReadOptions) -> Result<CompositeFile> {
-        Self::from_backing(Backing::aligned_copy(bytes)?, opts)
+        Self::find(Backing::aligned_copy(bytes)?, opts)?.composite()
     }
 
-    /// Whether `bytes` hold a composite head (any index entry whose
-    /// descriptor has layout tag 0x0B). Cheap; no validation.
-    pub fn is_composite(bytes: &[u8]) -> bool {
-        container(bytes).is_ok_and(|Container { entries, .. }| {
-            entries.iter().any(|e| {
-                let p = e.descriptor_offset as usize + 15;
-                bytes.get(p) == Some(&LAYOUT_COMPOSITE)
-            })
-        })
-    }
-
-    /// Whether the file at `path` holds a composite head (see
-    /// [`CompositeFile::is_composite`]); maps it, reads only its index.
-    pub fn probe(path: impl AsRef<Path>) -> Result<bool> {
-        let path = path.as_ref();
-        let io = IoCtx::new();
-        let file = io.open(path)?;
-        // SAFETY: as in `open_with`.
-        let map = unsafe { io.map(&file, path) }?;
-        Ok(Self::is_composite(&map))
-    }
-
-    fn from_backing(backing: Backing, opts: ReadOptions) -> Result<CompositeFile> {
+    /// The composite in `backing`, or [`Found::NoHead`] when no index entry
+    /// is a composite head; the container's rules are checked either way.
+    pub(super) fn find(backing: Backing, opts: ReadOptions) -> Result<Found> {
         let bytes = backing.bytes();
         let Container {
             header,
@@ -443,16 +187,27 @@ impl CompositeFile {
             })
             .collect();
         entries.sort_by_key(|(e, ..)| e.descriptor_offset);
-        let layout_of = |e: &IndexEntry| bytes.get(e.descriptor_offset as usize + 15).copied();
-        let Some(h) = entries.iter().position(|(e, ..)| layout_of(e) == Some(LAYOUT_COMPOSITE)) else {
-            return Err(Error::Unsupported(Self::NO_HEAD.into()));
+        let is_head = |e: &IndexEntry| {
+            let d = bytes.get(e.descriptor_offset as usize..).unwrap_or(&[]);
+            layout_tag(d) == Some(LAYOUT_COMPOSITE)
+        };
+        let Some(h) = entries.iter().position(|(e, ..)| is_head(e)) else {
+            return Ok(Found::NoHead(backing));
         };
         let he = &entries[h].0;
         let hsec = format!("composite head {:?}", he.name);
-        if he.descriptor_offset >= end || he.descriptor_offset % 8 != 0 {
-            return Err(Error::invalid(hsec, he.descriptor_offset, "descriptor_offset outside the tensor region or not 8-aligned"));
+        if he.descriptor_offset >= end || he.descriptor_offset % DESCRIPTOR_ALIGNMENT != 0 {
+            return Err(Error::invalid(
+                hsec,
+                he.descriptor_offset,
+                "descriptor_offset outside the tensor region or not 8-aligned",
+            ));
         }
-        let head = CompositeHead::decode(&bytes[he.descriptor_offset as usize..end as usize], he.descriptor_offset, &hsec)?;
+        let head = CompositeHead::decode(
+            &bytes[he.descriptor_offset as usize..end as usize],
+            he.descriptor_offset,
+            &hsec,
+        )?;
         if head.rule != RULE_PARTITION {
             return Err(Error::Unsupported(format!(
                 "{hsec}: composition rule {} (only partition, 1, is supported)",
@@ -462,9 +217,15 @@ impl CompositeFile {
         let head_end = he.descriptor_offset + u64::from(he.descriptor_length);
         let n = head.member_count as usize;
         if entries.len() - h - 1 < n {
-            return Err(Error::invalid(hsec, he.descriptor_offset, format!(
-                "torn composite: {} members declared, {} tensors follow", n, entries.len() - h - 1
-            )));
+            return Err(Error::invalid(
+                hsec,
+                he.descriptor_offset,
+                format!(
+                    "torn composite: {} members declared, {} tensors follow",
+                    n,
+                    entries.len() - h - 1
+                ),
+            ));
         }
         let mut warnings = Vec::new();
         let align = u64::from(header.alignment);
@@ -473,7 +234,7 @@ impl CompositeFile {
             members.push(bind_member(bytes, e, *i, *f, &head, align, end, opts)?);
         }
         if let Some((first, ..)) = entries.get(h + 1).filter(|_| n > 0) {
-            let want = align_up(head_end, 8).unwrap_or(u64::MAX);
+            let want = first_member_at(head_end).unwrap_or(u64::MAX);
             if first.descriptor_offset != want {
                 warnings.push(format!(
                     "writer padded after the composite head: first member at byte {}, the spec puts it at {want} (the next 8-byte boundary); hurray-io 0.1.0 writes files this way",
@@ -498,7 +259,7 @@ impl CompositeFile {
                 && m.shard.offset[1..].iter().all(|&o| o == 0)
                 && m.shape()[1..] == head.shape[1..]
         });
-        Ok(CompositeFile {
+        Ok(Found::Composite(CompositeFile {
             name: he.name.clone(),
             head,
             kv,
@@ -508,7 +269,7 @@ impl CompositeFile {
             warnings,
             opts,
             backing,
-        })
+        }))
     }
 
     /// Name of the head in the index.
@@ -549,7 +310,9 @@ impl CompositeFile {
     /// Members in binding order: (tensor view with local indices, of its
     /// own layout, and box offset).
     pub fn members(&self) -> impl Iterator<Item = (Tensor<'_>, &[u64])> {
-        self.members.iter().map(|m| (self.view(m), m.shard.offset.as_slice()))
+        self.members
+            .iter()
+            .map(|m| (self.view(m), m.shard.offset.as_slice()))
     }
 
     fn view<'s>(&'s self, m: &'s Member) -> Tensor<'s> {
@@ -576,11 +339,14 @@ impl CompositeFile {
         }
         for m in &self.members {
             let shape = m.shape();
-            let inside = (0..idx.len()).all(|d| {
-                idx[d] >= m.shard.offset[d] && idx[d] - m.shard.offset[d] < shape[d]
-            });
+            let inside = (0..idx.len())
+                .all(|d| idx[d] >= m.shard.offset[d] && idx[d] - m.shard.offset[d] < shape[d]);
             if inside {
-                let local: Vec<u64> = idx.iter().zip(&m.shard.offset).map(|(i, o)| i - o).collect();
+                let local: Vec<u64> = idx
+                    .iter()
+                    .zip(&m.shard.offset)
+                    .map(|(i, o)| i - o)
+                    .collect();
                 return self.view(m).get(&local);
             }
         }
@@ -605,8 +371,7 @@ impl CompositeFile {
                     .flat_map(move |&k| self.global_iter(&self.members[k])),
             );
         }
-        let all: Result<Vec<(Vec<u64>, Value)>> =
-            self.members.iter().flat_map(|m| self.global_iter(m)).collect();
+        let all: Result<Vec<(Vec<u64>, Value)>> = self.entries_unordered().collect();
         match all {
             Ok(mut all) => {
                 all.sort_by(|a, b| a.0.cmp(&b.0));
@@ -614,6 +379,19 @@ impl CompositeFile {
             }
             Err(e) => Box::new(std::iter::once(Err(e))),
         }
+    }
+
+    /// Whether [`CompositeFile::iter`] streams member after member (row
+    /// bands of row-major members) rather than sorting in memory.
+    pub(crate) fn streams_in_order(&self) -> bool {
+        self.row_bands
+    }
+
+    /// Every stored entry with its global index, member after member, each
+    /// in its storage order (no global order, no memory beyond the
+    /// iterators'): for consumers that sort themselves.
+    pub(crate) fn entries_unordered(&self) -> Entries<'_> {
+        Box::new(self.members.iter().flat_map(move |m| self.global_iter(m)))
     }
 
     /// A member's entries with global indices, in its storage order.
@@ -638,9 +416,10 @@ impl CompositeFile {
         };
         match self.view(m) {
             Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| Ok((global(i)?, v)))),
-            Tensor::Compressed(t) => {
-                Box::new(t.iter().map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))))
-            }
+            Tensor::Compressed(t) => Box::new(
+                t.iter()
+                    .map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))),
+            ),
         }
     }
 
@@ -656,47 +435,26 @@ impl CompositeFile {
             .map(|m| (m.shard.offset.as_slice(), m.shape()))
             .collect();
         if let Some(rule) = check_partition(&self.head.shape, &boxes) {
-            out.push(Problem::new("composite-partition", Some(self.name.clone()), None, rule));
+            out.push(Problem::new(
+                "composite-partition",
+                Some(self.name.clone()),
+                None,
+                rule,
+            ));
         }
         for m in &self.members {
             out.extend(self.view(m).verify());
         }
         out
     }
+}
 
-    /// Write the logical tensor as one plain, sorted COO tensor called
-    /// `tensor_name` to `path` (atomically, through [`FileWriter`]; `path`
-    /// may be this composite's file, converted in place as `convert` does).
-    pub fn to_coo(&self, path: impl AsRef<Path>, tensor_name: &str, opts: WriteOptions) -> Result<FileSummary> {
-        self.to_plain(path, tensor_name, OutputLayout::Coo, opts)
-    }
-
-    /// Write the logical tensor as one plain tensor of `layout`, COO or
-    /// CSR (both are written in row-major order, which is the order of
-    /// [`CompositeFile::iter`]). CSC needs column-major order: it is an
-    /// [`Error::Unsupported`] here; convert the COO output instead
-    /// (`coo-assembler convert` does both steps).
-    pub fn to_plain(
-        &self,
-        path: impl AsRef<Path>,
-        tensor_name: &str,
-        layout: OutputLayout,
-        opts: WriteOptions,
-    ) -> Result<FileSummary> {
-        if layout == OutputLayout::Csc {
-            return Err(Error::Unsupported(
-                "a composite is written to one COO or CSR tensor directly; for CSC, convert the COO result (coo-assembler convert does it)".into(),
-            ));
+impl Found {
+    fn composite(self) -> Result<CompositeFile> {
+        match self {
+            Found::Composite(c) => Ok(c),
+            Found::NoHead(_) => Err(Error::NotComposite),
         }
-        layout.check_rank(self.head.shape.len())?;
-        let mut fw = FileWriter::create(path, opts)?;
-        let mut tw = fw.begin_tensor_as(tensor_name, self.head.dtype, &self.head.shape, layout)?;
-        for e in self.iter() {
-            let (idx, v) = e?;
-            tw.push_value(&idx, v)?;
-        }
-        tw.finish()?;
-        fw.finish()
     }
 }
 
@@ -716,111 +474,43 @@ fn bind_member(
 ) -> Result<Member> {
     let sec = format!("composite member {:?}", e.name);
     let d_off = e.descriptor_offset;
-    if d_off >= end || d_off % 8 != 0 {
-        return Err(Error::invalid(sec, d_off, "descriptor_offset outside the tensor region or not 8-aligned"));
+    if d_off >= end || d_off % DESCRIPTOR_ALIGNMENT != 0 {
+        return Err(Error::invalid(
+            sec,
+            d_off,
+            "descriptor_offset outside the tensor region or not 8-aligned",
+        ));
     }
     let (desc, shard, dlen) = decode_member(&bytes[d_off as usize..end as usize], d_off, &sec)?;
-    let Some(shard) = shard else {
-        return Err(Error::invalid(sec, d_off + 10, "a partition member must carry a shard section (HAS_SHARD)"));
+    let Some((shard, at)) = shard else {
+        return Err(Error::invalid(
+            sec,
+            d_off + field::FLAGS,
+            "a partition member must carry a shard section (HAS_SHARD)",
+        ));
     };
     if shard.parent_shape != head.shape {
-        return Err(Error::invalid(sec, d_off, format!(
-            "parent_shape {:?} differs from the head's shape {:?}", shard.parent_shape, head.shape
-        )));
+        return Err(Error::invalid(
+            sec,
+            d_off + at.parent_shape,
+            format!(
+                "parent_shape {:?} differs from the head's shape {:?}",
+                shard.parent_shape, head.shape
+            ),
+        ));
     }
     let meta = check_decoded(bytes, e, i, fields, end, align, opts, desc, dlen as u64)?;
     let m = Member { meta, shard };
     if m.dtype() != head.dtype {
-        return Err(Error::invalid(sec, d_off + 14, format!(
-            "element type {} differs from the head's {}", m.dtype(), head.dtype
-        )));
+        return Err(Error::invalid(
+            sec,
+            d_off + field::TYPE_TAG,
+            format!(
+                "element type {} differs from the head's {}",
+                m.dtype(),
+                head.dtype
+            ),
+        ));
     }
     Ok(m)
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::hurray::BufferHandle;
-
-    #[test]
-    fn head_round_trip_is_53_bytes_for_a_matrix() {
-        let h = CompositeHead {
-            dtype: DType::F64,
-            shape: vec![10, 7],
-            rule: RULE_PARTITION,
-            combine_op: 0,
-            member_count: 3,
-        };
-        let b = h.encode();
-        assert_eq!(b.len(), 53);
-        assert_eq!(CompositeHead::decode(&b, 64, "h").unwrap(), h);
-        for (pos, v) in [(44usize, 0u8), (44, 9), (45, 1), (46, 1), (52, 1)] {
-            let mut bad = b.clone();
-            bad[pos] = v;
-            assert!(CompositeHead::decode(&bad, 64, "h").is_err(), "byte {pos} = {v}");
-        }
-        let mut open = b.clone();
-        open[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(CompositeHead::decode(&open, 64, "h").is_err());
-    }
-
-    #[test]
-    fn member_shard_round_trip() {
-        let d = CooDescriptor {
-            dtype: DType::F32,
-            shape: vec![4, 9],
-            nnz: 2,
-            is_sorted: true,
-            values: BufferHandle::cpu(8, 4096),
-            indices: BufferHandle::cpu(32, 4096),
-            statistics: Some(crate::Statistics::default()),
-        };
-        let s = Shard {
-            parent_shape: vec![12, 9],
-            offset: vec![8, 0],
-        };
-        let b = encode_member(&d.encode(), &s);
-        assert_eq!(b.len(), 77 + 16 + 32 + 72);
-        let (d2, s2, n) = decode_member(&b, 0, "m").unwrap();
-        assert!(matches!(d2, Desc::Coo(ref x) if *x == d));
-        assert_eq!((s2, n), (Some(s.clone()), b.len()));
-        // CSR: the section goes after the 109 bytes of descriptor and
-        // buffer table, before the statistics.
-        let c = CompressedDescriptor {
-            column_major: false,
-            dtype: DType::F64,
-            shape: [4, 9],
-            nnz: 3,
-            values: BufferHandle::cpu(24, 4096),
-            indices: BufferHandle::cpu(24, 4096),
-            pointers: BufferHandle::cpu(40, 4096),
-            statistics: Some(crate::Statistics::default()),
-        };
-        let b = encode_member(&c.encode(), &s);
-        assert_eq!(b.len(), 109 + 32 + 72);
-        assert_eq!(&b[109..117], &12u64.to_le_bytes());
-        assert_eq!(&b[125..133], &8u64.to_le_bytes());
-        let (c2, s2, n) = decode_member(&b, 0, "m").unwrap();
-        assert!(matches!(c2, Desc::Compressed(ref x) if *x == c));
-        assert_eq!((s2, n), (Some(s), b.len()));
-        // A CSR member of another rank is refused with the rule.
-        let mut bad = b.clone();
-        bad[16] = 3;
-        assert!(decode_member(&bad, 0, "m").unwrap_err().to_string().contains("rank 2"));
-    }
-
-    #[test]
-    fn partition_rules() {
-        let shape = [10u64, 4];
-        let ok: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[6, 0], &[4, 4])];
-        assert_eq!(check_partition(&shape, &ok), None);
-        let gap: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[7, 0], &[3, 4])];
-        assert!(check_partition(&shape, &gap).unwrap().contains("exact cover"));
-        let over: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[5, 0], &[5, 4])];
-        assert!(check_partition(&shape, &over).unwrap().contains("overlap"));
-        let out: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[6, 0], &[5, 4])];
-        assert!(check_partition(&shape, &out).unwrap().contains("leaves"));
-    }
 }

@@ -5,8 +5,7 @@ use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use coo_assembler::composite::join;
-use coo_assembler::write::WriteOptions;
-use coo_assembler::{CompositeFile, Error, ReadOptions};
+use coo_assembler::{convert, CompositeFile, ConvertOptions, OutputLayout, ReadOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,8 +43,9 @@ enum Action {
         /// The composite file.
         file: PathBuf,
     },
-    /// Write the logical tensor as one plain sorted COO tensor (`convert
-    /// FILE OUT --to csr|csc` writes the other layouts).
+    /// Write the logical tensor as one plain sorted COO tensor, as
+    /// `convert FILE OUT --to coo` does (`--to csr|csc` writes the other
+    /// layouts).
     ToCoo {
         /// The composite file.
         file: PathBuf,
@@ -95,27 +95,6 @@ fn open(path: &PathBuf) -> anyhow::Result<CompositeFile> {
         },
     )
     .with_context(|| format!("cannot read {}", path.display()))
-}
-
-/// `path` as a composite when it holds a composite head, so that the plain
-/// `info`, `dump`, `verify` and `get` read composites too; `None` for a
-/// plain file (the plain reader then reports whatever it finds).
-pub(crate) fn sniff(path: &Path) -> Option<anyhow::Result<CompositeFile>> {
-    match CompositeFile::open_with(
-        path,
-        ReadOptions {
-            permissive: true,
-            ..ReadOptions::default()
-        },
-    ) {
-        Ok(c) => Some(Ok(c)),
-        Err(Error::Unsupported(m)) if m == CompositeFile::NO_HEAD => None,
-        // Not recognisably a composite: the plain reader says what is wrong.
-        Err(_) if !CompositeFile::probe(path).unwrap_or(false) => None,
-        Err(e) => Some(Err(
-            anyhow::Error::from(e).context(format!("cannot read {}", path.display()))
-        )),
-    }
 }
 
 /// A composite is one logical tensor: `--tensor` may only name its head.
@@ -228,10 +207,14 @@ pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
         }
         Action::Verify { file } => return verify(&open(&file)?),
         Action::ToCoo { file, output, name } => {
-            let c = open(&file)?;
-            let name = name.unwrap_or_else(|| c.name().to_string());
-            let s = c.to_coo(&output, &name, WriteOptions::default())?;
-            outln!("wrote {} ({} bytes)", s.path.display(), s.bytes);
+            let opts = ConvertOptions {
+                to: OutputLayout::Coo,
+                output_name: name,
+                ..ConvertOptions::default()
+            };
+            let s = convert(&file, &output, &opts)
+                .with_context(|| format!("cannot convert {}", file.display()))?;
+            outln!("wrote {} ({} bytes)", s.path.display(), s.file_bytes);
         }
         Action::Join {
             shape,

@@ -2,8 +2,7 @@
 
 use crate::names::{named, size};
 use clap::Args;
-use coo_assembler::write::WriteOptions;
-use coo_assembler::{convert, CompositeFile, ConvertOptions, DuplicatePolicy, OutputLayout};
+use coo_assembler::{convert, ConvertOptions, DuplicatePolicy, OutputLayout};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -41,11 +40,17 @@ pub(crate) struct ConvertArgs {
 }
 
 pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
-    if let Some(c) = crate::composite::sniff(&a.input) {
-        return composite(&c?, a);
-    }
     let s = convert(&a.input, &a.output, &options(&a)?)?;
-    if !a.quiet {
+    if let (Some(members), false) = (s.members, a.quiet) {
+        eprintln!(
+            "converted composite {:?} ({members} members) -> {}: {} entries, {} bytes, {}",
+            s.tensor,
+            s.to,
+            s.nnz,
+            s.file_bytes,
+            s.path.display()
+        );
+    } else if !a.quiet {
         let how = match &s.sorted_by {
             None => "one streaming pass".to_string(),
             Some(x) => format!(
@@ -79,39 +84,4 @@ fn options(a: &ConvertArgs) -> anyhow::Result<ConvertOptions> {
         opts.threads = t;
     }
     Ok(opts)
-}
-
-/// A partition composite (issue 13) into one plain tensor named after its
-/// head: COO and CSR straight from its global-order iteration; CSC by way
-/// of a temporary COO file next to the output, converted out of core.
-fn composite(c: &CompositeFile, a: ConvertArgs) -> anyhow::Result<ExitCode> {
-    crate::composite::check_pick(c, a.tensor.as_deref())?;
-    let to = a.to;
-    let name = c.name().to_string();
-    let bytes = if to == OutputLayout::Csc {
-        let dir = match a.output.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let tmp = coo_assembler::IoCtx::new().tempdir_in(&dir, ".coo-assembler-convert-")?;
-        let coo = tmp.path().join("coo.hrry");
-        c.to_coo(&coo, &name, WriteOptions::default())?;
-        let opts = ConvertOptions {
-            tensor: None,
-            ..options(&a)?
-        };
-        convert(&coo, &a.output, &opts)?.file_bytes
-    } else {
-        c.to_plain(&a.output, &name, to, WriteOptions::default())?
-            .bytes
-    };
-    if !a.quiet {
-        eprintln!(
-            "converted composite {name:?} ({} members) -> {to}: {} entries, {bytes} bytes, {}",
-            c.members().count(),
-            c.nnz(),
-            a.output.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

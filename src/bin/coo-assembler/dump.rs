@@ -1,9 +1,9 @@
 //! `coo-assembler dump`: every entry, one per line (`i j value` for CSR and
 //! CSC, whatever the storage order; the whole coordinate for COO).
 
-use crate::{open, pick_view, Pick};
+use crate::{open_any, pick_view, Pick};
 use coo_assembler::matrix::{self, Matrix, DENSE_LIMIT};
-use coo_assembler::{Tensor, Value};
+use coo_assembler::{Opened, Tensor, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
@@ -30,18 +30,19 @@ pub(crate) fn run(
     dense: bool,
     p: &Pick,
 ) -> anyhow::Result<ExitCode> {
-    if let Some(c) = crate::composite::sniff(path) {
-        let c = c?;
-        crate::composite::check_pick(&c, p.tensor.as_deref())?;
-        if dense {
-            return Err(crate::usage(
-                "--dense is not available for partition composites; convert with `composite to-coo` first",
-            ));
+    let f = match open_any(path, true)? {
+        Opened::Plain(f) => f,
+        Opened::Composite(c) => {
+            crate::composite::check_pick(&c, p.tensor.as_deref())?;
+            if dense {
+                return Err(crate::usage(
+                    "--dense is not available for partition composites; convert with `composite to-coo` first",
+                ));
+            }
+            crate::composite::dump(&c, limit)?;
+            return Ok(ExitCode::SUCCESS);
         }
-        crate::composite::dump(&c, limit)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let f = open(path, true)?;
+    };
     let t = pick_view(&f, p)?;
     if dense {
         return dense_rows(t);

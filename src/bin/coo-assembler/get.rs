@@ -1,8 +1,8 @@
 //! `coo-assembler get`: the value at one coordinate (COO, CSR or CSC, or a
 //! partition composite at a global coordinate).
 
-use crate::{open, parse_list, pick_view, usage, Pick};
-use coo_assembler::Error;
+use crate::{open_any, parse_list, pick_view, usage, Pick};
+use coo_assembler::{Error, Opened};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -12,13 +12,14 @@ pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode
         Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),
     };
-    if let Some(c) = crate::composite::sniff(path) {
-        let c = c?;
-        crate::composite::check_pick(&c, p.tensor.as_deref())?;
-        outln!("{}", c.get(&idx).map_err(bad_index)?.repr(c.dtype()));
-        return Ok(ExitCode::SUCCESS);
-    }
-    let f = open(path, true)?;
+    let f = match open_any(path, true)? {
+        Opened::Plain(f) => f,
+        Opened::Composite(c) => {
+            crate::composite::check_pick(&c, p.tensor.as_deref())?;
+            outln!("{}", c.get(&idx).map_err(bad_index)?.repr(c.dtype()));
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let t = pick_view(&f, p)?;
     let v = t.get(&idx).map_err(bad_index)?;
     outln!("{}", v.repr(t.dtype()));

@@ -1,9 +1,10 @@
 //! `coo-assembler info`: container, tensors, statistics and metadata, as
 //! text or JSON (through serde_json).
 
-use crate::open;
+use crate::open_any;
 use coo_assembler::{
-    format_float, group_digits, DType, HurrayFile, KvValue, OutputLayout, Statistics, Tensor,
+    format_float, group_digits, DType, HurrayFile, KvValue, Opened, OutputLayout, Statistics,
+    Tensor,
 };
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
@@ -11,11 +12,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, json: bool, verbose: bool) -> anyhow::Result<ExitCode> {
-    if let Some(c) = crate::composite::sniff(path) {
-        crate::composite::info(path, &c?, json)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let f = open(path, true)?;
+    let f = match open_any(path, true)? {
+        Opened::Plain(f) => f,
+        Opened::Composite(c) => {
+            crate::composite::info(path, &c, json)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let out = if json {
         serde_json::to_string(&as_json(path, &f))?
     } else {

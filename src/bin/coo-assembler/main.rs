@@ -25,7 +25,7 @@ mod verify;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use coo_assembler::{HurrayFile, ReadOptions, Tensor};
+use coo_assembler::{HurrayFile, Opened, ReadOptions, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -232,9 +232,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Open a file for inspection (permissive: broken files can be looked at).
-fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
-    HurrayFile::open_with(
+/// Open any Hurray file, plain or partition composite (permissive: broken
+/// files can be looked at).
+fn open_any(path: &Path, permissive: bool) -> anyhow::Result<Opened> {
+    coo_assembler::open(
         path,
         ReadOptions {
             permissive,
@@ -242,6 +243,23 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
         },
     )
     .with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Open a file of plain tensors for a command that reads those only; a
+/// partition composite is refused with the command that converts it.
+fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
+    match open_any(path, permissive)? {
+        Opened::Plain(f) => Ok(f),
+        Opened::Composite(c) => Err(anyhow::Error::from(coo_assembler::Error::Unsupported(
+            format!(
+                "{} is a partition composite ({} members read as one tensor {:?}); this command reads plain files: convert it first (coo-assembler convert {} OUT.hrry --to coo)",
+                path.display(),
+                c.members().count(),
+                c.name(),
+                path.display()
+            ),
+        ))),
+    }
 }
 
 /// The tensor `pick` names, or the only one, whatever its layout.

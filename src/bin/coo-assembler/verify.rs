@@ -2,17 +2,19 @@
 //! Broken rules are errors (exit 1); advisory data that disagrees with the
 //! content (statistics) gives warnings (exit 0, or 1 with `--strict`).
 
-use crate::{open, pick_view, Pick};
+use crate::{open_any, pick_view, Pick};
+use coo_assembler::Opened;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCode> {
-    if let Some(c) = crate::composite::sniff(path) {
-        let c = c?;
-        crate::composite::check_pick(&c, p.tensor.as_deref())?;
-        return crate::composite::verify(&c);
-    }
-    let f = open(path, true)?;
+    let f = match open_any(path, true)? {
+        Opened::Plain(f) => f,
+        Opened::Composite(c) => {
+            crate::composite::check_pick(&c, p.tensor.as_deref())?;
+            return crate::composite::verify(&c);
+        }
+    };
     let problems = match &p.tensor {
         Some(_) => pick_view(&f, p)?.verify(),
         None => f.verify(),

@@ -342,6 +342,78 @@ pub trait Element: bytemuck::Pod + Copy + PartialEq + fmt::Debug + Send + Sync +
     fn to_value(self) -> Value;
     /// Append the little-endian encoding.
     fn write_le(self, out: &mut Vec<u8>);
+    /// Decode the little-endian encoding at the start of `bytes`, which
+    /// holds at least `DTYPE.width()` bytes.
+    fn from_le(bytes: &[u8]) -> Self;
+}
+
+/// The first `N` bytes of `b` as an array (`b` holds at least `N`).
+#[inline]
+fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[..N]);
+    a
+}
+
+/// Run `$body` with the type alias `$T` bound to the Rust type that holds
+/// the element type `$dtype` (`f64` for [`DType::F64`], `half::f16`,
+/// `half::bf16`, `i8` ... `u64`): the one dispatch from a run-time element
+/// type to code generic over [`Element`], so a new type is one arm here.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! with_element_type {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F16 => {
+                type $T = $crate::__half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = $crate::__half::bf16;
+                $body
+            }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::U16 => {
+                type $T = u16;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+        }
+    };
 }
 
 macro_rules! impl_element {
@@ -353,6 +425,9 @@ macro_rules! impl_element {
             }
             fn write_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn from_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(le_array(bytes))
             }
         }
     };
@@ -377,6 +452,9 @@ impl Element for f16 {
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
+    fn from_le(bytes: &[u8]) -> Self {
+        f16::from_le_bytes(le_array(bytes))
+    }
 }
 
 impl Element for bf16 {
@@ -386,6 +464,9 @@ impl Element for bf16 {
     }
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn from_le(bytes: &[u8]) -> Self {
+        bf16::from_le_bytes(le_array(bytes))
     }
 }
 

@@ -137,6 +137,8 @@ pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use fs::IoCtx;
+#[doc(hidden)]
+pub use half as __half;
 pub use hurray::composite::{CompositeHead, Shard};
 pub use hurray::{KvValue, Statistics};
 pub use options::{

@@ -5,10 +5,9 @@ use crate::assemble::builder::{Builder, Packer};
 use crate::assemble::combine::PushValue;
 use crate::assemble::sort::Record;
 use crate::codec::le_u64_at;
-use crate::element::DType;
+use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::input::common::{at, input_err, Progress};
-use half::{bf16, f16};
 use std::io::Read;
 
 /// Push binary records from `r`. Returns the number of records.
@@ -255,30 +254,9 @@ fn push_bin_from<R: Read>(
             }
         }
     }
-    macro_rules! go {
-        ($t:ty, $f:expr) => {
-            typed::<R, $t>(b, src, rank, dtype, $f, source, progress)
-        };
-    }
-    fn arr<const N: usize>(s: &[u8]) -> [u8; N] {
-        let mut a = [0u8; N];
-        a.copy_from_slice(&s[..N]);
-        a
-    }
-    match dtype {
-        DType::F64 => go!(f64, |s| f64::from_le_bytes(arr(s))),
-        DType::F32 => go!(f32, |s| f32::from_le_bytes(arr(s))),
-        DType::F16 => go!(f16, |s| f16::from_le_bytes(arr(s))),
-        DType::BF16 => go!(bf16, |s| bf16::from_le_bytes(arr(s))),
-        DType::I8 => go!(i8, |s| s[0] as i8),
-        DType::U8 => go!(u8, |s| s[0]),
-        DType::I16 => go!(i16, |s| i16::from_le_bytes(arr(s))),
-        DType::U16 => go!(u16, |s| u16::from_le_bytes(arr(s))),
-        DType::I32 => go!(i32, |s| i32::from_le_bytes(arr(s))),
-        DType::U32 => go!(u32, |s| u32::from_le_bytes(arr(s))),
-        DType::I64 => go!(i64, |s| i64::from_le_bytes(arr(s))),
-        DType::U64 => go!(u64, |s| u64::from_le_bytes(arr(s))),
-    }
+    crate::with_element_type!(dtype, T => {
+        typed::<R, T>(b, src, rank, dtype, <T as Element>::from_le, source, progress)
+    })
 }
 
 /// Bytes of one record: `rank` u64 indices and one value of `dtype`.

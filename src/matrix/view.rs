@@ -267,58 +267,11 @@ pub(crate) fn fixed_blocks(n: usize, size: usize) -> Vec<Range<usize>> {
 /// Run `$body` with `$v` bound to the tensor's values as a typed slice.
 macro_rules! with_values {
     ($t:expr, |$v:ident| $body:expr) => {{
-        use half::{bf16, f16};
         let t = $t;
-        match t.dtype() {
-            $crate::DType::F64 => {
-                let $v = t.values::<f64>()?;
-                $body
-            }
-            $crate::DType::F32 => {
-                let $v = t.values::<f32>()?;
-                $body
-            }
-            $crate::DType::F16 => {
-                let $v = t.values::<f16>()?;
-                $body
-            }
-            $crate::DType::BF16 => {
-                let $v = t.values::<bf16>()?;
-                $body
-            }
-            $crate::DType::I8 => {
-                let $v = t.values::<i8>()?;
-                $body
-            }
-            $crate::DType::U8 => {
-                let $v = t.values::<u8>()?;
-                $body
-            }
-            $crate::DType::I16 => {
-                let $v = t.values::<i16>()?;
-                $body
-            }
-            $crate::DType::U16 => {
-                let $v = t.values::<u16>()?;
-                $body
-            }
-            $crate::DType::I32 => {
-                let $v = t.values::<i32>()?;
-                $body
-            }
-            $crate::DType::U32 => {
-                let $v = t.values::<u32>()?;
-                $body
-            }
-            $crate::DType::I64 => {
-                let $v = t.values::<i64>()?;
-                $body
-            }
-            $crate::DType::U64 => {
-                let $v = t.values::<u64>()?;
-                $body
-            }
-        }
+        $crate::with_element_type!(t.dtype(), T => {
+            let $v = t.values::<T>()?;
+            $body
+        })
     }};
 }
 pub(crate) use with_values;

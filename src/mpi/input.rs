@@ -7,11 +7,10 @@
 //! than that buffer of it.
 
 use super::DistBuilder;
-use crate::element::DType;
+use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::input::check_bin_length;
-use half::{bf16, f16};
 use mpi::traits::Communicator;
 use std::path::Path;
 
@@ -82,20 +81,7 @@ impl<C: Communicator> DistBuilder<'_, C> {
                     *i = u64::from_le_bytes(le(&r[8 * d..]));
                 }
                 let v = &r[8 * rank..];
-                let pushed = match dtype {
-                    DType::F64 => self.push(&idx, f64::from_le_bytes(le(v))),
-                    DType::F32 => self.push(&idx, f32::from_le_bytes(le(v))),
-                    DType::F16 => self.push(&idx, f16::from_le_bytes(le(v))),
-                    DType::BF16 => self.push(&idx, bf16::from_le_bytes(le(v))),
-                    DType::I8 => self.push(&idx, i64::from(v[0] as i8)),
-                    DType::U8 => self.push(&idx, u64::from(v[0])),
-                    DType::I16 => self.push(&idx, i64::from(i16::from_le_bytes(le(v)))),
-                    DType::U16 => self.push(&idx, u64::from(u16::from_le_bytes(le(v)))),
-                    DType::I32 => self.push(&idx, i64::from(i32::from_le_bytes(le(v)))),
-                    DType::U32 => self.push(&idx, u64::from(u32::from_le_bytes(le(v)))),
-                    DType::I64 => self.push(&idx, i64::from_le_bytes(le(v))),
-                    DType::U64 => self.push(&idx, u64::from_le_bytes(le(v))),
-                };
+                let pushed = crate::with_element_type!(dtype, T => self.push(&idx, <T as Element>::from_le(v)));
                 if let Err(e) = pushed {
                     let record = at + j as u64;
                     return Err(Error::Input {

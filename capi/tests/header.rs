@@ -113,17 +113,24 @@ fn fortran_constants_are_the_headers() {
     }
 }
 
-/// The C enums' codes are the positions in the library's tables.
+/// The C enums' codes are the positions in the library's tables: every
+/// constant the header has names the value at its position (a value added
+/// to a library table later is reachable from C by name, through
+/// `coo_options_set` and `coo_parse_name`, before it gets a constant).
 #[test]
 fn enum_codes_are_the_library_tables_order() {
     use coo_assembler::{DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Vocabulary};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let c =
         header_constants(&std::fs::read_to_string(root.join("include/coo_assembler.h")).unwrap());
-    let check = |prefix: &str, names: Vec<&str>| {
+    let mut seen = 0;
+    let mut check = |prefix: &str, names: Vec<&str>| {
         for (i, n) in names.iter().enumerate() {
             let key = format!("{prefix}{}", n.to_ascii_uppercase().replace('-', "_"));
-            assert_eq!(c.get(&key), Some(&(i as i64)), "{key}");
+            if let Some(&v) = c.get(&key) {
+                assert_eq!(v, i as i64, "{key}");
+                seen += 1;
+            }
         }
     };
     check("COO_", DType::TERMS.iter().map(|t| t.name).collect());

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use coo_assembler::{
     CompressedTensor, CooTensor, DType, Element, HurrayFile, ReadOptions, Tensor, Value,
 };
-use half::f16;
 use numpy::ndarray::{Array2, ArrayView1};
 use numpy::{PyArray1, PyArray2};
 use pyo3::prelude::*;
@@ -79,29 +78,18 @@ fn values_array<'py>(
     range: std::ops::Range<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dtype = owner.get().v()?.dtype();
-    match dtype {
-        DType::F64 => view_values::<f64>(owner, range),
-        DType::F32 => view_values::<f32>(owner, range),
-        DType::F16 => view_values::<f16>(owner, range),
-        DType::I8 => view_values::<i8>(owner, range),
-        DType::U8 => view_values::<u8>(owner, range),
-        DType::I16 => view_values::<i16>(owner, range),
-        DType::U16 => view_values::<u16>(owner, range),
-        DType::I32 => view_values::<i32>(owner, range),
-        DType::U32 => view_values::<u32>(owner, range),
-        DType::I64 => view_values::<i64>(owner, range),
-        DType::U64 => view_values::<u64>(owner, range),
-        DType::BF16 => {
-            let py = owner.py();
-            let t = owner.get().v()?;
-            let w = t.dtype().width();
-            let b = t.values_bytes();
-            let v: Vec<f32> = range
-                .map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32)
-                .collect();
-            Ok(PyArray1::from_vec(py, v).into_any())
-        }
+    if dtype == DType::BF16 {
+        // NumPy has no bfloat16 without the ml_dtypes package: widen.
+        let py = owner.py();
+        let t = owner.get().v()?;
+        let w = t.dtype().width();
+        let b = t.values_bytes();
+        let v: Vec<f32> = range
+            .map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32)
+            .collect();
+        return Ok(PyArray1::from_vec(py, v).into_any());
     }
+    coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range))
 }
 
 fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {

@@ -251,7 +251,6 @@ pub(crate) struct Placed {
 pub(crate) const PLACED_WORDS: usize = 8;
 
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
-
 impl Placed {
     /// The placement as fixed-size words (everything but the name), for
     /// gathering over MPI.

@@ -39,15 +39,19 @@ use crate::read::Problem;
 use crate::Value;
 use std::path::Path;
 
+/// A member descriptor, decoded.
+struct Decoded {
+    desc: Desc,
+    /// The shard section and where it was; `None` for a descriptor without.
+    shard: Option<(Shard, ShardFields)>,
+    /// Bytes of the encoded descriptor, the shard section included.
+    len: usize,
+}
+
 /// Decode a COO, CSR or CSC descriptor that may carry a shard section:
 /// the codec takes the section out and the layout's own codec decodes the
-/// rest. Returns the descriptor, the shard with where it was, and the
-/// encoded length.
-fn decode_member(
-    bytes: &[u8],
-    offset: u64,
-    section: &str,
-) -> Result<(Desc, Option<(Shard, ShardFields)>, usize)> {
+/// rest.
+fn decode_member(bytes: &[u8], offset: u64, section: &str) -> Result<Decoded> {
     let decode = |b: &[u8]| -> Result<Desc> {
         Ok(match layout_tag(b) {
             Some(LAYOUT_CSR | LAYOUT_CSC) => {
@@ -56,19 +60,27 @@ fn decode_member(
             _ => Desc::Coo(CooDescriptor::decode(b, offset, section)?),
         })
     };
-    match split_member(bytes, offset, section)? {
+    Ok(match split_member(bytes, offset, section)? {
         MemberBytes::Plain(b) => {
-            let d = decode(b)?;
-            let n = d.encoded_len();
-            Ok((d, None, n))
+            let desc = decode(b)?;
+            let len = desc.encoded_len();
+            Decoded {
+                desc,
+                shard: None,
+                len,
+            }
         }
         MemberBytes::Sharded {
             plain,
             shard,
             fields,
             len,
-        } => Ok((decode(&plain)?, Some((shard, fields)), len)),
-    }
+        } => Decoded {
+            desc: decode(&plain)?,
+            shard: Some((shard, fields)),
+            len,
+        },
+    })
 }
 
 /// One bound member: a tensor of any layout the reader handles (its
@@ -481,7 +493,8 @@ fn bind_member(
             "descriptor_offset outside the tensor region or not 8-aligned",
         ));
     }
-    let (desc, shard, dlen) = decode_member(&bytes[d_off as usize..end as usize], d_off, &sec)?;
+    let Decoded { desc, shard, len } =
+        decode_member(&bytes[d_off as usize..end as usize], d_off, &sec)?;
     let Some((shard, at)) = shard else {
         return Err(Error::invalid(
             sec,
@@ -499,7 +512,7 @@ fn bind_member(
             ),
         ));
     }
-    let meta = check_decoded(bytes, e, i, fields, end, align, opts, desc, dlen as u64)?;
+    let meta = check_decoded(bytes, e, i, fields, end, align, opts, desc, len as u64)?;
     let m = Member { meta, shard };
     if m.dtype() != head.dtype {
         return Err(Error::invalid(

@@ -25,7 +25,7 @@
 //! (values, statistics and KV checksums included). The output appears
 //! whole or not at all, and may be the input itself: converting a file in
 //! place is documented (`coo-assembler convert K.hrry K.hrry --to csr`),
-//! so this is the one writer that passes [`ReplaceInput::Allow`] to the
+//! so this is the one writer that passes `ReplaceInput::Allow` to the
 //! output rule (`crate::fs::output`). The input is read while the output
 //! is written beside it, and replaced by the rename once the new file is
 //! whole.

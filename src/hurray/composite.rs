@@ -18,7 +18,7 @@
 //!
 //! # Member
 //! An ordinary COO, CSR or CSC descriptor with `HAS_SHARD` set and the
-//! shard section (`parent_shape` u64[r], then `shard_offset` u64[r]) right
+//! shard section (`parent_shape: u64[r]`, then `shard_offset: u64[r]`) right
 //! after its buffer table, before its statistics ([`ShardFields`]).
 //! [`encode_member`] puts the section into a plain descriptor;
 //! [`split_member`] takes it out again, so that the layout's own codec

@@ -9,7 +9,7 @@
 //! order), validates each member like a plain tensor and the boxes against
 //! the head (parent shape, element type, bounds, exact cover, no overlap),
 //! and offers `get`, global-order iteration and `verify`. Converting a
-//! composite to one plain tensor is [`crate::convert`]'s; telling a plain
+//! composite to one plain tensor is [`crate::convert()`]'s; telling a plain
 //! file from a composite is [`crate::open`]'s.
 //!
 //! Nested composites (a member that is itself a head) are refused as

@@ -309,27 +309,28 @@ fn unwritable_output_fails_cleanly() {
     }
     let out = tmp.path().join("no/such/dir/o.hrry");
     let e = b.finish(&out).unwrap_err();
-    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(
+        matches!(e, Error::Io { .. }) && e.to_string().contains("no/such/dir"),
+        "{e}"
+    );
+    // Refused before the merge: the builder keeps everything and can
+    // finish elsewhere.
+    assert!(!b.is_finished());
+    let s = b.finish(tmp.path().join("o.hrry")).unwrap();
+    assert_eq!(s.contributions, 20_000);
+    drop(b);
     assert!(dir_is_empty(spill.path()));
-    // An unusable temp dir is reported when the first spill needs it.
+    // An unusable temp dir is refused when the builder is made, not at
+    // the first spill thousands of pushes later.
     let opts = AssembleOptions {
         temp_dir: Some(tmp.path().join("missing")),
         ..tiny(&shape, DType::F64, 1, spill.path())
     };
-    let mut b = Builder::new(&shape, DType::F64, opts).unwrap();
-    let mut failed = None;
-    for k in 0..200_000u64 {
-        if let Err(e) = b.push(&[k % 50, (k * 7) % 50], 1.0) {
-            failed = Some(e);
-            break;
-        }
-    }
-    let e = match failed {
-        Some(e) => e,
-        None => b.finish(tmp.path().join("o.hrry")).unwrap_err(),
+    let Err(e) = Builder::new(&shape, DType::F64, opts) else {
+        panic!("a missing temp_dir was accepted");
     };
     assert!(
-        e.to_string().contains("missing") || matches!(e, Error::Poisoned(_)),
+        matches!(e, Error::Io { .. }) && e.to_string().contains("missing"),
         "{e}"
     );
 }

@@ -139,7 +139,7 @@ fn matvec_cli_matches_the_library_for_any_thread_count() {
             "sometimes",
         ],
         2,
-        "invalid value",
+        "unknown paging mode \"sometimes\"; use one of auto, stream, keep",
     );
 }
 

@@ -181,6 +181,7 @@ const OPS: &[&str] = &[
     "fsync directory",
     "list directory",
     "lstat",
+    "stat",
 ];
 
 /// Operations of the leftover sweep, which is best effort: a fault there

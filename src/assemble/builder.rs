@@ -408,6 +408,13 @@ impl Builder {
         let path = path.as_ref();
         let inputs: Vec<_> = self.sources.iter().filter_map(|s| s.file_id()).collect();
         let io = each!(AnyCore, &self.core, c => c.opts.io.clone());
+        // Refusals the caller can fix come before the merge, which spends
+        // the builder: a missing or read-only folder, an input as output.
+        crate::fs::output::check_writable_dir(
+            &io,
+            &crate::fs::names::parent_dir(path),
+            "output directory",
+        )?;
         crate::fs::output::check_not_input(&io, path, &inputs)?;
         self.finished = true;
         let ingest = self.started.elapsed();

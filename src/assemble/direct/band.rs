@@ -9,20 +9,25 @@
 
 use crate::assemble::combine::CombineError;
 use crate::assemble::direct::count::Counts;
-use crate::assemble::direct::input::{Input, INVALID};
+use crate::assemble::direct::input::Input;
 use crate::assemble::direct::lane::{FromLane, Lane, OutValue, Reduce};
-use crate::assemble::direct::out::{filled, OutIndex, Shared};
+use crate::assemble::direct::out::{filled, zeroed, OutIndex, Shared};
 use crate::assemble::direct::Fault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Buckets of at most this many contributions are insertion sorted (FE
-/// rows, nearly sorted runs of 8, are faster so than through
-/// `sort_unstable` up to about this size).
-const INSERTION_MAX: usize = 64;
+/// Buckets of at most this many contributions are insertion sorted.
+const INSERTION_MAX: usize = 8;
+/// Buckets of at most this many contributions are grouped through a hash
+/// table ([`TABLE`] slots, so at most half full); larger ones are sorted.
+const HASH_MAX: usize = 128;
+/// Bits of the grouping table's slot numbers.
+const TABLE_BITS: u32 = 8;
+/// Slots of the grouping table.
+const TABLE: usize = 1 << TABLE_BITS;
 
 /// A minor key as the scratch holds it: u32 when the minor field fits.
-pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + 'static {
+pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + bytemuck::Zeroable + 'static {
     /// The key with the contribution's place in its bucket, so that an
     /// unstable sort of these is stable in effect.
     type Packed: Copy + Ord + Send + Sync + Default;
@@ -31,6 +36,9 @@ pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + 'static {
     fn pack(self, i: u32) -> Self::Packed;
     fn key(p: Self::Packed) -> Self;
     fn pos(p: Self::Packed) -> usize;
+    /// A slot of the grouping table ([`TABLE`] slots): Fibonacci hashing,
+    /// which spreads the runs of nearby columns a row holds.
+    fn hash(self) -> usize;
 }
 
 impl Minor for u32 {
@@ -55,6 +63,10 @@ impl Minor for u32 {
     fn pos(p: u64) -> usize {
         p as u32 as usize
     }
+    #[inline(always)]
+    fn hash(self) -> usize {
+        (self.wrapping_mul(0x9e37_79b1) >> (32 - TABLE_BITS)) as usize
+    }
 }
 
 impl Minor for u64 {
@@ -78,6 +90,10 @@ impl Minor for u64 {
     #[inline(always)]
     fn pos(p: u128) -> usize {
         p as u32 as usize
+    }
+    #[inline(always)]
+    fn hash(self) -> usize {
+        (self.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - TABLE_BITS)) as usize
     }
 }
 
@@ -167,10 +183,48 @@ struct Scratch<M: Minor, L> {
     /// Per bucket of the band: the next place to scatter to, then the end
     /// of its entries, then the end of its reduced entries.
     pos: Vec<u32>,
-    /// One bucket's sort keys ([`Minor::pack`]).
+    /// Groups one bucket's contributions by minor key.
+    grouper: Grouper<M, L>,
+}
+
+/// Groups the contributions of one bucket by minor key, in minor order,
+/// each group's lanes in array order: short buckets by insertion sort of
+/// keys that carry the place, longer ones (FE rows: ~60 contributions to
+/// ~26 columns) through a small hash table and a sort of the distinct
+/// keys only, very long ones by the standard sort.
+struct Grouper<M: Minor, L> {
+    /// The hash path's fixed-size tables.
+    hashed: Box<Hashed<M, L>>,
+    /// Whether the last bucket took the hash path.
+    by_hash: bool,
+    /// The sort path: keys (minor, place), the lanes in sorted order, the
+    /// groups.
     packed: Vec<M::Packed>,
-    /// One bucket's lanes in sorted order.
     group: Vec<L>,
+    out: Vec<(M, u32, u32)>,
+}
+
+/// The hash path's tables: fixed sizes, indexed by masked numbers, so no
+/// access needs a bounds check.
+struct Hashed<M: Minor, L> {
+    /// Table slot -> minor key.
+    tab_key: [M; TABLE],
+    /// Table slot -> group + 1 (0: empty).
+    tab_group: [u8; TABLE],
+    /// Per group: its table slot, key, size (then its next place).
+    tpos: [u8; HASH_MAX],
+    dkey: [M; HASH_MAX],
+    cnt: [u32; HASH_MAX],
+    /// Per contribution: its group.
+    of: [u8; HASH_MAX],
+    /// Sort keys (minor, group) of the distinct keys.
+    order: [M::Packed; HASH_MAX],
+    /// The lanes, group after group.
+    group: [L; HASH_MAX],
+    /// The groups in minor order: (key, start, end) in `group`.
+    out: [(M, u32, u32); HASH_MAX],
+    /// Groups in `out`.
+    n_out: usize,
 }
 
 /// A failed coordinate: the band, the bucket and minor key, and why.
@@ -388,24 +442,15 @@ where
     dropped
 }
 
-impl<M: Minor, L: Lane> Scratch<M, L> {
+impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
     /// Buffers for the largest band, bucket and bucket count there is.
     fn new(bands: &Bands) -> Result<Self, Fault> {
         let sort = bands.max_bucket.min(bands.max_entries);
         Ok(Scratch {
-            minor: filled(bands.max_entries, M::default(), "a band's minor keys")?,
-            lanes: filled(bands.max_entries, L::default(), "a band's values")?,
-            pos: filled(bands.max_buckets, 0u32, "a band's bucket places")?,
-            packed: {
-                let mut g = filled(0, M::Packed::default(), "a bucket's sort keys")?;
-                g.try_reserve_exact(sort).map_err(|_| Fault::OutOfMemory)?;
-                g
-            },
-            group: {
-                let mut g = filled(0, L::default(), "a bucket's values")?;
-                g.try_reserve_exact(sort).map_err(|_| Fault::OutOfMemory)?;
-                g
-            },
+            minor: zeroed(bands.max_entries, "a band's minor keys")?,
+            lanes: zeroed(bands.max_entries, "a band's values")?,
+            pos: zeroed(bands.max_buckets, "a band's bucket places")?,
+            grouper: Grouper::new(sort)?,
         })
     }
 
@@ -431,7 +476,9 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
             acc += c;
         }
         let n = input.len();
-        let (minor, lanes) = (&mut self.minor[..], &mut self.lanes[..]);
+        let minor = &mut self.minor[..];
+        // The same length as `minor`, so one check covers both stores.
+        let lanes = &mut self.lanes[..minor.len()];
         for (c, &(a, b)) in counts.ranges.iter().enumerate() {
             if b < lo || a >= hi {
                 continue;
@@ -440,22 +487,24 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
                 return Err(Fault::Stopped);
             }
             let (x, y) = counts.chunk_span(c, n);
-            let mut bad = false;
-            input.entries(x, y, |bucket, m, l| {
+            let mut good = true;
+            input.entries(x, y, |bucket, m, l, ok| {
                 let j = bucket.wrapping_sub(lo) as usize;
                 if let Some(p) = pos.get_mut(j) {
                     let q = *p as usize;
                     *p += 1;
-                    match (minor.get_mut(q), lanes.get_mut(q)) {
-                        (Some(dm), Some(dl)) if m != INVALID => {
-                            *dm = M::from_u64(m);
-                            *dl = l;
-                        }
-                        _ => bad = true,
+                    // A refused contribution is written too (junk): the
+                    // band is dropped and the slow path names it.
+                    good &= ok;
+                    if q < minor.len() {
+                        minor[q] = M::from_u64(m);
+                        lanes[q] = l;
+                    } else {
+                        good = false;
                     }
                 }
             });
-            if bad {
+            if !good {
                 return Err(Fault::BadInput);
             }
         }
@@ -475,16 +524,36 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
             minor,
             lanes,
             pos,
-            packed,
-            group,
-            ..
+            grouper,
         } = self;
         let mut s = 0usize;
         let mut w = 0usize;
         let mut dropped = 0u64;
+        // Per group of the hash path: the online state, then the result.
+        let mut accs = Box::new([R::Acc::default(); HASH_MAX]);
+        let mut vals = Box::new([L::default(); HASH_MAX]);
         for (j, p) in pos.iter_mut().take(rows).enumerate() {
             let e = *p as usize;
             let k = e.checked_sub(s).ok_or(Err(Fault::BadInput))?;
+            let online = R::ONLINE && k > INSERTION_MAX && k <= HASH_MAX;
+            if online {
+                let (Some(ms), Some(ls)) = (minor.get(s..e), lanes.get(s..e)) else {
+                    return Err(Err(Fault::BadInput));
+                };
+                if let Some(nd) = grouper.hashed.accumulate::<R>(ms, ls, &mut accs, &mut vals) {
+                    // Every group finished: write them (the bucket has
+                    // been read whole).
+                    let h = &grouper.hashed;
+                    for (q, &v) in h.order[..nd].iter().zip(&vals[..nd]) {
+                        minor[w] = M::key(*q);
+                        lanes[w] = v;
+                        w += 1;
+                    }
+                    *p = w as u32;
+                    s = e;
+                    continue;
+                }
+            }
             if k == 1 {
                 let (Some(&m), Some(one)) = (minor.get(s), lanes.get(s..e)) else {
                     return Err(Err(Fault::BadInput));
@@ -502,25 +571,15 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
                 let (Some(ms), Some(ls)) = (minor.get(s..e), lanes.get(s..e)) else {
                     return Err(Err(Fault::BadInput));
                 };
-                // Sort keys that carry the place, then gather the lanes in
-                // that order: the bucket is copied out whole before any
+                // The bucket is copied into the grouper whole before any
                 // result is written over it.
-                packed.clear();
-                packed
-                    .try_reserve(k)
-                    .map_err(|_| Err(Fault::OutOfMemory))?;
-                sort_keys::<M>(ms, packed);
-                group.clear();
-                group.try_reserve(k).map_err(|_| Err(Fault::OutOfMemory))?;
-                group.extend(packed.iter().map(|&q| ls[M::pos(q)]));
-                let mut g = 0usize;
-                while g < k {
-                    let m = M::key(packed[g]);
-                    let mut h = g + 1;
-                    while h < k && M::key(packed[h]) == m {
-                        h += 1;
-                    }
-                    match red.reduce(&group[g..h]) {
+                grouper.prepare(ms, ls).map_err(Err)?;
+                let (out, group) = grouper.groups();
+                for &(m, a, b) in out {
+                    let Some(g) = group.get(a as usize..b as usize) else {
+                        return Err(Err(Fault::BadInput));
+                    };
+                    match red.reduce(g) {
                         Ok(Some(v)) => {
                             minor[w] = m;
                             lanes[w] = v;
@@ -529,7 +588,6 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
                         Ok(None) => dropped += 1,
                         Err(why) => return Err(Ok((j, m.to_u64(), why))),
                     }
-                    g = h;
                 }
             }
             *p = w as u32;
@@ -611,24 +669,216 @@ impl<M: Minor, L: Lane> Scratch<M, L> {
     }
 }
 
-/// The keys of one bucket, `(minor << 32) | place`, sorted: insertion sort
-/// for short buckets (FE rows arrive as nearly sorted runs), the standard
-/// unstable sort beyond (the place makes every key distinct, so the order
-/// of a coordinate's contributions is kept).
-#[inline]
-fn sort_keys<M: Minor>(ms: &[M], out: &mut Vec<M::Packed>) {
-    out.extend(ms.iter().enumerate().map(|(i, &m)| m.pack(i as u32)));
-    if out.len() <= INSERTION_MAX {
-        for i in 1..out.len() {
-            let x = out[i];
-            let mut j = i;
-            while j > 0 && out[j - 1] > x {
-                out[j] = out[j - 1];
-                j -= 1;
-            }
-            out[j] = x;
+impl<M: Minor, L: Lane> Grouper<M, L> {
+    /// Room for buckets of up to `max` contributions.
+    fn new(max: usize) -> Result<Self, Fault> {
+        let mut g = Grouper {
+            hashed: Box::new(Hashed {
+                tab_key: [M::default(); TABLE],
+                tab_group: [0; TABLE],
+                tpos: [0; HASH_MAX],
+                dkey: [M::default(); HASH_MAX],
+                cnt: [0; HASH_MAX],
+                of: [0; HASH_MAX],
+                order: [M::Packed::default(); HASH_MAX],
+                group: [L::default(); HASH_MAX],
+                out: [(M::default(), 0, 0); HASH_MAX],
+                n_out: 0,
+            }),
+            by_hash: false,
+            packed: filled(0, M::Packed::default(), "a bucket's sort keys")?,
+            group: filled(0, L::default(), "a bucket's values")?,
+            out: filled(0, (M::default(), 0, 0), "a bucket's groups")?,
+        };
+        g.packed.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
+        g.group.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
+        g.out.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
+        Ok(g)
+    }
+
+    /// Group the bucket `(ms, ls)` (at least two contributions); then
+    /// [`Grouper::groups`] has them.
+    #[inline]
+    fn prepare(&mut self, ms: &[M], ls: &[L]) -> Result<(), Fault> {
+        let k = ms.len();
+        self.by_hash = k > INSERTION_MAX && k <= HASH_MAX;
+        if self.by_hash {
+            self.hashed.group_bucket(ms, ls);
+            Ok(())
+        } else {
+            self.by_sort(ms, ls)
         }
-    } else {
-        out.sort_unstable();
+    }
+
+    /// The groups of the last bucket (key, start, end) and their lanes.
+    #[inline]
+    #[allow(clippy::type_complexity)]
+    fn groups(&self) -> (&[(M, u32, u32)], &[L]) {
+        if self.by_hash {
+            let h = &*self.hashed;
+            (&h.out[..h.n_out.min(HASH_MAX)], &h.group[..])
+        } else {
+            (&self.out, &self.group)
+        }
+    }
+
+    /// Sort keys that carry the place, gather the lanes in that order.
+    fn by_sort(&mut self, ms: &[M], ls: &[L]) -> Result<(), Fault> {
+        let p = &mut self.packed;
+        p.clear();
+        self.group.clear();
+        self.out.clear();
+        // Within the room made for the largest bucket: no allocation here.
+        for v in [p.try_reserve(ms.len()), self.group.try_reserve(ms.len())] {
+            v.map_err(|_| Fault::OutOfMemory)?;
+        }
+        self.out.try_reserve(ms.len()).map_err(|_| Fault::OutOfMemory)?;
+        p.extend(ms.iter().enumerate().map(|(i, &m)| m.pack(i as u32)));
+        if p.len() <= INSERTION_MAX {
+            insertion_sort(p);
+        } else {
+            // Every key is distinct (it carries its place): unstable is
+            // stable here.
+            p.sort_unstable();
+        }
+        self.group.extend(p.iter().map(|&q| ls[M::pos(q)]));
+        let mut g = 0usize;
+        while g < p.len() {
+            let m = M::key(p[g]);
+            let mut h = g + 1;
+            while h < p.len() && M::key(p[h]) == m {
+                h += 1;
+            }
+            self.out.push((m, g as u32, h as u32));
+            g = h;
+        }
+        Ok(())
+    }
+}
+
+impl<M: Minor, L: Lane> Hashed<M, L> {
+    /// Fold a bucket of at most [`HASH_MAX`] contributions group by group
+    /// as they come (`R::ONLINE`), then sort the distinct keys: `order`
+    /// has them, `vals` each one's result in that order. None when some
+    /// group did not finish online (then nothing was written and the
+    /// bucket takes the general path).
+    #[inline]
+    fn accumulate<R: Reduce<L>>(
+        &mut self,
+        ms: &[M],
+        ls: &[L],
+        accs: &mut [R::Acc; HASH_MAX],
+        vals: &mut [L; HASH_MAX],
+    ) -> Option<usize> {
+        const T: usize = TABLE - 1;
+        const H: usize = HASH_MAX - 1;
+        let k = ms.len().min(HASH_MAX);
+        let mut nd = 0usize;
+        for (&m, &l) in ms[..k].iter().zip(&ls[..k]) {
+            let mut h = m.hash() & T;
+            loop {
+                let t = self.tab_group[h] as usize;
+                if t == 0 {
+                    self.tab_group[h] = nd as u8 + 1;
+                    self.tab_key[h] = m;
+                    self.tpos[nd & H] = h as u8;
+                    self.dkey[nd & H] = m;
+                    accs[nd & H] = R::start(l);
+                    nd += 1;
+                    break;
+                }
+                if self.tab_key[h] == m {
+                    R::add(&mut accs[(t - 1) & H], l);
+                    break;
+                }
+                h = (h + 1) & T;
+            }
+        }
+        let nd = nd.min(HASH_MAX);
+        for &t in &self.tpos[..nd] {
+            self.tab_group[t as usize] = 0;
+        }
+        for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
+            *o = m.pack(g as u32);
+        }
+        insertion_sort(&mut self.order[..nd]);
+        let mut all = true;
+        for (v, &q) in vals[..nd].iter_mut().zip(&self.order[..nd]) {
+            match R::done(&accs[M::pos(q) & H]) {
+                Some(x) => *v = x,
+                None => all = false,
+            }
+        }
+        all.then_some(nd)
+    }
+
+    /// Number the distinct keys of a bucket of at most [`HASH_MAX`]
+    /// contributions through the table, sort only those, then place each
+    /// lane in its group (a counting sort by group: stable).
+    #[inline]
+    fn group_bucket(&mut self, ms: &[M], ls: &[L]) {
+        const T: usize = TABLE - 1;
+        const H: usize = HASH_MAX - 1;
+        let k = ms.len().min(HASH_MAX);
+        let mut nd = 0usize;
+        for (i, &m) in ms[..k].iter().enumerate() {
+            let mut h = m.hash() & T;
+            let g = loop {
+                let t = self.tab_group[h] as usize;
+                if t == 0 {
+                    self.tab_group[h] = nd as u8 + 1;
+                    self.tab_key[h] = m;
+                    self.tpos[nd & H] = h as u8;
+                    self.dkey[nd & H] = m;
+                    self.cnt[nd & H] = 0;
+                    nd += 1;
+                    break nd - 1;
+                }
+                if self.tab_key[h] == m {
+                    break t - 1;
+                }
+                h = (h + 1) & T;
+            };
+            self.of[i & H] = g as u8;
+            self.cnt[g & H] += 1;
+        }
+        let nd = nd.min(HASH_MAX);
+        for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
+            *o = m.pack(g as u32);
+        }
+        insertion_sort(&mut self.order[..nd]);
+        // Each group's start, in minor order; then `cnt` holds the next
+        // place of each group.
+        let mut at = 0u32;
+        for (o, &q) in self.out[..nd].iter_mut().zip(&self.order[..nd]) {
+            let g = M::pos(q) & H;
+            let c = self.cnt[g];
+            *o = (M::key(q), at, at + c);
+            self.cnt[g] = at;
+            at += c;
+        }
+        self.n_out = nd;
+        for (&g, &l) in self.of[..k].iter().zip(&ls[..k]) {
+            let c = &mut self.cnt[g as usize & H];
+            self.group[*c as usize & H] = l;
+            *c += 1;
+        }
+        for &t in &self.tpos[..nd] {
+            self.tab_group[t as usize] = 0;
+        }
+    }
+}
+
+/// Stable insertion sort of a few keys.
+#[inline]
+fn insertion_sort<T: Copy + Ord>(v: &mut [T]) {
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
     }
 }

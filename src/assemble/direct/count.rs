@@ -6,7 +6,7 @@
 //! half of them), which are added up at the end.
 
 use crate::assemble::direct::input::Input;
-use crate::assemble::direct::out::filled;
+use crate::assemble::direct::out::{filled, zeroed};
 use crate::assemble::direct::Fault;
 use crate::error::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +49,7 @@ pub(crate) fn count<In: Input>(
     let n = input.len();
     let n_chunks = n.div_ceil(chunk);
     let mut ranges = filled(n_chunks, (0u64, 0u64), "the chunk ranges of the counting pass")?;
-    let mut per_bucket = filled(buckets as usize, 0u32, "the bucket counts")?;
+    let mut per_bucket = zeroed(buckets as usize, "the bucket counts")?;
     let threads = threads.clamp(1, n_chunks.max(1));
     // Contiguous parts of whole chunks, one per thread.
     let per = n_chunks.div_ceil(threads);
@@ -106,7 +106,7 @@ pub(crate) fn count<In: Input>(
             .collect();
         let mut locals = Vec::new();
         for &(a, b) in spans.iter().skip(1).flatten() {
-            locals.push((a, filled((b - a + 1) as usize, 0u32, "a counting thread's histogram")?));
+            locals.push((a, zeroed((b - a + 1) as usize, "a counting thread's histogram")?));
         }
         std::thread::scope(|s| {
             let (p0, rest) = parts.split_at(1);

@@ -126,11 +126,11 @@ pub(crate) trait Input: Sync {
     /// Add one to `hist[bucket - base]` for contributions `lo..hi`, whose
     /// buckets [`Input::bucket_range`] has checked to lie in the histogram.
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]);
-    /// Call `f(bucket, minor, lane)` for contributions `lo..hi`; `minor`
-    /// is [`INVALID`] when a push of the contribution would be refused
-    /// (an index out of range or a refused value; the bucket's own
-    /// indices were checked by `bucket_range`).
-    fn entries(&self, lo: usize, hi: usize, f: impl FnMut(u64, u64, Self::L));
+    /// Call `f(bucket, minor, lane, ok)` for contributions `lo..hi`; `ok`
+    /// is false when a push of the contribution would be refused (an index
+    /// out of range or a refused value; the bucket's own indices were
+    /// checked by `bucket_range`), and then `minor` and `lane` are junk.
+    fn entries(&self, lo: usize, hi: usize, f: impl FnMut(u64, u64, Self::L, bool));
 }
 
 /// A matrix given as two index arrays: buckets are the major indices
@@ -167,16 +167,16 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
     }
 
     #[inline(always)]
-    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L)) {
+    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L, bool)) {
         let major = &self.major[lo..hi];
-        let minor = &self.minor[lo..hi];
-        let values = &self.values[lo..hi];
-        for ((&a, &b), &v) in major.iter().zip(minor).zip(values) {
-            let m = b.widen();
-            match self.source.lane(v) {
-                Some(l) if m < self.minor_extent => f(a.widen(), m, l),
-                _ => f(a.widen(), INVALID, S::L::default()),
-            }
+        // Cut to the same length, so that one loop bound covers all three.
+        let minor = &self.minor[lo..lo + major.len()];
+        let values = &self.values[lo..lo + major.len()];
+        for i in 0..major.len() {
+            let m = minor[i].widen();
+            let l = self.source.lane(values[i]);
+            let ok = l.is_some() & (m < self.minor_extent);
+            f(major[i].widen(), m, l.unwrap_or_default(), ok);
         }
     }
 }
@@ -241,7 +241,7 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
         }
     }
 
-    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L)) {
+    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L, bool)) {
         let mask = if self.split == 0 { 0 } else { u64::MAX >> (64 - self.split) };
         for i in lo..hi {
             let mut key = 0u64;
@@ -256,10 +256,8 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
                 }
             }
             let lane = self.source.lane(self.values[i]);
-            match lane {
-                Some(l) if ok => f(key >> self.split, key & mask, l),
-                _ => f(key >> self.split, INVALID, S::L::default()),
-            }
+            let ok = ok & lane.is_some();
+            f(key >> self.split, key & mask, lane.unwrap_or_default(), ok);
         }
     }
 }

@@ -48,7 +48,8 @@ use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
 use band::{Bands, Form, Minor, Sink};
 use input::{Checked, F64Bits, Input, Matrix, Packed, Source};
-use lane::CombineReduce;
+use crate::assemble::combine::FloatSum;
+use lane::{CombineReduce, ExactF64};
 use out::{commit, room, Shared};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
@@ -323,6 +324,26 @@ impl DirectPlan {
                 values.len()
             )));
         }
+        if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
+            // The hot case: exact f64 sums, through the fast exact reducer.
+            let red = ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: self.drop_zeros,
+                    out: PhantomData,
+                },
+            };
+            let r = match V::as_f64s(values) {
+                Some(v) if self.non_finite == NonFinitePolicy::Keep => {
+                    self.with_input(indices, v, F64Bits, &red, stop)
+                }
+                _ => {
+                    let src = Checked { dtype: self.dtype, policy: self.non_finite };
+                    self.with_input(indices, values, src, &red, stop)
+                }
+            };
+            return self.outcome(r, indices, values);
+        }
         let r = with_combiner!(self.kind, self.dtype, comb => {
             let red = CombineReduce::<_, O> {
                 comb: &comb,
@@ -339,6 +360,16 @@ impl DirectPlan {
                 }
             }
         });
+        self.outcome(r, indices, values)
+    }
+
+    /// The result, or the error a failure stands for.
+    fn outcome<I: IndexElem, V: DirectValue, O, J>(
+        &self,
+        r: Result<Option<Assembled<O, J>>, Failure>,
+        indices: &[&[I]],
+        values: &[V],
+    ) -> Result<Option<Assembled<O, J>>> {
         match r {
             Ok(x) => Ok(x),
             Err(Failure::Fault(Fault::BadInput)) => Err(self.first_bad(indices, values)),

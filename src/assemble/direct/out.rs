@@ -54,6 +54,29 @@ pub(crate) fn filled<T: Clone>(n: usize, x: T, what: &'static str) -> Result<Vec
     Ok(v)
 }
 
+/// `n` zeros, or `Error::OutOfMemory`: from the allocator's zeroed memory
+/// (fresh pages for a large vector), so nothing is written here and a page
+/// is touched only when it is first used.
+pub(crate) fn zeroed<T: bytemuck::Zeroable>(n: usize, what: &'static str) -> Result<Vec<T>> {
+    let oom = || Error::OutOfMemory {
+        what,
+        bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+    };
+    let layout = std::alloc::Layout::array::<T>(n).map_err(|_| oom())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size (checked above).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        return Err(oom());
+    }
+    // SAFETY: `p` was allocated by the global allocator with the layout of
+    // `n` T's (so capacity n), and all-zero bytes are a valid T
+    // (`Zeroable`), so all n elements are initialised.
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 /// The spare room of a vector, written by several threads at once in
 /// ranges that never overlap (the band protocol hands each band its own
 /// range of entries exactly once).

@@ -20,9 +20,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 const INSERTION_MAX: usize = 8;
 /// Buckets of at most this many contributions are grouped through a hash
 /// table ([`TABLE`] slots, so at most half full); larger ones are sorted.
-const HASH_MAX: usize = 128;
+const HASH_MAX: usize = 256;
 /// Bits of the grouping table's slot numbers.
-const TABLE_BITS: u32 = 8;
+const TABLE_BITS: u32 = 9;
 /// Slots of the grouping table.
 const TABLE: usize = 1 << TABLE_BITS;
 
@@ -210,13 +210,13 @@ struct Hashed<M: Minor, L> {
     /// Table slot -> minor key.
     tab_key: [M; TABLE],
     /// Table slot -> group + 1 (0: empty).
-    tab_group: [u8; TABLE],
+    tab_group: [u16; TABLE],
     /// Per group: its table slot, key, size (then its next place).
-    tpos: [u8; HASH_MAX],
+    tpos: [u16; HASH_MAX],
     dkey: [M; HASH_MAX],
     cnt: [u32; HASH_MAX],
     /// Per contribution: its group.
-    of: [u8; HASH_MAX],
+    of: [u16; HASH_MAX],
     /// Sort keys (minor, group) of the distinct keys.
     order: [M::Packed; HASH_MAX],
     /// The lanes, group after group.
@@ -554,7 +554,42 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                     continue;
                 }
             }
-            if k == 1 {
+            if (2..=INSERTION_MAX).contains(&k) {
+                // A short bucket (random coordinates: most of them), on the
+                // stack: sort keys with their places, gather the lanes,
+                // then write over the bucket.
+                let (Some(ms), Some(ls)) = (minor.get(s..e), lanes.get(s..e)) else {
+                    return Err(Err(Fault::BadInput));
+                };
+                let mut keys = [M::Packed::default(); INSERTION_MAX];
+                let mut got = [L::default(); INSERTION_MAX];
+                for (i, (kq, &m)) in keys.iter_mut().zip(ms).enumerate() {
+                    *kq = m.pack(i as u32);
+                }
+                let keys = &mut keys[..k];
+                insertion_sort(keys);
+                for (g, &q) in got.iter_mut().zip(keys.iter()) {
+                    *g = ls[M::pos(q) % k];
+                }
+                let mut a = 0usize;
+                while a < k {
+                    let m = M::key(keys[a]);
+                    let mut b = a + 1;
+                    while b < k && M::key(keys[b]) == m {
+                        b += 1;
+                    }
+                    match red.reduce(&got[a..b]) {
+                        Ok(Some(v)) => {
+                            minor[w] = m;
+                            lanes[w] = v;
+                            w += 1;
+                        }
+                        Ok(None) => dropped += 1,
+                        Err(why) => return Err(Ok((j, m.to_u64(), why))),
+                    }
+                    a = b;
+                }
+            } else if k == 1 {
                 let (Some(&m), Some(one)) = (minor.get(s), lanes.get(s..e)) else {
                     return Err(Err(Fault::BadInput));
                 };
@@ -779,9 +814,9 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
             loop {
                 let t = self.tab_group[h] as usize;
                 if t == 0 {
-                    self.tab_group[h] = nd as u8 + 1;
+                    self.tab_group[h] = nd as u16 + 1;
                     self.tab_key[h] = m;
-                    self.tpos[nd & H] = h as u8;
+                    self.tpos[nd & H] = h as u16;
                     self.dkey[nd & H] = m;
                     accs[nd & H] = R::start(l);
                     nd += 1;
@@ -801,7 +836,7 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
             *o = m.pack(g as u32);
         }
-        insertion_sort(&mut self.order[..nd]);
+        sort_small(&mut self.order[..nd]);
         let mut all = true;
         for (v, &q) in vals[..nd].iter_mut().zip(&self.order[..nd]) {
             match R::done(&accs[M::pos(q) & H]) {
@@ -826,9 +861,9 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
             let g = loop {
                 let t = self.tab_group[h] as usize;
                 if t == 0 {
-                    self.tab_group[h] = nd as u8 + 1;
+                    self.tab_group[h] = nd as u16 + 1;
                     self.tab_key[h] = m;
-                    self.tpos[nd & H] = h as u8;
+                    self.tpos[nd & H] = h as u16;
                     self.dkey[nd & H] = m;
                     self.cnt[nd & H] = 0;
                     nd += 1;
@@ -839,14 +874,14 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
                 }
                 h = (h + 1) & T;
             };
-            self.of[i & H] = g as u8;
+            self.of[i & H] = g as u16;
             self.cnt[g & H] += 1;
         }
         let nd = nd.min(HASH_MAX);
         for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
             *o = m.pack(g as u32);
         }
-        insertion_sort(&mut self.order[..nd]);
+        sort_small(&mut self.order[..nd]);
         // Each group's start, in minor order; then `cnt` holds the next
         // place of each group.
         let mut at = 0u32;
@@ -866,6 +901,17 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         for &t in &self.tpos[..nd] {
             self.tab_group[t as usize] = 0;
         }
+    }
+}
+
+/// Sort distinct keys: insertion sort for a few (FE rows: ~26), the
+/// standard sort beyond (elasticity rows: ~81).
+#[inline]
+fn sort_small<T: Copy + Ord>(v: &mut [T]) {
+    if v.len() <= 32 {
+        insertion_sort(v);
+    } else {
+        v.sort_unstable();
     }
 }
 

@@ -536,7 +536,16 @@ impl DirectPlan {
         let band = self.band_bytes.min(left);
         // Bucket places cost 4 bytes each; give them a fifth of the band.
         let cap_buckets = (band / 5 / 4).max(1) as usize;
-        let cap = ((band - (cap_buckets as u64 * 4)) / entry).max(max_bucket) as usize;
+        // At least two bands per thread, so that every thread has work
+        // (input whose chunks all span every bucket then reads the arrays
+        // once per band: few bands).
+        let even = (n as u64).div_ceil(2 * self.threads as u64);
+        let cap = if self.threads > 1 {
+            ((band - (cap_buckets as u64 * 4)) / entry).min(even)
+        } else {
+            (band - (cap_buckets as u64 * 4)) / entry
+        };
+        let cap = cap.max(max_bucket).max(1) as usize;
         let bands: Bands = band::cut(&counts.per_bucket, cap, cap_buckets)?;
         let rank = self.shape.len();
         let mut values: Vec<O> = room(n, "the result's values")?;

@@ -36,6 +36,8 @@ pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + bytemuck::Zeroable +
     fn pack(self, i: u32) -> Self::Packed;
     fn key(p: Self::Packed) -> Self;
     fn pos(p: Self::Packed) -> usize;
+    /// A packed key above every real one (padding for [`sort8`]).
+    const PAD: Self::Packed;
     /// A slot of the grouping table ([`TABLE`] slots): Fibonacci hashing,
     /// which spreads the runs of nearby columns a row holds.
     fn hash(self) -> usize;
@@ -43,6 +45,7 @@ pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + bytemuck::Zeroable +
 
 impl Minor for u32 {
     type Packed = u64;
+    const PAD: u64 = u64::MAX;
     #[inline(always)]
     fn from_u64(m: u64) -> u32 {
         m as u32
@@ -71,6 +74,7 @@ impl Minor for u32 {
 
 impl Minor for u64 {
     type Packed = u128;
+    const PAD: u128 = u128::MAX;
     #[inline(always)]
     fn from_u64(m: u64) -> u64 {
         m
@@ -115,10 +119,10 @@ impl Bands {
     }
 }
 
-/// Cut `counts` into bands of at most `cap` contributions and `cap_buckets`
-/// buckets (a single bucket above `cap` gets a band of its own).
-pub(crate) fn cut(counts: &[u32], cap: usize, cap_buckets: usize) -> Result<Bands, Fault> {
-    let cap_buckets = cap_buckets.max(1);
+/// Cut `counts` into bands of at most `band_bytes` of scratch (`entry`
+/// bytes per contribution, 4 per bucket) and `max_entries` contributions
+/// (a single bucket beyond either gets a band of its own).
+pub(crate) fn cut(counts: &[u32], entry: u64, band_bytes: u64, max_entries: u64) -> Result<Bands, Fault> {
     let mut bounds = filled(0, 0u64, "the band bounds")?;
     let try_push = |b: &mut Vec<u64>, x: u64| -> Result<(), Fault> {
         b.try_reserve(1).map_err(|_| Fault::OutOfMemory)?;
@@ -126,31 +130,48 @@ pub(crate) fn cut(counts: &[u32], cap: usize, cap_buckets: usize) -> Result<Band
         Ok(())
     };
     try_push(&mut bounds, 0)?;
-    let (mut acc, mut start) = (0usize, 0usize);
-    let (mut max_entries, mut max_buckets, mut max_bucket) = (0usize, 0usize, 0usize);
+    let (mut acc, mut bytes, mut start) = (0u64, 0u64, 0usize);
+    let (mut most, mut max_buckets, mut max_bucket) = (0u64, 0usize, 0u64);
     for (i, &c) in counts.iter().enumerate() {
-        let c = c as usize;
+        let c = c as u64;
         max_bucket = max_bucket.max(c);
-        if i > start && (acc + c > cap || i - start == cap_buckets) {
+        let more = c * entry + 4;
+        if i > start && (bytes + more > band_bytes || acc + c > max_entries) {
             try_push(&mut bounds, i as u64)?;
-            max_entries = max_entries.max(acc);
+            most = most.max(acc);
             max_buckets = max_buckets.max(i - start);
-            acc = 0;
-            start = i;
+            (acc, bytes, start) = (0, 0, i);
         }
         acc += c;
+        bytes += more;
     }
     if counts.len() > start || counts.is_empty() {
         try_push(&mut bounds, counts.len() as u64)?;
-        max_entries = max_entries.max(acc);
+        most = most.max(acc);
         max_buckets = max_buckets.max(counts.len() - start);
     }
     Ok(Bands {
         bounds,
-        max_entries,
+        max_entries: most as usize,
         max_buckets,
-        max_bucket,
+        max_bucket: max_bucket as usize,
     })
+}
+
+impl Bands {
+    /// Chunks the band passes read in all, or None when counting them
+    /// would cost more than it is worth (very many bands and chunks).
+    pub(crate) fn chunk_visits(&self, ranges: &[(u64, u64)]) -> Option<u64> {
+        if (self.len() as u64).saturating_mul(ranges.len() as u64) > 1 << 27 {
+            return None;
+        }
+        let mut v = 0u64;
+        for b in self.bounds.windows(2) {
+            let (lo, hi) = (b[0], b[1]);
+            v += ranges.iter().filter(|&&(a, z)| z >= lo && a < hi).count() as u64;
+        }
+        Some(v)
+    }
 }
 
 /// Where the result goes: values, indices, and (CSR/CSC) pointers.
@@ -488,20 +509,21 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
             }
             let (x, y) = counts.chunk_span(c, n);
             let mut good = true;
-            input.entries(x, y, |bucket, m, l, ok| {
-                let j = bucket.wrapping_sub(lo) as usize;
-                if let Some(p) = pos.get_mut(j) {
-                    let q = *p as usize;
-                    *p += 1;
-                    // A refused contribution is written too (junk): the
-                    // band is dropped and the slow path names it.
-                    good &= ok;
-                    if q < minor.len() {
-                        minor[q] = M::from_u64(m);
-                        lanes[q] = l;
-                    } else {
-                        good = false;
-                    }
+            input.entries(x, y, lo, rows, |j, m, l, ok| {
+                let Some(p) = pos.get_mut(j) else {
+                    good = false;
+                    return;
+                };
+                let q = *p as usize;
+                *p += 1;
+                // A refused contribution is written too (junk): the band
+                // is dropped and the slow path names it.
+                good &= ok;
+                if q < minor.len() {
+                    minor[q] = M::from_u64(m);
+                    lanes[q] = l;
+                } else {
+                    good = false;
                 }
             });
             if !good {
@@ -561,13 +583,15 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 let (Some(ms), Some(ls)) = (minor.get(s..e), lanes.get(s..e)) else {
                     return Err(Err(Fault::BadInput));
                 };
-                let mut keys = [M::Packed::default(); INSERTION_MAX];
+                // Padded with keys above every real one, sorted by a
+                // network: no branch to mispredict on random keys.
+                let mut keys = [M::PAD; INSERTION_MAX];
                 let mut got = [L::default(); INSERTION_MAX];
                 for (i, (kq, &m)) in keys.iter_mut().zip(ms).enumerate() {
                     *kq = m.pack(i as u32);
                 }
-                let keys = &mut keys[..k];
-                insertion_sort(keys);
+                sort8(&mut keys);
+                let keys = &keys[..k];
                 for (g, &q) in got.iter_mut().zip(keys.iter()) {
                     *g = ls[M::pos(q) % k];
                 }
@@ -836,7 +860,7 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
             *o = m.pack(g as u32);
         }
-        sort_small(&mut self.order[..nd]);
+        sort_distinct::<M>(&mut self.order[..nd]);
         let mut all = true;
         for (v, &q) in vals[..nd].iter_mut().zip(&self.order[..nd]) {
             match R::done(&accs[M::pos(q) & H]) {
@@ -881,7 +905,7 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
             *o = m.pack(g as u32);
         }
-        sort_small(&mut self.order[..nd]);
+        sort_distinct::<M>(&mut self.order[..nd]);
         // Each group's start, in minor order; then `cnt` holds the next
         // place of each group.
         let mut at = 0u32;
@@ -904,6 +928,20 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
     }
 }
 
+/// Sort the distinct keys of a bucket: up to 8 by the network, padded.
+#[inline(always)]
+fn sort_distinct<M: Minor>(v: &mut [M::Packed]) {
+    if v.len() <= 8 {
+        let mut t = [M::PAD; 8];
+        t[..v.len()].copy_from_slice(v);
+        sort8(&mut t);
+        let n = v.len();
+        v.copy_from_slice(&t[..n]);
+    } else {
+        sort_small(v);
+    }
+}
+
 /// Sort distinct keys: insertion sort for a few (FE rows: ~26), the
 /// standard sort beyond (elasticity rows: ~81).
 #[inline]
@@ -912,6 +950,40 @@ fn sort_small<T: Copy + Ord>(v: &mut [T]) {
         insertion_sort(v);
     } else {
         v.sort_unstable();
+    }
+}
+
+/// The 19 comparators of an optimal sorting network for 8 keys.
+const NET8: [(usize, usize); 19] = [
+    (0, 2),
+    (1, 3),
+    (4, 6),
+    (5, 7),
+    (0, 4),
+    (1, 5),
+    (2, 6),
+    (3, 7),
+    (0, 1),
+    (2, 3),
+    (4, 5),
+    (6, 7),
+    (2, 4),
+    (3, 5),
+    (1, 4),
+    (3, 6),
+    (1, 2),
+    (3, 4),
+    (5, 6),
+];
+
+/// Sort 8 keys by [`NET8`], each comparator a min and a max (conditional
+/// moves, no branch).
+#[inline(always)]
+fn sort8<T: Copy + Ord>(v: &mut [T; 8]) {
+    for &(i, j) in &NET8 {
+        let (a, b) = (v[i], v[j]);
+        v[i] = a.min(b);
+        v[j] = a.max(b);
     }
 }
 
@@ -926,5 +998,24 @@ fn insertion_sort<T: Copy + Ord>(v: &mut [T]) {
             j -= 1;
         }
         v[j] = x;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The network sorts every 0/1 input (so, by the 0-1 principle, every
+    /// input).
+    #[test]
+    fn net8_sorts() {
+        for bits in 0u32..256 {
+            let mut v = [0u8; 8];
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = ((bits >> i) & 1) as u8;
+            }
+            sort8(&mut v);
+            assert!(v.windows(2).all(|w| w[0] <= w[1]), "{bits:08b}: {v:?}");
+        }
     }
 }

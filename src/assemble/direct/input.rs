@@ -126,11 +126,20 @@ pub(crate) trait Input: Sync {
     /// Add one to `hist[bucket - base]` for contributions `lo..hi`, whose
     /// buckets [`Input::bucket_range`] has checked to lie in the histogram.
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]);
-    /// Call `f(bucket, minor, lane, ok)` for contributions `lo..hi`; `ok`
-    /// is false when a push of the contribution would be refused (an index
-    /// out of range or a refused value; the bucket's own indices were
-    /// checked by `bucket_range`), and then `minor` and `lane` are junk.
-    fn entries(&self, lo: usize, hi: usize, f: impl FnMut(u64, u64, Self::L, bool));
+    /// Call `f(bucket - first, minor, lane, ok)` for the contributions
+    /// `lo..hi` whose bucket lies in `first..first + buckets` (the others
+    /// are skipped before their minor index and value are read); `ok` is
+    /// false when a push of the contribution would be refused (an index out
+    /// of range or a refused value; the bucket's own indices were checked
+    /// by `bucket_range`), and then `minor` and `lane` are junk.
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        f: impl FnMut(usize, u64, Self::L, bool),
+    );
 }
 
 /// A matrix given as two index arrays: buckets are the major indices
@@ -167,16 +176,27 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
     }
 
     #[inline(always)]
-    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L, bool)) {
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
         let major = &self.major[lo..hi];
         // Cut to the same length, so that one loop bound covers all three.
         let minor = &self.minor[lo..lo + major.len()];
         let values = &self.values[lo..lo + major.len()];
         for i in 0..major.len() {
+            let j = major[i].widen().wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
             let m = minor[i].widen();
             let l = self.source.lane(values[i]);
             let ok = l.is_some() & (m < self.minor_extent);
-            f(major[i].widen(), m, l.unwrap_or_default(), ok);
+            f(j, m, l.unwrap_or_default(), ok);
         }
     }
 }
@@ -241,9 +261,23 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
         }
     }
 
-    fn entries(&self, lo: usize, hi: usize, mut f: impl FnMut(u64, u64, S::L, bool)) {
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
         let mask = if self.split == 0 { 0 } else { u64::MAX >> (64 - self.split) };
         for i in lo..hi {
+            let Some(b) = self.bucket_of(i) else {
+                continue;
+            };
+            let j = b.wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
             let mut key = 0u64;
             let mut ok = true;
             for (d, (dim, (&e, &s))) in self.dims.iter().zip(self.shape.iter().zip(self.shifts)).enumerate() {
@@ -257,7 +291,7 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
             }
             let lane = self.source.lane(self.values[i]);
             let ok = ok & lane.is_some();
-            f(key >> self.split, key & mask, lane.unwrap_or_default(), ok);
+            f(j, key & mask, lane.unwrap_or_default(), ok);
         }
     }
 }

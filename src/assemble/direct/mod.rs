@@ -229,7 +229,7 @@ pub fn plan(
     let threads = if n < PARALLEL_MIN as u64 { 1 } else { opts.threads };
     let ranges = n.div_ceil(CHUNK as u64) * 16;
     let fixed = buckets * 4 + ranges;
-    let hist_limit = (budget / 8).min(budget.saturating_sub(fixed) / 4);
+    let hist_limit = (budget / 16).min(budget.saturating_sub(fixed) / 4);
     let free = budget.checked_sub(fixed + hist_limit)?;
     let worker_bytes = free / threads as u64;
     // A worker must hold at least a few buckets' worth to make progress.
@@ -533,20 +533,25 @@ impl DirectPlan {
         let Some(left) = left else {
             return Ok(None);
         };
-        let band = self.band_bytes.min(left);
-        // Bucket places cost 4 bytes each; give them a fifth of the band.
-        let cap_buckets = (band / 5 / 4).max(1) as usize;
-        // At least two bands per thread, so that every thread has work
-        // (input whose chunks all span every bucket then reads the arrays
-        // once per band: few bands).
-        let even = (n as u64).div_ceil(2 * self.threads as u64);
-        let cap = if self.threads > 1 {
-            ((band - (cap_buckets as u64 * 4)) / entry).min(even)
+        // At least two bands per thread, so that every thread has work.
+        let even = if self.threads > 1 {
+            (n as u64).div_ceil(2 * self.threads as u64).max(max_bucket).max(1)
         } else {
-            (band - (cap_buckets as u64 * 4)) / entry
+            u64::MAX
         };
-        let cap = cap.max(max_bucket).max(1) as usize;
-        let bands: Bands = band::cut(&counts.per_bucket, cap, cap_buckets)?;
+        let mut bands: Bands =
+            band::cut(&counts.per_bucket, entry, self.band_bytes.min(left), even)?;
+        // Input whose chunks span many bands (random coordinates) reads the
+        // arrays once per band: then take bands as large as the budget
+        // allows, fewer passes over the arrays.
+        let chunks = counts.ranges.len() as u64;
+        if self.band_bytes < left
+            && bands
+                .chunk_visits(&counts.ranges)
+                .is_some_and(|v| v * 2 > chunks * 3)
+        {
+            bands = band::cut(&counts.per_bucket, entry, left, even)?;
+        }
         let rank = self.shape.len();
         let mut values: Vec<O> = room(n, "the result's values")?;
         let mut idx: Vec<J> = room(

@@ -169,11 +169,7 @@ fn case(rank: usize, bad: bool, max_extent: u64) -> impl Strategy<Value = Case> 
                 )
             })
             .collect();
-        (
-            Just(shape),
-            dims,
-            proptest::collection::vec(any::<u8>(), n),
-        )
+        (Just(shape), dims, proptest::collection::vec(any::<u8>(), n))
             .prop_map(|(shape, idx, codes)| Case { shape, idx, codes })
     })
 }
@@ -222,7 +218,8 @@ fn check<O: OutValue, V: DirectValue>(
     tuning: (usize, u64, usize),
 ) -> Result<(), TestCaseError> {
     let bad_negative = c.idx.iter().flatten().any(|&x| x < 0);
-    let ours = direct_result::<O, u64, V>(&c.shape, opts, &c.idx, values, tuning.0, tuning.1, tuning.2);
+    let ours =
+        direct_result::<O, u64, V>(&c.shape, opts, &c.idx, values, tuning.0, tuning.1, tuning.2);
     if bad_negative {
         // The builder cannot take negative indices: ours names the first
         // refused contribution; a negative one is an InvalidArgument.
@@ -230,7 +227,12 @@ fn check<O: OutValue, V: DirectValue>(
             return Err(TestCaseError::fail("a negative index was accepted"));
         };
         prop_assert!(
-            matches!(e, Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::InvalidValue { .. }),
+            matches!(
+                e,
+                Error::InvalidArgument(_)
+                    | Error::IndexOutOfRange { .. }
+                    | Error::InvalidValue { .. }
+            ),
             "{e}"
         );
         return Ok(());
@@ -386,9 +388,10 @@ fn every_index_type_gives_the_same_result() {
         ($t:ty) => {{
             let r: Vec<$t> = rows.iter().map(|&x| x as $t).collect();
             let c: Vec<$t> = cols.iter().map(|&x| x as $t).collect();
-            let a: Assembled<f64, i64> = direct::assemble_matrix([97, 89], &r, &c, &vals, &opts, None)
-                .expect("assembled")
-                .expect("fits");
+            let a: Assembled<f64, i64> =
+                direct::assemble_matrix([97, 89], &r, &c, &vals, &opts, None)
+                    .expect("assembled")
+                    .expect("fits");
             assert_eq!(flat_of(&a), want, "{}", stringify!($t));
         }};
     }
@@ -406,11 +409,20 @@ fn a_negative_index_names_its_position() {
     let rows = [0i32, 1, 2, -3, 1];
     let cols = [0i32, 1, 2, 0, -1];
     let vals = [1.0f64; 5];
-    let r: Result<Option<Assembled<f64, i32>>, _> =
-        direct::assemble_matrix([3, 3], &rows, &cols, &vals, &AssembleOptions::default(), None);
+    let r: Result<Option<Assembled<f64, i32>>, _> = direct::assemble_matrix(
+        [3, 3],
+        &rows,
+        &cols,
+        &vals,
+        &AssembleOptions::default(),
+        None,
+    );
     match r {
         Err(Error::InvalidArgument(m)) => {
-            assert!(m.contains("contribution 3") && m.contains("-3") && m.contains("dimension 0"), "{m}")
+            assert!(
+                m.contains("contribution 3") && m.contains("-3") && m.contains("dimension 0"),
+                "{m}"
+            )
         }
         other => panic!("{other:?}"),
     }

@@ -131,6 +131,7 @@ pub mod matrix;
 
 pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
+pub use assemble::direct;
 pub use assemble::finish::Summary;
 pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{format_float, group_digits, DType, Element, Value};

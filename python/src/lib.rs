@@ -7,6 +7,7 @@
 
 mod arrays;
 mod builder;
+mod direct;
 mod errors;
 mod file;
 mod matrix;
@@ -20,5 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::NativeFile>()?;
     matrix::register(m)?;
     names::register(m)?;
+    m.add_function(wrap_pyfunction!(direct::assemble_direct, m)?)?;
     Ok(())
 }

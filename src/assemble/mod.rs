@@ -8,6 +8,8 @@
 
 pub(crate) mod builder;
 pub(crate) mod combine;
+/// In-memory assembly from arrays the caller holds (issue 23).
+pub mod direct;
 pub(crate) mod shared;
 internal_mod!(exact);
 pub(crate) mod finish;

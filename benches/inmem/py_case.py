@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""One tool on one input, in this (fresh) process: load the arrays, then
+call the tool `--calls` times; per call the wall time and the peak RSS
+above what the process held before the call (the loaded inputs, and
+nothing else alive), and the bytes of the result. Prints one JSON line.
+
+  python py_case.py --tool ours|ca|scipy --data /work/bench23/fe [--calls 3]
+      [--index int32|int64|uint64] [--threads N] [--budget 256MiB]
+
+`--data P` reads P_r32.npy, P_c32.npy, P_v.npy and P.shape (written by
+run.sh). The peak is VmHWM after resetting it (`/proc/self/clear_refs`
+5) just before the call.
+"""
+import argparse
+import gc
+import json
+import os
+import time
+
+import numpy as np
+
+
+def status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def reset_peak():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def nbytes(a):
+    if isinstance(a, tuple):
+        return sum(x.nbytes for x in a)
+    return a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--index", default="int32")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--budget", default="256MiB")
+    ap.add_argument("--layout", default="csr")
+    ap.add_argument("--wait", type=float, default=0,
+                    help="sleep this long after loading (to attach perf -p)")
+    a = ap.parse_args()
+    r = np.load(a.data + "_r32.npy")
+    c = np.load(a.data + "_c32.npy")
+    v = np.load(a.data + "_v.npy")
+    if a.index != "int32":
+        r = r.astype(a.index)
+        c = c.astype(a.index)
+    with open(a.data + ".shape") as f:
+        shape = tuple(int(x) for x in f.read().strip().split(","))
+    threads = a.threads or os.cpu_count()
+    if a.tool == "ours":
+        from coo_assembler import _native
+
+        def call():
+            return _native.assemble_direct(v, r, c, shape, layout=a.layout,
+                                           memory_budget=a.budget, threads=threads)
+    elif a.tool == "ca":
+        import coo_assembler as ca
+
+        def call():
+            return ca.assemble(v, (r, c), shape, memory_budget=a.budget, threads=threads)
+    elif a.tool == "scipy":
+        import scipy.sparse as sp
+
+        def call():
+            return sp.coo_array((v, (r, c)), shape=shape).tocsr()
+    else:
+        raise SystemExit(f"unknown tool {a.tool}")
+    gc.collect()
+    if a.wait:
+        import sys
+        print(f"loaded, pid {os.getpid()}", file=sys.stderr, flush=True)
+        time.sleep(a.wait)
+    out = {"tool": a.tool, "n": len(v), "index": a.index, "threads": threads,
+           "load_start": os.getloadavg()[0], "calls": []}
+    for _ in range(a.calls):
+        gc.collect()
+        before = status("VmRSS")
+        reset_peak()
+        t0 = time.perf_counter()
+        res = call()
+        t = time.perf_counter() - t0
+        peak = status("VmHWM") - before
+        out["calls"].append({"s": round(t, 4), "peak_mib": round(peak / 2**20, 1),
+                             "result_mib": round(nbytes(res) / 2**20, 1)})
+        del res
+    out["load_end"] = os.getloadavg()[0]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

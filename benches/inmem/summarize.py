@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Summarise the JSON lines run.sh collected: per input and tool, the
+median first-call and third-call times and the largest peak above the
+inputs, each run's ratios against the peers of the same round, and the
+small-call table.
+
+  python summarize.py results.jsonl
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main():
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    big = defaultdict(list)
+    small = []
+    for r in rows:
+        if r.get("tool") == "small":
+            small.append(r)
+        elif "calls" in r:
+            big[(r.get("input", "?"), r["tool"])].append(r)
+    print("| input | tool | runs | first call (median, min-max) | third call (median, min-max) | peak above inputs | result | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (inp, tool), rs in sorted(big.items()):
+        first = [r["calls"][0]["s"] for r in rs]
+        third = [r["calls"][-1]["s"] for r in rs]
+        peak = max(c["peak_mib"] for r in rs for c in r["calls"])
+        res = rs[0]["calls"][0]["result_mib"]
+        loads = [r.get("load_start", 0) for r in rs]
+        print(f"| {inp} | {tool} | {len(rs)} | {statistics.median(first):.3f} ({min(first):.3f}-{max(first):.3f}) "
+              f"| {statistics.median(third):.3f} ({min(third):.3f}-{max(third):.3f}) | {peak:.0f} MiB | {res:.0f} MiB "
+              f"| {min(loads):.1f}-{max(loads):.1f} |")
+    # Ratios within each round (the runs of one round are adjacent).
+    rounds = defaultdict(dict)
+    for r in rows:
+        if "round" in r and "calls" in r:
+            rounds[(r["input"], r["round"])][r["tool"]] = r
+    print()
+    print("| input | round | ours first | best peer first | ratio | ours third | scipy third | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (inp, rnd), t in sorted(rounds.items()):
+        if "ours" not in t:
+            continue
+        o = t["ours"]["calls"]
+        peers = [t[p]["calls"][0]["s"] for p in ("scipy", "eigen") if p in t]
+        sc = t["scipy"]["calls"][-1]["s"] if "scipy" in t else float("nan")
+        if peers:
+            print(f"| {inp} | {rnd} | {o[0]['s']:.3f} | {min(peers):.3f} | {min(peers) / o[0]['s']:.2f} "
+                  f"| {o[-1]['s']:.3f} | {sc:.3f} | {sc / o[-1]['s']:.2f} |")
+    if small:
+        print()
+        print("| n | side | ours (median) | scipy (median) | scipy / ours | load |")
+        print("|---|---|---|---|---|---|")
+        for s in small:
+            for c in s["cases"]:
+                print(f"| {c['n']} | {c['side']} | {c['ours_ms']} ms | {c['scipy_ms']} ms | {c['scipy_over_ours']} "
+                      f"| {s['load_start']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

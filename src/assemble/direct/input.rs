@@ -1,0 +1,297 @@
+//! The caller's arrays as the kernel reads them: index elements of any
+//! integer width ([`IndexElem`]), values turned into lanes ([`Source`]),
+//! and the bucket / minor-key view of a contribution ([`Input`]) for a
+//! matrix (two index arrays) or any rank (a packed key).
+//!
+//! Nothing here copies an array: every pass reads the caller's slices in
+//! place, a chunk at a time.
+
+use crate::assemble::builder::raw_value;
+use crate::assemble::combine::PushValue;
+use crate::assemble::direct::lane::Lane;
+use crate::element::DType;
+use crate::options::NonFinitePolicy;
+
+/// What an entry point marks an invalid contribution with (a minor key
+/// or bucket no shape admits: every valid one is below 2^63).
+pub(crate) const INVALID: u64 = u64::MAX;
+
+/// An integer type of a caller's index array: `i32`, `i64`, `u32`, `u64`.
+///
+/// Read in place, never converted as a whole array: each element is
+/// widened as it is read (sign-extended, so a negative index becomes a
+/// value at or above 2^63, which no extent the kernel accepts admits: one
+/// unsigned comparison checks both ends).
+pub trait IndexElem: Copy + Send + Sync + std::fmt::Display + 'static {
+    /// The element widened to u64 (sign-extended for signed types).
+    fn widen(self) -> u64;
+    /// True for a negative value.
+    fn is_negative(self) -> bool;
+    /// Smallest and largest element of a non-empty slice, widened (a
+    /// negative minimum comes out at or above 2^63).
+    fn min_max(s: &[Self]) -> (u64, u64);
+}
+
+macro_rules! index_elem {
+    ($($t:ty: $signed:expr),*) => {$(
+        impl IndexElem for $t {
+            #[inline(always)]
+            fn widen(self) -> u64 {
+                self as i128 as u64
+            }
+            #[inline(always)]
+            #[allow(unused_comparisons)]
+            fn is_negative(self) -> bool {
+                $signed && self < 0
+            }
+            #[inline]
+            fn min_max(s: &[Self]) -> (u64, u64) {
+                // In the element's own type, which vectorises; an explicit
+                // fold over a fixed number of lanes helps the compiler.
+                let (mut lo, mut hi) = (<$t>::MAX, <$t>::MIN);
+                let mut it = s.chunks_exact(16);
+                for c in &mut it {
+                    let mut l = [<$t>::MAX; 16];
+                    let mut h = [<$t>::MIN; 16];
+                    for k in 0..16 {
+                        l[k] = l[k].min(c[k]);
+                        h[k] = h[k].max(c[k]);
+                    }
+                    lo = lo.min(l.iter().copied().fold(<$t>::MAX, <$t>::min));
+                    hi = hi.max(h.iter().copied().fold(<$t>::MIN, <$t>::max));
+                }
+                for &x in it.remainder() {
+                    lo = lo.min(x);
+                    hi = hi.max(x);
+                }
+                // A negative minimum is the worst index there is.
+                if lo.is_negative() {
+                    return (lo.widen(), lo.widen());
+                }
+                (lo.widen(), hi.widen())
+            }
+        }
+    )*};
+}
+index_elem!(i32: true, i64: true, u32: false, u64: false);
+
+/// Turns a caller's value into the lane the kernel moves, as
+/// [`crate::Builder::push`] would store it.
+pub(crate) trait Source<V>: Sync {
+    /// The lane type.
+    type L: Lane;
+    /// The lane for `v`, or None when a push of `v` would be refused
+    /// (the error itself is built by the slow path that names it).
+    fn lane(&self, v: V) -> Option<Self::L>;
+}
+
+/// f64 values into a float tensor, every value kept: the lane is the
+/// value's bits (what `raw_value` gives for this case), no check at all.
+pub(crate) struct F64Bits;
+
+impl Source<f64> for F64Bits {
+    type L = u64;
+    #[inline(always)]
+    fn lane(&self, v: f64) -> Option<u64> {
+        Some(v.to_bits())
+    }
+}
+
+/// Any value type into any element type: the builder's own conversion
+/// and non-finite policy ([`raw_value`]).
+pub(crate) struct Checked {
+    pub(crate) dtype: DType,
+    pub(crate) policy: NonFinitePolicy,
+}
+
+impl<V: PushValue> Source<V> for Checked {
+    type L = u64;
+    #[inline(always)]
+    fn lane(&self, v: V) -> Option<u64> {
+        raw_value(v, self.dtype, self.policy, 0).ok()
+    }
+}
+
+/// Contributions as the kernel sees them: a bucket (the major index of a
+/// matrix, or the top bits of a packed key) and a minor key that orders
+/// contributions within their bucket.
+pub(crate) trait Input: Sync {
+    /// The lane type values become.
+    type L: Lane;
+    /// Number of contributions.
+    fn len(&self) -> usize;
+    /// Smallest and largest bucket of contributions `lo..hi` (non-empty),
+    /// or None when one of them has an invalid bucket index.
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)>;
+    /// Add one to `hist[bucket - base]` for contributions `lo..hi`, whose
+    /// buckets [`Input::bucket_range`] has checked to lie in the histogram.
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]);
+    /// Call `f(bucket - first, minor, lane, ok)` for the contributions
+    /// `lo..hi` whose bucket lies in `first..first + buckets` (the others
+    /// are skipped before their minor index and value are read); `ok` is
+    /// false when a push of the contribution would be refused (an index out
+    /// of range or a refused value; the bucket's own indices were checked
+    /// by `bucket_range`), and then `minor` and `lane` are junk.
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        f: impl FnMut(usize, u64, Self::L, bool),
+    );
+}
+
+/// A matrix given as two index arrays: buckets are the major indices
+/// (rows for CSR and COO, columns for CSC), minor keys the other ones.
+pub(crate) struct Matrix<'a, I, V, S> {
+    pub(crate) major: &'a [I],
+    pub(crate) minor: &'a [I],
+    pub(crate) values: &'a [V],
+    pub(crate) major_extent: u64,
+    pub(crate) minor_extent: u64,
+    pub(crate) source: S,
+}
+
+impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
+    type L = S::L;
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    #[inline]
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (a, b) = I::min_max(self.major.get(lo..hi)?);
+        (b < self.major_extent).then_some((a, b))
+    }
+
+    #[inline]
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        for &x in &self.major[lo..hi] {
+            if let Some(h) = hist.get_mut(x.widen().wrapping_sub(base) as usize) {
+                *h += 1;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
+        let major = &self.major[lo..hi];
+        // Cut to the same length, so that one loop bound covers all three.
+        let minor = &self.minor[lo..lo + major.len()];
+        let values = &self.values[lo..lo + major.len()];
+        for i in 0..major.len() {
+            let j = major[i].widen().wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
+            let m = minor[i].widen();
+            let l = self.source.lane(values[i]);
+            let ok = l.is_some() & (m < self.minor_extent);
+            f(j, m, l.unwrap_or_default(), ok);
+        }
+    }
+}
+
+/// Any rank, one index array per dimension: the index tuple is packed
+/// into a u64 key (dimension 0 in the high bits, as the builder packs
+/// it); the bucket is the key's top bits, the minor key the rest.
+pub(crate) struct Packed<'a, I, V, S> {
+    pub(crate) dims: &'a [&'a [I]],
+    pub(crate) values: &'a [V],
+    pub(crate) shape: &'a [u64],
+    /// Bit offset of each dimension's field.
+    pub(crate) shifts: &'a [u32],
+    /// The bucket is `key >> split`.
+    pub(crate) split: u32,
+    /// Dimensions whose fields reach at or above `split` (the ones the
+    /// bucket depends on): the leading `bucket_dims` ones.
+    pub(crate) bucket_dims: usize,
+    pub(crate) source: S,
+}
+
+impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Packed<'_, I, V, S> {
+    /// The bucket of contribution `i`, or None when one of the indices
+    /// it depends on is out of range.
+    #[inline(always)]
+    fn bucket_of(&self, i: usize) -> Option<u64> {
+        let mut key = 0u64;
+        for d in 0..self.bucket_dims {
+            let x = self.dims[d][i].widen();
+            if x >= self.shape[d] {
+                return None;
+            }
+            key |= x << self.shifts[d];
+        }
+        Some(key >> self.split)
+    }
+}
+
+impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
+    type L = S::L;
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (mut a, mut b) = (u64::MAX, 0u64);
+        for i in lo..hi {
+            let k = self.bucket_of(i)?;
+            a = a.min(k);
+            b = b.max(k);
+        }
+        Some((a, b))
+    }
+
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        for i in lo..hi {
+            let k = self.bucket_of(i).unwrap_or(INVALID);
+            if let Some(h) = hist.get_mut(k.wrapping_sub(base) as usize) {
+                *h += 1;
+            }
+        }
+    }
+
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
+        let mask = if self.split == 0 { 0 } else { u64::MAX >> (64 - self.split) };
+        for i in lo..hi {
+            let Some(b) = self.bucket_of(i) else {
+                continue;
+            };
+            let j = b.wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
+            let mut key = 0u64;
+            let mut ok = true;
+            for (d, (dim, (&e, &s))) in self.dims.iter().zip(self.shape.iter().zip(self.shifts)).enumerate() {
+                let x = dim[i].widen();
+                ok &= x < e;
+                // An invalid index only spoils the minor key (it is
+                // flagged); the bucket dims were checked already.
+                if x < e || d < self.bucket_dims {
+                    key |= x << s;
+                }
+            }
+            let lane = self.source.lane(self.values[i]);
+            let ok = ok & lane.is_some();
+            f(j, key & mask, lane.unwrap_or_default(), ok);
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! Values on their way through the kernel: the lane a contribution's
+//! value travels in ([`Lane`]), how the lanes of one coordinate become
+//! its stored value ([`Reduce`], today through the builder's own
+//! [`Combiner`]s), and the element types a result holds ([`OutValue`]).
+//!
+//! The kernel itself moves lanes without looking at them, so a wider
+//! value (a 16-byte complex, say) needs a lane type and a reducer, not a
+//! new kernel.
+
+use crate::assemble::combine::{CombineError, Combiner, FloatSum};
+use crate::assemble::exact::{grow_expansion, two_sum};
+use crate::element::{Element, Value};
+use half::{bf16, f16};
+use std::marker::PhantomData;
+
+/// The fixed-size bits one contribution's value travels in: what the
+/// caller's value becomes when it is read ([`super::input::Source`]),
+/// and what the stored value of a coordinate is written as until it is
+/// copied into the result.
+pub trait Lane: Copy + Default + Send + Sync + bytemuck::Zeroable + 'static {}
+
+/// Today's lane: the 8 raw bits the builder stores for every element type
+/// (f64 bits for floats, i64/u64 bits for integers).
+impl Lane for u64 {}
+
+/// How the contributions of one coordinate become its stored value.
+pub(crate) trait Reduce<L: Lane>: Sync {
+    /// `group` holds every contribution to one coordinate, in the order of
+    /// the caller's arrays. Returns the stored value as a lane (for
+    /// [`OutValue::from_lane`]), or None when the value is dropped (a zero
+    /// under `drop_zeros`).
+    fn reduce(&self, group: &[L]) -> Result<Option<L>, CombineError>;
+
+    /// State of one group folded a lane at a time (`ONLINE` reductions
+    /// only): then a bucket's groups need not be gathered first; a group
+    /// whose `done` gives None goes through [`Reduce::reduce`] after all.
+    type Acc: Copy + Default;
+    /// Whether `start`, `add` and `done` are implemented.
+    const ONLINE: bool = false;
+    /// The state of a group of one lane.
+    fn start(_l: L) -> Self::Acc {
+        Self::Acc::default()
+    }
+    /// Fold one more lane in.
+    fn add(_acc: &mut Self::Acc, _l: L) {}
+    /// The stored value's lane, or None when the group must take the
+    /// general path (never a dropped zero: zeros go there too).
+    fn done(_acc: &Self::Acc) -> Option<L> {
+        None
+    }
+}
+
+/// A [`Combiner`] of the builder, applied to a coordinate's whole group at
+/// once: `combine_group` then `finish`, which is what the builder's final
+/// pass computes when every contribution is in one run, and (for exact
+/// sums, min, max, integer sums) whatever the runs were. For `last` the
+/// group is in array order, so its last element is the last contribution.
+pub(crate) struct CombineReduce<'c, C, O> {
+    pub(crate) comb: &'c C,
+    pub(crate) drop_zeros: bool,
+    pub(crate) out: PhantomData<fn() -> O>,
+}
+
+impl<C: Combiner, O: OutValue> Reduce<u64> for CombineReduce<'_, C, O> {
+    #[inline(always)]
+    fn reduce(&self, group: &[u64]) -> Result<Option<u64>, CombineError> {
+        let acc = self.comb.combine_group(group, 0)?;
+        let v = self.comb.finish(&acc)?;
+        if self.drop_zeros && v.is_zero() {
+            return Ok(None);
+        }
+        Ok(Some(O::from_value(v).to_lane()))
+    }
+    type Acc = ();
+}
+
+/// Exact f64 sums into an f64 tensor, the hot case: the correctly rounded
+/// sum of a group, computed as a short non-overlapping expansion
+/// (Shewchuk's grow-expansion with zero elimination, as the builder's
+/// accumulators do, at most [`Expansion::MAX`] parts) and rounded from its
+/// parts as `math.fsum` rounds them. Any exact method gives the builder's
+/// bits when the sum is finite and not zero, which is all this path
+/// returns; everything else (a special value, an exact zero, an
+/// intermediate overflow, too many parts) goes to the builder's combiner.
+pub(crate) struct ExactF64<'c> {
+    pub(crate) general: CombineReduce<'c, FloatSum, f64>,
+}
+
+/// A short exact sum: non-overlapping parts, smallest first, none zero.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Expansion {
+    parts: [f64; 4],
+    n: u8,
+    /// Cleared when a value or an intermediate sum was not finite, or the
+    /// parts did not fit: the group then takes the general path.
+    ok: bool,
+}
+
+impl Expansion {
+    /// Parts kept at most (one more slot is room for a grow step).
+    const MAX: usize = 3;
+
+    /// The expansion of one value.
+    #[inline(always)]
+    pub(crate) fn of(x: f64) -> Expansion {
+        let nz = x != 0.0;
+        Expansion {
+            parts: [x, 0.0, 0.0, 0.0],
+            n: u8::from(nz),
+            ok: x.is_finite(),
+        }
+    }
+
+    /// Add `x` exactly.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, x: f64) {
+        if !x.is_finite() {
+            self.ok = false;
+            return;
+        }
+        if x == 0.0 || !self.ok {
+            return;
+        }
+        let n = self.n as usize;
+        if n == 1 {
+            // The common step, spelled out: one TwoSum.
+            let (s, e) = two_sum(x, self.parts[0]);
+            if !e.is_finite() {
+                self.ok = false;
+            } else if e == 0.0 {
+                self.parts[0] = s;
+                self.n = u8::from(s != 0.0);
+            } else {
+                self.parts[0] = e;
+                self.parts[1] = s;
+                self.n = 2;
+            }
+            return;
+        }
+        match grow_expansion(&mut self.parts, n, x) {
+            Ok((mut m, q)) => {
+                if q != 0.0 {
+                    self.parts[m & 3] = q;
+                    m += 1;
+                }
+                self.n = m as u8;
+                self.ok = m <= Self::MAX;
+            }
+            Err(_) => self.ok = false,
+        }
+    }
+
+    /// The correctly rounded sum, when this path holds it (finite, not
+    /// zero): from the top part down until a sum is inexact, then the
+    /// half-way correction from the part below (as `math.fsum` does).
+    #[inline(always)]
+    pub(crate) fn round(&self) -> Option<f64> {
+        let n = (self.n as usize).min(4);
+        if !self.ok || n == 0 {
+            return None;
+        }
+        let p = &self.parts[..n];
+        let mut i = n - 1;
+        let mut hi = p[i];
+        let mut lo = 0.0;
+        while i > 0 {
+            i -= 1;
+            let x = hi;
+            let y = p[i];
+            hi = x + y;
+            let yr = hi - x;
+            lo = y - yr;
+            if lo != 0.0 {
+                break;
+            }
+        }
+        if i > 0 && ((lo < 0.0 && p[i - 1] < 0.0) || (lo > 0.0 && p[i - 1] > 0.0)) {
+            let y = lo * 2.0;
+            let x = hi + y;
+            if x - hi == y {
+                hi = x;
+            }
+        }
+        (hi.is_finite() && hi != 0.0).then_some(hi)
+    }
+}
+
+/// The cheapest exact sum there is, for groups of a few terms of similar
+/// size: a running sum `s` and the running sum `c` of its TwoSum errors,
+/// both by TwoSum. While the errors of `c` stay zero, `s + c` is the exact
+/// sum, and `fl(s + c)` its correct rounding; no branch per term (a
+/// special value or an overflow shows as a non-finite `s` or `c` at the
+/// end). When an error of `c` is not zero, the group takes the
+/// expansion ([`Expansion`]).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct TwoTerm {
+    s: f64,
+    c: f64,
+    /// An error of `c` was not zero.
+    inexact: bool,
+}
+
+impl TwoTerm {
+    #[inline(always)]
+    pub(crate) fn of(x: f64) -> TwoTerm {
+        TwoTerm {
+            s: x,
+            c: 0.0,
+            inexact: false,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn add(&mut self, x: f64) {
+        let (s, e) = two_sum(self.s, x);
+        let (c, f) = two_sum(self.c, e);
+        self.s = s;
+        self.c = c;
+        self.inexact |= f != 0.0;
+    }
+
+    /// The correctly rounded sum, when it is known here and finite and
+    /// not zero.
+    #[inline(always)]
+    pub(crate) fn round(&self) -> Option<f64> {
+        let (hi, lo) = two_sum(self.s, self.c);
+        (!self.inexact && hi.is_finite() && lo.is_finite() && hi != 0.0).then_some(hi)
+    }
+}
+
+impl ExactF64<'_> {
+    /// The correctly rounded sum when the fast path holds it.
+    #[inline(always)]
+    fn fast(group: &[u64]) -> Option<f64> {
+        match group {
+            [a] => {
+                let x = f64::from_bits(*a);
+                (x.is_finite() && x != 0.0).then_some(x)
+            }
+            [a, rest @ ..] => {
+                let mut t = TwoTerm::of(f64::from_bits(*a));
+                for &r in rest {
+                    t.add(f64::from_bits(r));
+                }
+                t.round().or_else(|| {
+                    let mut e = Expansion::of(f64::from_bits(*a));
+                    for &r in rest {
+                        e.add(f64::from_bits(r));
+                    }
+                    e.round()
+                })
+            }
+            [] => None,
+        }
+    }
+}
+
+impl Reduce<u64> for ExactF64<'_> {
+    #[inline(always)]
+    fn reduce(&self, group: &[u64]) -> Result<Option<u64>, CombineError> {
+        match Self::fast(group) {
+            Some(v) => Ok(Some(v.to_bits())),
+            None => self.general.reduce(group),
+        }
+    }
+    type Acc = TwoTerm;
+    const ONLINE: bool = true;
+    #[inline(always)]
+    fn start(l: u64) -> TwoTerm {
+        TwoTerm::of(f64::from_bits(l))
+    }
+    #[inline(always)]
+    fn add(acc: &mut TwoTerm, l: u64) {
+        acc.add(f64::from_bits(l));
+    }
+    #[inline(always)]
+    fn done(acc: &TwoTerm) -> Option<u64> {
+        acc.round().map(f64::to_bits)
+    }
+}
+
+
+
+/// An element of a result made from the lane its reduction wrote (a
+/// wider lane, for complex values say, brings its own impls).
+pub trait FromLane<L: Lane> {
+    /// The element whose bits the reduction put in `l`.
+    fn from_lane_bits(l: L) -> Self;
+}
+
+impl<O: OutValue> FromLane<u64> for O {
+    #[inline(always)]
+    fn from_lane_bits(l: u64) -> O {
+        O::from_lane(l)
+    }
+}
+
+/// An element type of a result: the value the file writer would store
+/// for a [`Value`] (`Value::to_le` of the element type), carried in a
+/// u64 lane between the reduction and the copy into the result.
+pub trait OutValue: Element {
+    /// The stored element for a final value of this element type (the
+    /// combiners' `finish` gives values that fit).
+    fn from_value(v: Value) -> Self;
+    /// The element's bits in a lane.
+    fn to_lane(self) -> u64;
+    /// The element back from [`OutValue::to_lane`].
+    fn from_lane(l: u64) -> Self;
+}
+
+impl OutValue for f64 {
+    #[inline(always)]
+    fn from_value(v: Value) -> f64 {
+        v.to_f64()
+    }
+    #[inline(always)]
+    fn to_lane(self) -> u64 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_lane(l: u64) -> f64 {
+        f64::from_bits(l)
+    }
+}
+
+impl OutValue for f32 {
+    #[inline(always)]
+    fn from_value(v: Value) -> f32 {
+        v.to_f64() as f32
+    }
+    #[inline(always)]
+    fn to_lane(self) -> u64 {
+        self.to_bits() as u64
+    }
+    #[inline(always)]
+    fn from_lane(l: u64) -> f32 {
+        f32::from_bits(l as u32)
+    }
+}
+
+macro_rules! out_half {
+    ($($t:ty),*) => {$(
+        impl OutValue for $t {
+            #[inline(always)]
+            fn from_value(v: Value) -> $t {
+                <$t>::from_f64(v.to_f64())
+            }
+            #[inline(always)]
+            fn to_lane(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline(always)]
+            fn from_lane(l: u64) -> $t {
+                <$t>::from_bits(l as u16)
+            }
+        }
+    )*};
+}
+out_half!(f16, bf16);
+
+macro_rules! out_int {
+    ($($t:ty),*) => {$(
+        impl OutValue for $t {
+            #[inline(always)]
+            fn from_value(v: Value) -> $t {
+                match v {
+                    Value::Int(i) => i as $t,
+                    Value::UInt(u) => u as $t,
+                    Value::Float(f) => f as $t,
+                }
+            }
+            #[inline(always)]
+            fn to_lane(self) -> u64 {
+                self as u64
+            }
+            #[inline(always)]
+            fn from_lane(l: u64) -> $t {
+                l as $t
+            }
+        }
+    )*};
+}
+out_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    /// The fast exact path gives the builder's bits (combine_group then
+    /// finish) on groups of values of wildly different magnitudes, with
+    /// cancellations, ties and specials; online and gathered alike.
+    #[test]
+    fn exact_f64_matches_the_builders_combiner() {
+        let comb = FloatSum(DType::F64);
+        let general = CombineReduce::<FloatSum, f64> {
+            comb: &comb,
+            drop_zeros: false,
+            out: PhantomData,
+        };
+        let fast = ExactF64 {
+            general: CombineReduce {
+                comb: &comb,
+                drop_zeros: false,
+                out: PhantomData,
+            },
+        };
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MAX, f64::MIN_POSITIVE, 5e-324];
+        for _ in 0..200_000 {
+            let k = 1 + (next() % 12) as usize;
+            let mut g = Vec::with_capacity(k);
+            for _ in 0..k {
+                let r = next();
+                let x = match r % 10 {
+                    0 => specials[(r >> 8) as usize % specials.len()],
+                    // Random bits: any exponent.
+                    1 => f64::from_bits(next()),
+                    // Ties and cancellations around 1.
+                    2 => 1.0 + ((r >> 12) % 8) as f64 * f64::EPSILON / 2.0,
+                    3 => -1.0,
+                    _ => {
+                        let m = (next() >> 11) as f64 / (1u64 << 53) as f64 + 0.5;
+                        let e = ((r >> 8) % 120) as i32 - 60;
+                        let sign = if r & 1 == 0 { 1.0 } else { -1.0 };
+                        sign * m * 2f64.powi(e)
+                    }
+                };
+                g.push(x.to_bits());
+            }
+            let want = general.reduce(&g).unwrap();
+            let got = fast.reduce(&g).unwrap();
+            let same = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (Some(a), Some(b)) => a == b || (f64::from_bits(a).is_nan() && f64::from_bits(b).is_nan()),
+                (a, b) => a == b,
+            };
+            assert!(same(got, want), "{:?}: {got:?} vs {want:?}", g.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>());
+            let mut acc = ExactF64::start(g[0]);
+            for &l in &g[1..] {
+                ExactF64::add(&mut acc, l);
+            }
+            if let Some(v) = ExactF64::done(&acc) {
+                assert_eq!(Some(v), want, "online");
+            }
+        }
+    }
+}

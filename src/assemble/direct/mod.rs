@@ -1,0 +1,733 @@
+//! In-memory assembly from arrays the caller holds (issue 23): the common
+//! case, where the contributions are already index and value arrays and
+//! the result is wanted in memory. No run, no temporary file, no fsync.
+//!
+//! For a matrix, contributions are bucketed by their major index (the row
+//! for CSR and COO, the column for CSC) and each bucket is ordered by its
+//! minor index in cache; any other rank buckets by the top bits of the
+//! packed key. Steps ([`DirectPlan::assemble`]):
+//!
+//! 1. **Count** ([`count`]): contributions per bucket, and the bucket range
+//!    of every chunk of 4096 contributions; on every core, each over its
+//!    part of the arrays.
+//! 2. **Bands** ([`band`]): consecutive buckets whose contributions fit one
+//!    worker's scratch. A worker takes the next band, reads only the chunks
+//!    whose range meets it (input in element order touches a narrow band
+//!    of rows per chunk, so the arrays are read about once in all), scatters
+//!    (minor, value) into place, orders each bucket, reduces each
+//!    coordinate's contributions with the builder's own combiners (so the
+//!    values are bit for bit what `Builder` + `finish` write), compacts,
+//!    and, in band order, copies into the result.
+//!
+//! The caller's arrays are only read, chunk by chunk. Working memory is
+//! the bucket counts, the chunk ranges and each worker's scratch, all
+//! inside the memory budget; the result vectors are allocated for every
+//! contribution (nnz is not known before the end) and only the entries
+//! written are touched, then the room beyond is given back.
+//!
+//! [`plan`] says whether work can take this path; when it cannot (a key of
+//! more than 64 bits, counts beyond the budget) or when
+//! [`DirectPlan::assemble`] finds after counting that a bucket is too
+//! heavy for the budget, the caller uses the [`crate::Builder`].
+
+mod band;
+mod count;
+mod input;
+mod lane;
+mod out;
+
+pub use input::IndexElem;
+pub use lane::{Lane, OutValue};
+pub use out::OutIndex;
+
+use crate::assemble::builder::raw_value;
+use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, PushValue};
+use crate::assemble::key::KeyLayout;
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
+use band::{Bands, Form, Minor, Sink};
+use input::{Checked, F64Bits, Input, Matrix, Packed, Source};
+use crate::assemble::combine::FloatSum;
+use lane::{CombineReduce, ExactF64};
+use out::{commit, room, Shared};
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicBool;
+
+/// Contributions per chunk of the counting pass: the granularity at which
+/// a band's pass skips the input.
+const CHUNK: usize = 4096;
+/// Below this many contributions everything runs on the calling thread:
+/// starting threads would cost more than they save.
+const PARALLEL_MIN: usize = 1 << 16;
+/// Bucket bits of a packed key (any rank but 2, or a matrix too tall for
+/// a count per row): up to 4 Mi buckets of counts.
+const PACKED_BUCKET_BITS: u32 = 22;
+/// Default scratch per worker. Chosen by measurement (docs/log/issue-23.md):
+/// bands that stay in the last-level cache make the scatter and the
+/// reduction cheaper, and for input in element order cost few extra
+/// reads of the arrays.
+pub const DEFAULT_BAND_BYTES: u64 = 32 << 20;
+
+/// Why a pass stopped early (turned into an [`Error`] by the entry point).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// A contribution a push would refuse (which one: the slow path finds
+    /// the first), or arrays that changed while they were read.
+    BadInput,
+    /// The caller's stop flag was set.
+    Stopped,
+    /// A buffer could not be allocated.
+    OutOfMemory,
+    /// A worker thread panicked.
+    Panicked,
+}
+
+impl From<Error> for Fault {
+    fn from(_: Error) -> Fault {
+        Fault::OutOfMemory
+    }
+}
+
+/// A value type the caller's value array may have: any [`PushValue`].
+/// f64 values going into a float tensor with every value kept take a path
+/// that copies their bits without a check.
+pub trait DirectValue: PushValue + Send + Sync + 'static {
+    /// The slice as f64 values, when it is one.
+    fn as_f64s(s: &[Self]) -> Option<&[f64]> {
+        let _ = s;
+        None
+    }
+}
+
+impl DirectValue for f64 {
+    fn as_f64s(s: &[f64]) -> Option<&[f64]> {
+        Some(s)
+    }
+}
+
+macro_rules! direct_value {
+    ($($t:ty),*) => {$( impl DirectValue for $t {} )*};
+}
+direct_value!(f32, half::f16, half::bf16, i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// How contributions are bucketed.
+#[derive(Clone, Debug)]
+enum Scheme {
+    /// A matrix: the bucket is the index of dimension `major`, the minor
+    /// key the other index.
+    Matrix { major: usize },
+    /// Any rank: the bucket is `key >> split` of the packed key.
+    Packed {
+        layout: KeyLayout,
+        split: u32,
+        bucket_dims: usize,
+    },
+}
+
+/// A plan for an in-memory assembly: [`plan`] made it, so the work can
+/// take this path (unless a bucket turns out too heavy once counted).
+#[derive(Clone, Debug)]
+pub struct DirectPlan {
+    shape: Vec<u64>,
+    dtype: DType,
+    layout: OutputLayout,
+    kind: CombinerKind,
+    drop_zeros: bool,
+    non_finite: NonFinitePolicy,
+    threads: usize,
+    contributions: u64,
+    scheme: Scheme,
+    buckets: u64,
+    /// Scratch bytes per worker (band entries, bucket places, sort keys).
+    worker_bytes: u64,
+    /// Bytes of the other counting threads' histograms.
+    hist_limit: u64,
+    /// Target scratch per band.
+    band_bytes: u64,
+    /// Contributions per chunk of the counting pass.
+    chunk: usize,
+}
+
+/// An assembled tensor, in vectors the caller owns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assembled<O, J> {
+    /// The stored values, in storage order.
+    pub values: Vec<O>,
+    /// CSR / CSC: the minor index of every entry (column / row). COO: the
+    /// index tuple of every entry, `rank` indices each, in row-major order.
+    pub indices: Vec<J>,
+    /// CSR / CSC: `major extent + 1` offsets into `values` (row / column
+    /// starts). COO: empty.
+    pub pointers: Vec<J>,
+    /// Entries whose combined value was zero and `drop_zeros` dropped.
+    pub dropped_zeros: u64,
+}
+
+/// Bits to hold `extent - 1`.
+fn bits_of(extent: u64) -> u32 {
+    if extent <= 1 {
+        0
+    } else {
+        64 - (extent - 1).leading_zeros()
+    }
+}
+
+/// Whether `contributions` contributions to a tensor of `shape` and
+/// `dtype` can be assembled in memory under `opts` (its memory budget
+/// bounding the working memory, the result aside), and how.
+///
+/// None when they cannot: then use the [`crate::Builder`]. Reasons: the
+/// options are invalid, an extent is 2^63 or more, the index tuple packs
+/// into more than 64 bits (for a rank other than 2), the per-bucket counts
+/// do not fit the budget, or 2^32 contributions or more.
+pub fn plan(
+    shape: &[u64],
+    dtype: DType,
+    contributions: u64,
+    opts: &AssembleOptions,
+) -> Option<DirectPlan> {
+    opts.validate().ok()?;
+    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
+        return None;
+    }
+    opts.layout.check_rank(shape.len()).ok()?;
+    if shape.iter().any(|&e| e >= 1 << 63) || contributions >= 1 << 32 {
+        return None;
+    }
+    let budget = opts.memory_budget;
+    let n = contributions;
+    // The bucket counts, and (for a matrix) as many bucket places per worker.
+    let counts_fit = |buckets: u64| buckets.saturating_mul(4) <= budget / 4;
+    let major = opts.layout.major_dim();
+    let (scheme, buckets) = if shape.len() == 2 && counts_fit(shape[major]) {
+        (Scheme::Matrix { major }, shape[major])
+    } else if opts.layout.is_compressed() {
+        return None;
+    } else {
+        let layout = KeyLayout::new(shape);
+        let total = layout.total_bits();
+        if total > 64 {
+            return None;
+        }
+        let bbits = total.min(PACKED_BUCKET_BITS);
+        let split = total - bbits;
+        let shifts = layout.shifts();
+        let bits: Vec<u32> = shape.iter().map(|&e| bits_of(e)).collect();
+        let bucket_dims = (0..shape.len())
+            .take_while(|&d| bits[d] == 0 || shifts[d] + bits[d] > split)
+            .count();
+        (
+            Scheme::Packed {
+                layout,
+                split,
+                bucket_dims,
+            },
+            1u64 << bbits,
+        )
+    };
+    let threads = if n < PARALLEL_MIN as u64 { 1 } else { opts.threads };
+    let ranges = n.div_ceil(CHUNK as u64) * 16;
+    let fixed = buckets * 4 + ranges;
+    let hist_limit = (budget / 16).min(budget.saturating_sub(fixed) / 4);
+    let free = budget.checked_sub(fixed + hist_limit)?;
+    let worker_bytes = free / threads as u64;
+    // A worker must hold at least a few buckets' worth to make progress.
+    if worker_bytes < 1 << 16 {
+        return None;
+    }
+    Some(DirectPlan {
+        shape: shape.to_vec(),
+        dtype,
+        layout: opts.layout,
+        kind: CombinerKind::of(dtype, opts.duplicates, opts.exact_sums),
+        drop_zeros: opts.drop_zeros,
+        non_finite: opts.non_finite,
+        threads,
+        contributions,
+        scheme,
+        buckets,
+        worker_bytes,
+        hist_limit,
+        band_bytes: DEFAULT_BAND_BYTES,
+        chunk: CHUNK,
+    })
+}
+
+impl DirectPlan {
+    /// Scratch per band, in bytes (default [`DEFAULT_BAND_BYTES`]; at most
+    /// the budget's share per worker). Smaller bands mean more passes over
+    /// the chunks they touch; tests use it to force many bands.
+    pub fn with_band_bytes(mut self, bytes: u64) -> DirectPlan {
+        self.band_bytes = bytes.max(1);
+        self
+    }
+
+    /// Run on `threads` threads (at least 1) whatever the input size
+    /// (the plan runs inputs below 65536 contributions on one).
+    pub fn with_threads(mut self, threads: usize) -> DirectPlan {
+        let total = self.threads as u64 * self.worker_bytes;
+        self.threads = threads.max(1);
+        self.worker_bytes = total / self.threads as u64;
+        self
+    }
+
+    /// Contributions per chunk of the counting pass (default 4096): the
+    /// granularity at which bands skip the input. Tests make it tiny.
+    pub fn with_chunk(mut self, chunk: usize) -> DirectPlan {
+        self.chunk = chunk.max(1);
+        self
+    }
+
+    /// Threads the assembly runs on.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Upper bound of the working memory, in bytes (the result aside).
+    pub fn working_bytes(&self) -> u64 {
+        self.buckets * 4
+            + self.contributions.div_ceil(self.chunk as u64) * 16
+            + self.hist_limit
+            + self.threads as u64 * self.worker_bytes
+    }
+
+    /// Assemble `values` at the coordinates `indices` (one array per
+    /// dimension, each as long as `values`) into vectors of element type
+    /// `O` (which must be the plan's dtype) and index type `J`.
+    ///
+    /// Errors are the builder's for the same contributions: the first
+    /// contribution (in array order) a push would refuse, named by its
+    /// position (a negative index: `InvalidArgument`), then the first
+    /// coordinate (in storage order) whose contributions do not combine
+    /// (a duplicate under `error`, an integer overflow). `Ok(None)`: a
+    /// bucket holds more contributions than the budget allows a worker,
+    /// so use the builder. Setting `stop` makes the call return
+    /// `Error::Poisoned` soon after.
+    pub fn assemble<I, V, O, J>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>>
+    where
+        I: IndexElem,
+        V: DirectValue,
+        O: OutValue,
+        J: OutIndex,
+    {
+        self.check_args::<O, J>(indices.len(), values.len())?;
+        if let Some(d) = indices.iter().position(|x| x.len() != values.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "index array {d} has {} entries, the values {}",
+                indices[d].len(),
+                values.len()
+            )));
+        }
+        if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
+            // The hot case: exact f64 sums, through the fast exact reducer.
+            let red = ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: self.drop_zeros,
+                    out: PhantomData,
+                },
+            };
+            let r = match V::as_f64s(values) {
+                Some(v) if self.non_finite == NonFinitePolicy::Keep => {
+                    self.with_input(indices, v, F64Bits, &red, stop)
+                }
+                _ => {
+                    let src = Checked { dtype: self.dtype, policy: self.non_finite };
+                    self.with_input(indices, values, src, &red, stop)
+                }
+            };
+            return self.outcome(r, indices, values);
+        }
+        let r = with_combiner!(self.kind, self.dtype, comb => {
+            let red = CombineReduce::<_, O> {
+                comb: &comb,
+                drop_zeros: self.drop_zeros,
+                out: PhantomData,
+            };
+            match V::as_f64s(values) {
+                Some(v) if self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep => {
+                    self.with_input(indices, v, F64Bits, &red, stop)
+                }
+                _ => {
+                    let src = Checked { dtype: self.dtype, policy: self.non_finite };
+                    self.with_input(indices, values, src, &red, stop)
+                }
+            }
+        });
+        self.outcome(r, indices, values)
+    }
+
+    /// The result, or the error a failure stands for.
+    fn outcome<I: IndexElem, V: DirectValue, O, J>(
+        &self,
+        r: Result<Option<Assembled<O, J>>, Failure>,
+        indices: &[&[I]],
+        values: &[V],
+    ) -> Result<Option<Assembled<O, J>>> {
+        match r {
+            Ok(x) => Ok(x),
+            Err(Failure::Fault(Fault::BadInput)) => Err(self.first_bad(indices, values)),
+            Err(Failure::Fault(Fault::Stopped)) => Err(Error::Poisoned(
+                "in-memory assembly (stopped by its caller)",
+            )),
+            Err(Failure::Fault(Fault::OutOfMemory)) => Err(Error::OutOfMemory {
+                what: "the in-memory assembly's buffers",
+                bytes: self.working_bytes(),
+            }),
+            Err(Failure::Fault(Fault::Panicked)) => {
+                Err(Error::Poisoned("in-memory assembly (a worker thread panicked)"))
+            }
+            Err(Failure::Combine { coordinate, why }) => {
+                // A refused contribution anywhere is reported first, as a
+                // push would have refused it before any combining.
+                match self.try_first_bad(indices, values) {
+                    Some(e) => Err(e),
+                    None => Err(match why {
+                        CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
+                        CombineError::Overflow => Error::IntegerOverflow {
+                            coordinate,
+                            dtype: self.dtype.name(),
+                        },
+                    }),
+                }
+            }
+            Err(Failure::Alloc(e)) => Err(e),
+        }
+    }
+
+    /// The argument checks that need no pass over the data.
+    fn check_args<O: OutValue, J: OutIndex>(&self, rank: usize, n: usize) -> Result<()> {
+        if rank != self.shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{rank} index arrays for a rank-{} tensor",
+                self.shape.len()
+            )));
+        }
+        if n as u64 != self.contributions {
+            return Err(Error::InvalidArgument(format!(
+                "{n} contributions, the plan was made for {}",
+                self.contributions
+            )));
+        }
+        if O::DTYPE != self.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "result values of type {}, the tensor holds {}",
+                O::DTYPE.name(),
+                self.dtype.name()
+            )));
+        }
+        // Indices below the extents, pointers up to nnz <= n.
+        let need = self
+            .shape
+            .iter()
+            .map(|&e| e.saturating_sub(1))
+            .max()
+            .unwrap_or(0)
+            .max(n as u64);
+        if need > J::MAX {
+            return Err(Error::InvalidArgument(format!(
+                "an index type whose largest value is {} cannot hold {need}",
+                J::MAX
+            )));
+        }
+        Ok(())
+    }
+
+    fn with_input<I, V, S, R, O, J>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+        source: S,
+        red: &R,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>, Failure>
+    where
+        I: IndexElem,
+        V: Copy + Sync,
+        S: Source<V, L = u64>,
+        R: lane::Reduce<u64>,
+        O: OutValue,
+        J: OutIndex,
+    {
+        match &self.scheme {
+            Scheme::Matrix { major } => {
+                let minor_dim = 1 - major;
+                let input = Matrix {
+                    major: indices[*major],
+                    minor: indices[minor_dim],
+                    values,
+                    major_extent: self.shape[*major],
+                    minor_extent: self.shape[minor_dim],
+                    source,
+                };
+                let form = if self.layout.is_compressed() {
+                    FormKind::Compressed
+                } else {
+                    FormKind::CooMatrix
+                };
+                if bits_of(self.shape[minor_dim]) <= 32 {
+                    self.run::<_, _, u32, O, J>(&input, red, form, stop)
+                } else {
+                    self.run::<_, _, u64, O, J>(&input, red, form, stop)
+                }
+            }
+            Scheme::Packed {
+                layout,
+                split,
+                bucket_dims,
+            } => {
+                let input = Packed {
+                    dims: indices,
+                    values,
+                    shape: &self.shape,
+                    shifts: layout.shifts(),
+                    split: *split,
+                    bucket_dims: *bucket_dims,
+                    source,
+                };
+                self.run::<_, _, u64, O, J>(&input, red, FormKind::CooPacked, stop)
+            }
+        }
+    }
+
+    /// Count, cut into bands, run them into fresh result vectors.
+    fn run<In, R, M, O, J>(
+        &self,
+        input: &In,
+        red: &R,
+        form: FormKind,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>, Failure>
+    where
+        In: Input<L = u64>,
+        R: lane::Reduce<u64>,
+        M: Minor,
+        O: OutValue,
+        J: OutIndex,
+    {
+        let n = input.len();
+        let counts = count::count(
+            input,
+            self.buckets,
+            self.threads,
+            self.chunk,
+            self.hist_limit,
+            stop,
+        )?;
+        // Bytes a worker holds per band entry (minor key and lane), per
+        // bucket place, and per entry of its largest bucket (sort keys and
+        // the gathered lanes).
+        let entry = (std::mem::size_of::<M>() + 8) as u64;
+        let sort_entry = (std::mem::size_of::<M::Packed>() + 8) as u64;
+        let max_bucket = counts.per_bucket.iter().copied().max().unwrap_or(0) as u64;
+        let left = self
+            .worker_bytes
+            .checked_sub(max_bucket * sort_entry)
+            .filter(|&l| l >= max_bucket * entry + 4);
+        let Some(left) = left else {
+            return Ok(None);
+        };
+        // At least two bands per thread, so that every thread has work.
+        let even = if self.threads > 1 {
+            (n as u64).div_ceil(2 * self.threads as u64).max(max_bucket).max(1)
+        } else {
+            u64::MAX
+        };
+        let mut bands: Bands =
+            band::cut(&counts.per_bucket, entry, self.band_bytes.min(left), even)?;
+        // Input whose chunks span many bands (random coordinates) reads the
+        // arrays once per band: then take bands as large as the budget
+        // allows, fewer passes over the arrays.
+        let chunks = counts.ranges.len() as u64;
+        if self.band_bytes < left
+            && bands
+                .chunk_visits(&counts.ranges)
+                .is_some_and(|v| v * 2 > chunks * 3)
+        {
+            bands = band::cut(&counts.per_bucket, entry, left, even)?;
+        }
+        let rank = self.shape.len();
+        let mut values: Vec<O> = room(n, "the result's values")?;
+        let mut idx: Vec<J> = room(
+            if form == FormKind::Compressed { n } else { n * rank },
+            "the result's indices",
+        )?;
+        let mut ptr: Vec<J> = room(
+            if form == FormKind::Compressed { self.buckets as usize + 1 } else { 0 },
+            "the result's pointers",
+        )?;
+        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
+        let (shifts, split) = match &self.scheme {
+            Scheme::Packed { layout, split, .. } => (layout.shifts().to_vec(), *split),
+            Scheme::Matrix { .. } => (Vec::new(), 0),
+        };
+        let done = {
+            let sink = Sink {
+                values: Shared::new(&mut values),
+                indices: Shared::new(&mut idx),
+                form: match form {
+                    FormKind::Compressed => Form::Compressed {
+                        pointers: Shared::new(&mut ptr),
+                    },
+                    FormKind::CooMatrix => Form::CooMatrix,
+                    FormKind::CooPacked => Form::CooPacked {
+                        shifts: &shifts,
+                        bits: &bits,
+                        split,
+                    },
+                },
+            };
+            band::run::<In, R, M, O, J>(input, red, &counts, &bands, self.threads, &sink, stop)
+        };
+        let done = match done {
+            Ok(d) => d,
+            Err(band::BandError::Fault(f)) => return Err(Failure::Fault(f)),
+            Err(band::BandError::Failed(f)) => {
+                let coordinate = self.coordinate(f.bucket, f.minor);
+                return Err(Failure::Combine {
+                    coordinate,
+                    why: f.why,
+                });
+            }
+        };
+        // SAFETY: every band wrote its entries' values and indices at its
+        // published offset, the offsets running from 0 to nnz without gaps,
+        // and (CSR/CSC) every band wrote the pointers of its buckets, the
+        // bands covering every bucket, and the first band pointer 0.
+        unsafe {
+            commit(&mut values, done.nnz);
+            let per = if form == FormKind::Compressed { 1 } else { rank };
+            commit(&mut idx, done.nnz * per);
+            if form == FormKind::Compressed {
+                commit(&mut ptr, self.buckets as usize + 1);
+            }
+        }
+        Ok(Some(Assembled {
+            values,
+            indices: idx,
+            pointers: ptr,
+            dropped_zeros: done.dropped,
+        }))
+    }
+
+    /// The index tuple of (bucket, minor key).
+    fn coordinate(&self, bucket: u64, minor: u64) -> Vec<u64> {
+        match &self.scheme {
+            Scheme::Matrix { major } => {
+                let mut c = vec![0u64; 2];
+                c[*major] = bucket;
+                c[1 - major] = minor;
+                c
+            }
+            Scheme::Packed { layout, split, .. } => {
+                let mut c = vec![0u64; self.shape.len()];
+                layout.unpack(&((bucket << split) | minor), &mut c);
+                c
+            }
+        }
+    }
+
+    /// The error a push of the first refused contribution gives; an
+    /// `InvalidArgument` when none is refused (the arrays changed while
+    /// they were read).
+    fn first_bad<I: IndexElem, V: DirectValue>(&self, indices: &[&[I]], values: &[V]) -> Error {
+        self.try_first_bad(indices, values).unwrap_or_else(|| {
+            Error::InvalidArgument(
+                "the index or value arrays changed while they were assembled".into(),
+            )
+        })
+    }
+
+    /// The error of the first contribution a push would refuse, if any:
+    /// its indices in dimension order (a negative one, or one beyond its
+    /// extent), then its value.
+    fn try_first_bad<I: IndexElem, V: DirectValue>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+    ) -> Option<Error> {
+        for (i, &v) in values.iter().enumerate() {
+            for (d, (dim, &extent)) in indices.iter().zip(&self.shape).enumerate() {
+                let x = dim[i];
+                if x.is_negative() {
+                    return Some(Error::InvalidArgument(format!(
+                        "contribution {i}: index {x} in dimension {d} is negative"
+                    )));
+                }
+                if x.widen() >= extent {
+                    return Some(Error::IndexOutOfRange {
+                        contribution: i as u64,
+                        dim: d,
+                        index: x.widen(),
+                        extent,
+                    });
+                }
+            }
+            if let Err(e) = raw_value(v, self.dtype, self.non_finite, i as u64) {
+                return Some(e);
+            }
+        }
+        None
+    }
+}
+
+/// The result layout, before its vectors exist.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FormKind {
+    Compressed,
+    CooMatrix,
+    CooPacked,
+}
+
+/// Why `run` failed, before it becomes an [`Error`].
+enum Failure {
+    Fault(Fault),
+    Combine {
+        coordinate: Vec<u64>,
+        why: CombineError,
+    },
+    Alloc(Error),
+}
+
+impl From<Fault> for Failure {
+    fn from(f: Fault) -> Failure {
+        Failure::Fault(f)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Alloc(e)
+    }
+}
+
+/// Assemble a matrix given as `(values, (rows, cols))`, as
+/// `scipy.sparse.coo_array((values, (rows, cols)), shape)` then `tocsr()`
+/// (or `tocsc()`, or a sorted COO, after `opts.layout`) would, but with
+/// the builder's duplicate policies and exact sums. `Ok(None)`: the work
+/// does not fit this path (see [`plan`]); use the [`crate::Builder`].
+pub fn assemble_matrix<I, V, O, J>(
+    shape: [u64; 2],
+    rows: &[I],
+    cols: &[I],
+    values: &[V],
+    opts: &AssembleOptions,
+    stop: Option<&AtomicBool>,
+) -> Result<Option<Assembled<O, J>>>
+where
+    I: IndexElem,
+    V: DirectValue,
+    O: OutValue,
+    J: OutIndex,
+{
+    let Some(p) = plan(&shape, O::DTYPE, values.len() as u64, opts) else {
+        return Ok(None);
+    };
+    p.assemble(&[rows, cols], values, stop)
+}

@@ -313,6 +313,32 @@ pub fn open_shared(io: &IoCtx, target: &Path, name: TempName) -> Result<(File, P
     Ok((f, path))
 }
 
+/// Refuse `dir` as a place to write unless it is an existing directory
+/// this process may create files in: an [`Error::Io`] naming `role`
+/// ("output directory", "temp_dir") and the path, found before any work
+/// that would be lost.
+pub(crate) fn check_writable_dir(io: &IoCtx, dir: &Path, role: &'static str) -> Result<()> {
+    // A missing folder is the stat's error: it names the folder.
+    let meta = io.metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(Error::io(
+            role,
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+        ));
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    let ok = unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
+    if !ok {
+        return Err(Error::io(role, dir, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -568,30 +594,4 @@ mod tests {
             assert_eq!(listing(dir.path()), ["r.hrry"], "{op}");
         }
     }
-}
-
-/// Refuse `dir` as a place to write unless it is an existing directory
-/// this process may create files in: an [`Error::Io`] naming `role`
-/// ("output directory", "temp_dir") and the path, found before any work
-/// that would be lost.
-pub(crate) fn check_writable_dir(io: &IoCtx, dir: &Path, role: &'static str) -> Result<()> {
-    // A missing folder is the stat's error: it names the folder.
-    let meta = io.metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(Error::io(
-            role,
-            dir,
-            std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
-        ));
-    }
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return Ok(());
-    };
-    // SAFETY: `c` is a NUL-terminated path that lives across the call.
-    let ok = unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0;
-    if !ok {
-        return Err(Error::io(role, dir, std::io::Error::last_os_error()));
-    }
-    Ok(())
 }

@@ -278,6 +278,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error for component `dim` of contribution `contribution` (0-based
+    /// in its stream) that is `index`, outside `0..extent`: one message for
+    /// every front end, whether the index is negative (a signed input) or
+    /// too large.
+    pub fn bad_index(contribution: u64, dim: usize, index: i128, extent: u64) -> Self {
+        match u64::try_from(index) {
+            Ok(index) if index >= extent => Error::IndexOutOfRange {
+                contribution,
+                dim,
+                index,
+                extent,
+            },
+            _ => Error::InvalidArgument(format!(
+                "contribution {contribution}: index {index} in dimension {dim} is negative"
+            )),
+        }
+    }
+
     /// Shorthand for an [`Error::Io`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io {

@@ -600,7 +600,7 @@ class File:
         import scipy.sparse as sp
 
         stored = self.layout
-        layout = stored if layout is None else layout
+        layout = stored if layout is None else _native.parse_name("layout", layout)
         shape = self.shape
         if layout == "coo":
             a = sp.coo_array(
@@ -609,8 +609,6 @@ class File:
             if self.is_sorted:
                 a.has_canonical_format = True
             return a
-        if layout not in ("csr", "csc"):
-            raise InputError(f"unknown layout {layout!r}; use coo, csr or csc")
         if self.ndim != 2:
             raise InputError(f"{layout} needs a matrix; the tensor has rank {self.ndim}")
         if stored != "coo" and layout != stored:
@@ -745,6 +743,41 @@ def _scipy_index_dtype(coords: Any, nnz: int, shape: Tuple[int, ...]) -> type:
     return np.int32
 
 
+def _columns(coords: Any, rank: int, n: int) -> Optional[List[np.ndarray]]:
+    """One 1-D index array per dimension, as ``coords`` gives them without
+    a copy, or None for the forms the Builder reads instead."""
+    if isinstance(coords, (tuple, list)):
+        cols = [np.asarray(c) for c in coords]
+    else:
+        a = np.asarray(coords)
+        if a.ndim == 2 and a.shape == (rank, n):
+            cols = [a[d] for d in range(rank)]
+        else:
+            return None
+    if len(cols) != rank or any(c.ndim != 1 or c.shape[0] != n for c in cols):
+        return None
+    return cols
+
+
+def _scipy_of(parts: Tuple[np.ndarray, np.ndarray, np.ndarray], layout: str, shape: Tuple[int, ...]) -> Any:
+    """The scipy array of the in-memory path's result, without a copy."""
+    import scipy.sparse as sp
+
+    data, indices, indptr = parts
+    if layout == "coo":
+        ix = indices.reshape(-1, len(shape))
+        a = sp.coo_array((data, tuple(ix[:, d] for d in range(len(shape)))), shape=shape)
+        a.has_canonical_format = True
+        return a
+    cls = sp.csr_array if layout == "csr" else sp.csc_array
+    a = cls((data, indices, indptr), shape=shape)
+    # The constructor may narrow int64 indices; keep what scipy's tocsr gives.
+    a.indices, a.indptr = indices, indptr
+    a.has_sorted_indices = True
+    a.has_canonical_format = True
+    return a
+
+
 def _default_dtype(values: np.ndarray) -> str:
     name = values.dtype.name
     if name in DTYPES:
@@ -777,13 +810,40 @@ def assemble(
     :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
     the other options are :class:`Builder`'s.
 
-    The assembly goes through a temporary sorted COO Hurray file (in
-    ``temp_dir``), which is read into the scipy arrays and removed; CSR
-    comes out of it in one pass over the indices. (:class:`Builder` can
-    write CSR/CSC files too, with ``layout=``.)
+    Work that fits the budget is assembled in memory, straight into the
+    result's arrays (no file; the caller's arrays are only read): index
+    arrays of int32, int64, uint32 or uint64, contiguous, and float64 or
+    float32 values of the tensor's type. Anything else -- other forms, or
+    work too large for the budget -- goes through the out-of-core
+    :class:`Builder` and a temporary file in ``temp_dir``. Both give the
+    same values, bit for bit. The GIL is released; Ctrl-C stops a long
+    call with ``KeyboardInterrupt``, leaving nothing behind.
     """
     values = _values(data)
     dtype = _default_dtype(values) if dtype is None else dtype
+    layout = _native.parse_name("layout", layout)
+    shape_t = tuple(_extent(s) for s in shape)
+    cols = _columns(coords, len(shape_t), values.shape[0])
+    if cols is not None:
+        index_dtype = _scipy_index_dtype(coords, values.shape[0], shape_t)
+        parts = _native.assemble_arrays(
+            values,
+            cols,
+            list(shape_t),
+            _LIBRARY_NAME[_dtype_name(dtype)],
+            np.dtype(index_dtype).name,
+            _options(
+                memory_budget=memory_budget,
+                threads=threads,
+                duplicates=duplicates,
+                drop_zeros=drop_zeros,
+                exact_sums=exact_sums,
+                non_finite=non_finite,
+                layout=layout,
+            ),
+        )
+        if parts is not None:
+            return _scipy_of(parts, layout, shape_t)
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         path = os.path.join(tmp, "assembled.hrry")
         with Builder(

@@ -132,15 +132,14 @@ impl NativeBuilder {
     }
 }
 
-fn bad_index(what: String, bad: BadIndex, extent: u64) -> Fail {
-    let why = if bad.value < 0 {
-        "is negative".to_string()
-    } else {
-        format!("is out of range (extent {extent})")
-    };
-    Fail::Input(format!(
-        "{what}: index {} at position {} {why}",
-        bad.value, bad.position
+/// The library's error for a bad component `dim` (its message is the
+/// same whichever path the call takes).
+fn bad_index(dim: usize, bad: BadIndex, extent: u64) -> Fail {
+    Fail::Lib(coo_assembler::Error::bad_index(
+        bad.position as u64,
+        dim,
+        bad.value,
+        extent,
     ))
 }
 
@@ -164,8 +163,7 @@ fn push_columns<T: Num>(
     // Every index is checked before anything is pushed: a bad index leaves
     // the builder as it was.
     for (d, (c, &e)) in cols.iter().zip(shape).enumerate() {
-        c.check(e)
-            .map_err(|b| bad_index(format!("index array {d}"), b, e))?;
+        c.check(e).map_err(|b| bad_index(d, b, e))?;
     }
     let rank = cols.len();
     pool.with(builder, |p| {
@@ -219,9 +217,7 @@ fn push_rows<T: Num>(
         )));
     }
     for (d, &e) in shape.iter().enumerate() {
-        idx.column(d)
-            .check(e)
-            .map_err(|b| bad_index(format!("index column {d}"), b, e))?;
+        idx.column(d).check(e).map_err(|b| bad_index(d, b, e))?;
     }
     pool.with(builder, |p| {
         let (mut ibuf, mut vbuf) = (Vec::new(), Vec::new());

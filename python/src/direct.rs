@@ -1,144 +1,188 @@
-//! `_native.assemble_direct`: the in-memory path (issue 23) on NumPy
-//! arrays, for measuring it (the Python `assemble` front end is wired to
-//! it by the lead). The arrays are borrowed, never copied; the GIL is
-//! released for the whole assembly; the result vectors become NumPy
-//! arrays without a copy.
+//! `_native.assemble_arrays`: the in-memory path (issue 23) behind
+//! `coo_assembler.assemble`. The caller's arrays are borrowed, never
+//! copied; the GIL is released for the whole assembly; the result vectors
+//! become NumPy arrays without a copy. Ctrl-C stops a long assembly: the
+//! calling thread keeps the GIL between short sleeps and checks for
+//! signals, and a pending one sets the kernel's stop flag.
+//!
+//! `None` means "not this path" (a form the kernel does not read in place,
+//! or work that does not fit the budget): the package then uses the
+//! `Builder`, which reads any form a chunk at a time.
 
-use coo_assembler::direct::{self, Assembled, IndexElem, OutIndex};
-use coo_assembler::{parse_size, AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use coo_assembler::direct::{
+    self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex, OutValue,
+};
+use coo_assembler::{DType, Vocabulary};
 use numpy::{
-    Element as NpElement, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods,
+    Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::errors::{input_error, to_py};
+use crate::builder::options;
+use crate::errors::to_py;
 
 /// The three result arrays.
 type Arrays<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
 
-/// Borrow a contiguous 1-D array of `T`.
-fn slice_of<'py, T: NpElement>(
-    a: &Bound<'py, PyAny>,
-    what: &str,
-) -> PyResult<PyReadonlyArray1<'py, T>> {
-    let arr = a.cast::<PyArray1<T>>().map_err(|_| {
-        input_error(format!(
-            "{what} must be a 1-D array of the same integer type as the other"
-        ))
-    })?;
-    let r = arr
-        .try_readonly()
-        .map_err(|e| input_error(format!("{what}: {e}")))?;
-    if !r.is_contiguous() {
-        return Err(input_error(format!("{what} must be contiguous")));
-    }
-    Ok(r)
+/// Contributions from which a call watches for Ctrl-C on a second thread
+/// (below, a thread costs more than the whole call).
+const WATCH_MIN: usize = 1 << 20;
+/// How often the watching thread looks for a signal.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// A contiguous 1-D array of `T`, borrowed, or None when `a` is not one.
+fn contiguous<'a, 'py, T: NpElement>(
+    a: &'a Bound<'py, PyAny>,
+) -> Option<&'a Bound<'py, PyArray1<T>>> {
+    let arr = a.cast::<PyArray1<T>>().ok()?;
+    arr.is_contiguous().then_some(arr)
 }
 
-/// Assemble with index arrays of type `I` into index type `J`.
-fn run<'py, I: IndexElem + NpElement, J: OutIndex + NpElement>(
+/// Run `work` without the GIL; for long work, on a scoped thread while
+/// this one checks for signals and, on one, sets `stop` and raises it.
+fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    n: usize,
+    work: impl FnOnce(&AtomicBool) -> coo_assembler::Result<T> + Send,
+) -> PyResult<T> {
+    let stop = AtomicBool::new(false);
+    if n < WATCH_MIN {
+        return py.detach(|| work(&stop)).map_err(to_py);
+    }
+    std::thread::scope(|s| {
+        let h = s.spawn(|| work(&stop));
+        loop {
+            py.detach(|| {
+                let deadline = std::time::Instant::now() + WATCH_EVERY;
+                while !h.is_finished() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+            if h.is_finished() {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                stop.store(true, Ordering::SeqCst);
+                // The kernel stops at its next chunk; nothing was written.
+                let _ = py.detach(|| h.join());
+                return Err(e);
+            }
+        }
+        match py.detach(|| h.join()) {
+            Ok(r) => r.map_err(to_py),
+            Err(_) => Err(to_py(coo_assembler::Error::Poisoned(
+                "in-memory assembly (a worker panicked)",
+            ))),
+        }
+    })
+}
+
+/// The assembly with index arrays of `I`, values of `V` into `O`, indices
+/// of `J`; `Ok(None)` when a bucket is too heavy for the budget.
+fn run<'py, I, V, O, J>(
     py: Python<'py>,
-    values: &[f64],
-    rows: &Bound<'py, PyAny>,
-    cols: &Bound<'py, PyAny>,
-    shape: [u64; 2],
-    opts: &AssembleOptions,
-    band_bytes: Option<u64>,
-) -> PyResult<Arrays<'py>> {
-    let r = slice_of::<I>(rows, "rows")?;
-    let c = slice_of::<I>(cols, "cols")?;
-    let (r, c) = (r.as_slice()?, c.as_slice()?);
-    let Some(mut plan) = direct::plan(&shape, coo_assembler::DType::F64, values.len() as u64, opts)
-    else {
-        return Err(input_error(
-            "this assembly does not fit the in-memory path".to_string(),
-        ));
-    };
-    if let Some(b) = band_bytes {
-        plan = plan.with_band_bytes(b);
+    plan: &DirectPlan,
+    cols: &[Bound<'py, PyAny>],
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Option<Arrays<'py>>>
+where
+    I: IndexElem + NpElement,
+    V: DirectValue + NpElement,
+    O: OutValue + NpElement,
+    J: OutIndex + NpElement,
+{
+    let mut borrowed = Vec::with_capacity(cols.len());
+    for c in cols {
+        match contiguous::<I>(c) {
+            Some(a) => borrowed.push(a.readonly()),
+            None => return Ok(None),
+        }
     }
-    let a: Option<Assembled<f64, J>> = py
-        .detach(|| plan.assemble(&[r, c], values, None))
-        .map_err(to_py)?;
-    let a = a.ok_or_else(|| {
-        input_error("a row holds more contributions than the budget allows".to_string())
-    })?;
-    Ok((
-        PyArray1::from_vec(py, a.values).into_any(),
-        PyArray1::from_vec(py, a.indices).into_any(),
-        PyArray1::from_vec(py, a.pointers).into_any(),
-    ))
+    let Some(v) = contiguous::<V>(values) else {
+        return Ok(None);
+    };
+    let v = v.readonly();
+    let vs = v.as_slice()?;
+    let idx: Vec<&[I]> = borrowed
+        .iter()
+        .map(|b| b.as_slice())
+        .collect::<Result<_, _>>()?;
+    let a: Option<Assembled<O, J>> =
+        run_interruptible(py, vs.len(), |stop| plan.assemble(&idx, vs, Some(stop)))?;
+    Ok(a.map(|a| {
+        (
+            PyArray1::from_vec(py, a.values).into_any(),
+            PyArray1::from_vec(py, a.indices).into_any(),
+            PyArray1::from_vec(py, a.pointers).into_any(),
+        )
+    }))
 }
 
-/// `(data, indices, indptr)` of `coo_array((values, (rows, cols)), shape)`
-/// assembled in memory (`layout` csr, csc, or coo: then `indices` holds
-/// (row, col) pairs and `indptr` is empty). f64 values; rows and cols of
-/// one type among int32, int64, uint32, uint64, contiguous. The result
-/// indices are int32 when every index and nnz fit, int64 otherwise.
+/// The NumPy name of an array's dtype ("" when it is not an array).
+fn dtype_name(a: &Bound<'_, PyAny>) -> String {
+    a.cast::<PyUntypedArray>()
+        .map(|a| a.dtype().to_string())
+        .unwrap_or_default()
+}
+
+/// `(data, indices, indptr)` of `values` at the coordinates `cols` (one
+/// 1-D array per dimension) assembled in memory into a tensor of `shape`
+/// and element type `dtype` (a library name) with the options `kw`
+/// (`Builder`'s), CSR/CSC indices of NumPy type `index_dtype` (int32 or
+/// int64); for COO, `indices` holds the `rank` indices of every entry and
+/// `indptr` is empty. `None` when the work does not take this path.
 #[pyfunction]
-#[pyo3(signature = (values, rows, cols, shape, *, layout="csr", memory_budget=None, threads=None, duplicates="sum", drop_zeros=false, exact_sums=true, non_finite="keep", band_bytes=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn assemble_direct<'py>(
+pub fn assemble_arrays<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyAny>,
-    rows: &Bound<'py, PyAny>,
-    cols: &Bound<'py, PyAny>,
-    shape: (u64, u64),
-    layout: &str,
-    memory_budget: Option<&Bound<'py, PyAny>>,
-    threads: Option<usize>,
-    duplicates: &str,
-    drop_zeros: bool,
-    exact_sums: bool,
-    non_finite: &str,
-    band_bytes: Option<u64>,
-) -> PyResult<Arrays<'py>> {
-    let v = slice_of::<f64>(values, "values")?;
-    let v = v.as_slice()?;
-    let mut opts = AssembleOptions {
-        layout: layout.parse::<OutputLayout>().map_err(to_py)?,
-        duplicates: duplicates.parse::<DuplicatePolicy>().map_err(to_py)?,
-        drop_zeros,
-        exact_sums,
-        non_finite: match non_finite {
-            "keep" => NonFinitePolicy::Keep,
-            "reject_nan" => NonFinitePolicy::RejectNan,
-            "reject_non_finite" => NonFinitePolicy::RejectNonFinite,
-            other => return Err(input_error(format!("unknown non_finite policy {other:?}"))),
-        },
-        ..AssembleOptions::default()
+    cols: Vec<Bound<'py, PyAny>>,
+    shape: Vec<u64>,
+    dtype: &str,
+    index_dtype: &str,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<Option<Arrays<'py>>> {
+    let dtype = DType::parse(dtype).map_err(to_py)?;
+    let opts = options(kw)?;
+    let n = values
+        .cast::<PyUntypedArray>()
+        .map(|a| a.len())
+        .unwrap_or_default() as u64;
+    if cols.len() != shape.len() {
+        return Ok(None);
+    }
+    let Some(plan) = direct::plan(&shape, dtype, n, &opts) else {
+        return Ok(None);
     };
-    if let Some(b) = memory_budget {
-        opts.memory_budget = match b.extract::<u64>() {
-            Ok(n) => n,
-            Err(_) => parse_size(&b.extract::<String>()?).map_err(to_py)?,
-        };
+    let (it, vt) = (dtype_name(&cols[0]), dtype_name(values));
+    if cols.iter().any(|c| dtype_name(c) != it) || vt != dtype.numpy_name() {
+        // Mixed index types, or values to convert: the Builder's path.
+        return Ok(None);
     }
-    if let Some(t) = threads {
-        opts.threads = t;
-    }
-    let shape = [shape.0, shape.1];
-    let small = shape.iter().all(|&e| e <= i32::MAX as u64) && v.len() <= i32::MAX as usize;
-    let dt = rows
-        .cast::<numpy::PyUntypedArray>()
-        .map(|a| a.dtype().to_string())
-        .unwrap_or_default();
-    macro_rules! go {
-        ($i:ty) => {
-            if small {
-                run::<$i, i32>(py, v, rows, cols, shape, &opts, band_bytes)
-            } else {
-                run::<$i, i64>(py, v, rows, cols, shape, &opts, band_bytes)
+    let wide = index_dtype == "int64";
+    macro_rules! by_index {
+        ($v:ty) => {
+            match (it.as_str(), wide) {
+                ("int32", false) => run::<i32, $v, $v, i32>(py, &plan, &cols, values),
+                ("int32", true) => run::<i32, $v, $v, i64>(py, &plan, &cols, values),
+                ("int64", false) => run::<i64, $v, $v, i32>(py, &plan, &cols, values),
+                ("int64", true) => run::<i64, $v, $v, i64>(py, &plan, &cols, values),
+                ("uint32", false) => run::<u32, $v, $v, i32>(py, &plan, &cols, values),
+                ("uint32", true) => run::<u32, $v, $v, i64>(py, &plan, &cols, values),
+                ("uint64", false) => run::<u64, $v, $v, i32>(py, &plan, &cols, values),
+                ("uint64", true) => run::<u64, $v, $v, i64>(py, &plan, &cols, values),
+                _ => Ok(None),
             }
         };
     }
-    match dt.as_str() {
-        "int32" => go!(i32),
-        "int64" => go!(i64),
-        "uint32" => go!(u32),
-        "uint64" => go!(u64),
-        other => Err(input_error(format!(
-            "rows and cols must be int32, int64, uint32 or uint64 arrays, got {other:?}"
-        ))),
+    // The value types FE codes assemble; others take the Builder's path
+    // (one instance of the kernel per type pair costs compile time).
+    match dtype {
+        DType::F64 => by_index!(f64),
+        DType::F32 => by_index!(f32),
+        _ => Ok(None),
     }
 }

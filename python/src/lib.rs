@@ -21,6 +21,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::NativeFile>()?;
     matrix::register(m)?;
     names::register(m)?;
-    m.add_function(wrap_pyfunction!(direct::assemble_direct, m)?)?;
+    m.add_function(wrap_pyfunction!(direct::assemble_arrays, m)?)?;
     Ok(())
 }

@@ -48,6 +48,27 @@ pub fn canonical<T: Vocabulary>(name: &str) -> PyResult<T> {
     T::parse(name).map_err(to_py)
 }
 
+/// The canonical name of `name` in the vocabulary `kind` (any spelling
+/// the library's table takes; its error names the choices otherwise).
+#[pyfunction]
+pub fn parse_name(kind: &str, name: &str) -> PyResult<&'static str> {
+    fn name_of<T: Vocabulary>(s: &str) -> PyResult<&'static str> {
+        Ok(canonical::<T>(s)?.name())
+    }
+    match kind {
+        "dtype" => name_of::<DType>(name),
+        "layout" => name_of::<OutputLayout>(name),
+        "duplicates" => name_of::<DuplicatePolicy>(name),
+        "non_finite" => name_of::<NonFinitePolicy>(name),
+        "input_format" => name_of::<InputFormat>(name),
+        "export_format" => name_of::<Format>(name),
+        "npz_layout" => name_of::<NpzLayout>(name),
+        "paging" => name_of::<Paging>(name),
+        "non_finite_input" => name_of::<NonFiniteInput>(name),
+        other => Err(input_error(format!("no vocabulary {other:?}"))),
+    }
+}
+
 /// Every element type as `(library name, NumPy name)`.
 #[pyfunction]
 pub fn dtypes() -> Vec<(&'static str, &'static str)> {
@@ -69,6 +90,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(parse_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_name, m)?)?;
     m.add_function(wrap_pyfunction!(crate::errors::_raise_sample, m)?)?;
     m.add_function(wrap_pyfunction!(crate::errors::_sample_kinds, m)?)?;
     Ok(())

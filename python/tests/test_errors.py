@@ -17,9 +17,9 @@ def test_hierarchy():
 
 def test_bad_indices_are_refused_before_anything_is_pushed(tmp_path):
     with ca.Builder((10, 10)) as b:
-        with pytest.raises(ca.InputError, match=r"index -3 at position 1 is negative"):
+        with pytest.raises(ca.InputError, match=r"contribution 1: index -3 in dimension 0 is negative"):
             b.push(np.ones(3), (np.array([1, -3, 2]), np.array([0, 0, 0])))
-        with pytest.raises(ca.InputError, match=r"index 10 at position 2 is out of range \(extent 10\)"):
+        with pytest.raises(ca.InputError, match=r"contribution 2: index 10 in dimension 1 is out of range \(extent 10\)"):
             b.push(np.ones(3), np.array([[1, 2, 3], [0, 0, 10]]))
         with pytest.raises(ca.InputError, match="negative"):
             b.push_elements(np.array([[0, -1]]), np.ones((1, 2, 2)))
@@ -68,6 +68,9 @@ def test_storage_errors(tmp_path):
         b.push(np.ones(1), ([0], [0]))
         with pytest.raises(ca.StorageError, match="missing"):
             b.finish(tmp_path / "missing" / "k.hrry")
+        # A refused finish keeps the assembly: finish again elsewhere.
+        b.finish(tmp_path / "k.hrry")
+    assert ca.open(tmp_path / "k.hrry").to_scipy().toarray()[0, 0] == 1.0
     with pytest.raises(ca.StorageError):
         ca.open(tmp_path / "nope.hrry")
 

@@ -655,18 +655,13 @@ impl DirectPlan {
         for (i, &v) in values.iter().enumerate() {
             for (d, (dim, &extent)) in indices.iter().zip(&self.shape).enumerate() {
                 let x = dim[i];
-                if x.is_negative() {
-                    return Some(Error::InvalidArgument(format!(
-                        "contribution {i}: index {x} in dimension {d} is negative"
-                    )));
-                }
-                if x.widen() >= extent {
-                    return Some(Error::IndexOutOfRange {
-                        contribution: i as u64,
-                        dim: d,
-                        index: x.widen(),
-                        extent,
-                    });
+                if x.is_negative() || x.widen() >= extent {
+                    let signed = if x.is_negative() {
+                        x.widen() as i64 as i128
+                    } else {
+                        x.widen() as i128
+                    };
+                    return Some(Error::bad_index(i as u64, d, signed, extent));
                 }
             }
             if let Err(e) = raw_value(v, self.dtype, self.non_finite, i as u64) {

@@ -137,6 +137,9 @@ pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
+// The handle's type rides in `AssembleOptions::io` (so struct-update
+// syntax keeps working); its fault plans are nameable with `internals` only.
+#[doc(hidden)]
 pub use fs::IoCtx;
 #[doc(hidden)]
 pub use half as __half;

@@ -5,7 +5,7 @@
 use super::{close, shape_product, too_short, Desc, ReadOptions, TensorMeta};
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
-use crate::hurray::descriptor::{coo_field, descriptor_len, HANDLE_LEN};
+use crate::hurray::descriptor::{coo_field, descriptor_len, layout_tag, HANDLE_LEN};
 use crate::hurray::index::EntryFields;
 use crate::hurray::trailer;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
@@ -332,8 +332,8 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
 /// Decode the descriptor at `d_off` with the codec of its layout tag.
 fn decode_descriptor(bytes: &[u8], d_off: u64, tstart: u64, dsec: &str) -> Result<Desc> {
     let b = &bytes[d_off as usize..tstart as usize];
-    Ok(match b.get(15) {
-        Some(&(LAYOUT_CSR | LAYOUT_CSC)) => {
+    Ok(match layout_tag(b) {
+        Some(LAYOUT_CSR | LAYOUT_CSC) => {
             Desc::Compressed(CompressedDescriptor::decode(b, d_off, dsec)?)
         }
         // COO, and every other tag, which the COO codec refuses by name.

@@ -1,0 +1,146 @@
+//! docs/architecture.md says the imports between the crate's top-level
+//! modules form no cycle. This test reads `src/` and holds it to that, so
+//! whoever adds a backward import finds out here, not in a review.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The crate's source without comments and without its test modules.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level module names `code` refers to as `crate::name`.
+fn referenced(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
+        }
+    }
+}
+
+#[test]
+fn top_level_modules_import_each_other_in_one_direction_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        // The binary and the crate root are front and hub, not modules.
+        if first == "bin" || first == "lib.rs" {
+            continue;
+        }
+        let top = first.trim_end_matches(".rs").to_string();
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
+        let deps = graph.entry(top.clone()).or_default();
+        deps.extend(referenced(&code).into_iter().filter(|m| *m != top));
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    assert!(
+        modules.contains("assemble") && modules.contains("read"),
+        "{modules:?}"
+    );
+    // Keep edges between modules only (drop macros and re-exports).
+    for deps in graph.values_mut() {
+        deps.retain(|d| modules.contains(d));
+    }
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "an import cycle between top-level modules: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// A cycle of `graph` as the modules along it, if there is one.
+fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    // Depth-first search for a back edge (state 1: on the path, 2: done).
+    fn visit(
+        m: &str,
+        graph: &Graph,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(m) {
+            Some(2) => return None,
+            Some(1) => {
+                let at = path.iter().position(|p| p == m)?;
+                let mut cycle = path[at..].to_vec();
+                cycle.push(m.to_string());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(m.to_string(), 1);
+        path.push(m.to_string());
+        for d in graph.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, graph, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    graph
+        .keys()
+        .find_map(|m| visit(m, graph, &mut state, &mut Vec::new()))
+}
+
+#[test]
+fn the_check_sees_a_cycle() {
+    let g = |edges: &[(&str, &str)]| {
+        let mut g = Graph::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert_eq!(find_cycle(&g(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+    let c = find_cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).unwrap();
+    assert_eq!(c.first(), c.last());
+    assert_eq!(c.len(), 4);
+}
+
+#[test]
+fn the_parser_skips_comments_and_tests() {
+    // Comments and test modules do not count, `crate::name` does.
+    let code = code_of("use crate::read::X; // crate::write\n#[cfg(test)]\nuse crate::fs;");
+    assert_eq!(referenced(&code), BTreeSet::from(["read".to_string()]));
+}

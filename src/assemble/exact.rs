@@ -428,45 +428,7 @@ impl ExactSum {
     /// Rounds the finite expansion to f64; returns `(hi, sign of exact - hi)`,
     /// or `None` if an overflow makes the fast path unreliable.
     fn round_expansion(&self) -> Option<(f64, i8)> {
-        let p = self.parts.as_slice();
-        let n = p.len();
-        if n <= 1 {
-            return Some((p.first().copied().unwrap_or(0.0), 0));
-        }
-        let mut i = n - 1;
-        let mut hi = p[i];
-        let mut lo = 0.0;
-        while i > 0 {
-            i -= 1;
-            let x = hi;
-            let y = p[i];
-            hi = x + y;
-            if !hi.is_finite() {
-                return None;
-            }
-            let yr = hi - x;
-            lo = y - yr;
-            if lo != 0.0 {
-                break;
-            }
-        }
-        if lo == 0.0 {
-            return Some((hi, 0));
-        }
-        // Remaining partials p[..i] sum to less than |lo| in magnitude.
-        if i > 0 && (lo < 0.0) == (p[i - 1] < 0.0) {
-            // lo may be exactly half an ulp; the rest pushes past the tie.
-            let y = lo * 2.0;
-            let x = hi + y;
-            if !x.is_finite() {
-                return None;
-            }
-            let yr = x - hi;
-            if y == yr {
-                return Some((x, if lo < 0.0 { 1 } else { -1 }));
-            }
-        }
-        Some((hi, if lo < 0.0 { -1 } else { 1 }))
+        round_parts(self.parts.as_slice())
     }
 
     /// Correctly rounded f64 together with the sign of the residual.
@@ -1016,6 +978,54 @@ fn sum_exact_slow(s: f64, c: f64, rest: &[f64], z: u8) -> ExactSum {
     r.zero = z;
     r
 }
+
+/// The correct rounding of the exact sum of the non-overlapping parts `p`
+/// (smallest first), with the sign of `exact - rounded`: from the top part
+/// down until a sum is inexact, then the half-way correction from the part
+/// below (as `math.fsum` does). `None` when an overflow makes it unreliable.
+/// The one copy: the expansion and the in-memory kernel's lanes use it.
+#[inline(always)]
+pub(crate) fn round_parts(p: &[f64]) -> Option<(f64, i8)> {
+        let n = p.len();
+    if n <= 1 {
+        return Some((p.first().copied().unwrap_or(0.0), 0));
+    }
+    let mut i = n - 1;
+    let mut hi = p[i];
+    let mut lo = 0.0;
+    while i > 0 {
+        i -= 1;
+        let x = hi;
+        let y = p[i];
+        hi = x + y;
+        if !hi.is_finite() {
+            return None;
+        }
+        let yr = hi - x;
+        lo = y - yr;
+        if lo != 0.0 {
+            break;
+        }
+    }
+    if lo == 0.0 {
+        return Some((hi, 0));
+    }
+    // Remaining partials p[..i] sum to less than |lo| in magnitude.
+    if i > 0 && (lo < 0.0) == (p[i - 1] < 0.0) {
+        // lo may be exactly half an ulp; the rest pushes past the tie.
+        let y = lo * 2.0;
+        let x = hi + y;
+        if !x.is_finite() {
+            return None;
+        }
+        let yr = x - hi;
+        if y == yr {
+            return Some((x, if lo < 0.0 { 1 } else { -1 }));
+        }
+    }
+    Some((hi, if lo < 0.0 { -1 } else { 1 }))
+}
+
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

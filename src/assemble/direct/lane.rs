@@ -8,7 +8,7 @@
 //! new kernel.
 
 use crate::assemble::combine::{CombineError, Combiner, FloatSum};
-use crate::assemble::exact::{grow_expansion, two_sum};
+use crate::assemble::exact::{grow_expansion, round_parts, two_sum};
 use crate::element::{Element, Value};
 use half::{bf16, f16};
 use std::marker::PhantomData;
@@ -151,36 +151,14 @@ impl Expansion {
     }
 
     /// The correctly rounded sum, when this path holds it (finite, not
-    /// zero): from the top part down until a sum is inexact, then the
-    /// half-way correction from the part below (as `math.fsum` does).
+    /// zero; the expansion's rounding, `exact::round_parts`).
     #[inline(always)]
     pub(crate) fn round(&self) -> Option<f64> {
         let n = (self.n as usize).min(4);
         if !self.ok || n == 0 {
             return None;
         }
-        let p = &self.parts[..n];
-        let mut i = n - 1;
-        let mut hi = p[i];
-        let mut lo = 0.0;
-        while i > 0 {
-            i -= 1;
-            let x = hi;
-            let y = p[i];
-            hi = x + y;
-            let yr = hi - x;
-            lo = y - yr;
-            if lo != 0.0 {
-                break;
-            }
-        }
-        if i > 0 && ((lo < 0.0 && p[i - 1] < 0.0) || (lo > 0.0 && p[i - 1] > 0.0)) {
-            let y = lo * 2.0;
-            let x = hi + y;
-            if x - hi == y {
-                hi = x;
-            }
-        }
+        let (hi, _) = round_parts(&self.parts[..n])?;
         (hi.is_finite() && hi != 0.0).then_some(hi)
     }
 }

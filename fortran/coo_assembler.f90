@@ -38,7 +38,8 @@ module coo_assembler
       COO_ERR_IO = -9, COO_ERR_INVALID_FILE = -10, COO_ERR_STATE = -11, &
       COO_ERR_PANIC = -12, COO_ERR_OTHER = -13, COO_ERR_INPUT = -14, &
       COO_ERR_MEMORY = -15, COO_ERR_UNSUPPORTED = -16, COO_ERR_NOT_FOUND = -17, &
-      COO_ERR_REMOTE = -18
+      COO_ERR_REMOTE = -18, &
+      COO_ERR_REFUSED = -19
    integer, parameter, public :: COO_MAX_RANK = 64
    ! coo_layout (from coo_file_layout)
    integer(c_int), parameter, public :: COO_LAYOUT_COO = 0, COO_LAYOUT_CSR = 1, &
@@ -449,8 +450,10 @@ contains
       call settle(status, 'coo_builder_new', stat)
    end subroutine builder_init_i8
 
-   !> Merge and write the tensor to `path`. The builder is consumed
-   !> whatever the outcome (on error nothing is written).
+   !> Merge and write the tensor to `path`. A refusal before the merge
+   !> (COO_ERR_REFUSED: a bad path, live pushers) keeps the builder and its
+   !> contributions: fix it and call again. Any other outcome ends it (on
+   !> error nothing is written).
    subroutine builder_finish(self, path, summary, stat)
       class(coo_builder_t), intent(inout) :: self
       character(len=*), intent(in) :: path
@@ -459,7 +462,7 @@ contains
       type(coo_summary) :: s
       integer(c_int) :: status
       status = coo_builder_finish(self%handle, c_string(path), s)
-      self%handle = c_null_ptr
+      if (status /= COO_ERR_REFUSED) self%handle = c_null_ptr
       if (present(summary)) summary = s
       call settle(status, 'coo_builder_finish', stat)
    end subroutine builder_finish

@@ -127,11 +127,22 @@
 #define COO_ERR_REMOTE -18
 
 /**
+ * `coo_builder_finish` refused to start (a bad output path, an output that
+ * is a pushed input, pushers still alive): nothing was merged and the
+ * builder handle is still the caller's, with every contribution. Fix what
+ * `coo_last_error()` names and call `coo_builder_finish` again, or
+ * `coo_builder_free`. The only status after which a finish leaves the
+ * handle alive.
+ */
+#define COO_ERR_REFUSED -19
+
+/**
  * The version of this C API (`coo_api_version()` gives the library's; a
  * program compares it with the header's `COO_API_VERSION`). 2: the
  * versioned `coo_options` (its `size` field), codes of the enums in the
  * library's table order, `coo_options_set`, `coo_builder_push_file`, the
- * status codes -14 to -18.
+ * status codes -14 to -19, validated builder handles and a refused
+ * `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`).
  */
 #define COO_API_VERSION 2
 
@@ -520,32 +531,43 @@ int coo_pusher_push_element(coo_pusher *p, size_t k, const int64_t *dofs, const 
 
 /**
  * Release a pusher, handing its buffered contributions to the builder.
- * Every pusher must be freed before `coo_builder_finish`. NULL: no-op.
+ * Every pusher must be freed before `coo_builder_finish`. NULL, or a
+ * pusher already freed: no-op.
  *
  * # Safety
- * `p` is NULL or a live pusher, not used afterwards.
+ * `p` is NULL or a pusher handle, not used by another thread during the
+ * call.
  */
 void coo_pusher_free(coo_pusher *p);
 
 /**
  * Merge everything and write the tensor to `path` (atomically: temporary
- * file, fsync, rename); fill `out` (may be NULL). Consumes `b` whatever
- * the outcome: on error nothing is published and spill files are removed.
- * Every pusher must have been freed (`COO_ERR_STATE` otherwise).
+ * file, fsync, rename); fill `out` (may be NULL).
+ *
+ * Before merging, the call checks what the caller can fix: `path` (not
+ * NULL or empty, its folder exists and is writable, it is none of the
+ * files pushed) and that every pusher was freed. If one fails it returns
+ * `COO_ERR_REFUSED` and the builder is untouched and still the caller's
+ * (fix it and call again, or `coo_builder_free`). Any other status means
+ * the handle is gone: `COO_OK` (written), or a failure while merging or
+ * writing (nothing is published, spill files are removed). A handle that
+ * is not a live builder (finished, freed) gives `COO_ERR_STATE`.
  *
  * # Safety
- * `b` is NULL or a live builder, not used afterwards (nor during the call
- * by another thread); `path` is NULL or NUL-terminated; `out` is NULL or
- * valid for writing a `coo_summary`.
+ * `b` is NULL or a builder handle, not used by another thread during the
+ * call; `path` is NULL or NUL-terminated; `out` is NULL or valid for
+ * writing a `coo_summary`.
  */
 int coo_builder_finish(coo_builder *b, const char *path, coo_summary *out);
 
 /**
  * Abandon an assembly: nothing is published and spill files are removed
- * (when the last pusher is freed, if some are still alive). NULL: no-op.
+ * (when the last pusher is freed, if some are still alive). NULL, or a
+ * handle already finished or freed: no-op.
  *
  * # Safety
- * `b` is NULL or a live builder, not used afterwards.
+ * `b` is NULL or a builder handle, not used by another thread during the
+ * call.
  */
 void coo_builder_free(coo_builder *b);
 

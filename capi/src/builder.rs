@@ -4,20 +4,29 @@
 //! `coo_pusher` owns a library `Pusher`, which holds what it needs itself.
 //! The library refuses `finish` while pushers are alive, and a pusher that
 //! outlives its builder gets an error at its next hand-off.
+//!
+//! Builder handles are validated: every call checks the handle is live, so
+//! a push, finish or free after the handle was finished or freed gives
+//! `COO_ERR_STATE` (a second free is a no-op). Pusher handles are validated
+//! by `coo_pusher_free` only (a second free is a no-op); a push through a
+//! freed pusher is undefined, the price of a push without a lock. Also
+//! undefined: freeing a handle while another thread uses it, and a stale
+//! handle whose address the allocator gave to a new one.
 
 use crate::convert::{
     c_str, from_c, indices, negative_component, out_ref, slice, to_c, to_i64, to_u64,
 };
 use crate::{
     coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail,
-    LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_STATE,
-    COO_MAX_RANK,
+    LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED,
+    COO_ERR_STATE, COO_MAX_RANK,
 };
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
 };
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 // The handles are used from any thread: what they hold must allow it.
@@ -27,6 +36,56 @@ const _: () = {
     shared::<Builder>();
     sent::<Pusher>();
 };
+
+/// The builder and pusher handles alive now, by address: a handle that was
+/// finished or freed is told apart from a live one (`COO_ERR_STATE`, or a
+/// no-op for a second free) instead of being dereferenced. An address the
+/// allocator has since given to a new handle is that handle (the one case
+/// the header leaves undefined, with use during another thread's free).
+static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+fn live_set() -> MutexGuard<'static, Option<HashSet<usize>>> {
+    // The set is only inserted into and removed from: a panic elsewhere
+    // cannot leave it inconsistent.
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Register a new handle.
+fn register<T>(p: *mut T) -> *mut T {
+    if !p.is_null() {
+        live_set()
+            .get_or_insert_with(HashSet::new)
+            .insert(p as usize);
+    }
+    p
+}
+
+/// Unregister `p`; false when it was not a live handle.
+fn unregister<T>(p: *mut T) -> bool {
+    live_set().as_mut().is_some_and(|s| s.remove(&(p as usize)))
+}
+
+fn is_live<T>(p: *const T) -> bool {
+    live_set()
+        .as_ref()
+        .is_some_and(|s| s.contains(&(p as usize)))
+}
+
+/// The builder behind `b`, when it is a live handle.
+fn live_builder<'a>(b: *mut coo_builder) -> Res<&'a coo_builder> {
+    if b.is_null() {
+        return Err(Fail::null("builder"));
+    }
+    if !is_live(b) {
+        return Err(Fail::new(
+            COO_ERR_STATE,
+            "not a live builder: it was finished or freed (or not made by coo_builder_new)",
+        ));
+    }
+    // SAFETY: registered by coo_builder_new and not yet unregistered, so
+    // the allocation is live; not freed during the call (the contract).
+    Ok(unsafe { &*b })
+}
 
 /// What every push needs to know about the tensor.
 #[derive(Clone, Copy)]
@@ -390,7 +449,7 @@ pub unsafe extern "C" fn coo_builder_new(
     dtype: DTypeArg,
     options: *const coo_options,
 ) -> *mut coo_builder {
-    handle(|| {
+    register(handle(|| {
         if rank == 0 || rank > COO_MAX_RANK {
             return Err(Fail::new(
                 COO_ERR_ARGUMENT,
@@ -432,7 +491,7 @@ pub unsafe extern "C" fn coo_builder_new(
             },
             started,
         }))
-    })
+    }))
 }
 
 /// The library builder, locked.
@@ -465,8 +524,7 @@ pub unsafe extern "C" fn coo_builder_push_file(
     count: *mut u64,
 ) -> c_int {
     status(|| {
-        // SAFETY: NULL or a live handle (caller's contract); shared access.
-        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+        let b = live_builder(b)?;
         // SAFETY: the caller's contract.
         let path = unsafe { crate::c_path(path, "path") }?;
         let format = if format.is_null() {
@@ -501,9 +559,8 @@ pub unsafe extern "C" fn coo_builder_push_file(
 /// Run `f` on the builder's own pusher (made on first use).
 fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int {
     status(|| {
-        // SAFETY: NULL or a live handle from coo_builder_new (the caller's
-        // contract); only shared access is taken, the Mutex serialises.
-        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+        // Only shared access is taken; the Mutex serialises.
+        let b = live_builder(b)?;
         let mut own = b.own.lock().map_err(|_| {
             Fail::new(
                 COO_ERR_STATE,
@@ -581,14 +638,13 @@ pub unsafe extern "C" fn coo_builder_push_element(
 /// `b` is NULL or a live builder.
 #[no_mangle]
 pub unsafe extern "C" fn coo_pusher_new(b: *mut coo_builder) -> *mut coo_pusher {
-    handle(|| {
-        // SAFETY: NULL or a live handle (caller's contract); shared access.
-        let b = unsafe { b.as_ref() }.ok_or_else(|| Fail::null("builder"))?;
+    register(handle(|| {
+        let b = live_builder(b)?;
         Ok(Box::new(coo_pusher {
             feed: Feed::new(b)?,
             broken: false,
         }))
-    })
+    }))
 }
 
 /// Run `f` on a pusher; an internal error makes it unusable.
@@ -657,27 +713,37 @@ pub unsafe extern "C" fn coo_pusher_push_element(
 }
 
 /// Release a pusher, handing its buffered contributions to the builder.
-/// Every pusher must be freed before `coo_builder_finish`. NULL: no-op.
+/// Every pusher must be freed before `coo_builder_finish`. NULL, or a
+/// pusher already freed: no-op.
 ///
 /// # Safety
-/// `p` is NULL or a live pusher, not used afterwards.
+/// `p` is NULL or a pusher handle, not used by another thread during the
+/// call.
 #[no_mangle]
 pub unsafe extern "C" fn coo_pusher_free(p: *mut coo_pusher) {
-    if !p.is_null() {
-        // SAFETY: a pointer from coo_pusher_new, freed once (caller's contract).
+    if !p.is_null() && unregister(p) {
+        // SAFETY: registered by coo_pusher_new and unregistered just now,
+        // so this is the one free.
         quietly(|| drop(unsafe { Box::from_raw(p) }));
     }
 }
 
 /// Merge everything and write the tensor to `path` (atomically: temporary
-/// file, fsync, rename); fill `out` (may be NULL). Consumes `b` whatever
-/// the outcome: on error nothing is published and spill files are removed.
-/// Every pusher must have been freed (`COO_ERR_STATE` otherwise).
+/// file, fsync, rename); fill `out` (may be NULL).
+///
+/// Before merging, the call checks what the caller can fix: `path` (not
+/// NULL or empty, its folder exists and is writable, it is none of the
+/// files pushed) and that every pusher was freed. If one fails it returns
+/// `COO_ERR_REFUSED` and the builder is untouched and still the caller's
+/// (fix it and call again, or `coo_builder_free`). Any other status means
+/// the handle is gone: `COO_OK` (written), or a failure while merging or
+/// writing (nothing is published, spill files are removed). A handle that
+/// is not a live builder (finished, freed) gives `COO_ERR_STATE`.
 ///
 /// # Safety
-/// `b` is NULL or a live builder, not used afterwards (nor during the call
-/// by another thread); `path` is NULL or NUL-terminated; `out` is NULL or
-/// valid for writing a `coo_summary`.
+/// `b` is NULL or a builder handle, not used by another thread during the
+/// call; `path` is NULL or NUL-terminated; `out` is NULL or valid for
+/// writing a `coo_summary`.
 #[no_mangle]
 pub unsafe extern "C" fn coo_builder_finish(
     b: *mut coo_builder,
@@ -685,43 +751,54 @@ pub unsafe extern "C" fn coo_builder_finish(
     out: *mut coo_summary,
 ) -> c_int {
     status(|| {
-        if b.is_null() {
-            return Err(Fail::null("builder"));
+        let h = live_builder(b)?;
+        // SAFETY: NULL or NUL-terminated (contract).
+        let path = unsafe { crate::c_path(path, "path") }.map_err(refused)?;
+        // The builder's own pusher hands its contributions over first.
+        match h.own.lock() {
+            Ok(mut own) => *own = None,
+            Err(e) => *e.into_inner() = None,
         }
-        // SAFETY: a pointer from coo_builder_new, consumed once (contract).
-        let b = unsafe { Box::from_raw(b) };
-        let coo_builder {
-            own,
-            builder,
-            started,
-            ..
-        } = *b;
-        let mut builder = builder.into_inner().unwrap_or_else(|e| e.into_inner());
-        // A poisoned lock still holds the pusher: drop it either way.
-        drop(own.into_inner().unwrap_or_else(|e| e.into_inner()));
-        // SAFETY: NULL or NUL-terminated (contract). Checked before the
-        // merge; on error the builder is dropped here, abandoned.
-        let path = unsafe { crate::c_path(path, "path") }?;
-        let s = builder.finish(&path).map_err(|e| match e {
-            coo_assembler::Error::PushersAlive { alive } => Fail::new(
-                COO_ERR_STATE,
-                format!(
-                    "{alive} pusher(s) still alive: free them (coo_pusher_free) before \
-                     coo_builder_finish; the builder is abandoned, nothing was written"
-                ),
-            ),
-            e => Fail::from(e),
-        })?;
+        let (result, spent) = match h.builder.lock() {
+            Ok(mut builder) => {
+                let r = builder.finish(&path);
+                let spent = builder.is_finished();
+                (r, spent)
+            }
+            // An internal error left it unusable: it goes, as a failure.
+            Err(_) => {
+                consume(b);
+                return Err(Fail::new(
+                    COO_ERR_STATE,
+                    "an internal error in an earlier call left this builder unusable; it is freed",
+                ));
+            }
+        };
+        let s = match result {
+            Ok(s) => s,
+            Err(coo_assembler::Error::PushersAlive { alive }) if !spent => {
+                return Err(refused(Fail::new(
+                    COO_ERR_STATE,
+                    format!("{alive} pusher(s) still alive: free them (coo_pusher_free) first"),
+                )));
+            }
+            Err(e) if !spent => return Err(refused(Fail::from(e))),
+            Err(e) => {
+                consume(b);
+                return Err(Fail::from(e));
+            }
+        };
+        let summary = coo_summary {
+            contributions: s.contributions,
+            nnz: s.nnz,
+            runs_spilled: s.runs_spilled,
+            merge_passes: u64::from(s.merge_passes),
+            bytes_spilled: s.bytes_spilled,
+            peak_buffer_bytes: s.peak_buffer_bytes,
+            seconds: h.started.elapsed().as_secs_f64(),
+        };
+        consume(b);
         if !out.is_null() {
-            let summary = coo_summary {
-                contributions: s.contributions,
-                nnz: s.nnz,
-                runs_spilled: s.runs_spilled,
-                merge_passes: u64::from(s.merge_passes),
-                bytes_spilled: s.bytes_spilled,
-                peak_buffer_bytes: s.peak_buffer_bytes,
-                seconds: started.elapsed().as_secs_f64(),
-            };
             // SAFETY: non-null and writable (contract); `write` does not
             // read the old value.
             unsafe { out.write(summary) };
@@ -730,15 +807,39 @@ pub unsafe extern "C" fn coo_builder_finish(
     })
 }
 
+/// A refusal of `finish`: the builder is unchanged and still the caller's.
+fn refused(f: Fail) -> Fail {
+    Fail::new(
+        COO_ERR_REFUSED,
+        format!(
+            "{}; nothing was merged and the builder is still yours: fix this and call \
+             coo_builder_finish again, or coo_builder_free",
+            f.msg
+        ),
+    )
+}
+
+/// Free the live builder `b` (finished, or failed while finishing).
+fn consume(b: *mut coo_builder) {
+    if unregister(b) {
+        // SAFETY: registered by coo_builder_new and unregistered just now,
+        // so this is the one free; no reference to it is used afterwards.
+        drop(unsafe { Box::from_raw(b) });
+    }
+}
+
 /// Abandon an assembly: nothing is published and spill files are removed
-/// (when the last pusher is freed, if some are still alive). NULL: no-op.
+/// (when the last pusher is freed, if some are still alive). NULL, or a
+/// handle already finished or freed: no-op.
 ///
 /// # Safety
-/// `b` is NULL or a live builder, not used afterwards.
+/// `b` is NULL or a builder handle, not used by another thread during the
+/// call.
 #[no_mangle]
 pub unsafe extern "C" fn coo_builder_free(b: *mut coo_builder) {
-    if !b.is_null() {
-        // SAFETY: a pointer from coo_builder_new, freed once (contract).
+    if !b.is_null() && unregister(b) {
+        // SAFETY: registered by coo_builder_new and unregistered just now,
+        // so this is the one free.
         quietly(|| drop(unsafe { Box::from_raw(b) }));
     }
 }

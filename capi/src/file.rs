@@ -5,7 +5,7 @@ use crate::convert::{indices, negative_component, out_ref, slice, to_c};
 use crate::DTypeArg;
 use crate::{
     coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
-    COO_ERR_INVALID_FILE,
+    COO_ERR_INVALID_FILE, COO_ERR_RANK,
 };
 use coo_assembler::{HurrayFile, OutputLayout, Tensor};
 use std::ffi::{c_char, c_int, CStr};
@@ -311,6 +311,19 @@ pub unsafe extern "C" fn coo_file_prefix_range(
 ) -> c_int {
     status(|| {
         let t = file(f)?.tensor;
+        // Checked before `prefix` is read: a wrong length must not make us
+        // read past the caller's array.
+        let rank = t.shape().len();
+        if prefix_len == 0 || prefix_len > rank {
+            return Err(Fail::new(
+                if prefix_len == 0 {
+                    COO_ERR_ARGUMENT
+                } else {
+                    COO_ERR_RANK
+                },
+                format!("prefix_len {prefix_len} is out of 1..={rank} (the tensor's rank)"),
+            ));
+        }
         // SAFETY: `prefix_len` int64 (contract).
         let p = unsafe {
             indices(

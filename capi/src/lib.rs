@@ -78,12 +78,20 @@ pub const COO_ERR_UNSUPPORTED: c_int = -16;
 pub const COO_ERR_NOT_FOUND: c_int = -17;
 /// Another rank of an MPI job failed.
 pub const COO_ERR_REMOTE: c_int = -18;
+/// `coo_builder_finish` refused to start (a bad output path, an output that
+/// is a pushed input, pushers still alive): nothing was merged and the
+/// builder handle is still the caller's, with every contribution. Fix what
+/// `coo_last_error()` names and call `coo_builder_finish` again, or
+/// `coo_builder_free`. The only status after which a finish leaves the
+/// handle alive.
+pub const COO_ERR_REFUSED: c_int = -19;
 
 /// The version of this C API (`coo_api_version()` gives the library's; a
 /// program compares it with the header's `COO_API_VERSION`). 2: the
 /// versioned `coo_options` (its `size` field), codes of the enums in the
 /// library's table order, `coo_options_set`, `coo_builder_push_file`, the
-/// status codes -14 to -18.
+/// status codes -14 to -19, validated builder handles and a refused
+/// `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`).
 pub const COO_API_VERSION: u32 = 2;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
@@ -404,6 +412,7 @@ pub extern "C" fn coo_status_name(status: c_int) -> *const c_char {
         COO_ERR_UNSUPPORTED => c"COO_ERR_UNSUPPORTED",
         COO_ERR_NOT_FOUND => c"COO_ERR_NOT_FOUND",
         COO_ERR_REMOTE => c"COO_ERR_REMOTE",
+        COO_ERR_REFUSED => c"COO_ERR_REFUSED",
         _ => c"unknown status",
     };
     s.as_ptr()

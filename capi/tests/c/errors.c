@@ -185,6 +185,8 @@ int main(int argc, char **argv) {
     coo_builder_push(b, idx, 1);
     coo_builder_push(b, idx, 2);
     expect(coo_builder_finish(b, in_dir("dup.hrry"), NULL), COO_ERR_DUPLICATE, "COO_DUP_ERROR");
+    /* A failure while merging is not a refusal: the handle is gone. */
+    expect(coo_builder_push(b, idx, 1), COO_ERR_STATE, "push after a failed finish");
 
     /* Options reach the library. */
     coo_options_default(&o);
@@ -215,23 +217,42 @@ int main(int argc, char **argv) {
     expect(coo_builder_push(b, idx, 1.0), COO_OK, "builder push after the pusher is freed");
     coo_builder_free(b);
 
+    /* A refused finish keeps the builder and every contribution. */
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
     p = coo_pusher_new(b);
-    expect(coo_builder_finish(b, in_dir("alive.hrry"), NULL), COO_ERR_STATE, "finish with a live pusher");
-    expect(coo_pusher_push(p, idx, 1.0), COO_ERR_STATE,
-           "an orphaned pusher refuses pushes (they would go nowhere)");
-    coo_pusher_free(p); /* the abandoned builder goes with it */
+    expect(coo_pusher_push(p, idx, 2.0), COO_OK, "push through the pusher");
+    expect(coo_builder_finish(b, in_dir("alive.hrry"), NULL), COO_ERR_REFUSED, "finish with a live pusher");
     f = coo_file_open(in_dir("alive.hrry"));
-    expect(status_of(f), COO_ERR_IO, "nothing written by the failed finish");
+    expect(status_of(f), COO_ERR_IO, "nothing written by the refused finish");
+    expect(coo_pusher_push(p, idx, 3.0), COO_OK, "the pusher still works after the refusal");
+    coo_pusher_free(p);
+    coo_pusher_free(p); /* a second free is a no-op */
+    expect(coo_builder_push(b, idx, 1.0), COO_OK, "the builder still works after the refusal");
+    expect(coo_builder_finish(b, in_dir("no/such/dir/K.hrry"), NULL), COO_ERR_REFUSED,
+           "finish into a missing directory");
+    expect(coo_builder_finish(b, "", NULL), COO_ERR_REFUSED, "finish to an empty path");
+    expect(coo_builder_finish(b, NULL, NULL), COO_ERR_REFUSED, "finish to a NULL path");
+    coo_summary rs;
+    expect(coo_builder_finish(b, in_dir("kept.hrry"), &rs), COO_OK, "finish after the refusals");
+    expect(rs.contributions == 3 && rs.nnz == 1 ? COO_OK : -1, COO_OK,
+           "every contribution made before the refusals is in the file");
+    /* The handle is gone now: the library tells. */
+    expect(coo_builder_push(b, idx, 1.0), COO_ERR_STATE, "push after finish");
+    expect(coo_builder_finish(b, in_dir("again.hrry"), NULL), COO_ERR_STATE, "double finish");
+    expect(status_of(coo_pusher_new(b)), COO_ERR_STATE, "a pusher of a finished builder");
+    coo_builder_free(b); /* no-op */
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    coo_builder_free(b);
+    expect(coo_builder_push(b, idx, 1.0), COO_ERR_STATE, "push after free");
+    expect(coo_builder_finish(b, in_dir("freed.hrry"), NULL), COO_ERR_STATE, "finish after free");
+    coo_builder_free(b); /* double free: no-op */
 
-    /* Bad output paths: the builder is consumed, nothing appears. */
+    /* A pusher that outlives its builder refuses pushes (they would go nowhere). */
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
-    coo_builder_push(b, idx, 1.0);
-    expect(coo_builder_finish(b, in_dir("no/such/dir/K.hrry"), NULL), COO_ERR_IO, "finish into a missing directory");
-    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
-    expect(coo_builder_finish(b, "", NULL), COO_ERR_ARGUMENT, "finish to an empty path");
-    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
-    expect(coo_builder_finish(b, NULL, NULL), COO_ERR_NULL, "finish to a NULL path");
+    p = coo_pusher_new(b);
+    coo_builder_free(b);
+    expect(coo_pusher_push(p, idx, 1.0), COO_ERR_STATE, "an orphaned pusher refuses pushes");
+    coo_pusher_free(p); /* the abandoned builder goes with it */
 
     /* Reading. */
     expect(status_of(coo_file_open(in_dir("missing.hrry"))), COO_ERR_IO, "open a missing file");
@@ -255,6 +276,9 @@ int main(int argc, char **argv) {
     uint64_t lo, hi;
     int64_t prefix3[3] = {0, 0, 0};
     expect(coo_file_prefix_range(f, 3, prefix3, &lo, &hi), COO_ERR_RANK, "prefix longer than the rank");
+    expect(coo_file_prefix_range(f, (size_t)-1, prefix3, &lo, &hi), COO_ERR_RANK,
+           "a huge prefix_len is refused before the array is read");
+    expect(coo_file_prefix_range(f, 0, prefix3, &lo, &hi), COO_ERR_ARGUMENT, "an empty prefix");
     expect(coo_file_verify(f), COO_OK, "verify a good file");
     coo_file_close(f);
 

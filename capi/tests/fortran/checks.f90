@@ -106,7 +106,12 @@ program checks
    call b%push([0, 0], 0.5_real64, stat)
    call expect(stat, COO_ERR_VALUE, '0.5 into an int32 tensor')
    call b%finish(trim(dir)//'/no/such/dir/G.hrry', stat=stat)
-   call expect(stat, COO_ERR_IO, 'finish into a missing directory')
+   call expect(stat, COO_ERR_REFUSED, 'finish into a missing directory is refused')
+   ! The builder is kept: finish elsewhere.
+   call b%push([1, 1], 2.0_real64, stat)
+   call expect(stat, COO_OK, 'push after the refused finish')
+   call b%finish(trim(dir)//'/G.hrry', stat=stat)
+   call expect(stat, COO_OK, 'finish after the refusal')
 
    print '(i0,a)', failures, ' failed'
 

@@ -224,6 +224,36 @@ pub fn parse_size(s: &str) -> Result<u64> {
     Ok(bytes as u64)
 }
 
+/// `bytes` as people read a size: `512 B`, `3.4 MiB`, `1.5 GiB` (powers
+/// of 1024, one decimal; [`parse_size`] reads it back to within that
+/// rounding). Every message and summary that tells a size uses it.
+///
+/// ```
+/// use coo_assembler::vocab::format_size;
+/// assert_eq!(format_size(512), "512 B");
+/// assert_eq!(format_size(3_565_158), "3.4 MiB");
+/// assert_eq!(format_size(256 << 20), "256 MiB");
+/// ```
+pub fn format_size(bytes: u64) -> String {
+    // The units `parse_size` reads, so every size told can be given back.
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    // Whole numbers without a decimal: "256 MiB", not "256.0 MiB".
+    if (v - v.round()).abs() < 0.05 {
+        format!("{:.0} {}", v.round(), UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +264,26 @@ mod tests {
             Apple => "apple" | "malus": "a pome",
             /// Doc comments are allowed.
             BloodOrange => "blood-orange": "a citrus",
+        }
+    }
+
+    #[test]
+    fn sizes_are_told_in_the_grammar_they_are_read_in() {
+        for (b, text) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1 KiB"),
+            (1536, "1.5 KiB"),
+            (256 << 20, "256 MiB"),
+            (3 << 30, "3 GiB"),
+            (u64::MAX, "16777216 TiB"),
+        ] {
+            assert_eq!(format_size(b), text);
+        }
+        for b in [1u64 << 20, 3_565_158, 5 << 30, 123_456_789_012] {
+            let back = parse_size(&format_size(b)).unwrap();
+            let err = (back as f64 - b as f64).abs() / b as f64;
+            assert!(err < 0.05, "{b} -> {} -> {back}", format_size(b));
         }
     }
 

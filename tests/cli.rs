@@ -217,11 +217,40 @@ fn summary_without_quiet() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.starts_with("wrote "), "{}", o.stderr);
     assert!(
-        o.stderr.contains("3 contributions -> nnz 1"),
+        o.stderr.contains("3 contributions -> 1 entry in "),
         "{}",
         o.stderr
     );
     assert_eq!(ok(&["get", s(&out), "0"]).stdout, "6.0\n");
+    // Only what happened: no spill story without spills, no rate of a run
+    // too short to time, singular for one.
+    for noise in [
+        "0 spilled",
+        "0.0 M contributions/s",
+        "1 entries",
+        "0 B",
+        "nnz",
+    ] {
+        assert!(!o.stderr.contains(noise), "{noise:?} in {}", o.stderr);
+    }
+}
+
+#[test]
+fn text_input_is_recognised_without_format() {
+    let w = Work::new();
+    let inp = w.input("k.txt", b"# a comment\n0 0 1.5\n2 1 -2\n0 0 0.5\n");
+    let out = w.out("k.hrry");
+    let o = w.assemble(s(&inp), &out, &["--shape", "3,3", "-q"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(ok(&["get", s(&out), "0,0"]).stdout, "2.0\n");
+    // A binary file is still read as records.
+    let mut b = Vec::new();
+    b.extend(bin_record_f64(2, 1, 4.0));
+    let inp = w.input("k.bin", &b);
+    let o = w.assemble(s(&inp), &out, &["--shape", "3,3", "-q"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(ok(&["get", s(&out), "2,1"]).stdout, "4.0\n");
+    w.clean(&["k.hrry"]);
 }
 
 #[test]
@@ -506,10 +535,10 @@ fn small_budget_spills_and_gives_the_same_bytes() {
     // The summary says how many runs were spilled: must be some.
     let spilled: u64 = o
         .stderr
-        .split(" runs, ")
-        .nth(1)
+        .split("; ")
+        .find(|part| part.contains(" spilled ("))
         .and_then(|r| r.split(' ').next())
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| v.replace(',', "").parse().ok())
         .unwrap_or_else(|| panic!("no spill count in {:?}", o.stderr));
     assert!(spilled > 0, "8MiB should spill: {}", o.stderr);
     let o = w.assemble(
@@ -566,7 +595,7 @@ fn info_text_and_json() {
         "coo_assembler.xxh3.A.values = ",
         "flags 0x",
         "stats mask:  0x",
-        "values 16 bytes, indices 32 bytes",
+        "values 16 B, indices 32 B",
     ] {
         assert!(!o.stdout.contains(needle), "{needle:?} in\n{}", o.stdout);
         assert!(v.stdout.contains(needle), "{needle:?} not in\n{}", v.stdout);
@@ -724,14 +753,21 @@ fn assemble_usage_errors() {
             "1KiB",
         ],
     );
+    // "... at least 3.4 MiB is needed (3538944 bytes)": the exact count.
     let min: String = o
         .stderr
-        .split("at least ")
+        .split("is needed (")
         .nth(1)
         .unwrap()
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
+    assert!(
+        o.stderr
+            .contains("memory budget of 1 KiB is too small: at least "),
+        "{}",
+        o.stderr
+    );
     let o = w.assemble(
         s(&inp),
         &out,

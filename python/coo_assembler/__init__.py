@@ -87,6 +87,17 @@ def parse_size(size: Size) -> int:
     return _native.parse_size(size)
 
 
+def _path(p: Any) -> str:
+    """A path argument as the native side takes it: str, bytes or any
+    ``os.PathLike`` (bytes decoded as the file system encodes names)."""
+    try:
+        return os.fsdecode(p)
+    except TypeError:
+        raise TypeError(
+            f"a path must be a str, bytes or os.PathLike, got {type(p).__name__}"
+        ) from None
+
+
 def _dtype_name(dtype: Any) -> str:
     """The NumPy-spelled name of a supported element type.
 
@@ -125,7 +136,7 @@ def _options(**kw: Any) -> dict:
     if kw.get("memory_budget") is not None:
         kw["memory_budget"] = parse_size(kw["memory_budget"])
     if kw.get("temp_dir") is not None:
-        kw["temp_dir"] = os.fspath(kw["temp_dir"])
+        kw["temp_dir"] = _path(kw["temp_dir"])
     for flag in ("drop_zeros", "exact_sums"):
         if flag in kw:
             kw[flag] = bool(kw[flag])
@@ -315,13 +326,13 @@ class Builder:
         values = _values(data)
         rank = len(self._shape)
         if isinstance(coords, (tuple, list)):
-            cols = [_native_order(np.asarray(c)) for c in coords]
+            cols = [_native_order(_index_array(c)) for c in coords]
             for d, c in enumerate(cols):
                 if c.ndim != 1:
                     raise InputError(f"index array {d} must be 1-D, got shape {c.shape}")
             self._native.push_columns(cols, values)
             return
-        idx = _native_order(np.asarray(coords))
+        idx = _native_order(_index_array(coords))
         n = values.shape[0]
         if idx.ndim == 1 and rank == 1:
             self._native.push_columns([idx], values)
@@ -362,13 +373,13 @@ class Builder:
     def push_file(self, path: PathLike, format: Optional[str] = None) -> int:
         """Push every contribution of the input file ``path``: ``format``
         ``"bin"``, ``"text"``, ``"mtx"`` or ``"npy"``, or None to recognise
-        it (npy and MatrixMarket by their first bytes, bin otherwise; gzip
+        it (npy, MatrixMarket and text by their first bytes, bin otherwise; gzip
         and zstd are decompressed). The file's shape, when its header gives
         one, must be the builder's. Exactly what ``coo-assembler assemble``
         pushes, with its 1-based, line-numbered errors; a duplicate found
         when merging names the lines it came from. Returns the number of
         contributions. Waits for pushes in flight."""
-        return self._native.push_file(os.fspath(path), format)
+        return self._native.push_file(_path(path), format)
 
     @classmethod
     def _from_file(
@@ -376,7 +387,7 @@ class Builder:
     ) -> "Builder":
         b = cls.__new__(cls)
         native = _native.Builder.from_file(
-            os.fspath(path),
+            _path(path),
             format,
             None if shape is None else [int(_extent(s)) for s in shape],
             None if dtype is None else _LIBRARY_NAME[_dtype_name(dtype)],
@@ -391,7 +402,7 @@ class Builder:
         """Merge everything and write the tensor to ``path`` atomically
         (temporary file, fsync, rename). Spill files are removed whatever
         the outcome; the builder cannot be used afterwards."""
-        return _summary(self._native.finish(os.fspath(path)))
+        return _summary(self._native.finish(_path(path)))
 
     def close(self) -> None:
         """Abandon the assembly: nothing is written and temporary files are
@@ -484,8 +495,8 @@ class File:
     def __init__(
         self, path: PathLike, tensor: Optional[str] = None, *, in_memory: bool = False
     ) -> None:
-        self._native = _native.File(os.fspath(path), tensor, in_memory)
-        self.path = os.fspath(path)
+        self._native = _native.File(_path(path), tensor, in_memory)
+        self.path = _path(path)
 
     @property
     def tensor(self) -> str:
@@ -691,7 +702,7 @@ class File:
         whole or not at all. Returns ``{"entries": ..., "bytes": ...}``."""
         return _native.export(
             self._native,
-            os.fspath(path),
+            _path(path),
             to,
             bool(symmetric),
             npz_layout,
@@ -704,7 +715,7 @@ class File:
         """Draw the sparsity pattern into the PNG ``path`` (``size`` pixels
         on the longer side; shade = log of the entries per pixel; shape and
         nnz in a caption). Returns the picture's geometry."""
-        return _native.spy(self._native, os.fspath(path), int(size))
+        return _native.spy(self._native, _path(path), int(size))
 
     def __enter__(self) -> "File":
         return self
@@ -731,25 +742,62 @@ def open(path: PathLike, tensor: Optional[str] = None, *, in_memory: bool = Fals
     return File(path, tensor, in_memory=in_memory)
 
 
-def _scipy_index_dtype(coords: Any, nnz: int, shape: Tuple[int, ...]) -> type:
-    """The index type scipy's ``coo_array(...).tocsr()`` would give: int64
-    when an index array's dtype does not fit int32 or the sizes do not."""
-    if _index_dtype(nnz, shape) is np.int64:
+#: The index dtype scipy's ``tocsr`` gives, by the kind of input (index
+#: dtypes, empty or not): asked of the installed scipy once per kind.
+_SCIPY_INDEX_DTYPES: dict = {}
+
+
+def _scipy_index_dtype(dtypes: List[np.dtype], n: int, shape: Tuple[int, ...]) -> type:
+    """The index type ``scipy.sparse.coo_array((data, cols), shape).tocsr()``
+    gives for index arrays of ``dtypes`` and ``n`` contributions: int64 when the
+    sizes do not fit int32; otherwise the installed scipy's own answer for
+    inputs of these dtypes (its rule changed between versions: 1.17 keeps
+    int64 for non-empty int64 input and gives int32 for empty input), found
+    by a one-entry probe and cached."""
+    if _index_dtype(n, shape) is np.int64:
         return np.int64
-    arrays = coords if isinstance(coords, (tuple, list)) else [coords]
-    for c in arrays:
-        if not np.can_cast(np.asarray(c).dtype, np.int32):
-            return np.int64
-    return np.int32
+    if len(shape) != 2 or len(dtypes) != 2:
+        return np.int32
+    key = (tuple(d.str for d in dtypes), n == 0)
+    hit = _SCIPY_INDEX_DTYPES.get(key)
+    if hit is None:
+        import scipy.sparse as sp
+
+        m = min(n, 1)
+        # Zeros of the caller's dtypes: any scipy that looks at the
+        # contents sees indices that fit int32, as they do here.
+        probe = tuple(np.zeros(m, dtype=d) for d in dtypes)
+        try:
+            got = sp.coo_array((np.zeros(m), probe), shape=shape).tocsr().indices.dtype
+        except Exception:  # a dtype scipy refuses: its error comes later
+            got = np.dtype(np.int32)
+        hit = _SCIPY_INDEX_DTYPES[key] = np.int64 if got == np.int64 else np.int32
+    return hit
+
+
+def _index_dtypes(coords: Any, rank: int) -> List[np.dtype]:
+    """The dtype of each dimension's indices in any form ``push`` takes."""
+    if isinstance(coords, (tuple, list)):
+        return [_index_array(c).dtype for c in coords]
+    return [_index_array(coords).dtype] * rank
+
+
+def _index_array(c: Any) -> np.ndarray:
+    """An index array as given; an empty one of no integer dtype (``[]``
+    is float64 to NumPy) as an empty int32 array, as scipy reads it."""
+    a = np.asarray(c)
+    if a.size == 0 and a.dtype.kind not in "iu":
+        return np.zeros(a.shape, dtype=np.int32)
+    return a
 
 
 def _columns(coords: Any, rank: int, n: int) -> Optional[List[np.ndarray]]:
     """One 1-D index array per dimension, as ``coords`` gives them without
     a copy, or None for the forms the Builder reads instead."""
     if isinstance(coords, (tuple, list)):
-        cols = [np.asarray(c) for c in coords]
+        cols = [_index_array(c) for c in coords]
     else:
-        a = np.asarray(coords)
+        a = _index_array(coords)
         if a.ndim == 2 and a.shape == (rank, n):
             cols = [a[d] for d in range(rank)]
         else:
@@ -825,7 +873,7 @@ def assemble(
     shape_t = tuple(_extent(s) for s in shape)
     cols = _columns(coords, len(shape_t), values.shape[0])
     if cols is not None:
-        index_dtype = _scipy_index_dtype(coords, values.shape[0], shape_t)
+        index_dtype = _scipy_index_dtype([c.dtype for c in cols], values.shape[0], shape_t)
         parts = _native.assemble_arrays(
             values,
             cols,
@@ -860,7 +908,10 @@ def assemble(
             b.push(values, coords)
             b.finish(path)
         f = File(path)
-        a = f.to_scipy(layout, index_dtype=_scipy_index_dtype(coords, f.nnz, f.shape))
+        index_dtype = _scipy_index_dtype(
+            _index_dtypes(coords, len(shape_t)), values.shape[0], shape_t
+        )
+        a = f.to_scipy(layout, index_dtype=index_dtype)
         # Own the values, so nothing refers to the temporary file any more.
         if not a.data.flags.owndata or not a.data.flags.writeable:
             a.data = np.array(a.data)

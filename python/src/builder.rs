@@ -313,9 +313,17 @@ pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
             }
             "temp_dir" => o.temp_dir = Some(v.extract::<PathBuf>()?),
             "threads" => {
-                o.threads = v
-                    .extract::<usize>()
-                    .map_err(|_| input_error(format!("threads must be a positive int, got {v}")))?
+                // Any int reaches the library's check (one message for 0,
+                // -1 and 10^6); a non-int is refused here.
+                let n = v.extract::<i64>().map_err(|_| {
+                    input_error(format!("threads must be an int in 1..=1024, got {v}"))
+                })?;
+                o.threads = usize::try_from(n).unwrap_or(0);
+                if n < 0 {
+                    return Err(to_py(coo_assembler::Error::InvalidOptions(format!(
+                        "threads must be in 1..=1024, got {n}"
+                    ))));
+                }
             }
             "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
             "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,

@@ -367,9 +367,24 @@ fn sniff(head: &[u8]) -> Option<InputFormat> {
         Some(InputFormat::Npy)
     } else if head.len() >= 14 && head[..14].eq_ignore_ascii_case(b"%%MatrixMarket") {
         Some(InputFormat::Mtx)
+    } else if looks_like_text(head) {
+        Some(InputFormat::Text)
     } else {
         None
     }
+}
+
+/// Whether the first bytes are a whitespace-separated text input: printable
+/// ASCII and line ends only, starting with a number or a comment. Binary
+/// records cannot look like this: their u64 indices carry NUL bytes (an
+/// index below 2^56 has a zero top byte).
+fn looks_like_text(head: &[u8]) -> bool {
+    let first = head.iter().find(|b| !b.is_ascii_whitespace());
+    let starts = first.is_some_and(|&b| b.is_ascii_digit() || b"+-.#".contains(&b));
+    starts
+        && head
+            .iter()
+            .all(|&b| b.is_ascii_graphic() || b == b' ' || b == b'\t' || b == b'\n' || b == b'\r')
 }
 
 /// What a builder keeps of a source pushed into it.

@@ -182,6 +182,29 @@ impl Backing {
 /// Open `path` and take its length and identity, refusing a file too
 /// short to hold a header and a trailer.
 fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64, FileId)> {
+    // Before the open: opening a FIFO waits for a writer, and a directory
+    // opens but cannot be mapped ("No such device").
+    let kind = ctx.metadata(path)?.file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        return Err(Error::io(
+            "open",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{what}, not a Hurray file (a regular file is needed: it is mapped)"),
+            ),
+        ));
+    }
     let file = ctx.open(path)?;
     let meta = ctx.file_metadata(&file, path)?;
     let len = meta.len();

@@ -5,7 +5,9 @@
 use crate::names::{named, size};
 use crate::{parse_list, usage};
 use clap::Args;
+use coo_assembler::group_digits;
 use coo_assembler::input::{InputFormat, Source};
+use coo_assembler::vocab::format_size;
 use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
@@ -25,8 +27,8 @@ pub(crate) struct AssembleArgs {
     /// decompressed on the fly, whatever the format.
     #[arg(long, value_name = "FILE|-")]
     input: String,
-    /// Input format [default: npy or mtx when the input starts like one,
-    /// bin otherwise].
+    /// Input format [default: npy, mtx or text when the input starts like
+    /// one (text: printable numbers and comments), bin otherwise].
     #[arg(long, value_parser = named::<InputFormat>())]
     format: Option<InputFormat>,
     /// Memory for all buffers: a size such as 8MiB, 256MiB, 1.5GiB, 64M or
@@ -86,15 +88,44 @@ pub(crate) struct AssembleArgs {
     per_rank_files: bool,
 }
 
-fn human_bytes(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
+/// The one line `assemble` ends with: what was written, from how much, and
+/// only the parts of the story that happened (no "0 spilled", no rate of a
+/// run too short to time).
+fn summary_line(s: &coo_assembler::Summary, seconds: f64) -> String {
+    let plural = |n: u64, one: &str, many: &str| {
+        format!(
+            "{} {}",
+            group_digits(u128::from(n)),
+            if n == 1 { one } else { many }
+        )
+    };
+    let mut out = format!(
+        "wrote {}: {} -> {} in {:.2} s",
+        s.path.display(),
+        plural(s.contributions, "contribution", "contributions"),
+        plural(s.nnz, "entry", "entries"),
+        seconds
+    );
+    if seconds >= 0.01 && s.contributions > 0 {
+        out += &format!(
+            " ({:.1} M contributions/s)",
+            s.contributions as f64 / seconds / 1e6
+        );
     }
-    format!("{v:.1} {}", units[u])
+    if s.runs_spilled > 0 {
+        out += &format!(
+            "; {} spilled ({}), {}",
+            plural(s.runs_spilled, "run", "runs"),
+            format_size(s.bytes_spilled),
+            plural(u64::from(s.merge_passes), "merge pass", "merge passes")
+        );
+    }
+    out += &format!(
+        "; peak buffers {} of a {} budget",
+        format_size(s.peak_buffer_bytes),
+        format_size(s.memory_budget)
+    );
+    out
 }
 
 /// On SIGINT or SIGTERM, remove what this run made (its temporary output
@@ -234,20 +265,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let total = s.time_ingest + s.time_merge + s.time_write;
-        eprintln!(
-            "wrote {}: {} contributions -> nnz {} ({} runs, {} spilled, {} merge passes, {} spilled) in {:.2} s ({:.1} M contributions/s); peak buffers {} of a {} budget",
-            s.path.display(),
-            s.contributions,
-            s.nnz,
-            s.runs,
-            s.runs_spilled,
-            s.merge_passes,
-            human_bytes(s.bytes_spilled),
-            total.as_secs_f64(),
-            s.contributions as f64 / total.as_secs_f64().max(1e-9) / 1e6,
-            human_bytes(s.peak_buffer_bytes),
-            human_bytes(s.memory_budget),
-        );
+        eprintln!("{}", summary_line(&s, total.as_secs_f64()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -255,10 +273,11 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
 /// `assemble --mpi`: one rank of a distributed assembly (issue 13).
 #[cfg(feature = "mpi")]
 mod mpi_run {
-    use super::{assemble_options, human_bytes, open_source, AssembleArgs};
+    use super::{assemble_options, open_source, AssembleArgs};
     use crate::{parse_list, usage};
     use coo_assembler::input::{Compression, InputFormat};
     use coo_assembler::mpi::{DistBuilder, DistOptions};
+    use coo_assembler::vocab::format_size;
     use coo_assembler::{AssembleOptions, DType};
     use mpi::traits::*;
     use std::path::Path;
@@ -370,7 +389,7 @@ mod mpi_run {
                         m[1],
                         m[2],
                         m[3],
-                        human_bytes(m[4])
+                        format_size(m[4])
                     );
                 }
                 eprintln!(
@@ -384,7 +403,7 @@ mod mpi_run {
                     s.ranks,
                     share.map_or(0, |x| x.total_records),
                     s.total_nnz,
-                    human_bytes(s.file_bytes)
+                    format_size(s.file_bytes)
                 );
             }
         }

@@ -2,6 +2,7 @@
 //! text or JSON (through serde_json).
 
 use crate::open_any;
+use coo_assembler::vocab::format_size;
 use coo_assembler::{
     format_float, group_digits, DType, HurrayFile, KvValue, Opened, OutputLayout, Statistics,
     Tensor,
@@ -144,22 +145,12 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
     })
 }
 
+/// A size for people, with the exact count beside it.
 fn human_bytes(b: u64) -> String {
     if b < 1024 {
-        return format!("{b} bytes");
+        return format_size(b);
     }
-    let units = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!(
-        "{v:.1} {} ({} bytes)",
-        units[u],
-        group_digits(u128::from(b))
-    )
+    format!("{} ({} bytes)", format_size(b), group_digits(u128::from(b)))
 }
 
 fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {

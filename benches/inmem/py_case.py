@@ -4,8 +4,16 @@ call the tool `--calls` times; per call the wall time and the peak RSS
 above what the process held before the call (the loaded inputs, and
 nothing else alive), and the bytes of the result. Prints one JSON line.
 
-  python py_case.py --tool ours|ca|scipy --data /work/bench23/fe [--calls 3]
-      [--index int32|int64|uint64] [--threads N] [--budget 256MiB]
+  python py_case.py --tool ours|direct|scipy --data DATA/fe [--calls 3]
+      [--index int32|int64|uint64] [--threads N] [--budget SIZE]
+
+Tools: `ours` is the public call, `coo_assembler.assemble(v, (r, c), shape)`,
+with the library's defaults (exact sums, CSR, 256 MiB, every core) unless
+--threads / --budget / --layout are given; the JSON line says which path
+served each call (`direct`: the in-memory kernel, `builder`: the fallback
+through a temporary file). `direct` is the kernel's bench-only entry point
+(`_native.assemble_direct`) the earlier rounds measured; `scipy` is
+`coo_array((v, (r, c)), shape).tocsr()`.
 
 `--data P` reads P_r32.npy, P_c32.npy, P_v.npy and P.shape (written by
 run.sh). The peak is VmHWM after resetting it (`/proc/self/clear_refs`
@@ -45,9 +53,9 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--index", default="int32")
-    ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--budget", default="256MiB")
-    ap.add_argument("--layout", default="csr")
+    ap.add_argument("--threads", type=int, default=0, help="0: the tool's default")
+    ap.add_argument("--budget", default=None, help="default: the library's (256 MiB)")
+    ap.add_argument("--layout", default=None, help="default: csr")
     ap.add_argument("--wait", type=float, default=0,
                     help="sleep this long after loading (to attach perf -p)")
     a = ap.parse_args()
@@ -59,18 +67,41 @@ def main():
         c = c.astype(a.index)
     with open(a.data + ".shape") as f:
         shape = tuple(int(x) for x in f.read().strip().split(","))
-    threads = a.threads or os.cpu_count()
+    paths = []
     if a.tool == "ours":
+        import coo_assembler as ca
         from coo_assembler import _native
 
-        def call():
-            return _native.assemble_direct(v, r, c, shape, layout=a.layout,
-                                           memory_budget=a.budget, threads=threads)
-    elif a.tool == "ca":
-        import coo_assembler as ca
+        # Which path served the call: assemble() asks the kernel first and
+        # falls back to the Builder when it answers None. The wrapper costs
+        # one Python call.
+        kernel = _native.assemble_arrays
+
+        def traced(*args, **kw):
+            res = kernel(*args, **kw)
+            paths.append("builder" if res is None else "direct")
+            return res
+
+        _native.assemble_arrays = traced
+        kw = {}
+        if a.threads:
+            kw["threads"] = a.threads
+        if a.budget:
+            kw["memory_budget"] = a.budget
+        if a.layout:
+            kw["layout"] = a.layout
 
         def call():
-            return ca.assemble(v, (r, c), shape, memory_budget=a.budget, threads=threads)
+            return ca.assemble(v, (r, c), shape, **kw)
+    elif a.tool == "direct":
+        from coo_assembler import _native
+
+        threads = a.threads or os.cpu_count()
+
+        def call():
+            return _native.assemble_direct(v, r, c, shape, layout=a.layout or "csr",
+                                           memory_budget=a.budget or "256MiB",
+                                           threads=threads)
     elif a.tool == "scipy":
         import scipy.sparse as sp
 
@@ -83,7 +114,7 @@ def main():
         import sys
         print(f"loaded, pid {os.getpid()}", file=sys.stderr, flush=True)
         time.sleep(a.wait)
-    out = {"tool": a.tool, "n": len(v), "index": a.index, "threads": threads,
+    out = {"tool": a.tool, "n": len(v), "index": a.index, "threads": a.threads or None,
            "load_start": os.getloadavg()[0], "calls": []}
     for _ in range(a.calls):
         gc.collect()
@@ -96,6 +127,8 @@ def main():
         out["calls"].append({"s": round(t, 4), "peak_mib": round(peak / 2**20, 1),
                              "result_mib": round(nbytes(res) / 2**20, 1)})
         del res
+    if paths:
+        out["paths"] = paths
     out["load_end"] = os.getloadavg()[0]
     print(json.dumps(out))
 

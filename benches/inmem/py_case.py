@@ -4,16 +4,18 @@ call the tool `--calls` times; per call the wall time and the peak RSS
 above what the process held before the call (the loaded inputs, and
 nothing else alive), and the bytes of the result. Prints one JSON line.
 
-  python py_case.py --tool ours|direct|scipy --data DATA/fe [--calls 3]
+  python py_case.py --tool ours|native|scipy --data DATA/fe [--calls 3]
       [--index int32|int64|uint64] [--threads N] [--budget SIZE]
 
 Tools: `ours` is the public call, `coo_assembler.assemble(v, (r, c), shape)`,
 with the library's defaults (exact sums, CSR, 256 MiB, every core) unless
 --threads / --budget / --layout are given; the JSON line says which path
 served each call (`direct`: the in-memory kernel, `builder`: the fallback
-through a temporary file). `direct` is the kernel's bench-only entry point
-(`_native.assemble_direct`) the earlier rounds measured; `scipy` is
-`coo_array((v, (r, c)), shape).tocsr()`.
+through a temporary file). `native` is the extension's own call
+(`_native.assemble_arrays` with the arguments `assemble` passes it, taken
+from one untimed call; no scipy array made); `scipy` is
+`coo_array((v, (r, c)), shape).tocsr()`. (The earlier rounds measured a
+bench-only entry point, `_native.assemble_direct`, that main no longer has.)
 
 `--data P` reads P_r32.npy, P_c32.npy, P_v.npy and P.shape (written by
 run.sh). The peak is VmHWM after resetting it (`/proc/self/clear_refs`
@@ -93,15 +95,31 @@ def main():
 
         def call():
             return ca.assemble(v, (r, c), shape, **kw)
-    elif a.tool == "direct":
+    elif a.tool == "native":
+        import coo_assembler as ca
         from coo_assembler import _native
 
-        threads = a.threads or os.cpu_count()
+        kernel = _native.assemble_arrays
+        seen = []
+
+        def capture(*args, **kw):
+            seen.append((args, kw))
+            return None  # let assemble() fall back; the result is not used
+
+        # One untimed call on the first 1000 contributions gives the
+        # argument form; the timed call takes the whole arrays.
+        _native.assemble_arrays = capture
+        try:
+            ca.assemble(v[:1000], (r[:1000], c[:1000]), shape)
+        finally:
+            _native.assemble_arrays = kernel
+        args, kw = seen[0]
+        args = (v, [r, c]) + tuple(args[2:])
+        if a.threads or a.budget or a.layout:
+            raise SystemExit("native: the library's defaults only")
 
         def call():
-            return _native.assemble_direct(v, r, c, shape, layout=a.layout or "csr",
-                                           memory_budget=a.budget or "256MiB",
-                                           threads=threads)
+            return kernel(*args, **kw)
     elif a.tool == "scipy":
         import scipy.sparse as sp
 

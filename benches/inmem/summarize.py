@@ -73,11 +73,11 @@ def main():
                     print(f"| {inp} | {rnd} | {n} | {c[0]['s'] / o[0]['s']:.2f} | {c[-1]['s'] / o[-1]['s']:.2f} |")
     if small:
         print()
-        print("| n | side | ours (median) | scipy (median) | scipy / ours | Eigen (median) | Eigen / ours | kernel | load |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| n | side | ours (median) | of which the extension call | scipy (median) | scipy / ours | Eigen (median) | Eigen / ours | kernel | load |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for s in small:
             for c in s["cases"]:
-                print(f"| {c['n']} | {c['side']} | {c['ours_ms']} ms | {c['scipy_ms']} ms | {c['scipy_over_ours']} "
+                print(f"| {c['n']} | {c['side']} | {c['ours_ms']} ms | {c.get('native_ms', '-')} ms | {c['scipy_ms']} ms | {c['scipy_over_ours']} "
                       f"| {c.get('eigen_ms', '-')} ms | {c.get('eigen_over_ours', '-')} | {c.get('kernel', '-')} "
                       f"| {s['load_start']:.1f} |")
 

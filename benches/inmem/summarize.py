@@ -4,7 +4,7 @@ median first-call and third-call times and the largest peak above the
 inputs, each run's ratios against the peers of the same round, and the
 small-call table.
 
-  python summarize.py results.jsonl
+  python summarize.py results.jsonl [--raw]   # --raw: every process's calls too
 """
 import json
 import statistics
@@ -20,6 +20,17 @@ def name(r):
 
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    if "--raw" in sys.argv[2:]:
+        print("| input | round | tool | load | call 1 s | call 2 s | call 3 s | peaks above inputs MiB | result MiB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if "calls" in r and "round" in r:
+                cs = r["calls"]
+                ts = " | ".join(f"{c['s']:.3f}" for c in cs)
+                pk = " / ".join(f"{c['peak_mib']:.0f}" for c in cs)
+                print(f"| {r['input']} | {r['round']} | {name(r)} | {r.get('load_start', 0):.1f} | {ts} | {pk} "
+                      f"| {cs[0]['result_mib']:.0f} |")
+        print()
     big = defaultdict(list)
     small = []
     for r in rows:

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sys/resource.h>
 
 #include "npy.hpp"
 
@@ -27,6 +28,13 @@ static size_t one_call(const std::vector<int32_t> &r, const std::vector<int32_t>
     Eigen::SparseMatrix<double, Eigen::RowMajor, int> a(shape[0], shape[1]);
     a.setFromTriplets(t.begin(), t.end());
     return a.nonZeros();
+}
+
+// User + system CPU seconds of this process so far.
+static double cpu_seconds() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 static int median_mode(const std::vector<int32_t> &r, const std::vector<int32_t> &c,
@@ -71,6 +79,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < calls; k++) {
         long long before = status_bytes("VmRSS");
         reset_peak();
+        double c0 = cpu_seconds();
         auto t0 = std::chrono::steady_clock::now();
         size_t nnz, bytes;
         {
@@ -83,11 +92,12 @@ int main(int argc, char **argv) {
             std::vector<Eigen::Triplet<double, int>>().swap(t);
             auto t1 = std::chrono::steady_clock::now();
             double s = std::chrono::duration<double>(t1 - t0).count();
+            double cpu = cpu_seconds() - c0;
             nnz = a.nonZeros();
             bytes = nnz * 12 + (shape[0] + 1) * 4;
             long long peak = status_bytes("VmHWM") - before;
-            std::printf("%s{\"s\": %.4f, \"peak_mib\": %.1f, \"result_mib\": %.1f, \"nnz\": %zu}", k ? ", " : "", s,
-                        peak / 1048576.0, bytes / 1048576.0, nnz);
+            std::printf("%s{\"s\": %.4f, \"cpu_s\": %.4f, \"peak_mib\": %.1f, \"result_mib\": %.1f, \"nnz\": %zu}",
+                        k ? ", " : "", s, cpu, peak / 1048576.0, bytes / 1048576.0, nnz);
         }
     }
     std::printf("]}\n");

@@ -21,12 +21,12 @@ def name(r):
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
     if "--raw" in sys.argv[2:]:
-        print("| input | round | tool | load | call 1 s | call 2 s | call 3 s | peaks above inputs MiB | result MiB |")
+        print("| input | round | tool | load | call 1 s (CPU s) | call 2 s | call 3 s | peaks above inputs MiB | result MiB |")
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if "calls" in r and "round" in r:
                 cs = r["calls"]
-                ts = " | ".join(f"{c['s']:.3f}" for c in cs)
+                ts = " | ".join(f"{c['s']:.3f}" + (f" ({c['cpu_s']:.2f})" if "cpu_s" in c else "") for c in cs)
                 pk = " / ".join(f"{c['peak_mib']:.0f}" for c in cs)
                 print(f"| {r['input']} | {r['round']} | {name(r)} | {r.get('load_start', 0):.1f} | {ts} | {pk} "
                       f"| {cs[0]['result_mib']:.0f} |")

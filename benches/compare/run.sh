@@ -13,7 +13,9 @@
 # of fe.bin; default 1e7, so it needs N >= MTX_N), KEEP=dir (write and keep
 # the inputs there, reusing ones already there; default: a temporary
 # directory deleted at the end). Other arguments go to compare.py
-# (--budgets, --threads, --reps, --duckdb-limit, --no-duckdb).
+# (--budgets, --threads, --reps, --duckdb-limit, --no-duckdb, --scipy-views).
+# scipy gets its best pipeline: the records loaded, then contiguous int32
+# index columns and contiguous values (the conversion is in its time).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N=${N:-1e7}
@@ -28,7 +30,7 @@ cargo build --release --quiet --bin coo-assembler
 if [ -n "${KEEP:-}" ]; then DIR=$KEEP; mkdir -p "$DIR"; else DIR=$(mktemp -d "${TMPDIR:-/tmp}/coo-compare-XXXXXX"); trap 'rm -rf "$DIR"' EXIT; fi
 # fe.bin is needed by fe and by mtx (its first MTX_N records).
 want=$(python3 -c "print(int(float('$N')) * 24)")
-if [ ! -f "$DIR/fe.bin" ] || [ "$(stat -c %s "$DIR/fe.bin")" != "$want" ]; then
+if [ ! -f "$DIR/fe.bin" ] || [ "$(stat -L -c %s "$DIR/fe.bin")" != "$want" ]; then
     E2E_N=$N E2E_KEEP=$DIR E2E_GEN_ONLY=1 cargo bench --quiet --bench e2e
     rm -f "$DIR/fe.mtx" "$DIR/fe.mtx.count"
 fi

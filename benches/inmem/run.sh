@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Issue 23's harness: in-memory assembly from arrays already in memory,
-# ours (`_native.assemble_direct`) against scipy's `coo_array(...).tocsr()`
-# on contiguous int32 arrays and Eigen's `setFromTriplets` (triplet vector
-# included), interleaved, each in a fresh process after loading the arrays;
-# first-call and third-call times and peak RSS above the loaded inputs.
-# Then the small calls (warm, medians) and this machine's floors.
+# ours (the public `coo_assembler.assemble(v, (r, c), shape)`, defaults)
+# against scipy's `coo_array(...).tocsr()` on contiguous int32 arrays and
+# Eigen's `setFromTriplets` (triplet vector included), interleaved, each in
+# a fresh process after loading the arrays; first-call and third-call times
+# and peak RSS above the loaded inputs. On `fe` also ours on int64 and
+# uint64 index arrays (the same values, converted before the clock starts).
+# Then the small calls (warm, medians; ours, scipy, Eigen) and this
+# machine's floors.
 #
 #   benches/inmem/run.sh                       # fe, rand, el; 3 rounds
 #   ROUNDS=5 INPUTS=fe benches/inmem/run.sh
-#   INMEM_DATA=/work/bench23 benches/inmem/run.sh   # where arrays, venv and binaries live
+#   INMEM_DATA=DIR benches/inmem/run.sh        # where arrays, venv and binaries live
+#   SKIP_BUILD=1 ...                           # use the package already in DIR/venv
+#   INDEXES="int64 uint64"                     # the extra index types on fe ("" for none)
 #
 # Inputs (made once, kept in $INMEM_DATA, outside the repository):
 #   fe    5e7 3D Q1 Poisson contributions in element order (benches/e2e.rs)
@@ -22,6 +27,7 @@ HERE=$ROOT/benches/inmem
 DATA=${INMEM_DATA:-$ROOT/target/inmem}
 ROUNDS=${ROUNDS:-3}
 INPUTS=${INPUTS:-fe rand el}
+INDEXES=${INDEXES-int64 uint64}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 mkdir -p "$DATA/bin"
 OUT=$DATA/results-$(date +%Y%m%d-%H%M%S).jsonl
@@ -67,17 +73,21 @@ tag() { # input, round: add both to the JSON line a case prints
 for r in $(seq 1 "$ROUNDS"); do
     for inp in $INPUTS; do
         # Alternate the order from round to round.
-        if [ $((r % 2)) = 1 ]; then order="ours scipy eigen"; else order="eigen scipy ours"; fi
+        extra=""
+        if [ "$inp" = fe ]; then
+            for ix in $INDEXES; do extra="$extra ours:$ix"; done
+        fi
+        if [ $((r % 2)) = 1 ]; then order="ours scipy eigen$extra"; else order="$extra eigen scipy ours"; fi
         for tool in $order; do
-            if [ "$tool" = eigen ]; then
-                "$DATA/bin/eigen_case" "$DATA/$inp" 3 | tag "$inp" "$r"
-            else
-                "$PY" "$HERE/py_case.py" --tool "$tool" --data "$DATA/$inp" | tag "$inp" "$r"
-            fi
+            case $tool in
+            eigen) "$DATA/bin/eigen_case" "$DATA/$inp" 3 ;;
+            *:*) "$PY" "$HERE/py_case.py" --tool "${tool%%:*}" --index "${tool#*:}" --data "$DATA/$inp" ;;
+            *) "$PY" "$HERE/py_case.py" --tool "$tool" --data "$DATA/$inp" ;;
+            esac | tag "$inp" "$r"
         done | tee -a "$OUT"
     done
 done
-(cd "$DATA" && "$PY" "$HERE/small.py") | tee -a "$OUT"
+(cd "$DATA" && "$PY" "$HERE/small.py" --eigen "$DATA/bin/eigen_case") | tee -a "$OUT"
 if [ -f "$DATA/fe_v.npy" ]; then
     "$DATA/bin/floors" "$DATA/fe" 3 | sed 's/^/# /' | tee -a "$OUT"
 fi

@@ -2,13 +2,19 @@
 
 A 3D Poisson problem (Laplacian) on a cube meshed with trilinear hexahedra
 (ElementHex1), or linear elasticity with ``--elasticity``. scikit-fem
-computes the element matrices (``form.elemental(basis)``); we push them
-with ``Builder.push_elements`` and read the result back as a scipy CSR
-array. The matrix is compared entry by entry with ``skfem.asm(form, basis)``
-and the time and peak memory of both are printed.
+computes the element matrices (``form.elemental(basis)``); our step turns
+them into a scipy CSR array, either in one call,
+``coo_assembler.assemble(coo.data, coo.indices, coo.shape)`` on the flat
+arrays scikit-fem holds (the default, ``--step assemble``: the in-memory
+path when the work fits the budget), or by pushing the element matrices
+with ``Builder.push_elements`` into a file read back with ``to_scipy``
+(``--step builder``, the out-of-core path). The matrix is compared entry by
+entry with ``skfem.asm(form, basis)`` and the time and peak memory of both
+are printed.
 
     python skfem_poisson.py --contributions 5e7            # the benchmark
     python skfem_poisson.py --elasticity --contributions 5e7
+    python skfem_poisson.py --step builder --contributions 5e7
     python skfem_poisson.py --n 6                          # a quick check
 
 What is timed:
@@ -16,15 +22,17 @@ What is timed:
   shared by both paths (``asm`` runs it inside).
 - "assembly step": what turns those element matrices into the sparse
   matrix: scikit-fem's ``COOData.tocsr()`` (coo_matrix, eliminate_zeros,
-  tocsr) against our ``push_elements`` + ``finish`` + ``to_scipy("csr")``.
+  tocsr) against our ``assemble`` call (``--step assemble``) or
+  ``push_elements`` + ``finish`` + ``to_scipy("csr")`` (``--step builder``).
 - "asm total": ``skfem.asm(form, basis)`` as a user calls it, against
   element matrices + our assembly step.
 
 Peak memory: the growth of the process's peak RSS during a step above its
 RSS when the step starts (the caller's arrays, element matrices included,
 are already there), measured by resetting the kernel's high-water mark
-(``/proc/self/clear_refs``). Our step is reported both up to ``finish``
-(the assembler under its budget) and with the scipy result loaded.
+(``/proc/self/clear_refs``). With ``--step builder`` our step is reported
+both up to ``finish`` (the assembler under its budget) and with the scipy
+result loaded; with ``--step assemble`` the peak includes the result.
 
 Note on zeros: scikit-fem drops zero contributions before summing
 (``eliminate_zeros`` on the COO data), so a coordinate whose contributions
@@ -116,6 +124,18 @@ def ours(coo, basis, budget: str, threads, tmp: str, exact: bool = True,
     return K, summary, build, load
 
 
+def ours_in_memory(coo, budget: str, threads, exact: bool = True):
+    """Assembly step in one call on scikit-fem's flat arrays: (csr, peak).
+
+    ``coo.indices`` is scikit-fem's (2, nnz) int32 array and ``coo.data``
+    its float64 values, both contiguous: ``assemble`` reads them in place.
+    """
+    with Peak() as step:
+        K = ca.assemble(coo.data, coo.indices, coo.shape, memory_budget=budget,
+                        threads=threads, exact_sums=exact)
+    return K, step
+
+
 def compare(K: sp.csr_array, S) -> str:
     """Entry-by-entry check of ours (K) against scikit-fem's (S)."""
     S = sp.csr_array(S)
@@ -143,6 +163,14 @@ def compare(K: sp.csr_array, S) -> str:
             f"kept that skfem drops")
 
 
+def report(p_asm: Peak, p_el: Peak, p_sk: Peak, ours_step: float) -> None:
+    total = p_el.seconds + ours_step
+    print(f"asm total: skfem {p_asm.seconds:.2f} s, element matrices + coo_assembler "
+          f"{total:.2f} s ({p_asm.seconds / total:.2f}x)")
+    print(f"assembly step: skfem {p_sk.seconds:.2f} s, coo_assembler {ours_step:.2f} s "
+          f"({p_sk.seconds / ours_step:.2f}x)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     size = ap.add_mutually_exclusive_group()
@@ -156,6 +184,9 @@ def main(argv=None) -> int:
                     help="layout of the file we write (default csr: what scipy gets, "
                          "so to_scipy only converts the u64 column indices; coo writes "
                          "and reads back the row indices too)")
+    ap.add_argument("--step", default="assemble", choices=["assemble", "builder"],
+                    help="our assembly step: one ca.assemble call on the flat arrays "
+                         "(default) or Builder.push_elements + finish + to_scipy")
     ap.add_argument("--fast-sums", action="store_true",
                     help="exact_sums=False: plain f64 sums in arrival order")
     ap.add_argument("--intorder", type=int, default=3,
@@ -186,24 +217,31 @@ def main(argv=None) -> int:
     print(f"  skfem assembly step:  {p_sk.seconds:7.2f} s   peak +{p_sk.mib:7.0f} MiB")
     del S2
 
-    with tempfile.TemporaryDirectory(prefix="skfem-bench-") as tmp:
-        K, summary, build, load = ours(coo, basis, args.budget, args.threads, tmp,
-                                       exact=not args.fast_sums, layout=args.layout)
-        ours_step = build.seconds + load.seconds
-        print(f"coo_assembler step:     {ours_step:7.2f} s")
-        print(f"  push_elements+finish: {build.seconds:7.2f} s   peak +{build.mib:7.0f} MiB"
-              f"   (budget {ca.parse_size(args.budget) / 2**20:.0f} MiB; "
-              f"buffers peaked at {summary.peak_buffer_bytes / 2**20:.0f} MiB; "
-              f"{summary.runs_spilled} runs spilled, {summary.merge_passes} merge passes)")
-        print(f"  to_scipy('csr'):      {load.seconds:7.2f} s   peak +{load.mib:7.0f} MiB"
-              f"   (the result: {(K.data.nbytes + K.indices.nbytes + K.indptr.nbytes) / 2**20:.0f} MiB)")
-        total = p_el.seconds + ours_step
-        print(f"asm total: skfem {p_asm.seconds:.2f} s, element matrices + coo_assembler "
-              f"{total:.2f} s ({p_asm.seconds / total:.2f}x)")
-        print(f"assembly step: skfem {p_sk.seconds:.2f} s, coo_assembler {ours_step:.2f} s "
-              f"({p_sk.seconds / ours_step:.2f}x)")
+    if args.step == "assemble":
+        K, step = ours_in_memory(coo, args.budget, args.threads, exact=not args.fast_sums)
+        ours_step = step.seconds
+        result = (K.data.nbytes + K.indices.nbytes + K.indptr.nbytes) / 2**20
+        print(f"coo_assembler step:     {ours_step:7.2f} s   peak +{step.mib:7.0f} MiB"
+              f"   (ca.assemble; the result: {result:.0f} MiB, working "
+              f"{step.mib - result:.0f} MiB; budget {ca.parse_size(args.budget) / 2**20:.0f} MiB)")
+        report(p_asm, p_el, p_sk, ours_step)
         print(compare(K, S))
         del K
+    else:
+        with tempfile.TemporaryDirectory(prefix="skfem-bench-") as tmp:
+            K, summary, build, load = ours(coo, basis, args.budget, args.threads, tmp,
+                                           exact=not args.fast_sums, layout=args.layout)
+            ours_step = build.seconds + load.seconds
+            print(f"coo_assembler step:     {ours_step:7.2f} s")
+            print(f"  push_elements+finish: {build.seconds:7.2f} s   peak +{build.mib:7.0f} MiB"
+                  f"   (budget {ca.parse_size(args.budget) / 2**20:.0f} MiB; "
+                  f"buffers peaked at {summary.peak_buffer_bytes / 2**20:.0f} MiB; "
+                  f"{summary.runs_spilled} runs spilled, {summary.merge_passes} merge passes)")
+            print(f"  to_scipy('csr'):      {load.seconds:7.2f} s   peak +{load.mib:7.0f} MiB"
+                  f"   (the result: {(K.data.nbytes + K.indices.nbytes + K.indptr.nbytes) / 2**20:.0f} MiB)")
+            report(p_asm, p_el, p_sk, ours_step)
+            print(compare(K, S))
+            del K
     if not p_asm.resettable:
         print("note: /proc/self/clear_refs not writable; peaks are whole-process", file=sys.stderr)
     return 0

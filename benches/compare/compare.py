@@ -148,13 +148,13 @@ def run_child(argv):
 
 
 def ours_summary(stderr):
-    """'31 runs, 22 spilled, 1 merge passes, 101.2 MiB spilled' from the CLI's closing line."""
-    try:
-        s = stderr.split(" -> nnz ")[1]
-        inner = s[s.index("(") + 1:s.index(")")]
-        return inner.strip()
-    except (IndexError, ValueError):
-        return ""
+    """'22 runs spilled (101.2 MiB), 1 merge pass' from the CLI's closing
+    line ('' when nothing was spilled: the line then says nothing of it)."""
+    for line in stderr.splitlines():
+        if line.startswith("wrote "):
+            parts = [p for p in line.split("; ") if " spilled (" in p]
+            return parts[0].strip() if parts else "no spill"
+    return ""
 
 
 def main():

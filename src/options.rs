@@ -156,7 +156,7 @@ impl Default for AssembleOptions {
         AssembleOptions {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             temp_dir: None,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            threads: default_threads(),
             duplicates: DuplicatePolicy::Sum,
             exact_sums: true,
             drop_zeros: false,
@@ -168,6 +168,13 @@ impl Default for AssembleOptions {
             io: IoCtx::new(),
         }
     }
+}
+
+/// The cores this process may use, asked once: std reads the cgroup quota
+/// files on every call (tens of microseconds, more than a small assembly).
+fn default_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 impl AssembleOptions {

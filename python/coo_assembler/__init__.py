@@ -98,7 +98,26 @@ def _path(p: Any) -> str:
         ) from None
 
 
+#: `_dtype_name`'s answers by argument (NumPy's name lookup costs about a
+#: microsecond and small assemblies call it every time).
+_DTYPE_NAMES: dict = {}
+
+
 def _dtype_name(dtype: Any) -> str:
+    """The NumPy-spelled name of a supported element type (cached)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = _dtype_name_uncached(dtype)
+    try:
+        _DTYPE_NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _dtype_name_uncached(dtype: Any) -> str:
     """The NumPy-spelled name of a supported element type.
 
     NumPy's spellings keep NumPy's meaning (``np.float64``, ``"float64"``,
@@ -758,7 +777,7 @@ def _scipy_index_dtype(dtypes: List[np.dtype], n: int, shape: Tuple[int, ...]) -
         return np.int64
     if len(shape) != 2 or len(dtypes) != 2:
         return np.int32
-    key = (tuple(d.str for d in dtypes), n == 0)
+    key = (tuple(dtypes), n == 0)
     hit = _SCIPY_INDEX_DTYPES.get(key)
     if hit is None:
         import scipy.sparse as sp
@@ -827,8 +846,9 @@ def _scipy_of(parts: Tuple[np.ndarray, np.ndarray, np.ndarray], layout: str, sha
 
 
 def _default_dtype(values: np.ndarray) -> str:
-    name = values.dtype.name
+    name = _DTYPE_NAMES.get(values.dtype) or values.dtype.name
     if name in DTYPES:
+        _DTYPE_NAMES[values.dtype] = name
         return name
     raise InputError(f"values of dtype {values.dtype} cannot be assembled; pass dtype=")
 
@@ -879,7 +899,7 @@ def assemble(
             cols,
             list(shape_t),
             _LIBRARY_NAME[_dtype_name(dtype)],
-            np.dtype(index_dtype).name,
+            "int64" if index_dtype is np.int64 else "int32",
             _options(
                 memory_budget=memory_budget,
                 threads=threads,

@@ -64,7 +64,21 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 println!(
-                    "assemble_fem [--n ELEMENTS_PER_EDGE (56)] [--budget SIZE (64MiB)] [--threads N] [--elasticity] [--fast-sums] [--output FILE]"
+                    "assemble_fem: assemble the stiffness matrix of a 3D Q1 finite-element mesh (a cube of
+n^3 hexahedra) under a memory budget, then check it against an in-memory reference.
+
+usage: cargo run --release --example assemble_fem -- [OPTIONS]
+
+  --n N            elements per edge of the cube (default 56: 1.4e7 contributions)
+  --budget SIZE    memory budget for the assembler's buffers (default 64MiB;
+                   sizes such as 64MiB, 1.5GiB, 1e9)
+  --threads N      threads (default: every core)
+  --elasticity     3 dofs per node (linear elasticity) instead of Poisson
+  --fast-sums      add duplicates in arrival order (faster, not bit-reproducible)
+  --layout L       coo (default), csr or csc
+  --output FILE    keep the matrix in FILE (default: a temporary file, removed);
+                   then try: coo-assembler info FILE; coo-assembler spy FILE --out K.png
+  -h, --help       this text"
                 );
                 std::process::exit(0);
             }

@@ -176,7 +176,7 @@ pub enum Error {
     },
 
     /// The memory budget is below what the assembler needs to make progress.
-    #[error("memory budget of {} is too small: at least {} is needed ({minimum} bytes)", crate::vocab::format_size(*budget), crate::vocab::format_size(*minimum))]
+    #[error("memory budget of {} is too small: at least {} is needed ({minimum} bytes)", crate::size::format_size(*budget), crate::size::format_size(*minimum))]
     BudgetTooSmall {
         /// The budget given.
         budget: u64,

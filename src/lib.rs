@@ -118,6 +118,7 @@ pub mod raw {
 }
 pub mod input;
 mod options;
+mod size;
 pub mod vocab;
 internal_mod!(read);
 internal_mod!(stats);

@@ -445,8 +445,8 @@ coo_builder *coo_builder_new(uint32_t rank,
 
 /**
  * Push every contribution of the input file `path`, read as `format`
- * (`"bin"`, `"text"`, `"mtx"`, `"npy"`; NULL: recognised from the first
- * bytes, bin otherwise; gzip and zstd are decompressed): exactly what
+ * (`"bin"`, `"text"`, `"mtx"`, `"npy"`; NULL: npy, mtx or text recognised
+ * from the first bytes, bin otherwise; gzip and zstd are decompressed): exactly what
  * `coo-assembler assemble` pushes, with its 1-based, line-numbered errors
  * (`COO_ERR_INPUT`), and a duplicate found when merging names the lines it
  * came from. The file's shape, when its header states one, must be the

@@ -353,6 +353,14 @@ fn mtx_real_general() {
         &["--format", "mtx", "-q", "--shape", "4,4"],
     );
     fails(&o, 2, &["--shape", "MatrixMarket header"]);
+    // The file's own (1-based) numbers with --one-based; 0-based otherwise.
+    assert_eq!(
+        ok(&["get", s(&out), "--one-based", "2,3"]).stdout,
+        "100.0\n"
+    );
+    assert_eq!(ok(&["get", s(&out), "1,2"]).stdout, "100.0\n");
+    let o = run(&["get", s(&out), "--one-based", "0,3"]);
+    fails(&o, 2, &["--one-based counts from 1"]);
     w.clean(&["a.hrry", "b.hrry"]);
 }
 

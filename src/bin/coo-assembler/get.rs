@@ -6,8 +6,17 @@ use coo_assembler::{Error, Opened};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) fn run(path: &Path, index: &str, p: &Pick) -> anyhow::Result<ExitCode> {
-    let idx = parse_list(index, "index")?;
+pub(crate) fn run(path: &Path, index: &str, one_based: bool, p: &Pick) -> anyhow::Result<ExitCode> {
+    let mut idx = parse_list(index, "index")?;
+    if one_based {
+        for (d, i) in idx.iter_mut().enumerate() {
+            *i = i.checked_sub(1).ok_or_else(|| {
+                usage(format!(
+                    "index component {d} is 0, but --one-based counts from 1"
+                ))
+            })?;
+        }
+    }
     let bad_index = |e: Error| match e {
         Error::WrongIndexCount { .. } | Error::PositionOutOfRange { .. } => usage(e.to_string()),
         other => other.into(),

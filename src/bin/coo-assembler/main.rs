@@ -82,8 +82,13 @@ enum Cmd {
     Get {
         /// The Hurray file.
         file: PathBuf,
-        /// The coordinate, comma separated, 0-based: e.g. 3,4.
+        /// The coordinate, comma separated, 0-based (the first row is 0):
+        /// e.g. 3,4. Files assembled from MatrixMarket (1-based) are stored
+        /// 0-based: give --one-based to use the file's numbers.
         index: String,
+        /// Read INDEX as 1-based, as MatrixMarket numbers rows and columns.
+        #[arg(long)]
+        one_based: bool,
         #[command(flatten)]
         pick: Pick,
     },
@@ -218,7 +223,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             verbose,
         } => info::run(&file, json, verbose),
-        Cmd::Get { file, index, pick } => get::run(&file, &index, &pick),
+        Cmd::Get {
+            file,
+            index,
+            one_based,
+            pick,
+        } => get::run(&file, &index, one_based, &pick),
         Cmd::Dump {
             file,
             limit,

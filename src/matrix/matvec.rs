@@ -72,12 +72,9 @@ pub fn matvec(
 ) -> MatrixResult<Vec<f64>> {
     let out_len = to_usize(if transpose { a.cols() } else { a.rows() })?;
     check_x(a, x, transpose, opts)?;
-    let mut y = Vec::new();
-    y.try_reserve_exact(out_len)
-        .map_err(|_| MatrixError::TooLarge {
-            extent: out_len as u64,
-        })?;
-    y.resize(out_len, 0.0);
+    // The first product over an open file checks the stored checksums.
+    a.tensor().check_checksums()?;
+    let mut y = super::memory::try_filled(out_len as u64, 0.0, "the result vector of matvec")?;
     run(a, x, &mut y, transpose, opts)?;
     Ok(y)
 }
@@ -95,6 +92,7 @@ pub fn matvec_into(
         return Err(length_error(a, "y", y.len(), out, transpose));
     }
     check_x(a, x, transpose, opts)?;
+    a.tensor().check_checksums()?;
     y.fill(0.0);
     run(a, x, y, transpose, opts)
 }
@@ -422,13 +420,11 @@ fn scatter_with(
             Some(b) => Ok(b),
             None => {
                 // At most `window` buffers exist: one per block in flight.
-                let mut v = Vec::new();
-                v.try_reserve_exact(out_len)
-                    .map_err(|_| MatrixError::TooLarge {
-                        extent: out_len as u64,
-                    })?;
-                v.resize(out_len, 0.0);
-                Ok(v)
+                Ok(super::memory::try_filled(
+                    out_len as u64,
+                    0.0,
+                    "a partial result vector of matvec",
+                )?)
             }
         }
     };

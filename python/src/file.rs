@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{input_error, raise, to_py};
+use coo_assembler::matrix::memory;
 use coo_assembler::ErrorKind;
 
 /// Columns and entry positions of a CSC row.
@@ -43,6 +44,16 @@ impl NativeFile {
         self.v()?
             .as_compressed()
             .ok_or_else(|| input_error(format!("{what} needs a CSR or CSC tensor")))
+    }
+
+    /// The tensor, its stored checksums checked first (once per open
+    /// file, without the GIL): what every whole pass starts with, so that
+    /// a damaged buffer is an `InvalidFileError` naming it, not wrong
+    /// arrays.
+    fn checked(&self, py: Python<'_>) -> PyResult<Tensor<'_>> {
+        let t = self.v()?;
+        py.detach(|| t.check_checksums()).map_err(to_py)?;
+        Ok(t)
     }
 
     /// The open file and the tensor's name (for `matrix.rs`).
@@ -84,9 +95,10 @@ fn values_array<'py>(
         let t = owner.get().v()?;
         let w = t.dtype().width();
         let b = t.values_bytes();
-        let v: Vec<f32> = range
-            .map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32)
-            .collect();
+        let mut v: Vec<f32> =
+            memory::try_with_capacity(range.len() as u64, "the float32 copy of the values")
+                .map_err(to_py)?;
+        v.extend(range.map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32));
         return Ok(PyArray1::from_vec(py, v).into_any());
     }
     coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range))
@@ -125,15 +137,52 @@ impl SpIndex for i64 {
     }
 }
 
+/// A stored coordinate that breaks the shape or the sorted order: the
+/// file is damaged (open checks the structure, not the content).
+fn damaged(p: usize, e: &[u64], rule: &str) -> PyErr {
+    raise(
+        ErrorKind::InvalidFile,
+        format!("entry {p}: coordinate {e:?} {rule}; the file is damaged (run verify())"),
+    )
+}
+
 /// CSR structure of a row-major sorted rank-2 COO: column indices and
-/// row pointers. The values need no permutation.
-fn csr_structure<I: SpIndex>(indices: &[u64], nrows: usize) -> (Vec<I>, Vec<I>) {
+/// row pointers. The values need no permutation. Every coordinate is
+/// checked against the shape and the order before it is used: a damaged
+/// row index can neither grow the pointers past `nrows + 1` nor put an
+/// entry in the wrong row.
+fn csr_structure<I: SpIndex>(
+    indices: &[u64],
+    nrows: usize,
+    ncols: usize,
+) -> PyResult<(Vec<I>, Vec<I>)> {
     let nnz = indices.len() / 2;
-    let mut cols = Vec::with_capacity(nnz);
-    let mut indptr = Vec::with_capacity(nrows + 1);
+    let mut cols = memory::try_with_capacity(nnz as u64, "the column indices of a CSR matrix")
+        .map_err(to_py)?;
+    let mut indptr = memory::try_with_capacity(
+        nrows as u64 + 1,
+        "the row pointers (indptr) of a CSR matrix: rows + 1 entries",
+    )
+    .map_err(to_py)?;
     indptr.push(I::from_u64(0));
+    let mut prev: Option<&[u64]> = None;
     for (p, e) in indices.chunks_exact(2).enumerate() {
-        // Close every row before this entry's row.
+        if e[0] as usize >= nrows || e[1] as usize >= ncols {
+            return Err(damaged(
+                p,
+                e,
+                &format!("is outside the shape ({nrows}, {ncols})"),
+            ));
+        }
+        if prev.is_some_and(|q| q >= e) {
+            return Err(damaged(
+                p,
+                e,
+                "does not follow the previous one (is_sorted = 1)",
+            ));
+        }
+        prev = Some(e);
+        // Close every row before this entry's row (at most nrows in all).
         while indptr.len() <= e[0] as usize {
             indptr.push(I::from_u64(p as u64));
         }
@@ -142,7 +191,7 @@ fn csr_structure<I: SpIndex>(indices: &[u64], nrows: usize) -> (Vec<I>, Vec<I>) 
     while indptr.len() <= nrows {
         indptr.push(I::from_u64(nnz as u64));
     }
-    (cols, indptr)
+    Ok((cols, indptr))
 }
 
 /// Row indices, column pointers, and the permutation to apply to values.
@@ -151,27 +200,49 @@ type Csc<I> = (Vec<I>, Vec<I>, Vec<u64>);
 /// CSC of a row-major sorted rank-2 COO by a counting sort on columns:
 /// row indices, column pointers and the permutation to apply to values.
 /// Rows come out increasing within each column (the scan is row-major).
-fn csc_structure<I: SpIndex>(indices: &[u64], ncols: usize) -> Result<Csc<I>, String> {
+fn csc_structure<I: SpIndex>(indices: &[u64], nrows: usize, ncols: usize) -> PyResult<Csc<I>> {
     let nnz = indices.len() / 2;
-    let mut start = vec![0u64; ncols + 1];
+    let mut start: Vec<u64> = memory::try_filled(
+        ncols as u64 + 1,
+        0,
+        "the column pointers (indptr) of a CSC matrix: columns + 1 entries",
+    )
+    .map_err(to_py)?;
+    let mut prev: Option<&[u64]> = None;
     for (p, e) in indices.chunks_exact(2).enumerate() {
         // Open checks structure, not content: a damaged file must not panic.
-        match start.get_mut(e[1] as usize + 1) {
-            Some(s) => *s += 1,
-            None => {
-                return Err(format!(
-                    "entry {p}: column {} is out of range; run verify()",
-                    e[1]
-                ))
-            }
+        if e[0] as usize >= nrows || e[1] as usize >= ncols {
+            return Err(damaged(
+                p,
+                e,
+                &format!("is outside the shape ({nrows}, {ncols})"),
+            ));
         }
+        if prev.is_some_and(|q| q >= e) {
+            return Err(damaged(
+                p,
+                e,
+                "does not follow the previous one (is_sorted = 1)",
+            ));
+        }
+        prev = Some(e);
+        start[e[1] as usize + 1] += 1;
     }
     for c in 0..ncols {
         start[c + 1] += start[c];
     }
-    let indptr: Vec<I> = start.iter().map(|&s| I::from_u64(s)).collect();
-    let mut rows = vec![I::from_u64(0); nnz];
-    let mut perm = vec![0u64; nnz];
+    let indptr: Vec<I> = memory::try_map(&start, "the column pointers of a CSC matrix", |&s| {
+        I::from_u64(s)
+    })
+    .map_err(to_py)?;
+    let mut rows = memory::try_filled(
+        nnz as u64,
+        I::from_u64(0),
+        "the row indices of a CSC matrix",
+    )
+    .map_err(to_py)?;
+    let mut perm = memory::try_filled(nnz as u64, 0u64, "the value permutation of a CSC matrix")
+        .map_err(to_py)?;
     for (p, e) in indices.chunks_exact(2).enumerate() {
         let slot = &mut start[e[1] as usize];
         rows[*slot as usize] = I::from_u64(e[0]);
@@ -326,11 +397,11 @@ impl NativeFile {
             )));
         }
         let src = &t.indices()[start as usize * rank..end as usize * rank];
-        let a = py.detach(|| {
-            let v: Vec<i64> = src.iter().map(|&x| x as i64).collect();
-            Array2::from_shape_vec(((end - start) as usize, rank), v)
-        });
-        let a = a.map_err(|e| input_error(e.to_string()))?;
+        let v = py
+            .detach(|| memory::try_map(src, "a copy of coordinates", |&x| x as i64))
+            .map_err(to_py)?;
+        let a = Array2::from_shape_vec(((end - start) as usize, rank), v)
+            .map_err(|e| input_error(e.to_string()))?;
         Ok(PyArray2::from_owned_array(py, a))
     }
 
@@ -338,35 +409,45 @@ impl NativeFile {
     /// (scipy's `coords`), deinterleaved (COO) or expanded from the
     /// pointers (CSR/CSC) without the GIL.
     fn coords_by_dim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<i64>>> {
-        let a = match self.v()? {
+        let coords = |n: usize| {
+            memory::try_filled(n as u64, 0i64, "the coordinates (rank x nnz int64)").map_err(to_py)
+        };
+        let a = match self.checked(py)? {
             Tensor::Coo(t) => {
                 let (nnz, rank) = (t.nnz() as usize, t.rank());
                 let src = t.indices();
+                let mut v = coords(nnz * rank)?;
                 py.detach(|| {
-                    let mut v = vec![0i64; nnz * rank];
                     for (p, e) in src.chunks_exact(rank.max(1)).enumerate() {
                         for (d, &x) in e.iter().enumerate() {
                             v[d * nnz + p] = x as i64;
                         }
                     }
-                    Array2::from_shape_vec((rank, nnz), v).map_err(|e| e.to_string())
-                })
+                });
+                Array2::from_shape_vec((rank, nnz), v)
             }
-            Tensor::Compressed(c) => py.detach(|| {
+            Tensor::Compressed(c) => {
                 let nnz = c.nnz() as usize;
-                let mut v = vec![0i64; 2 * nnz];
+                let mut v = coords(2 * nnz)?;
                 let (md, minor) = (c.major_dim(), c.indices());
-                for m in 0..c.major_extent() {
-                    let r = c.major_range(m).map_err(|e| e.to_string())?;
-                    for p in r.start as usize..r.end as usize {
-                        v[md * nnz + p] = m as i64;
-                        v[(1 - md) * nnz + p] = minor[p] as i64;
+                py.detach(|| {
+                    for m in 0..c.major_extent() {
+                        let r = c.major_range(m)?;
+                        for p in r.start as usize..r.end as usize {
+                            v[md * nnz + p] = m as i64;
+                            v[(1 - md) * nnz + p] = minor[p] as i64;
+                        }
                     }
-                }
-                Array2::from_shape_vec((2, nnz), v).map_err(|e| e.to_string())
-            }),
+                    Ok::<(), coo_assembler::Error>(())
+                })
+                .map_err(to_py)?;
+                Array2::from_shape_vec((2, nnz), v)
+            }
         };
-        Ok(PyArray2::from_owned_array(py, a.map_err(input_error)?))
+        Ok(PyArray2::from_owned_array(
+            py,
+            a.map_err(|e| input_error(e.to_string()))?,
+        ))
     }
 
     /// The arrays of a CSR/CSC tensor as scipy takes them: (data, indices,
@@ -380,6 +461,7 @@ impl NativeFile {
         index64: bool,
     ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
         let py = slf.py();
+        slf.get().checked(py)?;
         let c = slf.get().c("compressed_parts")?;
         let minor_extent = c.shape()[1 - c.major_dim()];
         let (ptr, minor) = (c.pointers(), c.indices());
@@ -407,14 +489,16 @@ impl NativeFile {
                 ),
             ));
         }
-        fn conv<'py, I: SpIndex>(py: Python<'py>, v: &[u64]) -> Arr<'py> {
-            let out: Vec<I> = py.detach(|| v.iter().map(|&x| I::from_u64(x)).collect());
-            PyArray1::from_vec(py, out).into_any()
+        fn conv<'py, I: SpIndex>(py: Python<'py>, v: &[u64]) -> PyResult<Arr<'py>> {
+            let out: Vec<I> = py
+                .detach(|| memory::try_map(v, "a copy of indices or pointers", |&x| I::from_u64(x)))
+                .map_err(to_py)?;
+            Ok(PyArray1::from_vec(py, out).into_any())
         }
         let (ind, ptr) = if index64 {
-            (conv::<i64>(py, minor), conv::<i64>(py, ptr))
+            (conv::<i64>(py, minor)?, conv::<i64>(py, ptr)?)
         } else {
-            (conv::<i32>(py, minor), conv::<i32>(py, ptr))
+            (conv::<i32>(py, minor)?, conv::<i32>(py, ptr)?)
         };
         Ok((values_array(slf, 0..nnz as usize)?, ind, ptr))
     }
@@ -441,10 +525,12 @@ impl NativeFile {
                 c.nnz()
             )));
         }
-        let v: Vec<i64> = c.indices()[start as usize..end as usize]
-            .iter()
-            .map(|&x| x as i64)
-            .collect();
+        let v = memory::try_map(
+            &c.indices()[start as usize..end as usize],
+            "a copy of minor indices",
+            |&x| x as i64,
+        )
+        .map_err(to_py)?;
         Ok(PyArray1::from_vec(py, v))
     }
 
@@ -480,16 +566,18 @@ impl NativeFile {
     ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
         let py = slf.py();
         let t = slf.get().t()?;
-        let (nrows, nnz) = (sorted_matrix(&t)?.0, t.nnz() as usize);
+        let (nrows, ncols) = sorted_matrix(&t)?;
+        let nnz = t.nnz() as usize;
+        slf.get().checked(py)?;
         let src = t.indices();
         let (cols, ptr) = if index64 {
-            let (c, p) = py.detach(|| csr_structure::<i64>(src, nrows));
+            let (c, p) = py.detach(|| csr_structure::<i64>(src, nrows, ncols))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
             )
         } else {
-            let (c, p) = py.detach(|| csr_structure::<i32>(src, nrows));
+            let (c, p) = py.detach(|| csr_structure::<i32>(src, nrows, ncols))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
@@ -505,27 +593,37 @@ impl NativeFile {
         index64: bool,
     ) -> PyResult<(Arr<'py>, Arr<'py>, Bound<'py, PyArray1<u64>>)> {
         let t = self.t()?;
-        let ncols = sorted_matrix(&t)?.1;
+        let (nrows, ncols) = sorted_matrix(&t)?;
+        self.checked(py)?;
         let src = t.indices();
         Ok(if index64 {
-            let (r, p, perm) = py
-                .detach(|| csc_structure::<i64>(src, ncols))
-                .map_err(input_error)?;
+            let (r, p, perm) = py.detach(|| csc_structure::<i64>(src, nrows, ncols))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
                 PyArray1::from_vec(py, perm),
             )
         } else {
-            let (r, p, perm) = py
-                .detach(|| csc_structure::<i32>(src, ncols))
-                .map_err(input_error)?;
+            let (r, p, perm) = py.detach(|| csc_structure::<i32>(src, nrows, ncols))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
                 PyArray1::from_vec(py, perm),
             )
         })
+    }
+
+    /// Test hook: buffers hashed by the checksum check since the file was
+    /// opened (a second whole pass hashes none).
+    fn _checksum_hashes(&self) -> PyResult<u64> {
+        Ok(self.v()?.checksum_hashes())
+    }
+
+    /// How many of the tensor's buffers carry a stored xxh3 checksum (0
+    /// for files of other writers, whose buffers no checksum guards).
+    #[getter]
+    fn stored_checksums(&self) -> PyResult<usize> {
+        Ok(self.v()?.stored_checksums())
     }
 
     /// Content checks; each problem as a string (empty: the file is sound).

@@ -56,6 +56,32 @@ impl NativeFile {
         Ok(t)
     }
 
+    /// `work` (a whole pass) with the tensor's stored checksums checked,
+    /// without the GIL. On the first pass the buffers are hashed on
+    /// another thread while `work` runs (a damaged buffer is the error,
+    /// whatever `work` found); later passes read the verdict.
+    fn alongside_checksums<R: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce() -> PyResult<R> + Send,
+    ) -> PyResult<R> {
+        let t = self.v()?;
+        if t.checksum_hashes() > 0 || t.stored_checksums() == 0 {
+            t.check_checksums().map_err(to_py)?;
+            return py.detach(work);
+        }
+        let (sums, r) = py.detach(|| {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| t.check_checksums());
+                let r = work();
+                // The hash cannot panic; keep the verdict of the pass if it did.
+                (h.join().unwrap_or(Ok(())), r)
+            })
+        });
+        sums.map_err(to_py)?;
+        r
+    }
+
     /// The open file and the tensor's name (for `matrix.rs`).
     pub(crate) fn parts(&self) -> (&HurrayFile, &str) {
         (&self.file, &self.tensor)
@@ -146,15 +172,36 @@ fn damaged(p: usize, e: &[u64], rule: &str) -> PyErr {
     )
 }
 
+/// Whether the sorted order of `t`'s coordinates must be checked entry by
+/// entry: only when no stored checksum vouches for them. With checksums,
+/// the pass runs beside their check, and a buffer that passes holds what
+/// our writer wrote, in order (a failing one makes the pass an error); the
+/// bounds are checked either way, so no damaged index drives an
+/// allocation or an index past a buffer.
+fn needs_order_check(t: &CooTensor<'_>) -> bool {
+    t.stored_checksums() < 2
+}
+
+/// The error for entry `p` at `e`, outside `(nrows, ncols)` or out of order.
+#[cold]
+fn bad_coordinate(p: usize, e: &[u64], nrows: usize, ncols: usize) -> PyErr {
+    if e[0] as usize >= nrows || e[1] as usize >= ncols {
+        damaged(p, e, &format!("is outside the shape ({nrows}, {ncols})"))
+    } else {
+        damaged(p, e, "does not follow the previous one (is_sorted = 1)")
+    }
+}
+
 /// CSR structure of a row-major sorted rank-2 COO: column indices and
 /// row pointers. The values need no permutation. Every coordinate is
 /// checked against the shape and the order before it is used: a damaged
-/// row index can neither grow the pointers past `nrows + 1` nor put an
-/// entry in the wrong row.
+/// row index can neither grow the pointers past `nrows + 1` nor (with
+/// `order`) put an entry in the wrong row.
 fn csr_structure<I: SpIndex>(
     indices: &[u64],
     nrows: usize,
     ncols: usize,
+    order: bool,
 ) -> PyResult<(Vec<I>, Vec<I>)> {
     let nnz = indices.len() / 2;
     let mut cols = memory::try_with_capacity(nnz as u64, "the column indices of a CSR matrix")
@@ -165,28 +212,29 @@ fn csr_structure<I: SpIndex>(
     )
     .map_err(to_py)?;
     indptr.push(I::from_u64(0));
-    let mut prev: Option<&[u64]> = None;
+    let (nr, nc) = (nrows as u64, ncols as u64);
+    let (mut pr, mut pc) = (0u64, 0u64);
     for (p, e) in indices.chunks_exact(2).enumerate() {
-        if e[0] as usize >= nrows || e[1] as usize >= ncols {
-            return Err(damaged(
-                p,
-                e,
-                &format!("is outside the shape ({nrows}, {ncols})"),
-            ));
+        let (r, c) = (e[0], e[1]);
+        if p == 0 || r != pr {
+            // A new row: inside the shape (this bounds the pointers), and
+            // after the previous one.
+            if r >= nr || (order && r < pr) {
+                return Err(bad_coordinate(p, e, nrows, ncols));
+            }
+            // Close every row before this entry's row (at most nrows in all).
+            while indptr.len() <= r as usize {
+                indptr.push(I::from_u64(p as u64));
+            }
+            pr = r;
+        } else if order && c <= pc {
+            return Err(bad_coordinate(p, e, nrows, ncols));
         }
-        if prev.is_some_and(|q| q >= e) {
-            return Err(damaged(
-                p,
-                e,
-                "does not follow the previous one (is_sorted = 1)",
-            ));
+        if order && c >= nc {
+            return Err(bad_coordinate(p, e, nrows, ncols));
         }
-        prev = Some(e);
-        // Close every row before this entry's row (at most nrows in all).
-        while indptr.len() <= e[0] as usize {
-            indptr.push(I::from_u64(p as u64));
-        }
-        cols.push(I::from_u64(e[1]));
+        pc = c;
+        cols.push(I::from_u64(c));
     }
     while indptr.len() <= nrows {
         indptr.push(I::from_u64(nnz as u64));
@@ -200,7 +248,12 @@ type Csc<I> = (Vec<I>, Vec<I>, Vec<u64>);
 /// CSC of a row-major sorted rank-2 COO by a counting sort on columns:
 /// row indices, column pointers and the permutation to apply to values.
 /// Rows come out increasing within each column (the scan is row-major).
-fn csc_structure<I: SpIndex>(indices: &[u64], nrows: usize, ncols: usize) -> PyResult<Csc<I>> {
+fn csc_structure<I: SpIndex>(
+    indices: &[u64],
+    nrows: usize,
+    ncols: usize,
+    order: bool,
+) -> PyResult<Csc<I>> {
     let nnz = indices.len() / 2;
     let mut start: Vec<u64> = memory::try_filled(
         ncols as u64 + 1,
@@ -208,25 +261,17 @@ fn csc_structure<I: SpIndex>(indices: &[u64], nrows: usize, ncols: usize) -> PyR
         "the column pointers (indptr) of a CSC matrix: columns + 1 entries",
     )
     .map_err(to_py)?;
-    let mut prev: Option<&[u64]> = None;
+    let (nr, nc) = (nrows as u64, ncols as u64);
+    let (mut pr, mut pc) = (0u64, 0u64);
     for (p, e) in indices.chunks_exact(2).enumerate() {
         // Open checks structure, not content: a damaged file must not panic.
-        if e[0] as usize >= nrows || e[1] as usize >= ncols {
-            return Err(damaged(
-                p,
-                e,
-                &format!("is outside the shape ({nrows}, {ncols})"),
-            ));
+        let (r, c) = (e[0], e[1]);
+        let ordered = !order || p == 0 || r > pr || (r == pr && c > pc);
+        if r >= nr || c >= nc || !ordered {
+            return Err(bad_coordinate(p, e, nrows, ncols));
         }
-        if prev.is_some_and(|q| q >= e) {
-            return Err(damaged(
-                p,
-                e,
-                "does not follow the previous one (is_sorted = 1)",
-            ));
-        }
-        prev = Some(e);
-        start[e[1] as usize + 1] += 1;
+        (pr, pc) = (r, c);
+        start[c as usize + 1] += 1;
     }
     for c in 0..ncols {
         start[c + 1] += start[c];
@@ -410,33 +455,61 @@ impl NativeFile {
     /// pointers (CSR/CSC) without the GIL.
     fn coords_by_dim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<i64>>> {
         let coords = |n: usize| {
-            memory::try_filled(n as u64, 0i64, "the coordinates (rank x nnz int64)").map_err(to_py)
+            memory::try_with_capacity(n as u64, "the coordinates (rank x nnz int64)").map_err(to_py)
         };
         let a = match self.checked(py)? {
             Tensor::Coo(t) => {
                 let (nnz, rank) = (t.nnz() as usize, t.rank());
                 let src = t.indices();
-                let mut v = coords(nnz * rank)?;
+                let mut v: Vec<i64> = coords(nnz * rank)?;
                 py.detach(|| {
-                    for (p, e) in src.chunks_exact(rank.max(1)).enumerate() {
-                        for (d, &x) in e.iter().enumerate() {
-                            v[d * nnz + p] = x as i64;
-                        }
+                    // One row per dimension, written in order (no zero fill).
+                    for d in 0..rank {
+                        v.extend(src.chunks_exact(rank).map(|e| e[d] as i64));
                     }
                 });
                 Array2::from_shape_vec((rank, nnz), v)
             }
             Tensor::Compressed(c) => {
                 let nnz = c.nnz() as usize;
-                let mut v = coords(2 * nnz)?;
+                let mut v: Vec<i64> = coords(2 * nnz)?;
                 let (md, minor) = (c.major_dim(), c.indices());
                 py.detach(|| {
-                    for m in 0..c.major_extent() {
-                        let r = c.major_range(m)?;
-                        for p in r.start as usize..r.end as usize {
-                            v[md * nnz + p] = m as i64;
-                            v[(1 - md) * nnz + p] = minor[p] as i64;
+                    let lanes = |v: &mut Vec<i64>| -> coo_assembler::Result<()> {
+                        let mut next = 0u64;
+                        for m in 0..c.major_extent() {
+                            let r = c.major_range(m)?;
+                            if r.start != next {
+                                return Err(coo_assembler::Error::invalid(
+                                    format!("{} of tensor {:?}", c.pointers_name(), c.name()),
+                                    0,
+                                    format!(
+                                        "lane {m} does not start where lane {} ends; run verify()",
+                                        m.saturating_sub(1)
+                                    ),
+                                ));
+                            }
+                            next = r.end;
+                            v.extend(std::iter::repeat_n(m as i64, (r.end - r.start) as usize));
                         }
+                        if next != nnz as u64 {
+                            return Err(coo_assembler::Error::invalid(
+                                format!("{} of tensor {:?}", c.pointers_name(), c.name()),
+                                0,
+                                format!(
+                                    "the last pointer is {next}, not nnz = {nnz}; run verify()"
+                                ),
+                            ));
+                        }
+                        Ok(())
+                    };
+                    let minors = |v: &mut Vec<i64>| v.extend(minor.iter().map(|&k| k as i64));
+                    if md == 0 {
+                        lanes(&mut v)?;
+                        minors(&mut v);
+                    } else {
+                        minors(&mut v);
+                        lanes(&mut v)?;
                     }
                     Ok::<(), coo_assembler::Error>(())
                 })
@@ -568,16 +641,19 @@ impl NativeFile {
         let t = slf.get().t()?;
         let (nrows, ncols) = sorted_matrix(&t)?;
         let nnz = t.nnz() as usize;
-        slf.get().checked(py)?;
         let src = t.indices();
+        let me = slf.get();
+        let order = needs_order_check(&t);
         let (cols, ptr) = if index64 {
-            let (c, p) = py.detach(|| csr_structure::<i64>(src, nrows, ncols))?;
+            let (c, p) =
+                me.alongside_checksums(py, || csr_structure::<i64>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
             )
         } else {
-            let (c, p) = py.detach(|| csr_structure::<i32>(src, nrows, ncols))?;
+            let (c, p) =
+                me.alongside_checksums(py, || csr_structure::<i32>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
@@ -594,17 +670,19 @@ impl NativeFile {
     ) -> PyResult<(Arr<'py>, Arr<'py>, Bound<'py, PyArray1<u64>>)> {
         let t = self.t()?;
         let (nrows, ncols) = sorted_matrix(&t)?;
-        self.checked(py)?;
         let src = t.indices();
+        let order = needs_order_check(&t);
         Ok(if index64 {
-            let (r, p, perm) = py.detach(|| csc_structure::<i64>(src, nrows, ncols))?;
+            let (r, p, perm) =
+                self.alongside_checksums(py, || csc_structure::<i64>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
                 PyArray1::from_vec(py, perm),
             )
         } else {
-            let (r, p, perm) = py.detach(|| csc_structure::<i32>(src, nrows, ncols))?;
+            let (r, p, perm) =
+                self.alongside_checksums(py, || csc_structure::<i32>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),

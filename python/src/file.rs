@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{input_error, raise, to_py};
+use coo_assembler::matrix::memory;
 use coo_assembler::ErrorKind;
 
 /// Columns and entry positions of a CSC row.
@@ -43,6 +44,42 @@ impl NativeFile {
         self.v()?
             .as_compressed()
             .ok_or_else(|| input_error(format!("{what} needs a CSR or CSC tensor")))
+    }
+
+    /// The tensor, its stored checksums checked first (once per open
+    /// file, without the GIL): what every whole pass starts with, so that
+    /// a damaged buffer is an `InvalidFileError` naming it, not wrong
+    /// arrays.
+    fn checked(&self, py: Python<'_>) -> PyResult<Tensor<'_>> {
+        let t = self.v()?;
+        py.detach(|| t.check_checksums()).map_err(to_py)?;
+        Ok(t)
+    }
+
+    /// `work` (a whole pass) with the tensor's stored checksums checked,
+    /// without the GIL. On the first pass the buffers are hashed on
+    /// another thread while `work` runs (a damaged buffer is the error,
+    /// whatever `work` found); later passes read the verdict.
+    fn alongside_checksums<R: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce() -> PyResult<R> + Send,
+    ) -> PyResult<R> {
+        let t = self.v()?;
+        if t.checksum_hashes() > 0 || t.stored_checksums() == 0 {
+            t.check_checksums().map_err(to_py)?;
+            return py.detach(work);
+        }
+        let (sums, r) = py.detach(|| {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| t.check_checksums());
+                let r = work();
+                // The hash cannot panic; keep the verdict of the pass if it did.
+                (h.join().unwrap_or(Ok(())), r)
+            })
+        });
+        sums.map_err(to_py)?;
+        r
     }
 
     /// The open file and the tensor's name (for `matrix.rs`).
@@ -84,9 +121,10 @@ fn values_array<'py>(
         let t = owner.get().v()?;
         let w = t.dtype().width();
         let b = t.values_bytes();
-        let v: Vec<f32> = range
-            .map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32)
-            .collect();
+        let mut v: Vec<f32> =
+            memory::try_with_capacity(range.len() as u64, "the float32 copy of the values")
+                .map_err(to_py)?;
+        v.extend(range.map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32));
         return Ok(PyArray1::from_vec(py, v).into_any());
     }
     coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range))
@@ -125,24 +163,83 @@ impl SpIndex for i64 {
     }
 }
 
+/// A stored coordinate that breaks the shape or the sorted order: the
+/// file is damaged (open checks the structure, not the content).
+fn damaged(p: usize, e: &[u64], rule: &str) -> PyErr {
+    raise(
+        ErrorKind::InvalidFile,
+        format!("entry {p}: coordinate {e:?} {rule}; the file is damaged (run verify())"),
+    )
+}
+
+/// Whether the sorted order of `t`'s coordinates must be checked entry by
+/// entry: only when no stored checksum vouches for them. With checksums,
+/// the pass runs beside their check, and a buffer that passes holds what
+/// our writer wrote, in order (a failing one makes the pass an error); the
+/// bounds are checked either way, so no damaged index drives an
+/// allocation or an index past a buffer.
+fn needs_order_check(t: &CooTensor<'_>) -> bool {
+    t.stored_checksums() < 2
+}
+
+/// The error for entry `p` at `e`, outside `(nrows, ncols)` or out of order.
+#[cold]
+fn bad_coordinate(p: usize, e: &[u64], nrows: usize, ncols: usize) -> PyErr {
+    if e[0] as usize >= nrows || e[1] as usize >= ncols {
+        damaged(p, e, &format!("is outside the shape ({nrows}, {ncols})"))
+    } else {
+        damaged(p, e, "does not follow the previous one (is_sorted = 1)")
+    }
+}
+
 /// CSR structure of a row-major sorted rank-2 COO: column indices and
-/// row pointers. The values need no permutation.
-fn csr_structure<I: SpIndex>(indices: &[u64], nrows: usize) -> (Vec<I>, Vec<I>) {
+/// row pointers. The values need no permutation. Every coordinate is
+/// checked against the shape and the order before it is used: a damaged
+/// row index can neither grow the pointers past `nrows + 1` nor (with
+/// `order`) put an entry in the wrong row.
+fn csr_structure<I: SpIndex>(
+    indices: &[u64],
+    nrows: usize,
+    ncols: usize,
+    order: bool,
+) -> PyResult<(Vec<I>, Vec<I>)> {
     let nnz = indices.len() / 2;
-    let mut cols = Vec::with_capacity(nnz);
-    let mut indptr = Vec::with_capacity(nrows + 1);
+    let mut cols = memory::try_with_capacity(nnz as u64, "the column indices of a CSR matrix")
+        .map_err(to_py)?;
+    let mut indptr = memory::try_with_capacity(
+        nrows as u64 + 1,
+        "the row pointers (indptr) of a CSR matrix: rows + 1 entries",
+    )
+    .map_err(to_py)?;
     indptr.push(I::from_u64(0));
+    let (nr, nc) = (nrows as u64, ncols as u64);
+    let (mut pr, mut pc) = (0u64, 0u64);
     for (p, e) in indices.chunks_exact(2).enumerate() {
-        // Close every row before this entry's row.
-        while indptr.len() <= e[0] as usize {
-            indptr.push(I::from_u64(p as u64));
+        let (r, c) = (e[0], e[1]);
+        if p == 0 || r != pr {
+            // A new row: inside the shape (this bounds the pointers), and
+            // after the previous one.
+            if r >= nr || (order && r < pr) {
+                return Err(bad_coordinate(p, e, nrows, ncols));
+            }
+            // Close every row before this entry's row (at most nrows in all).
+            while indptr.len() <= r as usize {
+                indptr.push(I::from_u64(p as u64));
+            }
+            pr = r;
+        } else if order && c <= pc {
+            return Err(bad_coordinate(p, e, nrows, ncols));
         }
-        cols.push(I::from_u64(e[1]));
+        if order && c >= nc {
+            return Err(bad_coordinate(p, e, nrows, ncols));
+        }
+        pc = c;
+        cols.push(I::from_u64(c));
     }
     while indptr.len() <= nrows {
         indptr.push(I::from_u64(nnz as u64));
     }
-    (cols, indptr)
+    Ok((cols, indptr))
 }
 
 /// Row indices, column pointers, and the permutation to apply to values.
@@ -151,27 +248,46 @@ type Csc<I> = (Vec<I>, Vec<I>, Vec<u64>);
 /// CSC of a row-major sorted rank-2 COO by a counting sort on columns:
 /// row indices, column pointers and the permutation to apply to values.
 /// Rows come out increasing within each column (the scan is row-major).
-fn csc_structure<I: SpIndex>(indices: &[u64], ncols: usize) -> Result<Csc<I>, String> {
+fn csc_structure<I: SpIndex>(
+    indices: &[u64],
+    nrows: usize,
+    ncols: usize,
+    order: bool,
+) -> PyResult<Csc<I>> {
     let nnz = indices.len() / 2;
-    let mut start = vec![0u64; ncols + 1];
+    let mut start: Vec<u64> = memory::try_filled(
+        ncols as u64 + 1,
+        0,
+        "the column pointers (indptr) of a CSC matrix: columns + 1 entries",
+    )
+    .map_err(to_py)?;
+    let (nr, nc) = (nrows as u64, ncols as u64);
+    let (mut pr, mut pc) = (0u64, 0u64);
     for (p, e) in indices.chunks_exact(2).enumerate() {
         // Open checks structure, not content: a damaged file must not panic.
-        match start.get_mut(e[1] as usize + 1) {
-            Some(s) => *s += 1,
-            None => {
-                return Err(format!(
-                    "entry {p}: column {} is out of range; run verify()",
-                    e[1]
-                ))
-            }
+        let (r, c) = (e[0], e[1]);
+        let ordered = !order || p == 0 || r > pr || (r == pr && c > pc);
+        if r >= nr || c >= nc || !ordered {
+            return Err(bad_coordinate(p, e, nrows, ncols));
         }
+        (pr, pc) = (r, c);
+        start[c as usize + 1] += 1;
     }
     for c in 0..ncols {
         start[c + 1] += start[c];
     }
-    let indptr: Vec<I> = start.iter().map(|&s| I::from_u64(s)).collect();
-    let mut rows = vec![I::from_u64(0); nnz];
-    let mut perm = vec![0u64; nnz];
+    let indptr: Vec<I> = memory::try_map(&start, "the column pointers of a CSC matrix", |&s| {
+        I::from_u64(s)
+    })
+    .map_err(to_py)?;
+    let mut rows = memory::try_filled(
+        nnz as u64,
+        I::from_u64(0),
+        "the row indices of a CSC matrix",
+    )
+    .map_err(to_py)?;
+    let mut perm = memory::try_filled(nnz as u64, 0u64, "the value permutation of a CSC matrix")
+        .map_err(to_py)?;
     for (p, e) in indices.chunks_exact(2).enumerate() {
         let slot = &mut start[e[1] as usize];
         rows[*slot as usize] = I::from_u64(e[0]);
@@ -326,11 +442,11 @@ impl NativeFile {
             )));
         }
         let src = &t.indices()[start as usize * rank..end as usize * rank];
-        let a = py.detach(|| {
-            let v: Vec<i64> = src.iter().map(|&x| x as i64).collect();
-            Array2::from_shape_vec(((end - start) as usize, rank), v)
-        });
-        let a = a.map_err(|e| input_error(e.to_string()))?;
+        let v = py
+            .detach(|| memory::try_map(src, "a copy of coordinates", |&x| x as i64))
+            .map_err(to_py)?;
+        let a = Array2::from_shape_vec(((end - start) as usize, rank), v)
+            .map_err(|e| input_error(e.to_string()))?;
         Ok(PyArray2::from_owned_array(py, a))
     }
 
@@ -338,35 +454,73 @@ impl NativeFile {
     /// (scipy's `coords`), deinterleaved (COO) or expanded from the
     /// pointers (CSR/CSC) without the GIL.
     fn coords_by_dim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<i64>>> {
-        let a = match self.v()? {
+        let coords = |n: usize| {
+            memory::try_with_capacity(n as u64, "the coordinates (rank x nnz int64)").map_err(to_py)
+        };
+        let a = match self.checked(py)? {
             Tensor::Coo(t) => {
                 let (nnz, rank) = (t.nnz() as usize, t.rank());
                 let src = t.indices();
+                let mut v: Vec<i64> = coords(nnz * rank)?;
                 py.detach(|| {
-                    let mut v = vec![0i64; nnz * rank];
-                    for (p, e) in src.chunks_exact(rank.max(1)).enumerate() {
-                        for (d, &x) in e.iter().enumerate() {
-                            v[d * nnz + p] = x as i64;
-                        }
+                    // One row per dimension, written in order (no zero fill).
+                    for d in 0..rank {
+                        v.extend(src.chunks_exact(rank).map(|e| e[d] as i64));
                     }
-                    Array2::from_shape_vec((rank, nnz), v).map_err(|e| e.to_string())
-                })
+                });
+                Array2::from_shape_vec((rank, nnz), v)
             }
-            Tensor::Compressed(c) => py.detach(|| {
+            Tensor::Compressed(c) => {
                 let nnz = c.nnz() as usize;
-                let mut v = vec![0i64; 2 * nnz];
+                let mut v: Vec<i64> = coords(2 * nnz)?;
                 let (md, minor) = (c.major_dim(), c.indices());
-                for m in 0..c.major_extent() {
-                    let r = c.major_range(m).map_err(|e| e.to_string())?;
-                    for p in r.start as usize..r.end as usize {
-                        v[md * nnz + p] = m as i64;
-                        v[(1 - md) * nnz + p] = minor[p] as i64;
+                py.detach(|| {
+                    let lanes = |v: &mut Vec<i64>| -> coo_assembler::Result<()> {
+                        let mut next = 0u64;
+                        for m in 0..c.major_extent() {
+                            let r = c.major_range(m)?;
+                            if r.start != next {
+                                return Err(coo_assembler::Error::invalid(
+                                    format!("{} of tensor {:?}", c.pointers_name(), c.name()),
+                                    0,
+                                    format!(
+                                        "lane {m} does not start where lane {} ends; run verify()",
+                                        m.saturating_sub(1)
+                                    ),
+                                ));
+                            }
+                            next = r.end;
+                            v.extend(std::iter::repeat_n(m as i64, (r.end - r.start) as usize));
+                        }
+                        if next != nnz as u64 {
+                            return Err(coo_assembler::Error::invalid(
+                                format!("{} of tensor {:?}", c.pointers_name(), c.name()),
+                                0,
+                                format!(
+                                    "the last pointer is {next}, not nnz = {nnz}; run verify()"
+                                ),
+                            ));
+                        }
+                        Ok(())
+                    };
+                    let minors = |v: &mut Vec<i64>| v.extend(minor.iter().map(|&k| k as i64));
+                    if md == 0 {
+                        lanes(&mut v)?;
+                        minors(&mut v);
+                    } else {
+                        minors(&mut v);
+                        lanes(&mut v)?;
                     }
-                }
-                Array2::from_shape_vec((2, nnz), v).map_err(|e| e.to_string())
-            }),
+                    Ok::<(), coo_assembler::Error>(())
+                })
+                .map_err(to_py)?;
+                Array2::from_shape_vec((2, nnz), v)
+            }
         };
-        Ok(PyArray2::from_owned_array(py, a.map_err(input_error)?))
+        Ok(PyArray2::from_owned_array(
+            py,
+            a.map_err(|e| input_error(e.to_string()))?,
+        ))
     }
 
     /// The arrays of a CSR/CSC tensor as scipy takes them: (data, indices,
@@ -380,6 +534,7 @@ impl NativeFile {
         index64: bool,
     ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
         let py = slf.py();
+        slf.get().checked(py)?;
         let c = slf.get().c("compressed_parts")?;
         let minor_extent = c.shape()[1 - c.major_dim()];
         let (ptr, minor) = (c.pointers(), c.indices());
@@ -407,14 +562,16 @@ impl NativeFile {
                 ),
             ));
         }
-        fn conv<'py, I: SpIndex>(py: Python<'py>, v: &[u64]) -> Arr<'py> {
-            let out: Vec<I> = py.detach(|| v.iter().map(|&x| I::from_u64(x)).collect());
-            PyArray1::from_vec(py, out).into_any()
+        fn conv<'py, I: SpIndex>(py: Python<'py>, v: &[u64]) -> PyResult<Arr<'py>> {
+            let out: Vec<I> = py
+                .detach(|| memory::try_map(v, "a copy of indices or pointers", |&x| I::from_u64(x)))
+                .map_err(to_py)?;
+            Ok(PyArray1::from_vec(py, out).into_any())
         }
         let (ind, ptr) = if index64 {
-            (conv::<i64>(py, minor), conv::<i64>(py, ptr))
+            (conv::<i64>(py, minor)?, conv::<i64>(py, ptr)?)
         } else {
-            (conv::<i32>(py, minor), conv::<i32>(py, ptr))
+            (conv::<i32>(py, minor)?, conv::<i32>(py, ptr)?)
         };
         Ok((values_array(slf, 0..nnz as usize)?, ind, ptr))
     }
@@ -441,10 +598,12 @@ impl NativeFile {
                 c.nnz()
             )));
         }
-        let v: Vec<i64> = c.indices()[start as usize..end as usize]
-            .iter()
-            .map(|&x| x as i64)
-            .collect();
+        let v = memory::try_map(
+            &c.indices()[start as usize..end as usize],
+            "a copy of minor indices",
+            |&x| x as i64,
+        )
+        .map_err(to_py)?;
         Ok(PyArray1::from_vec(py, v))
     }
 
@@ -480,16 +639,21 @@ impl NativeFile {
     ) -> PyResult<(Arr<'py>, Arr<'py>, Arr<'py>)> {
         let py = slf.py();
         let t = slf.get().t()?;
-        let (nrows, nnz) = (sorted_matrix(&t)?.0, t.nnz() as usize);
+        let (nrows, ncols) = sorted_matrix(&t)?;
+        let nnz = t.nnz() as usize;
         let src = t.indices();
+        let me = slf.get();
+        let order = needs_order_check(&t);
         let (cols, ptr) = if index64 {
-            let (c, p) = py.detach(|| csr_structure::<i64>(src, nrows));
+            let (c, p) =
+                me.alongside_checksums(py, || csr_structure::<i64>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
             )
         } else {
-            let (c, p) = py.detach(|| csr_structure::<i32>(src, nrows));
+            let (c, p) =
+                me.alongside_checksums(py, || csr_structure::<i32>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, c).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
@@ -505,27 +669,39 @@ impl NativeFile {
         index64: bool,
     ) -> PyResult<(Arr<'py>, Arr<'py>, Bound<'py, PyArray1<u64>>)> {
         let t = self.t()?;
-        let ncols = sorted_matrix(&t)?.1;
+        let (nrows, ncols) = sorted_matrix(&t)?;
         let src = t.indices();
+        let order = needs_order_check(&t);
         Ok(if index64 {
-            let (r, p, perm) = py
-                .detach(|| csc_structure::<i64>(src, ncols))
-                .map_err(input_error)?;
+            let (r, p, perm) =
+                self.alongside_checksums(py, || csc_structure::<i64>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
                 PyArray1::from_vec(py, perm),
             )
         } else {
-            let (r, p, perm) = py
-                .detach(|| csc_structure::<i32>(src, ncols))
-                .map_err(input_error)?;
+            let (r, p, perm) =
+                self.alongside_checksums(py, || csc_structure::<i32>(src, nrows, ncols, order))?;
             (
                 PyArray1::from_vec(py, r).into_any(),
                 PyArray1::from_vec(py, p).into_any(),
                 PyArray1::from_vec(py, perm),
             )
         })
+    }
+
+    /// Test hook: buffers hashed by the checksum check since the file was
+    /// opened (a second whole pass hashes none).
+    fn _checksum_hashes(&self) -> PyResult<u64> {
+        Ok(self.v()?.checksum_hashes())
+    }
+
+    /// How many of the tensor's buffers carry a stored xxh3 checksum (0
+    /// for files of other writers, whose buffers no checksum guards).
+    #[getter]
+    fn stored_checksums(&self) -> PyResult<usize> {
+        Ok(self.v()?.stored_checksums())
     }
 
     /// Content checks; each problem as a string (empty: the file is sound).

@@ -28,6 +28,7 @@ use super::entries::{checked_pointers, lane_of};
 use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
+use crate::read::release::physical_memory;
 use crate::{CooTensor, Element};
 use std::ops::Range;
 use std::sync::Mutex;
@@ -72,13 +73,8 @@ pub fn matvec(
 ) -> MatrixResult<Vec<f64>> {
     let out_len = to_usize(if transpose { a.cols() } else { a.rows() })?;
     check_x(a, x, transpose, opts)?;
-    let mut y = Vec::new();
-    y.try_reserve_exact(out_len)
-        .map_err(|_| MatrixError::TooLarge {
-            extent: out_len as u64,
-        })?;
-    y.resize(out_len, 0.0);
-    run(a, x, &mut y, transpose, opts)?;
+    let mut y = super::memory::try_filled(out_len as u64, 0.0, "the result vector of matvec")?;
+    checked_run(a, x, &mut y, transpose, opts)?;
     Ok(y)
 }
 
@@ -96,7 +92,30 @@ pub fn matvec_into(
     }
     check_x(a, x, transpose, opts)?;
     y.fill(0.0);
-    run(a, x, y, transpose, opts)
+    checked_run(a, x, y, transpose, opts)
+}
+
+/// [`run`] on a matrix whose stored checksums are checked (once per open
+/// file): `y` is only handed back when they match. The first product over
+/// a file that stays cached hashes alongside the product (the two share
+/// the cores: a damaged buffer makes the product an error, whatever it
+/// computed); a file streamed through memory is hashed first, releasing
+/// its pages, so that its pages are not read twice at once.
+fn checked_run(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    transpose: bool,
+    opts: &MatvecOptions,
+) -> MatrixResult<()> {
+    let t = a.tensor();
+    if t.checksum_hashes() > 0 || a.stored_bytes() > physical_memory() / 4 {
+        t.check_checksums()?;
+        return run(a, x, y, transpose, opts);
+    }
+    let (sums, product) = rayon::join(|| t.check_checksums(), || run(a, x, y, transpose, opts));
+    sums?;
+    product
 }
 
 fn length_error(
@@ -422,13 +441,11 @@ fn scatter_with(
             Some(b) => Ok(b),
             None => {
                 // At most `window` buffers exist: one per block in flight.
-                let mut v = Vec::new();
-                v.try_reserve_exact(out_len)
-                    .map_err(|_| MatrixError::TooLarge {
-                        extent: out_len as u64,
-                    })?;
-                v.resize(out_len, 0.0);
-                Ok(v)
+                Ok(super::memory::try_filled(
+                    out_len as u64,
+                    0.0,
+                    "a partial result vector of matvec",
+                )?)
             }
         }
     };

@@ -41,6 +41,7 @@ mod error;
 pub mod export;
 mod font;
 mod matvec;
+pub mod memory;
 mod output;
 mod paging;
 mod spy;

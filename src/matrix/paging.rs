@@ -11,7 +11,7 @@
 //! a read-only file mapping: dropped pages are read again from the file).
 
 use super::view::Matrix;
-use crate::read::release::{self, page_size};
+use crate::read::release::{self, page_size, physical_memory};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,21 +41,6 @@ const READ_AHEAD: usize = 32 << 20;
 const STREAM_WINDOW: usize = 16 << 20;
 /// madvise calls cover at least this many bytes (fewer system calls).
 const ADVISE_STEP: usize = 4 << 20;
-
-fn physical_memory() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let (pages, size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages > 0 && size > 0 {
-        pages as u64 * size as u64
-    } else {
-        u64::MAX
-    }
-}
 
 /// [`release::advise`] on a matrix's buffers.
 fn advise(lo: usize, hi: usize, advice: libc::c_int) {

@@ -93,6 +93,7 @@ pub fn spy(
     let a = Matrix::with_rank(t, "spy", 2, 64)?.in_file(file);
     // Refused here, before the pass, when `out` is the file itself.
     let mut o = Output::create(out, a.source().as_slice())?;
+    t.check_checksums()?;
     let (m, n) = (a.rows(), a.cols());
     let size = opts.size as u64;
     let longest = m.max(n).max(1);

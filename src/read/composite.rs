@@ -328,7 +328,7 @@ impl CompositeFile {
     }
 
     fn view<'s>(&'s self, m: &'s Member) -> Tensor<'s> {
-        view_of(&self.backing, &m.meta, &self.kv, self.opts.permissive)
+        view_of(&self.backing, &m.meta, &self.kv, self.opts.permissive, None)
     }
 
     /// Value at a global index: the member whose box holds it, at the
@@ -426,7 +426,12 @@ impl CompositeFile {
                 })
                 .collect()
         };
-        match self.view(m) {
+        let view = self.view(m);
+        // A damaged member buffer is an error item, not wrong entries.
+        if let Err(e) = view.check_checksums() {
+            return Box::new(std::iter::once(Err(e)));
+        }
+        match view {
             Tensor::Coo(t) => Box::new(t.iter().map(move |(i, v)| Ok((global(i)?, v)))),
             Tensor::Compressed(t) => Box::new(
                 t.iter()

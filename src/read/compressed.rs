@@ -41,6 +41,8 @@ pub struct CompressedTensor<'a> {
     pub(super) offsets: [u64; 3],
     /// The file mapping (none in memory), to release pages read in order.
     pub(super) mapped: super::release::Mapped<'a>,
+    /// The open file's verdict on the stored checksums.
+    pub(super) sums: Option<super::checksum::SumCheck<'a>>,
 }
 
 impl fmt::Debug for CompressedTensor<'_> {
@@ -167,6 +169,43 @@ impl<'a> CompressedTensor<'a> {
             (self.indices_name(), self.indices_bytes()),
             (self.pointers_name(), self.pointers_bytes()),
         ]
+    }
+
+    /// The three buffers with their file offsets.
+    fn placed_buffers(&self) -> [super::checksum::Buffer<'a>; 3] {
+        let b = self.buffers();
+        [0, 1, 2].map(|k| (b[k].0, b[k].1, self.offsets[k]))
+    }
+
+    /// Check the xxh3 checksums our writer stores for the three buffers,
+    /// once per open file (see [`super::CooTensor::check_checksums`]): a
+    /// damaged buffer is an [`Error::InvalidFile`] naming it.
+    pub fn check_checksums(&self) -> Result<()> {
+        super::checksum::check(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.placed_buffers(),
+            self.mapped,
+        )
+    }
+
+    /// How many of the buffers carry a stored checksum (0 for another
+    /// writer's file).
+    pub fn stored_checksums(&self) -> usize {
+        super::checksum::count(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.placed_buffers(),
+        )
+    }
+
+    /// Buffers hashed by [`CompressedTensor::check_checksums`] since the
+    /// file was opened (a test hook).
+    #[doc(hidden)]
+    pub fn checksum_hashes(&self) -> u64 {
+        self.sums.map_or(0, |s| s.sums.hashed())
     }
 
     /// Value of entry `p` (storage order). Panics if `p >= nnz`.
@@ -571,6 +610,7 @@ mod tests {
             permissive: false,
             offsets: [0; 3],
             mapped: super::super::release::Mapped(None),
+            sums: None,
         }
     }
 

@@ -20,26 +20,31 @@ pub struct CooTensor<'a> {
     pub(super) permissive: bool,
     /// Absolute file offset of the indices buffer (for error messages).
     pub(super) indices_offset: u64,
+    /// Absolute file offset of the values buffer (for error messages).
+    pub(super) values_offset: u64,
     /// The file mapping (none in memory), to release pages read in order.
     pub(super) mapped: super::release::Mapped<'a>,
+    /// The open file's verdict on the stored checksums (none for a view
+    /// made outside a file).
+    pub(super) sums: Option<super::checksum::SumCheck<'a>>,
 }
 
 impl<'a> CooTensor<'a> {
-    /// The view of a COO tensor whose buffers lie at `values` and `indices`
-    /// in `backing`, a placement checked at open (plain files and composite
+    /// The view of the COO tensor `t` (whose descriptor is `desc`) in
+    /// `backing`, a placement checked at open (plain files and composite
     /// members alike).
     pub(super) fn placed(
         backing: &'a super::Backing,
-        name: &'a str,
+        t: &'a super::TensorMeta,
         desc: &'a CooDescriptor,
-        values: &Range<usize>,
-        indices: &Range<usize>,
         kv: &'a [(String, KvValue)],
         permissive: bool,
+        sums: Option<super::checksum::SumCheck<'a>>,
     ) -> CooTensor<'a> {
+        let (values, indices) = (&t.values, &t.indices);
         let words = backing.words(indices);
         CooTensor {
-            name,
+            name: &t.name,
             desc,
             values: &backing.bytes()[values.clone()],
             indices: words,
@@ -48,8 +53,49 @@ impl<'a> CooTensor<'a> {
             kv,
             permissive,
             indices_offset: indices.start as u64,
+            values_offset: values.start as u64,
             mapped: backing.mapped(),
+            sums,
         }
+    }
+
+    /// The buffers by their spec names, with their file offsets.
+    fn buffers(&self) -> [super::checksum::Buffer<'a>; 2] {
+        [
+            ("values", self.values, self.values_offset),
+            ("indices", self.indices_bytes(), self.indices_offset),
+        ]
+    }
+
+    /// Check the xxh3 checksums our writer stores for this tensor's
+    /// buffers, once per open file: the first call hashes the buffers
+    /// (O(size), in parallel), every later one returns the remembered
+    /// verdict. A buffer that does not match is an [`Error::InvalidFile`]
+    /// naming the buffer, the tensor and the file. A tensor without
+    /// stored checksums (another writer's file) passes. The whole-file
+    /// passes (the matrix operations, `convert`, [`super::Tensor::try_for_each`])
+    /// call it before they use the data.
+    pub fn check_checksums(&self) -> Result<()> {
+        super::checksum::check(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.buffers(),
+            self.mapped,
+        )
+    }
+
+    /// How many of the tensor's buffers carry a stored checksum (0 for a
+    /// file of another writer, such as the reference `hurray-io`).
+    pub fn stored_checksums(&self) -> usize {
+        super::checksum::count(self.sums.as_ref(), self.name, self.kv, &self.buffers())
+    }
+
+    /// Buffers hashed by [`CooTensor::check_checksums`] since the file
+    /// was opened (a test hook: a second whole pass hashes none).
+    #[doc(hidden)]
+    pub fn checksum_hashes(&self) -> u64 {
+        self.sums.map_or(0, |s| s.sums.hashed())
     }
 }
 
@@ -390,7 +436,9 @@ pub(super) mod tests {
             kv: &[],
             permissive: true,
             indices_offset: 0,
+            values_offset: 0,
             mapped: crate::read::release::Mapped(None),
+            sums: None,
         }
     }
 

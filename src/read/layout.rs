@@ -558,6 +558,7 @@ pub(super) fn check_decoded(
         values,
         indices,
         pointers,
+        sums: Default::default(),
     })
 }
 

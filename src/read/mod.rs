@@ -74,6 +74,7 @@
 #[cfg(not(target_endian = "little"))]
 compile_error!("coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target");
 
+mod checksum;
 pub mod composite;
 mod compressed;
 mod coo;
@@ -99,7 +100,8 @@ use crate::hurray::{CooDescriptor, FileHeader, KvValue, Trailer, HEADER_LEN, TRA
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Options for [`HurrayFile::open_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -277,6 +279,9 @@ struct TensorMeta {
     indices: Range<usize>,
     /// CSR/CSC: `row_ptr` / `col_ptr`; empty for COO.
     pointers: Range<usize>,
+    /// The verdict on the stored checksums, once the first whole pass
+    /// asked (shared by the views of this open file).
+    sums: Arc<checksum::Sums>,
 }
 
 impl TensorMeta {
@@ -301,6 +306,8 @@ pub struct HurrayFile {
     opts: ReadOptions,
     /// The file it was opened from (none for bytes in memory).
     id: Option<FileId>,
+    /// Its path as given, for messages.
+    path: Option<PathBuf>,
 }
 
 impl fmt::Debug for HurrayFile {
@@ -357,7 +364,7 @@ impl HurrayFile {
     #[doc(hidden)]
     pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
         let (backing, id) = Backing::load(io, path.as_ref(), opts)?;
-        Self::from_backing(backing, opts).map(|f| f.opened_as(id))
+        Self::from_backing(backing, opts).map(|f| f.opened_as(id, path.as_ref()))
     }
 
     /// Validate a file held in memory (copied into an 8-aligned buffer).
@@ -394,11 +401,16 @@ impl HurrayFile {
             opts,
             backing,
             id: None,
+            path: None,
         })
     }
 
-    fn opened_as(self, id: FileId) -> HurrayFile {
-        HurrayFile { id: Some(id), ..self }
+    fn opened_as(self, id: FileId, path: &Path) -> HurrayFile {
+        HurrayFile {
+            id: Some(id),
+            path: Some(path.to_path_buf()),
+            ..self
+        }
     }
 
     /// The file this was opened from, for the output rule
@@ -439,7 +451,13 @@ impl HurrayFile {
 
     /// The view of tensor `t` of this file.
     fn view<'s>(&'s self, t: &'s TensorMeta) -> Tensor<'s> {
-        view_of(&self.backing, t, &self.kv, self.opts.permissive)
+        view_of(
+            &self.backing,
+            t,
+            &self.kv,
+            self.opts.permissive,
+            self.path.as_deref(),
+        )
     }
 
     /// The COO view of `t`, or an error naming its layout.
@@ -522,9 +540,13 @@ impl HurrayFile {
 
     /// Absolute file offsets of the tensor's values, indices and pointers
     /// buffers (the pointers' is 0 for COO; an empty buffer's offset is
-    /// never read), for readers that stream the buffers themselves.
+    /// never read), for readers that stream the buffers themselves
+    /// (`convert`, `join`): the stored checksums are checked first
+    /// ([`Tensor::check_checksums`]), so that such a reader never copies
+    /// a damaged buffer.
     pub(crate) fn buffer_offsets(&self, name: &str) -> Result<[u64; 3]> {
         let t = self.meta(name)?;
+        self.view(t).check_checksums()?;
         Ok([&t.values, &t.indices, &t.pointers].map(|r| r.start as u64))
     }
 
@@ -564,29 +586,27 @@ pub(crate) fn open_with_io(path: &Path, opts: ReadOptions, io: &IoCtx) -> Result
     Ok(match CompositeFile::find(backing, opts)? {
         composite::Found::Composite(c) => Opened::Composite(c),
         composite::Found::NoHead(backing) => {
-            Opened::Plain(HurrayFile::from_backing(backing, opts)?.opened_as(id))
+            Opened::Plain(HurrayFile::from_backing(backing, opts)?.opened_as(id, path))
         }
     })
 }
 
 /// The view of tensor `t`, whose placement in `backing` was checked at
-/// open (plain files and composite members alike), whatever its layout.
+/// open (plain files and composite members alike), whatever its layout;
+/// `file` is the path it was opened from, for messages.
 fn view_of<'s>(
     backing: &'s Backing,
     t: &'s TensorMeta,
     kv: &'s [(String, KvValue)],
     permissive: bool,
+    file: Option<&'s Path>,
 ) -> Tensor<'s> {
+    let sums = Some(checksum::SumCheck {
+        sums: &t.sums,
+        file,
+    });
     match &t.desc {
-        Desc::Coo(desc) => Tensor::Coo(CooTensor::placed(
-            backing,
-            &t.name,
-            desc,
-            &t.values,
-            &t.indices,
-            kv,
-            permissive,
-        )),
+        Desc::Coo(desc) => Tensor::Coo(CooTensor::placed(backing, t, desc, kv, permissive, sums)),
         Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
             name: &t.name,
             desc,
@@ -597,6 +617,7 @@ fn view_of<'s>(
             permissive,
             offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),
             mapped: backing.mapped(),
+            sums,
         }),
     }
 }

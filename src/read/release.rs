@@ -21,6 +21,25 @@ pub(crate) fn page_size() -> usize {
     })
 }
 
+/// Bytes of physical memory (`u64::MAX` when the system does not say).
+pub(crate) fn physical_memory() -> u64 {
+    static MEM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MEM.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let (pages, size) = unsafe {
+            (
+                libc::sysconf(libc::_SC_PHYS_PAGES),
+                libc::sysconf(libc::_SC_PAGESIZE),
+            )
+        };
+        if pages > 0 && size > 0 {
+            (pages as u64).saturating_mul(size as u64)
+        } else {
+            u64::MAX
+        }
+    })
+}
+
 /// madvise over the whole pages inside `[lo, hi)` (addresses; `lo` rounded
 /// down). Advice is a hint: a failure changes nothing but speed, so it is
 /// ignored. The one place that advises mapped pages: this module's

@@ -96,6 +96,37 @@ impl<'a> Tensor<'a> {
         }
     }
 
+    /// Check the xxh3 checksums our writer stores for the buffers, once
+    /// per open file (later calls return the remembered verdict in O(1)):
+    /// a damaged buffer is an [`crate::Error::InvalidFile`] naming the
+    /// buffer, the tensor and the file; a tensor without stored checksums
+    /// (another writer's file) passes. See [`CooTensor::check_checksums`].
+    pub fn check_checksums(&self) -> Result<()> {
+        match self {
+            Tensor::Coo(t) => t.check_checksums(),
+            Tensor::Compressed(t) => t.check_checksums(),
+        }
+    }
+
+    /// How many buffers carry a stored checksum (0: none, as in files of
+    /// the reference writer; `verify` then checks the content rules only).
+    pub fn stored_checksums(&self) -> usize {
+        match self {
+            Tensor::Coo(t) => t.stored_checksums(),
+            Tensor::Compressed(t) => t.stored_checksums(),
+        }
+    }
+
+    /// Buffers hashed by [`Tensor::check_checksums`] since the file was
+    /// opened (a test hook: a second whole pass hashes none).
+    #[doc(hidden)]
+    pub fn checksum_hashes(&self) -> u64 {
+        match self {
+            Tensor::Coo(t) => t.checksum_hashes(),
+            Tensor::Compressed(t) => t.checksum_hashes(),
+        }
+    }
+
     /// The COO view, if the tensor is COO.
     pub fn as_coo(&self) -> Option<CooTensor<'a>> {
         match self {
@@ -114,11 +145,14 @@ impl<'a> Tensor<'a> {
 
     /// Call `f(coordinate, value)` for every entry in storage order, until
     /// it returns an error (returned). A broken CSR/CSC pointer is an
-    /// error too (converted with `From`).
+    /// error too (converted with `From`), and so is a buffer whose stored
+    /// checksum does not match ([`Tensor::check_checksums`], before the
+    /// first entry).
     pub fn try_for_each<E: From<crate::Error>>(
         &self,
         mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        self.check_checksums()?;
         match self {
             Tensor::Coo(t) => t.iter().try_for_each(|(i, v)| f(i, v)),
             Tensor::Compressed(t) => t.iter().try_for_each(|e| {

@@ -88,6 +88,9 @@ pub fn export(
     }
     // Refused here, before any pass over the matrix, when `out` is its file.
     let o = Output::create(out, a.source().as_slice())?;
+    // A damaged buffer is refused before anything is written (the
+    // temporary output goes with `o`).
+    a.tensor().check_checksums()?;
     match format {
         Format::Mtx => mtx::write(a, o, opts),
         Format::Npz => npz::write(a, o, opts),

@@ -100,7 +100,11 @@ pub(super) fn write(
             Ok(())
         })?;
         count = lower_and_diag;
-        cursor = vec![u64::MAX; to_usize(m)?];
+        cursor = crate::matrix::memory::try_filled(
+            to_usize(m)? as u64,
+            u64::MAX,
+            "the per-row cursors of a symmetric MatrixMarket export",
+        )?;
     }
     o.write(head(field, sym, m, n, count, t.name()).as_bytes())?;
     if !sym {

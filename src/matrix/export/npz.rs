@@ -154,7 +154,6 @@ pub(super) fn write(
         width: if wide { 8 } else { 4 },
     };
     let coords = Coords::of(a)?;
-    let mut zip = ZipWriter::with_zip64_at(out, opts.zip64_at);
     let dtype = a.dtype();
     let descr = data_descr(dtype);
     let width = if matches!(dtype, DType::F16 | DType::BF16) {
@@ -170,6 +169,26 @@ pub(super) fn write(
     } else {
         (0, m)
     };
+    // Everything the archive holds, before any of it is streamed.
+    let index_bytes = |n: u64| n as u128 * ix.width as u128;
+    let planned = data_size as u128
+        + match target {
+            NpzLayout::Coo => 2 * index_bytes(nnz),
+            _ => index_bytes(nnz) + index_bytes(extent) + ix.width as u128,
+        };
+    out.check_space(
+        u64::try_from(planned).unwrap_or(u64::MAX),
+        &format!(
+            "{} entries{}",
+            nnz,
+            if target == NpzLayout::Coo {
+                String::new()
+            } else {
+                format!(", indptr of {} + 1 entries", extent)
+            }
+        ),
+    )?;
+    let mut zip = ZipWriter::with_zip64_at(out, opts.zip64_at);
     let in_order = match target {
         NpzLayout::Csr => matches!(a.layout(), Layout::Coo { sorted: true } | Layout::Csr),
         NpzLayout::Csc => a.layout() == Layout::Csc,

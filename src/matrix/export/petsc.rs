@@ -56,6 +56,12 @@ pub(super) fn write(
     for v in [MAT_FILE_CLASSID as u64, m, n, nnz] {
         put(&mut head, v);
     }
+    let iw = if int64 { 8u128 } else { 4 };
+    let planned = head.len() as u128 + (m as u128 + nnz as u128) * iw + nnz as u128 * 8;
+    o.check_space(
+        u64::try_from(planned).unwrap_or(u64::MAX),
+        &format!("{m} row lengths, {nnz} entries"),
+    )?;
     o.write(&head)?;
     if a.is_row_sorted() || a.layout() == Layout::Csr {
         in_storage_order(a, &mut o, put, opts)?;

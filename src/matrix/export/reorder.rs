@@ -78,12 +78,11 @@ impl<'m, 'a> Reorder<'m, 'a> {
         let coords = Coords::of(a)?;
         let (m, n) = (a.rows(), a.cols());
         let extent = to_usize(if dim == 0 { m } else { n })?;
-        let mut lens: Vec<u64> = Vec::new();
-        lens.try_reserve_exact(extent)
-            .map_err(|_| MatrixError::TooLarge {
-                extent: extent as u64,
-            })?;
-        lens.resize(extent, 0);
+        let mut lens: Vec<u64> = crate::matrix::memory::try_filled(
+            extent as u64,
+            0,
+            "the entry counts per row (column) of a reordering export",
+        )?;
         pass(a, paging, |r| {
             coords.each(r, |p, i, j| {
                 if i >= m || j >= n {
@@ -151,6 +150,10 @@ impl<'m, 'a> Reorder<'m, 'a> {
         }
         let total = starts[starts.len() - 1];
         out.clear();
+        crate::matrix::memory::check_fits(
+            total as u128 * std::mem::size_of::<Item>() as u128,
+            "one band of a reordering export",
+        )?;
         out.try_reserve_exact(total)
             .map_err(|_| MatrixError::TooLarge {
                 extent: total as u64,

@@ -92,6 +92,8 @@ fn statistics_over_stored_values_are_a_named_warning() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("OK with") && out.contains("warnings"), "{out}");
     assert!(out.contains("over the 10 stored values"), "{out}");
+    // The reference writer stores no checksums, and verify says so.
+    assert!(out.contains("carries no stored checksums"), "{out}");
     let (code, out, err) = cli(&["verify", "--strict", path]);
     assert_eq!(code, 1, "{out}");
     assert!(err.contains("--strict"), "{err}");

@@ -41,6 +41,7 @@ mod error;
 pub mod export;
 mod font;
 mod matvec;
+#[doc(hidden)] // for the front ends (python/), not a stable API
 pub mod memory;
 mod output;
 mod paging;

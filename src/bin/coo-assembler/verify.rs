@@ -24,6 +24,19 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     for pr in &problems {
         outln!("{pr}");
     }
+    // Another writer's file (the reference's) stores no checksums: say
+    // what was checked and what could not be.
+    let picked: Vec<_> = match &p.tensor {
+        Some(_) => vec![pick_view(&f, p)?],
+        None => f.tensor_views().collect(),
+    };
+    for t in picked.iter().filter(|t| t.stored_checksums() == 0) {
+        outln!(
+            "note: tensor {:?} carries no stored checksums (written by another writer): \
+             its layout and content rules were checked, its bytes could not be",
+            t.name()
+        );
+    }
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     if errors == 0 && warnings == 0 {
         outln!("OK");

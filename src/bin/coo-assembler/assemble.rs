@@ -106,11 +106,11 @@ fn summary_line(s: &coo_assembler::Summary, seconds: f64) -> String {
         plural(s.nnz, "entry", "entries"),
         seconds
     );
-    if seconds >= 0.01 && s.contributions > 0 {
-        out += &format!(
-            " ({:.1} M contributions/s)",
-            s.contributions as f64 / seconds / 1e6
-        );
+    // A rate only for a run long enough to time, and one that reads as
+    // more than zero at one decimal.
+    let rate = s.contributions as f64 / seconds.max(1e-9) / 1e6;
+    if seconds >= 0.05 && rate >= 0.05 {
+        out += &format!(" ({rate:.1} M contributions/s)");
     }
     if s.runs_spilled > 0 {
         out += &format!(

@@ -2,7 +2,7 @@
 //! leaf module so that the error messages can use it.
 
 /// `bytes` as people read a size: `512 B`, `3.4 MiB`, `1.5 GiB` (powers
-/// of 1024, one decimal; [`parse_size`] reads it back to within that
+/// of 1024, one decimal; [`crate::vocab::parse_size`] reads it back to within that
 /// rounding). Every message and summary that tells a size uses it.
 ///
 /// ```

@@ -14,7 +14,7 @@ use half::{bf16, f16};
 use std::marker::PhantomData;
 
 /// The fixed-size bits one contribution's value travels in: what the
-/// caller's value becomes when it is read ([`super::input::Source`]),
+/// caller's value becomes when it is read (`input::Source`),
 /// and what the stored value of a coordinate is written as until it is
 /// copied into the result.
 pub trait Lane: Copy + Default + Send + Sync + bytemuck::Zeroable + 'static {}

@@ -5,12 +5,12 @@
 //! For a matrix, contributions are bucketed by their major index (the row
 //! for CSR and COO, the column for CSC) and each bucket is ordered by its
 //! minor index in cache; any other rank buckets by the top bits of the
-//! packed key. Steps ([`DirectPlan::assemble`]):
+//! packed key. Steps (`DirectPlan::assemble`):
 //!
-//! 1. **Count** ([`count`]): contributions per bucket, and the bucket range
+//! 1. **Count** (`count.rs`): contributions per bucket, and the bucket range
 //!    of every chunk of 4096 contributions; on every core, each over its
 //!    part of the arrays.
-//! 2. **Bands** ([`band`]): consecutive buckets whose contributions fit one
+//! 2. **Bands** (`band.rs`): consecutive buckets whose contributions fit one
 //!    worker's scratch. A worker takes the next band, reads only the chunks
 //!    whose range meets it (input in element order touches a narrow band
 //!    of rows per chunk, so the arrays are read about once in all), scatters
@@ -25,9 +25,9 @@
 //! contribution (nnz is not known before the end) and only the entries
 //! written are touched, then the room beyond is given back.
 //!
-//! [`plan`] says whether work can take this path; when it cannot (a key of
+//! `plan` says whether work can take this path; when it cannot (a key of
 //! more than 64 bits, counts beyond the budget) or when
-//! [`DirectPlan::assemble`] finds after counting that a bucket is too
+//! `DirectPlan::assemble` finds after counting that a bucket is too
 //! heavy for the budget, the caller uses the [`crate::Builder`].
 
 mod band;

@@ -146,6 +146,8 @@ pub use fs::IoCtx;
 pub use half as __half;
 pub use hurray::composite::{CompositeHead, Shard};
 pub use hurray::{KvValue, Statistics};
+#[doc(hidden)]
+pub use options::threads_out_of_range;
 pub use options::{
     AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET,
 };

@@ -177,14 +177,21 @@ fn default_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
+/// The largest `threads` an assembly takes.
+const MAX_THREADS: usize = 1024;
+
+/// The error for a thread count outside `1..=1024`, also for front ends
+/// whose callers can pass a negative one.
+#[doc(hidden)]
+pub fn threads_out_of_range(got: impl std::fmt::Display) -> Error {
+    Error::InvalidOptions(format!("threads must be in 1..={MAX_THREADS}, got {got}"))
+}
+
 impl AssembleOptions {
     /// Check the options that do not depend on the tensor.
     pub fn validate(&self) -> Result<()> {
-        if self.threads == 0 || self.threads > 1024 {
-            return Err(Error::InvalidOptions(format!(
-                "threads must be in 1..=1024, got {}",
-                self.threads
-            )));
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(threads_out_of_range(self.threads));
         }
         if self.max_fan_in < 2 {
             return Err(Error::InvalidOptions(format!(

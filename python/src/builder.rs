@@ -318,12 +318,8 @@ pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
                 let n = v.extract::<i64>().map_err(|_| {
                     input_error(format!("threads must be an int in 1..=1024, got {v}"))
                 })?;
-                o.threads = usize::try_from(n).unwrap_or(0);
-                if n < 0 {
-                    return Err(to_py(coo_assembler::Error::InvalidOptions(format!(
-                        "threads must be in 1..=1024, got {n}"
-                    ))));
-                }
+                o.threads = usize::try_from(n)
+                    .map_err(|_| to_py(coo_assembler::threads_out_of_range(n)))?;
             }
             "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
             "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,

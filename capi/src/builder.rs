@@ -24,7 +24,7 @@ use crate::{
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
 };
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ffi::{c_char, c_int};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -42,9 +42,9 @@ const _: () = {
 /// no-op for a second free) instead of being dereferenced. An address the
 /// allocator has since given to a new handle is that handle (the one case
 /// the header leaves undefined, with use during another thread's free).
-static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+static LIVE: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
 
-fn live_set() -> MutexGuard<'static, Option<HashSet<usize>>> {
+fn live_set() -> MutexGuard<'static, BTreeSet<usize>> {
     // The set is only inserted into and removed from: a panic elsewhere
     // cannot leave it inconsistent.
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
@@ -53,22 +53,18 @@ fn live_set() -> MutexGuard<'static, Option<HashSet<usize>>> {
 /// Register a new handle.
 fn register<T>(p: *mut T) -> *mut T {
     if !p.is_null() {
-        live_set()
-            .get_or_insert_with(HashSet::new)
-            .insert(p as usize);
+        live_set().insert(p as usize);
     }
     p
 }
 
 /// Unregister `p`; false when it was not a live handle.
 fn unregister<T>(p: *mut T) -> bool {
-    live_set().as_mut().is_some_and(|s| s.remove(&(p as usize)))
+    live_set().remove(&(p as usize))
 }
 
 fn is_live<T>(p: *const T) -> bool {
-    live_set()
-        .as_ref()
-        .is_some_and(|s| s.contains(&(p as usize)))
+    live_set().contains(&(p as usize))
 }
 
 /// The builder behind `b`, when it is a live handle.

@@ -892,8 +892,9 @@ def assemble(
     layout = _native.parse_name("layout", layout)
     shape_t = tuple(_extent(s) for s in shape)
     cols = _columns(coords, len(shape_t), values.shape[0])
+    dtypes = [c.dtype for c in cols] if cols is not None else _index_dtypes(coords, len(shape_t))
+    index_dtype = _scipy_index_dtype(dtypes, values.shape[0], shape_t)
     if cols is not None:
-        index_dtype = _scipy_index_dtype([c.dtype for c in cols], values.shape[0], shape_t)
         parts = _native.assemble_arrays(
             values,
             cols,
@@ -928,9 +929,6 @@ def assemble(
             b.push(values, coords)
             b.finish(path)
         f = File(path)
-        index_dtype = _scipy_index_dtype(
-            _index_dtypes(coords, len(shape_t)), values.shape[0], shape_t
-        )
         a = f.to_scipy(layout, index_dtype=index_dtype)
         # Own the values, so nothing refers to the temporary file any more.
         if not a.data.flags.owndata or not a.data.flags.writeable:

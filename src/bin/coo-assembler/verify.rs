@@ -15,8 +15,12 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
             return crate::composite::verify(&c);
         }
     };
+    let views: Vec<_> = match &p.tensor {
+        Some(_) => vec![pick_view(&f, p)?],
+        None => f.tensor_views().collect(),
+    };
     let problems = match &p.tensor {
-        Some(_) => pick_view(&f, p)?.verify(),
+        Some(_) => views[0].verify(),
         None => f.verify(),
     };
     let errors = problems.iter().filter(|p| p.is_error()).count();
@@ -26,11 +30,7 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     }
     // Another writer's file (the reference's) stores no checksums: say
     // what was checked and what could not be.
-    let picked: Vec<_> = match &p.tensor {
-        Some(_) => vec![pick_view(&f, p)?],
-        None => f.tensor_views().collect(),
-    };
-    for t in picked.iter().filter(|t| t.stored_checksums() == 0) {
+    for t in views.iter().filter(|t| t.stored_checksums() == 0) {
         outln!(
             "note: tensor {:?} carries no stored checksums (written by another writer): \
              its layout and content rules were checked, its bytes could not be",

@@ -62,6 +62,26 @@ impl MappedInput {
         &self.map
     }
 
+    /// Give back to the kernel the whole pages of bytes `a..b` of the map
+    /// (read, and not to be read again soon: a later read faults the same
+    /// file bytes back in). Safe to call from any thread.
+    pub(crate) fn release_range(&self, a: usize, b: usize) {
+        let lo = (a as u64).div_ceil(PAGE) * PAGE;
+        let hi = (b as u64 / PAGE * PAGE).min(self.map.len() as u64);
+        if hi <= lo {
+            return;
+        }
+        // SAFETY: a read-only private file mapping: dropping its pages
+        // only makes a later read fault the file's bytes back in.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                lo as usize,
+                (hi - lo) as usize,
+            )
+        };
+    }
+
     /// Push the binary records of the mapped file (see
     /// [`push_bin_bytes`]), releasing parsed pages as it goes; `progress`
     /// gets the bytes parsed so far.

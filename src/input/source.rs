@@ -12,6 +12,8 @@
 //! MatrixMarket) with the lines or records it came from.
 
 use crate::assemble::builder::Locator;
+use crate::assemble::direct;
+use crate::assemble::finish::Summary;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::output::{check_not_input, FileId};
@@ -296,6 +298,63 @@ impl Source {
             }
             e => e,
         })
+    }
+
+    /// Assemble the input into a new Hurray file at `path`: the shape and
+    /// element type as for [`Source::builder`], then every contribution
+    /// pushed and the file written, as [`Source::builder`],
+    /// [`Source::push_into`] and [`Builder::finish`] would, with the same
+    /// bytes and the same errors. A mapped bin input whose work fits the
+    /// budget and which is local (contributions in element order) is
+    /// assembled by the in-memory kernel reading the records in place,
+    /// with no spill and no merge; anything else goes through the builder.
+    /// `progress` gets the input bytes consumed so far.
+    pub fn assemble_to(
+        self,
+        path: &Path,
+        shape: Option<&[u64]>,
+        dtype: Option<DType>,
+        opts: AssembleOptions,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Summary> {
+        self.check_output(path)?;
+        if let Some(s) = self.assemble_in_place(path, shape, dtype, &opts)? {
+            if let Some(t) = self.progress_total() {
+                progress(t);
+            }
+            return Ok(s);
+        }
+        let mut b = self.builder(shape, dtype, opts)?;
+        self.push_into(&mut b, progress)?;
+        b.finish(path)
+    }
+
+    /// The kernel's path of [`Source::assemble_to`], when it is the one.
+    fn assemble_in_place(
+        &self,
+        path: &Path,
+        shape: Option<&[u64]>,
+        dtype: Option<DType>,
+        opts: &AssembleOptions,
+    ) -> Result<Option<Summary>> {
+        let (Body::Mapped(m), Header::None, InputFormat::Bin) =
+            (&self.body, &self.header, self.format)
+        else {
+            return Ok(None);
+        };
+        let Ok(shape) = self.resolve_shape(shape) else {
+            return Ok(None);
+        };
+        let dtype = dtype.unwrap_or(DType::F64);
+        let bytes = m.bytes();
+        let rec = bin::bin_record_bytes(shape.len(), dtype);
+        if bytes.len() % rec != 0 {
+            return Ok(None);
+        }
+        let Some(plan) = direct::plan(&shape, dtype, (bytes.len() / rec) as u64, opts) else {
+            return Ok(None);
+        };
+        plan.assemble_records(bytes, &|a, b| m.release_range(a, b), path, opts)
     }
 
     /// Push every contribution into `b` (whose shape and element type the

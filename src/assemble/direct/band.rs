@@ -8,7 +8,7 @@
 //! order, which gives it its place in the result, and copies itself there.
 
 use crate::assemble::combine::CombineError;
-use crate::assemble::direct::count::Counts;
+use crate::assemble::direct::count::{Counts, RELEASE_CHUNKS};
 use crate::assemble::direct::input::Input;
 use crate::assemble::direct::lane::{FromLane, Lane, OutValue, Reduce};
 use crate::assemble::direct::out::{filled, zeroed, OutIndex, Shared};
@@ -313,21 +313,20 @@ pub(crate) enum BandError {
 
 /// Run every band on up to `threads` workers, writing into `sink`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run<In, R, M, O, J>(
+pub(crate) fn run<In, R, M, S>(
     input: &In,
     red: &R,
     counts: &Counts,
     bands: &Bands,
     threads: usize,
-    sink: &Sink<'_, O, J>,
+    sink: &S,
     stop: Option<&AtomicBool>,
 ) -> Result<Done, BandError>
 where
     In: Input,
     R: Reduce<In::L>,
     M: Minor,
-    O: OutValue + FromLane<In::L>,
-    J: OutIndex,
+    S: BandSink<M, In::L>,
 {
     let sh = Shared2 {
         next_band: AtomicUsize::new(0),
@@ -340,7 +339,7 @@ where
         stop,
     };
     let threads = threads.clamp(1, bands.len().max(1));
-    let work = || worker::<In, R, M, O, J>(input, red, counts, bands, sink, &sh);
+    let work = || worker::<In, R, M, S>(input, red, counts, bands, sink, &sh);
     let dropped: u64 = if threads == 1 {
         work()
     } else {
@@ -380,20 +379,19 @@ where
 
 /// One worker: take bands in order until none is left. Returns the zeros
 /// it dropped.
-fn worker<In, R, M, O, J>(
+fn worker<In, R, M, S>(
     input: &In,
     red: &R,
     counts: &Counts,
     bands: &Bands,
-    sink: &Sink<'_, O, J>,
+    sink: &S,
     sh: &Shared2<'_>,
 ) -> u64
 where
     In: Input,
     R: Reduce<In::L>,
     M: Minor,
-    O: OutValue + FromLane<In::L>,
-    J: OutIndex,
+    S: BandSink<M, In::L>,
 {
     let mut scratch = match Scratch::<M, In::L>::new(bands) {
         Ok(s) => s,
@@ -440,8 +438,10 @@ where
             }
         };
         dropped += d;
+        let rows = (hi - lo) as usize;
+        let (minor, lanes, ends) = (&scratch.minor[..w], &scratch.lanes[..w], &scratch.pos[..rows]);
         // Wait for the band before this one to take its place.
-        let off = {
+        let (off, put) = {
             let mut p = Shared2::lock(&sh.publish);
             while p.next != b && !sh.stopped() && sh.failed_band.load(Ordering::SeqCst) == usize::MAX {
                 p = sh.turn.wait(p).unwrap_or_else(|e| e.into_inner());
@@ -450,12 +450,21 @@ where
                 break;
             }
             let off = p.offset;
-            p.offset += w;
-            p.next += 1;
-            sh.turn.notify_all();
-            off
+            // A stream takes the band during its turn; the next band waits.
+            let put = if S::IN_ORDER {
+                sink.put(off, lo, minor, lanes, ends)
+            } else {
+                Ok(())
+            };
+            if put.is_ok() {
+                p.offset += w;
+                p.next += 1;
+                sh.turn.notify_all();
+            }
+            (off, put)
         };
-        if let Err(f) = scratch.write(sink, off, lo, (hi - lo) as usize, w) {
+        let put = if S::IN_ORDER { put } else { sink.put(off, lo, minor, lanes, ends) };
+        if let Err(f) = put {
             sh.fail(f);
             break;
         }
@@ -500,6 +509,8 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
         let minor = &mut self.minor[..];
         // The same length as `minor`, so one check covers both stores.
         let lanes = &mut self.lanes[..minor.len()];
+        // The chunks read since the input's pages were last released.
+        let (mut span, mut visited, mut end) = (None::<usize>, 0usize, 0usize);
         for (c, &(a, b)) in counts.ranges.iter().enumerate() {
             if b < lo || a >= hi {
                 continue;
@@ -508,6 +519,13 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 return Err(Fault::Stopped);
             }
             let (x, y) = counts.chunk_span(c, n);
+            let from = *span.get_or_insert(x);
+            visited += 1;
+            end = y;
+            if visited == RELEASE_CHUNKS {
+                input.release(from, y);
+                (span, visited) = (None, 0);
+            }
             let mut good = true;
             input.entries(x, y, lo, rows, |j, m, l, ok| {
                 let Some(p) = pos.get_mut(j) else {
@@ -529,6 +547,9 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
             if !good {
                 return Err(Fault::BadInput);
             }
+        }
+        if let Some(from) = span {
+            input.release(from, end);
         }
         Ok(())
     }
@@ -654,25 +675,35 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
         }
         Ok((w, dropped))
     }
+}
 
-    /// Copy the band's `w` compacted entries to `off` in the result.
-    fn write<O: OutValue + FromLane<L>, J: OutIndex>(
-        &self,
-        sink: &Sink<'_, O, J>,
-        off: usize,
-        lo: u64,
-        rows: usize,
-        w: usize,
-    ) -> Result<(), Fault> {
+/// Where the bands' results go: the caller's vectors ([`Sink`], every band
+/// copying itself into its place at once) or a file written as a stream
+/// (`stream::FileSink`, the bands one at a time in order).
+pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
+    /// True when [`BandSink::put`] must see the bands in band order, one
+    /// at a time (it is then called while the band holds its turn).
+    const IN_ORDER: bool;
+    /// Take one band's `minor.len()` compacted entries, which start at
+    /// entry `off` of the result: buckets `lo..lo + ends.len()`, bucket
+    /// `lo + j` ending at entry `ends[j]` of the band.
+    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault>;
+}
+
+impl<M: Minor, L: Lane, O: OutValue + FromLane<L>, J: OutIndex> BandSink<M, L> for Sink<'_, O, J> {
+    const IN_ORDER: bool = false;
+
+    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault> {
+        let (w, rows) = (minor.len(), ends.len());
+        let sink = self;
         // SAFETY: the publish protocol gives this band entries off..off+w
         // alone (offsets are the running sum of the bands' entry counts,
         // taken in band order), and buckets lo..lo+rows, whose pointers no
         // other band writes.
         let vals = unsafe { sink.values.range(off, w) }.ok_or(Fault::BadInput)?;
-        for (d, &l) in vals.iter_mut().zip(&self.lanes[..w]) {
+        for (d, &l) in vals.iter_mut().zip(lanes) {
             d.write(O::from_lane_bits(l));
         }
-        let minor = &self.minor[..w];
         match &sink.form {
             Form::Compressed { pointers } => {
                 // SAFETY: as above.
@@ -683,7 +714,7 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 // SAFETY: pointer lo + 1 + j belongs to bucket lo + j of
                 // this band; pointer 0 to the band that starts at 0.
                 let ptr = unsafe { pointers.range(lo as usize + 1, rows) }.ok_or(Fault::BadInput)?;
-                for (d, &p) in ptr.iter_mut().zip(&self.pos[..rows]) {
+                for (d, &p) in ptr.iter_mut().zip(ends) {
                     d.write(J::from_u64((off + p as usize) as u64));
                 }
                 if lo == 0 {
@@ -696,7 +727,7 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 // SAFETY: as above, two indices per entry.
                 let idx = unsafe { sink.indices.range(2 * off, 2 * w) }.ok_or(Fault::BadInput)?;
                 let mut i = 0usize;
-                for (j, &end) in self.pos[..rows].iter().enumerate() {
+                for (j, &end) in ends.iter().enumerate() {
                     let r = J::from_u64(lo + j as u64);
                     while i < end as usize {
                         idx[2 * i].write(r);
@@ -711,7 +742,7 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 let idx =
                     unsafe { sink.indices.range(rank * off, rank * w) }.ok_or(Fault::BadInput)?;
                 let mut i = 0usize;
-                for (j, &end) in self.pos[..rows].iter().enumerate() {
+                for (j, &end) in ends.iter().enumerate() {
                     let top = (lo + j as u64) << split;
                     while i < end as usize {
                         let key = top | minor[i].to_u64();

@@ -30,6 +30,22 @@ impl Counts {
     }
 }
 
+/// Chunks read between two releases of the input's pages (an input in a
+/// mapped file: see [`Input::release`]); a few MiB of records.
+pub(crate) const RELEASE_CHUNKS: usize = 32;
+
+/// [`Input::count`] over `lo..hi`, releasing the input as it goes.
+fn count_part<In: Input>(input: &In, lo: usize, hi: usize, base: u64, hist: &mut [u32], chunk: usize) {
+    let step = RELEASE_CHUNKS * chunk;
+    let mut a = lo;
+    while a < hi {
+        let b = (a + step).min(hi);
+        input.count(a, b, base, hist);
+        input.release(a, b);
+        a = b;
+    }
+}
+
 /// Why a pass stopped before the end.
 fn stopped(stop: Option<&AtomicBool>) -> bool {
     stop.is_some_and(|s| s.load(Ordering::Relaxed))
@@ -54,6 +70,67 @@ pub(crate) fn count<In: Input>(
     // Contiguous parts of whole chunks, one per thread.
     let per = n_chunks.div_ceil(threads);
     let bad = AtomicBool::new(false);
+    // When every other thread can have a histogram of all buckets, one
+    // pass does both: each chunk is counted right after its range is
+    // found, while it is in cache, so the input is read once, not twice.
+    let full = (threads as u64 - 1).saturating_mul(buckets.saturating_mul(4));
+    if full <= hist_limit {
+        let mut locals = Vec::new();
+        for _ in 1..threads {
+            locals.push(zeroed(buckets as usize, "a counting thread's histogram")?);
+        }
+        let one = |first: usize, part: &mut [(u64, u64)], hist: &mut [u32]| -> bool {
+            let len = part.len();
+            for (k, r) in part.iter_mut().enumerate() {
+                if bad.load(Ordering::Relaxed) || stopped(stop) {
+                    return false;
+                }
+                let a = (first + k) * chunk;
+                let b = (a + chunk).min(n);
+                let Some(range) = input.bucket_range(a, b) else {
+                    bad.store(true, Ordering::Relaxed);
+                    return false;
+                };
+                *r = range;
+                input.count(a, b, 0, hist);
+                if (k + 1) % RELEASE_CHUNKS == 0 || k + 1 == len {
+                    input.release((first + k / RELEASE_CHUNKS * RELEASE_CHUNKS) * chunk, b);
+                }
+            }
+            true
+        };
+        let done: Vec<bool> = if threads == 1 {
+            vec![one(0, &mut ranges, &mut per_bucket)]
+        } else {
+            let mut hists: Vec<&mut [u32]> = vec![per_bucket.as_mut_slice()];
+            hists.extend(locals.iter_mut().map(|h| h.as_mut_slice()));
+            std::thread::scope(|s| {
+                let hs: Vec<_> = ranges
+                    .chunks_mut(per)
+                    .zip(hists)
+                    .enumerate()
+                    .map(|(t, (part, hist))| s.spawn(move || one(t * per, part, hist)))
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap_or(false)).collect()
+            })
+        };
+        if bad.load(Ordering::Relaxed) {
+            return Err(Fault::BadInput);
+        }
+        if stopped(stop) || done.iter().any(|d| !d) {
+            return Err(Fault::Stopped);
+        }
+        for hist in &locals {
+            for (d, h) in per_bucket.iter_mut().zip(hist) {
+                *d += h;
+            }
+        }
+        return Ok(Counts {
+            per_bucket,
+            ranges,
+            chunk,
+        });
+    }
     // Phase one: every chunk's range, each thread over its part.
     let scan = |first: usize, part: &mut [(u64, u64)]| -> Option<(u64, u64)> {
         let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -69,6 +146,15 @@ pub(crate) fn count<In: Input>(
             *r = (x, y);
             lo = lo.min(x);
             hi = hi.max(y);
+            if (k + 1) % RELEASE_CHUNKS == 0 {
+                let z = (first + k + 1) * chunk;
+                input.release(z - RELEASE_CHUNKS * chunk, z.min(n));
+            }
+        }
+        let tail = part.len() % RELEASE_CHUNKS;
+        if tail > 0 {
+            let z = ((first + part.len()) * chunk).min(n);
+            input.release((first + part.len() - tail) * chunk, z);
         }
         Some((lo, hi))
     };
@@ -99,7 +185,7 @@ pub(crate) fn count<In: Input>(
         .map(|&(a, b)| (b - a + 1) * 4)
         .sum();
     if threads == 1 || extra > hist_limit {
-        input.count(0, n, 0, &mut per_bucket);
+        count_part(input, 0, n, 0, &mut per_bucket, chunk);
     } else {
         let parts: Vec<(usize, usize)> = (0..threads)
             .map(|t| ((t * per * chunk).min(n), ((t + 1) * per * chunk).min(n)))
@@ -112,10 +198,10 @@ pub(crate) fn count<In: Input>(
             let (p0, rest) = parts.split_at(1);
             for (&(lo, hi), (base, hist)) in rest.iter().zip(locals.iter_mut()) {
                 let base = *base;
-                s.spawn(move || input.count(lo, hi, base, hist));
+                s.spawn(move || count_part(input, lo, hi, base, hist, chunk));
             }
             if let Some(&(lo, hi)) = p0.first() {
-                input.count(lo, hi, 0, &mut per_bucket);
+                count_part(input, lo, hi, 0, &mut per_bucket, chunk);
             }
         });
         for (base, hist) in &locals {

@@ -8,6 +8,7 @@
 
 use crate::assemble::builder::raw_value;
 use crate::assemble::combine::PushValue;
+use crate::codec::le_u64_at;
 use crate::assemble::direct::lane::Lane;
 use crate::element::DType;
 use crate::options::NonFinitePolicy;
@@ -140,6 +141,14 @@ pub(crate) trait Input: Sync {
         buckets: usize,
         f: impl FnMut(usize, u64, Self::L, bool),
     );
+    /// Contributions `lo..hi` were read and will not be read again soon:
+    /// an input in mapped file pages gives them back to the kernel (they
+    /// stay in the page cache; a later read faults them back in), so that
+    /// the input does not count against the resident set. Arrays the
+    /// caller holds ignore it.
+    fn release(&self, lo: usize, hi: usize) {
+        let _ = (lo, hi);
+    }
 }
 
 /// A matrix given as two index arrays: buckets are the major indices
@@ -293,5 +302,330 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
             let ok = ok & lane.is_some();
             f(j, key & mask, lane.unwrap_or_default(), ok);
         }
+    }
+}
+
+/// A record's value as its raw lane, checked by nothing: an f64 tensor
+/// with every value kept (the lane is the value's bits, as for
+/// [`F64Bits`]), or a type whose values need no check.
+pub(crate) struct RawKeep;
+
+impl Source<u64> for RawKeep {
+    type L = u64;
+    #[inline(always)]
+    fn lane(&self, v: u64) -> Option<u64> {
+        Some(v)
+    }
+}
+
+/// A record's value as its raw lane, refused when the non-finite policy
+/// refuses it (floats only; the lane of a float is its f64 bits).
+pub(crate) struct RawChecked {
+    pub(crate) policy: NonFinitePolicy,
+}
+
+impl Source<u64> for RawChecked {
+    type L = u64;
+    #[inline(always)]
+    fn lane(&self, v: u64) -> Option<u64> {
+        let f = f64::from_bits(v);
+        let refused = match self.policy {
+            NonFinitePolicy::Keep => false,
+            NonFinitePolicy::RejectNan => f.is_nan(),
+            NonFinitePolicy::RejectNonFinite => !f.is_finite(),
+        };
+        (!refused).then_some(v)
+    }
+}
+
+/// Decodes a record's little-endian value of `dtype` into the raw lane
+/// `Builder::push` stores for it (floats widened to f64 bits, integers
+/// sign- or zero-extended), which the value of the record's own type
+/// always fits.
+pub(crate) fn raw_decoder(dtype: DType) -> fn(&[u8]) -> u64 {
+    use crate::element::Element;
+    fn float<T: Element + Into<f64>>(b: &[u8]) -> u64 {
+        T::from_le(b).into().to_bits()
+    }
+    fn half<T: Element + HalfF64>(b: &[u8]) -> u64 {
+        T::from_le(b).widen().to_bits()
+    }
+    fn signed<T: Element + Into<i64>>(b: &[u8]) -> u64 {
+        T::from_le(b).into() as u64
+    }
+    fn unsigned<T: Element + Into<u64>>(b: &[u8]) -> u64 {
+        T::from_le(b).into()
+    }
+    trait HalfF64 {
+        fn widen(self) -> f64;
+    }
+    impl HalfF64 for half::f16 {
+        fn widen(self) -> f64 {
+            self.to_f64()
+        }
+    }
+    impl HalfF64 for half::bf16 {
+        fn widen(self) -> f64 {
+            self.to_f64()
+        }
+    }
+    match dtype {
+        DType::F64 => float::<f64>,
+        DType::F32 => float::<f32>,
+        DType::F16 => half::<half::f16>,
+        DType::BF16 => half::<half::bf16>,
+        DType::I8 => signed::<i8>,
+        DType::I16 => signed::<i16>,
+        DType::I32 => signed::<i32>,
+        DType::I64 => signed::<i64>,
+        DType::U8 => unsigned::<u8>,
+        DType::U16 => unsigned::<u16>,
+        DType::U32 => unsigned::<u32>,
+        DType::U64 => unsigned::<u64>,
+    }
+}
+
+/// How a record's indices make its bucket and minor key.
+#[derive(Clone, Copy)]
+pub(crate) enum RecordKey<'a> {
+    /// A matrix: the bucket is index `major`, the minor key the other one.
+    Matrix { major: usize },
+    /// Any rank, as [`Packed`]: the packed key's top bits and the rest.
+    Packed {
+        shifts: &'a [u32],
+        split: u32,
+        bucket_dims: usize,
+    },
+}
+
+/// Binary records read in place (a mapped bin file, see
+/// `crate::input::bin`): `rank` u64 little-endian indices, then one value,
+/// `rec` bytes each. An index that cannot be read (never: the length is
+/// a whole number of records) reads as invalid.
+pub(crate) struct Records<'a, V, S> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) rec: usize,
+    pub(crate) shape: &'a [u64],
+    pub(crate) key: RecordKey<'a>,
+    pub(crate) decode: fn(&[u8]) -> V,
+    pub(crate) source: S,
+    /// Gives back the file pages of a byte range (see [`Input::release`]).
+    pub(crate) release: &'a (dyn Fn(usize, usize) + Sync),
+}
+
+impl<'a, V> Records<'a, V, ()> {
+    /// The same records, their values turned into lanes by `source`.
+    pub(crate) fn with_source<S>(&self, source: S) -> Records<'a, V, S> {
+        Records {
+            bytes: self.bytes,
+            rec: self.rec,
+            shape: self.shape,
+            key: self.key,
+            decode: self.decode,
+            source,
+            release: self.release,
+        }
+    }
+}
+
+impl<V, S> Records<'_, V, S> {
+    #[inline(always)]
+    fn index(&self, i: usize, d: usize) -> u64 {
+        le_u64_at(self.bytes, i * self.rec + d * 8).unwrap_or(INVALID)
+    }
+
+    #[inline(always)]
+    fn value(&self, i: usize) -> Option<V> {
+        let at = i * self.rec + self.shape.len() * 8;
+        self.bytes.get(at..i * self.rec + self.rec).map(self.decode)
+    }
+
+    /// The bucket of record `i`, or None when an index it depends on is
+    /// out of range.
+    #[inline(always)]
+    fn bucket_of(&self, i: usize) -> Option<u64> {
+        match self.key {
+            RecordKey::Matrix { major } => {
+                let x = self.index(i, major);
+                (x < self.shape[major]).then_some(x)
+            }
+            RecordKey::Packed {
+                shifts,
+                split,
+                bucket_dims,
+            } => {
+                let mut key = 0u64;
+                for (d, (&s, &e)) in shifts.iter().zip(self.shape).enumerate().take(bucket_dims) {
+                    let x = self.index(i, d);
+                    if x >= e {
+                        return None;
+                    }
+                    key |= x << s;
+                }
+                Some(key >> split)
+            }
+        }
+    }
+}
+
+impl<V: Copy + Sync, S: Source<V>> Input for Records<'_, V, S> {
+    type L = S::L;
+
+    fn len(&self) -> usize {
+        self.bytes.len() / self.rec.max(1)
+    }
+
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (mut a, mut b) = (u64::MAX, 0u64);
+        for i in lo..hi {
+            let k = self.bucket_of(i)?;
+            a = a.min(k);
+            b = b.max(k);
+        }
+        Some((a, b))
+    }
+
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        for i in lo..hi {
+            let k = self.bucket_of(i).unwrap_or(INVALID);
+            if let Some(h) = hist.get_mut(k.wrapping_sub(base) as usize) {
+                *h += 1;
+            }
+        }
+    }
+
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
+        for i in lo..hi {
+            let Some(b) = self.bucket_of(i) else {
+                continue;
+            };
+            let j = b.wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
+            let (m, ok) = match self.key {
+                RecordKey::Matrix { major } => {
+                    let m = self.index(i, 1 - major);
+                    (m, m < self.shape[1 - major])
+                }
+                RecordKey::Packed { shifts, split, bucket_dims } => {
+                    let mask = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
+                    let mut key = 0u64;
+                    let mut ok = true;
+                    for (d, (&e, &s)) in self.shape.iter().zip(shifts).enumerate() {
+                        let x = self.index(i, d);
+                        ok &= x < e;
+                        if x < e || d < bucket_dims {
+                            key |= x << s;
+                        }
+                    }
+                    (key & mask, ok)
+                }
+            };
+            let lane = self.value(i).and_then(|v| self.source.lane(v));
+            f(j, m, lane.unwrap_or_default(), ok & lane.is_some());
+        }
+    }
+
+    fn release(&self, lo: usize, hi: usize) {
+        (self.release)(lo * self.rec, hi * self.rec);
+    }
+}
+
+/// Rank-2 f64 records (`row, column, value`, 24 bytes, little-endian) as
+/// the array of `[u64; 3]` they are when the mapped file is 8-byte
+/// aligned: the common FE input, read with no decoding at all.
+pub(crate) struct Triples<'a, S> {
+    pub(crate) recs: &'a [[u64; 3]],
+    /// The bucket's dimension (the other one is the minor key).
+    pub(crate) major: usize,
+    pub(crate) shape: [u64; 2],
+    pub(crate) source: S,
+    /// Gives back the file pages of a byte range (see [`Input::release`]).
+    pub(crate) release: &'a (dyn Fn(usize, usize) + Sync),
+}
+
+impl<'a, S> Triples<'a, S> {
+    /// The records of `bytes`, when they are 24-byte f64 matrix records
+    /// lying 8-byte aligned on a little-endian machine.
+    pub(crate) fn cast(bytes: &'a [u8]) -> Option<&'a [[u64; 3]]> {
+        if cfg!(target_endian = "big") {
+            return None;
+        }
+        bytemuck::try_cast_slice(bytes).ok()
+    }
+}
+
+impl<'a> Triples<'a, ()> {
+    /// The same records, their values turned into lanes by `source`.
+    pub(crate) fn with_source<S>(&self, source: S) -> Triples<'a, S> {
+        Triples {
+            recs: self.recs,
+            major: self.major,
+            shape: self.shape,
+            source,
+            release: self.release,
+        }
+    }
+}
+
+impl<S: Source<u64>> Input for Triples<'_, S> {
+    type L = S::L;
+
+    fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    #[inline]
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (mut a, mut b) = (u64::MAX, 0u64);
+        for r in self.recs.get(lo..hi)? {
+            let x = r[self.major];
+            a = a.min(x);
+            b = b.max(x);
+        }
+        (b < self.shape[self.major]).then_some((a, b))
+    }
+
+    #[inline]
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        for r in &self.recs[lo..hi] {
+            if let Some(h) = hist.get_mut(r[self.major].wrapping_sub(base) as usize) {
+                *h += 1;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, S::L, bool),
+    ) {
+        let (major, minor) = (self.major, 1 - self.major);
+        let extent = self.shape[minor];
+        for r in &self.recs[lo..hi] {
+            let j = r[major].wrapping_sub(first) as usize;
+            if j >= buckets {
+                continue;
+            }
+            let m = r[minor];
+            let l = self.source.lane(r[2]);
+            f(j, m, l.unwrap_or_default(), l.is_some() & (m < extent));
+        }
+    }
+
+    fn release(&self, lo: usize, hi: usize) {
+        (self.release)(lo * 24, hi * 24);
     }
 }

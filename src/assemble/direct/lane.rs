@@ -9,7 +9,7 @@
 
 use crate::assemble::combine::{CombineError, Combiner, FloatSum};
 use crate::assemble::exact::{grow_expansion, round_parts, two_sum};
-use crate::element::{Element, Value};
+use crate::element::{DType, Element, Value};
 use half::{bf16, f16};
 use std::marker::PhantomData;
 
@@ -72,6 +72,51 @@ impl<C: Combiner, O: OutValue> Reduce<u64> for CombineReduce<'_, C, O> {
         Ok(Some(O::from_value(v).to_lane()))
     }
     type Acc = ();
+}
+
+/// Any combiner, the final value carried as its raw lane (floats as f64
+/// bits, integers as i64 / u64 bits: [`value_to_raw`]) for a sink that
+/// turns lanes back into [`Value`]s by the element type (the file stream),
+/// so the kernel is not compiled once per element type as well.
+pub(crate) struct RawReduce<'c, C> {
+    pub(crate) comb: &'c C,
+    pub(crate) drop_zeros: bool,
+}
+
+impl<C: Combiner> Reduce<u64> for RawReduce<'_, C> {
+    #[inline(always)]
+    fn reduce(&self, group: &[u64]) -> Result<Option<u64>, CombineError> {
+        let acc = self.comb.combine_group(group, 0)?;
+        let v = self.comb.finish(&acc)?;
+        if self.drop_zeros && v.is_zero() {
+            return Ok(None);
+        }
+        Ok(Some(value_to_raw(v)))
+    }
+    type Acc = ();
+}
+
+/// A final value as a lane: the inverse of [`raw_to_value`].
+#[inline(always)]
+pub(crate) fn value_to_raw(v: Value) -> u64 {
+    match v {
+        Value::Float(f) => f.to_bits(),
+        Value::Int(i) => i as u64,
+        Value::UInt(u) => u,
+    }
+}
+
+/// The value a lane of [`value_to_raw`] (or of the f64 reducers) holds
+/// for an element type.
+#[inline(always)]
+pub(crate) fn raw_to_value(dtype: DType, l: u64) -> Value {
+    if dtype.is_float() {
+        Value::Float(f64::from_bits(l))
+    } else if dtype.is_signed_int() {
+        Value::Int(l as i64)
+    } else {
+        Value::UInt(l)
+    }
 }
 
 /// Exact f64 sums into an f64 tensor, the hot case: the correctly rounded

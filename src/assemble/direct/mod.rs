@@ -35,6 +35,7 @@ mod count;
 mod input;
 mod lane;
 mod out;
+mod stream;
 
 pub use input::IndexElem;
 pub use lane::{Lane, OutValue};
@@ -47,6 +48,7 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
 use band::{Bands, Form, Minor, Sink};
+use count::Counts;
 use input::{Checked, F64Bits, Input, Matrix, Packed, Source};
 use crate::assemble::combine::FloatSum;
 use lane::{CombineReduce, ExactF64};
@@ -81,6 +83,8 @@ pub(crate) enum Fault {
     OutOfMemory,
     /// A worker thread panicked.
     Panicked,
+    /// The sink failed (a write to the output file); it keeps the error.
+    Output,
 }
 
 impl From<Error> for Fault {
@@ -383,6 +387,9 @@ impl DirectPlan {
             Err(Failure::Fault(Fault::Panicked)) => {
                 Err(Error::Poisoned("in-memory assembly (a worker thread panicked)"))
             }
+            Err(Failure::Fault(Fault::Output)) => {
+                Err(Error::Poisoned("in-memory assembly (a sink it does not use failed)"))
+            }
             Err(Failure::Combine { coordinate, why }) => {
                 // A refused contribution anywhere is reported first, as a
                 // push would have refused it before any combining.
@@ -512,6 +519,84 @@ impl DirectPlan {
         J: OutIndex,
     {
         let n = input.len();
+        let Some((counts, bands)) = self.bands::<In, M>(input, stop)? else {
+            return Ok(None);
+        };
+        let rank = self.shape.len();
+        // Bytes a worker holds per band entry (minor key and lane), per
+        // bucket place, and per entry of its largest bucket (sort keys and
+        // the gathered lanes).
+        let mut values: Vec<O> = room(n, "the result's values")?;
+        let mut idx: Vec<J> = room(
+            if form == FormKind::Compressed { n } else { n * rank },
+            "the result's indices",
+        )?;
+        let mut ptr: Vec<J> = room(
+            if form == FormKind::Compressed { self.buckets as usize + 1 } else { 0 },
+            "the result's pointers",
+        )?;
+        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
+        let (shifts, split) = match &self.scheme {
+            Scheme::Packed { layout, split, .. } => (layout.shifts().to_vec(), *split),
+            Scheme::Matrix { .. } => (Vec::new(), 0),
+        };
+        let done = {
+            let sink = Sink {
+                values: Shared::new(&mut values),
+                indices: Shared::new(&mut idx),
+                form: match form {
+                    FormKind::Compressed => Form::Compressed {
+                        pointers: Shared::new(&mut ptr),
+                    },
+                    FormKind::CooMatrix => Form::CooMatrix,
+                    FormKind::CooPacked => Form::CooPacked {
+                        shifts: &shifts,
+                        bits: &bits,
+                        split,
+                    },
+                },
+            };
+            band::run::<In, R, M, _>(input, red, &counts, &bands, self.threads, &sink, stop)
+        };
+        let done = match done {
+            Ok(d) => d,
+            Err(band::BandError::Fault(f)) => return Err(Failure::Fault(f)),
+            Err(band::BandError::Failed(f)) => {
+                let coordinate = self.coordinate(f.bucket, f.minor);
+                return Err(Failure::Combine {
+                    coordinate,
+                    why: f.why,
+                });
+            }
+        };
+        // SAFETY: every band wrote its entries' values and indices at its
+        // published offset, the offsets running from 0 to nnz without gaps,
+        // and (CSR/CSC) every band wrote the pointers of its buckets, the
+        // bands covering every bucket, and the first band pointer 0.
+        unsafe {
+            commit(&mut values, done.nnz);
+            let per = if form == FormKind::Compressed { 1 } else { rank };
+            commit(&mut idx, done.nnz * per);
+            if form == FormKind::Compressed {
+                commit(&mut ptr, self.buckets as usize + 1);
+            }
+        }
+        Ok(Some(Assembled {
+            values,
+            indices: idx,
+            pointers: ptr,
+            dropped_zeros: done.dropped,
+        }))
+    }
+
+    /// Count the contributions and cut the buckets into bands; None when
+    /// a bucket holds more than a worker's share of the budget.
+    fn bands<In, M>(&self, input: &In, stop: Option<&AtomicBool>) -> Result<Option<(Counts, Bands)>, Failure>
+    where
+        In: Input<L = u64>,
+        M: Minor,
+    {
+        let n = input.len();
         let counts = count::count(
             input,
             self.buckets,
@@ -552,68 +637,7 @@ impl DirectPlan {
         {
             bands = band::cut(&counts.per_bucket, entry, left, even)?;
         }
-        let rank = self.shape.len();
-        let mut values: Vec<O> = room(n, "the result's values")?;
-        let mut idx: Vec<J> = room(
-            if form == FormKind::Compressed { n } else { n * rank },
-            "the result's indices",
-        )?;
-        let mut ptr: Vec<J> = room(
-            if form == FormKind::Compressed { self.buckets as usize + 1 } else { 0 },
-            "the result's pointers",
-        )?;
-        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
-        let (shifts, split) = match &self.scheme {
-            Scheme::Packed { layout, split, .. } => (layout.shifts().to_vec(), *split),
-            Scheme::Matrix { .. } => (Vec::new(), 0),
-        };
-        let done = {
-            let sink = Sink {
-                values: Shared::new(&mut values),
-                indices: Shared::new(&mut idx),
-                form: match form {
-                    FormKind::Compressed => Form::Compressed {
-                        pointers: Shared::new(&mut ptr),
-                    },
-                    FormKind::CooMatrix => Form::CooMatrix,
-                    FormKind::CooPacked => Form::CooPacked {
-                        shifts: &shifts,
-                        bits: &bits,
-                        split,
-                    },
-                },
-            };
-            band::run::<In, R, M, O, J>(input, red, &counts, &bands, self.threads, &sink, stop)
-        };
-        let done = match done {
-            Ok(d) => d,
-            Err(band::BandError::Fault(f)) => return Err(Failure::Fault(f)),
-            Err(band::BandError::Failed(f)) => {
-                let coordinate = self.coordinate(f.bucket, f.minor);
-                return Err(Failure::Combine {
-                    coordinate,
-                    why: f.why,
-                });
-            }
-        };
-        // SAFETY: every band wrote its entries' values and indices at its
-        // published offset, the offsets running from 0 to nnz without gaps,
-        // and (CSR/CSC) every band wrote the pointers of its buckets, the
-        // bands covering every bucket, and the first band pointer 0.
-        unsafe {
-            commit(&mut values, done.nnz);
-            let per = if form == FormKind::Compressed { 1 } else { rank };
-            commit(&mut idx, done.nnz * per);
-            if form == FormKind::Compressed {
-                commit(&mut ptr, self.buckets as usize + 1);
-            }
-        }
-        Ok(Some(Assembled {
-            values,
-            indices: idx,
-            pointers: ptr,
-            dropped_zeros: done.dropped,
-        }))
+        Ok(Some((counts, bands)))
     }
 
     /// The index tuple of (bucket, minor key).

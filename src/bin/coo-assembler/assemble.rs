@@ -208,15 +208,6 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             source.format()
         )));
     }
-    let mut builder = source
-        .builder(shape.as_deref(), a.dtype, opts)
-        .map_err(|e| match e {
-            e @ coo_assembler::Error::InvalidShape { .. } if a.shape.is_some() => {
-                anyhow::Error::from(e).context("--shape")
-            }
-            e => e.into(),
-        })?;
-
     let total = source.progress_total();
     let show = !a.quiet && io::stderr().is_terminal();
     let bar = if show {
@@ -232,31 +223,34 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         if let Ok(st) = indicatif::ProgressStyle::with_template(style) {
             b.set_style(st.progress_chars("=> "));
         }
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
         Some(b)
     } else {
         None
     };
-    let pushed = source.push_into(&mut builder, |n| {
+    let output = a.output.display().to_string();
+    let s = source.assemble_to(&a.output, shape.as_deref(), a.dtype, opts, |n| {
         if let Some(b) = &bar {
             b.set_position(n);
+            if total == Some(n) {
+                // Everything is read: what is left is the merge and the write.
+                b.set_style(indicatif::ProgressStyle::default_spinner());
+                b.set_message(format!("input read; merging and writing {output}"));
+            }
         }
-    })?;
-    if pushed == 0 && !a.quiet {
-        eprintln!("coo-assembler: warning: no contributions: the tensor is empty");
-    }
-    if let Some(b) = &bar {
-        b.set_style(indicatif::ProgressStyle::default_spinner());
-        b.set_message(format!(
-            "{pushed} contributions read; merging and writing {}",
-            a.output.display()
-        ));
-        b.enable_steady_tick(std::time::Duration::from_millis(200));
-    }
-    let s = builder.finish(&a.output);
+    });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let s = s?;
+    let s = s.map_err(|e| match e {
+        e @ coo_assembler::Error::InvalidShape { .. } if a.shape.is_some() => {
+            anyhow::Error::from(e).context("--shape")
+        }
+        e => e.into(),
+    })?;
+    if s.contributions == 0 && !a.quiet {
+        eprintln!("coo-assembler: warning: no contributions: the tensor is empty");
+    }
     if !a.quiet {
         for p in &s.stale_removed {
             eprintln!(

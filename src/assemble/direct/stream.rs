@@ -1,0 +1,387 @@
+//! The kernel with a file for its result: binary records read in place
+//! (a mapped bin input) and the bands written, in order, as one sorted
+//! stream into the Hurray file's tensor writer. Nothing is spilled and
+//! no result is held: memory is the kernel's working memory (inside the
+//! budget) and the writer's buffers, and the input's mapped pages are
+//! given back as they are read, so the resident set stays within the
+//! budget whatever the input's size.
+//!
+//! The entries reach the writer in the order, and with the values, the
+//! builder's final merge gives it (the same combiners, the same writer,
+//! the same `push_batch` calls), so the file is byte for byte the one
+//! [`crate::Builder`] writes for the same records.
+//!
+//! Taken only where it pays: the input must fit in the page cache (it is
+//! read once to count and once per band that meets it) and be local
+//! (input in element order meets few bands per chunk). Otherwise, and on
+//! any contribution a push would refuse or coordinate that does not
+//! combine, the caller runs the builder, which reports such errors naming
+//! the record.
+
+use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
+use crate::assemble::direct::band::{self, BandSink, Minor};
+use crate::assemble::direct::input::{
+    raw_decoder, Input, RawChecked, RawKeep, RecordKey, Records, Triples,
+};
+use crate::assemble::direct::lane::{raw_to_value, CombineReduce, ExactF64, RawReduce, Reduce};
+use crate::assemble::direct::{bits_of, DirectPlan, Failure, Fault, Scheme};
+use crate::assemble::finish::Summary;
+use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
+use crate::element::{DType, Value};
+use crate::error::{Error, Result};
+use crate::options::{AssembleOptions, NonFinitePolicy};
+use crate::read::release::physical_memory;
+use crate::write::{FileWriter, TensorWriter, WriteOptions};
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Entries handed to the tensor writer at once (as the merge does).
+const STAGE: usize = 1024;
+/// Chunks sampled to judge the input's locality before counting.
+const SAMPLES: usize = 32;
+
+/// How a band entry becomes an index tuple.
+enum Tuple<'a> {
+    /// A matrix: (bucket, minor) placed by the major dimension.
+    Matrix { major: usize },
+    /// Any rank: unpacked from `bucket << split | minor`.
+    Packed {
+        shifts: &'a [u32],
+        bits: &'a [u32],
+        split: u32,
+    },
+}
+
+/// The tensor writer and the entries on their way to it.
+struct Staged<'t, 'w> {
+    tw: &'t mut TensorWriter<'w>,
+    idx: Vec<u64>,
+    vals: Vec<Value>,
+}
+
+impl Staged<'_, '_> {
+    fn flush(&mut self) -> Result<()> {
+        let r = self.tw.push_batch(&self.idx, &self.vals);
+        self.idx.clear();
+        self.vals.clear();
+        r
+    }
+}
+
+/// The bands, in order, into a tensor writer.
+struct FileSink<'t, 'w, 'a> {
+    staged: Mutex<Staged<'t, 'w>>,
+    dtype: DType,
+    rank: usize,
+    tuple: Tuple<'a>,
+    /// The writer's error, when a put failed.
+    error: Mutex<Option<Error>>,
+}
+
+impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
+    const IN_ORDER: bool = true;
+
+    fn put(&self, _off: usize, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
+        let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *g;
+        let rank = self.rank;
+        let mut tuple = [0u64; crate::hurray::MAX_RANK];
+        let mut i = 0usize;
+        for (j, &end) in ends.iter().enumerate() {
+            let bucket = lo + j as u64;
+            while i < end as usize {
+                let (Some(&m), Some(&l)) = (minor.get(i), lanes.get(i)) else {
+                    return Err(Fault::BadInput);
+                };
+                match &self.tuple {
+                    Tuple::Matrix { major } => {
+                        tuple[*major] = bucket;
+                        tuple[1 - major] = m.to_u64();
+                    }
+                    Tuple::Packed { shifts, bits, split } => {
+                        let key = (bucket << split) | m.to_u64();
+                        for (d, (&s, &b)) in shifts.iter().zip(bits.iter()).enumerate() {
+                            let mask = if b == 0 { 0 } else { u64::MAX >> (64 - b) };
+                            tuple[d] = (key >> s) & mask;
+                        }
+                    }
+                }
+                st.idx.extend_from_slice(&tuple[..rank]);
+                st.vals.push(raw_to_value(self.dtype, l));
+                if st.vals.len() == STAGE {
+                    if let Err(e) = st.flush() {
+                        return Err(self.failed(e));
+                    }
+                }
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FileSink<'_, '_, '_> {
+    #[cold]
+    fn failed(&self, e: Error) -> Fault {
+        let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        g.get_or_insert(e);
+        Fault::Output
+    }
+}
+
+impl DirectPlan {
+    /// Assemble the binary records `bytes` (the plan's rank of u64 indices
+    /// and a value of its dtype each, little-endian: `crate::input::bin`)
+    /// into a new Hurray file at `path`, written atomically as
+    /// [`crate::Builder::finish`] writes it. `release(a, b)` gives back the
+    /// pages of input bytes `a..b` once read.
+    ///
+    /// `Ok(None)`: this path is not the one for this input (it does not
+    /// fit the page cache, it is not local, a bucket is too heavy, or a
+    /// record would be refused or a coordinate does not combine); nothing
+    /// was written: use the builder, which reports those errors.
+    pub(crate) fn assemble_records(
+        &self,
+        bytes: &[u8],
+        release: &(dyn Fn(usize, usize) + Sync),
+        path: &Path,
+        opts: &AssembleOptions,
+    ) -> Result<Option<Summary>> {
+        let rank = self.shape.len();
+        let rec = rank * 8 + self.dtype.width();
+        if bytes.len() % rec != 0 || (bytes.len() / rec) as u64 != self.contributions {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes of records of {rec} bytes, the plan was made for {} records",
+                bytes.len(),
+                self.contributions
+            )));
+        }
+        // Read once to count, then once per band that meets each chunk:
+        // from the page cache, not from the disk.
+        if bytes.len() as u64 > physical_memory() / 2 {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let streams = if self.layout.is_compressed() { 3 } else { 2 };
+        let wopts = WriteOptions {
+            io: opts.io.clone(),
+            buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
+            ..WriteOptions::default()
+        };
+        // Opened first: a path that cannot be written fails before any work.
+        let mut fw = FileWriter::create(path, wopts)?;
+        let mut tw = fw.begin_tensor_as(&opts.tensor_name, self.dtype, &self.shape, self.layout)?;
+        if !self.layout.is_compressed() {
+            tw.reserve_indices(self.contributions)?;
+        }
+        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
+        let (tuple, key) = match &self.scheme {
+            Scheme::Matrix { major } => (Tuple::Matrix { major: *major }, RecordKey::Matrix { major: *major }),
+            Scheme::Packed {
+                layout,
+                split,
+                bucket_dims,
+            } => (
+                Tuple::Packed {
+                    shifts: layout.shifts(),
+                    bits: &bits,
+                    split: *split,
+                },
+                RecordKey::Packed {
+                    shifts: layout.shifts(),
+                    split: *split,
+                    bucket_dims: *bucket_dims,
+                },
+            ),
+        };
+        let sink = FileSink {
+            staged: Mutex::new(Staged {
+                tw: &mut tw,
+                idx: Vec::with_capacity(STAGE * rank),
+                vals: Vec::with_capacity(STAGE),
+            }),
+            dtype: self.dtype,
+            rank,
+            tuple,
+            error: Mutex::new(None),
+        };
+        let decode = raw_decoder(self.dtype);
+        let proto = Records {
+            bytes,
+            rec,
+            shape: &self.shape,
+            key,
+            decode,
+            source: (),
+            release,
+        };
+        
+        let checked = self.dtype.is_float() && self.non_finite != NonFinitePolicy::Keep;
+        // Row, column, f64 records lying aligned: read as [u64; 3].
+        let triples = match (&self.scheme, self.dtype) {
+            (Scheme::Matrix { major }, DType::F64) => Triples::<()>::cast(bytes).map(|recs| Triples {
+                recs,
+                major: *major,
+                shape: [self.shape[0], self.shape[1]],
+                source: (),
+                release,
+            }),
+            _ => None,
+        };
+        macro_rules! run_with {
+            ($red:expr) => {
+                match (&triples, checked) {
+                    (Some(t), true) => self.stream(&t.with_source(RawChecked { policy: self.non_finite }), $red, &sink),
+                    (Some(t), false) => self.stream(&t.with_source(RawKeep), $red, &sink),
+                    (None, true) => self.stream(&proto.with_source(RawChecked { policy: self.non_finite }), $red, &sink),
+                    (None, false) => self.stream(&proto.with_source(RawKeep), $red, &sink),
+                }
+            };
+        }
+        let r = if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
+            let red = ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: self.drop_zeros,
+                    out: PhantomData,
+                },
+            };
+            run_with!(&red)
+        } else {
+            with_combiner!(self.kind, self.dtype, comb => {
+                let red = RawReduce { comb: &comb, drop_zeros: self.drop_zeros };
+                run_with!(&red)
+            })
+        };
+        let FileSink { staged, error, .. } = sink;
+        let mut staged = staged.into_inner().unwrap_or_else(|e| e.into_inner());
+        let done = match r {
+            Ok(Some(d)) => d,
+            Ok(None) | Err(Failure::Fault(Fault::BadInput)) | Err(Failure::Combine { .. }) => {
+                return Ok(None);
+            }
+            Err(Failure::Fault(Fault::Output)) => {
+                let e = error.into_inner().unwrap_or_else(|e| e.into_inner());
+                return Err(e.unwrap_or(Error::Poisoned("file writer (a band's write failed)")));
+            }
+            Err(Failure::Fault(Fault::Stopped)) => {
+                return Err(Error::Poisoned("in-memory assembly (stopped)"));
+            }
+            Err(Failure::Fault(Fault::OutOfMemory)) => {
+                return Err(Error::OutOfMemory {
+                    what: "the in-memory assembly's buffers",
+                    bytes: self.working_bytes(),
+                })
+            }
+            Err(Failure::Fault(Fault::Panicked)) => {
+                return Err(Error::Poisoned("in-memory assembly (a worker thread panicked)"))
+            }
+            Err(Failure::Alloc(e)) => return Err(e),
+        };
+        staged.flush()?;
+        drop(staged);
+        let t_write = Instant::now();
+        let ts = tw.finish()?;
+        let fs = fw.finish()?;
+        let _ = ts;
+        Ok(Some(Summary {
+            path: path.to_path_buf(),
+            contributions: self.contributions,
+            nnz: done.0,
+            dropped_zeros: done.1,
+            runs: 0,
+            runs_spilled: 0,
+            merge_passes: 0,
+            bytes_spilled: 0,
+            peak_buffer_bytes: done.2 + OUTPUT_BUFFER_BYTES,
+            memory_budget: opts.memory_budget,
+            file_bytes: fs.bytes,
+            // Counting and the bands: the kernel reads and sorts at once.
+            time_ingest: t_write - t0,
+            time_sort: Duration::ZERO,
+            time_merge: Duration::ZERO,
+            time_write: t_write.elapsed(),
+            stale_removed: fs.stale_removed,
+        }))
+    }
+
+    /// Count, cut into bands and run them into `sink`: (nnz, zeros
+    /// dropped, most bytes the kernel's buffers held), or None when the input is not local enough for a stream
+    /// or a bucket is too heavy.
+    fn stream<In, R>(&self, input: &In, red: &R, sink: &FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>
+    where
+        In: Input<L = u64>,
+        R: Reduce<u64>,
+    {
+        if !self.local(input) {
+            return Ok(None);
+        }
+        let minor_u32 = match &self.scheme {
+            Scheme::Matrix { major } => bits_of(self.shape[1 - major]) <= 32,
+            Scheme::Packed { .. } => false,
+        };
+        if minor_u32 {
+            self.stream_as::<In, R, u32>(input, red, sink)
+        } else {
+            self.stream_as::<In, R, u64>(input, red, sink)
+        }
+    }
+
+    fn stream_as<In, R, M>(&self, input: &In, red: &R, sink: &FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>
+    where
+        In: Input<L = u64>,
+        R: Reduce<u64>,
+        M: Minor,
+    {
+        let Some((counts, bands)) = self.bands::<In, M>(input, None)? else {
+            return Ok(None);
+        };
+        // More than two reads of the input in all: not this path.
+        let chunks = counts.ranges.len() as u64;
+        if bands.chunk_visits(&counts.ranges).is_none_or(|v| v > 2 * chunks.max(1)) {
+            return Ok(None);
+        }
+        // What the buffers hold at most: the counts, the chunk ranges, the
+        // other counting threads' histograms, and each worker's scratch.
+        let threads = self.threads.clamp(1, bands.len().max(1)) as u64;
+        let entry = (std::mem::size_of::<M>() + 8) as u64;
+        let sort_entry = (std::mem::size_of::<M::Packed>() + 8) as u64;
+        let scratch = bands.max_entries as u64 * entry
+            + bands.max_buckets as u64 * 4
+            + bands.max_bucket as u64 * sort_entry;
+        let hist = self.hist_limit.min((self.threads as u64 - 1) * self.buckets * 4);
+        let peak = self.buckets * 4 + chunks * 16 + hist + threads * scratch;
+        match band::run::<In, R, M, _>(input, red, &counts, &bands, self.threads, sink, None) {
+            Ok(d) => Ok(Some((d.nnz as u64, d.dropped, peak))),
+            Err(band::BandError::Fault(f)) => Err(Failure::Fault(f)),
+            Err(band::BandError::Failed(f)) => Err(Failure::Combine {
+                coordinate: self.coordinate(f.bucket, f.minor),
+                why: f.why,
+            }),
+        }
+    }
+
+    /// Whether a sample of the input's chunks each meets a narrow range of
+    /// buckets (input in element order), judged before any full pass:
+    /// random coordinates meet every bucket in every chunk.
+    fn local<In: Input>(&self, input: &In) -> bool {
+        let n = input.len();
+        let chunks = n.div_ceil(self.chunk);
+        if chunks <= SAMPLES || self.buckets < 64 {
+            return true;
+        }
+        let mut wide = 0usize;
+        for s in 0..SAMPLES {
+            let c = s * chunks / SAMPLES;
+            let lo = c * self.chunk;
+            match input.bucket_range(lo, (lo + self.chunk).min(n)) {
+                Some((a, b)) => wide += usize::from((b - a) > self.buckets / 8),
+                // A bad record: the builder names it.
+                None => return false,
+            }
+        }
+        wide * 4 < SAMPLES
+    }
+}

@@ -33,6 +33,7 @@ our configurations, and the child's CPU seconds (user + system, Python
 start-up and imports included).
 """
 import argparse
+import re
 import json
 import os
 import subprocess
@@ -147,6 +148,15 @@ def run_child(argv):
     return wall, out.decode(), err.decode()
 
 
+def ours_nnz(stderr):
+    """The entry count of the CLI's closing line ('wrote K.hrry: 50,000,000
+    contributions -> 21,324,199 entries in ...')."""
+    m = re.search(r"-> ([0-9,]+) entr", stderr)
+    if not m:
+        raise SystemExit(f"no entry count in the CLI's output: {stderr!r}")
+    return int(m.group(1).replace(",", ""))
+
+
 def ours_summary(stderr):
     """'22 runs spilled (101.2 MiB), 1 merge pass' from the CLI's closing
     line ('' when nothing was spilled: the line then says nothing of it)."""
@@ -202,8 +212,7 @@ def main():
                         argv += ["--shape", f"{n},{n}"]
                     wall, so, se = run_child(argv)
                     os.remove(out)
-                    res = dict(total=wall, nnz=int(se.split("nnz ")[1].split()[0]),
-                               note=ours_summary(se))
+                    res = dict(total=wall, nnz=ours_nnz(se), note=ours_summary(se))
                 else:
                     argv = [sys.executable, "-c", CHILD, tool, path, str(n), a.duckdb_limit]
                     wall, so, se = run_child(argv)

@@ -975,20 +975,26 @@ def assemble_file(
         non_finite=non_finite,
         layout=(layout or "coo") if output is not None else "coo",
     )
+    # The library's one file-to-file path (the CLI's): a bin input whose
+    # work fits the budget goes through the in-memory kernel, read in place.
+    def run(out: Any) -> Summary:
+        return _summary(
+            _native.assemble_file(
+                _path(path),
+                _path(out),
+                format,
+                None if shape is None else [int(_extent(s)) for s in shape],
+                None if dtype is None else _LIBRARY_NAME[_dtype_name(dtype)],
+                opts,
+            )
+        )
+
     if output is not None:
-        b = Builder._from_file(path, format, shape, dtype, opts)
-        try:
-            return b.finish(output)
-        finally:
-            b.close()
+        return run(output)
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         out = os.path.join(tmp, "assembled.hrry")
         opts["temp_dir"] = tmp
-        b = Builder._from_file(path, format, shape, dtype, opts)
-        try:
-            b.finish(out)
-        finally:
-            b.close()
+        run(out)
         f = File(out)
         a = f.to_scipy(layout or "csr")
         if not a.data.flags.owndata or not a.data.flags.writeable:

@@ -186,3 +186,32 @@ pub fn assemble_arrays<'py>(
         _ => Ok(None),
     }
 }
+
+/// `_native.assemble_file(path, output, format, shape, dtype, options)`:
+/// the input file assembled into the Hurray file `output` as the CLI's
+/// `assemble` does (`Source::assemble_to`: the in-memory kernel reading a
+/// bin input in place when the work fits, else the builder), without the
+/// GIL; returns the summary dict.
+#[pyfunction]
+#[pyo3(signature = (path, output, format, shape, dtype, kw))]
+pub fn assemble_file<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    output: std::path::PathBuf,
+    format: Option<&str>,
+    shape: Option<Vec<u64>>,
+    dtype: Option<&str>,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::names::canonical;
+    use coo_assembler::input::{InputFormat, Source};
+    let format = format.map(canonical::<InputFormat>).transpose()?;
+    let dtype = dtype.map(canonical::<DType>).transpose()?;
+    let opts = options(kw)?;
+    let s = py
+        .detach(|| {
+            Source::open(&path, format)?.assemble_to(&output, shape.as_deref(), dtype, opts, |_| {})
+        })
+        .map_err(to_py)?;
+    crate::builder::summary_dict(py, &s)
+}

@@ -22,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     matrix::register(m)?;
     names::register(m)?;
     m.add_function(wrap_pyfunction!(direct::assemble_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(direct::assemble_file, m)?)?;
     Ok(())
 }

@@ -199,3 +199,31 @@ def test_ctrl_c_stops_a_long_assembly(tmp_path):
     # The process and the package are fine afterwards.
     a = ca.assemble(np.ones(2), (np.array([0, 0], np.int32), np.array([1, 1], np.int32)), (2, 2))
     assert a[0, 1] == 2.0
+
+
+def test_assemble_file_takes_the_kernel_for_a_bin_input_with_the_builders_bytes(tmp_path):
+    # Rows, columns and values as 24-byte little-endian records, the CLI's
+    # bin format: the kernel reads them in place (no run) and writes the
+    # bytes the Builder writes for the same contributions.
+    # Elements in mesh order: each one's nodes near its number.
+    rng = np.random.default_rng(7)
+    n_el, n = 20_000, 3_000
+    nodes = (np.arange(n_el)[:, None] * n // n_el + rng.integers(0, 8, (n_el, 4))) % n
+    row = np.repeat(nodes, 4, axis=1).ravel().astype(np.int32)
+    col = np.tile(nodes, (1, 4)).ravel().astype(np.int32)
+    val = rng.standard_normal(row.size) * 10.0 ** rng.integers(-8, 9, size=row.size)
+    rec = np.empty(val.size, dtype=[("r", "<u8"), ("c", "<u8"), ("v", "<f8")])
+    rec["r"], rec["c"], rec["v"] = row, col, val
+    p = tmp_path / "fe.bin"
+    rec.tofile(p)
+    s = ca.assemble_file(p, shape=(3_000, 3_000), output=tmp_path / "k.hrry", layout="csr")
+    assert s.runs == 0 and s.runs_spilled == 0
+    assert s.contributions == val.size
+    with ca.Builder((3_000, 3_000), layout="csr") as b:
+        b.push(val, (row, col))
+        b.finish(tmp_path / "b.hrry")
+    assert (tmp_path / "k.hrry").read_bytes() == (tmp_path / "b.hrry").read_bytes()
+    # Without an output, the scipy array is the one `assemble` gives.
+    a = ca.assemble_file(p, shape=(3_000, 3_000))
+    ref = ca.assemble(val, (row, col), (3_000, 3_000))
+    assert (a != ref).nnz == 0

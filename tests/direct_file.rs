@@ -369,3 +369,76 @@ fn kernel_path_keeps_rss_within_the_budget() {
     bld.finish(&b).unwrap();
     assert!(std::fs::read(input.with_extension("k.hrry")).unwrap() == std::fs::read(&b).unwrap());
 }
+
+#[test]
+fn arrays_to_file_is_the_builders_file() {
+    use coo_assembler::direct::assemble_arrays_to_file;
+    let dir = tempfile::tempdir().unwrap();
+    // Random coordinates (arrays in memory take the kernel whatever their
+    // order), with many duplicates.
+    let n = 300_000usize;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let rows: Vec<i64> = (0..n).map(|_| (next() % 5_000) as i64).collect();
+    let cols: Vec<i64> = (0..n).map(|_| (next() % 5_000) as i64).collect();
+    let vals: Vec<f64> = (0..n).map(|k| wobbly(k as u64)).collect();
+    for layout in [OutputLayout::Coo, OutputLayout::Csr] {
+        let o = opts(layout);
+        let a = dir.path().join("a.hrry");
+        let s =
+            assemble_arrays_to_file(&[5_000, 5_000], DType::F64, &[&rows, &cols], &vals, &a, &o)
+                .unwrap();
+        assert_eq!(s.runs, 0, "the kernel took it");
+        let b = dir.path().join("b.hrry");
+        let mut bld = coo_assembler::Builder::new(&[5_000, 5_000], DType::F64, o.clone()).unwrap();
+        for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&vals) {
+            bld.push(&[r as u64, c as u64], v).unwrap();
+        }
+        bld.finish(&b).unwrap();
+        assert!(
+            std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+            "{layout:?}"
+        );
+    }
+    // A negative index: the builder's message, nothing written.
+    let mut bad = rows.clone();
+    bad[1234] = -3;
+    let out = dir.path().join("bad.hrry");
+    let e = assemble_arrays_to_file(
+        &[5_000, 5_000],
+        DType::F64,
+        &[&bad, &cols],
+        &vals,
+        &out,
+        &opts(OutputLayout::Coo),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("1234") && e.contains("-3"), "{e}");
+    assert!(!out.exists());
+    // i32 values into an i32 tensor: integer sums.
+    let ivals: Vec<i32> = (0..n).map(|k| (k % 7) as i32 - 3).collect();
+    let a = dir.path().join("i.hrry");
+    assemble_arrays_to_file(
+        &[5_000, 5_000],
+        DType::I32,
+        &[&rows, &cols],
+        &ivals,
+        &a,
+        &opts(OutputLayout::Coo),
+    )
+    .unwrap();
+    let b = dir.path().join("ib.hrry");
+    let mut bld =
+        coo_assembler::Builder::new(&[5_000, 5_000], DType::I32, opts(OutputLayout::Coo)).unwrap();
+    for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&ivals) {
+        bld.push(&[r as u64, c as u64], v).unwrap();
+    }
+    bld.finish(&b).unwrap();
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
+}

@@ -36,6 +36,7 @@ mod input;
 mod lane;
 mod out;
 mod stream;
+pub use stream::assemble_arrays_to_file;
 
 pub use input::IndexElem;
 pub use lane::{Lane, OutValue};

@@ -21,10 +21,11 @@
 use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Input, RawChecked, RawKeep, RecordKey, Records, Triples,
+    raw_decoder, Checked, F64Bits, IndexElem, Input, Matrix, Packed, RawChecked, RawKeep, RecordKey,
+    Records, Source, Triples,
 };
 use crate::assemble::direct::lane::{raw_to_value, CombineReduce, ExactF64, RawReduce, Reduce};
-use crate::assemble::direct::{bits_of, DirectPlan, Failure, Fault, Scheme};
+use crate::assemble::direct::{bits_of, DirectPlan, DirectValue, Failure, Fault, Scheme};
 use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::element::{DType, Value};
@@ -68,6 +69,14 @@ impl Staged<'_, '_> {
         self.vals.clear();
         r
     }
+}
+
+/// What a kernel run into a file gave.
+enum Filled {
+    Done(Summary),
+    /// Not this path: nothing was written.
+    NotHere,
+    Failed(Failure),
 }
 
 /// The bands, in order, into a tensor writer.
@@ -163,50 +172,19 @@ impl DirectPlan {
         if bytes.len() as u64 > physical_memory() / 2 {
             return Ok(None);
         }
-        let t0 = Instant::now();
-        let streams = if self.layout.is_compressed() { 3 } else { 2 };
-        let wopts = WriteOptions {
-            io: opts.io.clone(),
-            buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
-            ..WriteOptions::default()
-        };
-        // Opened first: a path that cannot be written fails before any work.
-        let mut fw = FileWriter::create(path, wopts)?;
-        let mut tw = fw.begin_tensor_as(&opts.tensor_name, self.dtype, &self.shape, self.layout)?;
-        if !self.layout.is_compressed() {
-            tw.reserve_indices(self.contributions)?;
-        }
-        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
-        let (tuple, key) = match &self.scheme {
-            Scheme::Matrix { major } => (Tuple::Matrix { major: *major }, RecordKey::Matrix { major: *major }),
+        let key = match &self.scheme {
+            Scheme::Matrix { major } => RecordKey::Matrix { major: *major },
             Scheme::Packed {
                 layout,
                 split,
                 bucket_dims,
-            } => (
-                Tuple::Packed {
-                    shifts: layout.shifts(),
-                    bits: &bits,
-                    split: *split,
-                },
-                RecordKey::Packed {
-                    shifts: layout.shifts(),
-                    split: *split,
-                    bucket_dims: *bucket_dims,
-                },
-            ),
+            } => RecordKey::Packed {
+                shifts: layout.shifts(),
+                split: *split,
+                bucket_dims: *bucket_dims,
+            },
         };
-        let sink = FileSink {
-            staged: Mutex::new(Staged {
-                tw: &mut tw,
-                idx: Vec::with_capacity(STAGE * rank),
-                vals: Vec::with_capacity(STAGE),
-            }),
-            dtype: self.dtype,
-            rank,
-            tuple,
-            error: Mutex::new(None),
-        };
+        let filled = self.to_file(path, opts, |sink| {
         let decode = raw_decoder(self.dtype);
         let proto = Records {
             bytes,
@@ -233,10 +211,10 @@ impl DirectPlan {
         macro_rules! run_with {
             ($red:expr) => {
                 match (&triples, checked) {
-                    (Some(t), true) => self.stream(&t.with_source(RawChecked { policy: self.non_finite }), $red, &sink),
-                    (Some(t), false) => self.stream(&t.with_source(RawKeep), $red, &sink),
-                    (None, true) => self.stream(&proto.with_source(RawChecked { policy: self.non_finite }), $red, &sink),
-                    (None, false) => self.stream(&proto.with_source(RawKeep), $red, &sink),
+                    (Some(t), true) => self.stream(&t.with_source(RawChecked { policy: self.non_finite }), $red, sink, true),
+                    (Some(t), false) => self.stream(&t.with_source(RawKeep), $red, sink, true),
+                    (None, true) => self.stream(&proto.with_source(RawChecked { policy: self.non_finite }), $red, sink, true),
+                    (None, false) => self.stream(&proto.with_source(RawKeep), $red, sink, true),
                 }
             };
         }
@@ -255,38 +233,198 @@ impl DirectPlan {
                 run_with!(&red)
             })
         };
+            r
+        })?;
+        Ok(match filled {
+            Filled::Done(s) => Some(s),
+            // The builder names a refused record or a failed coordinate.
+            Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
+            Filled::Failed(f) => return Err(self.failure_error(f)),
+        })
+    }
+
+    /// Assemble `values` at the coordinates `indices` (one array per
+    /// dimension, as for [`DirectPlan::assemble`]) into a new Hurray file
+    /// at `path`, written as [`crate::Builder::finish`] writes it (the same
+    /// bytes), the result never held: memory is the plan's working memory
+    /// and the writer's buffers. Errors are the builder's for the same
+    /// contributions. `Ok(None)`: a bucket is too heavy for the budget;
+    /// nothing was written: use the builder.
+    pub fn assemble_to_file<I: IndexElem, V: DirectValue>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+        path: &Path,
+        opts: &AssembleOptions,
+    ) -> Result<Option<Summary>> {
+        if indices.len() != self.shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} index arrays for a rank-{} tensor",
+                indices.len(),
+                self.shape.len()
+            )));
+        }
+        if values.len() as u64 != self.contributions {
+            return Err(Error::InvalidArgument(format!(
+                "{} contributions, the plan was made for {}",
+                values.len(),
+                self.contributions
+            )));
+        }
+        if let Some(d) = indices.iter().position(|x| x.len() != values.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "index array {d} has {} entries, the values {}",
+                indices[d].len(),
+                values.len()
+            )));
+        }
+        let filled = self.to_file(path, opts, |sink| {
+            let bits_kept = self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep;
+            let checked = Checked {
+                dtype: self.dtype,
+                policy: self.non_finite,
+            };
+            macro_rules! run_with {
+                ($red:expr) => {
+                    match V::as_f64s(values) {
+                        Some(v) if bits_kept => self.stream_arrays(indices, v, F64Bits, $red, sink),
+                        _ => self.stream_arrays(indices, values, checked, $red, sink),
+                    }
+                };
+            }
+            if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
+                let red = ExactF64 {
+                    general: CombineReduce {
+                        comb: &FloatSum(DType::F64),
+                        drop_zeros: self.drop_zeros,
+                        out: PhantomData,
+                    },
+                };
+                run_with!(&red)
+            } else {
+                with_combiner!(self.kind, self.dtype, comb => {
+                    let red = RawReduce { comb: &comb, drop_zeros: self.drop_zeros };
+                    run_with!(&red)
+                })
+            }
+        })?;
+        match filled {
+            Filled::Done(s) => Ok(Some(s)),
+            Filled::NotHere => Ok(None),
+            // The builder's error for the same contributions.
+            Filled::Failed(f) => match self.outcome::<I, V, f64, u64>(Err(f), indices, values) {
+                Err(e) => Err(e),
+                Ok(_) => Err(Error::Poisoned("in-memory assembly (a failure without an error)")),
+            },
+        }
+    }
+
+    /// The caller's arrays as the kernel's input, streamed into `sink`.
+    fn stream_arrays<I, V, S, R>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+        source: S,
+        red: &R,
+        sink: &FileSink<'_, '_, '_>,
+    ) -> Result<Option<(u64, u64, u64)>, Failure>
+    where
+        I: IndexElem,
+        V: Copy + Sync,
+        S: Source<V, L = u64>,
+        R: Reduce<u64>,
+    {
+        match &self.scheme {
+            Scheme::Matrix { major } => {
+                let minor = 1 - major;
+                let input = Matrix {
+                    major: indices[*major],
+                    minor: indices[minor],
+                    values,
+                    major_extent: self.shape[*major],
+                    minor_extent: self.shape[minor],
+                    source,
+                };
+                self.stream(&input, red, sink, false)
+            }
+            Scheme::Packed {
+                layout,
+                split,
+                bucket_dims,
+            } => {
+                let input = Packed {
+                    dims: indices,
+                    values,
+                    shape: &self.shape,
+                    shifts: layout.shifts(),
+                    split: *split,
+                    bucket_dims: *bucket_dims,
+                    source,
+                };
+                self.stream(&input, red, sink, false)
+            }
+        }
+    }
+
+    /// Open the output and its tensor, let `fill` run the kernel into the
+    /// sink, and publish the file when it did (`Filled::Done`); otherwise
+    /// the temporary file is dropped.
+    fn to_file<F>(&self, path: &Path, opts: &AssembleOptions, fill: F) -> Result<Filled>
+    where
+        F: FnOnce(&FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>,
+    {
+        let rank = self.shape.len();
+        let t0 = Instant::now();
+        let streams = if self.layout.is_compressed() { 3 } else { 2 };
+        let wopts = WriteOptions {
+            io: opts.io.clone(),
+            buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
+            ..WriteOptions::default()
+        };
+        // Opened first: a path that cannot be written fails before any work.
+        let mut fw = FileWriter::create(path, wopts)?;
+        let mut tw = fw.begin_tensor_as(&opts.tensor_name, self.dtype, &self.shape, self.layout)?;
+        if !self.layout.is_compressed() {
+            tw.reserve_indices(self.contributions)?;
+        }
+        let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
+        let tuple = match &self.scheme {
+            Scheme::Matrix { major } => Tuple::Matrix { major: *major },
+            Scheme::Packed { layout, split, .. } => Tuple::Packed {
+                shifts: layout.shifts(),
+                bits: &bits,
+                split: *split,
+            },
+        };
+        let sink = FileSink {
+            staged: Mutex::new(Staged {
+                tw: &mut tw,
+                idx: Vec::with_capacity(STAGE * rank),
+                vals: Vec::with_capacity(STAGE),
+            }),
+            dtype: self.dtype,
+            rank,
+            tuple,
+            error: Mutex::new(None),
+        };
+        let r = fill(&sink);
         let FileSink { staged, error, .. } = sink;
         let mut staged = staged.into_inner().unwrap_or_else(|e| e.into_inner());
         let done = match r {
             Ok(Some(d)) => d,
-            Ok(None) | Err(Failure::Fault(Fault::BadInput)) | Err(Failure::Combine { .. }) => {
-                return Ok(None);
-            }
+            Ok(None) => return Ok(Filled::NotHere),
             Err(Failure::Fault(Fault::Output)) => {
                 let e = error.into_inner().unwrap_or_else(|e| e.into_inner());
                 return Err(e.unwrap_or(Error::Poisoned("file writer (a band's write failed)")));
             }
-            Err(Failure::Fault(Fault::Stopped)) => {
-                return Err(Error::Poisoned("in-memory assembly (stopped)"));
-            }
-            Err(Failure::Fault(Fault::OutOfMemory)) => {
-                return Err(Error::OutOfMemory {
-                    what: "the in-memory assembly's buffers",
-                    bytes: self.working_bytes(),
-                })
-            }
-            Err(Failure::Fault(Fault::Panicked)) => {
-                return Err(Error::Poisoned("in-memory assembly (a worker thread panicked)"))
-            }
-            Err(Failure::Alloc(e)) => return Err(e),
+            Err(f) => return Ok(Filled::Failed(f)),
         };
         staged.flush()?;
         drop(staged);
         let t_write = Instant::now();
-        let ts = tw.finish()?;
+        tw.finish()?;
         let fs = fw.finish()?;
-        let _ = ts;
-        Ok(Some(Summary {
+        Ok(Filled::Done(Summary {
             path: path.to_path_buf(),
             contributions: self.contributions,
             nnz: done.0,
@@ -307,15 +445,39 @@ impl DirectPlan {
         }))
     }
 
+    /// The error a kernel failure stands for (not a refused input).
+    fn failure_error(&self, f: Failure) -> Error {
+        match f {
+            Failure::Fault(Fault::Stopped) => Error::Poisoned("in-memory assembly (stopped by its caller)"),
+            Failure::Fault(Fault::OutOfMemory) => Error::OutOfMemory {
+                what: "the in-memory assembly's buffers",
+                bytes: self.working_bytes(),
+            },
+            Failure::Fault(Fault::Panicked) => Error::Poisoned("in-memory assembly (a worker thread panicked)"),
+            Failure::Alloc(e) => e,
+            Failure::Fault(Fault::BadInput | Fault::Output) | Failure::Combine { .. } => {
+                Error::Poisoned("in-memory assembly (an input error without its report)")
+            }
+        }
+    }
+
     /// Count, cut into bands and run them into `sink`: (nnz, zeros
     /// dropped, most bytes the kernel's buffers held), or None when the input is not local enough for a stream
     /// or a bucket is too heavy.
-    fn stream<In, R>(&self, input: &In, red: &R, sink: &FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>
+    fn stream<In, R>(
+        &self,
+        input: &In,
+        red: &R,
+        sink: &FileSink<'_, '_, '_>,
+        file: bool,
+    ) -> Result<Option<(u64, u64, u64)>, Failure>
     where
         In: Input<L = u64>,
         R: Reduce<u64>,
     {
-        if !self.local(input) {
+        // A file is read again by every band that meets a chunk: only local
+        // input takes this path. Arrays in memory take it whatever they hold.
+        if file && !self.local(input) {
             return Ok(None);
         }
         let minor_u32 = match &self.scheme {
@@ -323,13 +485,19 @@ impl DirectPlan {
             Scheme::Packed { .. } => false,
         };
         if minor_u32 {
-            self.stream_as::<In, R, u32>(input, red, sink)
+            self.stream_as::<In, R, u32>(input, red, sink, file)
         } else {
-            self.stream_as::<In, R, u64>(input, red, sink)
+            self.stream_as::<In, R, u64>(input, red, sink, file)
         }
     }
 
-    fn stream_as<In, R, M>(&self, input: &In, red: &R, sink: &FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>
+    fn stream_as<In, R, M>(
+        &self,
+        input: &In,
+        red: &R,
+        sink: &FileSink<'_, '_, '_>,
+        file: bool,
+    ) -> Result<Option<(u64, u64, u64)>, Failure>
     where
         In: Input<L = u64>,
         R: Reduce<u64>,
@@ -338,9 +506,9 @@ impl DirectPlan {
         let Some((counts, bands)) = self.bands::<In, M>(input, None)? else {
             return Ok(None);
         };
-        // More than two reads of the input in all: not this path.
+        // More than two reads of an input file in all: not this path.
         let chunks = counts.ranges.len() as u64;
-        if bands.chunk_visits(&counts.ranges).is_none_or(|v| v > 2 * chunks.max(1)) {
+        if file && bands.chunk_visits(&counts.ranges).is_none_or(|v| v > 2 * chunks.max(1)) {
             return Ok(None);
         }
         // What the buffers hold at most: the counts, the chunk ranges, the
@@ -384,4 +552,49 @@ impl DirectPlan {
         }
         wide * 4 < SAMPLES
     }
+}
+
+/// Assemble a tensor of `shape` and `dtype` from the caller's index arrays
+/// (one per dimension, any of `i32`, `i64`, `u32`, `u64`) and values into
+/// a new Hurray file at `path`, exactly as pushing every contribution into
+/// a [`crate::Builder`] and calling `finish(path)` would (the same bytes,
+/// the same errors): through the in-memory kernel, the result streamed to
+/// the file, when the work fits the budget; through the builder otherwise.
+/// The arrays are only read.
+pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
+    shape: &[u64],
+    dtype: DType,
+    indices: &[&[I]],
+    values: &[V],
+    path: &Path,
+    opts: &AssembleOptions,
+) -> Result<Summary> {
+    if let Some(p) = super::plan(shape, dtype, values.len() as u64, opts) {
+        if let Some(s) = p.assemble_to_file(indices, values, path, opts)? {
+            return Ok(s);
+        }
+    }
+    if indices.len() != shape.len() || indices.iter().any(|x| x.len() != values.len()) {
+        return Err(Error::InvalidArgument(format!(
+            "{} index arrays of lengths {:?} for a rank-{} tensor and {} values",
+            indices.len(),
+            indices.iter().map(|x| x.len()).collect::<Vec<_>>(),
+            shape.len(),
+            values.len()
+        )));
+    }
+    let mut b = crate::Builder::new(shape, dtype, opts.clone())?;
+    let mut idx = vec![0u64; shape.len()];
+    for (i, &v) in values.iter().enumerate() {
+        for (d, (dim, slot)) in indices.iter().zip(idx.iter_mut()).enumerate() {
+            let x = dim[i];
+            if x.is_negative() {
+                let extent = shape[d];
+                return Err(Error::bad_index(i as u64, d, x.widen() as i64 as i128, extent));
+            }
+            *slot = x.widen();
+        }
+        b.push(&idx, v)?;
+    }
+    b.finish(path)
 }

@@ -6,13 +6,13 @@ use super::{close, shape_product, too_short, Desc, ReadOptions, TensorMeta};
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
 use crate::hurray::descriptor::{coo_field, descriptor_len, layout_tag, HANDLE_LEN};
-use crate::hurray::index::EntryFields;
-use crate::hurray::trailer;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use crate::hurray::index::EntryFields;
 use crate::hurray::statistics::SPARSITY_VALID;
+use crate::hurray::trailer;
 use crate::hurray::{
-    align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer, HEADER_LEN,
-    TRAILER_LEN, LAYOUT_CSC, LAYOUT_CSR,
+    align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
+    HEADER_LEN, LAYOUT_CSC, LAYOUT_CSR, TRAILER_LEN,
 };
 use std::ops::Range;
 
@@ -59,16 +59,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     for (i, e) in entries.into_iter().enumerate() {
         let fields = EntryFields::at(entry_off, e.name.len());
         entry_off = fields.end;
-        let meta = check_entry(
-            bytes,
-            &header,
-            &e,
-            i,
-            fields,
-            tstart,
-            align,
-            opts,
-        )?;
+        let meta = check_entry(bytes, &header, &e, i, fields, tstart, align, opts)?;
         // Descriptor start to end of the indices buffer (descriptor end for
         // an empty tensor).
         let region = e.descriptor_offset..meta.end() as u64;
@@ -435,7 +426,10 @@ pub(super) fn check_decoded(
             Error::invalid(
                 dsec.clone(),
                 b.field,
-                format!("{} buffer does not end before the trailer at {tstart}", b.what),
+                format!(
+                    "{} buffer does not end before the trailer at {tstart}",
+                    b.what
+                ),
             )
         };
         let off = align_up(end, align).ok_or_else(outside)?;
@@ -516,7 +510,10 @@ pub(super) fn check_decoded(
     }
     // Non-empty buffers and the padding before each of them (at most A - 1
     // bytes per buffer are read).
-    let used = placed.iter().rposition(|r| !r.is_empty()).map_or(0, |k| k + 1);
+    let used = placed
+        .iter()
+        .rposition(|r| !r.is_empty())
+        .map_or(0, |k| k + 1);
     if !opts.permissive {
         let mut from = d_end;
         for (k, r) in placed[..used].iter().enumerate() {

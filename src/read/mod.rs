@@ -362,7 +362,11 @@ impl HurrayFile {
     /// [`HurrayFile::open_with`], performing the file operations through
     /// `io` (fault injection in tests).
     #[doc(hidden)]
-    pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
+    pub fn open_with_io(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        io: &IoCtx,
+    ) -> Result<HurrayFile> {
         let (backing, id) = Backing::load(io, path.as_ref(), opts)?;
         Self::from_backing(backing, opts).map(|f| f.opened_as(id, path.as_ref()))
     }
@@ -536,7 +540,6 @@ impl HurrayFile {
     pub fn tensor_views(&self) -> impl Iterator<Item = Tensor<'_>> {
         self.tensors.iter().map(|t| self.view(t))
     }
-
 
     /// Absolute file offsets of the tensor's values, indices and pointers
     /// buffers (the pointers' is 0 for COO; an empty buffer's offset is

@@ -2,18 +2,18 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use crate::hurray::kv::parse_checksum_key;
 use super::{close, shape_product, CooTensor, Desc, HurrayFile};
-use crate::hurray::Statistics;
 use crate::element::{format_float, group_digits, DType};
-use crate::hurray::{HEADER_LEN, TRAILER_LEN};
-use std::ops::Range;
+use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
 use crate::hurray::KvValue;
+use crate::hurray::Statistics;
+use crate::hurray::{HEADER_LEN, TRAILER_LEN};
 use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Range;
 
 /// How serious a [`Problem`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +127,12 @@ impl<'a> Collector<'a> {
         }
     }
 
-    pub(super) fn push(&mut self, rule: &'static str, entry: Option<u64>, detail: impl FnOnce() -> String) {
+    pub(super) fn push(
+        &mut self,
+        rule: &'static str,
+        entry: Option<u64>,
+        detail: impl FnOnce() -> String,
+    ) {
         if self.count(rule) <= MAX_PROBLEMS_PER_RULE {
             self.out.push(Problem::new(
                 rule,
@@ -197,7 +202,8 @@ impl HurrayFile {
     fn check_padding(&self) -> Vec<Problem> {
         let bytes = self.backing.bytes();
         let len = bytes.len();
-        let mut regions: Vec<(Range<usize>, String)> = vec![(0..HEADER_LEN as usize, "the file header".into())];
+        let mut regions: Vec<(Range<usize>, String)> =
+            vec![(0..HEADER_LEN as usize, "the file header".into())];
         for t in &self.tensors {
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
@@ -210,11 +216,17 @@ impl HurrayFile {
             regions.push((t.indices.clone(), format!("the {ind} of {n:?}")));
             regions.push((t.pointers.clone(), format!("the {ptr} of {n:?}")));
         }
-        let (ko, kl) = (self.trailer.kv_offset as usize, self.trailer.kv_length as usize);
+        let (ko, kl) = (
+            self.trailer.kv_offset as usize,
+            self.trailer.kv_length as usize,
+        );
         if kl > 0 {
             regions.push((ko..ko + kl, "the KV section".into()));
         }
-        let (io, il) = (self.trailer.index_offset as usize, self.trailer.index_length as usize);
+        let (io, il) = (
+            self.trailer.index_offset as usize,
+            self.trailer.index_length as usize,
+        );
         regions.push((io..io + il, "the index".into()));
         regions.push((len - TRAILER_LEN as usize..len, "the trailer".into()));
         regions.retain(|(r, _)| !r.is_empty());
@@ -435,7 +447,6 @@ impl<'a> CooTensor<'a> {
             }
         }
     }
-
 }
 
 /// What the statistics and checksum checks need of a tensor, whatever
@@ -547,7 +558,13 @@ impl<'a> Content<'a> {
             for (f, noun, got, want, stored) in [
                 ("value_min", "minimum", s.value_min, min, Some(stored_min)),
                 ("value_max", "maximum", s.value_max, max, Some(stored_max)),
-                ("value_abs_max", "largest magnitude", s.value_abs_max, amax, None),
+                (
+                    "value_abs_max",
+                    "largest magnitude",
+                    s.value_abs_max,
+                    amax,
+                    None,
+                ),
             ] {
                 if got != want {
                     bad(f, noun, got, want, stored);
@@ -556,10 +573,22 @@ impl<'a> Content<'a> {
         }
         if m & NAN_INF_VALID != 0 {
             if s.has_nan != nan {
-                bad("has_nan", "", s.has_nan as u8 as f64, nan as u8 as f64, None);
+                bad(
+                    "has_nan",
+                    "",
+                    s.has_nan as u8 as f64,
+                    nan as u8 as f64,
+                    None,
+                );
             }
             if s.has_inf != inf {
-                bad("has_inf", "", s.has_inf as u8 as f64, inf as u8 as f64, None);
+                bad(
+                    "has_inf",
+                    "",
+                    s.has_inf as u8 as f64,
+                    inf as u8 as f64,
+                    None,
+                );
             }
         }
         if m & VALUE_STATS_VALID != 0 && total > 0 && !nan {
@@ -699,7 +728,6 @@ mod tests {
         assert_eq!(p[101].rule, "duplicate-more");
         assert!(p[101].to_string().contains("and 150 more duplicate"));
     }
-
 
     #[test]
     fn checksum_keys() {

@@ -2,7 +2,7 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use super::{close, shape_product, CooTensor, Desc, HurrayFile};
+use super::{close, shape_product, CooTensor, Desc, HurrayFile, Listed, Stored};
 use crate::element::{format_float, group_digits, DType};
 use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::statistics::{
@@ -176,8 +176,8 @@ impl HurrayFile {
     /// reported as `checksum-orphan`.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
-        for t in self.tensor_views() {
-            out.extend(t.verify());
+        for t in &self.tensors {
+            out.extend(self.verify_stored(t));
         }
         for (k, _) in &self.kv {
             if let Some((name, _)) = parse_checksum_key(k) {
@@ -195,6 +195,61 @@ impl HurrayFile {
         out
     }
 
+    /// The content checks of the tensor called `name`, whatever its layout:
+    /// a COO, CSR or CSC tensor's [`Tensor::verify`](super::Tensor::verify);
+    /// for a dense one, its stored checksum if any (its placement was checked
+    /// at open; [`TensorInfo::verify_note`](super::TensorInfo::verify_note)
+    /// says what that covers); nothing more for other layouts.
+    pub fn verify_tensor(&self, name: &str) -> crate::Result<Vec<Problem>> {
+        Ok(self.verify_stored(self.stored(name)?))
+    }
+
+    fn verify_stored(&self, s: &Stored) -> Vec<Problem> {
+        match s {
+            Stored::Served(t) => self.view(t).verify(),
+            Stored::Listed(l) => match &l.desc {
+                Listed::Dense(d) => {
+                    let mut c = Collector::new(&l.name);
+                    let content = Content {
+                        name: &l.name,
+                        dtype: d.dtype,
+                        shape: &d.shape,
+                        nnz: 0,
+                        // Dense statistics count non-zeros over every
+                        // element; only the checksum is compared.
+                        statistics: None,
+                        buffers: vec![("values", &self.backing.bytes()[l.data.clone()])],
+                        kv: &self.kv,
+                        mapped: self.backing.mapped(),
+                    };
+                    content.check(&mut c);
+                    c.finish()
+                }
+                // Its buffers are not located, so a checksum of ours
+                // naming it cannot be compared: our writer writes no such
+                // layout, so its descriptor is not what was written (a
+                // damaged layout tag) or the key is stray.
+                Listed::Other(h) => {
+                    let mut c = Collector::new(&l.name);
+                    for (k, _) in &self.kv {
+                        match parse_checksum_key(k) {
+                            Some((name, which)) if name == l.name => {
+                                c.push("checksum-orphan", None, || {
+                                    format!(
+                                        "KV key {k:?} holds a checksum of a {which} buffer, but the tensor is {}, a layout our writer does not write and whose buffers this reader does not locate",
+                                        crate::layout::describe_tag(h.layout_tag)
+                                    )
+                                })
+                            }
+                            _ => {}
+                        }
+                    }
+                    c.finish()
+                }
+            },
+        }
+    }
+
     /// Every byte between the file's sections (header, descriptors,
     /// buffers, KV, index, trailer) must be 0x00: the spec's padding rule.
     /// Streamed over the file, O(size), one problem per gap naming its first
@@ -204,7 +259,20 @@ impl HurrayFile {
         let len = bytes.len();
         let mut regions: Vec<(Range<usize>, String)> =
             vec![(0..HEADER_LEN as usize, "the file header".into())];
-        for t in &self.tensors {
+        for s in &self.tensors {
+            let t = match s {
+                Stored::Served(t) => t,
+                Stored::Listed(l) => {
+                    let n = &l.name;
+                    let data = match l.desc {
+                        Listed::Dense(_) => "values",
+                        Listed::Other(_) => "data",
+                    };
+                    regions.push((l.descriptor.clone(), format!("the descriptor of {n:?}")));
+                    regions.push((l.data.clone(), format!("the {data} of {n:?}")));
+                    continue;
+                }
+            };
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
             regions.push((t.values.clone(), format!("the values of {n:?}")));

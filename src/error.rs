@@ -275,6 +275,22 @@ pub enum Error {
         /// The input it names.
         input: PathBuf,
     },
+
+    /// A tensor whose layout the operation does not serve: a dense tensor
+    /// given to `dump`, `get`, `matvec` or `to_scipy`. The file is valid;
+    /// the message names the layout and what the operation reads.
+    #[error("tensor {tensor:?} is {layout}; {op} serves {served}")]
+    LayoutNotServed {
+        /// The tensor.
+        tensor: String,
+        /// Its layout in words ("dense row-major").
+        layout: String,
+        /// The operation ("dump", "to_scipy"; "this reader" when the caller
+        /// did not say, see [`Error::for_op`]).
+        op: String,
+        /// What the operation serves ("COO, CSR and CSC").
+        served: &'static str,
+    },
 }
 
 impl Error {
@@ -293,6 +309,27 @@ impl Error {
             _ => Error::InvalidArgument(format!(
                 "contribution {contribution}: index {index} in dimension {dim} is negative"
             )),
+        }
+    }
+
+    /// This error as the operation `op` met it: an
+    /// [`Error::LayoutNotServed`] names `op` (the reader's own accessors
+    /// do not know which command or method called them); any other error
+    /// is returned as it is.
+    pub fn for_op(self, op: &str) -> Self {
+        match self {
+            Error::LayoutNotServed {
+                tensor,
+                layout,
+                served,
+                ..
+            } => Error::LayoutNotServed {
+                tensor,
+                layout,
+                op: op.to_string(),
+                served,
+            },
+            other => other,
         }
     }
 
@@ -468,7 +505,7 @@ impl Error {
         match self {
             Error::Io { .. } | Error::CorruptRun { .. } => ErrorKind::Io,
             Error::InvalidFile { .. } => ErrorKind::InvalidFile,
-            Error::Unsupported(_) => ErrorKind::Unsupported,
+            Error::Unsupported(_) | Error::LayoutNotServed { .. } => ErrorKind::Unsupported,
             Error::TensorNotFound { .. } => ErrorKind::NotFound,
             Error::WrongRank { .. } | Error::WrongIndexCount { .. } => ErrorKind::Rank,
             Error::PositionOutOfRange { .. } | Error::IndexOutOfRange { .. } => ErrorKind::Index,
@@ -591,6 +628,12 @@ impl Error {
                 output: "/a".into(),
                 input: "/a".into(),
             },
+            Error::LayoutNotServed {
+                tensor: "w".into(),
+                layout: "dense row-major".into(),
+                op: "dump".into(),
+                served: "COO, CSR and CSC",
+            },
         ];
         v
     }
@@ -601,7 +644,7 @@ impl Error {
 /// until it is numbered (and then [`Error::samples`]' test fails until it
 /// has a sample).
 #[cfg(test)]
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 28;
 
 #[cfg(test)]
 fn ordinal(e: &Error) -> usize {
@@ -633,6 +676,7 @@ fn ordinal(e: &Error) -> usize {
         Error::Finished => 24,
         Error::NotComposite => 25,
         Error::OutputIsInput { .. } => 26,
+        Error::LayoutNotServed { .. } => 27,
     }
 }
 
@@ -650,6 +694,15 @@ mod tests {
         for k in ErrorKind::ALL {
             assert!(kinds.contains(&k), "no variant of kind {k:?}");
         }
+        let e = Error::samples()
+            .pop()
+            .unwrap()
+            .for_op("to_scipy")
+            .to_string();
+        assert_eq!(
+            e,
+            "tensor \"w\" is dense row-major; to_scipy serves COO, CSR and CSC"
+        );
         let mut codes = std::collections::HashSet::new();
         for k in ErrorKind::ALL {
             assert!(matches!(k.exit_code(), 1 | 2));

@@ -16,6 +16,8 @@
 //! - [`HurrayFile`] / [`CooTensor`]: open (structure validated), `get`,
 //!   `prefix_range` (rows), `lower_bound`, `iter`, zero-copy typed
 //!   `values` and `indices`, and `verify` (content checks, O(nnz)).
+//!   [`HurrayFile::tensor_infos`] lists every tensor, dense ones included
+//!   ([`TensorInfo`], [`Layout`]); [`DenseTensor`] reads a dense buffer.
 //! - [`open`]: any Hurray file, as [`Opened`]: plain tensors
 //!   ([`HurrayFile`]) or a partition composite ([`CompositeFile`], one
 //!   logical tensor over its members); [`convert()`] rewrites either into
@@ -117,6 +119,7 @@ pub mod raw {
     pub use crate::hurray::*;
 }
 pub mod input;
+pub mod layout;
 mod options;
 mod size;
 pub mod vocab;
@@ -138,6 +141,7 @@ pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
+pub use layout::{Layout, LayoutKind};
 // The handle's type rides in `AssembleOptions::io` (so struct-update
 // syntax keeps working); its fault plans are nameable with `internals` only.
 #[doc(hidden)]
@@ -152,7 +156,7 @@ pub use options::{
     AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET,
 };
 pub use read::{
-    open, CompositeFile, CompressedEntries, CompressedTensor, CooTensor, HurrayFile, Opened,
-    Problem, ReadOptions, Severity, Tensor,
+    open, CompositeFile, CompressedEntries, CompressedTensor, CooTensor, DenseTensor, HurrayFile,
+    Opened, Problem, ReadOptions, Severity, Tensor, TensorInfo,
 };
 pub use vocab::{parse_size, Vocabulary};

@@ -1,6 +1,7 @@
 //! The library's names: one table per vocabulary enum (element types,
-//! layouts, duplicate and non-finite policies, input and export formats,
-//! npz layouts, paging modes) and the one size grammar.
+//! the layouts a stored tensor can have and the subset we write,
+//! duplicate and non-finite policies, input and export formats, npz
+//! layouts, paging modes) and the one size grammar.
 //!
 //! `FromStr`, `Display`, the command line's value lists and its `--help`,
 //! the Python argument parsing, the C name-based setter and the docs all

@@ -301,8 +301,6 @@ fn structural_rules_are_refused_at_open() {
             6u64.to_le_bytes().to_vec(),
             "values byte_size 20 is not nnz 6 * 4 bytes (24)",
         ),
-        // Layout tag 0x09 (not a layout we read).
-        (d + 15, vec![0x09], "layout"),
     ];
     for (at, patch, want) in cases {
         let mut b = f.bytes.clone();
@@ -310,6 +308,32 @@ fn structural_rules_are_refused_at_open() {
         let e = open(&b);
         assert!(e.contains(want), "byte {at}: {e}");
     }
+    // Issue 22: layout tag 0x09 (CSF, a layout the views do not read) is
+    // listed with its layout, and the operations that read entries refuse
+    // it by name; a tag the spec does not name is refused unless
+    // permissive, as the spec says.
+    let mut b = f.bytes.clone();
+    b[d + 15] = 0x09;
+    let h = HurrayFile::from_bytes(b).unwrap();
+    let t = h.tensor_info("m").unwrap();
+    assert_eq!(t.layout_text(), "sparse CSF");
+    let e = h.tensor_view("m").unwrap_err().to_string();
+    assert!(e.contains("tensor \"m\" is sparse CSF"), "{e}");
+    let mut b = f.bytes.clone();
+    b[d + 15] = 0x33;
+    let e = HurrayFile::from_bytes(b.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("layout tag 0x33 is not one the Hurray specification names"),
+        "{e}"
+    );
+    assert!(HurrayFile::from_bytes_with(
+        &b,
+        ReadOptions {
+            permissive: true,
+            ..ReadOptions::default()
+        }
+    )
+    .is_ok());
     // The index entry's data_length must reach the end of row_ptr.
     let h = HurrayFile::from_bytes(f.bytes.clone()).unwrap();
     let io = h.trailer().index_offset as usize;

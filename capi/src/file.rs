@@ -64,18 +64,23 @@ fn open(path: *const c_char, name: *const c_char) -> Res<Box<coo_file>> {
     // and is never mutated: a 'static view is valid for the handle's life.
     let f: &'static HurrayFile = unsafe { file.as_ref() };
     let tensor = if name.is_null() {
-        f.tensor_views().next().ok_or_else(|| {
+        // The first tensor of the index, whatever its layout: a dense one
+        // is refused by name (COO_ERR_UNSUPPORTED), not skipped.
+        let first = f.tensor_infos().next().ok_or_else(|| {
             Fail::new(
                 COO_ERR_INVALID_FILE,
                 format!("{}: the file holds no tensor", path.display()),
             )
-        })?
+        })?;
+        f.tensor_view(first.name())
+            .map_err(|e| e.for_op("coo_file_open"))?
     } else {
         // SAFETY: non-null and NUL-terminated (contract).
         let name = unsafe { CStr::from_ptr(name) }
             .to_str()
             .map_err(|_| Fail::new(COO_ERR_ARGUMENT, "tensor name is not UTF-8"))?;
-        f.tensor_view(name)?
+        f.tensor_view(name)
+            .map_err(|e| e.for_op("coo_file_open_tensor"))?
     };
     guard.defuse();
     Ok(Box::new(coo_file { tensor, file }))

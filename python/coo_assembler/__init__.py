@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -41,6 +41,7 @@ __all__ = [
     "Builder",
     "Summary",
     "File",
+    "TensorInfo",
     "Statistics",
     "open",
     "assemble",
@@ -493,6 +494,28 @@ class Statistics:
         )
 
 
+class TensorInfo(NamedTuple):
+    """One tensor of a file as its descriptor describes it (see
+    :attr:`File.tensors`). A Hurray file is a container: it may hold dense
+    tensors next to sparse ones."""
+
+    #: Its name in the file.
+    name: str
+    #: The spec's name of its layout: ``"coo"``, ``"csr"``, ``"csc"``,
+    #: ``"row-major"``, ``"column-major"``, ... (the tag in hex, such as
+    #: ``"0x33"``, for a tag the spec does not name).
+    layout: str
+    #: ``"sparse"``, ``"dense"``, ``"indirect"`` or ``"virtual"`` (None for
+    #: an unnamed tag).
+    kind: Optional[str]
+    #: Element type, NumPy spelling (the tag in hex for a type this package
+    #: does not read).
+    dtype: str
+    shape: Tuple[int, ...]
+    #: Whether this package reads its entries (COO, CSR and CSC).
+    readable: bool
+
+
 def _index_dtype(nnz: int, shape: Tuple[int, ...]) -> type:
     """int32 when every index and pointer fits, as scipy chooses."""
     return np.int32 if max((nnz,) + shape) <= np.iinfo(np.int32).max else np.int64
@@ -509,6 +532,14 @@ class File:
     The file is memory-mapped and its structure validated when opened;
     :meth:`verify` checks the content. Value arrays handed out are
     read-only views of the mapping and keep it alive.
+
+    A file may hold several tensors, of any layout: :attr:`tensors` lists
+    them. Opened without a ``tensor`` name, a file of several tensors
+    chooses none (the methods that read one say how to choose). A dense
+    tensor (row-major, column-major) opens and gives its :attr:`shape`,
+    :attr:`dtype`, :attr:`layout` and :meth:`verify`; the methods that read
+    entries (:meth:`get`, :meth:`row`, :meth:`to_scipy`, ...) raise
+    :class:`InvalidFileError` naming its layout and what they serve.
     """
 
     def __init__(
@@ -518,14 +549,31 @@ class File:
         self.path = _path(path)
 
     @property
-    def tensor(self) -> str:
-        """Name of the tensor this object reads."""
+    def tensor(self) -> Optional[str]:
+        """Name of the tensor this object reads (None when the file holds
+        several and none was chosen)."""
         return self._native.tensor_name
 
     @property
     def tensor_names(self) -> List[str]:
         """Every tensor in the file."""
         return self._native.tensor_names
+
+    @property
+    def tensors(self) -> List[TensorInfo]:
+        """Every tensor in the file, whatever its layout: name, layout,
+        kind, element type, shape, and whether this package reads it."""
+        return [
+            TensorInfo(
+                name=d["name"],
+                layout=d["layout"],
+                kind=d["kind"],
+                dtype=_NUMPY_NAME.get(d["dtype"], d["dtype"]),
+                shape=tuple(d["shape"]),
+                readable=d["readable"],
+            )
+            for d in self._native.tensor_infos()
+        ]
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -550,7 +598,9 @@ class File:
     def layout(self) -> str:
         """Storage layout of the tensor: ``"coo"`` (sorted row-major when
         :attr:`is_sorted`), ``"csr"`` or ``"csc"``; :meth:`to_scipy` returns
-        this layout by default, its value array a view of the file."""
+        this layout by default, its value array a view of the file. A
+        tensor this package lists only has the spec's name of its layout
+        (``"row-major"``, ``"column-major"``, ...)."""
         return self._native.layout
 
     @property
@@ -568,6 +618,7 @@ class File:
     def get(self, idx: Sequence[int]) -> Union[int, float]:
         """Value at ``idx`` (one index per dimension); zero when not stored.
         Binary search on sorted tensors."""
+        self._native.require("get")
         return self._native.get([int(i) for i in idx])
 
     def row(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -580,6 +631,7 @@ class File:
         not contiguous, the row is found by a binary search in every column
         and ``values`` is a copy. Unsorted COO tensors are refused.
         """
+        self._native.require("row")
         if self.ndim < 2:
             raise InputError("row() needs a tensor of rank 2 or more")
         layout = self.layout
@@ -598,15 +650,19 @@ class File:
     def values(self) -> np.ndarray:
         """All stored values in storage order: a read-only, zero-copy view
         of the file (a float32 copy for bfloat16)."""
+        self._native.require("values")
         return self._native.values_slice(0, self.nnz)
 
     def coords(self) -> np.ndarray:
         """All coordinates as int64, shape ``(rank, nnz)`` (a copy)."""
+        self._native.require("coords")
         return self._native.coords_by_dim()
 
     def verify(self) -> List[str]:
         """Content checks (bounds, order, duplicates, statistics,
-        checksums), O(nnz). Returns the problems found: empty means sound."""
+        checksums), O(nnz). Returns the problems found: empty means sound.
+        Of a dense tensor: its stored checksum, if any (its buffer's size
+        and place were checked when the file was opened)."""
         return self._native.verify()
 
     def to_scipy(self, layout: Optional[str] = None, *, index_dtype: Any = None) -> Any:
@@ -629,6 +685,7 @@ class File:
         """
         import scipy.sparse as sp
 
+        self._native.require("to_scipy")
         stored = self.layout
         layout = stored if layout is None else _native.parse_name("layout", layout)
         shape = self.shape
@@ -687,6 +744,7 @@ class File:
         larger than memory), ``"keep"`` leaves them mapped, ``"auto"``
         streams when the matrix exceeds a quarter of physical memory.
         """
+        self._native.require("matvec")
         if self.ndim != 2:
             raise InputError(f"matvec needs a matrix; the tensor has rank {self.ndim}")
         xs = np.ascontiguousarray(x, dtype=np.float64)
@@ -744,16 +802,22 @@ class File:
         self._native = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        if self.tensor is None:
+            return f"<coo_assembler.File {self.path!r} tensors={self.tensor_names!r}>"
+        info = next(t for t in self.tensors if t.name == self.tensor)
+        nnz = f" nnz={self.nnz}" if info.readable else ""
         return (
-            f"<coo_assembler.File {self.path!r} tensor={self.tensor!r} shape={self.shape} "
-            f"dtype={self.dtype} nnz={self.nnz} layout={self.layout}>"
+            f"<coo_assembler.File {self.path!r} tensor={self.tensor!r} shape={info.shape} "
+            f"dtype={info.dtype}{nnz} layout={info.layout}>"
         )
 
 
 def open(path: PathLike, tensor: Optional[str] = None, *, in_memory: bool = False) -> File:
     """Open a Hurray file and validate its structure.
 
-    ``tensor`` names the tensor to read (default: the file's only tensor).
+    ``tensor`` names the tensor to read (default: the file's only tensor;
+    a file of several opened without a name lists them in
+    :attr:`File.tensors` and reads none until one is chosen).
     ``in_memory=True`` reads the file into memory instead of mapping it:
     use it for files another process may truncate while you read them
     (a truncated mapping raises SIGBUS).

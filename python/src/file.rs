@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use coo_assembler::{
-    CompressedTensor, CooTensor, DType, Element, HurrayFile, ReadOptions, Tensor, Value,
+    CompressedTensor, CooTensor, DType, Element, HurrayFile, ReadOptions, Tensor, TensorInfo, Value,
 };
 use numpy::ndarray::{Array2, ArrayView1};
 use numpy::{PyArray1, PyArray2};
@@ -20,23 +20,54 @@ type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);
 /// A NumPy array of a dtype known only at run time.
 type Arr<'py> = Bound<'py, PyAny>;
 
-/// An open file; `tensor` names the tensor all methods look at.
+/// An open file; `tensor` names the tensor all methods look at (none
+/// chosen: a file of several tensors opened without a name, which lists
+/// them).
 #[pyclass(module = "coo_assembler._native", name = "File", frozen)]
 pub struct NativeFile {
     file: HurrayFile,
-    tensor: String,
+    tensor: Option<String>,
 }
 
 impl NativeFile {
-    /// The tensor, whatever its layout.
+    /// The chosen tensor's name, or the error that says how to choose.
+    fn name(&self) -> PyResult<&str> {
+        self.tensor.as_deref().ok_or_else(|| {
+            let list: Vec<String> = self
+                .file
+                .tensor_infos()
+                .map(|t| format!("{:?} ({})", t.name(), t.layout_text()))
+                .collect();
+            input_error(format!(
+                "the file holds {} tensors: {}; choose one with open(path, tensor=NAME)",
+                list.len(),
+                list.join(", ")
+            ))
+        })
+    }
+
+    /// The chosen tensor as the file lists it, whatever its layout.
+    fn info(&self) -> PyResult<TensorInfo<'_>> {
+        self.file.tensor_info(self.name()?).map_err(to_py)
+    }
+
+    /// The tensor, in a layout the reader serves.
     fn v(&self) -> PyResult<Tensor<'_>> {
-        self.file.tensor_view(&self.tensor).map_err(to_py)
+        self.file.tensor_view(self.name()?).map_err(to_py)
+    }
+
+    /// The tensor for the operation `op`: a layout it does not serve is
+    /// the error naming the layout and `op`.
+    fn v_for(&self, op: &str) -> PyResult<Tensor<'_>> {
+        self.file
+            .tensor_view(self.name()?)
+            .map_err(|e| to_py(e.for_op(op)))
     }
 
     /// The COO tensor (operations on the coordinate list); CSR/CSC callers
     /// go through [`NativeFile::v`] first.
     fn t(&self) -> PyResult<CooTensor<'_>> {
-        self.file.tensor(&self.tensor).map_err(to_py)
+        self.file.tensor(self.name()?).map_err(to_py)
     }
 
     /// The CSR/CSC tensor, or an input error naming `what`.
@@ -82,9 +113,11 @@ impl NativeFile {
         r
     }
 
-    /// The open file and the tensor's name (for `matrix.rs`).
-    pub(crate) fn parts(&self) -> (&HurrayFile, &str) {
-        (&self.file, &self.tensor)
+    /// The open file and the tensor's name, for the operation `op` (for
+    /// `matrix.rs`): a layout it does not serve is the error naming it.
+    pub(crate) fn parts(&self, op: &str) -> PyResult<(&HurrayFile, &str)> {
+        let name = self.v_for(op)?.name();
+        Ok((&self.file, name))
     }
 }
 
@@ -337,16 +370,59 @@ impl NativeFile {
                 HurrayFile::open_with(&path, opts)
             })
             .map_err(to_py)?;
+        // Any layout opens (a dense tensor lists its layout, shape and
+        // type); a file of several tensors opened without a name lists them.
         let tensor = match tensor {
-            Some(name) => file.tensor_view(&name).map_err(to_py)?.name().to_string(),
-            None => file.only_tensor_view().map_err(to_py)?.name().to_string(),
+            Some(name) => Some(file.tensor_info(&name).map_err(to_py)?.name().to_string()),
+            None => match file.only_tensor_info() {
+                Ok(t) => Some(t.name().to_string()),
+                Err(_) if file.tensor_count() > 1 => None,
+                Err(e) => return Err(to_py(e)),
+            },
         };
         Ok(NativeFile { file, tensor })
     }
 
     #[getter]
-    fn tensor_name(&self) -> String {
+    fn tensor_name(&self) -> Option<String> {
         self.tensor.clone()
+    }
+
+    /// Every tensor of the file: name, layout (the spec's name, or the
+    /// tag in hex), kind ("dense", "sparse"...; None for an unnamed tag),
+    /// element type (the library's name, or the tag in hex), shape, and
+    /// whether this package reads its entries.
+    fn tensor_infos<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .file
+            .tensor_infos()
+            .map(|t| -> PyResult<Bound<'py, PyDict>> {
+                let d = PyDict::new(py);
+                d.set_item("name", t.name())?;
+                d.set_item(
+                    "layout",
+                    t.layout().map_or(format!("0x{:02x}", t.layout_tag()), |l| {
+                        l.name().to_string()
+                    }),
+                )?;
+                d.set_item("kind", t.layout().map(|l| l.kind().name()))?;
+                d.set_item(
+                    "dtype",
+                    t.dtype()
+                        .map_or(format!("0x{:02x}", t.type_tag()), |d| d.name().to_string()),
+                )?;
+                d.set_item("shape", t.shape().to_vec())?;
+                d.set_item("readable", t.is_served())?;
+                Ok(d)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// Raise the error naming the layout when the tensor's is one `op`
+    /// does not serve (the Python methods call it first).
+    fn require(&self, op: &str) -> PyResult<()> {
+        self.v_for(op).map(|_| ())
     }
 
     #[getter]
@@ -356,18 +432,29 @@ impl NativeFile {
 
     #[getter]
     fn shape(&self) -> PyResult<Vec<u64>> {
-        Ok(self.v()?.shape().to_vec())
+        Ok(self.info()?.shape().to_vec())
     }
 
-    /// The Hurray element type name: f64, f32, f16, bf16, i8, ..., u64.
+    /// The Hurray element type name: f64, f32, f16, bf16, i8, ..., u64; an
+    /// element type this package does not read is an `InvalidFileError`.
     #[getter]
     fn dtype(&self) -> PyResult<&'static str> {
-        Ok(self.v()?.dtype().name())
+        let t = self.info()?;
+        t.dtype().map(|d| d.name()).ok_or_else(|| {
+            raise(
+                ErrorKind::Unsupported,
+                format!(
+                    "tensor {:?} holds {}, which this package does not read",
+                    t.name(),
+                    t.dtype_text()
+                ),
+            )
+        })
     }
 
     #[getter]
     fn nnz(&self) -> PyResult<u64> {
-        Ok(self.v()?.nnz())
+        Ok(self.v_for("nnz")?.nnz())
     }
 
     /// True when the entries are stored in row-major order without
@@ -380,10 +467,14 @@ impl NativeFile {
         })
     }
 
-    /// "coo", "csr" or "csc".
+    /// "coo", "csr" or "csc"; for a tensor this package lists only, the
+    /// spec's name ("row-major", ...) or the tag in hex.
     #[getter]
     fn layout(&self) -> PyResult<String> {
-        Ok(self.v()?.layout().to_string().to_lowercase())
+        let t = self.info()?;
+        Ok(t.layout().map_or(format!("0x{:02x}", t.layout_tag()), |l| {
+            l.name().to_string()
+        }))
     }
 
     #[getter]
@@ -393,7 +484,7 @@ impl NativeFile {
 
     /// The statistics section as a dict (with its computed_mask), or None.
     fn statistics<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let t = self.v()?;
+        let t = self.info()?;
         let Some(s) = t.statistics() else {
             return Ok(None);
         };
@@ -726,9 +817,11 @@ impl NativeFile {
     }
 
     /// Content checks; each problem as a string (empty: the file is sound).
+    /// A dense tensor's are its buffer's placement (checked at open) and
+    /// its stored checksum, if any.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let t = self.v()?;
-        let problems = py.detach(|| t.verify());
+        let name = self.name()?;
+        let problems = py.detach(|| self.file.verify_tensor(name)).map_err(to_py)?;
         PyList::new(py, problems.iter().map(|p| p.to_string()))
     }
 }

@@ -28,7 +28,7 @@ fn matvec<'py>(
     allow_non_finite: bool,
     paging_mode: &str,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let (f, name) = file.get().parts();
+    let (f, name) = file.get().parts("matvec")?;
     let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
     let opts = MatvecOptions {
         threads,
@@ -63,7 +63,7 @@ fn export<'py>(
     reorder_memory: usize,
     zip64_at: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (f, name) = file.get().parts();
+    let (f, name) = file.get().parts("export")?;
     let format = canonical::<Format>(to)?;
     let npz_layout = canonical::<NpzLayout>(npz_layout)?;
     let opts = ExportOptions {
@@ -95,7 +95,7 @@ fn spy<'py>(
     path: PathBuf,
     size: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (f, name) = file.get().parts();
+    let (f, name) = file.get().parts("spy")?;
     let opts = SpyOptions {
         size,
         ..SpyOptions::default()

@@ -353,8 +353,11 @@ impl CooDescriptor {
         let dtype = read_dtype(&mut r)?;
         let layout = r.u8("layout tag")?;
         if layout != LAYOUT_COO {
+            // Reached by a caller that asked for COO (a composite member):
+            // the file reader picks each layout's own codec.
             return Err(Error::Unsupported(format!(
-                "{section}: layout tag 0x{layout:02x}; only COO (0x06) is supported"
+                "{section}: layout tag 0x{layout:02x} ({}) is not COO (0x06)",
+                crate::layout::describe_tag(layout)
             )));
         }
         let rank = r.u32("rank")? as usize;

@@ -7,6 +7,7 @@
 
 pub mod composite;
 pub mod compressed;
+pub mod dense;
 pub mod descriptor;
 pub mod header;
 pub mod index;
@@ -15,6 +16,7 @@ pub mod statistics;
 pub mod trailer;
 
 pub use composite::{CompositeHead, Shard};
+pub use dense::{DenseDescriptor, DescriptorHead};
 pub use descriptor::{BufferHandle, CooDescriptor};
 pub use header::FileHeader;
 pub use index::IndexEntry;
@@ -38,6 +40,10 @@ pub const DESCRIPTOR_ALIGNMENT: u64 = 8;
 pub const MIN_ALIGNMENT: u32 = 4096;
 /// Largest allowed data_buffer_alignment.
 pub const MAX_ALIGNMENT: u32 = 2 * 1024 * 1024;
+/// Layout tag of dense row-major (C order).
+pub const LAYOUT_ROW_MAJOR: u8 = 0x01;
+/// Layout tag of dense column-major (Fortran order).
+pub const LAYOUT_COLUMN_MAJOR: u8 = 0x02;
 /// Layout tag of COO.
 pub const LAYOUT_COO: u8 = 0x06;
 /// Layout tag of CSR.

@@ -220,6 +220,39 @@ impl VectorFile {
         })
     }
 
+    /// Read a vector from a rank-1 dense tensor (row-major or
+    /// column-major, any element type, widened to f64) of the Hurray file
+    /// `path`: the tensor `tensor`, or the file's only one. A tensor of
+    /// another rank or layout is an error naming it.
+    pub fn from_hurray(path: impl AsRef<Path>, tensor: Option<&str>) -> MatrixResult<VectorFile> {
+        let path = path.as_ref();
+        let f = crate::HurrayFile::open(path)?;
+        let name = match tensor {
+            Some(n) => n.to_string(),
+            None => f.only_tensor_info()?.name().to_string(),
+        };
+        let d = f
+            .dense(&name)
+            .map_err(|e| e.for_op("a vector read from a Hurray file"))?;
+        if d.shape().len() != 1 {
+            return Err(bad(
+                path,
+                format!(
+                    "tensor {name:?} has shape {:?}: a vector is a rank-1 tensor",
+                    d.shape()
+                ),
+            ));
+        }
+        let values = d.to_f64()?;
+        let id = f.file_id().cloned().ok_or_else(|| {
+            bad(
+                path,
+                "the file has no identity (it was not opened from a path)",
+            )
+        })?;
+        Ok(VectorFile { values, id })
+    }
+
     /// The values.
     pub fn values(&self) -> &[f64] {
         &self.values

@@ -382,17 +382,19 @@ impl Iterator for CompressedEntries<'_> {
             self.started = true;
             if t.ptr.first() != Some(&0) {
                 let first = t.ptr.first().copied().unwrap_or(0);
-                return self.fail(t.pointer_error(
-                    0,
-                    format!("{}[0] is {first}, must be 0", t.pointers_name()),
-                ));
+                return self.fail(
+                    t.pointer_error(0, format!("{}[0] is {first}, must be 0", t.pointers_name())),
+                );
             }
             if extent == 0 {
                 self.done = true;
                 return (nnz != 0).then(|| {
                     Err(t.pointer_error(
                         0,
-                        format!("{}[0] is the last pointer and must be nnz = {nnz}", t.pointers_name()),
+                        format!(
+                            "{}[0] is the last pointer and must be nnz = {nnz}",
+                            t.pointers_name()
+                        ),
                     ))
                 });
             }
@@ -501,10 +503,7 @@ impl CompressedTensor<'_> {
             let last = m + 1 == extent as usize;
             if hi > nnz && !last {
                 c.push("pointer-out-of-range", None, || {
-                    format!(
-                        "{noun} {m}: {pn}[{}] = {hi} is past nnz = {nnz}",
-                        m + 1
-                    )
+                    format!("{noun} {m}: {pn}[{}] = {hi} is past nnz = {nnz}", m + 1)
                 });
             }
             if hi < lo {
@@ -644,7 +643,12 @@ mod tests {
         // Every pointer past nnz, and ptr[0] != 0.
         let t = view(&d, &minor, &[9, u64::MAX, 7, 3], &vals);
         let r = rules(&t);
-        for want in ["pointer-start", "pointer-out-of-range", "pointer-decreasing", "pointer-end"] {
+        for want in [
+            "pointer-start",
+            "pointer-out-of-range",
+            "pointer-decreasing",
+            "pointer-end",
+        ] {
             assert!(r.contains(&want), "{want} not in {r:?}");
         }
         // Overlapping rows would each cover all entries: clamped, every

@@ -404,7 +404,6 @@ impl<'a> CooTensor<'a> {
                 (i, d.decode(v))
             })
     }
-
 }
 
 #[cfg(test)]
@@ -425,7 +424,11 @@ pub(super) mod tests {
         }
     }
 
-    pub(in crate::read) fn view<'a>(d: &'a CooDescriptor, ind: &'a [u64], vals: &'a [u8]) -> CooTensor<'a> {
+    pub(in crate::read) fn view<'a>(
+        d: &'a CooDescriptor,
+        ind: &'a [u64],
+        vals: &'a [u8],
+    ) -> CooTensor<'a> {
         CooTensor {
             name: "t",
             desc: d,

@@ -2,25 +2,29 @@
 //! index entry, descriptor and buffer placement (see the module docs of
 //! [`crate::read`]). O(index + KV + descriptors), independent of `nnz`.
 
-use super::{close, shape_product, too_short, Desc, ReadOptions, TensorMeta};
+use super::{
+    close, shape_product, too_short, Desc, Listed, ListedMeta, ReadOptions, Stored, TensorMeta,
+};
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
+use crate::hurray::dense::dense_field;
 use crate::hurray::descriptor::{coo_field, descriptor_len, layout_tag, HANDLE_LEN};
-use crate::hurray::index::EntryFields;
-use crate::hurray::trailer;
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use crate::hurray::index::EntryFields;
 use crate::hurray::statistics::SPARSITY_VALID;
+use crate::hurray::trailer;
 use crate::hurray::{
-    align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer, HEADER_LEN,
-    TRAILER_LEN, LAYOUT_CSC, LAYOUT_CSR,
+    align_up, index, kv, BufferHandle, CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader,
+    IndexEntry, KvValue, Trailer, HEADER_LEN, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR, TRAILER_LEN,
 };
+use crate::layout::Layout;
 use std::ops::Range;
 
 pub(super) struct Parsed {
     pub(super) header: FileHeader,
     pub(super) trailer: Trailer,
     pub(super) kv: Vec<(String, KvValue)>,
-    pub(super) tensors: Vec<TensorMeta>,
+    pub(super) tensors: Vec<Stored>,
 }
 
 fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
@@ -59,16 +63,7 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
     for (i, e) in entries.into_iter().enumerate() {
         let fields = EntryFields::at(entry_off, e.name.len());
         entry_off = fields.end;
-        let meta = check_entry(
-            bytes,
-            &header,
-            &e,
-            i,
-            fields,
-            tstart,
-            align,
-            opts,
-        )?;
+        let meta = check_entry(bytes, &header, &e, i, fields, tstart, align, opts)?;
         // Descriptor start to end of the indices buffer (descriptor end for
         // an empty tensor).
         let region = e.descriptor_offset..meta.end() as u64;
@@ -93,11 +88,15 @@ pub(super) fn parse(bytes: &[u8], opts: ReadOptions) -> Result<Parsed> {
         if overlaps(&w[0].0, &w[1].0) {
             let (a, b) = (&tensors[w[0].1], &tensors[w[1].1]);
             return Err(Error::invalid(
-                format!("tensor {:?}", b.name),
+                format!("tensor {:?}", b.name()),
                 w[1].0.start,
                 format!(
                     "tensor bytes {}..{} overlap those of tensor {:?} ({}..{})",
-                    w[1].0.start, w[1].0.end, a.name, w[0].0.start, w[0].0.end
+                    w[1].0.start,
+                    w[1].0.end,
+                    a.name(),
+                    w[0].0.start,
+                    w[0].0.end
                 ),
             ));
         }
@@ -241,6 +240,17 @@ struct DeclaredBuffer<'d> {
     /// The size the descriptor's other fields require, and how it is computed.
     want: Option<u64>,
     how: String,
+    /// `want` is a minimum (a dense buffer may be larger than its
+    /// elements need), not the exact size.
+    at_least: bool,
+}
+
+impl DeclaredBuffer<'_> {
+    fn size_ok(&self) -> bool {
+        let size = self.handle.byte_size;
+        self.want
+            .is_some_and(|w| if self.at_least { size >= w } else { size == w })
+    }
 }
 
 /// The layout-independent fields of a decoded descriptor.
@@ -274,6 +284,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         field: d_off + coo_field::values_handle(rank),
                         want: d.nnz.checked_mul(width),
                         how: format!("nnz {} * {} bytes", d.nnz, width),
+                        at_least: false,
                     },
                     DeclaredBuffer {
                         what: "indices",
@@ -281,6 +292,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         field: d_off + coo_field::indices_handle(rank),
                         want: ibytes,
                         how: format!("nnz {} * rank {r} * 8", d.nnz),
+                        at_least: false,
                     },
                 ],
             }
@@ -308,6 +320,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         field: h,
                         want: d.nnz.checked_mul(width),
                         how: format!("nnz {} * {} bytes", d.nnz, width),
+                        at_least: false,
                     },
                     DeclaredBuffer {
                         what: minor,
@@ -315,6 +328,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         field: h + hl,
                         want: d.nnz.checked_mul(8),
                         how: format!("nnz {} * 8", d.nnz),
+                        at_least: false,
                     },
                     DeclaredBuffer {
                         what: ptr,
@@ -322,6 +336,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         field: h + 2 * hl,
                         want: d.pointer_count().and_then(|n| n.checked_mul(8)),
                         how: format!("({major} {extent} + 1) * 8"),
+                        at_least: false,
                     },
                 ],
             }
@@ -329,15 +344,75 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
     }
 }
 
-/// Decode the descriptor at `d_off` with the codec of its layout tag.
-fn decode_descriptor(bytes: &[u8], d_off: u64, tstart: u64, dsec: &str) -> Result<Desc> {
+/// The one buffer of a row-major or column-major tensor: at least
+/// `byte_offset + product(shape) * width` bytes (the spec gives the
+/// minimum; a larger buffer is valid).
+fn declared_dense(d: &DenseDescriptor, d_off: u64) -> Declared<'_> {
+    let rank = d.rank();
+    let width = d.dtype.width();
+    let elements = d
+        .elements()
+        .map_or("more than 2^64".to_string(), |n| n.to_string());
+    Declared {
+        shape: &d.shape,
+        // Every element is stored: no nnz to hold against the shape, and
+        // the statistics' nnz counts non-zeros, which only the data tell.
+        nnz: 0,
+        statistics: None,
+        f_nnz: d_off,
+        f_stats: d_off + dense_field::statistics(rank),
+        buffers: vec![DeclaredBuffer {
+            what: "values",
+            handle: &d.buffer,
+            field: d_off + dense_field::handle(rank),
+            want: d.payload_bytes().and_then(|p| p.checked_add(d.byte_offset)),
+            how: format!(
+                "at least byte_offset {} + {elements} elements * {width} bytes",
+                d.byte_offset
+            ),
+            at_least: true,
+        }],
+    }
+}
+
+/// A decoded descriptor: of a layout the views read, or of one that is
+/// listed only.
+enum Decoded {
+    Served(Desc),
+    Listed(Listed),
+}
+
+/// Decode the descriptor at `d_off` with the codec of its layout tag:
+/// COO, CSR and CSC whole, row-major and column-major whole when the
+/// dense codec reads them, any other the common fields only. A tag the
+/// spec does not name is refused unless `permissive` (the spec's rule).
+fn decode_descriptor(
+    bytes: &[u8],
+    d_off: u64,
+    tstart: u64,
+    dsec: &str,
+    opts: ReadOptions,
+) -> Result<Decoded> {
     let b = &bytes[d_off as usize..tstart as usize];
     Ok(match layout_tag(b) {
-        Some(LAYOUT_CSR | LAYOUT_CSC) => {
-            Desc::Compressed(CompressedDescriptor::decode(b, d_off, dsec)?)
+        Some(LAYOUT_CSR | LAYOUT_CSC) => Decoded::Served(Desc::Compressed(
+            CompressedDescriptor::decode(b, d_off, dsec)?,
+        )),
+        Some(LAYOUT_COO) => Decoded::Served(Desc::Coo(CooDescriptor::decode(b, d_off, dsec)?)),
+        _ if DenseDescriptor::handles(b) => {
+            Decoded::Listed(Listed::Dense(DenseDescriptor::decode(b, d_off, dsec)?))
         }
-        // COO, and every other tag, which the COO codec refuses by name.
-        _ => Desc::Coo(CooDescriptor::decode(b, d_off, dsec)?),
+        _ => {
+            let h = DescriptorHead::decode(b, d_off, dsec)?;
+            if Layout::from_tag(h.layout_tag).is_none() && !opts.permissive {
+                return Err(Error::Unsupported(format!(
+                    "{dsec}: layout tag 0x{:02x} is not one the Hurray specification names ({}); a reader refuses a layout it does not recognise unless permissive (open with permissive to list it)",
+                    h.layout_tag,
+                    if h.layout_tag >= 0xF0 { "an implementation-private extension" } else { "unassigned" }
+                )));
+            }
+            Decoded::Listed(Listed::Other(h))
+        }
     })
 }
 
@@ -351,7 +426,7 @@ fn check_entry(
     tstart: u64,
     align: u64,
     opts: ReadOptions,
-) -> Result<TensorMeta> {
+) -> Result<Stored> {
     let sec = format!("index entry {i} (tensor {:?})", e.name);
     let d_off = e.descriptor_offset;
     if d_off < header.first_descriptor_offset || d_off % 8 != 0 || d_off >= tstart {
@@ -365,7 +440,12 @@ fn check_entry(
         ));
     }
     let dsec = format!("descriptor of tensor {:?}", e.name);
-    let desc = decode_descriptor(bytes, d_off, tstart, &dsec)?;
+    let desc = match decode_descriptor(bytes, d_off, tstart, &dsec, opts)? {
+        Decoded::Served(desc) => desc,
+        Decoded::Listed(l) => {
+            return check_listed(bytes, e, i, fields, tstart, align, opts, l).map(Stored::Listed)
+        }
+    };
     if let Desc::Coo(d) = &desc {
         debug_assert_eq!(
             d.encoded_len(),
@@ -373,7 +453,92 @@ fn check_entry(
         );
     }
     let own_len = desc.encoded_len() as u64;
-    check_decoded(bytes, e, i, fields, tstart, align, opts, desc, own_len)
+    check_decoded(bytes, e, i, fields, tstart, align, opts, desc, own_len).map(Stored::Served)
+}
+
+/// The index entry's `descriptor_length` against the descriptor's own.
+fn check_own_length(e: &IndexEntry, i: usize, fields: EntryFields, own_len: u64) -> Result<()> {
+    if e.descriptor_length as u64 != own_len {
+        return Err(Error::invalid(
+            format!("index entry {i} (tensor {:?})", e.name),
+            fields.descriptor_length,
+            format!(
+                "descriptor_length {} differs from the descriptor's own descriptor_length {own_len}",
+                e.descriptor_length
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The rules of a tensor the reader lists but does not serve: a dense
+/// one's buffer as a sparse one's (size, placement, alignment, padding);
+/// for any other layout, whose buffers only its own fields locate, the
+/// index entry's data region: after the descriptor, before the trailer.
+#[allow(clippy::too_many_arguments)]
+fn check_listed(
+    bytes: &[u8],
+    e: &IndexEntry,
+    i: usize,
+    fields: EntryFields,
+    tstart: u64,
+    align: u64,
+    opts: ReadOptions,
+    desc: Listed,
+) -> Result<ListedMeta> {
+    let d_off = e.descriptor_offset;
+    let own_len = match &desc {
+        Listed::Dense(d) => d.encoded_len() as u64,
+        Listed::Other(h) => u64::from(h.descriptor_length),
+    };
+    check_own_length(e, i, fields, own_len)?;
+    let d_end = d_off + own_len; // decoded within bytes[..tstart]
+    let data = match &desc {
+        Listed::Dense(d) => {
+            let placed = place(
+                bytes,
+                e,
+                i,
+                fields,
+                tstart,
+                align,
+                opts,
+                &declared_dense(d, d_off),
+                own_len,
+            )?;
+            placed
+                .into_iter()
+                .next()
+                .unwrap_or(d_off as usize..d_off as usize)
+        }
+        Listed::Other(_) => {
+            let (off, len) = (e.data_offset, e.data_length);
+            let end = off
+                .checked_add(len)
+                .filter(|&end| off >= d_end && end <= tstart);
+            match end {
+                Some(end) if len > 0 => off as usize..end as usize,
+                // No data: nothing is ever read, wherever it points.
+                _ if len == 0 && off >= d_end => d_off as usize..d_off as usize,
+                _ => {
+                    return Err(Error::invalid(
+                        format!("index entry {i} (tensor {:?})", e.name),
+                        fields.data_offset,
+                        format!(
+                            "data {off}+{len} is not inside bytes {d_end}..{tstart} (after the descriptor, before the trailer)"
+                        ),
+                    ))
+                }
+            }
+        }
+    };
+    Ok(ListedMeta {
+        name: e.name.clone(),
+        desc,
+        descriptor: d_off as usize..d_end as usize,
+        data,
+        sums: Default::default(),
+    })
 }
 
 /// The rules of one tensor past its descriptor's decoding (`desc`, whose
@@ -393,23 +558,61 @@ pub(super) fn check_decoded(
     desc: Desc,
     own_len: u64,
 ) -> Result<TensorMeta> {
+    check_own_length(e, i, fields, own_len)?;
+    let d_off = e.descriptor_offset;
+    let placed = place(
+        bytes,
+        e,
+        i,
+        fields,
+        tstart,
+        align,
+        opts,
+        &declared(&desc, d_off),
+        own_len,
+    )?;
+    let range = |k: usize| {
+        placed
+            .get(k)
+            .cloned()
+            .unwrap_or(d_off as usize..d_off as usize)
+    };
+    let (values, indices, pointers) = (range(0), range(1), range(2));
+    Ok(TensorMeta {
+        name: e.name.clone(),
+        descriptor: d_off as usize..(d_off + own_len) as usize,
+        desc,
+        values,
+        indices,
+        pointers,
+        sums: Default::default(),
+    })
+}
+
+/// Where the buffers `dd` declares lie, every rule about them checked:
+/// sizes, placement (each at the first A-aligned offset after the
+/// previous one), the index entry's `data_offset` and `data_length`, the
+/// O(1) content checks and the padding. One range per buffer, an empty
+/// one at the descriptor's (8-aligned) address so that typed empty views
+/// work (none is ever read).
+#[allow(clippy::too_many_arguments)]
+fn place(
+    bytes: &[u8],
+    e: &IndexEntry,
+    i: usize,
+    fields: EntryFields,
+    tstart: u64,
+    align: u64,
+    opts: ReadOptions,
+    dd: &Declared<'_>,
+    own_len: u64,
+) -> Result<Vec<Range<usize>>> {
     let sec = format!("index entry {i} (tensor {:?})", e.name);
     let dsec = format!("descriptor of tensor {:?}", e.name);
     let d_off = e.descriptor_offset;
-    if e.descriptor_length as u64 != own_len {
-        return Err(Error::invalid(
-            sec,
-            fields.descriptor_length,
-            format!(
-                "descriptor_length {} differs from the descriptor's own descriptor_length {own_len}",
-                e.descriptor_length
-            ),
-        ));
-    }
-    let dd = declared(&desc, d_off);
     let d_end = d_off + own_len; // decode succeeded within bytes[..tstart]
     for b in &dd.buffers {
-        if b.want != Some(b.handle.byte_size) {
+        if !b.size_ok() {
             return Err(Error::invalid(
                 dsec,
                 b.field,
@@ -435,7 +638,10 @@ pub(super) fn check_decoded(
             Error::invalid(
                 dsec.clone(),
                 b.field,
-                format!("{} buffer does not end before the trailer at {tstart}", b.what),
+                format!(
+                    "{} buffer does not end before the trailer at {tstart}",
+                    b.what
+                ),
             )
         };
         let off = align_up(end, align).ok_or_else(outside)?;
@@ -516,7 +722,10 @@ pub(super) fn check_decoded(
     }
     // Non-empty buffers and the padding before each of them (at most A - 1
     // bytes per buffer are read).
-    let used = placed.iter().rposition(|r| !r.is_empty()).map_or(0, |k| k + 1);
+    let used = placed
+        .iter()
+        .rposition(|r| !r.is_empty())
+        .map_or(0, |k| k + 1);
     if !opts.permissive {
         let mut from = d_end;
         for (k, r) in placed[..used].iter().enumerate() {
@@ -542,24 +751,13 @@ pub(super) fn check_decoded(
             from = r.end;
         }
     }
-    // Empty buffers sit at the descriptor's (8-aligned) address so that
-    // typed empty views work; none is ever read.
-    let range = |k: usize| -> Range<usize> {
-        match placed.get(k) {
-            Some(r) if !r.is_empty() => r.start as usize..r.end as usize,
-            _ => d_off as usize..d_off as usize,
-        }
-    };
-    let (values, indices, pointers) = (range(0), range(1), range(2));
-    Ok(TensorMeta {
-        name: e.name.clone(),
-        descriptor: d_off as usize..d_end as usize,
-        desc,
-        values,
-        indices,
-        pointers,
-        sums: Default::default(),
-    })
+    Ok(placed
+        .iter()
+        .map(|r| match r.is_empty() {
+            false => r.start as usize..r.end as usize,
+            true => d_off as usize..d_off as usize,
+        })
+        .collect())
 }
 
 /// 1 - nnz / product(shape) (0 for an empty shape).

@@ -34,10 +34,24 @@
 //! their own descriptor codec and three buffers (values, minor indices
 //! `nnz * 8`, pointers `(extent + 1) * 8`, each at the first A-aligned
 //! offset after the previous one). [`HurrayFile::tensor_view`] gives any
-//! layout as a [`Tensor`]; [`HurrayFile::tensor`] stays COO-only (an
-//! [`Error::Unsupported`] names the layout it met). The pointers and minor
-//! indices are content: [`CompressedTensor::verify`] checks them in
+//! of these layouts as a [`Tensor`]; [`HurrayFile::tensor`] stays COO-only
+//! (an [`Error::Unsupported`] names the layout it met). The pointers and
+//! minor indices are content: [`CompressedTensor::verify`] checks them in
 //! O(extent + nnz), and every accessor checks the pointer pair it uses.
+//!
+//! A file may hold tensors of other layouts too (a Hurray file is a
+//! container; issue 22). Dense row-major (0x01) and column-major (0x02)
+//! descriptors are decoded whole and their one buffer placed and checked
+//! as above, its size at least `byte_offset + product(shape) * width`; a
+//! tensor of any other layout the spec names keeps its common fields
+//! (`DescriptorHead`, read within its `descriptor_length`) and its index
+//! entry's data region, which must lie after the descriptor and before the
+//! trailer. Both are listed by [`HurrayFile::tensor_infos`], count in the
+//! overlap and padding checks, and are refused by the views with
+//! [`Error::LayoutNotServed`] naming their layout; [`HurrayFile::dense`]
+//! reads a dense buffer. Layout tags 0x00 and 0xFF are invalid, and a tag
+//! the spec does not name is refused unless `permissive` (the spec's rule
+//! for a tag a reader does not recognise).
 //!
 //! # What `permissive` relaxes
 //!
@@ -78,6 +92,7 @@ mod checksum;
 pub mod composite;
 mod compressed;
 mod coo;
+mod dense;
 mod layout;
 pub(crate) mod release;
 mod tensor;
@@ -86,6 +101,7 @@ mod verify;
 pub use composite::CompositeFile;
 pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
+pub use dense::{DenseTensor, TensorInfo};
 pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
@@ -96,7 +112,10 @@ use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::output::FileId;
 use crate::hurray::compressed::CompressedDescriptor;
-use crate::hurray::{CooDescriptor, FileHeader, KvValue, Trailer, HEADER_LEN, TRAILER_LEN};
+use crate::hurray::{
+    CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, KvValue, Trailer, HEADER_LEN,
+    TRAILER_LEN,
+};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -265,6 +284,88 @@ impl Desc {
             Desc::Compressed(d) => d.dtype,
         }
     }
+
+    fn statistics(&self) -> Option<&crate::hurray::Statistics> {
+        match self {
+            Desc::Coo(d) => d.statistics.as_ref(),
+            Desc::Compressed(d) => d.statistics.as_ref(),
+        }
+    }
+}
+
+/// A descriptor of a layout the reader lists but does not serve.
+#[derive(Clone, Debug)]
+enum Listed {
+    /// Row-major or column-major, decoded whole: its buffer is located
+    /// and checked as a sparse tensor's are.
+    Dense(DenseDescriptor),
+    /// Any other layout, or a dense one with quantization, a shard or an
+    /// element type this crate does not read: the common fields only.
+    Other(DescriptorHead),
+}
+
+/// Validated location of a tensor the reader lists but does not serve.
+#[derive(Clone, Debug)]
+struct ListedMeta {
+    name: String,
+    desc: Listed,
+    /// The descriptor's bytes.
+    descriptor: Range<usize>,
+    /// Dense: the buffer. Other: the index entry's data region (inside the
+    /// file, after the descriptor), never read. Empty: at the descriptor.
+    data: Range<usize>,
+    /// The verdict on a stored checksum of the dense buffer.
+    sums: Arc<checksum::Sums>,
+}
+
+impl ListedMeta {
+    /// The layout tag.
+    fn layout_tag(&self) -> u8 {
+        match &self.desc {
+            Listed::Dense(d) => d.layout_tag(),
+            Listed::Other(h) => h.layout_tag,
+        }
+    }
+
+    /// The error of an operation on this tensor, which it does not serve.
+    fn not_served(&self) -> Error {
+        Error::LayoutNotServed {
+            tensor: self.name.clone(),
+            layout: crate::layout::describe_tag(self.layout_tag()),
+            op: "this reader".into(),
+            served: crate::layout::SERVED,
+        }
+    }
+
+    fn end(&self) -> usize {
+        self.data.end.max(self.descriptor.end)
+    }
+}
+
+/// One tensor of an open file, in index order.
+#[derive(Clone, Debug)]
+enum Stored {
+    /// COO, CSR or CSC: read by the views.
+    Served(TensorMeta),
+    /// Any other layout: listed, its placement checked.
+    Listed(ListedMeta),
+}
+
+impl Stored {
+    fn name(&self) -> &str {
+        match self {
+            Stored::Served(t) => &t.name,
+            Stored::Listed(l) => &l.name,
+        }
+    }
+
+    /// End of the tensor's bytes (for the overlap checks).
+    fn end(&self) -> usize {
+        match self {
+            Stored::Served(t) => t.end(),
+            Stored::Listed(l) => l.end(),
+        }
+    }
 }
 
 /// Validated location of one tensor.
@@ -301,7 +402,7 @@ pub struct HurrayFile {
     header: FileHeader,
     trailer: Trailer,
     kv: Vec<(String, KvValue)>,
-    tensors: Vec<TensorMeta>,
+    tensors: Vec<Stored>,
     by_name: HashMap<String, usize>,
     opts: ReadOptions,
     /// The file it was opened from (none for bytes in memory).
@@ -362,7 +463,11 @@ impl HurrayFile {
     /// [`HurrayFile::open_with`], performing the file operations through
     /// `io` (fault injection in tests).
     #[doc(hidden)]
-    pub fn open_with_io(path: impl AsRef<Path>, opts: ReadOptions, io: &IoCtx) -> Result<HurrayFile> {
+    pub fn open_with_io(
+        path: impl AsRef<Path>,
+        opts: ReadOptions,
+        io: &IoCtx,
+    ) -> Result<HurrayFile> {
         let (backing, id) = Backing::load(io, path.as_ref(), opts)?;
         Self::from_backing(backing, opts).map(|f| f.opened_as(id, path.as_ref()))
     }
@@ -390,7 +495,7 @@ impl HurrayFile {
             .tensors
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
+            .map(|(i, t)| (t.name().to_string(), i))
             .collect();
         Ok(HurrayFile {
             header: parsed.header,
@@ -439,12 +544,38 @@ impl HurrayFile {
         self.opts
     }
 
-    /// Tensor names in index order.
+    /// Tensor names in index order, whatever their layout.
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
-        self.tensors.iter().map(|t| t.name.as_str())
+        self.tensors.iter().map(Stored::name)
     }
 
-    /// Number of tensors.
+    /// Every tensor as its descriptor describes it (name, layout, element
+    /// type, shape), whatever its layout, in index order: what `info`
+    /// lists. The views ([`HurrayFile::tensor_views`]) are of the layouts
+    /// the reader serves.
+    pub fn tensor_infos(&self) -> impl Iterator<Item = TensorInfo<'_>> {
+        self.tensors.iter().map(|t| TensorInfo::new(t, &self.kv))
+    }
+
+    /// The tensor called `name` as [`HurrayFile::tensor_infos`] lists it.
+    pub fn tensor_info(&self, name: &str) -> Result<TensorInfo<'_>> {
+        Ok(TensorInfo::new(self.stored(name)?, &self.kv))
+    }
+
+    /// The single tensor of the file as [`HurrayFile::tensor_infos`] lists
+    /// it, whatever its layout; an error if the file holds none or several.
+    pub fn only_tensor_info(&self) -> Result<TensorInfo<'_>> {
+        Ok(TensorInfo::new(self.only_stored()?, &self.kv))
+    }
+
+    /// The dense (row-major or column-major) tensor called `name`; a
+    /// tensor of another layout is an [`Error::LayoutNotServed`] naming it.
+    pub fn dense(&self, name: &str) -> Result<DenseTensor<'_>> {
+        let s = self.stored(name)?;
+        DenseTensor::of(s, &self.backing, &self.kv, self.path.as_deref())
+    }
+
+    /// Number of tensors, whatever their layout.
     pub fn tensor_count(&self) -> usize {
         self.tensors.len()
     }
@@ -460,8 +591,17 @@ impl HurrayFile {
         )
     }
 
-    /// The COO view of `t`, or an error naming its layout.
-    fn coo_view<'s>(&'s self, t: &'s TensorMeta) -> Result<CooTensor<'s>> {
+    /// `s` if the reader serves its layout, else the error naming it.
+    fn served<'s>(&self, s: &'s Stored) -> Result<&'s TensorMeta> {
+        match s {
+            Stored::Served(t) => Ok(t),
+            Stored::Listed(l) => Err(l.not_served()),
+        }
+    }
+
+    /// The COO view of `s`, or an error naming its layout.
+    fn coo_view<'s>(&'s self, s: &'s Stored) -> Result<CooTensor<'s>> {
+        let t = self.served(s)?;
         match self.view(t) {
             Tensor::Coo(c) => Ok(c),
             other => Err(Error::Unsupported(format!(
@@ -479,7 +619,7 @@ impl HurrayFile {
             .join(", ")
     }
 
-    fn meta(&self, name: &str) -> Result<&TensorMeta> {
+    fn stored(&self, name: &str) -> Result<&Stored> {
         match self.by_name.get(name) {
             Some(&i) => Ok(&self.tensors[i]),
             None => Err(Error::TensorNotFound {
@@ -489,7 +629,7 @@ impl HurrayFile {
         }
     }
 
-    fn only_meta(&self) -> Result<&TensorMeta> {
+    fn only_stored(&self) -> Result<&Stored> {
         if self.tensors.len() == 1 {
             Ok(&self.tensors[0])
         } else {
@@ -504,13 +644,16 @@ impl HurrayFile {
     }
 
     /// The COO tensor called `name`; a tensor of another layout is an
-    /// [`Error::Unsupported`] naming it (see [`HurrayFile::tensor_view`]).
+    /// [`Error::Unsupported`] naming it (see [`HurrayFile::tensor_view`]),
+    /// or an [`Error::LayoutNotServed`] for a layout the reader does not
+    /// serve.
     pub fn tensor(&self, name: &str) -> Result<CooTensor<'_>> {
-        self.coo_view(self.meta(name)?)
+        self.coo_view(self.stored(name)?)
     }
 
     /// The COO tensors, in index order (those of other layouts are left
-    /// out: [`HurrayFile::tensor_views`] gives every tensor).
+    /// out: [`HurrayFile::tensor_views`] gives every tensor the reader
+    /// serves, [`HurrayFile::tensor_infos`] every tensor).
     pub fn tensors(&self) -> impl Iterator<Item = CooTensor<'_>> {
         self.tensors.iter().filter_map(|t| self.coo_view(t).ok())
     }
@@ -518,25 +661,31 @@ impl HurrayFile {
     /// The single tensor of the file, when it is COO; an error if the file
     /// holds none or several, or if it has another layout.
     pub fn only_tensor(&self) -> Result<CooTensor<'_>> {
-        self.coo_view(self.only_meta()?)
+        self.coo_view(self.only_stored()?)
     }
 
-    /// The tensor called `name`, whatever its layout (COO, CSR, CSC).
+    /// The tensor called `name`, in any layout the reader serves (COO,
+    /// CSR, CSC); another layout (a dense tensor) is an
+    /// [`Error::LayoutNotServed`] naming it.
     pub fn tensor_view(&self, name: &str) -> Result<Tensor<'_>> {
-        Ok(self.view(self.meta(name)?))
+        Ok(self.view(self.served(self.stored(name)?)?))
     }
 
-    /// The single tensor of the file, whatever its layout; an error if the
-    /// file holds none or several.
+    /// The single tensor of the file, in any layout the reader serves; an
+    /// error if the file holds none or several, or if it has a layout the
+    /// reader does not serve.
     pub fn only_tensor_view(&self) -> Result<Tensor<'_>> {
-        Ok(self.view(self.only_meta()?))
+        Ok(self.view(self.served(self.only_stored()?)?))
     }
 
-    /// Every tensor, whatever its layout, in index order.
+    /// Every tensor of a layout the reader serves (COO, CSR, CSC), in
+    /// index order; [`HurrayFile::tensor_infos`] lists the others too.
     pub fn tensor_views(&self) -> impl Iterator<Item = Tensor<'_>> {
-        self.tensors.iter().map(|t| self.view(t))
+        self.tensors.iter().filter_map(|s| match s {
+            Stored::Served(t) => Some(self.view(t)),
+            Stored::Listed(_) => None,
+        })
     }
-
 
     /// Absolute file offsets of the tensor's values, indices and pointers
     /// buffers (the pointers' is 0 for COO; an empty buffer's offset is
@@ -545,7 +694,7 @@ impl HurrayFile {
     /// ([`Tensor::check_checksums`]), so that such a reader never copies
     /// a damaged buffer.
     pub(crate) fn buffer_offsets(&self, name: &str) -> Result<[u64; 3]> {
-        let t = self.meta(name)?;
+        let t = self.served(self.stored(name)?)?;
         self.view(t).check_checksums()?;
         Ok([&t.values, &t.indices, &t.pointers].map(|r| r.start as u64))
     }

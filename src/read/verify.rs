@@ -2,18 +2,18 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use crate::hurray::kv::parse_checksum_key;
-use super::{close, shape_product, CooTensor, Desc, HurrayFile};
-use crate::hurray::Statistics;
+use super::{close, shape_product, CooTensor, Desc, HurrayFile, Listed, Stored};
 use crate::element::{format_float, group_digits, DType};
-use crate::hurray::{HEADER_LEN, TRAILER_LEN};
-use std::ops::Range;
+use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
 use crate::hurray::KvValue;
+use crate::hurray::Statistics;
+use crate::hurray::{HEADER_LEN, TRAILER_LEN};
 use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Range;
 
 /// How serious a [`Problem`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +127,12 @@ impl<'a> Collector<'a> {
         }
     }
 
-    pub(super) fn push(&mut self, rule: &'static str, entry: Option<u64>, detail: impl FnOnce() -> String) {
+    pub(super) fn push(
+        &mut self,
+        rule: &'static str,
+        entry: Option<u64>,
+        detail: impl FnOnce() -> String,
+    ) {
         if self.count(rule) <= MAX_PROBLEMS_PER_RULE {
             self.out.push(Problem::new(
                 rule,
@@ -171,8 +176,8 @@ impl HurrayFile {
     /// reported as `checksum-orphan`.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
-        for t in self.tensor_views() {
-            out.extend(t.verify());
+        for t in &self.tensors {
+            out.extend(self.verify_stored(t));
         }
         for (k, _) in &self.kv {
             if let Some((name, _)) = parse_checksum_key(k) {
@@ -190,6 +195,61 @@ impl HurrayFile {
         out
     }
 
+    /// The content checks of the tensor called `name`, whatever its layout:
+    /// a COO, CSR or CSC tensor's [`Tensor::verify`](super::Tensor::verify);
+    /// for a dense one, its stored checksum if any (its placement was checked
+    /// at open; [`TensorInfo::verify_note`](super::TensorInfo::verify_note)
+    /// says what that covers); nothing more for other layouts.
+    pub fn verify_tensor(&self, name: &str) -> crate::Result<Vec<Problem>> {
+        Ok(self.verify_stored(self.stored(name)?))
+    }
+
+    fn verify_stored(&self, s: &Stored) -> Vec<Problem> {
+        match s {
+            Stored::Served(t) => self.view(t).verify(),
+            Stored::Listed(l) => match &l.desc {
+                Listed::Dense(d) => {
+                    let mut c = Collector::new(&l.name);
+                    let content = Content {
+                        name: &l.name,
+                        dtype: d.dtype,
+                        shape: &d.shape,
+                        nnz: 0,
+                        // Dense statistics count non-zeros over every
+                        // element; only the checksum is compared.
+                        statistics: None,
+                        buffers: vec![("values", &self.backing.bytes()[l.data.clone()])],
+                        kv: &self.kv,
+                        mapped: self.backing.mapped(),
+                    };
+                    content.check(&mut c);
+                    c.finish()
+                }
+                // Its buffers are not located, so a checksum of ours
+                // naming it cannot be compared: our writer writes no such
+                // layout, so its descriptor is not what was written (a
+                // damaged layout tag) or the key is stray.
+                Listed::Other(h) => {
+                    let mut c = Collector::new(&l.name);
+                    for (k, _) in &self.kv {
+                        match parse_checksum_key(k) {
+                            Some((name, which)) if name == l.name => {
+                                c.push("checksum-orphan", None, || {
+                                    format!(
+                                        "KV key {k:?} holds a checksum of a {which} buffer, but the tensor is {}, a layout our writer does not write and whose buffers this reader does not locate",
+                                        crate::layout::describe_tag(h.layout_tag)
+                                    )
+                                })
+                            }
+                            _ => {}
+                        }
+                    }
+                    c.finish()
+                }
+            },
+        }
+    }
+
     /// Every byte between the file's sections (header, descriptors,
     /// buffers, KV, index, trailer) must be 0x00: the spec's padding rule.
     /// Streamed over the file, O(size), one problem per gap naming its first
@@ -197,8 +257,22 @@ impl HurrayFile {
     fn check_padding(&self) -> Vec<Problem> {
         let bytes = self.backing.bytes();
         let len = bytes.len();
-        let mut regions: Vec<(Range<usize>, String)> = vec![(0..HEADER_LEN as usize, "the file header".into())];
-        for t in &self.tensors {
+        let mut regions: Vec<(Range<usize>, String)> =
+            vec![(0..HEADER_LEN as usize, "the file header".into())];
+        for s in &self.tensors {
+            let t = match s {
+                Stored::Served(t) => t,
+                Stored::Listed(l) => {
+                    let n = &l.name;
+                    let data = match l.desc {
+                        Listed::Dense(_) => "values",
+                        Listed::Other(_) => "data",
+                    };
+                    regions.push((l.descriptor.clone(), format!("the descriptor of {n:?}")));
+                    regions.push((l.data.clone(), format!("the {data} of {n:?}")));
+                    continue;
+                }
+            };
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
             regions.push((t.values.clone(), format!("the values of {n:?}")));
@@ -210,11 +284,17 @@ impl HurrayFile {
             regions.push((t.indices.clone(), format!("the {ind} of {n:?}")));
             regions.push((t.pointers.clone(), format!("the {ptr} of {n:?}")));
         }
-        let (ko, kl) = (self.trailer.kv_offset as usize, self.trailer.kv_length as usize);
+        let (ko, kl) = (
+            self.trailer.kv_offset as usize,
+            self.trailer.kv_length as usize,
+        );
         if kl > 0 {
             regions.push((ko..ko + kl, "the KV section".into()));
         }
-        let (io, il) = (self.trailer.index_offset as usize, self.trailer.index_length as usize);
+        let (io, il) = (
+            self.trailer.index_offset as usize,
+            self.trailer.index_length as usize,
+        );
         regions.push((io..io + il, "the index".into()));
         regions.push((len - TRAILER_LEN as usize..len, "the trailer".into()));
         regions.retain(|(r, _)| !r.is_empty());
@@ -435,7 +515,6 @@ impl<'a> CooTensor<'a> {
             }
         }
     }
-
 }
 
 /// What the statistics and checksum checks need of a tensor, whatever
@@ -547,7 +626,13 @@ impl<'a> Content<'a> {
             for (f, noun, got, want, stored) in [
                 ("value_min", "minimum", s.value_min, min, Some(stored_min)),
                 ("value_max", "maximum", s.value_max, max, Some(stored_max)),
-                ("value_abs_max", "largest magnitude", s.value_abs_max, amax, None),
+                (
+                    "value_abs_max",
+                    "largest magnitude",
+                    s.value_abs_max,
+                    amax,
+                    None,
+                ),
             ] {
                 if got != want {
                     bad(f, noun, got, want, stored);
@@ -556,10 +641,22 @@ impl<'a> Content<'a> {
         }
         if m & NAN_INF_VALID != 0 {
             if s.has_nan != nan {
-                bad("has_nan", "", s.has_nan as u8 as f64, nan as u8 as f64, None);
+                bad(
+                    "has_nan",
+                    "",
+                    s.has_nan as u8 as f64,
+                    nan as u8 as f64,
+                    None,
+                );
             }
             if s.has_inf != inf {
-                bad("has_inf", "", s.has_inf as u8 as f64, inf as u8 as f64, None);
+                bad(
+                    "has_inf",
+                    "",
+                    s.has_inf as u8 as f64,
+                    inf as u8 as f64,
+                    None,
+                );
             }
         }
         if m & VALUE_STATS_VALID != 0 && total > 0 && !nan {
@@ -699,7 +796,6 @@ mod tests {
         assert_eq!(p[101].rule, "duplicate-more");
         assert!(p[101].to_string().contains("and 150 more duplicate"));
     }
-
 
     #[test]
     fn checksum_keys() {

@@ -2,6 +2,7 @@
 //! with hooks to tamper with descriptors and index entries.
 #![allow(dead_code)]
 
+pub mod mixed;
 pub mod reference;
 
 use coo_assembler::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};

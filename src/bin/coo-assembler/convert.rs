@@ -40,7 +40,7 @@ pub(crate) struct ConvertArgs {
 }
 
 pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let s = convert(&a.input, &a.output, &options(&a)?)?;
+    let s = convert(&a.input, &a.output, &options(&a)?).map_err(|e| e.for_op("convert"))?;
     if let (Some(members), false) = (s.members, a.quiet) {
         eprintln!(
             "converted composite {:?} ({members} members) -> {}: {} entries, {} bytes, {}",

@@ -43,7 +43,7 @@ pub(crate) fn run(
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let t = pick_view(&f, p)?;
+    let t = pick_view(&f, p, "dump")?;
     if dense {
         return dense_rows(t);
     }

@@ -47,7 +47,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let f = open(&a.file, false)?;
-    let t = pick_view(&f, &a.common.pick)?;
+    let t = pick_view(&f, &a.common.pick, "export")?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let format = a.to;
     let opts = ExportOptions {

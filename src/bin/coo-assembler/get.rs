@@ -29,7 +29,7 @@ pub(crate) fn run(path: &Path, index: &str, one_based: bool, p: &Pick) -> anyhow
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let t = pick_view(&f, p)?;
+    let t = pick_view(&f, p, "get")?;
     let v = t.get(&idx).map_err(bad_index)?;
     outln!("{}", v.repr(t.dtype()));
     Ok(ExitCode::SUCCESS)

@@ -4,8 +4,8 @@
 use crate::open_any;
 use coo_assembler::vocab::format_size;
 use coo_assembler::{
-    format_float, group_digits, DType, HurrayFile, KvValue, Opened, OutputLayout, Statistics,
-    Tensor,
+    format_float, group_digits, DType, HurrayFile, KvValue, Layout, Opened, OutputLayout,
+    Statistics, Tensor, TensorInfo, Vocabulary,
 };
 use serde_json::{json, Map, Value as Json};
 use std::fmt::Write as _;
@@ -77,8 +77,63 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
         .map(|(k, v)| (k.clone(), kv_json(v)))
         .collect();
     let tensors: Vec<Json> = f
-        .tensor_views()
-        .map(|t| {
+        .tensor_infos()
+        .map(|info| match f.tensor_view(info.name()) {
+            Ok(t) => served_json(t),
+            Err(_) => listed_json(&info),
+        })
+        .collect();
+    json!({
+        "file": path.display().to_string(),
+        "bytes": f.len(),
+        "container_version": "1.0",
+        "alignment": h.alignment,
+        "flags": h.flags,
+        "metadata": metadata,
+        "tensors": tensors,
+    })
+}
+
+fn statistics_json(s: &Statistics) -> Json {
+    json!({
+        "computed_mask": s.computed_mask,
+        "nnz": s.nnz,
+        "sparsity_ratio": json_f64(s.sparsity_ratio),
+        "min": json_f64(s.value_min),
+        "max": json_f64(s.value_max),
+        "abs_max": json_f64(s.value_abs_max),
+        "mean": json_f64(s.value_mean),
+        "stddev": json_f64(s.value_stddev),
+        "has_nan": s.has_nan,
+        "has_inf": s.has_inf,
+    })
+}
+
+/// A tensor the reader lists but does not serve: what its descriptor
+/// says. `layout` is the spec's name (or the tag in hex when the spec
+/// names none), `dtype` the type's name (or its tag), `nnz` absent.
+fn listed_json(info: &TensorInfo<'_>) -> Json {
+    let (offset, bytes) = info.data();
+    let mut o = json!({
+        "name": info.name(),
+        "dtype": info.dtype().map_or(format!("0x{:02x}", info.type_tag()), |d| d.to_string()),
+        "shape": info.shape(),
+        "layout": info.layout().map_or(format!("0x{:02x}", info.layout_tag()), |l| l.to_string()),
+        "layout_kind": info.layout().map(|l| l.kind().name()),
+        "layout_tag": info.layout_tag(),
+        "read": false,
+        "data_offset": offset,
+        "data_bytes": bytes,
+    });
+    if let (Some(s), Some(m)) = (info.statistics(), o.as_object_mut()) {
+        m.insert("statistics".into(), statistics_json(s));
+    }
+    o
+}
+
+fn served_json(t: Tensor<'_>) -> Json {
+    {
+        {
             // Fields in the order the JSON has always had them.
             let mut o = json!({
                 "name": t.name(),
@@ -115,34 +170,11 @@ fn as_json(path: &Path, f: &HurrayFile) -> Json {
                 m.insert("layout".into(), json!(t.layout().to_string()));
             }
             if let (Some(s), Some(m)) = (t.statistics(), o.as_object_mut()) {
-                m.insert(
-                    "statistics".into(),
-                    json!({
-                        "computed_mask": s.computed_mask,
-                        "nnz": s.nnz,
-                        "sparsity_ratio": json_f64(s.sparsity_ratio),
-                        "min": json_f64(s.value_min),
-                        "max": json_f64(s.value_max),
-                        "abs_max": json_f64(s.value_abs_max),
-                        "mean": json_f64(s.value_mean),
-                        "stddev": json_f64(s.value_stddev),
-                        "has_nan": s.has_nan,
-                        "has_inf": s.has_inf,
-                    }),
-                );
+                m.insert("statistics".into(), statistics_json(s));
             }
             o
-        })
-        .collect();
-    json!({
-        "file": path.display().to_string(),
-        "bytes": f.len(),
-        "container_version": "1.0",
-        "alignment": h.alignment,
-        "flags": h.flags,
-        "metadata": metadata,
-        "tensors": tensors,
-    })
+        }
+    }
 }
 
 /// A size for people, with the exact count beside it.
@@ -164,7 +196,14 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
         if n == 1 { "" } else { "s" },
         human_bytes(f.len())
     );
-    for t in f.tensor_views() {
+    for info in f.tensor_infos() {
+        let t = match f.tensor_view(info.name()) {
+            Ok(t) => t,
+            Err(_) => {
+                listed_text(&mut o, &info, verbose);
+                continue;
+            }
+        };
         let shape = t.shape();
         let dims: Vec<String> = shape.iter().map(|&e| group_digits(u128::from(e))).collect();
         // The element count can pass u64 (rank up to 64); say so then.
@@ -246,6 +285,79 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
         );
     }
     o
+}
+
+/// "2 x 2 (4 elements)" ("scalar (1 element)" for rank 0), and the
+/// element count when it fits.
+fn shape_line(shape: &[u64]) -> (String, Option<u128>) {
+    let dims: Vec<String> = shape.iter().map(|&e| group_digits(u128::from(e))).collect();
+    // The element count can pass u64 (rank up to 64); say so then.
+    let elements = shape
+        .iter()
+        .try_fold(1u128, |a, &e| a.checked_mul(u128::from(e)));
+    let count = elements.map_or("more than 2^128".to_string(), group_digits);
+    let dims = if dims.is_empty() {
+        "scalar".to_string()
+    } else {
+        dims.join(" x ")
+    };
+    let noun = if elements == Some(1) {
+        "element"
+    } else {
+        "elements"
+    };
+    (format!("{dims} ({count} {noun})"), elements)
+}
+
+/// A tensor the reader lists but does not serve: its descriptor's
+/// fields, and which commands read it.
+fn listed_text(o: &mut String, info: &TensorInfo<'_>, verbose: bool) {
+    let (offset, bytes) = info.data();
+    let (shape, elements) = shape_line(info.shape());
+    let _ = writeln!(o, "\ntensor {:?}", info.name());
+    let _ = writeln!(o, "  type:        {}", info.dtype_text());
+    let _ = writeln!(o, "  shape:       {shape}");
+    let dense = matches!(info.layout(), Some(Layout::RowMajor | Layout::ColumnMajor))
+        && info.dtype().is_some();
+    let stored = if dense {
+        format!("every element, {}", human_bytes(bytes))
+    } else {
+        format!("{} of data, not read", human_bytes(bytes))
+    };
+    let _ = writeln!(o, "  stored:      {stored}");
+    let layout = match info.layout() {
+        Some(l) => format!("{}: {}", l.described(), l.term().help),
+        None => format!(
+            "tag 0x{:02x}, which the Hurray specification does not name",
+            info.layout_tag()
+        ),
+    };
+    let _ = writeln!(o, "  layout:      {layout}");
+    let _ = writeln!(
+        o,
+        "  read by:     info and verify (its placement{}); the other commands serve {}",
+        if dense { " and buffer size" } else { "" },
+        coo_assembler::layout::SERVED
+    );
+    match info.statistics() {
+        Some(s) => {
+            let elements_text = elements.map_or("more than 2^128".to_string(), group_digits);
+            stats_text(o, s, info.dtype().unwrap_or(DType::F64), &elements_text)
+        }
+        None => {
+            let _ = writeln!(o, "  statistics:  none stored");
+        }
+    }
+    if verbose {
+        let _ = writeln!(
+            o,
+            "  buffers:     {} {} at byte {offset} (layout tag 0x{:02x}, element type tag 0x{:02x})",
+            if dense { "values" } else { "data" },
+            human_bytes(bytes),
+            info.layout_tag(),
+            info.type_tag()
+        );
+    }
 }
 
 fn percent(x: f64) -> String {

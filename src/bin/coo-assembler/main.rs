@@ -272,14 +272,22 @@ fn open(path: &Path, permissive: bool) -> anyhow::Result<HurrayFile> {
     }
 }
 
-/// The tensor `pick` names, or the only one, whatever its layout.
-fn pick_view<'f>(f: &'f HurrayFile, pick: &Pick) -> anyhow::Result<Tensor<'f>> {
-    Ok(match &pick.tensor {
-        Some(name) => f.tensor_view(name)?,
-        None => f
-            .only_tensor_view()
-            .map_err(|e| usage(format!("{e}; choose one with --tensor NAME")))?,
-    })
+/// The tensor `pick` names, or the only one, in any layout the reader
+/// serves; a tensor of another layout (a dense one) is refused naming its
+/// layout and what `cmd` serves.
+fn pick_view<'f>(f: &'f HurrayFile, pick: &Pick, cmd: &str) -> anyhow::Result<Tensor<'f>> {
+    let t = match &pick.tensor {
+        Some(name) => f.tensor_view(name),
+        None if f.tensor_count() != 1 => {
+            let e = f
+                .only_tensor_view()
+                .err()
+                .map_or(String::new(), |e| e.to_string());
+            return Err(usage(format!("{e}; choose one with --tensor NAME")));
+        }
+        None => f.only_tensor_view(),
+    };
+    Ok(t.map_err(|e| e.for_op(cmd))?)
 }
 
 /// A comma-separated list of non-negative integers (1e6 style accepted

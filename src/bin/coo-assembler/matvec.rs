@@ -5,7 +5,7 @@ use crate::{open, pick_view, Pick};
 use anyhow::Context;
 use clap::Args;
 use coo_assembler::matrix::{self, vector, Matrix, MatvecOptions, NonFiniteInput, Paging};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -27,7 +27,9 @@ pub(crate) struct MatrixCommon {
 pub(crate) struct MatvecArgs {
     /// The Hurray file (a rank-2 tensor).
     file: PathBuf,
-    /// The vector x: NumPy .npy (1-D, float or integer) or raw little-endian .f64.
+    /// The vector x: NumPy .npy (1-D, float or integer), raw little-endian
+    /// .f64, or a rank-1 dense tensor of a Hurray file as FILE.hrry:TENSOR
+    /// (FILE.hrry alone when it holds one tensor).
     #[arg(long, value_name = "PATH")]
     x: PathBuf,
     /// Where to write y (.npy or .f64, by extension); replaced atomically.
@@ -48,9 +50,9 @@ pub(crate) struct MatvecArgs {
 }
 
 pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
-    let x = vector::VectorFile::read(&a.x)?;
+    let x = read_x(&a.x)?;
     let f = open(&a.file, false)?;
-    let t = pick_view(&f, &a.common.pick)?;
+    let t = pick_view(&f, &a.common.pick, "matvec")?;
     let m = Matrix::of_file(&f, Some(t.name()))?;
     let opts = MatvecOptions {
         threads: a.threads,
@@ -75,4 +77,38 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// x from `--x`: a `.npy` or `.f64` file by its extension, else a
+/// rank-1 dense tensor of a Hurray file, named `FILE:TENSOR` (the part
+/// before the last `:` an existing file) or `FILE` alone for its only
+/// tensor.
+fn read_x(x: &Path) -> anyhow::Result<vector::VectorFile> {
+    let ext = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+    };
+    if matches!(ext(x).as_deref(), Some("npy" | "f64")) || x.is_file() && !is_hurray(x) {
+        return Ok(vector::VectorFile::read(x)?);
+    }
+    if x.is_file() {
+        return Ok(vector::VectorFile::from_hurray(x, None)?);
+    }
+    if let Some((file, name)) = x.to_str().and_then(|s| s.rsplit_once(':')) {
+        if Path::new(file).is_file() {
+            return Ok(vector::VectorFile::from_hurray(file, Some(name))?);
+        }
+    }
+    // Neither: the reader's message about the path.
+    Ok(vector::VectorFile::read(x)?)
+}
+
+/// Whether `p` starts with the Hurray file magic.
+fn is_hurray(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == coo_assembler::raw::FILE_MAGIC)
 }

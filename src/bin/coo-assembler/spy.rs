@@ -23,7 +23,7 @@ pub(crate) struct SpyArgs {
 
 pub(crate) fn run(a: SpyArgs) -> anyhow::Result<ExitCode> {
     let f = open(&a.file, false)?;
-    let t = pick_view(&f, &a.common.pick)?;
+    let t = pick_view(&f, &a.common.pick, "spy")?;
     let opts = SpyOptions {
         size: a.size,
         paging: a.common.paging,

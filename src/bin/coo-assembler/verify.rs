@@ -2,7 +2,8 @@
 //! Broken rules are errors (exit 1); advisory data that disagrees with the
 //! content (statistics) gives warnings (exit 0, or 1 with `--strict`).
 
-use crate::{open_any, pick_view, Pick};
+use crate::{open_any, Pick};
+use coo_assembler::raw::header::FLAG_HAS_INDEX_CRC32C;
 use coo_assembler::Opened;
 use std::path::Path;
 use std::process::ExitCode;
@@ -15,12 +16,12 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
             return crate::composite::verify(&c);
         }
     };
-    let views: Vec<_> = match &p.tensor {
-        Some(_) => vec![pick_view(&f, p)?],
-        None => f.tensor_views().collect(),
+    let infos: Vec<_> = match &p.tensor {
+        Some(name) => vec![f.tensor_info(name)?],
+        None => f.tensor_infos().collect(),
     };
     let problems = match &p.tensor {
-        Some(_) => views[0].verify(),
+        Some(name) => f.verify_tensor(name)?,
         None => f.verify(),
     };
     let errors = problems.iter().filter(|p| p.is_error()).count();
@@ -28,14 +29,37 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     for pr in &problems {
         outln!("{pr}");
     }
-    // Another writer's file (the reference's) stores no checksums: say
-    // what was checked and what could not be.
-    for t in views.iter().filter(|t| t.stored_checksums() == 0) {
+    // A file with tensors whose content is not read: say what was checked
+    // of the container and of each of them.
+    if infos.iter().any(|t| !t.is_served()) {
+        let crc = if f.header().flags & FLAG_HAS_INDEX_CRC32C != 0 {
+            "its CRC-32C matches"
+        } else {
+            "no CRC-32C stored"
+        };
+        let kv = if f.trailer().kv_length > 0 {
+            ", KV section"
+        } else {
+            ""
+        };
+        let n = f.tensor_count();
         outln!(
-            "note: tensor {:?} carries no stored checksums (written by another writer): \
-             its layout and content rules were checked, its bytes could not be",
-            t.name()
+            "note: container checked: header, trailer, index ({crc}){kv}, and where each of the {n} tensor{} lies (inside the file, no overlap, zero padding)",
+            if n == 1 { "" } else { "s" }
         );
+    }
+    for t in &infos {
+        if let Some(note) = t.verify_note() {
+            outln!("note: {note}");
+        } else if t.stored_checksums() == 0 {
+            // Another writer's file (the reference's) stores no checksums:
+            // say what was checked and what could not be.
+            outln!(
+                "note: tensor {:?} carries no stored checksums (written by another writer): \
+                 its layout and content rules were checked, its bytes could not be",
+                t.name()
+            );
+        }
     }
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     if errors == 0 && warnings == 0 {

@@ -463,44 +463,58 @@ impl DirectPlan {
         O: OutValue,
         J: OutIndex,
     {
-        match &self.scheme {
-            Scheme::Matrix { major } => {
-                let minor_dim = 1 - major;
-                let input = Matrix {
-                    major: indices[*major],
-                    minor: indices[minor_dim],
-                    values,
-                    major_extent: self.shape[*major],
-                    minor_extent: self.shape[minor_dim],
-                    source,
-                };
+        match self.array_input(indices, values, source) {
+            ArrayInput::Matrix(input) => {
                 let form = if self.layout.is_compressed() {
                     FormKind::Compressed
                 } else {
                     FormKind::CooMatrix
                 };
-                if bits_of(self.shape[minor_dim]) <= 32 {
+                if bits_of(input.minor_extent) <= 32 {
                     self.run::<_, _, u32, O, J>(&input, red, form, stop)
                 } else {
                     self.run::<_, _, u64, O, J>(&input, red, form, stop)
                 }
             }
+            ArrayInput::Packed(input) => {
+                self.run::<_, _, u64, O, J>(&input, red, FormKind::CooPacked, stop)
+            }
+        }
+    }
+
+    /// The caller's arrays as the kernel reads them under this plan's
+    /// scheme.
+    fn array_input<'a, I, V, S>(
+        &'a self,
+        indices: &'a [&'a [I]],
+        values: &'a [V],
+        source: S,
+    ) -> ArrayInput<'a, I, V, S> {
+        match &self.scheme {
+            Scheme::Matrix { major } => {
+                let minor = 1 - major;
+                ArrayInput::Matrix(Matrix {
+                    major: indices[*major],
+                    minor: indices[minor],
+                    values,
+                    major_extent: self.shape[*major],
+                    minor_extent: self.shape[minor],
+                    source,
+                })
+            }
             Scheme::Packed {
                 layout,
                 split,
                 bucket_dims,
-            } => {
-                let input = Packed {
-                    dims: indices,
-                    values,
-                    shape: &self.shape,
-                    shifts: layout.shifts(),
-                    split: *split,
-                    bucket_dims: *bucket_dims,
-                    source,
-                };
-                self.run::<_, _, u64, O, J>(&input, red, FormKind::CooPacked, stop)
-            }
+            } => ArrayInput::Packed(Packed {
+                dims: indices,
+                values,
+                shape: &self.shape,
+                shifts: layout.shifts(),
+                split: *split,
+                bucket_dims: *bucket_dims,
+                source,
+            }),
         }
     }
 
@@ -695,6 +709,12 @@ impl DirectPlan {
         }
         None
     }
+}
+
+/// The caller's arrays as one of the kernel's inputs.
+enum ArrayInput<'a, I, V, S> {
+    Matrix(Matrix<'a, I, V, S>),
+    Packed(Packed<'a, I, V, S>),
 }
 
 /// The result layout, before its vectors exist.

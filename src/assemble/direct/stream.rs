@@ -21,11 +21,11 @@
 use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Checked, F64Bits, IndexElem, Input, Matrix, Packed, RawChecked, RawKeep, RecordKey,
+    raw_decoder, Checked, F64Bits, IndexElem, Input, RawChecked, RawKeep, RecordKey,
     Records, Source, Triples,
 };
 use crate::assemble::direct::lane::{raw_to_value, CombineReduce, ExactF64, RawReduce, Reduce};
-use crate::assemble::direct::{bits_of, DirectPlan, DirectValue, Failure, Fault, Scheme};
+use crate::assemble::direct::{bits_of, ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme};
 use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::element::{DType, Value};
@@ -42,6 +42,29 @@ use std::time::{Duration, Instant};
 const STAGE: usize = 1024;
 /// Chunks sampled to judge the input's locality before counting.
 const SAMPLES: usize = 32;
+
+/// Run `$body` with `$red` bound to the reducer the plan's combiner
+/// needs, its final values as raw lanes (`stream`'s sink turns them back
+/// into values): the exact f64 fast path, or any combiner.
+macro_rules! with_file_reducer {
+    ($plan:expr, $red:ident => $body:expr) => {
+        if $plan.kind == CombinerKind::FloatSum && $plan.dtype == DType::F64 {
+            let $red = &ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: $plan.drop_zeros,
+                    out: PhantomData,
+                },
+            };
+            $body
+        } else {
+            with_combiner!($plan.kind, $plan.dtype, comb => {
+                let $red = &RawReduce { comb: &comb, drop_zeros: $plan.drop_zeros };
+                $body
+            })
+        }
+    };
+}
 
 /// How a band entry becomes an index tuple.
 enum Tuple<'a> {
@@ -218,22 +241,7 @@ impl DirectPlan {
                 }
             };
         }
-        let r = if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
-            let red = ExactF64 {
-                general: CombineReduce {
-                    comb: &FloatSum(DType::F64),
-                    drop_zeros: self.drop_zeros,
-                    out: PhantomData,
-                },
-            };
-            run_with!(&red)
-        } else {
-            with_combiner!(self.kind, self.dtype, comb => {
-                let red = RawReduce { comb: &comb, drop_zeros: self.drop_zeros };
-                run_with!(&red)
-            })
-        };
-            r
+        with_file_reducer!(self, red => run_with!(red))
         })?;
         Ok(match filled {
             Filled::Done(s) => Some(s),
@@ -292,21 +300,7 @@ impl DirectPlan {
                     }
                 };
             }
-            if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
-                let red = ExactF64 {
-                    general: CombineReduce {
-                        comb: &FloatSum(DType::F64),
-                        drop_zeros: self.drop_zeros,
-                        out: PhantomData,
-                    },
-                };
-                run_with!(&red)
-            } else {
-                with_combiner!(self.kind, self.dtype, comb => {
-                    let red = RawReduce { comb: &comb, drop_zeros: self.drop_zeros };
-                    run_with!(&red)
-                })
-            }
+            with_file_reducer!(self, red => run_with!(red))
         })?;
         match filled {
             Filled::Done(s) => Ok(Some(s)),
@@ -334,35 +328,9 @@ impl DirectPlan {
         S: Source<V, L = u64>,
         R: Reduce<u64>,
     {
-        match &self.scheme {
-            Scheme::Matrix { major } => {
-                let minor = 1 - major;
-                let input = Matrix {
-                    major: indices[*major],
-                    minor: indices[minor],
-                    values,
-                    major_extent: self.shape[*major],
-                    minor_extent: self.shape[minor],
-                    source,
-                };
-                self.stream(&input, red, sink, false)
-            }
-            Scheme::Packed {
-                layout,
-                split,
-                bucket_dims,
-            } => {
-                let input = Packed {
-                    dims: indices,
-                    values,
-                    shape: &self.shape,
-                    shifts: layout.shifts(),
-                    split: *split,
-                    bucket_dims: *bucket_dims,
-                    source,
-                };
-                self.stream(&input, red, sink, false)
-            }
+        match self.array_input(indices, values, source) {
+            ArrayInput::Matrix(input) => self.stream(&input, red, sink, false),
+            ArrayInput::Packed(input) => self.stream(&input, red, sink, false),
         }
     }
 

@@ -14,6 +14,7 @@
 //! ```text
 //! cargo run --release --example assemble_fem                 # 56^3 Laplace, 64 MiB budget
 //! cargo run --release --example assemble_fem -- --n 80 --budget 128MiB --threads 2
+//! cargo run --release --example assemble_fem -- --n 80 --threads 2 --pushers 8
 //! cargo run --release --example assemble_fem -- --elasticity --n 30
 //! ```
 
@@ -26,6 +27,8 @@ struct Args {
     n: usize,
     budget: u64,
     threads: usize,
+    /// Pushing threads; `None`: as many as `threads`.
+    pushers: Option<usize>,
     elasticity: bool,
     fast_sums: bool,
     layout: coo_assembler::OutputLayout,
@@ -38,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
         n: 56,
         budget: 64 << 20,
         threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        pushers: None,
         elasticity: false,
         fast_sums: false,
         layout: coo_assembler::OutputLayout::Coo,
@@ -51,6 +55,7 @@ fn parse_args() -> Result<Args, String> {
             "--n" => a.n = val()?.parse().map_err(|e| format!("--n: {e}"))?,
             "--budget" => a.budget = parse_size(&val()?).map_err(|e| e.to_string())?,
             "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
+            "--pushers" => a.pushers = Some(val()?.parse().map_err(|e| format!("--pushers: {e}"))?),
             "--elasticity" => a.elasticity = true,
             "--fast-sums" => a.fast_sums = true,
             "--layout" => {
@@ -73,6 +78,8 @@ usage: cargo run --release --example assemble_fem -- [OPTIONS]
   --budget SIZE    memory budget for the assembler's buffers (default 64MiB;
                    sizes such as 64MiB, 1.5GiB, 1e9)
   --threads N      threads (default: every core)
+  --pushers N      pushing threads, each with a pusher of its own (default: as
+                   many as --threads; any number works, they share the budget)
   --elasticity     3 dofs per node (linear elasticity) instead of Poisson
   --fast-sums      add duplicates in arrival order (faster, not bit-reproducible)
   --layout L       coo (default), csr or csc
@@ -87,6 +94,9 @@ usage: cargo run --release --example assemble_fem -- [OPTIONS]
     }
     if a.n == 0 {
         return Err("--n must be at least 1".into());
+    }
+    if a.pushers == Some(0) {
+        return Err("--pushers must be at least 1".into());
     }
     Ok(a)
 }
@@ -234,11 +244,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let per_element = (8 * comps) * (8 * comps);
     let contributions = (elements * per_element) as u64;
     println!(
-        "mesh {n}x{n}x{n} Q1 hexahedra ({} problem): {elements} elements, {ndof} dofs, {contributions} contributions ({:.0} MiB as 24-byte records), budget {:.0} MiB, {} threads",
+        "mesh {n}x{n}x{n} Q1 hexahedra ({} problem): {elements} elements, {ndof} dofs, {contributions} contributions ({:.0} MiB as 24-byte records), budget {:.0} MiB, {} threads, {} pushers",
         if a.elasticity { "elasticity" } else { "Laplace" },
         contributions as f64 * 24.0 / 1048576.0,
         a.budget as f64 / 1048576.0,
-        a.threads
+        a.threads,
+        a.pushers.unwrap_or(a.threads)
     );
     let opts = AssembleOptions {
         memory_budget: a.budget,
@@ -266,7 +277,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let node =
         |i: usize, j: usize, k: usize| (i + nodes_per_edge * (j + nodes_per_edge * k)) as u64;
-    let threads = a.threads.max(1);
+    let threads = a.pushers.unwrap_or(a.threads).max(1);
     std::thread::scope(|s| -> Result<(), coo_assembler::Error> {
         let mut handles = Vec::new();
         for t in 0..threads {

@@ -10,9 +10,10 @@
 !   optional `stat` argument: when it is absent, an error prints the
 !   library's message and stops the program.
 !
-! Threads: one coo_pusher_t per thread (e.g. per OpenMP thread); at most
-! `threads` pushers may be alive at once. A coo_builder_t's own push calls
-! are serialised by a lock. A coo_file_t may be read from several threads.
+! Threads: one coo_pusher_t per thread (e.g. per OpenMP thread); any number
+! may be alive at once, more than `threads` too (they share the budget). A
+! coo_builder_t's own push calls are serialised by a lock. A coo_file_t may
+! be read from several threads.
 module coo_assembler
    use, intrinsic :: iso_c_binding
    use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64

@@ -85,8 +85,8 @@
 
 /**
  * The handle cannot do this now: pushers still alive at
- * `coo_builder_finish`, more pushers than `options.threads`, or an
- * earlier error (I/O or internal) left the handle unusable.
+ * `coo_builder_finish`, a pusher whose builder is gone, or an earlier
+ * error (I/O or internal) left the handle unusable.
  */
 #define COO_ERR_STATE -11
 
@@ -462,8 +462,8 @@ int coo_builder_push_file(coo_builder *b, const char *path, const char *format, 
 /**
  * Push one contribution: `idx` holds `rank` components. Calls on one
  * builder are serialised (a lock); for parallel pushing give each thread
- * a `coo_pusher`. The builder's own pusher counts as one of the
- * `options.threads` pushers.
+ * a `coo_pusher`. The builder's own pusher, made by the first push,
+ * counts as one of the pushers alive.
  *
  * # Safety
  * `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
@@ -493,9 +493,11 @@ int coo_builder_push_element(coo_builder *b, size_t k, const int64_t *dofs, cons
 
 /**
  * A pusher for one thread. Several threads may call this at once on the
- * same builder. At most `options.threads` pushers (the builder's own
- * included once used) may be alive at once (`COO_ERR_STATE` beyond). NULL
- * on error.
+ * same builder, and any number of pushers may be alive at once (e.g. an
+ * OpenMP team larger than `options.threads`): they share the budget. The
+ * first `options.threads` alive keep a chunk of their own; the others
+ * borrow chunks, so that no pusher ever waits on one that is idle (at a
+ * barrier, say). NULL on error.
  *
  * # Safety
  * `b` is NULL or a live builder.

@@ -102,8 +102,7 @@ pub enum Error {
     },
 
     /// An argument of a call that cannot work: lengths that do not match,
-    /// too many pushers alive, a name or metadata entry that cannot be
-    /// stored.
+    /// a name or metadata entry that cannot be stored.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 

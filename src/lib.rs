@@ -64,8 +64,9 @@
 //! allocates: ingest chunks, sort scratch, in-memory runs, spill and merge
 //! buffers and the output writer's buffers. Pushers hand full chunks to
 //! sorter threads and wait for an empty one when all are in use, so memory
-//! does not grow with the input. A budget too small to work is refused up
-//! front with the minimum it needs. See `docs/architecture.md`.
+//! grows neither with the input nor with the number of pushers (any number
+//! may be alive). A budget too small to work is refused up front with the
+//! minimum it needs. See `docs/architecture.md`.
 //!
 //! ## Guarantees
 //!

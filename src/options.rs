@@ -107,9 +107,11 @@ pub struct AssembleOptions {
     /// Where spill runs go (a private subdirectory is made there). Default:
     /// the system temporary directory (`TMPDIR`).
     pub temp_dir: Option<PathBuf>,
-    /// Cores the assembly may keep busy, and the number of pushers that may
-    /// be alive at once. Default: the number of cores. `1` runs everything
-    /// on the calling thread: the pusher sorts its own chunks and `finish`
+    /// Cores the assembly may keep busy. Default: the number of cores. It
+    /// does not limit the pushers: any number may be alive at once, and
+    /// they share the budget (the first `threads` alive keep a chunk of
+    /// their own, see [`crate::Builder::pusher`]). `1` runs everything
+    /// on the calling threads: pushers sort their own chunks and `finish`
     /// merges and writes on one thread (text input is parsed there too).
     /// `N > 1` starts N sorter threads beside the pushers, a writer thread
     /// beside the merge in `finish`, and parses text on N threads. The

@@ -114,14 +114,8 @@ pub(crate) struct Feed {
 
 impl Feed {
     fn new(b: &coo_builder) -> Res<Feed> {
-        let pusher = lock_builder(b)?.pusher().map_err(|e| {
-            let mut f = Fail::from(e);
-            if f.code == COO_ERR_ARGUMENT {
-                // The only option-like error here: too many pushers alive.
-                f.code = COO_ERR_STATE;
-            }
-            f
-        })?;
+        // Any number of pushers: the library shares the budget among them.
+        let pusher = lock_builder(b)?.pusher()?;
         Ok(Feed {
             pusher,
             shared: b.shape,
@@ -575,8 +569,8 @@ fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int 
 
 /// Push one contribution: `idx` holds `rank` components. Calls on one
 /// builder are serialised (a lock); for parallel pushing give each thread
-/// a `coo_pusher`. The builder's own pusher counts as one of the
-/// `options.threads` pushers.
+/// a `coo_pusher`. The builder's own pusher, made by the first push,
+/// counts as one of the pushers alive.
 ///
 /// # Safety
 /// `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
@@ -626,9 +620,11 @@ pub unsafe extern "C" fn coo_builder_push_element(
 }
 
 /// A pusher for one thread. Several threads may call this at once on the
-/// same builder. At most `options.threads` pushers (the builder's own
-/// included once used) may be alive at once (`COO_ERR_STATE` beyond). NULL
-/// on error.
+/// same builder, and any number of pushers may be alive at once (e.g. an
+/// OpenMP team larger than `options.threads`): they share the budget. The
+/// first `options.threads` alive keep a chunk of their own; the others
+/// borrow chunks, so that no pusher ever waits on one that is idle (at a
+/// barrier, say). NULL on error.
 ///
 /// # Safety
 /// `b` is NULL or a live builder.

@@ -60,8 +60,8 @@ pub const COO_ERR_IO: c_int = -9;
 /// not read, holds no such tensor, or failed `coo_file_verify`.
 pub const COO_ERR_INVALID_FILE: c_int = -10;
 /// The handle cannot do this now: pushers still alive at
-/// `coo_builder_finish`, more pushers than `options.threads`, or an
-/// earlier error (I/O or internal) left the handle unusable.
+/// `coo_builder_finish`, a pusher whose builder is gone, or an earlier
+/// error (I/O or internal) left the handle unusable.
 pub const COO_ERR_STATE: c_int = -11;
 /// An internal error (a bug: please report it with the message).
 pub const COO_ERR_PANIC: c_int = -12;

@@ -260,6 +260,54 @@ fn c_threads_push_at_once_through_pushers() {
     assert!(left.is_empty(), "spill files left: {left:?}");
 }
 
+/// Issue 22: more pushing threads than `options.threads` (the main thread
+/// through the builder's own pusher, the others through pushers of their
+/// own), meeting at a barrier halfway so that some sit idle holding data
+/// while others need chunks: every contribution arrives, within budget.
+#[test]
+fn c_more_pushing_threads_than_threads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/threads.c")],
+        dir.path(),
+        "threads",
+        Link::Shared,
+    );
+    let per_thread = 30_000u64;
+    for (threads, pushers) in [(2usize, 3u64), (2, 8), (1, 4)] {
+        let budget = minimum_budget(&[300, 300], threads) * 11 / 10;
+        let spill = dir.path().join(format!("spill-{threads}-{pushers}"));
+        std::fs::create_dir(&spill).expect("mkdir spill");
+        let path = dir.path().join(format!("T-{threads}-{pushers}.hrry"));
+        let out = run(
+            Command::new(&exe)
+                .arg(&path)
+                .arg(threads.to_string())
+                .arg(per_thread.to_string())
+                .arg(budget.to_string())
+                .arg(&spill)
+                .arg(pushers.to_string()),
+            "threads with more pushers",
+        );
+        let what = format!("threads {threads}, {pushers} pushing threads");
+        assert_eq!(
+            entries(&path),
+            threads_oracle(pushers, per_thread),
+            "{what}"
+        );
+        let thirds = per_thread / 3;
+        assert_eq!(
+            field(&out, "contributions"),
+            pushers * (thirds * 2 + thirds * 4),
+            "{what}"
+        );
+        assert!(field(&out, "runs_spilled") > 0, "{what}: {out}");
+        assert!(field(&out, "peak_buffer_bytes") <= budget, "{what}: {out}");
+        let left: Vec<_> = std::fs::read_dir(&spill).expect("read spill").collect();
+        assert!(left.is_empty(), "{what}: spill files left: {left:?}");
+    }
+}
+
 #[test]
 fn c_error_paths_give_documented_codes_and_messages() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -244,9 +244,10 @@ class Builder:
         Where spill files go (a private subdirectory; default: the system
         temporary directory).
     threads
-        Cores the assembly may use, which is also how many pushes may run
-        at once (default: the number of cores). ``1`` sorts, merges and
-        writes on the pushing thread. More concurrent pushes wait.
+        Cores the assembly may use (default: the number of cores). ``1``
+        sorts, merges and writes on the pushing thread. It does not limit
+        the pushing threads: any number may push at once, sharing the
+        budget.
     duplicates
         ``"sum"`` (exact), ``"min"``, ``"max"``, ``"last"`` or ``"error"``.
     drop_zeros
@@ -276,8 +277,8 @@ class Builder:
     2
 
     Thread safety: ``push``, ``push_elements`` may be called from several
-    threads at once; each call uses one of ``threads`` internal pushers for
-    its duration, with the GIL released. ``finish`` waits for pushes in
+    threads at once, any number of them; each call uses an internal pusher
+    of its own for its duration, with the GIL released. ``finish`` waits for pushes in
     flight. If a push raises, contributions before the failing one may
     already be in (bad indices are checked before anything is pushed; a
     value refused by the tensor's type is found while pushing): leave the

@@ -2,7 +2,8 @@
 //! so that Python threads push at once with the GIL released.
 
 use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use coo_assembler::input::{InputFormat, Source};
 use coo_assembler::{
@@ -45,53 +46,45 @@ impl From<Fail> for PyErr {
 
 type R<T> = Result<T, Fail>;
 
-/// Idle pushers, and how many exist. Each push call borrows one for its
-/// whole duration, so a pusher is used by one thread at a time; with a
-/// single pushing thread the same pusher comes back every time (push order
-/// is kept, which the `last` policy relies on).
+/// Idle pushers. Each push call borrows one for its whole duration, so a
+/// pusher is used by one thread at a time; with a single pushing thread
+/// the same pusher comes back every time (push order is kept, which the
+/// `last` policy relies on). A call that finds none idle makes one: the
+/// library takes any number (those beyond `threads` share the budget), so
+/// every Python thread pushes at once, however many there are.
 pub struct Pool {
-    idle: Mutex<(Vec<Pusher>, usize)>,
-    freed: Condvar,
-    max: usize,
+    idle: Mutex<Vec<Pusher>>,
+    /// Pushers made since the last drain: the most pushes that ran at once.
+    made: AtomicUsize,
 }
 
 impl Pool {
-    fn lock(&self) -> MutexGuard<'_, (Vec<Pusher>, usize)> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Pusher>> {
         // Pushing never panics while the lock is held; recover the data.
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn acquire(&self, builder: &Builder) -> R<Pusher> {
-        let mut g = self.lock();
-        loop {
-            if let Some(p) = g.0.pop() {
-                return Ok(p);
+        let idle = self.lock().pop();
+        match idle {
+            Some(p) => Ok(p),
+            None => {
+                let p = builder.pusher()?;
+                self.made.fetch_add(1, Ordering::Relaxed);
+                Ok(p)
             }
-            if g.1 < self.max {
-                g.1 += 1;
-                drop(g);
-                return builder.pusher().map_err(|e| {
-                    self.lock().1 -= 1;
-                    Fail::Lib(e)
-                });
-            }
-            // All `threads` pushers are busy: wait for one (the library
-            // allows no more alive at once).
-            g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     fn release(&self, p: Pusher) {
-        self.lock().0.push(p);
-        self.freed.notify_one();
+        self.lock().push(p);
     }
 
     /// Drop every idle pusher (their chunks go to the builder). Called with
     /// no push in flight.
     fn drain(&self) {
-        let mut g = self.lock();
-        g.0.clear();
-        g.1 = 0;
+        self.lock().clear();
+        self.made.store(0, Ordering::Relaxed);
     }
 
     /// Run `f` with a pusher of the pool.
@@ -358,15 +351,14 @@ pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, Py
 }
 
 impl NativeBuilder {
-    fn wrap(builder: Builder, max: usize) -> NativeBuilder {
+    fn wrap(builder: Builder) -> NativeBuilder {
         let shape = builder.shape().to_vec();
         NativeBuilder {
             live: RwLock::new(Some(Live {
                 builder,
                 pool: Pool {
-                    idle: Mutex::new((Vec::new(), 0)),
-                    freed: Condvar::new(),
-                    max,
+                    idle: Mutex::new(Vec::new()),
+                    made: AtomicUsize::new(0),
                 },
             })),
             shape,
@@ -382,13 +374,12 @@ impl NativeBuilder {
     fn new(py: Python<'_>, shape: Vec<u64>, dtype: &str, kw: &Bound<'_, PyDict>) -> PyResult<Self> {
         let dtype = canonical::<DType>(dtype)?;
         let opts = options(kw)?;
-        let max = opts.threads;
         // Starting the sorter threads and sweeping stale temp dirs touch
         // the file system: without the GIL.
         let builder = py
             .detach(|| Builder::new(&shape, dtype, opts))
             .map_err(to_py)?;
-        Ok(NativeBuilder::wrap(builder, max))
+        Ok(NativeBuilder::wrap(builder))
     }
 
     /// A builder for the input file `path` (its format given or
@@ -407,7 +398,6 @@ impl NativeBuilder {
         let format = format.map(canonical::<InputFormat>).transpose()?;
         let dtype = dtype.map(canonical::<DType>).transpose()?;
         let opts = options(kw)?;
-        let max = opts.threads;
         let builder = py
             .detach(|| -> coo_assembler::Result<Builder> {
                 let source = Source::open(&path, format)?;
@@ -416,7 +406,7 @@ impl NativeBuilder {
                 Ok(b)
             })
             .map_err(to_py)?;
-        Ok(NativeBuilder::wrap(builder, max))
+        Ok(NativeBuilder::wrap(builder))
     }
 
     /// Push every contribution of the input file `path` (format given or
@@ -531,6 +521,14 @@ impl NativeBuilder {
     fn close(&self, py: Python<'_>) {
         // Dropping the builder joins its sorter threads: without the GIL.
         py.detach(|| drop(self.take()));
+    }
+
+    /// How many pushers the pool holds: the most pushes that ran at once
+    /// (for tests; 0 once finished or closed).
+    #[getter(_pushers)]
+    fn pushers(&self) -> usize {
+        self.with_live(|_, pool| Ok(pool.made.load(Ordering::Relaxed)))
+            .unwrap_or(0)
     }
 
     /// False once finished or closed.

@@ -160,6 +160,45 @@ def test_threads_push_at_once(rng, tmp_path):
     np.testing.assert_array_equal(got.data, one.data)
 
 
+def test_more_pushing_threads_than_threads(rng, tmp_path):
+    # Issue 22: the number of pushing threads is the caller's business. 8
+    # threads push at once under threads=2 and a small budget, each call
+    # through a pusher of its own; the buffers stay within the budget and
+    # the file is byte for byte what one thread writes.
+    n, m, parts = 2000, 1_600_000, 8
+    r, c = rng.integers(0, n, m), rng.integers(0, n, m)
+    v = rng.standard_normal(m) * np.where(rng.random(m) < 0.5, 1e12, 1e-6)
+    barrier = threading.Barrier(parts)
+    errors = []
+    many = tmp_path / "many.hrry"
+    with ca.Builder((n, n), threads=2, memory_budget="8MiB") as b:
+        def work(i):
+            try:
+                barrier.wait()
+                for k in range(4):
+                    sl = slice((4 * i + k) * m // (4 * parts), (4 * i + k + 1) * m // (4 * parts))
+                    b.push(v[sl], (r[sl], c[sl]))
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(parts)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        pushers = b._native._pushers
+        s = b.finish(many)
+    assert not errors
+    assert pushers > 2, f"only {pushers} pushes ran at once"
+    assert s.contributions == m
+    assert s.runs_spilled > 0
+    assert s.peak_buffer_bytes <= s.memory_budget
+    one = tmp_path / "one.hrry"
+    with ca.Builder((n, n), threads=1) as b:
+        b.push(v, (r, c))
+        b.finish(one)
+    assert many.read_bytes() == one.read_bytes()
+
+
 def test_gil_is_released_while_pushing(rng):
     # While one thread is inside a large native push, the main thread must keep
     # running Python. Ticks are timestamped and only those in the middle half of

@@ -2,13 +2,16 @@
 //! pack its index tuple into a key, append `(key, raw value)` to the
 //! pusher's chunk, and hand full chunks to the sorters (`run.rs`), taking
 //! an empty chunk from a fixed pool (waiting if there is none: that is the
-//! back-pressure that bounds memory). `finish` is in `finish.rs`.
+//! back-pressure that bounds memory). Any number of pushers may be alive:
+//! the first `threads` keep their chunk between calls, the others park it
+//! where a waiting pusher may take it (`shared.rs` says why). `finish` is
+//! in `finish.rs`.
 
-use crate::assemble::combine::{with_combiner, PushValue};
-use crate::assemble::shared::{new_core, Core, Job};
+use crate::assemble::combine::PushValue;
 use crate::assemble::finish::{finish_core, Summary};
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
-use crate::assemble::run::{spawn_sorters, SortState};
+use crate::assemble::run::spawn_sorters;
+use crate::assemble::shared::{new_core, Core, Job, Parked};
 use crate::assemble::sort::Record;
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -19,6 +22,25 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// How a pusher holds its chunk between calls (see `shared.rs`).
+enum Role<K> {
+    /// One of the first `threads` alive: keeps it.
+    Resident,
+    /// A guest: parks it (and `chunk_seq`) in its slot, where a pusher in
+    /// need may take it.
+    Guest(Arc<Parked<K>>),
+}
+
+/// Take the chunk parked in `p` (empty if a waiting pusher took it) and
+/// the sequence number of the guest's next run.
+fn unpark<K>(p: &Parked<K>, chunk: &mut Vec<Record<K>>, seq: &mut u64) {
+    let mut s = p.lock();
+    if chunk.capacity() == 0 {
+        *chunk = std::mem::take(&mut s.chunk);
+    }
+    *seq = s.seq;
+}
+
 /// One pusher's state for one key type.
 struct Local<K: Key> {
     core: Arc<Core<K>>,
@@ -28,30 +50,67 @@ struct Local<K: Key> {
     count: u64,
     /// Converted values of one element matrix (reused).
     elem_raws: Vec<u64>,
-    /// With `threads = 1`: this pusher sorts its full chunks itself.
-    sorting: Option<SortState<K>>,
+    role: Role<K>,
 }
 
 impl<K: Key> Local<K> {
-    fn new(core: &Arc<Core<K>>) -> Result<Local<K>> {
-        let max = core.plan.max_pushers;
-        core.pushers_alive
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
-            .map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "at most {max} pushers may be alive at once (options.threads = {max}); raise threads or drop a pusher first"
-                ))
-            })?;
+    fn new(core: &Arc<Core<K>>) -> Local<K> {
+        core.pushers_alive.fetch_add(1, Ordering::SeqCst);
         let id = core.next_pusher.fetch_add(1, Ordering::SeqCst);
-        Ok(Local {
+        let origin_base = id << 32;
+        let role = if core.claim_resident() {
+            Role::Resident
+        } else {
+            let p = Arc::new(Parked::new(origin_base));
+            core.lock_guests().push(Arc::clone(&p));
+            Role::Guest(p)
+        };
+        Local {
             core: Arc::clone(core),
             chunk: Vec::new(),
-            origin_base: id << 32,
+            origin_base,
             chunk_seq: 0,
             count: 0,
             elem_raws: Vec::new(),
-            sorting: core.plan.one_thread.then(SortState::default),
-        })
+            role,
+        }
+    }
+
+    /// Run one push call. A resident just runs it. A guest first becomes a
+    /// resident if a place is free; else it takes its chunk out of its
+    /// slot (if it is still there), and parks it again after the call,
+    /// whatever the outcome.
+    #[inline]
+    fn call<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if let Role::Resident = self.role {
+            return f(self);
+        }
+        self.guest_call(f)
+    }
+
+    fn guest_call<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        // No Arc clones here: they would cost two atomic operations more
+        // per call; the slot is borrowed from `self.role` around `f`.
+        if self.core.residents.load(Ordering::Relaxed) < self.core.plan.resident_pushers
+            && self.core.claim_resident()
+        {
+            if let Role::Guest(p) = std::mem::replace(&mut self.role, Role::Resident) {
+                // Out of the registry first: no one may take the chunk now.
+                self.core.unregister(&p);
+                unpark(&p, &mut self.chunk, &mut self.chunk_seq);
+            }
+            return f(self);
+        }
+        if let Role::Guest(p) = &self.role {
+            unpark(p, &mut self.chunk, &mut self.chunk_seq);
+        }
+        let r = f(self);
+        if let Role::Guest(p) = &self.role {
+            let mut s = p.lock();
+            s.chunk = std::mem::take(&mut self.chunk);
+            s.seq = self.chunk_seq;
+        }
+        r
     }
 
     #[inline]
@@ -98,30 +157,33 @@ impl<K: Key> Local<K> {
         Ok(())
     }
 
-    /// Send the full chunk to the sorters (or, with `threads = 1`, sort it
-    /// here) and take an empty one.
+    /// Make a run of the full chunk (on a sorter thread, or with
+    /// `threads = 1` here) and take an empty one.
     fn hand_off(&mut self) -> Result<()> {
         let core = Arc::clone(&self.core);
         self.check_poisoned()?;
-        if self.sorting.is_some() {
-            self.sort_here();
+        self.hand_over();
+        if core.solo.is_some() {
             self.check_poisoned()?;
-        } else {
-            self.send_chunk();
         }
-        // A pusher may outlive its builder: then the `closed` channel is
-        // disconnected and the wait ends with an error, not forever.
-        let mut c = crossbeam_channel::select! {
-            recv(core.free_rx) -> c => c.map_err(|_| Error::Poisoned("assembler"))?,
-            recv(core.closed) -> _ => return Err(Error::Finished),
-        };
+        let mut c = core.free_chunk()?;
+        while c.capacity() > 0 && c.len() == c.capacity() {
+            // A guest's chunk taken as it was, full: a run of its own.
+            core.dispatch(c, self.next_origin());
+            c = core.free_chunk()?;
+        }
         let want = core.plan.chunk_records;
         if c.capacity() < want {
             let had = c.capacity();
-            c.try_reserve_exact(want).map_err(|_| Error::OutOfMemory {
-                what: "an ingest chunk",
-                bytes: want as u64 * core.plan.record_bytes,
-            })?;
+            let bytes = want as u64 * core.plan.record_bytes;
+            if c.try_reserve_exact(want - c.len()).is_err() {
+                // Back in the pool: the budget's books stay right.
+                let _ = core.free_tx.send(c);
+                return Err(Error::OutOfMemory {
+                    what: "an ingest chunk",
+                    bytes,
+                });
+            }
             core.mem
                 .add((c.capacity() - had) as u64 * core.plan.record_bytes);
         }
@@ -136,51 +198,38 @@ impl<K: Key> Local<K> {
         origin
     }
 
-    /// `threads = 1`: make a run of the chunk on this thread and put the
-    /// emptied chunk back in the pool. An error poisons the core.
-    fn sort_here(&mut self) {
-        if self.chunk.is_empty() {
-            return;
-        }
-        let origin = self.next_origin();
-        let Some(state) = self.sorting.as_mut() else {
-            return;
-        };
-        let core = &*self.core;
-        let (kind, dtype) = (core.kind, core.dtype);
-        with_combiner!(kind, dtype, comb => state.sort(core, &comb, &mut self.chunk, origin));
-        let c = std::mem::take(&mut self.chunk);
-        let _ = core.free_tx.send(c);
-    }
-
-    fn send_chunk(&mut self) {
+    /// Make a run of the chunk, if it holds anything (see
+    /// [`Core::dispatch`]); the pusher holds no chunk after.
+    fn hand_over(&mut self) {
         if self.chunk.is_empty() {
             return;
         }
         let chunk = std::mem::take(&mut self.chunk);
         let origin = self.next_origin();
-        // The receiver lives in the core we hold: the send cannot fail.
-        let _ = self.core.work_tx.send(Job::Sort { chunk, origin });
+        self.core.dispatch(chunk, origin);
     }
 }
 
 impl<K: Key> Drop for Local<K> {
     fn drop(&mut self) {
-        // Hand the partial chunk over (a channel send, no I/O): nothing
-        // pushed is lost when a pusher goes out of scope. With threads = 1
-        // there is no sorter to take it: sort it here (an error poisons the
-        // core, and finish reports it).
-        if self.sorting.is_some() {
-            self.sort_here();
-            if let Some(mut state) = self.sorting.take() {
-                state.release(&self.core);
+        match &self.role {
+            Role::Resident => {
+                self.core.residents.fetch_sub(1, Ordering::SeqCst);
+            }
+            Role::Guest(p) => {
+                self.core.unregister(p);
+                unpark(p, &mut self.chunk, &mut self.chunk_seq);
             }
         }
+        // Hand the partial chunk over (a channel send, no I/O): nothing
+        // pushed is lost when a pusher goes out of scope. With threads = 1
+        // there is no sorter to take it: it is sorted here (an error
+        // poisons the core, and finish reports it).
         if self.chunk.is_empty() && self.chunk.capacity() > 0 {
             let c = std::mem::take(&mut self.chunk);
             let _ = self.core.free_tx.send(c);
         } else {
-            self.send_chunk();
+            self.hand_over();
         }
         self.core
             .contributions
@@ -215,13 +264,13 @@ macro_rules! each {
 }
 
 impl AnyCore {
-    fn local(&self) -> Result<AnyLocal> {
-        Ok(match self {
-            AnyCore::U64(c) => AnyLocal::U64(Local::new(c)?),
-            AnyCore::U128(c) => AnyLocal::U128(Local::new(c)?),
-            AnyCore::W256(c) => AnyLocal::W256(Local::new(c)?),
-            AnyCore::W4096(c) => AnyLocal::W4096(Local::new(c)?),
-        })
+    fn local(&self) -> AnyLocal {
+        match self {
+            AnyCore::U64(c) => AnyLocal::U64(Local::new(c)),
+            AnyCore::U128(c) => AnyLocal::U128(Local::new(c)),
+            AnyCore::W256(c) => AnyLocal::W256(Local::new(c)),
+            AnyCore::W4096(c) => AnyLocal::W4096(Local::new(c)),
+        }
     }
 }
 
@@ -299,15 +348,19 @@ impl Builder {
     }
 
     /// A pusher for one thread; it owns what it needs, so it can move to
-    /// any thread. At most `options.threads` may be alive at once (each
-    /// holds one chunk of the budget). All must be dropped before
-    /// [`Builder::finish`], which refuses to start while one is alive.
+    /// any thread. Any number may be alive at once: they share the budget.
+    /// The first `options.threads` alive keep a chunk of their own; the
+    /// others borrow chunks and may have theirs sorted early while they
+    /// are not pushing, so that every pusher can always go on (two locks
+    /// more per push call, shorter runs when many push at once). All must
+    /// be dropped before [`Builder::finish`], which refuses to start while
+    /// one is alive.
     pub fn pusher(&self) -> Result<Pusher> {
         if self.finished {
             return Err(Error::Finished);
         }
         Ok(Pusher {
-            local: self.core.local()?,
+            local: self.core.local(),
         })
     }
 
@@ -349,7 +402,7 @@ impl Builder {
             if self.finished {
                 return Err(Error::Finished);
             }
-            self.own = Some(self.core.local()?);
+            self.own = Some(self.core.local());
         }
         // A match, not ok_or: no error value is built and dropped per push.
         match self.own.as_mut() {
@@ -359,16 +412,16 @@ impl Builder {
     }
 
     /// Push one contribution from this thread (through a pusher the builder
-    /// keeps; it counts as one of the `threads` pushers).
+    /// keeps, made on first use; it counts as one of the pushers alive).
     #[inline]
     pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
-        each!(AnyLocal, self.own()?, l => l.push(idx, value))
+        each!(AnyLocal, self.own()?, l => l.call(|l| l.push(idx, value)))
     }
 
     /// Push many contributions: `indices` holds `values.len() * rank`
     /// components, entry i at `indices[i*rank..(i+1)*rank]`.
     pub fn push_many<V: PushValue>(&mut self, indices: &[u64], values: &[V]) -> Result<()> {
-        each!(AnyLocal, self.own()?, l => push_many(l, indices, values))
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_many(l, indices, values)))
     }
 
     /// Push rank-2 contributions given as `(values, (rows, cols))`, the
@@ -379,13 +432,13 @@ impl Builder {
         cols: &[u64],
         values: &[V],
     ) -> Result<()> {
-        each!(AnyLocal, self.own()?, l => push_coo(l, rows, cols, values))
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_coo(l, rows, cols, values)))
     }
 
     /// Push a dense element matrix (rank 2): `local[a * n + b]` goes to
     /// `(dofs[a], dofs[b])`, with `n = dofs.len()`.
     pub fn push_element<V: PushValue>(&mut self, dofs: &[u64], local: &[V]) -> Result<()> {
-        each!(AnyLocal, self.own()?, l => push_element(l, dofs, local))
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_element(l, dofs, local)))
     }
 
     /// Merge everything and write the tensor to `path` (atomically: a
@@ -421,12 +474,7 @@ impl Builder {
         let r = each!(AnyCore, &self.core, c => finish_core(c, path, ingest));
         // A duplicate or an overflow found while merging names a 0-based
         // coordinate: say it in the terms of the inputs it came from.
-        r.map_err(|e| {
-            self.sources
-                .iter()
-                .find_map(|s| s.locate(&e))
-                .unwrap_or(e)
-        })
+        r.map_err(|e| self.sources.iter().find_map(|s| s.locate(&e)).unwrap_or(e))
     }
 }
 
@@ -611,7 +659,7 @@ impl Builder {
     /// pushes of the same entries from this thread would.
     pub(crate) fn append_packed(&mut self, recs: &[Record<u64>]) -> Result<()> {
         match self.own()? {
-            AnyLocal::U64(l) => append_packed(l, recs),
+            AnyLocal::U64(l) => l.call(|l| append_packed(l, recs)),
             _ => Err(Error::InvalidArgument(
                 "append_packed: the builder's keys are not u64".into(),
             )),
@@ -646,12 +694,12 @@ impl Pusher {
     /// Push one contribution.
     #[inline]
     pub fn push<V: PushValue>(&mut self, idx: &[u64], value: V) -> Result<()> {
-        each!(AnyLocal, &mut self.local, l => l.push(idx, value))
+        each!(AnyLocal, &mut self.local, l => l.call(|l| l.push(idx, value)))
     }
 
     /// See [`Builder::push_many`].
     pub fn push_many<V: PushValue>(&mut self, indices: &[u64], values: &[V]) -> Result<()> {
-        each!(AnyLocal, &mut self.local, l => push_many(l, indices, values))
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_many(l, indices, values)))
     }
 
     /// See [`Builder::push_coo`].
@@ -661,12 +709,12 @@ impl Pusher {
         cols: &[u64],
         values: &[V],
     ) -> Result<()> {
-        each!(AnyLocal, &mut self.local, l => push_coo(l, rows, cols, values))
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_coo(l, rows, cols, values)))
     }
 
     /// See [`Builder::push_element`].
     pub fn push_element<V: PushValue>(&mut self, dofs: &[u64], local: &[V]) -> Result<()> {
-        each!(AnyLocal, &mut self.local, l => push_element(l, dofs, local))
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_element(l, dofs, local)))
     }
 
     /// Contributions pushed through this pusher so far.
@@ -697,7 +745,6 @@ impl Drop for Builder {
         })
     }
 }
-
 
 /// An input the builder was fed from, able to tell an error found while
 /// merging (a 0-based coordinate) in the input's own terms.
@@ -827,6 +874,9 @@ mod tests {
             assert!(s.runs_spilled >= 2 && s.merge_passes >= 2, "{s:?}");
             files.push(std::fs::read(&out).unwrap());
         }
-        assert!(files[0] == files[1], "threads 1 and 2 wrote different bytes");
+        assert!(
+            files[0] == files[1],
+            "threads 1 and 2 wrote different bytes"
+        );
     }
 }

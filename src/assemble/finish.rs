@@ -2,12 +2,13 @@
 //! `merge.rs`), and the final merge pipelined into the file writer.
 
 use crate::assemble::combine::{with_combiner, Combiner};
-use crate::assemble::shared::{Core, Job};
 use crate::assemble::key::Key;
 use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
-use crate::error::{Error, Result};
+use crate::assemble::run::SortState;
+use crate::assemble::shared::{Core, Job};
 use crate::element::Value;
+use crate::error::{Error, Result};
 use crate::write::{FileSummary, FileWriter, TensorWriter, WriteOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -54,7 +55,11 @@ pub struct Summary {
     pub stale_removed: Vec<PathBuf>,
 }
 
-pub(crate) fn finish_core<K: Key>(core: &Arc<Core<K>>, path: &Path, ingest: Duration) -> Result<Summary> {
+pub(crate) fn finish_core<K: Key>(
+    core: &Arc<Core<K>>,
+    path: &Path,
+    ingest: Duration,
+) -> Result<Summary> {
     for _ in 0..core.plan.sorters {
         let _ = core.work_tx.send(Job::Stop);
     }
@@ -72,9 +77,18 @@ pub(crate) fn finish_core<K: Key>(core: &Arc<Core<K>>, path: &Path, ingest: Dura
             "assembler (an earlier push returned the cause)",
         ));
     }
-    // Chunks are no longer needed: give their memory back before merging.
+    // Chunks and the one-thread sort scratch are no longer needed: give
+    // their memory back before merging.
     while let Ok(c) = core.free_rx.try_recv() {
         core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
+    }
+    if let Some(solo) = &core.solo {
+        let mut state = solo.lock().unwrap_or_else(|e| e.into_inner());
+        state.release(core);
+        // Its spill file too, as a sorter thread's goes when it ends: the
+        // runs hold the file themselves, and a failed finish leaves no
+        // descriptor open in the spill folder while the builder lives.
+        *state = SortState::default();
     }
     let (kind, dtype) = (core.kind, core.dtype);
     let r = with_combiner!(kind, dtype, comb => merge_and_write(core, &comb, path, ingest));
@@ -101,7 +115,11 @@ fn merge_and_write<K: Key, C: Combiner>(
     let time_merge = t_merge.elapsed();
 
     let t_write = Instant::now();
-    let batches = if core.plan.one_thread { 0 } else { 2 * core.plan.batch_bytes };
+    let batches = if core.plan.one_thread {
+        0
+    } else {
+        2 * core.plan.batch_bytes
+    };
     let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES + batches;
     core.mem.add(buffers);
     if !runs.is_empty() {
@@ -272,8 +290,12 @@ fn write_file<K: Key>(
         ..WriteOptions::default()
     };
     let mut fw = FileWriter::create(path, wopts)?;
-    let mut tw =
-        fw.begin_tensor_as(&core.opts.tensor_name, core.dtype, layout.shape(), layout_out)?;
+    let mut tw = fw.begin_tensor_as(
+        &core.opts.tensor_name,
+        core.dtype,
+        layout.shape(),
+        layout_out,
+    )?;
     tw.reserve_indices(max_nnz)?;
     if !fill(&mut tw)? {
         return Err(Error::Poisoned("file writer (the merge stopped)"));

@@ -60,7 +60,13 @@ pub(crate) struct Plan {
     /// pusher sorts its own chunks (no sorter thread; the budget is divided
     /// as for one sorter) and `finish` merges and writes on one thread.
     pub(crate) one_thread: bool,
-    pub(crate) max_pushers: usize,
+    /// Pushers that keep a chunk of their own between calls (the first
+    /// `threads` alive). Any number more may be alive: they borrow the
+    /// sorters' share of the pool (see `shared.rs`).
+    pub(crate) resident_pushers: usize,
+    /// Chunks in the pool: one per resident pusher, and one per sorter
+    /// that circulates between the sorters and the pushers beyond the
+    /// residents. Never more, whatever the number of pushers.
     pub(crate) n_chunks: usize,
     pub(crate) held_limit: u64,
     pub(crate) est_bytes_per_record: u64,
@@ -71,10 +77,14 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub(crate) fn new(opts: &AssembleOptions, record_bytes: u64, est_bytes_per_record: u64) -> Result<Plan> {
+    pub(crate) fn new(
+        opts: &AssembleOptions,
+        record_bytes: u64,
+        est_bytes_per_record: u64,
+    ) -> Result<Plan> {
         let sorters = opts.threads;
-        let max_pushers = opts.threads;
-        let n_chunks = max_pushers + sorters;
+        let resident_pushers = opts.threads;
+        let n_chunks = resident_pushers + sorters;
         let units = (n_chunks + sorters) as u64; // chunks + one sort scratch per sorter
         let fixed =
             OUTPUT_BUFFER_BYTES + sorters as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
@@ -94,7 +104,11 @@ impl Plan {
         let spilling = opts
             .expected_contributions
             .is_some_and(|n| n.saturating_mul(est_bytes_per_record) > room_beside_capped);
-        let cap = if spilling { CHUNK_MAX_SPILLING_BYTES } else { CHUNK_MAX_BYTES };
+        let cap = if spilling {
+            CHUNK_MAX_SPILLING_BYTES
+        } else {
+            CHUNK_MAX_BYTES
+        };
         let chunk_bytes = share.min(cap);
         let chunk_records = (chunk_bytes / record_bytes).min(u32::MAX as u64) as usize;
         let held_limit = free - (chunk_bytes * units);
@@ -109,7 +123,7 @@ impl Plan {
             chunk_records,
             sorters,
             one_thread: opts.threads == 1,
-            max_pushers,
+            resident_pushers,
             n_chunks,
             held_limit,
             est_bytes_per_record,
@@ -148,7 +162,6 @@ pub(crate) fn est_acc_bytes(kind: CombinerKind) -> u64 {
         CombinerKind::Last => 18,
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -224,7 +237,10 @@ mod tests {
         assert!((2..=64).contains(&small.fan_in), "fan-in {}", small.fan_in);
         let reader_bytes = (BLOCK_TARGET + 4096) as u64 * 2;
         let chunk_area = small.chunk_records as u64 * 40 * 3;
-        assert_eq!(small.fan_in as u64, (chunk_area / reader_bytes).clamp(2, 64));
+        assert_eq!(
+            small.fan_in as u64,
+            (chunk_area / reader_bytes).clamp(2, 64)
+        );
     }
 
     #[test]
@@ -261,10 +277,16 @@ mod tests {
         let capped = with(1 << 30, None);
         assert_eq!(capped.chunk_records as u64, CHUNK_MAX_BYTES / 16);
         let room = capped.held_limit / 8;
-        assert_eq!(with(1 << 30, Some(room)).chunk_records, capped.chunk_records);
+        assert_eq!(
+            with(1 << 30, Some(room)).chunk_records,
+            capped.chunk_records
+        );
         // One more would spill: the chunks take their whole share.
         let long = with(1 << 30, Some(room + 1));
-        assert_eq!(long.chunk_records as u64, share.min(CHUNK_MAX_SPILLING_BYTES) / 16);
+        assert_eq!(
+            long.chunk_records as u64,
+            share.min(CHUNK_MAX_SPILLING_BYTES) / 16
+        );
         assert!(long.chunk_records > capped.chunk_records);
         assert!(fixed + long.chunk_records as u64 * 16 * 6 + long.held_limit <= 1 << 30);
         // A large budget stops at the spilling cap; a small one never

@@ -3,10 +3,10 @@
 //! or appended to the sorter's spill file.
 
 use crate::assemble::combine::{with_combiner, Combiner};
-use crate::assemble::shared::{Core, Job};
 use crate::assemble::key::Key;
 use crate::assemble::merge::combine_error;
 use crate::assemble::plan::SPILL_BUFFER;
+use crate::assemble::shared::{Core, Job};
 use crate::assemble::sort::{sort_records, Record};
 use crate::assemble::spill::{Run, RunWriter, SpillFile};
 use crate::error::{Error, Result};
@@ -18,7 +18,11 @@ use std::time::Instant;
 /// pusher sorts its own chunks, see [`SortState`]).
 pub(crate) fn spawn_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
     let mut handles = Vec::new();
-    let n = if core.plan.one_thread { 0 } else { core.plan.sorters };
+    let n = if core.plan.one_thread {
+        0
+    } else {
+        core.plan.sorters
+    };
     for i in 0..n {
         let c = Arc::clone(core);
         let h = std::thread::Builder::new()
@@ -42,14 +46,18 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
             Job::Stop => break,
         };
         state.sort(core, comb, &mut chunk, origin);
+        // Back in the pool before it stops counting as in flight: a pusher
+        // that sees none in flight then finds it (`Core::free_chunk`).
         let _ = core.free_tx.send(chunk);
+        core.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     state.release(core);
 }
 
 /// What one sorting thread keeps between chunks: the sort scratch, the
 /// values of one key group, and its spill file. A sorter thread owns one;
-/// with `threads = 1` the pusher owns one and sorts on its own thread.
+/// with `threads = 1` the core holds one (`Core::solo`) that the pushers
+/// sort with on their own threads.
 pub(crate) struct SortState<K> {
     scratch: Vec<Record<K>>,
     raws: Vec<u64>,
@@ -189,4 +197,3 @@ fn make_run<K: Key, C: Combiner>(
     core.lock().runs.push(run);
     Ok(())
 }
-

@@ -206,16 +206,25 @@ int main(int argc, char **argv) {
     expect_true(v == -2.0, "min of 5 and -2");
     coo_file_close(f);
 
-    /* Pusher limits and lifetimes. */
+    /* No pusher limit (issue 22): with threads = 1 a second pusher and the
+     * builder's own push while the first lives; nothing is lost. */
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 1);
     coo_pusher *p = coo_pusher_new(b);
     expect(status_of(p), COO_OK, "first pusher");
-    expect(status_of(coo_pusher_new(b)), COO_ERR_STATE, "second pusher with threads = 1");
-    expect(coo_builder_push(b, idx, 1.0), COO_ERR_STATE, "builder push while the pusher lives");
+    coo_pusher *q = coo_pusher_new(b);
+    expect(status_of(q), COO_OK, "second pusher with threads = 1");
+    expect(coo_builder_push(b, idx, 1.0), COO_OK, "builder push while pushers live");
     expect(coo_pusher_push(p, idx, 1.0), COO_OK, "pusher push");
+    expect(coo_pusher_push(q, idx, 1.0), COO_OK, "second pusher push");
+    coo_pusher_free(q);
     coo_pusher_free(p);
-    expect(coo_builder_push(b, idx, 1.0), COO_OK, "builder push after the pusher is freed");
-    coo_builder_free(b);
+    expect(coo_builder_push(b, idx, 1.0), COO_OK, "builder push after the pushers are freed");
+    expect(coo_builder_finish(b, in_dir("three.hrry"), &s), COO_OK, "finish with three pushers");
+    expect_true(s.contributions == 4, "four contributions from three pushers");
+    f = coo_file_open(in_dir("three.hrry"));
+    coo_file_get(f, idx, &v);
+    expect_true(v == 4.0, "every push of the three pushers summed");
+    coo_file_close(f);
 
     /* A refused finish keeps the builder and every contribution. */
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);

@@ -20,6 +20,8 @@ use std::path::Path;
 const RELEASE_STEP: u64 = 4 << 20;
 /// Page size the release rounds down to.
 const PAGE: u64 = 4096;
+/// The largest folio the page cache maps whole (a PMD's 2 MiB).
+const LARGE_FOLIO: u64 = 2 << 20;
 
 /// A read-only map of an input file; see the module docs of `coo_assembler::input`.
 pub struct MappedInput {
@@ -66,8 +68,15 @@ impl MappedInput {
     /// (read, and not to be read again soon: a later read faults the same
     /// file bytes back in). Safe to call from any thread.
     pub(crate) fn release_range(&self, a: usize, b: usize) {
-        let lo = (a as u64).div_ceil(PAGE) * PAGE;
-        let hi = (b as u64 / PAGE * PAGE).min(self.map.len() as u64);
+        // Outward to whole 2 MiB: the page cache may hold the file in
+        // large folios, mapped whole by a fault, which a release of part
+        // of one leaves resident. Pages dropped that are read again only
+        // fault back in.
+        let lo = a as u64 / LARGE_FOLIO * LARGE_FOLIO;
+        let hi = (b as u64)
+            .div_ceil(LARGE_FOLIO)
+            .saturating_mul(LARGE_FOLIO)
+            .min(self.map.len() as u64);
         if hi <= lo {
             return;
         }

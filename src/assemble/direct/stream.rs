@@ -512,7 +512,11 @@ impl DirectPlan {
         for s in 0..SAMPLES {
             let c = s * chunks / SAMPLES;
             let lo = c * self.chunk;
-            match input.bucket_range(lo, (lo + self.chunk).min(n)) {
+            let r = input.bucket_range(lo, (lo + self.chunk).min(n));
+            // The sampled pages leave the resident set at once: the pass
+            // that reads them for good may be far away.
+            input.release(lo, (lo + self.chunk).min(n));
+            match r {
                 Some((a, b)) => wide += usize::from((b - a) > self.buckets / 8),
                 // A bad record: the builder names it.
                 None => return false,

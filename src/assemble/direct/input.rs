@@ -210,6 +210,54 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
     }
 }
 
+/// The bucket of a contribution whose indices `x(d)` pack into a key
+/// (dimension d at bit `shifts[d]`): the key's bits from `split` up, which
+/// only the leading `bucket_dims` dimensions reach; None when one of those
+/// is out of range.
+#[inline(always)]
+fn packed_bucket(
+    shape: &[u64],
+    shifts: &[u32],
+    split: u32,
+    bucket_dims: usize,
+    x: impl Fn(usize) -> u64,
+) -> Option<u64> {
+    let mut key = 0u64;
+    for (d, (&s, &e)) in shifts.iter().zip(shape).enumerate().take(bucket_dims) {
+        let v = x(d);
+        if v >= e {
+            return None;
+        }
+        key |= v << s;
+    }
+    Some(key >> split)
+}
+
+/// The minor key of the same contribution (the key's bits below `split`)
+/// and whether every index is in range. An invalid index only spoils the
+/// minor key (it is flagged); the bucket's dimensions were checked by
+/// [`packed_bucket`].
+#[inline(always)]
+fn packed_minor(
+    shape: &[u64],
+    shifts: &[u32],
+    split: u32,
+    bucket_dims: usize,
+    x: impl Fn(usize) -> u64,
+) -> (u64, bool) {
+    let mask = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
+    let mut key = 0u64;
+    let mut ok = true;
+    for (d, (&e, &s)) in shape.iter().zip(shifts).enumerate() {
+        let v = x(d);
+        ok &= v < e;
+        if v < e || d < bucket_dims {
+            key |= v << s;
+        }
+    }
+    (key & mask, ok)
+}
+
 /// Any rank, one index array per dimension: the index tuple is packed
 /// into a u64 key (dimension 0 in the high bits, as the builder packs
 /// it); the bucket is the key's top bits, the minor key the rest.
@@ -232,15 +280,9 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Packed<'_, I, V, S> {
     /// it depends on is out of range.
     #[inline(always)]
     fn bucket_of(&self, i: usize) -> Option<u64> {
-        let mut key = 0u64;
-        for d in 0..self.bucket_dims {
-            let x = self.dims[d][i].widen();
-            if x >= self.shape[d] {
-                return None;
-            }
-            key |= x << self.shifts[d];
-        }
-        Some(key >> self.split)
+        packed_bucket(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
+            self.dims[d][i].widen()
+        })
     }
 }
 
@@ -278,7 +320,6 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
         buckets: usize,
         mut f: impl FnMut(usize, u64, S::L, bool),
     ) {
-        let mask = if self.split == 0 { 0 } else { u64::MAX >> (64 - self.split) };
         for i in lo..hi {
             let Some(b) = self.bucket_of(i) else {
                 continue;
@@ -287,20 +328,12 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
             if j >= buckets {
                 continue;
             }
-            let mut key = 0u64;
-            let mut ok = true;
-            for (d, (dim, (&e, &s))) in self.dims.iter().zip(self.shape.iter().zip(self.shifts)).enumerate() {
-                let x = dim[i].widen();
-                ok &= x < e;
-                // An invalid index only spoils the minor key (it is
-                // flagged); the bucket dims were checked already.
-                if x < e || d < self.bucket_dims {
-                    key |= x << s;
-                }
-            }
+            let (m, ok) = packed_minor(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
+                self.dims[d][i].widen()
+            });
             let lane = self.source.lane(self.values[i]);
             let ok = ok & lane.is_some();
-            f(j, key & mask, lane.unwrap_or_default(), ok);
+            f(j, m, lane.unwrap_or_default(), ok);
         }
     }
 }
@@ -453,17 +486,7 @@ impl<V, S> Records<'_, V, S> {
                 shifts,
                 split,
                 bucket_dims,
-            } => {
-                let mut key = 0u64;
-                for (d, (&s, &e)) in shifts.iter().zip(self.shape).enumerate().take(bucket_dims) {
-                    let x = self.index(i, d);
-                    if x >= e {
-                        return None;
-                    }
-                    key |= x << s;
-                }
-                Some(key >> split)
-            }
+            } => packed_bucket(self.shape, shifts, split, bucket_dims, |d| self.index(i, d)),
         }
     }
 }
@@ -515,19 +538,11 @@ impl<V: Copy + Sync, S: Source<V>> Input for Records<'_, V, S> {
                     let m = self.index(i, 1 - major);
                     (m, m < self.shape[1 - major])
                 }
-                RecordKey::Packed { shifts, split, bucket_dims } => {
-                    let mask = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
-                    let mut key = 0u64;
-                    let mut ok = true;
-                    for (d, (&e, &s)) in self.shape.iter().zip(shifts).enumerate() {
-                        let x = self.index(i, d);
-                        ok &= x < e;
-                        if x < e || d < bucket_dims {
-                            key |= x << s;
-                        }
-                    }
-                    (key & mask, ok)
-                }
+                RecordKey::Packed {
+                    shifts,
+                    split,
+                    bucket_dims,
+                } => packed_minor(self.shape, shifts, split, bucket_dims, |d| self.index(i, d)),
             };
             let lane = self.value(i).and_then(|v| self.source.lane(v));
             f(j, m, lane.unwrap_or_default(), ok & lane.is_some());

@@ -378,19 +378,6 @@ impl DirectPlan {
         match r {
             Ok(x) => Ok(x),
             Err(Failure::Fault(Fault::BadInput)) => Err(self.first_bad(indices, values)),
-            Err(Failure::Fault(Fault::Stopped)) => Err(Error::Poisoned(
-                "in-memory assembly (stopped by its caller)",
-            )),
-            Err(Failure::Fault(Fault::OutOfMemory)) => Err(Error::OutOfMemory {
-                what: "the in-memory assembly's buffers",
-                bytes: self.working_bytes(),
-            }),
-            Err(Failure::Fault(Fault::Panicked)) => {
-                Err(Error::Poisoned("in-memory assembly (a worker thread panicked)"))
-            }
-            Err(Failure::Fault(Fault::Output)) => {
-                Err(Error::Poisoned("in-memory assembly (a sink it does not use failed)"))
-            }
             Err(Failure::Combine { coordinate, why }) => {
                 // A refused contribution anywhere is reported first, as a
                 // push would have refused it before any combining.
@@ -405,7 +392,31 @@ impl DirectPlan {
                     }),
                 }
             }
-            Err(Failure::Alloc(e)) => Err(e),
+            Err(f) => Err(self.failure_error(f)),
+        }
+    }
+
+    /// The error a failure that is not the input's stands for (a stop, a
+    /// refused allocation, a panic, a sink's failure).
+    fn failure_error(&self, f: Failure) -> Error {
+        match f {
+            Failure::Fault(Fault::Stopped) => {
+                Error::Poisoned("in-memory assembly (stopped by its caller)")
+            }
+            Failure::Fault(Fault::OutOfMemory) => Error::OutOfMemory {
+                what: "the in-memory assembly's buffers",
+                bytes: self.working_bytes(),
+            },
+            Failure::Fault(Fault::Panicked) => {
+                Error::Poisoned("in-memory assembly (a worker thread panicked)")
+            }
+            Failure::Fault(Fault::Output) => {
+                Error::Poisoned("in-memory assembly (its sink failed without an error)")
+            }
+            Failure::Alloc(e) => e,
+            Failure::Fault(Fault::BadInput) | Failure::Combine { .. } => {
+                Error::Poisoned("in-memory assembly (an input error without its report)")
+            }
         }
     }
 

@@ -413,25 +413,10 @@ impl DirectPlan {
         }))
     }
 
-    /// The error a kernel failure stands for (not a refused input).
-    fn failure_error(&self, f: Failure) -> Error {
-        match f {
-            Failure::Fault(Fault::Stopped) => Error::Poisoned("in-memory assembly (stopped by its caller)"),
-            Failure::Fault(Fault::OutOfMemory) => Error::OutOfMemory {
-                what: "the in-memory assembly's buffers",
-                bytes: self.working_bytes(),
-            },
-            Failure::Fault(Fault::Panicked) => Error::Poisoned("in-memory assembly (a worker thread panicked)"),
-            Failure::Alloc(e) => e,
-            Failure::Fault(Fault::BadInput | Fault::Output) | Failure::Combine { .. } => {
-                Error::Poisoned("in-memory assembly (an input error without its report)")
-            }
-        }
-    }
-
     /// Count, cut into bands and run them into `sink`: (nnz, zeros
-    /// dropped, most bytes the kernel's buffers held), or None when the input is not local enough for a stream
-    /// or a bucket is too heavy.
+    /// dropped, most bytes the kernel's buffers held), or None when an
+    /// input file is not local enough for a stream or a bucket is too
+    /// heavy.
     fn stream<In, R>(
         &self,
         input: &In,

@@ -122,6 +122,8 @@ pub mod raw {
 pub mod input;
 pub mod layout;
 mod options;
+// Issue 24: plan once from the coordinates, refill with new values.
+pub mod refill;
 mod size;
 pub mod vocab;
 internal_mod!(read);
@@ -143,6 +145,7 @@ pub use element::{format_float, group_digits, DType, Element, Value};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use layout::{Layout, LayoutKind};
+pub use refill::Plan;
 // The handle's type rides in `AssembleOptions::io` (so struct-update
 // syntax keeps working); its fault plans are nameable with `internals` only.
 #[doc(hidden)]

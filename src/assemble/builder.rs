@@ -309,21 +309,7 @@ impl Builder {
     /// `dtype`. Checks the options and the budget; starts the sorter threads.
     pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
         opts.validate()?;
-        if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
-            return Err(Error::InvalidShape {
-                shape: shape.to_vec(),
-                detail: format!("rank {} is out of 1..=64", shape.len()),
-            });
-        }
-        if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
-            return Err(Error::InvalidShape {
-                shape: shape.to_vec(),
-                detail: format!(
-                    "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
-                ),
-            });
-        }
-        opts.layout.check_rank(shape.len())?;
+        opts.layout.check_shape(shape)?;
         // CSC: column-major keys, so runs and the merge come out by column.
         let layout = match opts.layout.major_dim() {
             0 => KeyLayout::new(shape),

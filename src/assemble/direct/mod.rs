@@ -33,7 +33,7 @@
 mod band;
 mod count;
 mod input;
-mod lane;
+pub(crate) mod lane;
 mod out;
 mod stream;
 pub use stream::assemble_arrays_to_file;

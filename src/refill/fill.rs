@@ -1,0 +1,198 @@
+//! The refill: every entry's contributions, gathered from the caller's
+//! value array by the plan's `order`, reduced by the same reducers the
+//! in-memory kernel uses (so the values are bit for bit a full
+//! assembly's), written into the caller's result slice. The entries are
+//! split between the threads by contribution count.
+
+use crate::assemble::builder::raw_value;
+use crate::assemble::combine::CombineError;
+use crate::assemble::direct::lane::Reduce;
+use crate::assemble::direct::{DirectValue, OutValue};
+use crate::element::DType;
+use crate::error::Error;
+use crate::options::NonFinitePolicy;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Below this many contributions the refill runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
+/// How often (in entries) a thread looks at the stop flag.
+const STOP_EVERY: usize = 1 << 16;
+
+/// Why a piece of the refill stopped.
+pub(crate) enum Stop {
+    /// A value a push would refuse (the caller finds the first).
+    BadValue,
+    /// Entry `entry` did not combine.
+    Combine { entry: usize, why: CombineError },
+    /// The caller's stop flag.
+    Stopped,
+    /// A reducer dropped a value (cannot happen: plans refuse drop_zeros).
+    Dropped,
+}
+
+/// How a value becomes the lane the reducers take.
+pub(crate) trait ToLane<V>: Sync {
+    fn lane(&self, v: V, k: usize) -> Option<u64>;
+}
+
+/// f64 values into an f64 tensor keeping every value: the bits.
+pub(crate) struct Bits;
+impl ToLane<f64> for Bits {
+    #[inline(always)]
+    fn lane(&self, v: f64, _: usize) -> Option<u64> {
+        Some(v.to_bits())
+    }
+}
+
+/// Any value, checked as a push checks it.
+pub(crate) struct Checked {
+    pub(crate) dtype: DType,
+    pub(crate) policy: NonFinitePolicy,
+}
+impl<V: DirectValue> ToLane<V> for Checked {
+    #[inline(always)]
+    fn lane(&self, v: V, k: usize) -> Option<u64> {
+        raw_value(v, self.dtype, self.policy, k as u64).ok()
+    }
+}
+
+/// Refill entries `e0..e0 + out.len()`.
+#[allow(clippy::too_many_arguments)]
+fn fill_part<V, T, R, O>(
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    e0: usize,
+    out: &mut [O],
+    to: &T,
+    red: &R,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: Copy,
+    T: ToLane<V>,
+    R: Reduce<u64>,
+    O: OutValue,
+{
+    let mut group: Vec<u64> = Vec::new();
+    let lane = |k: u32| -> std::result::Result<u64, Stop> {
+        let k = k as usize;
+        match values.get(k) {
+            Some(&v) => to.lane(v, k).ok_or(Stop::BadValue),
+            None => Err(Stop::BadValue),
+        }
+    };
+    for (i, o) in out.iter_mut().enumerate() {
+        let e = e0 + i;
+        if i % STOP_EVERY == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(Stop::Stopped);
+        }
+        let (s, t) = (starts[e] as usize, starts[e + 1] as usize);
+        let g = &order[s..t];
+        let Some((&first, rest)) = g.split_first() else {
+            return Err(Stop::Dropped);
+        };
+        if R::ONLINE {
+            let mut acc = R::start(lane(first)?);
+            for &k in rest {
+                R::add(&mut acc, lane(k)?);
+            }
+            if let Some(l) = R::done(&acc) {
+                *o = O::from_lane(l);
+                continue;
+            }
+        }
+        group.clear();
+        for &k in g {
+            group.push(lane(k)?);
+        }
+        match red.reduce(&group) {
+            Ok(Some(l)) => *o = O::from_lane(l),
+            Ok(None) => return Err(Stop::Dropped),
+            Err(why) => return Err(Stop::Combine { entry: e, why }),
+        }
+    }
+    Ok(())
+}
+
+/// Refill every entry into `out` on up to `threads` threads; the first
+/// stop in storage order when any.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fill<V, T, R, O>(
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    to: &T,
+    red: &R,
+    threads: usize,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: Copy + Sync,
+    T: ToLane<V>,
+    R: Reduce<u64>,
+    O: OutValue,
+{
+    let nnz = out.len();
+    let n = order.len();
+    let threads = if n < PARALLEL_MIN { 1 } else { threads.max(1) };
+    if threads == 1 {
+        return fill_part(values, order, starts, 0, out, to, red, stop);
+    }
+    // Cut the entries where the contributions split evenly.
+    let mut cuts = vec![0usize];
+    for t in 1..threads {
+        let target = (n * t / threads) as u32;
+        let e = starts[..nnz].partition_point(|&s| s < target);
+        cuts.push(e.max(*cuts.last().unwrap_or(&0)));
+    }
+    cuts.push(nnz);
+    let mut pieces = Vec::with_capacity(threads);
+    let mut rest: &mut [O] = out;
+    for w in cuts.windows(2) {
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+        rest = b;
+        pieces.push((w[0], a));
+    }
+    let results: Vec<std::result::Result<(), Stop>> = std::thread::scope(|s| {
+        let hs: Vec<_> = pieces
+            .into_iter()
+            .map(|(e0, piece)| {
+                s.spawn(move || fill_part(values, order, starts, e0, piece, to, red, stop))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or(Err(Stop::Dropped)))
+            .collect()
+    });
+    // A refused value first (a push refuses it before anything combines),
+    // then the first entry in storage order that did not combine.
+    let mut first: Option<Stop> = None;
+    for r in results {
+        match r {
+            Ok(()) => {}
+            Err(Stop::BadValue) => return Err(Stop::BadValue),
+            Err(e) => {
+                if first.is_none() {
+                    first = Some(e);
+                }
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// The error of the first value (in array order) a push would refuse.
+pub(crate) fn first_bad_value<V: DirectValue>(
+    values: &[V],
+    dtype: DType,
+    policy: NonFinitePolicy,
+) -> Error {
+    for (k, &v) in values.iter().enumerate() {
+        if let Err(e) = raw_value(v, dtype, policy, k as u64) {
+            return e;
+        }
+    }
+    Error::InvalidArgument("the values changed while they were refilled".into())
+}

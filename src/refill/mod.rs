@@ -1,0 +1,476 @@
+//! Assemble again with a known pattern (issue 24): plan once from the
+//! coordinates, then refill with new values every Newton or time step.
+//!
+//! A [`Plan`] holds the output structure (CSR/CSC pointers and minor
+//! indices, or COO index tuples) and, for every entry in storage order,
+//! the positions of its contributions in the caller's arrays (`order`,
+//! cut by `starts`). A refill gathers each entry's values by those
+//! positions and reduces them with the reducers of the in-memory kernel
+//! (`assemble::direct`), in array order, so a refilled result is bit for
+//! bit what a full assembly of the same contributions gives, exact sums
+//! included, whatever the thread count.
+//!
+//! ```
+//! use coo_assembler::{AssembleOptions, DType, OutputLayout, Plan};
+//!
+//! let rows: [u32; 4] = [0, 1, 0, 1];
+//! let cols: [u32; 4] = [0, 1, 0, 0];
+//! let opts = AssembleOptions { layout: OutputLayout::Csr, ..Default::default() };
+//! let plan = Plan::new(&[&rows[..], &cols[..]], &[2, 2], DType::F64, &opts, None)?;
+//! assert_eq!(plan.nnz(), 3);
+//! let mut k = vec![0.0f64; plan.nnz()];
+//! plan.assemble_into(&[1.0, 2.0, 0.5, 3.0], &mut k, None)?;
+//! assert_eq!(k, [1.5, 3.0, 2.0]); // (0,0), (1,0), (1,1)
+//! plan.assemble_into(&[1.0, 1.0, 1.0, 1.0], &mut k, None)?;
+//! assert_eq!(k, [2.0, 1.0, 1.0]);
+//! # Ok::<(), coo_assembler::Error>(())
+//! ```
+
+mod fill;
+mod pattern;
+
+use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
+use crate::assemble::direct::lane::{CombineReduce, ExactF64};
+use crate::assemble::direct::{Assembled, DirectValue, IndexElem, OutIndex, OutValue};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use fill::{Bits, Checked, Stop};
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicBool;
+
+/// An index array of the structure, as narrow as its values allow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Ix {
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+impl Ix {
+    fn len(&self) -> usize {
+        match self {
+            Ix::U32(v) => v.len(),
+            Ix::U64(v) => v.len(),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            Ix::U32(v) => v.len() as u64 * 4,
+            Ix::U64(v) => v.len() as u64 * 8,
+        }
+    }
+
+    fn max(&self) -> u64 {
+        match self {
+            Ix::U32(v) => v.iter().copied().max().unwrap_or(0) as u64,
+            Ix::U64(v) => v.iter().copied().max().unwrap_or(0),
+        }
+    }
+
+    /// A copy in `J`; the caller has checked that every value fits.
+    fn to_vec<J: OutIndex>(&self, what: &'static str) -> Result<Vec<J>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len())
+            .map_err(|_| Error::OutOfMemory {
+                what,
+                bytes: self.len() as u64 * std::mem::size_of::<J>() as u64,
+            })?;
+        match self {
+            Ix::U32(v) => out.extend(v.iter().map(|&x| J::from_u64(x as u64))),
+            Ix::U64(v) => out.extend(v.iter().map(|&x| J::from_u64(x))),
+        }
+        Ok(out)
+    }
+}
+
+/// The output structure of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Structure {
+    /// CSR / CSC: the minor index of every entry. COO: `rank` indices per
+    /// entry, row-major.
+    pub(crate) indices: Ix,
+    /// CSR / CSC: major extent + 1 offsets. COO: empty.
+    pub(crate) pointers: Ix,
+}
+
+/// The pattern of an assembly, computed once from its coordinates: the
+/// output structure and where every contribution goes. See the
+/// [module docs](self).
+///
+/// A plan is immutable and `Sync`: refills from several threads at once
+/// are safe (each into its own result).
+#[derive(Clone, Debug)]
+pub struct Plan {
+    shape: Vec<u64>,
+    dtype: DType,
+    layout: OutputLayout,
+    kind: CombinerKind,
+    non_finite: NonFinitePolicy,
+    threads: usize,
+    order: Vec<u32>,
+    starts: Vec<u32>,
+    structure: Structure,
+    digest: u64,
+}
+
+impl Plan {
+    /// Plan contributions at the coordinates `indices` (one array per
+    /// dimension, all as long) into a tensor of `shape` and `dtype`, with
+    /// `opts`' layout, duplicate and non-finite policies, thread count
+    /// and memory budget. Setting `stop` makes the call return
+    /// `Error::Poisoned` soon after.
+    ///
+    /// Errors: a negative or out-of-range index (the first in array
+    /// order, as a push names it), a duplicate coordinate under
+    /// `duplicates = error`, `drop_zeros` (it changes the pattern with the
+    /// values, so a plan keeps explicit zeros), and a plan that needs more
+    /// memory than the budget (`BudgetTooSmall`, with what it needs).
+    pub fn new<I: IndexElem>(
+        indices: &[&[I]],
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Plan> {
+        if indices.len() != shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} index arrays for a rank-{} tensor",
+                indices.len(),
+                shape.len()
+            )));
+        }
+        let n = indices.first().map_or(0, |d| d.len());
+        if let Some(d) = indices.iter().position(|x| x.len() != n) {
+            return Err(Error::InvalidArgument(format!(
+                "index array {d} has {} entries, index array 0 {n}",
+                indices[d].len()
+            )));
+        }
+        Self::build(&pattern::Arrays { dims: indices }, shape, dtype, opts, stop)
+    }
+
+    /// Plan element matrices: `dofs` holds `per_element` degrees of
+    /// freedom per element, and element `e` contributes `per_element^2`
+    /// values, row-major, at `(dofs[e * p + a], dofs[e * p + b])`: the
+    /// contributions `Builder::push_element` makes, in that order.
+    pub fn for_elements<I: IndexElem>(
+        dofs: &[I],
+        per_element: usize,
+        shape: [u64; 2],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Plan> {
+        if per_element == 0 || dofs.len() % per_element != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} degrees of freedom are not a whole number of elements of {per_element}",
+                dofs.len()
+            )));
+        }
+        let n = (dofs.len() / per_element) as u128 * (per_element as u128).pow(2);
+        if n >= u32::MAX as u128 {
+            return Err(Error::InvalidArgument(format!(
+                "{n} contributions: a plan held in memory takes fewer than 2^32"
+            )));
+        }
+        let c = pattern::Elements {
+            dofs,
+            per: per_element,
+        };
+        Self::build(&c, &shape, dtype, opts, stop)
+    }
+
+    fn build<C: pattern::Coords>(
+        c: &C,
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Plan> {
+        opts.validate()?;
+        opts.layout.check_shape(shape)?;
+        if opts.drop_zeros {
+            return Err(Error::InvalidOptions(
+                "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
+                 plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
+                    .into(),
+            ));
+        }
+        let n = c.len() as u64;
+        let major = if opts.layout.is_compressed() {
+            shape[opts.layout.major_dim()]
+                .saturating_add(1)
+                .saturating_mul(8)
+        } else {
+            0
+        };
+        let need = pattern::planning_bytes(n, opts.threads).saturating_add(major);
+        if need > opts.memory_budget {
+            return Err(Error::BudgetTooSmall {
+                budget: opts.memory_budget,
+                minimum: need,
+            });
+        }
+        let p = pattern::plan(c, shape, opts.layout, opts.threads, stop)?;
+        let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
+        if let (DuplicatePolicy::Error, Some(coordinate)) = (opts.duplicates, p.first_duplicate) {
+            return Err(Error::DuplicateCoordinate { coordinate });
+        }
+        Ok(Plan {
+            shape: shape.to_vec(),
+            dtype,
+            layout: opts.layout,
+            kind,
+            non_finite: opts.non_finite,
+            threads: opts.threads,
+            order: p.order,
+            starts: p.starts,
+            structure: p.structure,
+            digest: p.digest,
+        })
+    }
+
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The element type of the results.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The output layout.
+    pub fn layout(&self) -> OutputLayout {
+        self.layout
+    }
+
+    /// Contributions a refill takes.
+    pub fn contributions(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Entries of the result (explicit zeros included).
+    pub fn nnz(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The digest of the coordinates (xxh3 over every index as 8
+    /// little-endian bytes, contribution by contribution, folded per
+    /// thread range): plans of other coordinates differ.
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Bytes the plan holds.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.order.len() as u64 + self.starts.len() as u64) * 4
+            + self.structure.indices.bytes()
+            + self.structure.pointers.bytes()
+    }
+
+    /// Refill on `threads` threads (at least 1).
+    pub fn with_threads(mut self, threads: usize) -> Plan {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// The structure's indices in `J`: CSR / CSC the minor index of every
+    /// entry, COO `rank` indices per entry.
+    pub fn indices<J: OutIndex>(&self) -> Result<Vec<J>> {
+        self.check_index_type::<J>()?;
+        self.structure.indices.to_vec("the plan's indices")
+    }
+
+    /// CSR / CSC: the `major extent + 1` entry offsets in `J`. COO: empty.
+    pub fn pointers<J: OutIndex>(&self) -> Result<Vec<J>> {
+        self.check_index_type::<J>()?;
+        self.structure.pointers.to_vec("the plan's pointers")
+    }
+
+    fn check_index_type<J: OutIndex>(&self) -> Result<()> {
+        let need = self
+            .structure
+            .indices
+            .max()
+            .max(self.structure.pointers.max());
+        if need > J::MAX {
+            return Err(Error::InvalidArgument(format!(
+                "an index type whose largest value is {} cannot hold {need}",
+                J::MAX
+            )));
+        }
+        Ok(())
+    }
+
+    /// The result of `values` (one per contribution, in the order the
+    /// coordinates were given) with the plan's structure.
+    pub fn assemble<V, O, J>(
+        &self,
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Assembled<O, J>>
+    where
+        V: DirectValue,
+        O: OutValue,
+        J: OutIndex,
+    {
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.nnz())
+            .map_err(|_| Error::OutOfMemory {
+                what: "the result's values",
+                bytes: self.nnz() as u64 * std::mem::size_of::<O>() as u64,
+            })?;
+        out.resize(self.nnz(), O::from_lane(0));
+        self.assemble_into(values, &mut out, stop)?;
+        Ok(Assembled {
+            values: out,
+            indices: self.indices()?,
+            pointers: self.pointers()?,
+            dropped_zeros: 0,
+        })
+    }
+
+    /// Refill `out` (one value per entry, storage order) with the
+    /// assembly of `values`: bit for bit the values a full assembly of the
+    /// same contributions stores. Nothing is allocated beyond a few
+    /// values per thread.
+    ///
+    /// Errors: `values` or `out` of the wrong length or element type
+    /// (`InvalidArgument`, saying which), the first value in array order a
+    /// push would refuse (the non-finite policy, an integer that does not
+    /// fit), then the first entry in storage order that does not combine
+    /// (an integer overflow). On an error `out` holds partial values.
+    pub fn assemble_into<V, O>(
+        &self,
+        values: &[V],
+        out: &mut [O],
+        stop: Option<&AtomicBool>,
+    ) -> Result<()>
+    where
+        V: DirectValue,
+        O: OutValue,
+    {
+        if values.len() != self.order.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} values for a plan of {} contributions",
+                values.len(),
+                self.order.len()
+            )));
+        }
+        if out.len() != self.nnz() {
+            return Err(Error::InvalidArgument(format!(
+                "a result of {} values for a plan of {} entries",
+                out.len(),
+                self.nnz()
+            )));
+        }
+        if O::DTYPE != self.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "result values of type {}, the plan's tensor holds {}",
+                O::DTYPE.name(),
+                self.dtype.name()
+            )));
+        }
+        let r = if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
+            let red = ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: false,
+                    out: PhantomData,
+                },
+            };
+            self.fill_with(values, out, &red, stop)
+        } else {
+            with_combiner!(self.kind, self.dtype, comb => {
+                let red = CombineReduce::<_, O> { comb: &comb, drop_zeros: false, out: PhantomData };
+                self.fill_with(values, out, &red, stop)
+            })
+        };
+        match r {
+            Ok(()) => Ok(()),
+            Err(Stop::BadValue) => Err(fill::first_bad_value(values, self.dtype, self.non_finite)),
+            Err(Stop::Combine { entry, why }) => {
+                let coordinate = self.coordinate(entry);
+                Err(match why {
+                    CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
+                    CombineError::Overflow => Error::IntegerOverflow {
+                        coordinate,
+                        dtype: self.dtype.name(),
+                    },
+                })
+            }
+            Err(Stop::Stopped) => Err(Error::Poisoned("refill (stopped by its caller)")),
+            Err(Stop::Dropped) => Err(Error::Poisoned("refill (an entry without contributions)")),
+        }
+    }
+
+    fn fill_with<V, R, O>(
+        &self,
+        values: &[V],
+        out: &mut [O],
+        red: &R,
+        stop: Option<&AtomicBool>,
+    ) -> std::result::Result<(), Stop>
+    where
+        V: DirectValue,
+        R: crate::assemble::direct::lane::Reduce<u64>,
+        O: OutValue,
+    {
+        match V::as_f64s(values) {
+            Some(v) if self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep => {
+                fill::fill(
+                    v,
+                    &self.order,
+                    &self.starts,
+                    out,
+                    &Bits,
+                    red,
+                    self.threads,
+                    stop,
+                )
+            }
+            _ => {
+                let to = Checked {
+                    dtype: self.dtype,
+                    policy: self.non_finite,
+                };
+                fill::fill(
+                    values,
+                    &self.order,
+                    &self.starts,
+                    out,
+                    &to,
+                    red,
+                    self.threads,
+                    stop,
+                )
+            }
+        }
+    }
+
+    /// The index tuple of entry `e`.
+    fn coordinate(&self, e: usize) -> Vec<u64> {
+        let get = |ix: &Ix, i: usize| match ix {
+            Ix::U32(v) => v.get(i).map_or(0, |&x| x as u64),
+            Ix::U64(v) => v.get(i).copied().unwrap_or(0),
+        };
+        if self.layout.is_compressed() {
+            let minor = get(&self.structure.indices, e);
+            let ptr = &self.structure.pointers;
+            let major = (0..ptr.len().saturating_sub(1))
+                .find(|&m| get(ptr, m + 1) as usize > e)
+                .unwrap_or(0) as u64;
+            let mut c = vec![0u64; 2];
+            c[self.layout.major_dim()] = major;
+            c[1 - self.layout.major_dim()] = minor;
+            c
+        } else {
+            let r = self.shape.len();
+            (0..r)
+                .map(|d| get(&self.structure.indices, e * r + d))
+                .collect()
+        }
+    }
+}

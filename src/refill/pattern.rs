@@ -1,0 +1,602 @@
+//! Planning: from the coordinates alone, the storage order of the
+//! entries, the contributions of each entry (`order`, `starts`) and the
+//! output structure (CSR/CSC pointers and minor indices, or COO tuples).
+//!
+//! Three passes over the coordinates, on every core, none of them a full
+//! sort: count the contributions per bucket (the top bits of the key in
+//! storage order), scatter each contribution's position into its bucket
+//! (positions stay ascending within a bucket), then order each bucket by
+//! (key, position) in cache and cut it into entries.
+
+use super::{Ix, Structure};
+use crate::assemble::direct::IndexElem;
+use crate::error::{Error, Result};
+use crate::options::OutputLayout;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Bucket bits of the storage-order key: up to 4 Mi buckets.
+const BUCKET_BITS: u32 = 22;
+/// Below this many contributions everything runs on the calling thread.
+const PARALLEL_MIN: usize = 1 << 16;
+/// How often (in contributions) a pass looks at the stop flag.
+const STOP_EVERY: usize = 1 << 16;
+
+/// Where a plan's coordinates come from.
+pub(crate) trait Coords: Sync {
+    /// Contributions.
+    fn len(&self) -> usize;
+    /// Index of contribution `k` in dimension `d`: Ok(widened) or, for a
+    /// negative one, Err(its value).
+    fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128>;
+}
+
+/// One index array per dimension, all as long.
+pub(crate) struct Arrays<'a, I> {
+    pub(crate) dims: &'a [&'a [I]],
+}
+
+impl<I: IndexElem> Coords for Arrays<'_, I> {
+    fn len(&self) -> usize {
+        self.dims.first().map_or(0, |d| d.len())
+    }
+    #[inline(always)]
+    fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128> {
+        signed(self.dims[d][k])
+    }
+}
+
+/// Element matrices: `dofs` holds `per` degrees of freedom per element;
+/// element `e` contributes `per x per` values, row-major, at
+/// `(dofs[e * per + a], dofs[e * per + b])`, as `Builder::push_element`
+/// pushes them.
+pub(crate) struct Elements<'a, I> {
+    pub(crate) dofs: &'a [I],
+    pub(crate) per: usize,
+}
+
+impl<I: IndexElem> Coords for Elements<'_, I> {
+    fn len(&self) -> usize {
+        (self.dofs.len() / self.per.max(1)) * self.per * self.per
+    }
+    #[inline(always)]
+    fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128> {
+        let p = self.per;
+        let (e, r) = (k / (p * p), k % (p * p));
+        signed(self.dofs[e * p + if d == 0 { r / p } else { r % p }])
+    }
+}
+
+#[inline(always)]
+fn signed<I: IndexElem>(x: I) -> std::result::Result<u64, i128> {
+    if x.is_negative() {
+        Err(x.widen() as i64 as i128)
+    } else {
+        Ok(x.widen())
+    }
+}
+
+/// The digest of a plan's coordinates: every index as 8 little-endian
+/// bytes, contribution by contribution, so that the same coordinates
+/// given as arrays of any integer type, or as element matrices, digest
+/// alike. Taken by the planning pass that validates the indices.
+fn digest_part<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = [0u8; 8 * 512];
+    let mut at = 0;
+    for k in from..to {
+        for d in 0..rank {
+            // Indices were validated by the same pass.
+            let x = c.get(k, d).unwrap_or_default();
+            buf[at..at + 8].copy_from_slice(&x.to_le_bytes());
+            at += 8;
+            if at == buf.len() {
+                h.update(&buf);
+                at = 0;
+            }
+        }
+    }
+    h.update(&buf[..at]);
+    h.digest()
+}
+
+/// The key of a contribution in storage order: dimension `perm[0]` in the
+/// highest bits.
+struct KeyShape {
+    /// Dimensions in storage order (CSC: column first).
+    perm: Vec<usize>,
+    /// Shift of each dimension (by dimension number).
+    shifts: Vec<u32>,
+    /// Extents (by dimension number).
+    extents: Vec<u64>,
+    /// Bits of the whole key.
+    total: u32,
+}
+
+fn bits_of(extent: u64) -> u32 {
+    if extent <= 1 {
+        0
+    } else {
+        64 - (extent - 1).leading_zeros()
+    }
+}
+
+impl KeyShape {
+    fn new(shape: &[u64], layout: OutputLayout) -> Option<KeyShape> {
+        let rank = shape.len();
+        let perm: Vec<usize> = if layout == OutputLayout::Csc {
+            vec![1, 0]
+        } else {
+            (0..rank).collect()
+        };
+        let mut shifts = vec![0u32; rank];
+        let mut total = 0u32;
+        for &d in perm.iter().rev() {
+            shifts[d] = total;
+            total = total.checked_add(bits_of(shape[d]))?;
+        }
+        (total <= 64).then(|| KeyShape {
+            perm,
+            shifts,
+            extents: shape.to_vec(),
+            total,
+        })
+    }
+
+    /// The key of contribution `k`, or the error a push would give.
+    #[inline(always)]
+    fn key<C: Coords>(&self, c: &C, k: usize) -> Result<u64> {
+        let mut key = 0u64;
+        for (d, (&s, &e)) in self.shifts.iter().zip(&self.extents).enumerate() {
+            match c.get(k, d) {
+                Ok(x) if x < e => key |= x.checked_shl(s).unwrap_or(0),
+                Ok(x) => return Err(Error::bad_index(k as u64, d, x as i128, e)),
+                Err(neg) => return Err(Error::bad_index(k as u64, d, neg, e)),
+            }
+        }
+        Ok(key)
+    }
+
+    /// The index tuple of a key (dimension order).
+    fn unpack(&self, key: u64, out: &mut [u64]) {
+        for (d, o) in out.iter_mut().enumerate() {
+            let b = bits_of(self.extents[d]);
+            *o = if b == 0 {
+                0
+            } else {
+                (key >> self.shifts[d]) & (u64::MAX >> (64 - b))
+            };
+        }
+    }
+}
+
+/// What planning found: the plan's arrays.
+pub(crate) struct Planned {
+    pub(crate) order: Vec<u32>,
+    pub(crate) starts: Vec<u32>,
+    pub(crate) structure: Structure,
+    pub(crate) digest: u64,
+    /// The first entry (storage order) with more than one contribution.
+    pub(crate) first_duplicate: Option<Vec<u64>>,
+}
+
+/// Bucket bits for `n` contributions and a key of `total` bits: about 4
+/// contributions per bucket, at most [`BUCKET_BITS`].
+fn bucket_bits(total: u32, n: u64) -> u32 {
+    total.min(BUCKET_BITS).min(bits_of(n / 4).max(1))
+}
+
+/// Bytes planning needs at most for `n` contributions (the plan's arrays
+/// with nnz = n, the keys of the entries, the bucket counts of every
+/// thread and their starts).
+pub(crate) fn planning_bytes(n: u64, threads: usize) -> u64 {
+    let buckets = 1u64 << bucket_bits(64, n);
+    n.saturating_mul(4 + 4 + 8 + 8) + (threads as u64 + 1) * 4 * buckets
+}
+
+fn oom(what: &'static str, n: usize, width: usize) -> Error {
+    Error::OutOfMemory {
+        what,
+        bytes: (n as u64).saturating_mul(width as u64),
+    }
+}
+
+fn zeros<T: Clone + Default>(n: usize, what: &'static str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| oom(what, n, std::mem::size_of::<T>()))?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+fn stopped(stop: Option<&AtomicBool>) -> bool {
+    stop.is_some_and(|s| s.load(Ordering::Relaxed))
+}
+
+fn stop_error() -> Error {
+    Error::Poisoned("planning (stopped by its caller)")
+}
+
+/// Split `0..n` into `parts` contiguous ranges.
+fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
+    let parts = parts.max(1);
+    (0..parts)
+        .map(|t| (n * t / parts, n * (t + 1) / parts))
+        .collect()
+}
+
+/// Plan the contributions `c` (rank `shape.len()`) in `layout`.
+pub(crate) fn plan<C: Coords>(
+    c: &C,
+    shape: &[u64],
+    layout: OutputLayout,
+    threads: usize,
+    stop: Option<&AtomicBool>,
+) -> Result<Planned> {
+    let n = c.len();
+    if n as u64 >= u32::MAX as u64 {
+        return Err(Error::InvalidArgument(format!(
+            "{n} contributions: a plan held in memory takes fewer than 2^32"
+        )));
+    }
+    let ks = KeyShape::new(shape, layout).ok_or_else(|| Error::InvalidShape {
+        shape: shape.to_vec(),
+        detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),
+    })?;
+    let rank = shape.len();
+    let bbits = bucket_bits(ks.total, n as u64);
+    let split = ks.total - bbits;
+    let buckets = 1usize << bbits;
+    let threads = if n < PARALLEL_MIN { 1 } else { threads.max(1) };
+    let parts = ranges(n, threads);
+
+    // 1. Validate, count per bucket and digest, each thread its range.
+    let counted: Vec<Result<(Vec<u32>, u64)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = parts
+            .iter()
+            .map(|&(from, to)| {
+                let ks = &ks;
+                s.spawn(move || -> Result<(Vec<u32>, u64)> {
+                    let mut hist = zeros::<u32>(buckets, "the plan's bucket counts")?;
+                    for k in from..to {
+                        if k % STOP_EVERY == 0 && stopped(stop) {
+                            return Err(stop_error());
+                        }
+                        let key = ks.key(c, k)?;
+                        hist[(key >> split) as usize] += 1;
+                    }
+                    Ok((hist, digest_part(c, rank, from, to)))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+            })
+            .collect()
+    });
+    let mut hists = Vec::with_capacity(threads);
+    let mut digest = xxhash_rust::xxh3::Xxh3::new();
+    for r in counted {
+        // The first error in array order: ranges are in array order.
+        let (h, d) = r?;
+        hists.push(h);
+        digest.update(&d.to_le_bytes());
+    }
+    let digest = digest.digest();
+
+    // Bucket starts, and each thread's place in every bucket.
+    let mut bucket_start = zeros::<u32>(buckets + 1, "the plan's bucket starts")?;
+    {
+        let mut at = 0u32;
+        for b in 0..buckets {
+            bucket_start[b] = at;
+            for h in hists.iter_mut() {
+                let c = h[b];
+                h[b] = at;
+                at += c;
+            }
+        }
+        bucket_start[buckets] = at;
+    }
+
+    // 2. Scatter positions into buckets; ascending within each bucket.
+    // Stores are atomic (plain stores on x86) and bounded, so arrays that
+    // change under the passes (another thread of the caller's) give a
+    // wrong order, caught when the buckets are cut, never a stray write.
+    let mut order = zeros::<u32>(n, "the plan's contribution order")?;
+    {
+        // SAFETY: `order` is exclusively borrowed for this block, u32 and
+        // AtomicU32 have the same size and alignment, and every access
+        // below goes through the atomics.
+        let out: &[AtomicU32] = unsafe {
+            std::slice::from_raw_parts(order.as_mut_ptr().cast::<AtomicU32>(), order.len())
+        };
+        let ks = &ks;
+        let joined: Vec<bool> = std::thread::scope(|s| {
+            let hs: Vec<_> = parts
+                .iter()
+                .zip(hists.iter_mut())
+                .map(|(&(from, to), hist)| {
+                    s.spawn(move || {
+                        for k in from..to {
+                            let Ok(key) = ks.key(c, k) else { return false };
+                            let b = (key >> split) as usize;
+                            let at = hist[b] as usize;
+                            hist[b] += 1;
+                            match out.get(at) {
+                                Some(slot) => slot.store(k as u32, Ordering::Relaxed),
+                                None => return false,
+                            }
+                        }
+                        true
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(false)).collect()
+        });
+        if joined.iter().any(|&ok| !ok) {
+            return Err(changed());
+        }
+    }
+    drop(hists);
+    if stopped(stop) {
+        return Err(stop_error());
+    }
+
+    // 3. Order each bucket by (key, position) and cut it into entries,
+    // the threads taking ranges of buckets of about n / pieces
+    // contributions each from a queue.
+    let pieces = if threads == 1 { 1 } else { threads * 4 };
+    let mut cuts = vec![0usize];
+    for p in 1..pieces {
+        let target = (n * p / pieces) as u32;
+        let b = bucket_start.partition_point(|&x| x < target).min(buckets);
+        if b > *cuts.last().unwrap_or(&0) {
+            cuts.push(b);
+        }
+    }
+    cuts.push(buckets);
+    let mut queue = Vec::with_capacity(cuts.len());
+    {
+        let mut rest: &mut [u32] = &mut order;
+        let mut taken = 0usize;
+        for (i, w) in cuts.windows(2).enumerate() {
+            let end = bucket_start[w[1]] as usize;
+            let (a, b) = std::mem::take(&mut rest).split_at_mut(end - taken);
+            taken = end;
+            rest = b;
+            queue.push((i, w[0], w[1], a));
+        }
+    }
+    let jobs = queue.len();
+    let queue = std::sync::Mutex::new(queue);
+    let done: Vec<Option<Vec<Piece>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads.min(jobs).max(1))
+            .map(|_| {
+                let (queue, ks, bucket_start) = (&queue, &ks, &bucket_start);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let job = match queue.lock() {
+                            Ok(mut q) => q.pop(),
+                            Err(_) => None,
+                        };
+                        let Some((i, b0, b1, seg)) = job else { break };
+                        let r = if stopped(stop) {
+                            Err(stop_error())
+                        } else {
+                            cut_buckets(c, ks, split, bucket_start, b0, b1, seg)
+                        };
+                        mine.push((i, r));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().ok()).collect()
+    });
+    let mut pieces_out: Vec<Piece> = Vec::with_capacity(jobs);
+    for d in done {
+        pieces_out.extend(d.ok_or(Error::Poisoned("planning (a thread panicked)"))?);
+    }
+    if pieces_out.len() != jobs {
+        return Err(Error::Poisoned("planning (a thread panicked)"));
+    }
+    pieces_out.sort_unstable_by_key(|p| p.0);
+    let mut parts_ok = Vec::with_capacity(jobs);
+    for (_, r) in pieces_out {
+        parts_ok.push(r?);
+    }
+    let nnz: usize = parts_ok.iter().map(|(k, _)| k.len()).sum();
+    let mut keys: Vec<u64> = Vec::new();
+    let mut counts: Vec<u32> = Vec::new();
+    keys.try_reserve_exact(nnz)
+        .map_err(|_| oom("the plan's entry keys", nnz, 8))?;
+    counts
+        .try_reserve_exact(nnz)
+        .map_err(|_| oom("the plan's entry counts", nnz, 4))?;
+    for (k, m) in parts_ok {
+        keys.extend_from_slice(&k);
+        counts.extend_from_slice(&m);
+    }
+
+    // Entry starts.
+    let mut starts = zeros::<u32>(nnz + 1, "the plan's entry starts")?;
+    let mut first_dup = None;
+    {
+        let mut at = 0u32;
+        for (e, &m) in counts.iter().enumerate() {
+            starts[e] = at;
+            at += m;
+            if m > 1 && first_dup.is_none() {
+                first_dup = Some(e);
+            }
+        }
+        starts[nnz] = at;
+    }
+    drop(counts);
+    let first_duplicate = first_dup.map(|e| {
+        let mut t = vec![0u64; rank];
+        ks.unpack(keys[e], &mut t);
+        t
+    });
+    let structure = structure_of(&ks, &keys, layout, shape)?;
+    Ok(Planned {
+        order,
+        starts,
+        structure,
+        digest,
+        first_duplicate,
+    })
+}
+
+/// A piece of pass 3: its number, and the keys and counts of its entries.
+type Piece = (usize, Result<(Vec<u64>, Vec<u32>)>);
+
+/// The error of coordinates that changed while they were planned.
+fn changed() -> Error {
+    Error::InvalidArgument("the index arrays changed while they were planned".into())
+}
+
+/// Order buckets `b0..b1` (whose positions are `seg`) by (key, position)
+/// and cut them into entries: the keys and contribution counts of the
+/// entries, in storage order. `seg` is rewritten in that order.
+fn cut_buckets<C: Coords>(
+    c: &C,
+    ks: &KeyShape,
+    split: u32,
+    bucket_start: &[u32],
+    b0: usize,
+    b1: usize,
+    seg: &mut [u32],
+) -> Result<(Vec<u64>, Vec<u32>)> {
+    let base = bucket_start[b0] as usize;
+    let mut keys = Vec::new();
+    let mut counts = Vec::new();
+    let mask = if split == 0 {
+        0
+    } else {
+        u64::MAX >> (64 - split)
+    };
+    let mut scratch64: Vec<u64> = Vec::new();
+    let mut scratch128: Vec<u128> = Vec::new();
+    for b in b0..b1 {
+        let (s, e) = (
+            bucket_start[b] as usize - base,
+            bucket_start[b + 1] as usize - base,
+        );
+        if s == e {
+            continue;
+        }
+        let part = &mut seg[s..e];
+        let hi = (b as u64) << split;
+        // Sort (minor key, position) packed in one integer; positions are
+        // below 2^32, so a minor key of up to 32 bits packs into a u64.
+        let emit = |minor: u64, k: u32, keys: &mut Vec<u64>, counts: &mut Vec<u32>| {
+            match counts.last_mut() {
+                Some(m) if keys.last() == Some(&(hi | minor)) => *m += 1,
+                _ => {
+                    keys.push(hi | minor);
+                    counts.push(1);
+                }
+            }
+            k
+        };
+        // The key of a position of this bucket (another bucket's: the
+        // arrays changed since they were counted).
+        let key_of = |k: u32| -> Result<u64> {
+            match ks.key(c, k as usize) {
+                Ok(key) if key >> split == b as u64 => Ok(key & mask),
+                _ => Err(changed()),
+            }
+        };
+        if split <= 32 {
+            scratch64.clear();
+            for &k in part.iter() {
+                scratch64.push((key_of(k)? << 32) | k as u64);
+            }
+            scratch64.sort_unstable();
+            for (p, &x) in part.iter_mut().zip(&scratch64) {
+                *p = emit(x >> 32, x as u32, &mut keys, &mut counts);
+            }
+        } else {
+            scratch128.clear();
+            for &k in part.iter() {
+                scratch128.push(((key_of(k)? as u128) << 32) | k as u128);
+            }
+            scratch128.sort_unstable();
+            for (p, &x) in part.iter_mut().zip(&scratch128) {
+                *p = emit((x >> 32) as u64, x as u32, &mut keys, &mut counts);
+            }
+        }
+    }
+    Ok((keys, counts))
+}
+
+/// The output structure of the entries `keys` (storage order).
+fn structure_of(
+    ks: &KeyShape,
+    keys: &[u64],
+    layout: OutputLayout,
+    shape: &[u64],
+) -> Result<Structure> {
+    let nnz = keys.len();
+    let rank = shape.len();
+    if layout.is_compressed() {
+        let major = ks.perm[0];
+        let minor = ks.perm[1];
+        let mbits = bits_of(shape[minor]);
+        let mmask = if mbits == 0 {
+            0
+        } else {
+            u64::MAX >> (64 - mbits)
+        };
+        let small = shape[minor] <= u32::MAX as u64 + 1 && (nnz as u64) <= u32::MAX as u64;
+        let mut ptr = zeros::<u64>(shape[major] as usize + 1, "the plan's pointers")?;
+        for &k in keys {
+            let m = if mbits == 64 { 0 } else { k >> mbits } as usize;
+            ptr[m + 1] += 1;
+        }
+        for i in 0..shape[major] as usize {
+            ptr[i + 1] += ptr[i];
+        }
+        let indices = if small {
+            Ix::U32(keys.iter().map(|&k| (k & mmask) as u32).collect())
+        } else {
+            Ix::U64(keys.iter().map(|&k| k & mmask).collect())
+        };
+        let pointers = if small {
+            Ix::U32(ptr.iter().map(|&p| p as u32).collect())
+        } else {
+            Ix::U64(ptr)
+        };
+        Ok(Structure { indices, pointers })
+    } else {
+        let small = shape.iter().all(|&e| e <= u32::MAX as u64 + 1);
+        let mut t = vec![0u64; rank];
+        let indices = if small {
+            let mut v = Vec::new();
+            v.try_reserve_exact(nnz * rank)
+                .map_err(|_| oom("the plan's indices", nnz * rank, 4))?;
+            for &k in keys {
+                ks.unpack(k, &mut t);
+                v.extend(t.iter().map(|&x| x as u32));
+            }
+            Ix::U32(v)
+        } else {
+            let mut v = Vec::new();
+            v.try_reserve_exact(nnz * rank)
+                .map_err(|_| oom("the plan's indices", nnz * rank, 8))?;
+            for &k in keys {
+                ks.unpack(k, &mut t);
+                v.extend_from_slice(&t);
+            }
+            Ix::U64(v)
+        };
+        Ok(Structure {
+            indices,
+            pointers: Ix::U32(Vec::new()),
+        })
+    }
+}

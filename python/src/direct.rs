@@ -44,7 +44,7 @@ fn contiguous<'a, 'py, T: NpElement>(
 
 /// Run `work` without the GIL; for long work, on a scoped thread while
 /// this one checks for signals and, on one, sets `stop` and raises it.
-fn run_interruptible<T: Send>(
+pub(crate) fn run_interruptible<T: Send>(
     py: Python<'_>,
     n: usize,
     work: impl FnOnce(&AtomicBool) -> coo_assembler::Result<T> + Send,

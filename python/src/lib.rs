@@ -12,6 +12,7 @@ mod errors;
 mod file;
 mod matrix;
 mod names;
+mod plan;
 
 use pyo3::prelude::*;
 
@@ -23,5 +24,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     names::register(m)?;
     m.add_function(wrap_pyfunction!(direct::assemble_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(direct::assemble_file, m)?)?;
+    m.add_class::<plan::NativePlan>()?;
+    m.add_function(wrap_pyfunction!(plan::plan_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::plan_elements, m)?)?;
     Ok(())
 }

@@ -1,0 +1,279 @@
+//! `_native.Plan`: the library's [`coo_assembler::Plan`] (issue 24)
+//! behind `coo_assembler.plan` and `plan_elements`. Planning and refills
+//! run without the GIL (Ctrl-C stops them, as `assemble` does); a refill
+//! writes into the caller's NumPy array in place.
+
+use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
+use coo_assembler::{DType, Plan, Vocabulary};
+use numpy::{
+    Element as NpElement, PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::builder::options;
+use crate::direct::run_interruptible;
+use crate::errors::to_py;
+
+/// A plan, shared by every refill (a refill only reads it).
+#[pyclass(name = "Plan", module = "coo_assembler._native", frozen)]
+pub struct NativePlan {
+    plan: Plan,
+}
+
+/// The NumPy name of an array's dtype ("" when it is not an array).
+fn dtype_of(a: &Bound<'_, PyAny>) -> String {
+    a.cast::<PyUntypedArray>()
+        .map(|a| a.dtype().to_string())
+        .unwrap_or_default()
+}
+
+fn type_error(msg: String) -> PyErr {
+    PyTypeError::new_err(msg)
+}
+
+/// A contiguous array of `T` (any number of dimensions), borrowed.
+fn slice_of<'py, T: NpElement>(
+    a: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<numpy::PyReadonlyArrayDyn<'py, T>> {
+    let arr = a.cast::<PyArrayDyn<T>>().map_err(|_| {
+        type_error(format!(
+            "{what} must be a NumPy array of {}",
+            std::any::type_name::<T>()
+        ))
+    })?;
+    if !arr.is_contiguous() {
+        return Err(type_error(format!("{what} must be a contiguous array")));
+    }
+    Ok(arr.readonly())
+}
+
+fn plan_arrays_of<'py, I: IndexElem + NpElement>(
+    py: Python<'py>,
+    cols: &[Bound<'py, PyAny>],
+    shape: &[u64],
+    dtype: DType,
+    opts: &coo_assembler::AssembleOptions,
+) -> PyResult<Plan> {
+    let mut borrowed = Vec::with_capacity(cols.len());
+    for (d, c) in cols.iter().enumerate() {
+        borrowed.push(slice_of::<I>(c, &format!("index array {d}"))?);
+    }
+    let dims: Vec<&[I]> = borrowed
+        .iter()
+        .map(|b| b.as_slice())
+        .collect::<Result<_, _>>()?;
+    let n = dims.first().map_or(0, |d| d.len());
+    run_interruptible(py, n, |stop| {
+        Plan::new(&dims, shape, dtype, opts, Some(stop))
+    })
+}
+
+/// `_native.plan_arrays(cols, shape, dtype, options)`: a plan of the
+/// coordinates `cols` (one contiguous 1-D integer array per dimension,
+/// all of one dtype).
+#[pyfunction]
+pub fn plan_arrays<'py>(
+    py: Python<'py>,
+    cols: Vec<Bound<'py, PyAny>>,
+    shape: Vec<u64>,
+    dtype: &str,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<NativePlan> {
+    let dtype = DType::parse(dtype).map_err(to_py)?;
+    let opts = options(kw)?;
+    let it = cols.first().map(dtype_of).unwrap_or_else(|| "int64".into());
+    if cols.iter().any(|c| dtype_of(c) != it) {
+        return Err(type_error(
+            "the index arrays must all have one dtype".into(),
+        ));
+    }
+    let plan = match it.as_str() {
+        "int32" => plan_arrays_of::<i32>(py, &cols, &shape, dtype, &opts),
+        "int64" => plan_arrays_of::<i64>(py, &cols, &shape, dtype, &opts),
+        "uint32" => plan_arrays_of::<u32>(py, &cols, &shape, dtype, &opts),
+        "uint64" => plan_arrays_of::<u64>(py, &cols, &shape, dtype, &opts),
+        other => Err(type_error(format!(
+            "index arrays must be int32, int64, uint32 or uint64, got {other}"
+        ))),
+    }?;
+    Ok(NativePlan { plan })
+}
+
+fn plan_elements_of<'py, I: IndexElem + NpElement>(
+    py: Python<'py>,
+    dofs: &Bound<'py, PyAny>,
+    per: usize,
+    shape: [u64; 2],
+    dtype: DType,
+    opts: &coo_assembler::AssembleOptions,
+) -> PyResult<Plan> {
+    let d = slice_of::<I>(dofs, "dofs")?;
+    let s = d.as_slice()?;
+    run_interruptible(py, s.len() * per, |stop| {
+        Plan::for_elements(s, per, shape, dtype, opts, Some(stop))
+    })
+}
+
+/// `_native.plan_elements(dofs, shape, dtype, options)`: a plan of the
+/// element matrices whose degrees of freedom are the rows of `dofs` (a
+/// contiguous `(elements, k)` integer array).
+#[pyfunction]
+pub fn plan_elements<'py>(
+    py: Python<'py>,
+    dofs: &Bound<'py, PyAny>,
+    shape: (u64, u64),
+    dtype: &str,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<NativePlan> {
+    let dtype = DType::parse(dtype).map_err(to_py)?;
+    let opts = options(kw)?;
+    let arr = dofs
+        .cast::<PyUntypedArray>()
+        .map_err(|_| type_error("dofs must be a NumPy array".into()))?;
+    if arr.ndim() != 2 {
+        return Err(type_error(format!(
+            "dofs must be a 2-D array (elements x dofs per element), got {} dimensions",
+            arr.ndim()
+        )));
+    }
+    let per = arr.shape()[1];
+    let shape = [shape.0, shape.1];
+    let plan = match dtype_of(dofs).as_str() {
+        "int32" => plan_elements_of::<i32>(py, dofs, per, shape, dtype, &opts),
+        "int64" => plan_elements_of::<i64>(py, dofs, per, shape, dtype, &opts),
+        "uint32" => plan_elements_of::<u32>(py, dofs, per, shape, dtype, &opts),
+        "uint64" => plan_elements_of::<u64>(py, dofs, per, shape, dtype, &opts),
+        other => Err(type_error(format!(
+            "dofs must be int32, int64, uint32 or uint64, got {other}"
+        ))),
+    }?;
+    Ok(NativePlan { plan })
+}
+
+impl NativePlan {
+    fn fill<'py, T: DirectValue + OutValue + NpElement>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let v = slice_of::<T>(values, "values")?;
+        let vs = v.as_slice()?;
+        let o = out
+            .cast::<PyArray1<T>>()
+            .map_err(|_| type_error("out must be a 1-D array of the plan's dtype".into()))?;
+        if !o.is_contiguous() {
+            return Err(type_error("out must be a contiguous array".into()));
+        }
+        let mut w = o
+            .try_readwrite()
+            .map_err(|e| type_error(format!("out is not writeable: {e}")))?;
+        let os = w.as_slice_mut()?;
+        let plan = &self.plan;
+        run_interruptible(py, vs.len(), |stop| plan.assemble_into(vs, os, Some(stop)))
+    }
+
+    fn index_array<'py, J: OutIndex + NpElement>(
+        &self,
+        py: Python<'py>,
+        pointers: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let v: Vec<J> = if pointers {
+            self.plan.pointers().map_err(to_py)?
+        } else {
+            self.plan.indices().map_err(to_py)?
+        };
+        Ok(PyArray1::from_vec(py, v).into_any())
+    }
+}
+
+#[pymethods]
+impl NativePlan {
+    /// Refill `out` (a contiguous 1-D array of the plan's dtype, one value
+    /// per entry) with the assembly of `values` (a contiguous 1-D array of
+    /// the same dtype, one value per contribution).
+    fn assemble_into<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        out: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let want = self.plan.dtype().numpy_name();
+        let (vt, ot) = (dtype_of(values), dtype_of(out));
+        if vt != want || ot != want {
+            return Err(type_error(format!(
+                "values and out must be {want} arrays for this plan, got {vt} and {ot}"
+            )));
+        }
+        match self.plan.dtype() {
+            DType::F64 => self.fill::<f64>(py, values, out),
+            DType::F32 => self.fill::<f32>(py, values, out),
+            DType::I8 => self.fill::<i8>(py, values, out),
+            DType::I16 => self.fill::<i16>(py, values, out),
+            DType::I32 => self.fill::<i32>(py, values, out),
+            DType::I64 => self.fill::<i64>(py, values, out),
+            DType::U8 => self.fill::<u8>(py, values, out),
+            DType::U16 => self.fill::<u16>(py, values, out),
+            DType::U32 => self.fill::<u32>(py, values, out),
+            DType::U64 => self.fill::<u64>(py, values, out),
+            other => Err(type_error(format!(
+                "plans of {} values are not served from Python",
+                other.name()
+            ))),
+        }
+    }
+
+    /// The structure's indices (`pointers=False`) or pointers as a new
+    /// array of `index_dtype` ("int32" or "int64").
+    #[pyo3(signature = (pointers, index_dtype))]
+    fn structure<'py>(
+        &self,
+        py: Python<'py>,
+        pointers: bool,
+        index_dtype: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match index_dtype {
+            "int32" => self.index_array::<i32>(py, pointers),
+            _ => self.index_array::<i64>(py, pointers),
+        }
+    }
+
+    #[getter]
+    fn nnz(&self) -> usize {
+        self.plan.nnz()
+    }
+
+    #[getter]
+    fn contributions(&self) -> usize {
+        self.plan.contributions()
+    }
+
+    #[getter]
+    fn shape(&self) -> Vec<u64> {
+        self.plan.shape().to_vec()
+    }
+
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.plan.dtype().numpy_name()
+    }
+
+    #[getter]
+    fn layout(&self) -> String {
+        self.plan.layout().to_string()
+    }
+
+    #[getter]
+    fn memory_bytes(&self) -> u64 {
+        self.plan.memory_bytes()
+    }
+
+    #[getter]
+    fn digest(&self) -> u64 {
+        self.plan.digest()
+    }
+}

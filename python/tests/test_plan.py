@@ -1,0 +1,154 @@
+"""Plans and refills (issue 24): `ca.plan` / `ca.plan_elements` then
+`P.assemble(values[, out=A])` give, bit for bit, what `ca.assemble` gives
+for the same coordinates and values, in every layout and thread count;
+`out=` refills in place; wrong values, foreign results and options that
+would change the pattern are refused with what is wrong."""
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import coo_assembler as ca
+
+
+def bits(a):
+    return a.view(np.uint64 if a.dtype.itemsize == 8 else np.uint32)
+
+
+def same(a, b):
+    assert a.format == b.format and a.shape == b.shape
+    if a.format == "coo":
+        assert all(np.array_equal(x, y) for x, y in zip(a.coords, b.coords))
+    else:
+        assert np.array_equal(a.indptr, b.indptr) and a.indptr.dtype == b.indptr.dtype
+        assert np.array_equal(a.indices, b.indices) and a.indices.dtype == b.indices.dtype
+    assert a.data.dtype == b.data.dtype
+    assert np.array_equal(bits(a.data), bits(b.data))
+
+
+@pytest.fixture
+def fe(rng):
+    # Overlapping element blocks: every entry hit several times, values
+    # that cancel.
+    n_el, k = 3000, 6
+    base = rng.integers(0, 2000, n_el)
+    dofs = (base[:, None] + np.arange(k)[None, :]) % 2000
+    row = np.repeat(dofs, k, axis=1).reshape(-1).astype(np.int32)
+    col = np.tile(dofs, (1, k)).reshape(-1).astype(np.int32)
+    return row, col, dofs
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_refills_are_assemble_bit_for_bit(rng, fe, layout, threads):
+    row, col, _ = fe
+    shape = (2000, 2000)
+    P = ca.plan((row, col), shape, layout=layout, threads=threads)
+    assert P.contributions == row.size
+    for step in range(3):
+        v = rng.standard_normal(row.size) * 10.0 ** rng.integers(-8, 8, row.size)
+        want = ca.assemble(v, (row, col), shape, layout=layout)
+        got = P.assemble(v)
+        same(got, want)
+        assert P.nnz == want.nnz
+        # In place: the same data array, refilled.
+        data = got.data
+        v2 = -v[::-1].copy()
+        assert P.assemble(v2, out=got) is got
+        assert got.data is data
+        same(got, ca.assemble(v2, (row, col), shape, layout=layout))
+
+
+def test_element_plans_match_push_elements(rng, fe, tmp_path):
+    _, _, dofs = fe
+    ke = rng.standard_normal((dofs.shape[0], dofs.shape[1], dofs.shape[1]))
+    P = ca.plan_elements(dofs, (2000, 2000))
+    got = P.assemble_elements(ke)
+    with ca.Builder((2000, 2000), "float64", temp_dir=tmp_path) as b:
+        b.push_elements(dofs, ke)
+        b.finish(tmp_path / "k.hrry")
+    same(got, ca.File(tmp_path / "k.hrry").to_scipy("csr", index_dtype=got.indices.dtype))
+    ke2 = ke * 3.0
+    P.assemble_elements(ke2, out=got)
+    assert np.allclose(got.toarray(), 3.0 * ca.File(tmp_path / "k.hrry").to_scipy().toarray())
+
+
+def test_float32_and_integer_plans(rng, fe):
+    row, col, _ = fe
+    v32 = rng.standard_normal(row.size).astype(np.float32)
+    P = ca.plan((row, col), (2000, 2000), dtype="float32")
+    same(P.assemble(v32), ca.assemble(v32, (row, col), (2000, 2000)))
+    vi = rng.integers(-1000, 1000, row.size).astype(np.int64)
+    Q = ca.plan((row, col), (2000, 2000), dtype="int64", duplicates="max")
+    same(Q.assemble(vi), ca.assemble(vi, (row, col), (2000, 2000), duplicates="max"))
+
+
+def test_bad_values_and_foreign_results_are_refused(rng, fe):
+    row, col, _ = fe
+    P = ca.plan((row, col), (2000, 2000))
+    with pytest.raises(ca.InputError, match="for a plan of"):
+        P.assemble(np.ones(5))
+    with pytest.raises(TypeError, match="not a safe cast"):
+        P.assemble(np.ones(row.size, dtype=np.complex128))
+    big = np.ones(row.size, dtype=np.int64)
+    big[7] = 2**60
+    with pytest.raises(ca.InputError, match="contribution 7"):
+        P.assemble(big)
+    # Exactly representable integers are taken.
+    small = np.arange(row.size, dtype=np.int64) % 5
+    same(P.assemble(small), ca.assemble(small.astype(float), (row, col), (2000, 2000)))
+    # A result of another pattern, or another layout, is not this plan's.
+    other = ca.assemble(np.ones(row.size), (row, (col + 1) % 2000), (2000, 2000))
+    with pytest.raises(ca.InputError, match="structure"):
+        P.assemble(np.ones(row.size), out=other)
+    with pytest.raises(ca.InputError, match="csr array"):
+        P.assemble(np.ones(row.size), out=other.tocsc())
+    # An equal structure made elsewhere is recognised by its contents.
+    A = ca.assemble(np.ones(row.size), (row, col), (2000, 2000))
+    P.assemble(np.ones(row.size) * 2, out=A)
+    assert np.allclose(A.toarray(), 2 * ca.assemble(np.ones(row.size), (row, col), (2000, 2000)).toarray())
+    # NaN under reject_nan names its contribution.
+    Q = ca.plan((row, col), (2000, 2000), non_finite="reject_nan")
+    v = np.ones(row.size)
+    v[11] = np.nan
+    with pytest.raises(ca.InputError, match="contribution 11"):
+        Q.assemble(v)
+
+
+def test_options_that_change_the_pattern_are_refused(fe):
+    row, col, _ = fe
+    with pytest.raises(ca.InputError, match="drop_zeros changes the pattern"):
+        ca.plan((row, col), (2000, 2000), drop_zeros=True)
+    with pytest.raises(ca.InputError, match="duplicate"):
+        ca.plan((row, col), (2000, 2000), duplicates="error")
+    with pytest.raises(ca.InputError, match="out of range"):
+        ca.plan((row, col), (1000, 2000))
+    with pytest.raises(ca.BudgetError, match="too small"):
+        ca.plan((row, col), (2000, 2000), memory_budget="1MiB")
+
+
+def test_digests_tell_patterns_apart(fe):
+    row, col, _ = fe
+    a = ca.plan((row, col), (2000, 2000))
+    b = ca.plan((row.astype(np.int64), col.astype(np.int64)), (2000, 2000))
+    c = ca.plan((col, row), (2000, 2000))
+    assert a.digest == b.digest != c.digest
+
+
+def test_refills_from_several_threads(rng, fe):
+    row, col, _ = fe
+    P = ca.plan((row, col), (2000, 2000))
+    vs = [rng.standard_normal(row.size) for _ in range(4)]
+    out = [None] * 4
+
+    def work(i):
+        out[i] = P.assemble(vs[i])
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i in range(4):
+        same(out[i], ca.assemble(vs[i], (row, col), (2000, 2000)))

@@ -375,6 +375,17 @@ impl FileWriter {
                 "metadata key {key:?}: keys starting with {RESERVED_KEY_PREFIX:?} are reserved"
             )));
         }
+        self.add_kv(key, value)
+    }
+
+    /// A KV entry under our own `coo_assembler.` prefix (plan files).
+    pub(crate) fn add_own_metadata(&mut self, key: &str, value: KvValue) -> Result<()> {
+        self.check_usable()?;
+        debug_assert!(key.starts_with(RESERVED_KEY_PREFIX));
+        self.add_kv(key, value)
+    }
+
+    fn add_kv(&mut self, key: &str, value: KvValue) -> Result<()> {
         if self.user_keys.contains(key) {
             return Err(invalid(format!("metadata key {key:?} given twice")));
         }

@@ -499,3 +499,52 @@ fn a_stop_flag_stops_planning_and_refills() {
     let e = p.assemble_into(&v, &mut out, Some(&stop)).unwrap_err();
     assert!(matches!(e, Error::Poisoned(_)), "{e}");
 }
+
+#[test]
+fn a_saved_plan_loads_and_refills_the_same_bits() {
+    let (r, c, v) = mesh(100_000);
+    let dir = tempfile::tempdir().expect("dir");
+    for layout in [OutputLayout::Csr, OutputLayout::Csc, OutputLayout::Coo] {
+        let o = opts(layout, DuplicatePolicy::Sum, 2);
+        let plan = Plan::new(&[&r[..], &c[..]], &[4000, 4000], DType::F64, &o, None).expect("plan");
+        let path = dir.path().join(format!("{layout}.plan"));
+        plan.save(&path).expect("save");
+        let back = Plan::load(&path).expect("load");
+        assert_eq!(back.digest(), plan.digest());
+        assert_eq!(
+            (back.nnz(), back.contributions(), back.layout()),
+            (plan.nnz(), plan.contributions(), layout)
+        );
+        let a: Assembled<f64, u64> = plan.assemble(&v, None).expect("refill");
+        let b: Assembled<f64, u64> = back.assemble(&v, None).expect("refill");
+        assert_eq!(flat_of(&a), flat_of(&b));
+        let bytes = std::fs::read(&path).expect("read");
+        let c2 = Plan::from_bytes(bytes.clone()).expect("from bytes");
+        assert_eq!(c2.digest(), plan.digest());
+        // The file is a valid Hurray file: verify finds nothing.
+        let f = HurrayFile::open(&path).expect("open");
+        assert!(f.verify().is_empty(), "{:?}", f.verify());
+        // One flipped bit anywhere in the order's values is refused.
+        let mut bad = bytes.clone();
+        let at = bad.len() / 2;
+        bad[at] ^= 0x10;
+        let e = Plan::from_bytes(bad).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::InvalidFile { .. }), "{e}");
+    }
+    // A Hurray file that is not a plan says so.
+    let o = opts(OutputLayout::Csr, DuplicatePolicy::Sum, 1);
+    let k = dir.path().join("k.hrry");
+    let mut b = Builder::new(
+        &[2, 2],
+        DType::F64,
+        AssembleOptions {
+            temp_dir: Some(dir.path().into()),
+            ..o
+        },
+    )
+    .expect("b");
+    b.push(&[0, 0], 1.0).expect("push");
+    b.finish(&k).expect("finish");
+    let e = Plan::load(&k).map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("not a plan file"), "{e}");
+}

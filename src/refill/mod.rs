@@ -28,6 +28,8 @@
 
 mod fill;
 mod pattern;
+mod store;
+pub use store::PLAN_VERSION;
 
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
 use crate::assemble::direct::lane::{CombineReduce, ExactF64};
@@ -106,6 +108,8 @@ pub struct Plan {
     dtype: DType,
     layout: OutputLayout,
     kind: CombinerKind,
+    duplicates: DuplicatePolicy,
+    exact_sums: bool,
     non_finite: NonFinitePolicy,
     threads: usize,
     order: Vec<u32>,
@@ -222,6 +226,8 @@ impl Plan {
             dtype,
             layout: opts.layout,
             kind,
+            duplicates: opts.duplicates,
+            exact_sums: opts.exact_sums,
             non_finite: opts.non_finite,
             threads: opts.threads,
             order: p.order,
@@ -459,9 +465,18 @@ impl Plan {
         if self.layout.is_compressed() {
             let minor = get(&self.structure.indices, e);
             let ptr = &self.structure.pointers;
-            let major = (0..ptr.len().saturating_sub(1))
-                .find(|&m| get(ptr, m + 1) as usize > e)
-                .unwrap_or(0) as u64;
+            // The last row whose start is at or before e.
+            let rows = ptr.len().saturating_sub(1);
+            let (mut lo, mut hi) = (0usize, rows);
+            while lo + 1 < hi {
+                let mid = (lo + hi) / 2;
+                if get(ptr, mid) as usize <= e {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            let major = lo as u64;
             let mut c = vec![0u64; 2];
             c[self.layout.major_dim()] = major;
             c[1 - self.layout.major_dim()] = minor;

@@ -1,0 +1,264 @@
+//! A plan as a Hurray file, so that it outlives its process (and is
+//! pickled in Python) and `verify` checks it like any file of ours:
+//!
+//! - tensor `pattern`: the output structure in the plan's layout, its u32
+//!   values the number of contributions of each entry (so `starts` is
+//!   their running sum);
+//! - tensor `order`: rank 1, one u32 per contribution: the positions of
+//!   the contributions, entry by entry (stored as COO, index i at entry
+//!   i, as our writer writes sparse tensors only);
+//! - KV entries `coo_assembler.plan.*`: the format version, the digest of
+//!   the coordinates, the element type and policies.
+//!
+//! Loading checks the file's checksums and content rules (`verify`), the
+//! version, and that `order` is a permutation that `pattern` cuts whole,
+//! so a damaged or foreign file is refused before any refill reads
+//! through it.
+
+use super::{Ix, Plan, Structure};
+use crate::assemble::combine::CombinerKind;
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::hurray::KvValue;
+use crate::options::{DuplicatePolicy, NonFinitePolicy};
+use crate::read::{HurrayFile, Severity, Tensor};
+use crate::vocab::Vocabulary;
+use crate::write::{FileWriter, WriteOptions};
+use std::path::Path;
+
+/// The version of the plan file format this crate writes and reads.
+pub const PLAN_VERSION: u64 = 1;
+
+const KEY_VERSION: &str = "coo_assembler.plan.version";
+const KEY_DIGEST: &str = "coo_assembler.plan.digest";
+const KEY_DTYPE: &str = "coo_assembler.plan.dtype";
+const KEY_DUPLICATES: &str = "coo_assembler.plan.duplicates";
+const KEY_EXACT: &str = "coo_assembler.plan.exact_sums";
+const KEY_NON_FINITE: &str = "coo_assembler.plan.non_finite";
+const PATTERN: &str = "pattern";
+const ORDER: &str = "order";
+
+fn refused(path: &str, detail: String) -> Error {
+    Error::InvalidFile {
+        section: format!("plan file {path}"),
+        offset: 0,
+        detail,
+    }
+}
+
+impl Plan {
+    /// Write the plan to `path` (atomically: a temporary file in the same
+    /// folder, fsynced, renamed).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let mut w = FileWriter::create(path.as_ref(), WriteOptions::default())?;
+        w.add_own_metadata(KEY_VERSION, KvValue::U64(PLAN_VERSION))?;
+        w.add_own_metadata(KEY_DIGEST, KvValue::U64(self.digest))?;
+        w.add_own_metadata(KEY_DTYPE, KvValue::String(self.dtype.name().into()))?;
+        w.add_own_metadata(KEY_DUPLICATES, KvValue::String(self.duplicates.to_string()))?;
+        w.add_own_metadata(KEY_EXACT, KvValue::Bool(self.exact_sums))?;
+        w.add_own_metadata(KEY_NON_FINITE, KvValue::String(self.non_finite.to_string()))?;
+        {
+            let mut t = w.begin_tensor_as(PATTERN, DType::U32, &self.shape, self.layout)?;
+            let mut err = Ok(());
+            self.each_coordinate(|e, idx| {
+                if err.is_ok() {
+                    err = t.push(idx, self.starts[e + 1] - self.starts[e]);
+                }
+            });
+            err?;
+            t.finish()?;
+        }
+        {
+            let mut t = w.begin_tensor(ORDER, DType::U32, &[self.order.len().max(1) as u64])?;
+            for (i, &k) in self.order.iter().enumerate() {
+                t.push(&[i as u64], k)?;
+            }
+            t.finish()?;
+        }
+        w.finish()?;
+        Ok(())
+    }
+
+    /// Read a plan written by [`Plan::save`]. A damaged file, a file of
+    /// another plan version or not a plan at all is refused
+    /// (`InvalidFile`, saying what is wrong).
+    pub fn load(path: impl AsRef<Path>) -> Result<Plan> {
+        let p = path.as_ref();
+        let f = HurrayFile::open(p)?;
+        Self::from_file(&f, &p.display().to_string())
+    }
+
+    /// [`Plan::load`] from the bytes of a plan file.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Plan> {
+        let f = HurrayFile::from_bytes(bytes)?;
+        Self::from_file(&f, "(bytes)")
+    }
+
+    fn from_file(f: &HurrayFile, name: &str) -> Result<Plan> {
+        let kv = |k: &str| f.kv().iter().find(|(key, _)| key == k).map(|(_, v)| v);
+        let version = match kv(KEY_VERSION) {
+            Some(KvValue::U64(v)) => *v,
+            _ => {
+                return Err(refused(
+                    name,
+                    "not a plan file (no plan version in its KV section)".into(),
+                ))
+            }
+        };
+        if version != PLAN_VERSION {
+            return Err(refused(
+                name,
+                format!("plan file version {version}; this coo-assembler reads version {PLAN_VERSION}: plan again"),
+            ));
+        }
+        let text = |k: &str| match kv(k) {
+            Some(KvValue::String(s)) => Ok(s.clone()),
+            _ => Err(refused(
+                name,
+                format!("KV entry {k} is missing or not a string"),
+            )),
+        };
+        let digest = match kv(KEY_DIGEST) {
+            Some(KvValue::U64(d)) => *d,
+            _ => return Err(refused(name, format!("KV entry {KEY_DIGEST} is missing"))),
+        };
+        let exact_sums = match kv(KEY_EXACT) {
+            Some(KvValue::Bool(b)) => *b,
+            _ => return Err(refused(name, format!("KV entry {KEY_EXACT} is missing"))),
+        };
+        let dtype = DType::parse(&text(KEY_DTYPE)?)?;
+        let duplicates = DuplicatePolicy::parse(&text(KEY_DUPLICATES)?)?;
+        let non_finite = NonFinitePolicy::parse(&text(KEY_NON_FINITE)?)?;
+        // Checksums and the content rules (sorted, in bounds, pointers).
+        if let Some(pr) = f
+            .verify()
+            .into_iter()
+            .find(|p| p.severity == Severity::Error)
+        {
+            return Err(refused(name, format!("fails verify: {pr}")));
+        }
+        let pattern = f.tensor_view(PATTERN)?;
+        let order_t = f.tensor_view(ORDER)?;
+        pattern.check_checksums()?;
+        order_t.check_checksums()?;
+        if pattern.dtype() != DType::U32 || order_t.dtype() != DType::U32 {
+            return Err(refused(
+                name,
+                "the pattern and order tensors must hold u32".into(),
+            ));
+        }
+        let shape = pattern.shape().to_vec();
+        let layout = pattern.layout();
+        let counts: Vec<u32> = u32s(pattern.values_bytes());
+        let mut starts = Vec::new();
+        starts
+            .try_reserve_exact(counts.len() + 1)
+            .map_err(|_| Error::OutOfMemory {
+                what: "the plan's entry starts",
+                bytes: counts.len() as u64 * 4,
+            })?;
+        let mut at = 0u64;
+        for &c in &counts {
+            starts.push(at as u32);
+            at += c as u64;
+            if c == 0 || at >= u32::MAX as u64 {
+                return Err(refused(
+                    name,
+                    "an entry of the pattern has no contributions, or too many".into(),
+                ));
+            }
+        }
+        starts.push(at as u32);
+        let order: Vec<u32> = u32s(order_t.values_bytes());
+        if order.len() as u64 != at {
+            return Err(refused(
+                name,
+                format!(
+                    "the pattern cuts {at} contributions, the order holds {}",
+                    order.len()
+                ),
+            ));
+        }
+        // A permutation: every position once.
+        let mut seen = vec![0u64; order.len().div_ceil(64)];
+        for &k in &order {
+            let (w, b) = (k as usize / 64, k % 64);
+            match seen.get_mut(w) {
+                Some(x) if (k as usize) < order.len() && *x & (1 << b) == 0 => *x |= 1 << b,
+                _ => {
+                    return Err(refused(
+                        name,
+                        format!("the order repeats or exceeds position {k}"),
+                    ))
+                }
+            }
+        }
+        let structure = match &pattern {
+            Tensor::Compressed(c) => Structure {
+                indices: narrow(c.indices()),
+                pointers: narrow(c.pointers()),
+            },
+            Tensor::Coo(c) => Structure {
+                indices: narrow(c.indices()),
+                pointers: Ix::U32(Vec::new()),
+            },
+        };
+        Ok(Plan {
+            shape,
+            dtype,
+            layout,
+            kind: CombinerKind::of(dtype, duplicates, exact_sums),
+            duplicates,
+            exact_sums,
+            non_finite,
+            threads: crate::options::AssembleOptions::default().threads,
+            order,
+            starts,
+            structure,
+            digest,
+        })
+    }
+
+    /// Call `f(entry, index tuple)` for every entry, in storage order.
+    fn each_coordinate(&self, mut f: impl FnMut(usize, &[u64])) {
+        let get = |ix: &Ix, i: usize| match ix {
+            Ix::U32(v) => v.get(i).map_or(0, |&x| x as u64),
+            Ix::U64(v) => v.get(i).copied().unwrap_or(0),
+        };
+        let rank = self.shape.len();
+        let mut idx = vec![0u64; rank];
+        if self.layout.is_compressed() {
+            let major = self.layout.major_dim();
+            let ptr = &self.structure.pointers;
+            for m in 0..ptr.len().saturating_sub(1) {
+                for e in get(ptr, m) as usize..get(ptr, m + 1) as usize {
+                    idx[major] = m as u64;
+                    idx[1 - major] = get(&self.structure.indices, e);
+                    f(e, &idx);
+                }
+            }
+        } else {
+            for e in 0..self.nnz() {
+                for (d, x) in idx.iter_mut().enumerate() {
+                    *x = get(&self.structure.indices, e * rank + d);
+                }
+                f(e, &idx);
+            }
+        }
+    }
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn narrow(v: &[u64]) -> Ix {
+    if v.iter().all(|&x| x <= u32::MAX as u64) {
+        Ix::U32(v.iter().map(|&x| x as u32).collect())
+    } else {
+        Ix::U64(v.to_vec())
+    }
+}

@@ -5,10 +5,11 @@
 ! - the C API itself through ISO_C_BINDING (coo_builder_new, coo_pusher_push,
 !   ..., same names, types and status codes as include/coo_assembler.h);
 ! - a thin idiomatic layer: derived types coo_builder_t, coo_pusher_t and
-!   coo_file_t whose procedures take Fortran strings, default or 64-bit
-!   integer indices, optional 1-based indexing (one_based=.true.), and an
-!   optional `stat` argument: when it is absent, an error prints the
-!   library's message and stops the program.
+!   coo_file_t, and the one-call coo_assemble (arrays in, file out), whose
+!   procedures take Fortran strings, default or 64-bit integer indices,
+!   optional 1-based indexing (one_based=.true.), and an optional `stat`
+!   argument: when it is absent, an error prints the library's message and
+!   stops the program.
 !
 ! Threads: one coo_pusher_t per thread (e.g. per OpenMP thread); any number
 ! may be alive at once, more than `threads` too (they share the budget). A
@@ -85,7 +86,8 @@ module coo_assembler
       coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
       coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
       coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout, &
-      coo_options_set, coo_builder_push_file, coo_api_version
+      coo_options_set, coo_builder_push_file, coo_api_version, coo_assemble_arrays, &
+      coo_assemble_arrays_i32
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -200,6 +202,45 @@ module coo_assembler
          integer(c_int) :: s
       end function coo_builder_finish
 
+      !> indices(d) points to the n indices of dimension d (c_loc of a
+      !> contiguous int64 array); values to n doubles (value_type COO_F64).
+      function coo_assemble_arrays(rank, shape, dtype, options, n, indices, values, &
+                                   value_type, path, out) &
+         bind(c, name="coo_assemble_arrays") result(s)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, c_char, coo_options, &
+            coo_summary
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         type(c_ptr), value :: values
+         integer(c_int), value :: value_type
+         character(kind=c_char), intent(in) :: path(*)
+         type(coo_summary), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_assemble_arrays
+
+      !> As coo_assemble_arrays, indices(d) pointing to int32 arrays.
+      function coo_assemble_arrays_i32(rank, shape, dtype, options, n, indices, values, &
+                                       value_type, path, out) &
+         bind(c, name="coo_assemble_arrays_i32") result(s)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, c_char, coo_options, &
+            coo_summary
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         type(c_ptr), value :: values
+         integer(c_int), value :: value_type
+         character(kind=c_char), intent(in) :: path(*)
+         type(coo_summary), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_assemble_arrays_i32
+
       subroutine coo_builder_free(b) bind(c, name="coo_builder_free")
          import :: c_ptr
          type(c_ptr), value :: b
@@ -289,7 +330,14 @@ module coo_assembler
    ! ------------------------------------------------------------------
    ! The idiomatic layer
    ! ------------------------------------------------------------------
-   public :: coo_error_message
+   public :: coo_error_message, coo_assemble
+
+   !> Assemble a tensor from arrays in one call, straight into a file:
+   !> `call coo_assemble(path, shape, idx, values, ...)`, idx(n, rank)
+   !> (column d: every contribution's index in dimension d), values(n).
+   interface coo_assemble
+      module procedure assemble_s4_i4, assemble_s4_i8, assemble_s8_i4, assemble_s8_i8
+   end interface coo_assemble
 
    !> What builders and pushers share: the handle, the index base and the
    !> push procedures (which go to coo_builder_push* or coo_pusher_push*).
@@ -396,6 +444,29 @@ contains
       end if
    end function base_of
 
+   !> The default options with those given; `opts%temp_dir` points into
+   !> `dir`, which must stay allocated until the C call (that copies it).
+   subroutine fill_options(opts, dir, memory_budget, temp_dir, threads, duplicates, &
+                           drop_zeros, exact_sums)
+      type(coo_options), intent(out) :: opts
+      character(kind=c_char, len=:), allocatable, target, intent(inout) :: dir
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums
+      call coo_options_default(opts)
+      if (present(memory_budget)) opts%memory_budget = memory_budget
+      if (present(threads)) opts%threads = int(threads, c_int32_t)
+      if (present(duplicates)) opts%duplicates = duplicates
+      if (present(drop_zeros)) opts%drop_zeros = logical(drop_zeros, c_bool)
+      if (present(exact_sums)) opts%exact_sums = logical(exact_sums, c_bool)
+      if (present(temp_dir)) then
+         dir = c_string(temp_dir)
+         opts%temp_dir = c_loc(dir)
+      end if
+   end subroutine fill_options
+
    ! ---------------------------- builder ----------------------------
 
    subroutine builder_init_i4(self, shape, dtype, stat, memory_budget, temp_dir, &
@@ -430,18 +501,9 @@ contains
       character(kind=c_char, len=:), allocatable, target :: dir
       integer(c_int) :: t, status
 
-      call coo_options_default(opts)
-      if (present(memory_budget)) opts%memory_budget = memory_budget
-      if (present(threads)) opts%threads = int(threads, c_int32_t)
-      if (present(duplicates)) opts%duplicates = duplicates
-      if (present(drop_zeros)) opts%drop_zeros = logical(drop_zeros, c_bool)
-      if (present(exact_sums)) opts%exact_sums = logical(exact_sums, c_bool)
-      if (present(temp_dir)) then
-         dir = c_string(temp_dir) ! copied by coo_builder_new
-         opts%temp_dir = c_loc(dir)
-      end if
-      t = COO_F64
-      if (present(dtype)) t = dtype
+      call fill_options(opts, dir, memory_budget, temp_dir, threads, duplicates, &
+                        drop_zeros, exact_sums)
+      t = dtype_or_f64(dtype)
       self%handle = coo_builder_new(int(size(shape), c_int32_t), shape, t, opts)
       self%via = VIA_BUILDER
       self%rank = size(shape)
@@ -682,6 +744,184 @@ contains
       call coo_set_last_error(code, c_string(msg))
       status = code
    end function fortran_error
+
+   ! --------------------------- coo_assemble --------------------------
+
+   subroutine assemble_s4_i4(path, shape, idx, values, dtype, stat, summary, memory_budget, &
+                             temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+      character(len=*), intent(in) :: path
+      integer(int32), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      real(c_double), intent(in), target, contiguous :: values(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      type(coo_summary), intent(out), optional :: summary
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      call assemble_s8_i4(path, int(shape, int64), idx, values, dtype, stat, summary, &
+                          memory_budget, temp_dir, threads, duplicates, drop_zeros, &
+                          exact_sums, one_based)
+   end subroutine assemble_s4_i4
+
+   subroutine assemble_s4_i8(path, shape, idx, values, dtype, stat, summary, memory_budget, &
+                             temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+      character(len=*), intent(in) :: path
+      integer(int32), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      real(c_double), intent(in), target, contiguous :: values(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      type(coo_summary), intent(out), optional :: summary
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      call assemble_s8_i8(path, int(shape, int64), idx, values, dtype, stat, summary, &
+                          memory_budget, temp_dir, threads, duplicates, drop_zeros, &
+                          exact_sums, one_based)
+   end subroutine assemble_s4_i8
+
+   !> int32 indices: through coo_assemble_arrays_i32, read in place (a
+   !> shifted int32 copy with one_based=.true.).
+   subroutine assemble_s8_i4(path, shape, idx, values, dtype, stat, summary, memory_budget, &
+                             temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+      character(len=*), intent(in) :: path
+      integer(int64), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      real(c_double), intent(in), target, contiguous :: values(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      type(coo_summary), intent(out), optional :: summary
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      integer(int32), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(values) > 0 .and. size(idx, 1) == size(values)) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int32
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call assemble_dims(.true., path, shape, size(idx, 1), dims, values, dtype, stat, &
+                         summary, memory_budget, temp_dir, threads, duplicates, drop_zeros, &
+                         exact_sums)
+   end subroutine assemble_s8_i4
+
+   !> Assemble the tensor of `shape` (default type COO_F64) whose
+   !> contribution j has index idx(j, :) and value values(j) into a new
+   !> file at `path`, in one call (coo_assemble_arrays): the file
+   !> coo_builder_t's push_many and finish write, byte for byte. idx has
+   !> shape (n, rank), the transpose of push_many's (rank, n): each column
+   !> is one dimension's indices, given to the C API in place, without a
+   !> copy (one_based=.true. makes one shifted copy, of idx's kind). The
+   !> other optional arguments are builder init's.
+   subroutine assemble_s8_i8(path, shape, idx, values, dtype, stat, summary, memory_budget, &
+                             temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+      character(len=*), intent(in) :: path
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      real(c_double), intent(in), target, contiguous :: values(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      type(coo_summary), intent(out), optional :: summary
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      integer(int64), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(values) > 0 .and. size(idx, 1) == size(values)) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int64
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call assemble_dims(.false., path, shape, size(idx, 1), dims, values, dtype, stat, &
+                         summary, memory_budget, temp_dir, threads, duplicates, drop_zeros, &
+                         exact_sums)
+   end subroutine assemble_s8_i8
+
+   !> What both index kinds share: the size checks, the options, the C call
+   !> (coo_assemble_arrays_i32 when `i32`) on the columns `dims` of `rows`
+   !> indices each, the summary and the status.
+   subroutine assemble_dims(i32, path, shape, rows, dims, values, dtype, stat, summary, &
+                            memory_budget, temp_dir, threads, duplicates, drop_zeros, exact_sums)
+      logical, intent(in) :: i32
+      character(len=*), intent(in) :: path
+      integer(int64), intent(in) :: shape(:)
+      integer, intent(in) :: rows
+      type(c_ptr), intent(in) :: dims(:)
+      real(c_double), intent(in), target, contiguous :: values(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      type(coo_summary), intent(out), optional :: summary
+      integer(int64), intent(in), optional :: memory_budget
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums
+      type(coo_options) :: opts
+      character(kind=c_char, len=:), allocatable, target :: dir
+      type(coo_summary) :: s
+      type(c_ptr) :: vals
+      integer(c_int) :: status
+      status = COO_OK
+      if (size(dims) /= size(shape)) then
+         status = rank_mismatch(size(dims), size(shape))
+      else if (rows /= size(values)) then
+         status = shape_mismatch(rows, size(values))
+      else
+         call fill_options(opts, dir, memory_budget, temp_dir, threads, duplicates, &
+                           drop_zeros, exact_sums)
+         vals = c_null_ptr
+         if (size(values) > 0) vals = c_loc(values(1))
+         if (i32) then
+            status = coo_assemble_arrays_i32(int(size(shape), c_int32_t), shape, &
+                                             dtype_or_f64(dtype), opts, &
+                                             size(values, kind=c_size_t), dims, vals, &
+                                             COO_F64, c_string(path), s)
+         else
+            status = coo_assemble_arrays(int(size(shape), c_int32_t), shape, &
+                                         dtype_or_f64(dtype), opts, &
+                                         size(values, kind=c_size_t), dims, vals, COO_F64, &
+                                         c_string(path), s)
+         end if
+      end if
+      if (present(summary)) summary = s
+      call settle(status, 'coo_assemble', stat)
+   end subroutine assemble_dims
+
+   !> The element type asked for, COO_F64 when none was.
+   pure function dtype_or_f64(dtype) result(t)
+      integer(c_int), intent(in), optional :: dtype
+      integer(c_int) :: t
+      t = COO_F64
+      if (present(dtype)) t = dtype
+   end function dtype_or_f64
 
    ! ----------------------------- file ------------------------------
 

@@ -392,6 +392,102 @@ uint32_t coo_api_version(void);
 const char *coo_version(void);
 
 /**
+ * Assemble a tensor from arrays the caller holds straight into a new
+ * Hurray file at `path`, in one call: what `coo_builder_new(rank, shape,
+ * dtype, options)`, `coo_builder_push_many` of every contribution and
+ * `coo_builder_finish(b, path, out)` do (the same file, byte for byte,
+ * and the same errors for the same contributions), without a handle.
+ *
+ * Contribution `i` (0 <= i < n) has the index `(indices[0][i], ...,
+ * indices[rank-1][i])`: one array of `n` per dimension, 0-based, as
+ * scipy's `coo_array((values, (rows, cols)))` takes them. Its value is
+ * `values[i]`, of the C type `value_type` names: `COO_F64`, a `double`
+ * (the only value type of this version; the parameter lets later ones
+ * add others). Doubles reach the tensor's element type as
+ * `coo_builder_push_many` sends them: summed exactly into a float
+ * tensor, integral and in range for an integer tensor.
+ *
+ * When the work fits `options->memory_budget`, the library's in-memory
+ * kernel reads the arrays in place (no copy, no spill file) and streams
+ * the result into the file; otherwise the contributions go through the
+ * builder, spilling under the budget. Either way the arrays are only
+ * read; they must not change during the call. `options` may be NULL
+ * (the defaults), `out` may be NULL; every array may be NULL when `n` is
+ * 0 (the file then holds an empty tensor). The call returns once the
+ * file is written (temporary file, fsync, rename) or on error.
+ *
+ * Errors, with `coo_last_error()` naming the argument, contribution or
+ * coordinate:
+ * - `COO_ERR_NULL`: `shape` or `path` is NULL; `indices`, an
+ *   `indices[d]` or `values` is NULL while `n > 0`;
+ * - `COO_ERR_ARGUMENT`: `rank` outside 1..=64, a negative extent, an
+ *   unknown `dtype`, a `value_type` other than `COO_F64`,
+ *   options `coo_builder_new` refuses, an empty path, a layout the rank
+ *   cannot take, an array not aligned for its type;
+ * - `COO_ERR_BUDGET`: the budget is too small (the message gives the
+ *   minimum);
+ * - `COO_ERR_INDEX`: a negative index (the first, by contribution then
+ *   dimension, whatever else is wrong: `coo_builder_push_many` checks for
+ *   them first), or an index at or past its extent (the first such
+ *   contribution);
+ * - `COO_ERR_VALUE`: a value refused (not integral or out of range for an
+ *   integer tensor, or refused by `options->non_finite`): the first such
+ *   contribution;
+ * - `COO_ERR_DUPLICATE` (under `COO_DUP_ERROR`), `COO_ERR_OVERFLOW` (an
+ *   integer sum that does not fit the element type): the coordinate;
+ * - `COO_ERR_IO`: the output cannot be written (a missing or read-only
+ *   folder, a full disk) or a spill file failed; `COO_ERR_MEMORY`: a
+ *   buffer could not be allocated; `COO_ERR_PANIC`: an internal error.
+ *
+ * The arguments are checked before any work (the options and the budget
+ * as `coo_builder_new` checks them: their errors come first); the
+ * contributions' errors are the builder's (the first one met). On every
+ * error nothing is published at `path` (a file already there is left as
+ * it was) and no temporary or spill file is left behind; there is no
+ * handle to free. Unlike `coo_builder_finish`, a bad path is never
+ * `COO_ERR_REFUSED` (no builder is kept): it is the error met writing
+ * the file, e.g. `COO_ERR_IO` for a missing folder.
+ *
+ * # Safety
+ * `shape` is NULL or points to `rank` int64; `options` is NULL or points
+ * to a `coo_options` filled by `coo_options_default`; `indices` is NULL
+ * or points to `rank` pointers, each NULL or pointing to `n` int64;
+ * `values` is NULL or points to `n` values of the type `value_type`
+ * names; `path` is NULL or NUL-terminated; `out` is NULL or valid for
+ * writing a `coo_summary`. No array changes during the call.
+ */
+int coo_assemble_arrays(uint32_t rank,
+                        const int64_t *shape,
+                        coo_dtype dtype,
+                        const coo_options *options,
+                        size_t n,
+                        const int64_t *const *indices,
+                        const void *values,
+                        coo_dtype value_type,
+                        const char *path,
+                        coo_summary *out);
+
+/**
+ * `coo_assemble_arrays` with `int32_t` index arrays (as many finite
+ * element codes hold them), read in place as well: the same file, the
+ * same errors.
+ *
+ * # Safety
+ * As `coo_assemble_arrays`, with each `indices[d]` NULL or pointing to
+ * `n` int32.
+ */
+int coo_assemble_arrays_i32(uint32_t rank,
+                            const int64_t *shape,
+                            coo_dtype dtype,
+                            const coo_options *options,
+                            size_t n,
+                            const int32_t *const *indices,
+                            const void *values,
+                            coo_dtype value_type,
+                            const char *path,
+                            coo_summary *out);
+
+/**
  * Fill `out` with the default options: 256 MiB budget, system temp dir,
  * all cores, `COO_DUP_SUM`, zeros kept, exact sums. Does nothing if `out`
  * is NULL.

@@ -268,6 +268,58 @@ pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
     unsafe { out.write(o) };
 }
 
+/// The extents of a tensor of `rank` dimensions (1..=64), each >= 0:
+/// `COO_ERR_ARGUMENT` otherwise, `COO_ERR_NULL` for a NULL `shape`.
+///
+/// # Safety
+/// `shape` is NULL or points to `rank` int64.
+pub(crate) unsafe fn shape_from_c<'a>(rank: u32, shape: *const i64) -> Res<&'a [u64]> {
+    if rank == 0 || rank > COO_MAX_RANK {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!("rank {rank} is out of 1..=64"),
+        ));
+    }
+    // SAFETY: `rank` int64 by the caller's contract.
+    unsafe {
+        indices(shape, rank as usize, "shape", |d, v| {
+            format!("shape[{d}] = {v} is negative")
+        })
+    }
+    .map_err(|mut f| {
+        if f.code != COO_ERR_NULL {
+            f.code = COO_ERR_ARGUMENT;
+        }
+        f
+    })
+}
+
+/// The options `o` points to, or the defaults for NULL.
+///
+/// # Safety
+/// As [`options_from_c`] when `o` is not NULL.
+pub(crate) unsafe fn options_or_default(o: *const coo_options) -> Res<AssembleOptions> {
+    if o.is_null() {
+        Ok(AssembleOptions::default())
+    } else {
+        // SAFETY: non-null and readable by the caller's contract.
+        unsafe { options_from_c(o) }
+    }
+}
+
+/// What an assembly did, as C sees it; `seconds` since it started.
+pub(crate) fn summary_to_c(s: &coo_assembler::Summary, seconds: f64) -> coo_summary {
+    coo_summary {
+        contributions: s.contributions,
+        nnz: s.nnz,
+        runs_spilled: s.runs_spilled,
+        merge_passes: u64::from(s.merge_passes),
+        bytes_spilled: s.bytes_spilled,
+        peak_buffer_bytes: s.peak_buffer_bytes,
+        seconds,
+    }
+}
+
 /// The options `o` points to, read as far as its `size` says.
 ///
 /// # Safety
@@ -440,31 +492,11 @@ pub unsafe extern "C" fn coo_builder_new(
     options: *const coo_options,
 ) -> *mut coo_builder {
     register(handle(|| {
-        if rank == 0 || rank > COO_MAX_RANK {
-            return Err(Fail::new(
-                COO_ERR_ARGUMENT,
-                format!("rank {rank} is out of 1..=64"),
-            ));
-        }
         // SAFETY: `rank` int64 by the caller's contract.
-        let extents = unsafe {
-            indices(shape, rank as usize, "shape", |d, v| {
-                format!("shape[{d}] = {v} is negative")
-            })
-        }
-        .map_err(|mut f| {
-            if f.code != COO_ERR_NULL {
-                f.code = COO_ERR_ARGUMENT;
-            }
-            f
-        })?;
+        let extents = unsafe { shape_from_c(rank, shape) }?;
         let dtype: DType = from_c(dtype.0)?;
-        let opts = if options.is_null() {
-            AssembleOptions::default()
-        } else {
-            // SAFETY: non-null and readable by the caller's contract.
-            unsafe { options_from_c(options) }?
-        };
+        // SAFETY: the caller's contract.
+        let opts = unsafe { options_or_default(options) }?;
         let kind = match dtype {
             d if d.is_float() => Kind::Float,
             DType::U64 => Kind::Unsigned,
@@ -780,15 +812,7 @@ pub unsafe extern "C" fn coo_builder_finish(
                 return Err(Fail::from(e));
             }
         };
-        let summary = coo_summary {
-            contributions: s.contributions,
-            nnz: s.nnz,
-            runs_spilled: s.runs_spilled,
-            merge_passes: u64::from(s.merge_passes),
-            bytes_spilled: s.bytes_spilled,
-            peak_buffer_bytes: s.peak_buffer_bytes,
-            seconds: h.started.elapsed().as_secs_f64(),
-        };
+        let summary = summary_to_c(&s, h.started.elapsed().as_secs_f64());
         consume(b);
         if !out.is_null() {
             // SAFETY: non-null and writable (contract); `write` does not

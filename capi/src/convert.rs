@@ -96,12 +96,14 @@ pub(crate) unsafe fn indices<'a>(
 pub(crate) fn negative_component(rank: usize, first: u64) -> impl FnOnce(usize, i64) -> String {
     move |i, v| {
         let r = rank.max(1);
-        format!(
-            "contribution {}: index {v} in dimension {} is negative",
-            first + (i / r) as u64,
-            i % r
-        )
+        negative_index(first + (i / r) as u64, i % r, v)
     }
+}
+
+/// The message for the negative index `v` of contribution `contribution`
+/// in dimension `dim`.
+pub(crate) fn negative_index(contribution: u64, dim: usize, v: i64) -> String {
+    format!("contribution {contribution}: index {v} in dimension {dim} is negative")
 }
 
 fn as_unsigned(s: &[i64]) -> &[u64] {
@@ -142,27 +144,38 @@ const TWO_63: f64 = 9_223_372_036_854_775_808.0;
 const TWO_64: f64 = 18_446_744_073_709_551_616.0;
 
 /// A `double` for a signed (or narrower unsigned) integer tensor: it must be
-/// integral; the library then checks it fits the element type.
-pub(crate) fn to_i64(v: f64, n: u64) -> Res<i64> {
+/// integral; the library then checks it fits the element type. The error is
+/// the reason, for callers that build the message themselves.
+pub(crate) fn integral_i64(v: f64) -> Result<i64, &'static str> {
     if v.fract() != 0.0 {
         // Also NaN and infinities, whose fract() is NaN.
-        return Err(refused(v, n, NOT_INTEGRAL));
+        return Err(NOT_INTEGRAL);
     }
     if !(-TWO_63..TWO_63).contains(&v) {
-        return Err(refused(v, n, DOES_NOT_FIT));
+        return Err(DOES_NOT_FIT);
     }
     Ok(v as i64)
 }
 
-/// A `double` for a `COO_U64` tensor.
-pub(crate) fn to_u64(v: f64, n: u64) -> Res<u64> {
+/// A `double` for a `COO_U64` tensor (see [`integral_i64`]).
+pub(crate) fn integral_u64(v: f64) -> Result<u64, &'static str> {
     if v.fract() != 0.0 {
-        return Err(refused(v, n, NOT_INTEGRAL));
+        return Err(NOT_INTEGRAL);
     }
     if !(0.0..TWO_64).contains(&v) {
-        return Err(refused(v, n, DOES_NOT_FIT));
+        return Err(DOES_NOT_FIT);
     }
     Ok(v as u64)
+}
+
+/// [`integral_i64`] for contribution `n`, refused as `COO_ERR_VALUE`.
+pub(crate) fn to_i64(v: f64, n: u64) -> Res<i64> {
+    integral_i64(v).map_err(|r| refused(v, n, r))
+}
+
+/// [`integral_u64`] for contribution `n`, refused as `COO_ERR_VALUE`.
+pub(crate) fn to_u64(v: f64, n: u64) -> Res<u64> {
+    integral_u64(v).map_err(|r| refused(v, n, r))
 }
 
 #[cfg(test)]

@@ -15,16 +15,19 @@
 //! - no panic crosses the boundary: one becomes `COO_ERR_PANIC`, and the
 //!   handle it happened in is unusable afterwards (`COO_ERR_STATE`).
 //!
-//! Only items re-exported at the root of the `coo_assembler` crate are used,
-//! so that the library's internal modules can move freely.
+//! Only items re-exported at the root of the `coo_assembler` crate or in
+//! its public modules (`input`, `direct`) are used, so that the library's
+//! internal modules can move freely.
 
 // The C names are the API: lower-case types and upper-case enum variants.
 #![allow(non_camel_case_types)]
 
+mod arrays;
 mod builder;
 mod convert;
 mod file;
 
+pub use arrays::*;
 pub use builder::*;
 pub use file::*;
 

@@ -365,6 +365,110 @@ fn c_error_paths_give_documented_codes_and_messages() {
     assert_eq!(t.get(&[0, 0]).expect("get"), Value::Int(-128));
 }
 
+/// Replays tests/c/arrays.c's LCG: rows, columns and values of "lcg".
+fn arrays_lcg() -> (Vec<u64>, Vec<u64>, Vec<f64>) {
+    let (n, extent) = (100_000usize, 300u64);
+    let mut s = 7u64;
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = (s >> 33) % extent;
+        out.0.push(r);
+        out.1.push((r + (s >> 13) % 7) % extent);
+        out.2.push(((s >> 50) % 17) as f64 - 8.0);
+    }
+    for v in &mut out.2 {
+        *v /= 8.0;
+    }
+    out
+}
+
+/// The `merge_passes=` of the summary line `name: ...` of a program.
+fn merge_passes_of(out: &str, name: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}: contributions=")))
+        .unwrap_or_else(|| panic!("no summary of {name} in:\n{out}"));
+    field(line, "merge_passes")
+}
+
+/// Issue 23: coo_assemble_arrays and coo_assemble_arrays_i32 write the
+/// builder's file byte for byte (COO, CSR, CSC; f64, f32, i32; exact
+/// cancelling sums; the kernel and the builder's fallback), the values
+/// are the exact sums, and every error has its status and leaves nothing.
+#[test]
+fn c_assembles_arrays_into_the_builders_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/arrays.c")],
+        dir.path(),
+        "arrays",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "arrays");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    for code in [
+        "COO_ERR_NULL",
+        "COO_ERR_ARGUMENT",
+        "COO_ERR_INDEX",
+        "COO_ERR_VALUE",
+        "COO_ERR_DUPLICATE",
+        "COO_ERR_OVERFLOW",
+        "COO_ERR_BUDGET",
+        "COO_ERR_IO",
+    ] {
+        assert!(
+            out.contains(&format!(": {code} ")),
+            "{code} not seen:\n{out}"
+        );
+    }
+    // The in-memory kernel took the matrices that fit (no merge at all);
+    // the builder the index wider than 64 bits and the matrix whose counts
+    // do not fit the small budget.
+    for name in ["lcg", "cancel", "csr", "csc", "f32", "i32"] {
+        assert_eq!(merge_passes_of(&out, name), 0, "{name}: not the kernel");
+    }
+    for name in ["wide3", "tall"] {
+        assert!(merge_passes_of(&out, name) >= 1, "{name}: not the builder");
+    }
+    // The values are the sums (multiples of 1/8: plain sums are exact).
+    let (rows, cols, vals) = arrays_lcg();
+    let mut want = BTreeMap::new();
+    for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&vals) {
+        *want.entry((r, c)).or_insert(0.0) += v;
+    }
+    assert_eq!(entries(&work.join("lcg.arrays.hrry")), want);
+    assert_eq!(entries(&work.join("lcg.i32.hrry")), want);
+    // The "tall" rows are lcg's rows spread out.
+    let tall = entries(&work.join("tall.arrays.hrry"));
+    let mut want = BTreeMap::new();
+    for (j, ((&r, &c), &v)) in rows.iter().zip(&cols).zip(&vals).enumerate() {
+        *want.entry((r * 3000 + (j % 3) as u64, c)).or_insert(0.0) += v;
+    }
+    assert_eq!(tall, want);
+    // Nothing left behind by the failures.
+    assert!(!work.join("bad.hrry").exists());
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
+    assert!(left.is_empty(), "spill files left: {left:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(&work)
+        .expect("read")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary outputs left: {leftovers:?}"
+    );
+}
+
 /// The P1 stiffness matrix of the Fortran example, computed here the
 /// same way (element by element) but summed in Rust.
 fn poisson_2d_oracle(n: u64) -> BTreeMap<(u64, u64), f64> {
@@ -482,6 +586,47 @@ fn fortran_layer_indices_batches_and_errors() {
     let e = entries(&work.join("F.hrry"));
     assert_eq!(e.len(), 100);
     assert_eq!(e[&(8, 9)], 50.0);
+}
+
+/// Issue 23: `coo_assemble` of the Fortran layer, both index kinds, 0-
+/// and 1-based: the builder's bytes, the exact sums, its errors.
+#[test]
+fn fortran_assembles_arrays_into_the_builders_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_fortran(
+        &["capi/tests/fortran/arrays.f90"],
+        dir.path(),
+        "arrays",
+        &["-Wno-compare-reals"],
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "arrays");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    // Replay the contributions of A.hrry (values multiples of 1/4: plain
+    // sums are exact).
+    let m = 40u64;
+    let mut want = BTreeMap::new();
+    for j in 1..=5000u64 {
+        let r = (7 * j) % m;
+        let c = (r + j % 5) % m;
+        *want.entry((r, c)).or_insert(0.0) += ((j % 9) as f64 - 4.0) / 4.0;
+    }
+    for name in ["A.hrry", "A4.hrry", "A41.hrry", "A81.hrry"] {
+        assert_eq!(entries(&work.join(name)), want, "{name}");
+    }
+    assert!(!work.join("bad.hrry").exists());
+    let left: Vec<_> = std::fs::read_dir(work.join("spill"))
+        .expect("read")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let hidden: Vec<_> = std::fs::read_dir(&work)
+        .expect("read")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "temporary outputs left: {hidden:?}");
 }
 
 #[test]

@@ -21,6 +21,7 @@ Errors are :class:`CooAssemblerError` subclasses: :class:`InputError`,
 
 from __future__ import annotations
 
+import builtins
 import os
 import tempfile
 import weakref
@@ -49,6 +50,7 @@ __all__ = [
     "assemble_file",
     "plan",
     "plan_elements",
+    "load_plan",
     "Plan",
     "parse_size",
     "DTYPES",
@@ -1130,6 +1132,22 @@ class Plan:
         """A digest of the coordinates: plans of other coordinates differ."""
         return self._native.digest
 
+    def save(self, path: PathLike) -> None:
+        """Write the plan to ``path``: a Hurray file (checksummed, so
+        ``coo-assembler verify`` checks it), written atomically. Read it
+        back with :func:`load_plan`."""
+        self._native.save(_path(path))
+
+    def __reduce__(self) -> Any:
+        # Pickled as the bytes of its plan file.
+        with tempfile.TemporaryDirectory(prefix="coo-plan-") as d:
+            p = os.path.join(d, "plan.hrry")
+            self._native.save(p)
+            with builtins.open(p, "rb") as f:
+                data = f.read()
+        name = "int64" if self._index_dtype is np.int64 else "int32"
+        return (_plan_from_bytes, (data, name, self._per_element))
+
     def __repr__(self) -> str:
         return (
             f"<coo_assembler.Plan {self._layout} {self._shape} {self._native.dtype}: "
@@ -1219,8 +1237,6 @@ class Plan:
         """:meth:`assemble` for a plan of :func:`plan_elements`: ``ke`` holds
         one ``k x k`` matrix per element (shape ``(elements, k, k)``, or
         flat)."""
-        if not self._per_element:
-            raise InputError("assemble_elements needs a plan made by plan_elements")
         return self.assemble(np.asarray(ke).reshape(-1), out=out)
 
 
@@ -1332,3 +1348,24 @@ def plan_elements(
     kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros)
     native = _native.plan_elements(d, shape_t, name, kw)
     return Plan(native, shape_t, index_dtype, per_element=d.shape[1])
+
+
+def _plan_from_native(native: Any, index_dtype: str, per_element: int) -> Plan:
+    shape = tuple(int(x) for x in native.shape)
+    return Plan(native, shape, np.int64 if index_dtype == "int64" else np.int32, per_element)
+
+
+def _plan_from_bytes(data: bytes, index_dtype: str, per_element: int) -> Plan:
+    return _plan_from_native(_native.Plan.from_bytes(data), index_dtype, per_element)
+
+
+def load_plan(path: PathLike) -> Plan:
+    """A plan written by :meth:`Plan.save`. A damaged file, a plan file of
+    another version or a file that is not a plan is refused
+    (:class:`InvalidFileError`, saying what is wrong)."""
+    native = _native.Plan.load(_path(path))
+    shape = tuple(int(x) for x in native.shape)
+    n = native.contributions
+    index_dtype = _index_dtype(max(n, native.nnz), shape)
+    name = "int64" if index_dtype is np.int64 else "int32"
+    return _plan_from_native(native, name, 0)

@@ -242,6 +242,25 @@ impl NativePlan {
         }
     }
 
+    /// Write the plan to `path` (a Hurray file, atomically).
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| self.plan.save(&path)).map_err(to_py)
+    }
+
+    /// A plan read from `path`.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<NativePlan> {
+        let plan = py.detach(|| Plan::load(&path)).map_err(to_py)?;
+        Ok(NativePlan { plan })
+    }
+
+    /// A plan from the bytes of a plan file.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, bytes: Vec<u8>) -> PyResult<NativePlan> {
+        let plan = py.detach(|| Plan::from_bytes(bytes)).map_err(to_py)?;
+        Ok(NativePlan { plan })
+    }
+
     #[getter]
     fn nnz(&self) -> usize {
         self.plan.nnz()

@@ -152,3 +152,38 @@ def test_refills_from_several_threads(rng, fe):
         t.join()
     for i in range(4):
         same(out[i], ca.assemble(vs[i], (row, col), (2000, 2000)))
+
+
+def test_plans_pickle_save_and_load(rng, fe, tmp_path):
+    import pickle
+
+    row, col, dofs = fe
+    for layout in ("csr", "coo"):
+        P = ca.plan((row, col), (2000, 2000), layout=layout)
+        v = rng.standard_normal(row.size)
+        want = P.assemble(v)
+        Q = pickle.loads(pickle.dumps(P))
+        assert (Q.digest, Q.nnz, Q.layout, Q.shape) == (P.digest, P.nnz, P.layout, P.shape)
+        same(Q.assemble(v), want)
+        P.save(tmp_path / f"{layout}.plan")
+        R = ca.load_plan(tmp_path / f"{layout}.plan")
+        same(R.assemble(v), want)
+        # A result of the loaded plan refills in place through the original.
+        A = R.assemble(v)
+        P.assemble(2 * v, out=A)
+        same(A, P.assemble(2 * v))
+    # A damaged plan file and a file that is not a plan are refused.
+    raw = bytearray((tmp_path / "csr.plan").read_bytes())
+    raw[len(raw) // 2] ^= 0x04
+    (tmp_path / "bad.plan").write_bytes(bytes(raw))
+    with pytest.raises(ca.InvalidFileError):
+        ca.load_plan(tmp_path / "bad.plan")
+    with ca.Builder((2, 2), "float64", temp_dir=tmp_path) as b:
+        b.push(np.ones(1), (np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32)))
+        b.finish(tmp_path / "k.hrry")
+    with pytest.raises(ca.InvalidFileError, match="not a plan file"):
+        ca.load_plan(tmp_path / "k.hrry")
+    # An element plan survives pickling with its element form.
+    E = ca.plan_elements(dofs, (2000, 2000))
+    ke = rng.standard_normal((dofs.shape[0], dofs.shape[1], dofs.shape[1]))
+    same(pickle.loads(pickle.dumps(E)).assemble_elements(ke), E.assemble_elements(ke))

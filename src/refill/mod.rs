@@ -26,9 +26,11 @@
 //! # Ok::<(), coo_assembler::Error>(())
 //! ```
 
+mod file;
 mod fill;
 mod pattern;
 mod store;
+pub use file::RefillSummary;
 pub use store::PLAN_VERSION;
 
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};

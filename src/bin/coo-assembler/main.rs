@@ -20,6 +20,7 @@ mod get;
 mod info;
 mod matvec;
 mod names;
+mod refill;
 mod spy;
 mod verify;
 
@@ -118,6 +119,15 @@ enum Cmd {
     Export(export::ExportArgs),
     /// Draw the sparsity pattern as a PNG (shade: log of the entries per pixel).
     Spy(spy::SpyArgs),
+    /// Assemble one step's values with a saved plan (same pattern, new values).
+    #[command(after_help = "A plan is made once from the coordinates (Python: \
+                  P = coo_assembler.plan((row, col), shape); P.save(\"K.plan\")), \
+                  then every step refills it with new values, bit for bit what \
+                  `assemble` writes for the same contributions.\n\n\
+                  Examples:\n  \
+                  coo-assembler refill K.plan step_017.npy -o K_017.hrry\n  \
+                  coo-assembler refill K.plan values.f64 --output K.hrry   # raw little-endian f64")]
+    Refill(refill::RefillArgs),
     /// Check every rule of the format and the content (bounds, order,
     /// duplicates, statistics, checksums); prints OK or each problem.
     Verify {
@@ -238,6 +248,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Matvec(a) => matvec::run(a),
         Cmd::Export(a) => export::run(a),
         Cmd::Spy(a) => spy::run(a),
+        Cmd::Refill(a) => refill::run(a),
         Cmd::Verify { file, strict, pick } => verify::run(&file, &pick, strict),
     }
 }

@@ -1,0 +1,226 @@
+//! A refill from files: the values of one step in an `.npy` file (1-D,
+//! any integer or float type, converted as a push converts) or a raw
+//! binary file (little-endian values of the plan's element type), the
+//! result written as a Hurray file in the plan's layout, atomically. What
+//! the CLI's `refill` runs.
+
+use super::Plan;
+use crate::assemble::direct::{DirectValue, OutValue};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::fs::output::{FileId, ReplaceInput};
+use crate::input::{read_npy_header, NpyKind};
+use crate::options::AssembleOptions;
+use crate::write::{FileWriter, WriteOptions};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// What [`Plan::refill_file`] wrote.
+#[derive(Clone, Debug)]
+pub struct RefillSummary {
+    /// The output file.
+    pub path: PathBuf,
+    /// Values read.
+    pub contributions: u64,
+    /// Entries written.
+    pub nnz: u64,
+    /// The output file's size.
+    pub bytes: u64,
+}
+
+fn input_error(path: &Path, detail: String) -> Error {
+    Error::InvalidArgument(format!("values file {}: {detail}", path.display()))
+}
+
+fn id_of(path: &Path) -> Option<FileId> {
+    std::fs::metadata(path).ok().map(|m| FileId::of(&m, path))
+}
+
+/// The values of `path`, as `V`, from `bytes` little-endian.
+fn decode<V: bytemuck::Pod>(bytes: &[u8], big_endian: bool) -> Vec<V> {
+    let w = std::mem::size_of::<V>();
+    bytes
+        .chunks_exact(w)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..w].copy_from_slice(c);
+            if big_endian {
+                b[..w].reverse();
+            }
+            bytemuck::pod_read_unaligned(&b[..w])
+        })
+        .collect()
+}
+
+impl Plan {
+    /// Read the values in `values` (`.npy`, recognised by its magic, or
+    /// raw little-endian values of the plan's element type), refill, and
+    /// write the result to `output` as a Hurray file (the tensor named as
+    /// `Builder` names it). `inputs` are files the output must not name
+    /// (the plan file, when the plan came from one); the values file is
+    /// one too.
+    pub fn refill_file(
+        &self,
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+    ) -> Result<RefillSummary> {
+        let mut f = std::fs::File::open(values).map_err(|e| Error::io("open", values, e))?;
+        let len = f
+            .metadata()
+            .map_err(|e| Error::io("stat", values, e))?
+            .len();
+        let mut magic = [0u8; 6];
+        let npy = len >= 6 && {
+            f.read_exact(&mut magic)
+                .map_err(|e| Error::io("read", values, e))?;
+            &magic == b"\x93NUMPY"
+        };
+        let f = std::fs::File::open(values).map_err(|e| Error::io("open", values, e))?;
+        let mut r = std::io::BufReader::new(f);
+        let name = values.display().to_string();
+        let (dtype, big_endian) = if npy {
+            let h = read_npy_header(&mut r, &name)?;
+            if h.shape.len() != 1 {
+                return Err(input_error(
+                    values,
+                    format!("a 1-D array is needed, got shape {:?}", h.shape),
+                ));
+            }
+            if h.kind == NpyKind::Bool {
+                return Err(input_error(
+                    values,
+                    "bool values cannot refill a plan".into(),
+                ));
+            }
+            (h.dtype(), h.big_endian)
+        } else {
+            (self.dtype, false)
+        };
+        let n = self.contributions() as u64;
+        let want = n.saturating_mul(dtype.width() as u64);
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(want as usize)
+            .map_err(|_| Error::OutOfMemory {
+                what: "the refill's values",
+                bytes: want,
+            })?;
+        r.by_ref()
+            .take(want + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", values, e))?;
+        if bytes.len() as u64 != want {
+            return Err(input_error(
+                values,
+                format!(
+                    "{} bytes of {} values where the plan takes {n} values ({want} bytes){}",
+                    bytes.len(),
+                    dtype.name(),
+                    if npy {
+                        ""
+                    } else {
+                        "; raw files hold little-endian values of the plan's element type"
+                    }
+                ),
+            ));
+        }
+        macro_rules! by_value {
+            ($v:ty) => {
+                self.refill_values::<$v>(&decode::<$v>(&bytes, big_endian), values, output, inputs)
+            };
+        }
+        match dtype {
+            DType::F64 => by_value!(f64),
+            DType::F32 => by_value!(f32),
+            DType::I8 => by_value!(i8),
+            DType::I16 => by_value!(i16),
+            DType::I32 => by_value!(i32),
+            DType::I64 => by_value!(i64),
+            DType::U8 => by_value!(u8),
+            DType::U16 => by_value!(u16),
+            DType::U32 => by_value!(u32),
+            DType::U64 => by_value!(u64),
+            other => Err(input_error(
+                values,
+                format!("values of type {} are not read", other.name()),
+            )),
+        }
+    }
+
+    fn refill_values<V: DirectValue>(
+        &self,
+        v: &[V],
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+    ) -> Result<RefillSummary> {
+        macro_rules! by_out {
+            ($o:ty) => {
+                self.write_refill::<V, $o>(v, values, output, inputs)
+            };
+        }
+        match self.dtype {
+            DType::F64 => by_out!(f64),
+            DType::F32 => by_out!(f32),
+            DType::I8 => by_out!(i8),
+            DType::I16 => by_out!(i16),
+            DType::I32 => by_out!(i32),
+            DType::I64 => by_out!(i64),
+            DType::U8 => by_out!(u8),
+            DType::U16 => by_out!(u16),
+            DType::U32 => by_out!(u32),
+            DType::U64 => by_out!(u64),
+            other => Err(Error::Unsupported(format!(
+                "refilling a plan of {} values",
+                other.name()
+            ))),
+        }
+    }
+
+    fn write_refill<V: DirectValue, O: OutValue>(
+        &self,
+        v: &[V],
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+    ) -> Result<RefillSummary> {
+        // The output rule first: nothing is computed for an output that
+        // would destroy an input.
+        let ids: Vec<FileId> = inputs
+            .iter()
+            .chain([&values])
+            .filter_map(|p| id_of(p))
+            .collect();
+        let refs: Vec<&FileId> = ids.iter().collect();
+        let mut w =
+            FileWriter::create_for(output, WriteOptions::default(), &refs, ReplaceInput::Refuse)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.nnz())
+            .map_err(|_| Error::OutOfMemory {
+                what: "the refill's result",
+                bytes: self.nnz() as u64 * std::mem::size_of::<O>() as u64,
+            })?;
+        out.resize(self.nnz(), O::from_lane(0));
+        self.assemble_into(v, &mut out, None)?;
+        let name = AssembleOptions::default().tensor_name;
+        {
+            let mut t = w.begin_tensor_as(&name, self.dtype, &self.shape, self.layout)?;
+            let mut err = Ok(());
+            self.each_coordinate(|e, idx| {
+                if err.is_ok() {
+                    err = t.push(idx, out[e]);
+                }
+            });
+            err?;
+            t.finish()?;
+        }
+        let s = w.finish()?;
+        Ok(RefillSummary {
+            path: s.path,
+            contributions: v.len() as u64,
+            nnz: self.nnz() as u64,
+            bytes: s.bytes,
+        })
+    }
+}

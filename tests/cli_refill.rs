@@ -1,0 +1,157 @@
+//! `coo-assembler refill PLAN VALUES -o OUT` (issue 24): a plan saved by
+//! the library, values as `.npy` (any numeric type) or raw little-endian
+//! values, the output the builder's entries for the same contributions;
+//! values of the wrong length, an output naming an input and a damaged
+//! plan each get an error that says what is wrong, and leave no output.
+
+use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile, OutputLayout, Plan, Tensor};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
+
+fn run(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let o = Command::new(BIN)
+        .arg("refill")
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the CLI");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    (o.status.code().expect("exited by a signal"), err)
+}
+
+/// A 1-D little-endian `.npy` of f32 values, written by hand.
+fn write_npy_f32(path: &Path, v: &[f32]) {
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+        v.len()
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    b.extend_from_slice(header.as_bytes());
+    for x in v {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, b).expect("write npy");
+}
+
+fn entries(path: &Path) -> (Vec<u8>, Vec<u64>, Vec<u64>) {
+    let f = HurrayFile::open(path).expect("open");
+    match f.tensor_view("coo").expect("tensor") {
+        Tensor::Compressed(c) => (
+            c.values_bytes().to_vec(),
+            c.indices().to_vec(),
+            c.pointers().to_vec(),
+        ),
+        Tensor::Coo(c) => (c.values_bytes().to_vec(), c.indices().to_vec(), Vec::new()),
+    }
+}
+
+#[test]
+fn refill_writes_what_the_builder_writes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let n = 5000usize;
+    let rows: Vec<u32> = (0..n as u32).map(|k| (k / 7) % 300).collect();
+    let cols: Vec<u32> = (0..n as u32).map(|k| (k * 13 / 7) % 300).collect();
+    let v: Vec<f32> = (0..n).map(|k| (k % 11) as f32 * 0.37 - 1.5).collect();
+    let opts = AssembleOptions {
+        layout: OutputLayout::Csr,
+        temp_dir: Some(d.into()),
+        ..Default::default()
+    };
+    let plan = Plan::new(
+        &[&rows[..], &cols[..]],
+        &[300, 300],
+        DType::F64,
+        &opts,
+        None,
+    )
+    .expect("plan");
+    plan.save(d.join("K.plan")).expect("save");
+    let mut b = Builder::new(&[300, 300], DType::F64, opts.clone()).expect("builder");
+    for k in 0..n {
+        b.push(&[rows[k] as u64, cols[k] as u64], v[k])
+            .expect("push");
+    }
+    b.finish(d.join("want.hrry")).expect("finish");
+
+    // .npy of f32 values (widened exactly, as a push widens them).
+    write_npy_f32(&d.join("v.npy"), &v);
+    let (code, err) = run(&[
+        d.join("K.plan").as_os_str(),
+        d.join("v.npy").as_os_str(),
+        "-o".as_ref(),
+        d.join("a.hrry").as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} entries",
+            coo_assembler::group_digits(plan.nnz() as u128)
+        )),
+        "{err}"
+    );
+    assert_eq!(entries(&d.join("a.hrry")), entries(&d.join("want.hrry")));
+
+    // Raw little-endian f64 values.
+    let raw: Vec<u8> = v.iter().flat_map(|&x| (x as f64).to_le_bytes()).collect();
+    std::fs::write(d.join("v.f64"), &raw).expect("write");
+    let (code, err) = run(&[
+        d.join("K.plan").as_os_str(),
+        d.join("v.f64").as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        d.join("b.hrry").as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(entries(&d.join("b.hrry")), entries(&d.join("want.hrry")));
+
+    // Too few values: says how many the plan takes; no output.
+    std::fs::write(d.join("short.f64"), &raw[..raw.len() - 8]).expect("write");
+    let (code, err) = run(&[
+        d.join("K.plan").as_os_str(),
+        d.join("short.f64").as_os_str(),
+        "-o".as_ref(),
+        d.join("c.hrry").as_os_str(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("the plan takes {n} values")), "{err}");
+    assert!(!d.join("c.hrry").exists());
+
+    // The output may not be the plan or the values file.
+    let before = std::fs::read(d.join("K.plan")).expect("read");
+    let (code, err) = run(&[
+        d.join("K.plan").as_os_str(),
+        d.join("v.npy").as_os_str(),
+        "-o".as_ref(),
+        d.join("K.plan").as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(std::fs::read(d.join("K.plan")).expect("read"), before);
+
+    // A damaged plan is refused.
+    let mut bad = before.clone();
+    let at = bad.len() / 3;
+    bad[at] ^= 1;
+    std::fs::write(d.join("bad.plan"), bad).expect("write");
+    let (code, err) = run(&[
+        d.join("bad.plan").as_os_str(),
+        d.join("v.npy").as_os_str(),
+        "-o".as_ref(),
+        d.join("e.hrry").as_os_str(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("invalid Hurray file") || err.contains("checksum"),
+        "{err}"
+    );
+    assert!(!d.join("e.hrry").exists());
+}

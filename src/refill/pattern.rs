@@ -409,39 +409,30 @@ pub(crate) fn plan<C: Coords>(
         parts_ok.push(r?);
     }
     let nnz: usize = parts_ok.iter().map(|(k, _)| k.len()).sum();
-    let mut keys: Vec<u64> = Vec::new();
-    let mut counts: Vec<u32> = Vec::new();
-    keys.try_reserve_exact(nnz)
-        .map_err(|_| oom("the plan's entry keys", nnz, 8))?;
-    counts
-        .try_reserve_exact(nnz)
-        .map_err(|_| oom("the plan's entry counts", nnz, 4))?;
-    for (k, m) in parts_ok {
-        keys.extend_from_slice(&k);
-        counts.extend_from_slice(&m);
-    }
 
-    // Entry starts.
+    // Entry starts, straight from the pieces (no concatenated copy).
     let mut starts = zeros::<u32>(nnz + 1, "the plan's entry starts")?;
-    let mut first_dup = None;
+    let mut first_duplicate = None;
     {
         let mut at = 0u32;
-        for (e, &m) in counts.iter().enumerate() {
-            starts[e] = at;
-            at += m;
-            if m > 1 && first_dup.is_none() {
-                first_dup = Some(e);
+        let mut e = 0usize;
+        for (keys, counts) in &parts_ok {
+            for (i, &m) in counts.iter().enumerate() {
+                starts[e] = at;
+                at += m;
+                e += 1;
+                if m > 1 && first_duplicate.is_none() {
+                    let mut t = vec![0u64; rank];
+                    ks.unpack(keys[i], &mut t);
+                    first_duplicate = Some(t);
+                }
             }
         }
         starts[nnz] = at;
     }
-    drop(counts);
-    let first_duplicate = first_dup.map(|e| {
-        let mut t = vec![0u64; rank];
-        ks.unpack(keys[e], &mut t);
-        t
-    });
-    let structure = structure_of(&ks, &keys, layout, shape)?;
+    let keys: Vec<&[u64]> = parts_ok.iter().map(|(k, _)| k.as_slice()).collect();
+    let structure = structure_of(&ks, &keys, nnz, layout, shape)?;
+    drop(parts_ok);
     Ok(Planned {
         order,
         starts,
@@ -472,8 +463,16 @@ fn cut_buckets<C: Coords>(
     seg: &mut [u32],
 ) -> Result<(Vec<u64>, Vec<u32>)> {
     let base = bucket_start[b0] as usize;
+    // At most one entry per contribution: room reserved once (untouched
+    // room costs no memory).
+    let n = seg.len();
     let mut keys = Vec::new();
+    keys.try_reserve_exact(n)
+        .map_err(|_| oom("the plan's entry keys", n, 8))?;
     let mut counts = Vec::new();
+    counts
+        .try_reserve_exact(n)
+        .map_err(|_| oom("the plan's entry counts", n, 4))?;
     let mask = if split == 0 {
         0
     } else {
@@ -537,11 +536,12 @@ fn cut_buckets<C: Coords>(
 /// The output structure of the entries `keys` (storage order).
 fn structure_of(
     ks: &KeyShape,
-    keys: &[u64],
+    pieces: &[&[u64]],
+    nnz: usize,
     layout: OutputLayout,
     shape: &[u64],
 ) -> Result<Structure> {
-    let nnz = keys.len();
+    let keys = || pieces.iter().flat_map(|p| p.iter());
     let rank = shape.len();
     if layout.is_compressed() {
         let major = ks.perm[0];
@@ -554,7 +554,7 @@ fn structure_of(
         };
         let small = shape[minor] <= u32::MAX as u64 + 1 && (nnz as u64) <= u32::MAX as u64;
         let mut ptr = zeros::<u64>(shape[major] as usize + 1, "the plan's pointers")?;
-        for &k in keys {
+        for &k in keys() {
             let m = if mbits == 64 { 0 } else { k >> mbits } as usize;
             ptr[m + 1] += 1;
         }
@@ -562,9 +562,17 @@ fn structure_of(
             ptr[i + 1] += ptr[i];
         }
         let indices = if small {
-            Ix::U32(keys.iter().map(|&k| (k & mmask) as u32).collect())
+            let mut v = Vec::new();
+            v.try_reserve_exact(nnz)
+                .map_err(|_| oom("the plan's indices", nnz, 4))?;
+            v.extend(keys().map(|&k| (k & mmask) as u32));
+            Ix::U32(v)
         } else {
-            Ix::U64(keys.iter().map(|&k| k & mmask).collect())
+            let mut v = Vec::new();
+            v.try_reserve_exact(nnz)
+                .map_err(|_| oom("the plan's indices", nnz, 8))?;
+            v.extend(keys().map(|&k| k & mmask));
+            Ix::U64(v)
         };
         let pointers = if small {
             Ix::U32(ptr.iter().map(|&p| p as u32).collect())
@@ -579,7 +587,7 @@ fn structure_of(
             let mut v = Vec::new();
             v.try_reserve_exact(nnz * rank)
                 .map_err(|_| oom("the plan's indices", nnz * rank, 4))?;
-            for &k in keys {
+            for &k in keys() {
                 ks.unpack(k, &mut t);
                 v.extend(t.iter().map(|&x| x as u32));
             }
@@ -588,7 +596,7 @@ fn structure_of(
             let mut v = Vec::new();
             v.try_reserve_exact(nnz * rank)
                 .map_err(|_| oom("the plan's indices", nnz * rank, 8))?;
-            for &k in keys {
+            for &k in keys() {
                 ks.unpack(k, &mut t);
                 v.extend_from_slice(&t);
             }

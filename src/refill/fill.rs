@@ -93,6 +93,12 @@ where
             return Err(Stop::Dropped);
         };
         if R::ONLINE {
+            if let [a, b] = g {
+                if let Some(l) = R::pair(lane(*a)?, lane(*b)?) {
+                    *o = O::from_lane(l);
+                    continue;
+                }
+            }
             let mut acc = R::start(lane(first)?);
             for &k in rest {
                 R::add(&mut acc, lane(k)?);

@@ -48,6 +48,12 @@ pub(crate) trait Reduce<L: Lane>: Sync {
     fn done(_acc: &Self::Acc) -> Option<L> {
         None
     }
+    /// The stored value of a group of exactly two lanes when a shortcut
+    /// holds it (`ONLINE` reductions only; None: fold as usual).
+    #[inline(always)]
+    fn pair(_a: L, _b: L) -> Option<L> {
+        None
+    }
 }
 
 /// A [`Combiner`] of the builder, applied to a coordinate's whole group at
@@ -299,6 +305,13 @@ impl Reduce<u64> for ExactF64<'_> {
     #[inline(always)]
     fn done(acc: &TwoTerm) -> Option<u64> {
         acc.round().map(f64::to_bits)
+    }
+    /// One IEEE addition is the correctly rounded sum of two terms; a zero
+    /// or special sum takes the general path (its sign rules).
+    #[inline(always)]
+    fn pair(a: u64, b: u64) -> Option<u64> {
+        let s = f64::from_bits(a) + f64::from_bits(b);
+        (s.is_finite() && s != 0.0).then_some(s.to_bits())
     }
 }
 

@@ -4,8 +4,9 @@
 ! Two layers:
 ! - the C API itself through ISO_C_BINDING (coo_builder_new, coo_pusher_push,
 !   ..., same names, types and status codes as include/coo_assembler.h);
-! - a thin idiomatic layer: derived types coo_builder_t, coo_pusher_t and
-!   coo_file_t, and the one-call coo_assemble (arrays in, file out), whose
+! - a thin idiomatic layer: derived types coo_builder_t, coo_pusher_t,
+!   coo_file_t and coo_plan_t (plan once, refill many times), and the
+!   one-call coo_assemble (arrays in, file out), whose
 !   procedures take Fortran strings, default or 64-bit integer indices,
 !   optional 1-based indexing (one_based=.true.), and an optional `stat`
 !   argument: when it is absent, an error prints the library's message and
@@ -14,7 +15,8 @@
 ! Threads: one coo_pusher_t per thread (e.g. per OpenMP thread); any number
 ! may be alive at once, more than `threads` too (they share the budget). A
 ! coo_builder_t's own push calls are serialised by a lock. A coo_file_t may
-! be read from several threads.
+! be read from several threads, and a coo_plan_t refilled from several
+! threads at once (each into its own result).
 module coo_assembler
    use, intrinsic :: iso_c_binding
    use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64
@@ -77,6 +79,16 @@ module coo_assembler
       logical(c_bool) :: sorted
    end type coo_info
 
+   !> What a plan is (coo_plan_info): its tensor, the lengths of a refill's
+   !> values (contributions) and result (nnz), of its structure's arrays.
+   type, bind(c), public :: coo_plan_details
+      integer(c_int32_t) :: rank
+      integer(c_int64_t) :: shape(64)
+      integer(c_int) :: dtype
+      integer(c_int) :: layout
+      integer(c_int64_t) :: nnz, contributions, indices_len, pointers_len, memory_bytes, digest
+   end type coo_plan_details
+
    ! ------------------------------------------------------------------
    ! The C API (see include/coo_assembler.h for each function's contract)
    ! ------------------------------------------------------------------
@@ -87,7 +99,10 @@ module coo_assembler
       coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
       coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout, &
       coo_options_set, coo_builder_push_file, coo_api_version, coo_assemble_arrays, &
-      coo_assemble_arrays_i32
+      coo_assemble_arrays_i32, coo_plan_new, coo_plan_new_i32, coo_plan_elements, &
+      coo_plan_elements_i32, coo_plan_load, coo_plan_save, coo_plan_free, coo_plan_nnz, &
+      coo_plan_contributions, coo_plan_info, coo_plan_structure, coo_plan_assemble, &
+      coo_plan_assemble_typed
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -320,6 +335,129 @@ module coo_assembler
          type(c_ptr), value :: f
       end subroutine coo_file_close
 
+      !> indices(d) points to the n indices of dimension d (c_loc of a
+      !> contiguous int64 array), as in coo_assemble_arrays.
+      function coo_plan_new(rank, shape, dtype, options, n, indices) &
+         bind(c, name="coo_plan_new") result(p)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, coo_options
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         type(c_ptr) :: p
+      end function coo_plan_new
+
+      !> As coo_plan_new, indices(d) pointing to int32 arrays.
+      function coo_plan_new_i32(rank, shape, dtype, options, n, indices) &
+         bind(c, name="coo_plan_new_i32") result(p)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, coo_options
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         type(c_ptr) :: p
+      end function coo_plan_new_i32
+
+      !> dofs(k, elements), 0-based; element e's k x k values are read
+      !> row-major (C's order): see coo_plan_t%init_elements for ke(a, b, e).
+      function coo_plan_elements(shape, dtype, options, elements, k, dofs) &
+         bind(c, name="coo_plan_elements") result(p)
+         import :: c_int64_t, c_int, c_size_t, c_ptr, coo_options
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: elements, k
+         integer(c_int64_t), intent(in) :: dofs(*)
+         type(c_ptr) :: p
+      end function coo_plan_elements
+
+      function coo_plan_elements_i32(shape, dtype, options, elements, k, dofs) &
+         bind(c, name="coo_plan_elements_i32") result(p)
+         import :: c_int64_t, c_int32_t, c_int, c_size_t, c_ptr, coo_options
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: elements, k
+         integer(c_int32_t), intent(in) :: dofs(*)
+         type(c_ptr) :: p
+      end function coo_plan_elements_i32
+
+      function coo_plan_load(path) bind(c, name="coo_plan_load") result(p)
+         import :: c_char, c_ptr
+         character(kind=c_char), intent(in) :: path(*)
+         type(c_ptr) :: p
+      end function coo_plan_load
+
+      function coo_plan_save(plan, path) bind(c, name="coo_plan_save") result(s)
+         import :: c_ptr, c_char, c_int
+         type(c_ptr), value :: plan
+         character(kind=c_char), intent(in) :: path(*)
+         integer(c_int) :: s
+      end function coo_plan_save
+
+      subroutine coo_plan_free(plan) bind(c, name="coo_plan_free")
+         import :: c_ptr
+         type(c_ptr), value :: plan
+      end subroutine coo_plan_free
+
+      function coo_plan_nnz(plan, out) bind(c, name="coo_plan_nnz") result(s)
+         import :: c_ptr, c_int64_t, c_int
+         type(c_ptr), value :: plan
+         integer(c_int64_t), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_plan_nnz
+
+      function coo_plan_contributions(plan, out) bind(c, name="coo_plan_contributions") result(s)
+         import :: c_ptr, c_int64_t, c_int
+         type(c_ptr), value :: plan
+         integer(c_int64_t), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_plan_contributions
+
+      function coo_plan_info(plan, out) bind(c, name="coo_plan_info") result(s)
+         import :: c_ptr, c_int, coo_plan_details
+         type(c_ptr), value :: plan
+         type(coo_plan_details), intent(out) :: out
+         integer(c_int) :: s
+      end function coo_plan_info
+
+      !> indices and pointers: c_loc of int64 arrays of indices_len and
+      !> pointers_len (coo_plan_info), or c_null_ptr to skip one.
+      function coo_plan_structure(plan, indices, indices_len, pointers, pointers_len) &
+         bind(c, name="coo_plan_structure") result(s)
+         import :: c_ptr, c_size_t, c_int
+         type(c_ptr), value :: plan, indices, pointers
+         integer(c_size_t), value :: indices_len, pointers_len
+         integer(c_int) :: s
+      end function coo_plan_structure
+
+      function coo_plan_assemble(plan, values, n, out, nnz) &
+         bind(c, name="coo_plan_assemble") result(s)
+         import :: c_ptr, c_size_t, c_double, c_int
+         type(c_ptr), value :: plan
+         real(c_double), intent(in) :: values(*)
+         integer(c_size_t), value :: n
+         real(c_double), intent(inout) :: out(*)
+         integer(c_size_t), value :: nnz
+         integer(c_int) :: s
+      end function coo_plan_assemble
+
+      !> values and out: c_loc of arrays of value_type and of the plan's type.
+      function coo_plan_assemble_typed(plan, values, value_type, n, out, nnz) &
+         bind(c, name="coo_plan_assemble_typed") result(s)
+         import :: c_ptr, c_size_t, c_int
+         type(c_ptr), value :: plan, values
+         integer(c_int), value :: value_type
+         integer(c_size_t), value :: n
+         type(c_ptr), value :: out
+         integer(c_size_t), value :: nnz
+         integer(c_int) :: s
+      end function coo_plan_assemble_typed
+
       pure function c_strlen(s) bind(c, name="strlen") result(n)
          import :: c_ptr, c_size_t
          type(c_ptr), value, intent(in) :: s
@@ -391,6 +529,37 @@ module coo_assembler
       procedure :: verify => file_verify
       procedure :: close => file_close
    end type coo_file_t
+
+   !> A plan (issue 24): the pattern of an assembly, computed once from
+   !> its coordinates (`call p%init(shape, idx, ...)`, `call
+   !> p%init_elements(shape, dofs, ...)` or `call p%load(path)`), then
+   !> `call p%assemble(values, out)` as often as wanted: `out` gets, in
+   !> place, bit for bit what coo_assemble or a coo_builder_t stores for
+   !> those values. `p%info`, `p%nnz()`, `p%contributions()`,
+   !> `p%structure(indices, pointers)`, `p%save(path)`, `call p%free()`.
+   !> Immutable once made: several threads may refill from it at once.
+   type, public :: coo_plan_t
+      type(c_ptr) :: handle = c_null_ptr
+      !> Added to the indices and pointers p%structure returns: 1 with
+      !> one_based=.true.
+      integer(int64) :: base = 0
+   contains
+      procedure, private :: plan_init_s4_i4, plan_init_s4_i8, plan_init_s8_i4, plan_init_s8_i8
+      generic :: init => plan_init_s4_i4, plan_init_s4_i8, plan_init_s8_i4, plan_init_s8_i8
+      procedure, private :: plan_elements_s4_i4, plan_elements_s4_i8, plan_elements_s8_i4, &
+         plan_elements_s8_i8
+      generic :: init_elements => plan_elements_s4_i4, plan_elements_s4_i8, &
+         plan_elements_s8_i4, plan_elements_s8_i8
+      procedure :: load => plan_load
+      procedure :: save => plan_save
+      procedure :: info => plan_info
+      procedure :: nnz => plan_nnz
+      procedure :: contributions => plan_contributions
+      procedure :: structure => plan_structure
+      procedure, private :: plan_assemble_1, plan_assemble_3
+      generic :: assemble => plan_assemble_1, plan_assemble_3
+      procedure :: free => plan_free
+   end type coo_plan_t
 
    !> Entries converted per C call when indices must be shifted or widened.
    integer, parameter :: BATCH = 1024
@@ -1028,5 +1197,418 @@ contains
       call coo_file_close(self%handle)
       self%handle = c_null_ptr
    end subroutine file_close
+
+   ! ------------------------------ plan -------------------------------
+
+   subroutine plan_init_s4_i4(self, shape, idx, dtype, stat, memory_budget, threads, &
+                              duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int32), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_init_s8_i4(self, int(shape, int64), idx, dtype, stat, memory_budget, threads, &
+                           duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_init_s4_i4
+
+   subroutine plan_init_s4_i8(self, shape, idx, dtype, stat, memory_budget, threads, &
+                              duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int32), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_init_s8_i8(self, int(shape, int64), idx, dtype, stat, memory_budget, threads, &
+                           duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_init_s4_i8
+
+   !> int32 indices: through coo_plan_new_i32, read in place (a shifted
+   !> int32 copy with one_based=.true.).
+   subroutine plan_init_s8_i4(self, shape, idx, dtype, stat, memory_budget, threads, &
+                              duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int64), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int32), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) > 0) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int32
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call plan_dims(self, .true., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
+                     memory_budget, threads, duplicates, exact_sums, non_finite, layout, &
+                     one_based)
+   end subroutine plan_init_s8_i4
+
+   !> Plan the assembly of the contributions whose index j is idx(j, :)
+   !> (shape (n, rank), the layout coo_assemble takes, passed to C in place;
+   !> one_based=.true. makes one shifted copy) into a tensor of `shape`
+   !> (default type COO_F64; `layout` COO_LAYOUT_COO, the default, _CSR or
+   !> _CSC; the other options are builder init's, less drop_zeros, which
+   !> plans refuse). A refill then takes n values, values(j) for
+   !> contribution j. A plan self held before is freed.
+   subroutine plan_init_s8_i8(self, shape, idx, dtype, stat, memory_budget, threads, &
+                              duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int64), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) > 0) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int64
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call plan_dims(self, .false., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
+                     memory_budget, threads, duplicates, exact_sums, non_finite, layout, &
+                     one_based)
+   end subroutine plan_init_s8_i8
+
+   subroutine plan_elements_s4_i4(self, shape, dofs, dtype, stat, memory_budget, threads, &
+                                  duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int32), intent(in) :: shape(:)
+      integer(int32), intent(in) :: dofs(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_elements_s8_i4(self, int(shape, int64), dofs, dtype, stat, memory_budget, &
+                               threads, duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_elements_s4_i4
+
+   subroutine plan_elements_s4_i8(self, shape, dofs, dtype, stat, memory_budget, threads, &
+                                  duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int32), intent(in) :: shape(:)
+      integer(int64), intent(in) :: dofs(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_elements_s8_i8(self, int(shape, int64), dofs, dtype, stat, memory_budget, &
+                               threads, duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_elements_s4_i8
+
+   !> As the int64 form, with int32 index arrays (half the memory).
+   subroutine plan_elements_s8_i4(self, shape, dofs, dtype, stat, memory_budget, threads, &
+                                  duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int64), intent(in) :: shape(:)
+      integer(int32), intent(in) :: dofs(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int32), allocatable, target :: rows(:), cols(:)
+      type(c_ptr) :: dims(2)
+      integer(int64) :: k, e, a, c, at, n
+      integer(int32) :: base
+      integer :: ast
+      k = size(dofs, 1, kind=int64)
+      n = k*k*size(dofs, 2, kind=int64)
+      call plan_free(self)
+      do e = 1, size(dofs, 2, kind=int64)
+         do a = 1, k
+            if (dofs(a, e) < base_of(one_based)) then
+               call settle(negative_dof(a, e, dofs(a, e) - base_of(one_based)), &
+                           'coo_plan_new', stat)
+               return
+            end if
+         end do
+      end do
+      allocate (rows(n), cols(n), stat=ast)
+      if (ast /= 0) then
+         call settle(fortran_error(COO_ERR_MEMORY, &
+                                   'cannot allocate the element matrices'' index arrays'), &
+                     'coo_plan_new', stat)
+         return
+      end if
+      base = int(base_of(one_based), int32)
+      at = 0
+      do e = 1, size(dofs, 2, kind=int64)
+         do c = 1, k
+            do a = 1, k
+               at = at + 1
+               rows(at) = dofs(a, e) - base
+               cols(at) = dofs(c, e) - base
+            end do
+         end do
+      end do
+      dims = c_null_ptr
+      if (n > 0) dims = [c_loc(rows(1)), c_loc(cols(1))]
+      call plan_dims(self, .true., shape, n, dims, dtype, stat, memory_budget, threads, &
+                     duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_elements_s8_i4
+
+   !> Plan element matrices into the matrix of `shape` (2 extents): column
+   !> e of dofs (shape (k, elements)) holds element e's degrees of freedom,
+   !> and a refill takes ke(k, k, elements) (or the same values as one
+   !> array), ke(a, b, e) going to (dofs(a, e), dofs(b, e)) as in
+   !> push_element. The contributions are listed in ke's memory order and
+   !> planned through coo_plan_new (the C coo_plan_elements reads each
+   !> element matrix row-major, the transpose): this makes two index
+   !> arrays of k*k*elements (int64 here, int32 for default-kind dofs),
+   !> freed on return. Options as in init.
+   subroutine plan_elements_s8_i8(self, shape, dofs, dtype, stat, memory_budget, threads, &
+                                  duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in) :: dofs(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int64), allocatable, target :: rows(:), cols(:)
+      type(c_ptr) :: dims(2)
+      integer(int64) :: k, e, a, c, at, n, base
+      integer :: ast
+      k = size(dofs, 1, kind=int64)
+      n = k*k*size(dofs, 2, kind=int64)
+      call plan_free(self)
+      do e = 1, size(dofs, 2, kind=int64)
+         do a = 1, k
+            if (dofs(a, e) < base_of(one_based)) then
+               call settle(negative_dof(a, e, dofs(a, e) - base_of(one_based)), &
+                           'coo_plan_new', stat)
+               return
+            end if
+         end do
+      end do
+      allocate (rows(n), cols(n), stat=ast)
+      if (ast /= 0) then
+         call settle(fortran_error(COO_ERR_MEMORY, &
+                                   'cannot allocate the element matrices'' index arrays'), &
+                     'coo_plan_new', stat)
+         return
+      end if
+      base = base_of(one_based)
+      at = 0
+      do e = 1, size(dofs, 2, kind=int64)
+         do c = 1, k
+            do a = 1, k
+               at = at + 1
+               rows(at) = dofs(a, e) - base
+               cols(at) = dofs(c, e) - base
+            end do
+         end do
+      end do
+      dims = c_null_ptr
+      if (n > 0) dims = [c_loc(rows(1)), c_loc(cols(1))]
+      call plan_dims(self, .false., shape, n, dims, dtype, stat, memory_budget, threads, &
+                     duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_elements_s8_i8
+
+   !> The error of a negative dof (after the 1-based shift): dofs(a, e).
+   function negative_dof(a, e, v) result(status)
+      integer(int64), intent(in) :: a, e, v
+      integer(c_int) :: status
+      character(len=120) :: msg
+      write (msg, '(a,i0,a,i0,a,i0,a)') 'dofs(', a, ', ', e, '): index ', v, &
+         ' (0-based) is negative'
+      status = fortran_error(COO_ERR_INDEX, msg)
+   end function negative_dof
+
+   !> What every way to plan shares: the rank check, the options, the C
+   !> call (coo_plan_new_i32 when `i32`) on the columns `dims` of `rows`
+   !> indices each, the handle and the status.
+   subroutine plan_dims(self, i32, shape, rows, dims, dtype, stat, memory_budget, threads, &
+                        duplicates, exact_sums, non_finite, layout, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      logical, intent(in) :: i32
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in) :: rows
+      type(c_ptr), intent(in) :: dims(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      type(coo_options) :: opts
+      character(kind=c_char, len=:), allocatable, target :: dir
+      integer(c_int) :: status
+      call coo_plan_free(self%handle)
+      self%handle = c_null_ptr
+      self%base = base_of(one_based)
+      if (size(dims) /= size(shape)) then
+         status = rank_mismatch(size(dims), size(shape))
+      else
+         call fill_options(opts, dir, memory_budget=memory_budget, threads=threads, &
+                           duplicates=duplicates, exact_sums=exact_sums)
+         if (present(non_finite)) opts%non_finite = non_finite
+         if (present(layout)) opts%layout = layout
+         if (i32) then
+            self%handle = coo_plan_new_i32(int(size(shape), c_int32_t), shape, &
+                                           dtype_or_f64(dtype), opts, int(rows, c_size_t), dims)
+         else
+            self%handle = coo_plan_new(int(size(shape), c_int32_t), shape, dtype_or_f64(dtype), &
+                                       opts, int(rows, c_size_t), dims)
+         end if
+         status = COO_OK
+         if (.not. c_associated(self%handle)) status = coo_last_status()
+      end if
+      call settle(status, 'coo_plan_new', stat)
+   end subroutine plan_dims
+
+   !> Read a plan saved by p%save (or coo_plan_save). A plan self held
+   !> before is freed.
+   subroutine plan_load(self, path, stat, one_based)
+      class(coo_plan_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      integer, intent(out), optional :: stat
+      logical, intent(in), optional :: one_based
+      integer(c_int) :: status
+      call coo_plan_free(self%handle)
+      self%handle = coo_plan_load(c_string(path))
+      self%base = base_of(one_based)
+      status = COO_OK
+      if (.not. c_associated(self%handle)) status = coo_last_status()
+      call settle(status, 'coo_plan_load', stat)
+   end subroutine plan_load
+
+   !> Write the plan to `path` (a Hurray file, atomically).
+   subroutine plan_save(self, path, stat)
+      class(coo_plan_t), intent(in) :: self
+      character(len=*), intent(in) :: path
+      integer, intent(out), optional :: stat
+      call settle(coo_plan_save(self%handle, c_string(path)), 'coo_plan_save', stat)
+   end subroutine plan_save
+
+   !> Shape, type, layout and sizes of the plan.
+   subroutine plan_info(self, details, stat)
+      class(coo_plan_t), intent(in) :: self
+      type(coo_plan_details), intent(out) :: details
+      integer, intent(out), optional :: stat
+      call settle(coo_plan_info(self%handle, details), 'coo_plan_info', stat)
+   end subroutine plan_info
+
+   !> Entries of a result: the size of a refill's `out`.
+   function plan_nnz(self, stat) result(n)
+      class(coo_plan_t), intent(in) :: self
+      integer, intent(out), optional :: stat
+      integer(int64) :: n
+      n = 0
+      call settle(coo_plan_nnz(self%handle, n), 'coo_plan_nnz', stat)
+   end function plan_nnz
+
+   !> Contributions: the size of a refill's `values`.
+   function plan_contributions(self, stat) result(n)
+      class(coo_plan_t), intent(in) :: self
+      integer, intent(out), optional :: stat
+      integer(int64) :: n
+      n = 0
+      call settle(coo_plan_contributions(self%handle, n), 'coo_plan_contributions', stat)
+   end function plan_contributions
+
+   !> The structure of a result, in new arrays (1-based with one_based):
+   !> CSR (CSC) the column (row) of each entry and the rows + 1 (columns +
+   !> 1) pointers, entries pointers(i) .. pointers(i+1)-1 being row
+   !> (column) i; COO each entry's index tuple, entry e at
+   !> indices((e-1)*rank+1 : e*rank), and no pointers.
+   subroutine plan_structure(self, indices, pointers, stat)
+      class(coo_plan_t), intent(in) :: self
+      integer(int64), allocatable, target, intent(out) :: indices(:), pointers(:)
+      integer, intent(out), optional :: stat
+      type(coo_plan_details) :: d
+      type(c_ptr) :: ip, pp
+      integer(c_int) :: status
+      status = coo_plan_info(self%handle, d)
+      if (status /= COO_OK) then
+         allocate (indices(0), pointers(0))
+      else
+         allocate (indices(d%indices_len), pointers(d%pointers_len))
+         ip = c_null_ptr
+         pp = c_null_ptr
+         if (d%indices_len > 0) ip = c_loc(indices(1))
+         if (d%pointers_len > 0) pp = c_loc(pointers(1))
+         status = coo_plan_structure(self%handle, ip, int(d%indices_len, c_size_t), pp, &
+                                     int(d%pointers_len, c_size_t))
+         if (status == COO_OK .and. self%base /= 0) then
+            indices = indices + self%base
+            pointers = pointers + self%base
+         end if
+      end if
+      call settle(status, 'coo_plan_structure', stat)
+   end subroutine plan_structure
+
+   !> Refill `out` (p%nnz() values, in the order of p%structure) with the
+   !> assembly of `values` (p%contributions() values, in the order the
+   !> coordinates were given): COO_F64 plans (other types through
+   !> coo_plan_assemble_typed). May be called from several threads at
+   !> once, each with its own `out`.
+   subroutine plan_assemble_1(self, values, out, stat)
+      class(coo_plan_t), intent(in) :: self
+      real(c_double), intent(in), contiguous :: values(:)
+      real(c_double), intent(inout), contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      call settle(coo_plan_assemble(self%handle, values, size(values, kind=c_size_t), out, &
+                                    size(out, kind=c_size_t)), 'coo_plan_assemble', stat)
+   end subroutine plan_assemble_1
+
+   !> As above, for the element matrices ke(k, k, elements) of a plan made
+   !> by init_elements.
+   subroutine plan_assemble_3(self, ke, out, stat)
+      class(coo_plan_t), intent(in) :: self
+      real(c_double), intent(in), contiguous :: ke(:, :, :)
+      real(c_double), intent(inout), contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      call settle(coo_plan_assemble(self%handle, ke, size(ke, kind=c_size_t), out, &
+                                    size(out, kind=c_size_t)), 'coo_plan_assemble', stat)
+   end subroutine plan_assemble_3
+
+   !> Release the plan (no-op when there is none).
+   subroutine plan_free(self)
+      class(coo_plan_t), intent(inout) :: self
+      call coo_plan_free(self%handle)
+      self%handle = c_null_ptr
+   end subroutine plan_free
 
 end module coo_assembler

@@ -10,7 +10,8 @@
  * coo_builder_push* calls are serialised by a lock; for parallel pushing,
  * give each thread its own coo_pusher (coo_pusher_new may be called from
  * several threads at once). A coo_pusher is used by one thread at a time.
- * A coo_file may be read from several threads at once.
+ * A coo_file may be read from several threads at once, and a coo_plan
+ * refilled from several threads at once (each into its own output).
  * See docs/c-api.md for the full rules and examples.
  */
 
@@ -250,6 +251,17 @@ typedef struct coo_builder coo_builder;
 typedef struct coo_file coo_file;
 
 /**
+ * A plan (opaque): the output structure of an assembly and where each
+ * contribution goes, computed once from the coordinates by
+ * `coo_plan_new`, `coo_plan_new_i32`, `coo_plan_elements`,
+ * `coo_plan_elements_i32` or read by `coo_plan_load`; released by
+ * `coo_plan_free`. Immutable: every other `coo_plan_*` function takes a
+ * `const coo_plan *` and may be called from several threads at once on
+ * one plan.
+ */
+typedef struct coo_plan coo_plan;
+
+/**
  * A handle for pushing from one thread (opaque), created by
  * `coo_pusher_new`, released by `coo_pusher_free`.
  */
@@ -346,6 +358,58 @@ typedef struct {
    */
   bool sorted;
 } coo_info;
+
+/**
+ * What a plan is, filled by `coo_plan_info`.
+ */
+typedef struct {
+  uint32_t rank;
+  /**
+   * Extents of the first `rank` dimensions; the rest are 0.
+   */
+  int64_t shape[64];
+  /**
+   * Element type of the results (`coo_plan_assemble` takes `COO_F64`
+   * plans; `coo_plan_assemble_typed` every type).
+   */
+  coo_dtype dtype;
+  /**
+   * Layout of the structure (`COO_LAYOUT_COO`, `COO_LAYOUT_CSR`,
+   * `COO_LAYOUT_CSC`).
+   */
+  coo_layout layout;
+  /**
+   * Entries of a result: the length of the `out` array of a refill
+   * (explicit zeros included).
+   */
+  uint64_t nnz;
+  /**
+   * Contributions a refill takes: the length of its `values` array.
+   */
+  uint64_t contributions;
+  /**
+   * Length of the `indices` array of `coo_plan_structure`: `nnz` for
+   * CSR and CSC (the minor index of each entry), `nnz * rank` for COO
+   * (each entry's index tuple).
+   */
+  uint64_t indices_len;
+  /**
+   * Length of the `pointers` array of `coo_plan_structure`: rows + 1
+   * for CSR, columns + 1 for CSC, 0 for COO.
+   */
+  uint64_t pointers_len;
+  /**
+   * Bytes the plan holds in memory.
+   */
+  uint64_t memory_bytes;
+  /**
+   * The digest of the coordinates the plan was made from: plans of
+   * other coordinates differ, plans of the same ones (as arrays of
+   * either index type or as elements, planned on as many threads)
+   * agree.
+   */
+  uint64_t digest;
+} coo_plan_details;
 
 #ifdef __cplusplus
 extern "C" {
@@ -767,6 +831,268 @@ int coo_file_verify(const coo_file *f);
  * `f` is NULL or a live file, not used afterwards.
  */
 void coo_file_close(coo_file *f);
+
+/**
+ * Plan the assembly of `n` contributions at the coordinates `indices`
+ * into a tensor of `rank` dimensions (1..=64) with extents
+ * `shape[0..rank]`, element type `dtype` and the layout, duplicate and
+ * non-finite policies, summation, thread count and memory budget of
+ * `options` (NULL: the defaults, which make a COO plan). Only the
+ * coordinates are read: contribution `i` has the index `(indices[0][i],
+ * ..., indices[rank-1][i])`, one array of `n` per dimension, 0-based, as
+ * `coo_assemble_arrays` takes them (which may be NULL when `n` is 0). The
+ * arrays are not kept: they may be freed or changed after the call.
+ *
+ * The plan holds the result's structure (`coo_plan_structure`) and, for
+ * each entry, where its contributions are; `coo_plan_assemble` then
+ * refills a result from `n` values, bit for bit what
+ * `coo_assemble_arrays` with the same arrays, values and options stores.
+ * Explicit zeros are kept: `options->drop_zeros` is refused (it changes
+ * the pattern with the values). The plan takes about 24 bytes per
+ * contribution while it is made (`options->memory_budget` must allow it)
+ * and `coo_plan_info`'s `memory_bytes` afterwards. NULL on error:
+ * - `COO_ERR_NULL`: `shape` is NULL; `indices`, or an `indices[d]`, is
+ *   NULL while `n > 0`;
+ * - `COO_ERR_ARGUMENT`: `rank` outside 1..=64, a negative extent, an
+ *   unknown `dtype`, options that cannot work or that a plan refuses
+ *   (`drop_zeros`), a layout the rank cannot take, an array not aligned,
+ *   2^32 contributions or more;
+ * - `COO_ERR_BUDGET`: the budget is smaller than planning needs (the
+ *   message gives the minimum);
+ * - `COO_ERR_INDEX`: a negative index (the first, by contribution then
+ *   dimension, whatever else is wrong) or one at or past its extent; the
+ *   message names the contribution and the dimension;
+ * - `COO_ERR_DUPLICATE`: under `COO_DUP_ERROR`, a coordinate given twice;
+ * - `COO_ERR_MEMORY`: the plan could not be allocated.
+ *
+ * # Safety
+ * `shape` is NULL or points to `rank` int64; `options` is NULL or points
+ * to a `coo_options` filled by `coo_options_default`; `indices` is NULL
+ * or points to `rank` pointers, each NULL or pointing to `n` int64 that
+ * do not change during the call.
+ */
+coo_plan *coo_plan_new(uint32_t rank,
+                       const int64_t *shape,
+                       coo_dtype dtype,
+                       const coo_options *options,
+                       size_t n,
+                       const int64_t *const *indices);
+
+/**
+ * `coo_plan_new` with `int32_t` index arrays (read in place as well):
+ * the same plan, the same errors.
+ *
+ * # Safety
+ * As `coo_plan_new`, with each `indices[d]` NULL or pointing to `n`
+ * int32.
+ */
+coo_plan *coo_plan_new_i32(uint32_t rank,
+                           const int64_t *shape,
+                           coo_dtype dtype,
+                           const coo_options *options,
+                           size_t n,
+                           const int32_t *const *indices);
+
+/**
+ * Plan the assembly of element matrices into a matrix of
+ * `shape[0] x shape[1]`: `dofs` is an `elements x k` row-major array,
+ * element `e`'s degrees of freedom at `dofs[e*k .. (e+1)*k]` (0-based),
+ * and element `e` contributes `k * k` values, `ke[e*k*k + a*k + b]` going
+ * to `(dofs[e*k + a], dofs[e*k + b])`: the contributions
+ * `coo_builder_push_element(b, k, dofs + e*k, ke + e*k*k)` makes for
+ * each element in turn, in that order. A refill then takes the
+ * `elements * k * k` values of all the element matrices, one after the
+ * other. `dtype`, `options` and the errors are `coo_plan_new`'s; an
+ * index error names the element and the dof (`COO_ERR_INDEX`), `k = 0`
+ * or `elements * k * k` of 2^32 or more is `COO_ERR_ARGUMENT`; `dofs` may
+ * be NULL when `elements` is 0.
+ *
+ * # Safety
+ * `shape` is NULL or points to 2 int64; `options` as in
+ * `coo_plan_new`; `dofs` is NULL or points to `elements * k` int64 that
+ * do not change during the call.
+ */
+coo_plan *coo_plan_elements(const int64_t *shape,
+                            coo_dtype dtype,
+                            const coo_options *options,
+                            size_t elements,
+                            size_t k,
+                            const int64_t *dofs);
+
+/**
+ * `coo_plan_elements` with an `int32_t` dof array: the same plan, the
+ * same errors.
+ *
+ * # Safety
+ * As `coo_plan_elements`, with `dofs` NULL or pointing to `elements * k`
+ * int32.
+ */
+coo_plan *coo_plan_elements_i32(const int64_t *shape,
+                                coo_dtype dtype,
+                                const coo_options *options,
+                                size_t elements,
+                                size_t k,
+                                const int32_t *dofs);
+
+/**
+ * Read a plan written by `coo_plan_save` (in any process). The file's
+ * checksums, content rules and plan version are checked, and that the
+ * plan is whole, before the handle is returned: a damaged file, a plan
+ * file of another version or a file that is not a plan is
+ * `COO_ERR_INVALID_FILE` (the message says what is wrong; a damaged
+ * format version that reads as a later one is `COO_ERR_UNSUPPORTED`), a
+ * missing or unreadable file `COO_ERR_IO`. A loaded plan refills on every
+ * core. NULL on error.
+ *
+ * # Safety
+ * `path` is NULL or NUL-terminated.
+ */
+coo_plan *coo_plan_load(const char *path);
+
+/**
+ * Write the plan to `path`, a Hurray file (`coo-assembler verify` checks
+ * it), atomically: a temporary file in the same folder, fsynced, renamed.
+ * `COO_ERR_IO` when it cannot be written (nothing is then left at
+ * `path`, and a file already there stays as it was).
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle; `path` is NULL or NUL-terminated.
+ */
+int coo_plan_save(const coo_plan *plan, const char *path);
+
+/**
+ * Release a plan. NULL, or a plan already freed: no-op. No other call
+ * may use the plan during or after this one.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle, not used by another thread during or
+ * after the call.
+ */
+void coo_plan_free(coo_plan *plan);
+
+/**
+ * Entries of a result of `plan` into `*out`: the `nnz` that
+ * `coo_plan_assemble` takes.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+ * `uint64_t`.
+ */
+int coo_plan_nnz(const coo_plan *plan, uint64_t *out);
+
+/**
+ * Contributions a refill of `plan` takes into `*out`: the `n` that
+ * `coo_plan_assemble` takes.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+ * `uint64_t`.
+ */
+int coo_plan_contributions(const coo_plan *plan, uint64_t *out);
+
+/**
+ * Shape, type, layout and sizes of `plan` (see `coo_plan_details`): the
+ * lengths of the arrays every other call takes.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+ * `coo_plan_details`.
+ */
+int coo_plan_info(const coo_plan *plan, coo_plan_details *out);
+
+/**
+ * Copy the structure of a result of `plan` into the caller's arrays,
+ * whose lengths `coo_plan_info` gives (`indices_len`, `pointers_len`):
+ * - CSR (CSC): `indices` gets the column (row) of each entry in storage
+ *   order, `nnz` of them; `pointers` the `rows + 1` (`columns + 1`)
+ *   offsets, entries `pointers[i] .. pointers[i+1]` being row (column)
+ *   `i`: with the values of a refill, the arrays of a CSR (CSC) matrix;
+ * - COO: `indices` gets each entry's index tuple (`rank` per entry,
+ *   `nnz * rank` in all) in row-major order; there are no pointers
+ *   (`pointers_len` must be 0; `pointers` may be NULL).
+ *
+ * Either array may be NULL, and is then skipped (its length is not
+ * checked); a length other than the structure's is `COO_ERR_ARGUMENT`
+ * naming the array, and nothing is written.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle; `indices` and `pointers` are NULL or
+ * writable for `indices_len` and `pointers_len` int64.
+ */
+int coo_plan_structure(const coo_plan *plan,
+                       int64_t *indices,
+                       size_t indices_len,
+                       int64_t *pointers,
+                       size_t pointers_len);
+
+/**
+ * Refill `out` with the assembly of `values` under the plan: `n` doubles,
+ * one per contribution in the order the coordinates were given (for
+ * `coo_plan_elements`, the element matrices one after the other), into
+ * `nnz` doubles, one per entry in the order of `coo_plan_structure`. The
+ * values written are bit for bit the ones `coo_assemble_arrays` (or the
+ * builder) stores for the same contributions and options: exact sums,
+ * the same duplicate and non-finite policies. Nothing is allocated but a
+ * few values per thread; the call runs on the plan's threads
+ * (`options->threads` when planned, every core when loaded) and returns
+ * when `out` is filled.
+ *
+ * A plan is immutable: any number of threads may call this at once on
+ * one plan, each with its own `out` (the values may be shared). `out`
+ * must not overlap `values`.
+ *
+ * For `COO_F64` plans; other element types take
+ * `coo_plan_assemble_typed`. Errors (`out` then holds partial values):
+ * - `COO_ERR_NULL`: `plan` is NULL; `values` or `out` is NULL while its
+ *   length is not 0;
+ * - `COO_ERR_STATE`: `plan` was freed;
+ * - `COO_ERR_ARGUMENT`: `n` is not the plan's contributions, `nnz` not
+ *   its entries (`coo_plan_info`; the message says which), the plan is
+ *   not `COO_F64`, `out` overlaps `values`, an array is not aligned;
+ * - `COO_ERR_VALUE`: a value refused by the plan's non-finite policy (the
+ *   first such contribution).
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle not freed during the call; `values` is
+ * NULL or points to `n` doubles that do not change during the call;
+ * `out` is NULL or writable for `nnz` doubles, not used by anything else
+ * during the call.
+ */
+int coo_plan_assemble(const coo_plan *plan,
+                      const double *values,
+                      size_t n,
+                      double *out,
+                      size_t nnz);
+
+/**
+ * `coo_plan_assemble` for a plan of any element type: `out` points to
+ * `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
+ * `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
+ * as the `uint16_t` bits of the IEEE half and bfloat16 numbers), and
+ * `values` to `n` values of the C type `value_type` names, which is
+ * either the plan's element type or `COO_F64`. Doubles reach the
+ * element type as `coo_assemble_arrays` sends them (summed exactly and
+ * rounded once into a float type; integral and in range for an integer
+ * type), so the refill is, bit for bit, the values that call stores for
+ * the same doubles. The rules, threads and errors are
+ * `coo_plan_assemble`'s, and: `COO_ERR_ARGUMENT` for any other
+ * `value_type`; `COO_ERR_VALUE` for a value an integer type refuses (not
+ * integral, out of range: the first such contribution);
+ * `COO_ERR_OVERFLOW` for an integer sum that does not fit (the first such
+ * entry in storage order).
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle not freed during the call; `values` is
+ * NULL or points to `n` values of the type `value_type` names, which do
+ * not change during the call; `out` is NULL or writable for `nnz` values
+ * of the plan's element type, not used by anything else during the call.
+ */
+int coo_plan_assemble_typed(const coo_plan *plan,
+                            const void *values,
+                            coo_dtype value_type,
+                            size_t n,
+                            void *out,
+                            size_t nnz);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -32,7 +32,7 @@ use std::time::Instant;
 /// does not apply here (NaN and infinities are not integral).
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
-struct Integral(f64);
+pub(crate) struct Integral(pub(crate) f64);
 
 impl fmt::Display for Integral {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,7 +64,7 @@ const VALUE_TYPES: &str = "COO_F64 (double)";
 /// The first negative index, by contribution then dimension, as the
 /// C API reports it (`coo_builder_push_many` checks every index for a
 /// negative one before it pushes any).
-fn first_negative<I: IndexElem>(dims: &[&[I]]) -> Option<Fail> {
+pub(crate) fn first_negative<I: IndexElem>(dims: &[&[I]]) -> Option<Fail> {
     let (i, d) = dims
         .iter()
         .enumerate()

@@ -16,6 +16,7 @@
 use crate::convert::{
     c_str, from_c, indices, negative_component, out_ref, slice, to_c, to_i64, to_u64,
 };
+use crate::live::Registry;
 use crate::{
     coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail,
     LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED,
@@ -24,9 +25,8 @@ use crate::{
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
 };
-use std::collections::BTreeSet;
 use std::ffi::{c_char, c_int};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::Instant;
 
 // The handles are used from any thread: what they hold must allow it.
@@ -37,34 +37,21 @@ const _: () = {
     sent::<Pusher>();
 };
 
-/// The builder and pusher handles alive now, by address: a handle that was
-/// finished or freed is told apart from a live one (`COO_ERR_STATE`, or a
-/// no-op for a second free) instead of being dereferenced. An address the
-/// allocator has since given to a new handle is that handle (the one case
-/// the header leaves undefined, with use during another thread's free).
-static LIVE: Mutex<BTreeSet<usize>> = Mutex::new(BTreeSet::new());
-
-fn live_set() -> MutexGuard<'static, BTreeSet<usize>> {
-    // The set is only inserted into and removed from: a panic elsewhere
-    // cannot leave it inconsistent.
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// The builder and pusher handles alive now (see [`Registry`]).
+static LIVE: Registry = Registry::new();
 
 /// Register a new handle.
 fn register<T>(p: *mut T) -> *mut T {
-    if !p.is_null() {
-        live_set().insert(p as usize);
-    }
-    p
+    LIVE.register(p)
 }
 
 /// Unregister `p`; false when it was not a live handle.
 fn unregister<T>(p: *mut T) -> bool {
-    live_set().remove(&(p as usize))
+    LIVE.unregister(p)
 }
 
 fn is_live<T>(p: *const T) -> bool {
-    live_set().contains(&(p as usize))
+    LIVE.contains(p)
 }
 
 /// The builder behind `b`, when it is a live handle.

@@ -297,7 +297,7 @@ pub unsafe extern "C" fn coo_file_read_entries(
 
 /// # Safety
 /// `p` is non-null and writable for `n` elements.
-unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'a mut [T]> {
+pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'a mut [T]> {
     // SAFETY: checks alignment and nullness; the caller vouches for the length.
     unsafe { slice(p.cast_const(), n, what) }?;
     // SAFETY: as above, and writable (contract).

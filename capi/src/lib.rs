@@ -26,10 +26,13 @@ mod arrays;
 mod builder;
 mod convert;
 mod file;
+mod live;
+mod plan;
 
 pub use arrays::*;
 pub use builder::*;
 pub use file::*;
+pub use plan::*;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};

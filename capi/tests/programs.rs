@@ -469,6 +469,144 @@ fn c_assembles_arrays_into_the_builders_file() {
     );
 }
 
+/// Replays tests/c/plan.c: the quadrilateral mesh's element dofs and the
+/// two sets of values.
+fn plan_mesh() -> (Vec<u64>, [Vec<f64>; 2]) {
+    const NX: u64 = 80;
+    let mut dofs = Vec::new();
+    for j in 0..NX {
+        for i in 0..NX {
+            let n0 = j * (NX + 1) + i;
+            dofs.extend([n0, n0 + 1, n0 + NX + 2, n0 + NX + 1]);
+        }
+    }
+    let n = dofs.len() / 4 * 16;
+    let values = |seed: u64| {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let e = ((s >> 3) % 41) as i64 - 20;
+                let scale = f64::from_bits(((1023 + e - 53) as u64) << 52);
+                let v = (s >> 11) as f64 * scale;
+                if s & 1 == 1 {
+                    -v
+                } else {
+                    v
+                }
+            })
+            .collect::<Vec<f64>>()
+    };
+    (dofs, [values(1000), values(1001)])
+}
+
+/// The values of a file's tensor in storage order.
+fn stored_f64s(path: &Path) -> Vec<f64> {
+    let file = HurrayFile::open(path).expect("open");
+    let t = file.only_tensor_view().expect("tensor");
+    assert_eq!(t.dtype(), DType::F64);
+    t.values_bytes()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
+/// Issue 24: plans through the C API. The program checks every refill
+/// against coo_assemble_arrays bit for bit, the structure against the
+/// file's, save and load, refills from several threads at once, typed
+/// refills and every error; here the plans it saved are read by the Rust
+/// library and refilled with the replayed values, and a Rust plan of the
+/// replayed mesh has the digest the C plans printed.
+#[test]
+fn c_plans_refill_bit_for_bit() {
+    use coo_assembler::{OutputLayout, Plan};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/plan.c")],
+        dir.path(),
+        "plan",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "plan");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    for code in [
+        "COO_ERR_NULL",
+        "COO_ERR_ARGUMENT",
+        "COO_ERR_INDEX",
+        "COO_ERR_VALUE",
+        "COO_ERR_DUPLICATE",
+        "COO_ERR_OVERFLOW",
+        "COO_ERR_BUDGET",
+        "COO_ERR_IO",
+        "COO_ERR_INVALID_FILE",
+        "COO_ERR_STATE",
+    ] {
+        assert!(
+            out.contains(&format!(": {code} ")),
+            "{code} not seen:\n{out}"
+        );
+    }
+    let damaged = out
+        .lines()
+        .find(|l| l.starts_with("damaged: "))
+        .unwrap_or_else(|| panic!("no damage summary in:\n{out}"));
+    assert_eq!(field(damaged, "wrong"), 0, "{damaged}");
+    assert!(
+        field(damaged, "invalid_file") * 10 > field(damaged, "flips") * 9,
+        "{damaged}"
+    );
+
+    let (dofs, values) = plan_mesh();
+    let opts = AssembleOptions {
+        layout: OutputLayout::Csr,
+        threads: 2,
+        ..AssembleOptions::default()
+    };
+    let nodes = 81 * 81;
+    let ours = Plan::for_elements(&dofs, 4, [nodes, nodes], DType::F64, &opts, None)
+        .expect("plan the mesh");
+    for name in ["coo", "csr", "csc"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}: nnz=")))
+            .unwrap_or_else(|| panic!("no {name} line in:\n{out}"));
+        assert_eq!(field(line, "contributions"), values[0].len() as u64);
+        assert_eq!(field(line, "nnz"), ours.nnz() as u64, "{line}");
+        assert_eq!(field(line, "digest"), ours.digest(), "{line}");
+        // The C program's plan file, refilled by the Rust library with the
+        // replayed values: the C program's coo_assemble_arrays file.
+        let plan = Plan::load(work.join(format!("{name}.plan.hrry"))).expect("load the C plan");
+        assert_eq!(plan.layout().to_string(), name);
+        for (r, vals) in values.iter().enumerate() {
+            let mut got = vec![0.0f64; plan.nnz()];
+            plan.assemble_into(vals, &mut got, None).expect("refill");
+            let want = stored_f64s(&work.join(format!("{name}.{r}.hrry")));
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+            assert_eq!(bits(&got), bits(&want), "{name}, values {r}");
+        }
+    }
+    // Exact sums matter here: the plain sums of some entry differ.
+    let want = stored_f64s(&work.join("csr.0.hrry"));
+    let mut plain = BTreeMap::new();
+    for (c, &v) in values[0].iter().enumerate() {
+        let (e, a, b) = (c / 16, c % 16 / 4, c % 4);
+        *plain
+            .entry((dofs[e * 4 + a], dofs[e * 4 + b]))
+            .or_insert(0.0) += v;
+    }
+    let plain: Vec<f64> = plain.into_values().collect();
+    assert_eq!(plain.len(), want.len());
+    assert!(
+        plain.iter().zip(&want).any(|(p, w)| p != w),
+        "every plain sum is exact: the values do not test exact summation"
+    );
+}
+
 /// The P1 stiffness matrix of the Fortran example, computed here the
 /// same way (element by element) but summed in Rust.
 fn poisson_2d_oracle(n: u64) -> BTreeMap<(u64, u64), f64> {
@@ -627,6 +765,47 @@ fn fortran_assembles_arrays_into_the_builders_file() {
         .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
         .collect();
     assert!(hidden.is_empty(), "temporary outputs left: {hidden:?}");
+}
+
+/// Issue 24: `coo_plan_t` of the Fortran layer: element matrices (1-based,
+/// `ke(a, b, e)` to `(dofs(a, e), dofs(b, e))`) and arrays, refilled bit
+/// for bit as the builder and `coo_assemble` store them, saved, loaded,
+/// and its errors. The plan it saved is a valid Hurray file that the Rust
+/// library loads, with the structure of the builder's file.
+#[test]
+fn fortran_plans_refill_bit_for_bit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_fortran(
+        &["capi/tests/fortran/plan.f90"],
+        dir.path(),
+        "plan",
+        &["-Wno-compare-reals"],
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "plan");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.lines().filter(|l| l.starts_with("ok ")).count() >= 55,
+        "{out}"
+    );
+    let file = HurrayFile::open(work.join("P.hrry")).expect("open the plan file");
+    let problems: Vec<_> = file.verify().into_iter().filter(|p| p.is_error()).collect();
+    assert!(problems.is_empty(), "{problems:?}");
+    let plan = coo_assembler::Plan::load(work.join("P.hrry")).expect("load the plan");
+    assert_eq!(plan.contributions(), 9 * 200);
+    // CSR of the builder's (row-major) entries.
+    let want: Vec<(u64, u64)> = entries(&work.join("B1.hrry")).into_keys().collect();
+    let (ptr, ind): (Vec<u64>, Vec<u64>) =
+        (plan.pointers().expect("ptr"), plan.indices().expect("ind"));
+    let mut got = Vec::new();
+    for (i, w) in ptr.windows(2).enumerate() {
+        for &j in &ind[w[0] as usize..w[1] as usize] {
+            got.push((i as u64, j));
+        }
+    }
+    assert_eq!(got, want);
 }
 
 #[test]

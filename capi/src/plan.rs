@@ -1,0 +1,840 @@
+//! `coo_plan`: assemble again with new values (issue 24). A plan is made
+//! once from the coordinates alone (`coo_plan_new`, `coo_plan_elements`,
+//! or read back with `coo_plan_load`); `coo_plan_assemble` then refills a
+//! caller's value array in place, as often as wanted, bit for bit what a
+//! full assembly of the same contributions stores.
+//!
+//! The library's `Plan` does the work; this front end sees the C arrays
+//! as slices, keeps the C conventions the other entry points keep (a
+//! negative index is `COO_ERR_INDEX` naming its position, first by
+//! contribution then dimension, as `coo_assemble_arrays` reports it;
+//! doubles reach an integer tensor by `coo_builder_push_many`'s rule), and
+//! validates the handles as the builder's are validated: a call on a plan
+//! that was freed is `COO_ERR_STATE`, a second free a no-op.
+//!
+//! A plan is immutable once made: every function but `coo_plan_free`
+//! takes a `const coo_plan *`, and any number of threads may refill from
+//! one plan at once, each into its own output.
+
+use crate::arrays::{first_negative, Integral};
+use crate::builder::{options_or_default, shape_from_c};
+use crate::convert::{from_c, out_ref, slice, to_c};
+use crate::file::out_slice;
+use crate::live::Registry;
+use crate::{
+    c_path, coo_options, handle, quietly, status, DTypeArg, Fail, LayoutArg, Res, COO_ERR_ARGUMENT,
+    COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE,
+};
+use coo_assembler::__half::{bf16, f16};
+use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
+use coo_assembler::{DType, Error, ErrorKind, OutputLayout, Plan};
+use std::ffi::{c_char, c_int, c_void};
+
+// Refills run from any thread at once on one plan: it must allow it.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Plan>();
+};
+
+/// A plan (opaque): the output structure of an assembly and where each
+/// contribution goes, computed once from the coordinates by
+/// `coo_plan_new`, `coo_plan_new_i32`, `coo_plan_elements`,
+/// `coo_plan_elements_i32` or read by `coo_plan_load`; released by
+/// `coo_plan_free`. Immutable: every other `coo_plan_*` function takes a
+/// `const coo_plan *` and may be called from several threads at once on
+/// one plan.
+pub struct coo_plan {
+    plan: Plan,
+}
+
+/// What a plan is, filled by `coo_plan_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct coo_plan_details {
+    pub rank: u32,
+    /// Extents of the first `rank` dimensions; the rest are 0.
+    pub shape: [i64; 64],
+    /// Element type of the results (`coo_plan_assemble` takes `COO_F64`
+    /// plans; `coo_plan_assemble_typed` every type).
+    pub dtype: DTypeArg,
+    /// Layout of the structure (`COO_LAYOUT_COO`, `COO_LAYOUT_CSR`,
+    /// `COO_LAYOUT_CSC`).
+    pub layout: LayoutArg,
+    /// Entries of a result: the length of the `out` array of a refill
+    /// (explicit zeros included).
+    pub nnz: u64,
+    /// Contributions a refill takes: the length of its `values` array.
+    pub contributions: u64,
+    /// Length of the `indices` array of `coo_plan_structure`: `nnz` for
+    /// CSR and CSC (the minor index of each entry), `nnz * rank` for COO
+    /// (each entry's index tuple).
+    pub indices_len: u64,
+    /// Length of the `pointers` array of `coo_plan_structure`: rows + 1
+    /// for CSR, columns + 1 for CSC, 0 for COO.
+    pub pointers_len: u64,
+    /// Bytes the plan holds in memory.
+    pub memory_bytes: u64,
+    /// The digest of the coordinates the plan was made from: plans of
+    /// other coordinates differ, plans of the same ones (as arrays of
+    /// either index type or as elements, planned on as many threads)
+    /// agree.
+    pub digest: u64,
+}
+
+/// The plan handles alive now.
+static PLANS: Registry = Registry::new();
+
+/// The plan behind `p`, when it is a live handle.
+fn live_plan<'a>(p: *const coo_plan) -> Res<&'a Plan> {
+    if p.is_null() {
+        return Err(Fail::null("plan"));
+    }
+    if !PLANS.contains(p) {
+        return Err(Fail::new(
+            COO_ERR_STATE,
+            "not a live plan: it was freed (or not made by coo_plan_new, coo_plan_elements or \
+             coo_plan_load)",
+        ));
+    }
+    // SAFETY: registered when made and not yet unregistered, so the
+    // allocation is live; not freed during the call (the contract).
+    Ok(unsafe { &(*p).plan })
+}
+
+/// A new plan handle, registered (NULL and the error recorded on failure).
+fn new_handle(f: impl FnOnce() -> Res<Plan>) -> *mut coo_plan {
+    PLANS.register(handle(|| Ok(Box::new(coo_plan { plan: f()? }))))
+}
+
+/// Errors met before any index is read: they stand whatever the indices
+/// hold (the options, the budget, the shape).
+fn before_indices(e: &Error) -> bool {
+    matches!(e, Error::InvalidOptions(_) | Error::InvalidShape { .. })
+        || e.kind() == ErrorKind::Budget
+}
+
+/// The body of `coo_plan_new` and `coo_plan_new_i32`.
+///
+/// # Safety
+/// As [`coo_plan_new`], with `I` for `int64_t`.
+unsafe fn plan_arrays<I: IndexElem>(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const I,
+) -> Res<Plan> {
+    // SAFETY: `rank` int64 by the caller's contract.
+    let extents = unsafe { shape_from_c(rank, shape) }?;
+    let dtype: DType = from_c(dtype.0)?;
+    // SAFETY: the caller's contract.
+    let opts = unsafe { options_or_default(options) }?;
+    opts.validate()
+        .and_then(|()| opts.layout.check_rank(rank as usize))?;
+    let rank = rank as usize;
+    let dims: Vec<&[I]> = if n == 0 && indices.is_null() {
+        vec![&[]; rank]
+    } else {
+        // SAFETY: `rank` pointers by the caller's contract.
+        let ptrs = unsafe { slice(indices, rank, "indices") }?;
+        ptrs.iter()
+            .enumerate()
+            // SAFETY: each NULL or `n` elements (the caller's contract).
+            .map(|(d, &p)| unsafe { slice(p, n, &format!("indices[{d}]")) })
+            .collect::<Res<_>>()?
+    };
+    Plan::new(&dims, extents, dtype, &opts, None).map_err(|e| {
+        if before_indices(&e) {
+            Fail::from(e)
+        } else {
+            first_negative(&dims).unwrap_or_else(|| Fail::from(e))
+        }
+    })
+}
+
+/// The element and degree of freedom (within it) of dof position `p`.
+fn element_dof(p: usize, k: usize) -> (usize, usize) {
+    (p / k, p % k)
+}
+
+/// The body of `coo_plan_elements` and `coo_plan_elements_i32`.
+///
+/// # Safety
+/// As [`coo_plan_elements`], with `I` for `int64_t`.
+unsafe fn plan_elements<I: IndexElem>(
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    elements: usize,
+    k: usize,
+    dofs: *const I,
+) -> Res<Plan> {
+    // SAFETY: 2 int64 by the caller's contract.
+    let extents = unsafe { shape_from_c(2, shape) }?;
+    let dtype: DType = from_c(dtype.0)?;
+    // SAFETY: the caller's contract.
+    let opts = unsafe { options_or_default(options) }?;
+    opts.validate()?;
+    if k == 0 {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            "k = 0: an element has at least one degree of freedom",
+        ));
+    }
+    let len = elements.checked_mul(k).ok_or_else(|| {
+        Fail::new(
+            COO_ERR_ARGUMENT,
+            format!("elements = {elements} times k = {k} overflows"),
+        )
+    })?;
+    // SAFETY: `elements * k` elements by the caller's contract.
+    let dofs = unsafe { slice(dofs, len, "dofs") }?;
+    Plan::for_elements(dofs, k, [extents[0], extents[1]], dtype, &opts, None).map_err(|e| {
+        if before_indices(&e) {
+            return Fail::from(e);
+        }
+        if let Some(p) = dofs.iter().position(|x| x.is_negative()) {
+            let (el, a) = element_dof(p, k);
+            let v = dofs[p].widen() as i64;
+            return Fail::new(
+                COO_ERR_INDEX,
+                format!("element {el}, dof {a}: index {v} is negative"),
+            );
+        }
+        match e {
+            Error::IndexOutOfRange {
+                contribution,
+                dim,
+                index,
+                extent,
+            } => {
+                let kk = (k * k) as u64;
+                let (el, r) = (contribution / kk, (contribution % kk) as usize);
+                let a = if dim == 0 { r / k } else { r % k };
+                Fail::new(
+                    COO_ERR_INDEX,
+                    format!(
+                        "element {el}, dof {a}: index {index} is out of range (extent {extent} \
+                         of dimension {dim}; contribution {contribution})"
+                    ),
+                )
+            }
+            e => Fail::from(e),
+        }
+    })
+}
+
+/// Plan the assembly of `n` contributions at the coordinates `indices`
+/// into a tensor of `rank` dimensions (1..=64) with extents
+/// `shape[0..rank]`, element type `dtype` and the layout, duplicate and
+/// non-finite policies, summation, thread count and memory budget of
+/// `options` (NULL: the defaults, which make a COO plan). Only the
+/// coordinates are read: contribution `i` has the index `(indices[0][i],
+/// ..., indices[rank-1][i])`, one array of `n` per dimension, 0-based, as
+/// `coo_assemble_arrays` takes them (which may be NULL when `n` is 0). The
+/// arrays are not kept: they may be freed or changed after the call.
+///
+/// The plan holds the result's structure (`coo_plan_structure`) and, for
+/// each entry, where its contributions are; `coo_plan_assemble` then
+/// refills a result from `n` values, bit for bit what
+/// `coo_assemble_arrays` with the same arrays, values and options stores.
+/// Explicit zeros are kept: `options->drop_zeros` is refused (it changes
+/// the pattern with the values). The plan takes about 24 bytes per
+/// contribution while it is made (`options->memory_budget` must allow it)
+/// and `coo_plan_info`'s `memory_bytes` afterwards. NULL on error:
+/// - `COO_ERR_NULL`: `shape` is NULL; `indices`, or an `indices[d]`, is
+///   NULL while `n > 0`;
+/// - `COO_ERR_ARGUMENT`: `rank` outside 1..=64, a negative extent, an
+///   unknown `dtype`, options that cannot work or that a plan refuses
+///   (`drop_zeros`), a layout the rank cannot take, an array not aligned,
+///   2^32 contributions or more;
+/// - `COO_ERR_BUDGET`: the budget is smaller than planning needs (the
+///   message gives the minimum);
+/// - `COO_ERR_INDEX`: a negative index (the first, by contribution then
+///   dimension, whatever else is wrong) or one at or past its extent; the
+///   message names the contribution and the dimension;
+/// - `COO_ERR_DUPLICATE`: under `COO_DUP_ERROR`, a coordinate given twice;
+/// - `COO_ERR_MEMORY`: the plan could not be allocated.
+///
+/// # Safety
+/// `shape` is NULL or points to `rank` int64; `options` is NULL or points
+/// to a `coo_options` filled by `coo_options_default`; `indices` is NULL
+/// or points to `rank` pointers, each NULL or pointing to `n` int64 that
+/// do not change during the call.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_new(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const i64,
+) -> *mut coo_plan {
+    // SAFETY: forwarded contract.
+    new_handle(|| unsafe { plan_arrays(rank, shape, dtype, options, n, indices) })
+}
+
+/// `coo_plan_new` with `int32_t` index arrays (read in place as well):
+/// the same plan, the same errors.
+///
+/// # Safety
+/// As `coo_plan_new`, with each `indices[d]` NULL or pointing to `n`
+/// int32.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_new_i32(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const i32,
+) -> *mut coo_plan {
+    // SAFETY: forwarded contract.
+    new_handle(|| unsafe { plan_arrays(rank, shape, dtype, options, n, indices) })
+}
+
+/// Plan the assembly of element matrices into a matrix of
+/// `shape[0] x shape[1]`: `dofs` is an `elements x k` row-major array,
+/// element `e`'s degrees of freedom at `dofs[e*k .. (e+1)*k]` (0-based),
+/// and element `e` contributes `k * k` values, `ke[e*k*k + a*k + b]` going
+/// to `(dofs[e*k + a], dofs[e*k + b])`: the contributions
+/// `coo_builder_push_element(b, k, dofs + e*k, ke + e*k*k)` makes for
+/// each element in turn, in that order. A refill then takes the
+/// `elements * k * k` values of all the element matrices, one after the
+/// other. `dtype`, `options` and the errors are `coo_plan_new`'s; an
+/// index error names the element and the dof (`COO_ERR_INDEX`), `k = 0`
+/// or `elements * k * k` of 2^32 or more is `COO_ERR_ARGUMENT`; `dofs` may
+/// be NULL when `elements` is 0.
+///
+/// # Safety
+/// `shape` is NULL or points to 2 int64; `options` as in
+/// `coo_plan_new`; `dofs` is NULL or points to `elements * k` int64 that
+/// do not change during the call.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_elements(
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    elements: usize,
+    k: usize,
+    dofs: *const i64,
+) -> *mut coo_plan {
+    // SAFETY: forwarded contract.
+    new_handle(|| unsafe { plan_elements(shape, dtype, options, elements, k, dofs) })
+}
+
+/// `coo_plan_elements` with an `int32_t` dof array: the same plan, the
+/// same errors.
+///
+/// # Safety
+/// As `coo_plan_elements`, with `dofs` NULL or pointing to `elements * k`
+/// int32.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_elements_i32(
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    elements: usize,
+    k: usize,
+    dofs: *const i32,
+) -> *mut coo_plan {
+    // SAFETY: forwarded contract.
+    new_handle(|| unsafe { plan_elements(shape, dtype, options, elements, k, dofs) })
+}
+
+/// Read a plan written by `coo_plan_save` (in any process). The file's
+/// checksums, content rules and plan version are checked, and that the
+/// plan is whole, before the handle is returned: a damaged file, a plan
+/// file of another version or a file that is not a plan is
+/// `COO_ERR_INVALID_FILE` (the message says what is wrong; a damaged
+/// format version that reads as a later one is `COO_ERR_UNSUPPORTED`), a
+/// missing or unreadable file `COO_ERR_IO`. A loaded plan refills on every
+/// core. NULL on error.
+///
+/// # Safety
+/// `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_load(path: *const c_char) -> *mut coo_plan {
+    new_handle(|| {
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let path = unsafe { c_path(path, "path") }?;
+        Plan::load(&path).map_err(|e| match e.kind() {
+            // The path is the only argument, and it was checked: what the
+            // library calls an invalid argument here is in the file (a
+            // damaged policy name in its KV section, say).
+            ErrorKind::Argument => Fail::new(
+                COO_ERR_INVALID_FILE,
+                format!("plan file {}: {e}", path.display()),
+            ),
+            _ => Fail::from(e),
+        })
+    })
+}
+
+/// Write the plan to `path`, a Hurray file (`coo-assembler verify` checks
+/// it), atomically: a temporary file in the same folder, fsynced, renamed.
+/// `COO_ERR_IO` when it cannot be written (nothing is then left at
+/// `path`, and a file already there stays as it was).
+///
+/// # Safety
+/// `plan` is NULL or a plan handle; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_save(plan: *const coo_plan, path: *const c_char) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let path = unsafe { c_path(path, "path") }?;
+        Ok(p.save(&path)?)
+    })
+}
+
+/// Release a plan. NULL, or a plan already freed: no-op. No other call
+/// may use the plan during or after this one.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle, not used by another thread during or
+/// after the call.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_free(plan: *mut coo_plan) {
+    if !plan.is_null() && PLANS.unregister(plan) {
+        // SAFETY: registered when made and unregistered just now, so this
+        // is the one free.
+        quietly(|| drop(unsafe { Box::from_raw(plan) }));
+    }
+}
+
+/// Lengths of the structure's arrays: (indices, pointers).
+fn structure_lengths(p: &Plan) -> (u64, u64) {
+    let nnz = p.nnz() as u64;
+    match p.layout() {
+        OutputLayout::Coo => (nnz * p.shape().len() as u64, 0),
+        l => (nnz, p.shape()[l.major_dim()] + 1),
+    }
+}
+
+/// Entries of a result of `plan` into `*out`: the `nnz` that
+/// `coo_plan_assemble` takes.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+/// `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_nnz(plan: *const coo_plan, out: *mut u64) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        // SAFETY: NULL or writable (the caller's contract).
+        *unsafe { out_ref(out, "out") }? = p.nnz() as u64;
+        Ok(())
+    })
+}
+
+/// Contributions a refill of `plan` takes into `*out`: the `n` that
+/// `coo_plan_assemble` takes.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+/// `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_contributions(plan: *const coo_plan, out: *mut u64) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        // SAFETY: NULL or writable (the caller's contract).
+        *unsafe { out_ref(out, "out") }? = p.contributions() as u64;
+        Ok(())
+    })
+}
+
+/// Shape, type, layout and sizes of `plan` (see `coo_plan_details`): the
+/// lengths of the arrays every other call takes.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
+/// `coo_plan_details`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_info(plan: *const coo_plan, out: *mut coo_plan_details) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        let mut shape = [0i64; 64];
+        for (s, &e) in shape.iter_mut().zip(p.shape()) {
+            *s = i64::try_from(e).map_err(|_| {
+                Fail::new(
+                    COO_ERR_INVALID_FILE,
+                    format!("extent {e} does not fit int64_t (this API's index type)"),
+                )
+            })?;
+        }
+        let (indices_len, pointers_len) = structure_lengths(p);
+        let info = coo_plan_details {
+            rank: p.shape().len() as u32,
+            shape,
+            dtype: DTypeArg(to_c(p.dtype())),
+            layout: LayoutArg(to_c(p.layout())),
+            nnz: p.nnz() as u64,
+            contributions: p.contributions() as u64,
+            indices_len,
+            pointers_len,
+            memory_bytes: p.memory_bytes(),
+            digest: p.digest(),
+        };
+        // SAFETY: NULL or writable (the caller's contract).
+        *unsafe { out_ref(out, "out") }? = info;
+        Ok(())
+    })
+}
+
+/// Copy the structure of a result of `plan` into the caller's arrays,
+/// whose lengths `coo_plan_info` gives (`indices_len`, `pointers_len`):
+/// - CSR (CSC): `indices` gets the column (row) of each entry in storage
+///   order, `nnz` of them; `pointers` the `rows + 1` (`columns + 1`)
+///   offsets, entries `pointers[i] .. pointers[i+1]` being row (column)
+///   `i`: with the values of a refill, the arrays of a CSR (CSC) matrix;
+/// - COO: `indices` gets each entry's index tuple (`rank` per entry,
+///   `nnz * rank` in all) in row-major order; there are no pointers
+///   (`pointers_len` must be 0; `pointers` may be NULL).
+///
+/// Either array may be NULL, and is then skipped (its length is not
+/// checked); a length other than the structure's is `COO_ERR_ARGUMENT`
+/// naming the array, and nothing is written.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle; `indices` and `pointers` are NULL or
+/// writable for `indices_len` and `pointers_len` int64.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_structure(
+    plan: *const coo_plan,
+    indices: *mut i64,
+    indices_len: usize,
+    pointers: *mut i64,
+    pointers_len: usize,
+) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        let (want_indices, want_pointers) = structure_lengths(p);
+        let layout = p.layout();
+        let check = |what: &str, got: usize, want: u64, rule: &str| {
+            if got as u64 == want {
+                Ok(())
+            } else {
+                Err(Fail::new(
+                    COO_ERR_ARGUMENT,
+                    format!("{what}_len = {got}: this {layout} plan's structure has {want} {what} ({rule})"),
+                ))
+            }
+        };
+        let index_rule = if layout.is_compressed() {
+            "nnz"
+        } else {
+            "nnz * rank"
+        };
+        let pointer_rule = match layout {
+            OutputLayout::Csr => "rows + 1",
+            OutputLayout::Csc => "columns + 1",
+            OutputLayout::Coo => "COO has none",
+        };
+        if !indices.is_null() {
+            check("indices", indices_len, want_indices, index_rule)?;
+        }
+        if !pointers.is_null() {
+            check("pointers", pointers_len, want_pointers, pointer_rule)?;
+        }
+        if !indices.is_null() {
+            let v: Vec<i64> = p.indices()?;
+            // SAFETY: non-null, writable for indices_len int64 (contract),
+            // which equals v.len().
+            unsafe { out_slice(indices, indices_len, "indices") }?.copy_from_slice(&v);
+        }
+        if !pointers.is_null() && pointers_len > 0 {
+            let v: Vec<i64> = p.pointers()?;
+            // SAFETY: as above, for the pointers.
+            unsafe { out_slice(pointers, pointers_len, "pointers") }?.copy_from_slice(&v);
+        }
+        Ok(())
+    })
+}
+
+/// Refill `out` from `values` (`V`) into the plan's elements (`O`).
+///
+/// # Safety
+/// `values` is NULL or points to `n` `V`; `out` is NULL or writable for
+/// `nnz` `O`.
+unsafe fn refill<V: DirectValue, O: OutValue>(
+    p: &Plan,
+    values: *const V,
+    n: usize,
+    out: *mut O,
+    nnz: usize,
+) -> Res<()> {
+    if n != p.contributions() {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!(
+                "values: n = {n}, the plan takes {} contributions (one value each)",
+                p.contributions()
+            ),
+        ));
+    }
+    if nnz != p.nnz() {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!(
+                "out: nnz = {nnz}, the plan's result has {} entries (one value each)",
+                p.nnz()
+            ),
+        ));
+    }
+    let bytes_v = n * std::mem::size_of::<V>();
+    let bytes_o = nnz * std::mem::size_of::<O>();
+    let (v0, o0) = (values as usize, out as usize);
+    if bytes_v > 0 && bytes_o > 0 && v0 < o0 + bytes_o && o0 < v0 + bytes_v {
+        return Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            "out overlaps values: a refill writes into an array of its own",
+        ));
+    }
+    // SAFETY: `n` readable V (the caller's contract).
+    let values = unsafe { slice(values, n, "values") }?;
+    // SAFETY: `nnz` writable O, not overlapping `values` (checked).
+    let out = unsafe { out_slice(out, nnz, "out") }?;
+    Ok(p.assemble_into(values, out, None)?)
+}
+
+/// Refill `out` with the assembly of `values` under the plan: `n` doubles,
+/// one per contribution in the order the coordinates were given (for
+/// `coo_plan_elements`, the element matrices one after the other), into
+/// `nnz` doubles, one per entry in the order of `coo_plan_structure`. The
+/// values written are bit for bit the ones `coo_assemble_arrays` (or the
+/// builder) stores for the same contributions and options: exact sums,
+/// the same duplicate and non-finite policies. Nothing is allocated but a
+/// few values per thread; the call runs on the plan's threads
+/// (`options->threads` when planned, every core when loaded) and returns
+/// when `out` is filled.
+///
+/// A plan is immutable: any number of threads may call this at once on
+/// one plan, each with its own `out` (the values may be shared). `out`
+/// must not overlap `values`.
+///
+/// For `COO_F64` plans; other element types take
+/// `coo_plan_assemble_typed`. Errors (`out` then holds partial values):
+/// - `COO_ERR_NULL`: `plan` is NULL; `values` or `out` is NULL while its
+///   length is not 0;
+/// - `COO_ERR_STATE`: `plan` was freed;
+/// - `COO_ERR_ARGUMENT`: `n` is not the plan's contributions, `nnz` not
+///   its entries (`coo_plan_info`; the message says which), the plan is
+///   not `COO_F64`, `out` overlaps `values`, an array is not aligned;
+/// - `COO_ERR_VALUE`: a value refused by the plan's non-finite policy (the
+///   first such contribution).
+///
+/// # Safety
+/// `plan` is NULL or a plan handle not freed during the call; `values` is
+/// NULL or points to `n` doubles that do not change during the call;
+/// `out` is NULL or writable for `nnz` doubles, not used by anything else
+/// during the call.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_assemble(
+    plan: *const coo_plan,
+    values: *const f64,
+    n: usize,
+    out: *mut f64,
+    nnz: usize,
+) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        if p.dtype() != DType::F64 {
+            return Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "the plan's tensor holds {} values and coo_plan_assemble fills doubles: \
+                     refill it with coo_plan_assemble_typed, into an array of its element type",
+                    p.dtype()
+                ),
+            ));
+        }
+        // SAFETY: forwarded contract.
+        unsafe { refill::<f64, f64>(p, values, n, out, nnz) }
+    })
+}
+
+/// A typed refill: `out` of the plan's element type `O`, `values` of it
+/// too, or doubles, which go in as `D` (`f64` into a float type,
+/// [`Integral`] into an integer one).
+///
+/// # Safety
+/// As [`coo_plan_assemble_typed`].
+unsafe fn typed<O: OutValue + DirectValue, D: DirectValue>(
+    p: &Plan,
+    values: *const c_void,
+    value_type: DType,
+    n: usize,
+    out: *mut c_void,
+    nnz: usize,
+) -> Res<()> {
+    let out = out.cast::<O>();
+    // SAFETY (every arm): `values` holds `n` values of the C type
+    // `value_type` names (the caller's contract); `Integral` is an f64.
+    unsafe {
+        match value_type {
+            t if t == p.dtype() => refill::<O, O>(p, values.cast(), n, out, nnz),
+            DType::F64 => refill::<D, O>(p, values.cast(), n, out, nnz),
+            other => Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "value_type {other}: a plan of {} values is refilled from values of its own \
+                     type or from COO_F64 (double)",
+                    p.dtype()
+                ),
+            )),
+        }
+    }
+}
+
+/// `coo_plan_assemble` for a plan of any element type: `out` points to
+/// `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
+/// `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
+/// as the `uint16_t` bits of the IEEE half and bfloat16 numbers), and
+/// `values` to `n` values of the C type `value_type` names, which is
+/// either the plan's element type or `COO_F64`. Doubles reach the
+/// element type as `coo_assemble_arrays` sends them (summed exactly and
+/// rounded once into a float type; integral and in range for an integer
+/// type), so the refill is, bit for bit, the values that call stores for
+/// the same doubles. The rules, threads and errors are
+/// `coo_plan_assemble`'s, and: `COO_ERR_ARGUMENT` for any other
+/// `value_type`; `COO_ERR_VALUE` for a value an integer type refuses (not
+/// integral, out of range: the first such contribution);
+/// `COO_ERR_OVERFLOW` for an integer sum that does not fit (the first such
+/// entry in storage order).
+///
+/// # Safety
+/// `plan` is NULL or a plan handle not freed during the call; `values` is
+/// NULL or points to `n` values of the type `value_type` names, which do
+/// not change during the call; `out` is NULL or writable for `nnz` values
+/// of the plan's element type, not used by anything else during the call.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_assemble_typed(
+    plan: *const coo_plan,
+    values: *const c_void,
+    value_type: DTypeArg,
+    n: usize,
+    out: *mut c_void,
+    nnz: usize,
+) -> c_int {
+    status(|| {
+        let p = live_plan(plan)?;
+        let vt: DType = from_c(value_type.0)
+            .map_err(|f| Fail::new(f.code, format!("value_type: {}", f.msg)))?;
+        // SAFETY (every arm): forwarded contract; `out` holds the plan's
+        // element type.
+        unsafe {
+            match p.dtype() {
+                DType::F64 => typed::<f64, f64>(p, values, vt, n, out, nnz),
+                DType::F32 => typed::<f32, f64>(p, values, vt, n, out, nnz),
+                DType::F16 => typed::<f16, f64>(p, values, vt, n, out, nnz),
+                DType::BF16 => typed::<bf16, f64>(p, values, vt, n, out, nnz),
+                DType::I8 => typed::<i8, Integral>(p, values, vt, n, out, nnz),
+                DType::U8 => typed::<u8, Integral>(p, values, vt, n, out, nnz),
+                DType::I16 => typed::<i16, Integral>(p, values, vt, n, out, nnz),
+                DType::U16 => typed::<u16, Integral>(p, values, vt, n, out, nnz),
+                DType::I32 => typed::<i32, Integral>(p, values, vt, n, out, nnz),
+                DType::U32 => typed::<u32, Integral>(p, values, vt, n, out, nnz),
+                DType::I64 => typed::<i64, Integral>(p, values, vt, n, out, nnz),
+                DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{COO_ERR_NULL, COO_OK};
+
+    const F64: DTypeArg = DTypeArg(3);
+
+    fn plan_of(rows: &[i64], cols: &[i64], shape: [i64; 2]) -> *mut coo_plan {
+        let idx = [rows.as_ptr(), cols.as_ptr()];
+        unsafe {
+            coo_plan_new(
+                2,
+                shape.as_ptr(),
+                F64,
+                std::ptr::null(),
+                rows.len(),
+                idx.as_ptr(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_plan_refills_and_is_validated() {
+        let rows = [0i64, 1, 0, 1];
+        let cols = [0i64, 1, 0, 0];
+        let p = plan_of(&rows, &cols, [2, 2]);
+        assert!(!p.is_null());
+        let mut nnz = 0u64;
+        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_OK);
+        assert_eq!(nnz, 3);
+        let mut out = [0.0f64; 3];
+        let vals = [1.0f64, 2.0, 0.5, 3.0];
+        let code = unsafe { coo_plan_assemble(p, vals.as_ptr(), 4, out.as_mut_ptr(), 3) };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [1.5, 3.0, 2.0]); // (0,0), (1,0), (1,1)
+        assert_eq!(
+            unsafe { coo_plan_assemble(p, vals.as_ptr(), 3, out.as_mut_ptr(), 3) },
+            COO_ERR_ARGUMENT
+        );
+        unsafe { coo_plan_free(p) };
+        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_ERR_STATE);
+        unsafe { coo_plan_free(p) }; // a second free: no-op
+        assert_eq!(
+            unsafe { coo_plan_nnz(std::ptr::null(), &mut nnz) },
+            COO_ERR_NULL
+        );
+    }
+
+    #[test]
+    fn negative_indices_and_dofs_name_their_position() {
+        let p = plan_of(&[0, 1, 2], &[0, -4, 9], [3, 3]);
+        assert!(p.is_null());
+        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert_eq!(
+            msg.to_str().unwrap(),
+            "contribution 1: index -4 in dimension 1 is negative"
+        );
+        let dofs = [0i64, 1, 1, -2];
+        let shape = [3i64, 3];
+        let p = unsafe {
+            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
+        };
+        assert!(p.is_null());
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert_eq!(
+            msg.to_str().unwrap(),
+            "element 1, dof 1: index -2 is negative"
+        );
+        let dofs = [0i64, 1, 1, 3];
+        let p = unsafe {
+            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
+        };
+        assert!(p.is_null());
+        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert!(
+            msg.to_str()
+                .unwrap()
+                .starts_with("element 1, dof 1: index 3 is out of range"),
+            "{msg:?}"
+        );
+    }
+
+    #[test]
+    fn overlapping_arrays_are_refused() {
+        let p = plan_of(&[0, 1], &[0, 1], [2, 2]);
+        let mut buf = [1.0f64, 2.0, 0.0];
+        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(1), 2) };
+        assert_eq!(code, COO_ERR_ARGUMENT);
+        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(2), 1) };
+        assert_eq!(code, COO_ERR_ARGUMENT); // the wrong nnz, checked first
+        unsafe { coo_plan_free(p) };
+    }
+}

@@ -265,8 +265,10 @@ impl Plan {
     }
 
     /// The digest of the coordinates (xxh3 over every index as 8
-    /// little-endian bytes, contribution by contribution, folded per
-    /// thread range): plans of other coordinates differ.
+    /// little-endian bytes, contribution by contribution, per block of
+    /// 65536 contributions, the blocks' digests folded in order; the same
+    /// for every thread count and index type): plans of other coordinates
+    /// differ.
     pub fn digest(&self) -> u64 {
         self.digest
     }

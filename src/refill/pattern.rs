@@ -217,10 +217,26 @@ fn stop_error() -> Error {
 }
 
 /// Split `0..n` into `parts` contiguous ranges.
+/// Split `0..n` into `parts` contiguous ranges cut at multiples of
+/// [`DIGEST_BLOCK`], so that the digest (folded block by block) does not
+/// depend on the thread count.
 fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
     let parts = parts.max(1);
+    let cut = |t: usize| ((n * t / parts) / DIGEST_BLOCK * DIGEST_BLOCK).min(n);
     (0..parts)
-        .map(|t| (n * t / parts, n * (t + 1) / parts))
+        .map(|t| (cut(t), if t + 1 == parts { n } else { cut(t + 1) }))
+        .collect()
+}
+
+/// Contributions per block of the digest.
+const DIGEST_BLOCK: usize = 1 << 16;
+
+/// The digests of the blocks of `from..to` (`from` a multiple of
+/// [`DIGEST_BLOCK`]).
+fn block_digests<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> Vec<u64> {
+    (from..to)
+        .step_by(DIGEST_BLOCK)
+        .map(|b| digest_part(c, rank, b, (b + DIGEST_BLOCK).min(to)))
         .collect()
 }
 
@@ -250,12 +266,12 @@ pub(crate) fn plan<C: Coords>(
     let parts = ranges(n, threads);
 
     // 1. Validate, count per bucket and digest, each thread its range.
-    let counted: Vec<Result<(Vec<u32>, u64)>> = std::thread::scope(|s| {
+    let counted: Vec<Result<(Vec<u32>, Vec<u64>)>> = std::thread::scope(|s| {
         let hs: Vec<_> = parts
             .iter()
             .map(|&(from, to)| {
                 let ks = &ks;
-                s.spawn(move || -> Result<(Vec<u32>, u64)> {
+                s.spawn(move || -> Result<(Vec<u32>, Vec<u64>)> {
                     let mut hist = zeros::<u32>(buckets, "the plan's bucket counts")?;
                     for k in from..to {
                         if k % STOP_EVERY == 0 && stopped(stop) {
@@ -264,7 +280,7 @@ pub(crate) fn plan<C: Coords>(
                         let key = ks.key(c, k)?;
                         hist[(key >> split) as usize] += 1;
                     }
-                    Ok((hist, digest_part(c, rank, from, to)))
+                    Ok((hist, block_digests(c, rank, from, to)))
                 })
             })
             .collect();
@@ -281,7 +297,9 @@ pub(crate) fn plan<C: Coords>(
         // The first error in array order: ranges are in array order.
         let (h, d) = r?;
         hists.push(h);
-        digest.update(&d.to_le_bytes());
+        for x in d {
+            digest.update(&x.to_le_bytes());
+        }
     }
     let digest = digest.digest();
 

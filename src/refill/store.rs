@@ -35,6 +35,9 @@ const KEY_DTYPE: &str = "coo_assembler.plan.dtype";
 const KEY_DUPLICATES: &str = "coo_assembler.plan.duplicates";
 const KEY_EXACT: &str = "coo_assembler.plan.exact_sums";
 const KEY_NON_FINITE: &str = "coo_assembler.plan.non_finite";
+/// xxh3 of the other plan entries and the two tensors' shapes: the KV
+/// section has no checksum of its own.
+const KEY_CHECK: &str = "coo_assembler.plan.check";
 const PATTERN: &str = "pattern";
 const ORDER: &str = "order";
 
@@ -57,6 +60,17 @@ impl Plan {
         w.add_own_metadata(KEY_DUPLICATES, KvValue::String(self.duplicates.to_string()))?;
         w.add_own_metadata(KEY_EXACT, KvValue::Bool(self.exact_sums))?;
         w.add_own_metadata(KEY_NON_FINITE, KvValue::String(self.non_finite.to_string()))?;
+        let check = Check {
+            shape: &self.shape,
+            layout: self.layout,
+            digest: self.digest,
+            dtype: self.dtype.name(),
+            duplicates: &self.duplicates.to_string(),
+            exact_sums: self.exact_sums,
+            non_finite: &self.non_finite.to_string(),
+            n: self.order.len() as u64,
+        };
+        w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
         {
             let mut t = w.begin_tensor_as(PATTERN, DType::U32, &self.shape, self.layout)?;
             let mut err = Ok(());
@@ -126,9 +140,19 @@ impl Plan {
             Some(KvValue::Bool(b)) => *b,
             _ => return Err(refused(name, format!("KV entry {KEY_EXACT} is missing"))),
         };
-        let dtype = DType::parse(&text(KEY_DTYPE)?)?;
-        let duplicates = DuplicatePolicy::parse(&text(KEY_DUPLICATES)?)?;
-        let non_finite = NonFinitePolicy::parse(&text(KEY_NON_FINITE)?)?;
+        let (dt, dup, nf) = (
+            text(KEY_DTYPE)?,
+            text(KEY_DUPLICATES)?,
+            text(KEY_NON_FINITE)?,
+        );
+        let bad_name = |k: &str, e: Error| refused(name, format!("KV entry {k}: {e}"));
+        let dtype = DType::parse(&dt).map_err(|e| bad_name(KEY_DTYPE, e))?;
+        let duplicates = DuplicatePolicy::parse(&dup).map_err(|e| bad_name(KEY_DUPLICATES, e))?;
+        let non_finite = NonFinitePolicy::parse(&nf).map_err(|e| bad_name(KEY_NON_FINITE, e))?;
+        let stored_check = match kv(KEY_CHECK) {
+            Some(KvValue::U64(c)) => *c,
+            _ => return Err(refused(name, format!("KV entry {KEY_CHECK} is missing"))),
+        };
         // Checksums and the content rules (sorted, in bounds, pointers).
         if let Some(pr) = f
             .verify()
@@ -170,6 +194,22 @@ impl Plan {
         }
         starts.push(at as u32);
         let order: Vec<u32> = u32s(order_t.values_bytes());
+        let check = Check {
+            shape: &shape,
+            layout,
+            digest,
+            dtype: &dt,
+            duplicates: &dup,
+            exact_sums,
+            non_finite: &nf,
+            n: order.len() as u64,
+        };
+        if check.value() != stored_check {
+            return Err(refused(
+                name,
+                "the plan's KV entries do not match their check (damaged)".into(),
+            ));
+        }
         if order.len() as u64 != at {
             return Err(refused(
                 name,
@@ -245,6 +285,42 @@ impl Plan {
                 f(e, &idx);
             }
         }
+    }
+}
+
+/// What the `coo_assembler.plan.check` entry covers: the plan's other KV
+/// entries, its shape, layout and contribution count.
+struct Check<'a> {
+    shape: &'a [u64],
+    layout: crate::options::OutputLayout,
+    digest: u64,
+    dtype: &'a str,
+    duplicates: &'a str,
+    exact_sums: bool,
+    non_finite: &'a str,
+    n: u64,
+}
+
+impl Check<'_> {
+    fn value(&self) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&PLAN_VERSION.to_le_bytes());
+        h.update(&self.digest.to_le_bytes());
+        for t in [
+            self.dtype,
+            self.duplicates,
+            self.non_finite,
+            &self.layout.to_string(),
+        ] {
+            h.update(&(t.len() as u64).to_le_bytes());
+            h.update(t.as_bytes());
+        }
+        h.update(&[u8::from(self.exact_sums)]);
+        h.update(&self.n.to_le_bytes());
+        for &e in self.shape {
+            h.update(&e.to_le_bytes());
+        }
+        h.digest()
     }
 }
 

@@ -554,9 +554,15 @@ fn the_digest_does_not_depend_on_the_thread_count() {
     let (r, c, _) = mesh(300_000);
     let d: Vec<u64> = (1..=3)
         .map(|t| {
-            Plan::new(&[&r[..], &c[..]], &[4000, 4000], DType::F64, &opts(OutputLayout::Csr, DuplicatePolicy::Sum, t), None)
-                .expect("plan")
-                .digest()
+            Plan::new(
+                &[&r[..], &c[..]],
+                &[4000, 4000],
+                DType::F64,
+                &opts(OutputLayout::Csr, DuplicatePolicy::Sum, t),
+                None,
+            )
+            .expect("plan")
+            .digest()
         })
         .collect();
     assert_eq!(d[0], d[1]);
@@ -566,22 +572,34 @@ fn the_digest_does_not_depend_on_the_thread_count() {
 #[test]
 fn damaged_plan_metadata_is_refused() {
     let (r, c, _) = mesh(1000);
-    let plan = Plan::new(&[&r[..], &c[..]], &[4000, 4000], DType::F64, &opts(OutputLayout::Csr, DuplicatePolicy::Sum, 1), None)
-        .expect("plan");
+    let plan = Plan::new(
+        &[&r[..], &c[..]],
+        &[4000, 4000],
+        DType::F64,
+        &opts(OutputLayout::Csr, DuplicatePolicy::Sum, 1),
+        None,
+    )
+    .expect("plan");
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("p.plan");
     plan.save(&path).expect("save");
     let bytes = std::fs::read(&path).expect("read");
     // The digest's bytes in the KV section, one bit flipped.
     let needle = plan.digest().to_le_bytes();
-    let at = bytes.windows(8).position(|w| w == needle).expect("the digest is stored");
+    let at = bytes
+        .windows(8)
+        .position(|w| w == needle)
+        .expect("the digest is stored");
     let mut bad = bytes.clone();
     bad[at] ^= 1;
     let e = Plan::from_bytes(bad).map(|_| ()).unwrap_err();
     assert!(e.to_string().contains("do not match their check"), "{e}");
     // A policy name damaged into another valid one is caught too.
     let needle = b"sum";
-    let at = bytes.windows(3).position(|w| w == needle).expect("the policy is stored");
+    let at = bytes
+        .windows(3)
+        .position(|w| w == needle)
+        .expect("the policy is stored");
     let mut bad = bytes.clone();
     bad[at..at + 3].copy_from_slice(b"max");
     let e = Plan::from_bytes(bad).map(|_| ()).unwrap_err();

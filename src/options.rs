@@ -69,27 +69,6 @@ impl OutputLayout {
         usize::from(self == OutputLayout::Csc)
     }
 
-    /// Whether a tensor of `shape` can be stored in this layout: a rank in
-    /// 1..=64 (2 for CSR and CSC) and no extent u64::MAX (which Hurray
-    /// reserves for dynamic shapes).
-    pub fn check_shape(self, shape: &[u64]) -> Result<()> {
-        if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
-            return Err(Error::InvalidShape {
-                shape: shape.to_vec(),
-                detail: format!("rank {} is out of 1..=64", shape.len()),
-            });
-        }
-        if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
-            return Err(Error::InvalidShape {
-                shape: shape.to_vec(),
-                detail: format!(
-                    "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
-                ),
-            });
-        }
-        self.check_rank(shape.len())
-    }
-
     /// Refuse a shape this layout cannot hold (CSR and CSC are rank 2 only).
     pub fn check_rank(self, rank: usize) -> Result<()> {
         if self.is_compressed() && rank != 2 {

@@ -309,7 +309,7 @@ impl Builder {
     /// `dtype`. Checks the options and the budget; starts the sorter threads.
     pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
         opts.validate()?;
-        opts.layout.check_shape(shape)?;
+        crate::assemble::check_shape(opts.layout, shape)?;
         // CSC: column-major keys, so runs and the merge come out by column.
         let layout = match opts.layout.major_dim() {
             0 => KeyLayout::new(shape),

@@ -19,3 +19,28 @@ pub(crate) mod plan;
 pub(crate) mod run;
 internal_mod!(sort);
 pub(crate) mod spill;
+
+/// Whether a tensor of `shape` can be stored in `layout`: a rank in
+/// 1..=64 (2 for CSR and CSC) and no extent u64::MAX (which Hurray
+/// reserves for dynamic shapes). The `Builder`'s and a plan's check.
+pub(crate) fn check_shape(
+    layout: crate::options::OutputLayout,
+    shape: &[u64],
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
+        return Err(Error::InvalidShape {
+            shape: shape.to_vec(),
+            detail: format!("rank {} is out of 1..=64", shape.len()),
+        });
+    }
+    if let Some(d) = shape.iter().position(|&e| e == u64::MAX) {
+        return Err(Error::InvalidShape {
+            shape: shape.to_vec(),
+            detail: format!(
+                "dimension {d} has extent u64::MAX, which Hurray reserves for dynamic shapes"
+            ),
+        });
+    }
+    layout.check_rank(shape.len())
+}

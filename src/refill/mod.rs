@@ -195,7 +195,7 @@ impl Plan {
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
         opts.validate()?;
-        opts.layout.check_shape(shape)?;
+        crate::assemble::check_shape(opts.layout, shape)?;
         if opts.drop_zeros {
             return Err(Error::InvalidOptions(
                 "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \

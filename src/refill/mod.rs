@@ -65,6 +65,14 @@ impl Ix {
         }
     }
 
+    /// Element `i` widened (0 past the end).
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Ix::U32(v) => v.get(i).map_or(0, |&x| x as u64),
+            Ix::U64(v) => v.get(i).copied().unwrap_or(0),
+        }
+    }
+
     fn max(&self) -> u64 {
         match self {
             Ix::U32(v) => v.iter().copied().max().unwrap_or(0) as u64,
@@ -462,10 +470,7 @@ impl Plan {
 
     /// The index tuple of entry `e`.
     fn coordinate(&self, e: usize) -> Vec<u64> {
-        let get = |ix: &Ix, i: usize| match ix {
-            Ix::U32(v) => v.get(i).map_or(0, |&x| x as u64),
-            Ix::U64(v) => v.get(i).copied().unwrap_or(0),
-        };
+        let get = |ix: &Ix, i: usize| ix.get(i);
         if self.layout.is_compressed() {
             let minor = get(&self.structure.indices, e);
             let ptr = &self.structure.pointers;

@@ -9,7 +9,7 @@
 //! (key, position) in cache and cut it into entries.
 
 use super::{Ix, Structure};
-use crate::assemble::direct::IndexElem;
+use crate::assemble::direct::{bits_of, IndexElem};
 use crate::error::{Error, Result};
 use crate::options::OutputLayout;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -112,14 +112,6 @@ struct KeyShape {
     total: u32,
 }
 
-fn bits_of(extent: u64) -> u32 {
-    if extent <= 1 {
-        0
-    } else {
-        64 - (extent - 1).leading_zeros()
-    }
-}
-
 impl KeyShape {
     fn new(shape: &[u64], layout: OutputLayout) -> Option<KeyShape> {
         let rank = shape.len();
@@ -201,11 +193,7 @@ fn oom(what: &'static str, n: usize, width: usize) -> Error {
 }
 
 fn zeros<T: Clone + Default>(n: usize, what: &'static str) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| oom(what, n, std::mem::size_of::<T>()))?;
-    v.resize(n, T::default());
-    Ok(v)
+    crate::assemble::direct::out::filled(n, T::default(), what)
 }
 
 fn stopped(stop: Option<&AtomicBool>) -> bool {

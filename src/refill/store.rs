@@ -261,10 +261,7 @@ impl Plan {
 
     /// Call `f(entry, index tuple)` for every entry, in storage order.
     pub(super) fn each_coordinate(&self, mut f: impl FnMut(usize, &[u64])) {
-        let get = |ix: &Ix, i: usize| match ix {
-            Ix::U32(v) => v.get(i).map_or(0, |&x| x as u64),
-            Ix::U64(v) => v.get(i).copied().unwrap_or(0),
-        };
+        let get = |ix: &Ix, i: usize| ix.get(i);
         let rank = self.shape.len();
         let mut idx = vec![0u64; rank];
         if self.layout.is_compressed() {

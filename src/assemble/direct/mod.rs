@@ -34,7 +34,7 @@ mod band;
 mod count;
 mod input;
 pub(crate) mod lane;
-mod out;
+pub(crate) mod out;
 mod stream;
 pub use stream::assemble_arrays_to_file;
 
@@ -170,7 +170,7 @@ pub struct Assembled<O, J> {
 }
 
 /// Bits to hold `extent - 1`.
-fn bits_of(extent: u64) -> u32 {
+pub(crate) fn bits_of(extent: u64) -> u32 {
     if extent <= 1 {
         0
     } else {

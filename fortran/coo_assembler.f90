@@ -28,7 +28,7 @@ module coo_assembler
    ! coo_dtype (the library's table order)
    integer(c_int), parameter, public :: COO_F16 = 0, COO_BF16 = 1, COO_F32 = 2, &
       COO_F64 = 3, COO_I8 = 4, COO_U8 = 5, COO_I16 = 6, COO_U16 = 7, COO_I32 = 8, &
-      COO_U32 = 9, COO_I64 = 10, COO_U64 = 11
+      COO_U32 = 9, COO_I64 = 10, COO_U64 = 11, COO_C64 = 12, COO_C128 = 13
    ! coo_non_finite
    integer(c_int), parameter, public :: COO_KEEP = 0, COO_REJECT_NAN = 1, &
       COO_REJECT_NON_FINITE = 2
@@ -102,7 +102,9 @@ module coo_assembler
       coo_assemble_arrays_i32, coo_plan_new, coo_plan_new_i32, coo_plan_elements, &
       coo_plan_elements_i32, coo_plan_load, coo_plan_save, coo_plan_free, coo_plan_nnz, &
       coo_plan_contributions, coo_plan_info, coo_plan_structure, coo_plan_assemble, &
-      coo_plan_assemble_typed
+      coo_plan_assemble_typed, coo_builder_push_complex, coo_builder_push_many_complex, &
+      coo_builder_push_element_complex, coo_pusher_push_complex, &
+      coo_pusher_push_many_complex, coo_pusher_push_element_complex
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -203,6 +205,66 @@ module coo_assembler
          real(c_double), intent(in) :: ke(*)
          integer(c_int) :: s
       end function coo_pusher_push_element
+
+      ! Complex values: `complex(c_double_complex)` is the (real, imaginary)
+      ! pair of doubles the C functions read.
+      function coo_builder_push_complex(b, idx, re, im) &
+         bind(c, name="coo_builder_push_complex") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), value :: re, im
+         integer(c_int) :: s
+      end function coo_builder_push_complex
+
+      function coo_builder_push_many_complex(b, n, idx, values) &
+         bind(c, name="coo_builder_push_many_complex") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double_complex, c_int
+         type(c_ptr), value :: b
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         complex(c_double_complex), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_builder_push_many_complex
+
+      function coo_builder_push_element_complex(b, k, dofs, ke) &
+         bind(c, name="coo_builder_push_element_complex") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double_complex, c_int
+         type(c_ptr), value :: b
+         integer(c_size_t), value :: k
+         integer(c_int64_t), intent(in) :: dofs(*)
+         complex(c_double_complex), intent(in) :: ke(*)
+         integer(c_int) :: s
+      end function coo_builder_push_element_complex
+
+      function coo_pusher_push_complex(p, idx, re, im) &
+         bind(c, name="coo_pusher_push_complex") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: p
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), value :: re, im
+         integer(c_int) :: s
+      end function coo_pusher_push_complex
+
+      function coo_pusher_push_many_complex(p, n, idx, values) &
+         bind(c, name="coo_pusher_push_many_complex") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double_complex, c_int
+         type(c_ptr), value :: p
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         complex(c_double_complex), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_pusher_push_many_complex
+
+      function coo_pusher_push_element_complex(p, k, dofs, ke) &
+         bind(c, name="coo_pusher_push_element_complex") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double_complex, c_int
+         type(c_ptr), value :: p
+         integer(c_size_t), value :: k
+         integer(c_int64_t), intent(in) :: dofs(*)
+         complex(c_double_complex), intent(in) :: ke(*)
+         integer(c_int) :: s
+      end function coo_pusher_push_element_complex
 
       subroutine coo_pusher_free(p) bind(c, name="coo_pusher_free")
          import :: c_ptr
@@ -487,12 +549,12 @@ module coo_assembler
       !> VIA_BUILDER or VIA_PUSHER, set by init.
       integer :: via = 0
    contains
-      procedure, private :: push_i4, push_i8
-      generic :: push => push_i4, push_i8
-      procedure, private :: push_many_i4, push_many_i8
-      generic :: push_many => push_many_i4, push_many_i8
-      procedure, private :: push_element_i4, push_element_i8
-      generic :: push_element => push_element_i4, push_element_i8
+      procedure, private :: push_i4, push_i8, push_z4, push_z8
+      generic :: push => push_i4, push_i8, push_z4, push_z8
+      procedure, private :: push_many_i4, push_many_i8, push_many_z8
+      generic :: push_many => push_many_i4, push_many_i8, push_many_z8
+      procedure, private :: push_element_i4, push_element_i8, push_element_z8
+      generic :: push_element => push_element_i4, push_element_i8, push_element_z8
    end type coo_pushing_t
 
    !> An assembly. `call b%init(shape, dtype, ...)`, push, then
@@ -783,6 +845,76 @@ contains
       integer, intent(out), optional :: stat
       call push_elem(self%via, self%handle, dofs - self%base, ke, stat)
    end subroutine push_element_i8
+
+   !> Push one complex contribution (complex64 and complex128 tensors).
+   subroutine push_z4(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int32), intent(in) :: idx(:)
+      complex(c_double_complex), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call push_z8(self, int(idx, int64), value, stat)
+   end subroutine push_z4
+
+   subroutine push_z8(self, idx, value, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:)
+      complex(c_double_complex), intent(in) :: value
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      if (size(idx) /= self%rank) then
+         status = rank_mismatch(size(idx), self%rank)
+      else if (self%via == VIA_PUSHER) then
+         status = coo_pusher_push_complex(self%handle, idx - self%base, real(value, c_double), &
+                                          aimag(value))
+      else
+         status = coo_builder_push_complex(self%handle, idx - self%base, real(value, c_double), &
+                                           aimag(value))
+      end if
+      call settle(status, 'push', stat)
+   end subroutine push_z8
+
+   !> Push complex contributions: column j of `idx` (rank x n) is the index of `values(j)`.
+   subroutine push_many_z8(self, idx, values, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: idx(:, :)
+      complex(c_double_complex), intent(in) :: values(:)
+      integer, intent(out), optional :: stat
+      integer(int64), allocatable :: idx0(:, :)
+      integer(c_int) :: status
+      if (size(idx, 2) /= size(values)) then
+         status = shape_mismatch(size(idx, 2), size(values))
+      else
+         idx0 = idx - self%base
+         if (self%via == VIA_PUSHER) then
+            status = coo_pusher_push_many_complex(self%handle, size(values, kind=c_size_t), &
+                                                  idx0, values)
+         else
+            status = coo_builder_push_many_complex(self%handle, size(values, kind=c_size_t), &
+                                                   idx0, values)
+         end if
+      end if
+      call settle(status, 'push_many', stat)
+   end subroutine push_many_z8
+
+   !> Push a complex element matrix: `ke(a, b)` goes to `(dofs(a), dofs(b))`.
+   subroutine push_element_z8(self, dofs, ke, stat)
+      class(coo_pushing_t), intent(inout) :: self
+      integer(int64), intent(in) :: dofs(:)
+      complex(c_double_complex), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      if (size(ke, 1) /= size(dofs) .or. size(ke, 2) /= size(dofs)) then
+         status = shape_mismatch(size(ke), size(dofs)**2)
+      else if (self%via == VIA_PUSHER) then
+         ! Row-major in C: the transpose.
+         status = coo_pusher_push_element_complex(self%handle, size(dofs, kind=c_size_t), &
+                                                  dofs - self%base, transpose(ke))
+      else
+         status = coo_builder_push_element_complex(self%handle, size(dofs, kind=c_size_t), &
+                                                   dofs - self%base, transpose(ke))
+      end if
+      call settle(status, 'push_element', stat)
+   end subroutine push_element_z8
 
    subroutine push_one(via, handle, rank, idx0, value, stat)
       integer, intent(in) :: via, rank

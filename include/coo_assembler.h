@@ -189,6 +189,15 @@ typedef enum {
   COO_U32,
   COO_I64,
   COO_U64,
+  /**
+   * complex64: two floats (real, imaginary). Push with the `_complex`
+   * functions (a `double` pushed is a real value, imaginary part 0).
+   */
+  COO_C64,
+  /**
+   * complex128: two doubles (real, imaginary).
+   */
+  COO_C128,
 } coo_dtype;
 
 /**
@@ -652,6 +661,44 @@ int coo_builder_push_many(coo_builder *b, size_t n, const int64_t *idx, const do
 int coo_builder_push_element(coo_builder *b, size_t k, const int64_t *dofs, const double *ke);
 
 /**
+ * Push one complex contribution `re + im i` (complex64 and complex128
+ * tensors; `coo_builder_push` pushes a real value, imaginary part 0).
+ * A complex value into a real tensor is `COO_ERR_VALUE`.
+ *
+ * # Safety
+ * `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
+ */
+int coo_builder_push_complex(coo_builder *b, const int64_t *idx, double re, double im);
+
+/**
+ * As `coo_builder_push_many` with `n` complex values: `values` holds `2 *
+ * n` doubles, real and imaginary part of each in turn (a C99 `double
+ * _Complex` array, a Fortran `complex(c_double_complex)` array).
+ *
+ * # Safety
+ * `b` is NULL or a live builder; `idx` and `values` are NULL or point to
+ * `n * rank` int64 and `2 * n` doubles.
+ */
+int coo_builder_push_many_complex(coo_builder *b,
+                                  size_t n,
+                                  const int64_t *idx,
+                                  const double *values);
+
+/**
+ * As `coo_builder_push_element` with a complex element matrix: `ke`
+ * holds `2 * k * k` doubles (`ke[2*(a*k + b)]` the real part of entry
+ * `(dofs[a], dofs[b])`, the next one its imaginary part).
+ *
+ * # Safety
+ * `b` is NULL or a live builder; `dofs` and `ke` are NULL or point to `k`
+ * int64 and `2 * k * k` doubles.
+ */
+int coo_builder_push_element_complex(coo_builder *b,
+                                     size_t k,
+                                     const int64_t *dofs,
+                                     const double *ke);
+
+/**
  * A pusher for one thread. Several threads may call this at once on the
  * same builder, and any number of pushers may be alive at once (e.g. an
  * OpenMP team larger than `options.threads`): they share the budget. The
@@ -690,6 +737,32 @@ int coo_pusher_push_many(coo_pusher *p, size_t n, const int64_t *idx, const doub
  * int64 and `k * k` doubles.
  */
 int coo_pusher_push_element(coo_pusher *p, size_t k, const int64_t *dofs, const double *ke);
+
+/**
+ * As `coo_builder_push_complex`, through this thread's pusher.
+ *
+ * # Safety
+ * As `coo_pusher_push`.
+ */
+int coo_pusher_push_complex(coo_pusher *p, const int64_t *idx, double re, double im);
+
+/**
+ * As `coo_builder_push_many_complex`, through this thread's pusher.
+ *
+ * # Safety
+ * As `coo_pusher_push`, with `idx` and `values` NULL or pointing to
+ * `n * rank` int64 and `2 * n` doubles.
+ */
+int coo_pusher_push_many_complex(coo_pusher *p, size_t n, const int64_t *idx, const double *values);
+
+/**
+ * As `coo_builder_push_element_complex`, through this thread's pusher.
+ *
+ * # Safety
+ * As `coo_pusher_push`, with `dofs` and `ke` NULL or pointing to `k`
+ * int64 and `2 * k * k` doubles.
+ */
+int coo_pusher_push_element_complex(coo_pusher *p, size_t k, const int64_t *dofs, const double *ke);
 
 /**
  * Release a pusher, handing its buffered contributions to the builder.
@@ -772,6 +845,16 @@ int coo_file_info(const coo_file *f, coo_info *out);
 int coo_file_get(const coo_file *f, const int64_t *idx, double *value);
 
 /**
+ * `coo_file_get` for any tensor, its value as `*re + *im i` (the
+ * imaginary part 0 for a real tensor).
+ *
+ * # Safety
+ * `f` is NULL or a live file; `idx` is NULL or points to `rank` int64;
+ * `re` and `im` are NULL or valid for writing a double.
+ */
+int coo_file_get_complex(const coo_file *f, const int64_t *idx, double *re, double *im);
+
+/**
  * Copy entries `first .. first + n` (fewer at the end of the tensor) in
  * storage order: coordinates into `idx` (`rank` per entry; may be NULL)
  * and values into `values` (may be NULL); the number copied into
@@ -788,6 +871,22 @@ int coo_file_read_entries(const coo_file *f,
                           int64_t *idx,
                           double *values,
                           size_t *n_read);
+
+/**
+ * `coo_file_read_entries` for any tensor, each value as two doubles
+ * (real part, imaginary part; 0 for a real tensor): `values` holds `2 *
+ * n` doubles (a C99 `double _Complex` array).
+ *
+ * # Safety
+ * As `coo_file_read_entries`, with `values` NULL or writable for `2 * n`
+ * doubles.
+ */
+int coo_file_read_entries_complex(const coo_file *f,
+                                  uint64_t first,
+                                  size_t n,
+                                  int64_t *idx,
+                                  double *values,
+                                  size_t *n_read);
 
 /**
  * The entries whose coordinate starts with `prefix` (1..=rank components;

@@ -312,11 +312,7 @@ fn sorter(opts: &ConvertOptions, name: &str, shape: &[u64], dtype: DType) -> Res
 
 /// Push one entry, its value as it was read.
 fn push(b: &mut Builder, idx: &[u64], v: Value) -> Result<()> {
-    match v {
-        Value::Float(x) => b.push(idx, x),
-        Value::Int(x) => b.push(idx, x),
-        Value::UInt(x) => b.push(idx, x),
-    }
+    b.push(idx, v)
 }
 
 /// The name written for an input tensor called `name`.

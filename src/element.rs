@@ -33,11 +33,15 @@ crate::vocab::vocabulary! {
         I64 => "i64" | "int64": "signed 64-bit integer",
         /// Unsigned 64-bit integer.
         U64 => "u64" | "uint64": "unsigned 64-bit integer",
+        /// Two IEEE 754 binary32 (real, imaginary).
+        C64 => "c64" | "complex64": "complex of two single precision floats (real, imaginary)",
+        /// Two IEEE 754 binary64 (real, imaginary).
+        C128 => "c128" | "complex128" | "complex": "complex of two double precision floats (real, imaginary)",
     }
 }
 
 /// Every supported type, in tag order.
-pub const ALL_DTYPES: [DType; 12] = [
+pub const ALL_DTYPES: [DType; 14] = [
     DType::F16,
     DType::BF16,
     DType::F32,
@@ -50,6 +54,8 @@ pub const ALL_DTYPES: [DType; 12] = [
     DType::U32,
     DType::I64,
     DType::U64,
+    DType::C64,
+    DType::C128,
 ];
 
 /// Tag of the bit-packed bool type, which we recognise but do not support.
@@ -71,6 +77,8 @@ impl DType {
             DType::U32 => 0x15,
             DType::I64 => 0x16,
             DType::U64 => 0x17,
+            DType::C64 => 0x50,
+            DType::C128 => 0x51,
         }
     }
 
@@ -100,7 +108,8 @@ impl DType {
             DType::I8 | DType::U8 => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
@@ -120,12 +129,42 @@ impl DType {
             DType::U32 => "uint32",
             DType::I64 => "int64",
             DType::U64 => "uint64",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
     }
 
     /// Floating-point type?
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// The zero of this type, as a [`Value`] (what an implicit entry holds).
+    pub fn zero(self) -> Value {
+        if self.is_float() {
+            Value::Float(0.0)
+        } else if self.is_complex() {
+            Value::Complex(0.0, 0.0)
+        } else if self.is_signed_int() {
+            Value::Int(0)
+        } else {
+            Value::UInt(0)
+        }
+    }
+
+    /// Complex type (two floats: real, imaginary)?
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The float type of each part of a complex type (`None` otherwise):
+    /// a complex value is assembled as its two parts, each summed exactly.
+    pub fn complex_part(self) -> Option<DType> {
+        match self {
+            DType::C64 => Some(DType::F32),
+            DType::C128 => Some(DType::F64),
+            _ => None,
+        }
     }
 
     /// Signed integer type?
@@ -160,6 +199,15 @@ impl DType {
             }
             DType::I64 => Value::Int(i64::from_le_bytes(b(8))),
             DType::U64 => Value::UInt(u64::from_le_bytes(b(8))),
+            DType::C64 => Value::Complex(
+                f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64,
+                f32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as f64,
+            ),
+            DType::C128 => {
+                let mut hi = [0u8; 8];
+                hi.copy_from_slice(&bytes[8..16]);
+                Value::Complex(f64::from_le_bytes(b(8)), f64::from_le_bytes(hi))
+            }
         }
     }
 }
@@ -173,15 +221,41 @@ pub enum Value {
     Int(i64),
     /// Any unsigned integer type.
     UInt(u64),
+    /// Any complex type: (real, imaginary), each widened exactly to f64.
+    Complex(f64, f64),
 }
 
 impl Value {
-    /// The value as f64 (rounded for 64-bit integers beyond 2^53).
+    /// The value as f64 (rounded for 64-bit integers beyond 2^53; the real
+    /// part of a complex value).
     pub fn to_f64(self) -> f64 {
         match self {
             Value::Float(v) => v,
             Value::Int(v) => v as f64,
             Value::UInt(v) => v as f64,
+            Value::Complex(re, _) => re,
+        }
+    }
+
+    /// What the statistics section takes of the value: [`Value::to_f64`],
+    /// and for a complex value NaN if a part is NaN, else infinity if a
+    /// part is infinite, else 0 (the section's range and moments are of
+    /// real values; a complex tensor's says only nnz, sparsity, NaN, inf).
+    pub fn stat_f64(self) -> f64 {
+        match self {
+            Value::Complex(re, im) if re.is_nan() || im.is_nan() => f64::NAN,
+            Value::Complex(re, im) if re.is_infinite() || im.is_infinite() => f64::INFINITY,
+            Value::Complex(..) => 0.0,
+            v => v.to_f64(),
+        }
+    }
+
+    /// `(real, imaginary)`: a complex value's parts, any other value as
+    /// [`Value::to_f64`] with a zero imaginary part.
+    pub fn to_complex(self) -> (f64, f64) {
+        match self {
+            Value::Complex(re, im) => (re, im),
+            v => (v.to_f64(), 0.0),
         }
     }
 
@@ -189,10 +263,24 @@ impl Value {
     /// `dtype.width()` bytes of the array). Floats round to the nearest
     /// value of a narrower float type; integers must fit the type; a float
     /// for an integer type or an integer for a float type is refused (None).
-    pub fn to_le(self, dtype: DType) -> Option<[u8; 8]> {
-        let mut out = [0u8; 8];
+    /// A complex type takes a complex or a float value (imaginary part 0);
+    /// a complex value goes into nothing else.
+    pub fn to_le(self, dtype: DType) -> Option<[u8; 16]> {
+        let mut out = [0u8; 16];
         let mut put = |b: &[u8]| out[..b.len()].copy_from_slice(b);
         match (self, dtype) {
+            (Value::Complex(re, im), DType::C128) => {
+                put(&re.to_le_bytes());
+                out[8..].copy_from_slice(&im.to_le_bytes());
+            }
+            (Value::Complex(re, im), DType::C64) => {
+                put(&(re as f32).to_le_bytes());
+                out[4..8].copy_from_slice(&(im as f32).to_le_bytes());
+            }
+            (Value::Float(v), DType::C128 | DType::C64) => {
+                return Value::Complex(v, 0.0).to_le(dtype);
+            }
+            (Value::Complex(..), _) | (_, DType::C64 | DType::C128) => return None,
             (Value::Float(v), DType::F64) => put(&v.to_le_bytes()),
             (Value::Float(v), DType::F32) => put(&(v as f32).to_le_bytes()),
             (Value::Float(v), DType::F16) => put(&f16::from_f64(v).to_le_bytes()),
@@ -203,7 +291,7 @@ impl Value {
                 let x: i128 = match v {
                     Value::Int(i) => i as i128,
                     Value::UInt(u) => u as i128,
-                    Value::Float(_) => return None,
+                    Value::Float(_) | Value::Complex(..) => return None,
                 };
                 let bytes = x.to_le_bytes();
                 let w = d.width();
@@ -222,12 +310,14 @@ impl Value {
         Some(out)
     }
 
-    /// True for an integer zero or a float +0.0 / -0.0.
+    /// True for an integer zero, a float +0.0 / -0.0, or a complex value
+    /// whose parts are both zeros.
     pub fn is_zero(self) -> bool {
         match self {
             Value::Float(v) => v == 0.0,
             Value::Int(v) => v == 0,
             Value::UInt(v) => v == 0,
+            Value::Complex(re, im) => re == 0.0 && im == 0.0,
         }
     }
 }
@@ -239,19 +329,32 @@ impl fmt::Display for Value {
             Value::Float(v) => f.write_str(&format_float(*v, DType::F64)),
             Value::Int(v) => write!(f, "{v}"),
             Value::UInt(v) => write!(f, "{v}"),
+            Value::Complex(re, im) => f.write_str(&format_complex(*re, *im, DType::F64)),
         }
     }
 }
 
 impl Value {
     /// The value as text for a tensor of `dtype`: integers in full, floats
-    /// with [`format_float`] (the shortest digits for that type).
+    /// with [`format_float`] (the shortest digits for that type), complex
+    /// values as `(re+imj)` with the digits of their part type.
     pub fn repr(&self, dtype: DType) -> String {
         match self {
             Value::Float(v) => format_float(*v, dtype),
+            Value::Complex(re, im) => {
+                format_complex(*re, *im, dtype.complex_part().unwrap_or(DType::F64))
+            }
             other => other.to_string(),
         }
     }
+}
+
+/// `(re+imj)` as Python writes a complex, each part by [`format_float`]
+/// for `part` (the imaginary part's sign always shown, `nan` as `+nanj`).
+fn format_complex(re: f64, im: f64, part: DType) -> String {
+    let i = format_float(im, part);
+    let sign = if i.starts_with('-') { "" } else { "+" };
+    format!("({}{sign}{i}j)", format_float(re, part))
 }
 
 /// `n` with thousands separators: `9,000,000`.
@@ -412,6 +515,14 @@ macro_rules! with_element_type {
                 type $T = u64;
                 $body
             }
+            $crate::DType::C64 => {
+                type $T = $crate::Complex<f32>;
+                $body
+            }
+            $crate::DType::C128 => {
+                type $T = $crate::Complex<f64>;
+                $body
+            }
         }
     };
 }
@@ -469,6 +580,30 @@ impl Element for bf16 {
         bf16::from_le_bytes(le_array(bytes))
     }
 }
+
+macro_rules! impl_complex_element {
+    ($t:ty, $d:expr, $w:expr) => {
+        impl Element for num_complex::Complex<$t> {
+            const DTYPE: DType = $d;
+            fn to_value(self) -> Value {
+                Value::Complex(f64::from(self.re), f64::from(self.im))
+            }
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.re.to_le_bytes());
+                out.extend_from_slice(&self.im.to_le_bytes());
+            }
+            fn from_le(bytes: &[u8]) -> Self {
+                num_complex::Complex::new(
+                    <$t>::from_le_bytes(le_array(bytes)),
+                    <$t>::from_le_bytes(le_array(&bytes[$w..])),
+                )
+            }
+        }
+    };
+}
+
+impl_complex_element!(f32, DType::C64, 4);
+impl_complex_element!(f64, DType::C128, 8);
 
 #[cfg(test)]
 mod tests {

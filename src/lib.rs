@@ -154,6 +154,9 @@ pub use fs::IoCtx;
 pub use half as __half;
 pub use hurray::composite::{CompositeHead, Shard};
 pub use hurray::{KvValue, Statistics};
+/// The complex type of complex64 (`Complex<f32>`) and complex128
+/// (`Complex<f64>`) elements, num-complex's.
+pub use num_complex::Complex;
 #[doc(hidden)]
 pub use options::threads_out_of_range;
 pub use options::{

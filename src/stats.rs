@@ -186,6 +186,9 @@ pub struct StatsAccumulator {
     /// Subtracted from every value for the moments: the first value seen
     /// (0 if it is not finite), fixed once the first block is folded.
     shift: Option<f64>,
+    /// Only nnz, sparsity and NaN / infinity are told (complex values:
+    /// no order, so no range; see [`crate::Value::stat_f64`]).
+    no_range: bool,
 }
 
 impl StatsAccumulator {
@@ -198,7 +201,14 @@ impl StatsAccumulator {
             done: Partial::EMPTY,
             block: Vec::with_capacity(BLOCK),
             shift: None,
+            no_range: false,
         }
+    }
+
+    /// This accumulator, telling no value range and no moments.
+    pub fn without_range(mut self) -> StatsAccumulator {
+        self.no_range = true;
+        self
     }
 
     /// Add one stored value (in stream order).
@@ -270,7 +280,7 @@ impl StatsAccumulator {
         };
         st.sparsity_ratio = zeros_ratio;
         st.computed_mask |= SPARSITY_VALID;
-        if s.nan {
+        if s.nan || self.no_range {
             return st;
         }
         let (mut min, mut max, mut abs_max) = if nnz == 0 {

@@ -469,7 +469,14 @@ impl FileWriter {
             nnz_bound: u64::MAX,
             ptr: layout.is_compressed().then(|| SideStream::new(cap + 8)),
             next_major: 0,
-            stats: self.statistics.then(|| StatsAccumulator::new(shape)),
+            stats: self.statistics.then(|| {
+                let st = StatsAccumulator::new(shape);
+                if dtype.is_complex() {
+                    st.without_range()
+                } else {
+                    st
+                }
+            }),
             descriptor_offset,
             values_offset,
             finished: false,
@@ -788,12 +795,12 @@ impl TensorWriter<'_> {
         }
         self.check_index(idx)?;
         value.write_le(&mut self.fw.buf);
-        self.accept(idx, value.to_value().to_f64())
+        self.accept(idx, value.to_value().stat_f64())
     }
 
     /// Add the next entry from its little-endian bytes (`dtype().width()`
     /// of them) and its value as `f64` for the statistics (ignored when
-    /// statistics are off).
+    /// statistics are off; for a complex type, [`Value::stat_f64`]).
     #[inline]
     pub fn push_le(&mut self, idx: &[u64], value_le: &[u8], value_f64: f64) -> Result<()> {
         if value_le.len() != self.width {
@@ -814,9 +821,9 @@ impl TensorWriter<'_> {
             // 8-byte types: a copy of known length, no call to memmove.
             self.check_index(idx)?;
             self.fw.buf.extend_from_slice(&le);
-            return self.accept(idx, value.to_f64());
+            return self.accept(idx, value.stat_f64());
         }
-        self.push_le(idx, &le[..self.width], value.to_f64())
+        self.push_le(idx, &le[..self.width], value.stat_f64())
     }
 
     /// Append a batch of entries: `idx` holds `rank` components for each

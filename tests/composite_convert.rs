@@ -144,12 +144,7 @@ fn make(dir: &Path, c: &Case) -> (PathBuf, BTreeMap<Vec<u64>, Value>) {
         for local in indices(&p.shape) {
             let global: Vec<u64> = local.iter().zip(&p.offset).map(|(a, b)| a + b).collect();
             if let Some(v) = entry(c.dtype, &global) {
-                match v {
-                    Value::Float(x) => b.push(&local, x),
-                    Value::Int(x) => b.push(&local, x),
-                    Value::UInt(x) => b.push(&local, x),
-                }
-                .unwrap();
+                b.push(&local, v).unwrap();
                 whole.insert(global, v);
             }
         }

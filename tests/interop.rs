@@ -16,7 +16,7 @@ use hurray_core::{LayoutDescriptor, TensorDescriptor};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
-const ALL: [DType; 12] = [
+const ALL: [DType; 14] = [
     DType::F16,
     DType::BF16,
     DType::F32,
@@ -29,6 +29,8 @@ const ALL: [DType; 12] = [
     DType::U16,
     DType::U32,
     DType::U64,
+    DType::C64,
+    DType::C128,
 ];
 
 fn shape_for(rank: usize) -> Vec<u64> {
@@ -61,6 +63,8 @@ fn entries(dt: DType, shape: &[u64], seed: u64, n: usize) -> Vec<(Vec<u64>, Valu
             let k = (k as i64 + (seed % 5) as i64) % 40;
             let v = if dt.is_float() {
                 Value::Float((k as f64 - 7.0) * 0.5)
+            } else if dt.is_complex() {
+                Value::Complex((k as f64 - 7.0) * 0.5, 3.0 - k as f64 * 0.25)
             } else if dt.is_signed_int() {
                 Value::Int(k - 7)
             } else {
@@ -209,16 +213,7 @@ fn check_ours(bytes: Vec<u8>, tensors: &[Raw]) {
             assert_eq!(t.index(k as u64), &i[..], "{ctx}");
         }
         let total: u64 = raw.shape.iter().product();
-        let zero = Value::Float(0.0).to_le(raw.dtype).map_or_else(
-            || {
-                if raw.dtype.is_signed_int() {
-                    Value::Int(0)
-                } else {
-                    Value::UInt(0)
-                }
-            },
-            |_| Value::Float(0.0),
-        );
+        let zero = raw.dtype.zero();
         for lin in 0..total {
             let i = unravel(lin, &raw.shape);
             if !stored.contains(&i) {
@@ -272,7 +267,7 @@ fn reference_files_of_every_type_read_by_us() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
     #[test]
-    fn reference_files_random(dti in 0usize..12, rank in 1usize..=4, seed in any::<u64>(),
+    fn reference_files_random(dti in 0usize..ALL.len(), rank in 1usize..=4, seed in any::<u64>(),
                               n in 0usize..40, sorted in any::<bool>(), stats in any::<bool>()) {
         let dt = ALL[dti];
         let shape = shape_for(rank);
@@ -410,6 +405,10 @@ fn assembled_files_read_by_the_reference() {
                     Value::UInt(x) => {
                         b.push(i, x - 1).unwrap();
                         b.push(i, 1u64).unwrap();
+                    }
+                    Value::Complex(re, im) => {
+                        b.push(i, Value::Complex(re - 1.0, im)).unwrap();
+                        b.push(i, 1.0f64).unwrap();
                     }
                 }
             }

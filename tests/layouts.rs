@@ -117,6 +117,7 @@ fn oracle_of(contribs: &[((u64, u64), Value)]) -> Oracle {
             Value::Float(_) => Value::Float(0.0),
             Value::Int(_) => Value::Int(0),
             Value::UInt(_) => Value::UInt(0),
+            Value::Complex(..) => Value::Complex(0.0, 0.0),
         });
         *e = match (*e, *v) {
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
@@ -163,12 +164,7 @@ fn assemble(
     }
     let mut b = Builder::new(&shape, dt, opts).unwrap();
     for ((i, j), v) in contribs {
-        match *v {
-            Value::Float(x) => b.push(&[*i, *j], x),
-            Value::Int(x) => b.push(&[*i, *j], x),
-            Value::UInt(x) => b.push(&[*i, *j], x),
-        }
-        .unwrap();
+        b.push(&[*i, *j], *v).unwrap();
     }
     b.finish(path).unwrap()
 }

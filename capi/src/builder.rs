@@ -22,6 +22,7 @@ use crate::{
     LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED,
     COO_ERR_STATE, COO_MAX_RANK,
 };
+use coo_assembler::Complex;
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
 };
@@ -181,6 +182,63 @@ impl Feed {
             Kind::Unsigned => self.pusher.push_element(dofs, &self.unsigned)?,
             _ => self.pusher.push_element(dofs, &self.signed)?,
         }
+        Ok(())
+    }
+
+    /// # Safety
+    /// `idx` is NULL or points to `rank` int64.
+    unsafe fn push_complex(&mut self, idx: *const i64, value: Complex<f64>) -> Res<()> {
+        let n = self.pusher.count();
+        let rank = self.shared.rank;
+        // SAFETY: forwarded contract.
+        let idx = unsafe { indices(idx, rank, "idx", negative_component(rank, n)) }?;
+        self.pusher.push(idx, value)?;
+        Ok(())
+    }
+
+    /// # Safety
+    /// `idx` and `values` are NULL or point to `n * rank` int64 and `2 * n`
+    /// doubles (`n` complex values, real part first).
+    unsafe fn push_many_complex(
+        &mut self,
+        n: usize,
+        idx: *const i64,
+        values: *const f64,
+    ) -> Res<()> {
+        let first = self.pusher.count();
+        let rank = self.shared.rank;
+        let len = n.checked_mul(rank).ok_or_else(|| {
+            Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
+        })?;
+        // SAFETY: forwarded contract.
+        let idx = unsafe { indices(idx, len, "idx", negative_component(rank, first)) }?;
+        // SAFETY: forwarded contract.
+        let values = unsafe { complex_slice(values, n, "values") }?;
+        self.pusher.push_many(idx, values)?;
+        Ok(())
+    }
+
+    /// # Safety
+    /// `dofs` and `ke` are NULL or point to `k` int64 and `2 * k * k`
+    /// doubles.
+    unsafe fn push_element_complex(
+        &mut self,
+        k: usize,
+        dofs: *const i64,
+        ke: *const f64,
+    ) -> Res<()> {
+        let kk = k
+            .checked_mul(k)
+            .ok_or_else(|| Fail::new(COO_ERR_ARGUMENT, format!("k = {k} overflows k * k")))?;
+        // SAFETY: forwarded contract.
+        let dofs = unsafe {
+            indices(dofs, k, "dofs", |a, v| {
+                format!("element dof {a}: index {v} is negative")
+            })
+        }?;
+        // SAFETY: forwarded contract.
+        let ke = unsafe { complex_slice(ke, kk, "ke") }?;
+        self.pusher.push_element(dofs, ke)?;
         Ok(())
     }
 
@@ -485,7 +543,8 @@ pub unsafe extern "C" fn coo_builder_new(
         // SAFETY: the caller's contract.
         let opts = unsafe { options_or_default(options) }?;
         let kind = match dtype {
-            d if d.is_float() => Kind::Float,
+            // A double into a complex tensor: its real part.
+            d if d.is_float() || d.is_complex() => Kind::Float,
             DType::U64 => Kind::Unsigned,
             _ => Kind::Signed,
         };
@@ -565,6 +624,24 @@ pub unsafe extern "C" fn coo_builder_push_file(
     })
 }
 
+/// `n` complex values at `p`: `2 * n` doubles, each value's real part
+/// first (the layout of C99 `double _Complex` and Fortran
+/// `complex(c_double_complex)`).
+///
+/// # Safety
+/// `p` is NULL or points to `2 * n` doubles that do not change during the
+/// borrow.
+unsafe fn complex_slice<'a>(p: *const f64, n: usize, what: &str) -> Res<&'a [Complex<f64>]> {
+    let doubles = n
+        .checked_mul(2)
+        .ok_or_else(|| Fail::new(COO_ERR_ARGUMENT, format!("n = {n} complex values overflow")))?;
+    // SAFETY: forwarded contract.
+    let d = unsafe { slice(p, doubles, what) }?;
+    // SAFETY: `Complex<f64>` is `repr(C)` of two f64 (real, imaginary):
+    // `d`'s 2n doubles at f64 alignment are n of them.
+    Ok(unsafe { std::slice::from_raw_parts(d.as_ptr().cast::<Complex<f64>>(), n) })
+}
+
 /// Run `f` on the builder's own pusher (made on first use).
 fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int {
     status(|| {
@@ -636,6 +713,59 @@ pub unsafe extern "C" fn coo_builder_push_element(
 ) -> c_int {
     // SAFETY: forwarded contract.
     with_own(b, |f| unsafe { f.push_element(k, dofs, ke) })
+}
+
+/// Push one complex contribution `re + im i` (complex64 and complex128
+/// tensors; `coo_builder_push` pushes a real value, imaginary part 0).
+/// A complex value into a real tensor is `COO_ERR_VALUE`.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_complex(
+    b: *mut coo_builder,
+    idx: *const i64,
+    re: f64,
+    im: f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_complex(idx, Complex::new(re, im)) })
+}
+
+/// As `coo_builder_push_many` with `n` complex values: `values` holds `2 *
+/// n` doubles, real and imaginary part of each in turn (a C99 `double
+/// _Complex` array, a Fortran `complex(c_double_complex)` array).
+///
+/// # Safety
+/// `b` is NULL or a live builder; `idx` and `values` are NULL or point to
+/// `n * rank` int64 and `2 * n` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_many_complex(
+    b: *mut coo_builder,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_many_complex(n, idx, values) })
+}
+
+/// As `coo_builder_push_element` with a complex element matrix: `ke`
+/// holds `2 * k * k` doubles (`ke[2*(a*k + b)]` the real part of entry
+/// `(dofs[a], dofs[b])`, the next one its imaginary part).
+///
+/// # Safety
+/// `b` is NULL or a live builder; `dofs` and `ke` are NULL or point to `k`
+/// int64 and `2 * k * k` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_builder_push_element_complex(
+    b: *mut coo_builder,
+    k: usize,
+    dofs: *const i64,
+    ke: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_element_complex(k, dofs, ke) })
 }
 
 /// A pusher for one thread. Several threads may call this at once on the
@@ -721,6 +851,53 @@ pub unsafe extern "C" fn coo_pusher_push_element(
 ) -> c_int {
     // SAFETY: forwarded contract.
     with_pusher(p, |f| unsafe { f.push_element(k, dofs, ke) })
+}
+
+/// As `coo_builder_push_complex`, through this thread's pusher.
+///
+/// # Safety
+/// As `coo_pusher_push`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push_complex(
+    p: *mut coo_pusher,
+    idx: *const i64,
+    re: f64,
+    im: f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_complex(idx, Complex::new(re, im)) })
+}
+
+/// As `coo_builder_push_many_complex`, through this thread's pusher.
+///
+/// # Safety
+/// As `coo_pusher_push`, with `idx` and `values` NULL or pointing to
+/// `n * rank` int64 and `2 * n` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push_many_complex(
+    p: *mut coo_pusher,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_many_complex(n, idx, values) })
+}
+
+/// As `coo_builder_push_element_complex`, through this thread's pusher.
+///
+/// # Safety
+/// As `coo_pusher_push`, with `dofs` and `ke` NULL or pointing to `k`
+/// int64 and `2 * k * k` doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_pusher_push_element_complex(
+    p: *mut coo_pusher,
+    k: usize,
+    dofs: *const i64,
+    ke: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_element_complex(k, dofs, ke) })
 }
 
 /// Release a pusher, handing its buffered contributions to the builder.

@@ -188,7 +188,50 @@ pub unsafe extern "C" fn coo_file_get(
         let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
         // SAFETY: NULL or writable (contract).
         let value = unsafe { out_ref(value, "value") }?;
+        real_only(&t, "coo_file_get_complex")?;
         *value = t.get(idx)?.to_f64();
+        Ok(())
+    })
+}
+
+/// A complex tensor's value read as one double would lose its imaginary
+/// part: refused, naming the call that reads both.
+fn real_only(t: &Tensor<'_>, instead: &str) -> Res<()> {
+    if t.dtype().is_complex() {
+        return Err(Fail::new(
+            crate::COO_ERR_UNSUPPORTED,
+            format!(
+                "tensor {:?} holds {} values, which a double cannot hold: use {instead}",
+                t.name(),
+                t.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `coo_file_get` for any tensor, its value as `*re + *im i` (the
+/// imaginary part 0 for a real tensor).
+///
+/// # Safety
+/// `f` is NULL or a live file; `idx` is NULL or points to `rank` int64;
+/// `re` and `im` are NULL or valid for writing a double.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_get_complex(
+    f: *const coo_file,
+    idx: *const i64,
+    re: *mut f64,
+    im: *mut f64,
+) -> c_int {
+    status(|| {
+        let t = file(f)?.tensor;
+        // SAFETY: `rank` int64 (contract).
+        let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
+        // SAFETY: NULL or writable (contract).
+        let re = unsafe { out_ref(re, "re") }?;
+        // SAFETY: NULL or writable (contract).
+        let im = unsafe { out_ref(im, "im") }?;
+        (*re, *im) = t.get(idx)?.to_complex();
         Ok(())
     })
 }
@@ -211,8 +254,50 @@ pub unsafe extern "C" fn coo_file_read_entries(
     values: *mut f64,
     n_read: *mut usize,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { read_entries(f, first, n, idx, values, n_read, false) }
+}
+
+/// `coo_file_read_entries` for any tensor, each value as two doubles
+/// (real part, imaginary part; 0 for a real tensor): `values` holds `2 *
+/// n` doubles (a C99 `double _Complex` array).
+///
+/// # Safety
+/// As `coo_file_read_entries`, with `values` NULL or writable for `2 * n`
+/// doubles.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_read_entries_complex(
+    f: *const coo_file,
+    first: u64,
+    n: usize,
+    idx: *mut i64,
+    values: *mut f64,
+    n_read: *mut usize,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { read_entries(f, first, n, idx, values, n_read, true) }
+}
+
+/// Both entry readers: `complex` says whether `values` takes two doubles
+/// per value (any tensor) or one (real tensors).
+///
+/// # Safety
+/// As `coo_file_read_entries`, `values` writable for `n` doubles, or `2 *
+/// n` when `complex`.
+unsafe fn read_entries(
+    f: *const coo_file,
+    first: u64,
+    n: usize,
+    idx: *mut i64,
+    values: *mut f64,
+    n_read: *mut usize,
+    complex: bool,
+) -> c_int {
     status(|| {
         let t = file(f)?.tensor;
+        if !complex && !values.is_null() {
+            real_only(&t, "coo_file_read_entries_complex")?;
+        }
         // Issue 22: the first read of an open file checks the xxh3
         // checksums our writer stores for the tensor's buffers (once; later
         // reads reuse the verdict). A damaged buffer is
@@ -271,7 +356,16 @@ pub unsafe extern "C" fn coo_file_read_entries(
                 }
             }
         }
-        if !values.is_null() && count > 0 {
+        if complex && !values.is_null() && count > 0 {
+            // SAFETY: non-null, writable for 2 n >= 2 count doubles (contract).
+            let dst = unsafe { out_slice(values, 2 * count, "values") }?;
+            let dtype = t.dtype();
+            let w = dtype.width();
+            let bytes = &t.values_bytes()[start * w..];
+            for (d, b) in dst.chunks_exact_mut(2).zip(bytes.chunks_exact(w)) {
+                (d[0], d[1]) = dtype.decode(b).to_complex();
+            }
+        } else if !values.is_null() && count > 0 {
             // SAFETY: non-null, writable for n >= count doubles (contract).
             let dst = unsafe { out_slice(values, count, "values") }?;
             let bytes = t.values_bytes();

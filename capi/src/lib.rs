@@ -122,6 +122,11 @@ pub enum coo_dtype {
     COO_U32,
     COO_I64,
     COO_U64,
+    /// complex64: two floats (real, imaginary). Push with the `_complex`
+    /// functions (a `double` pushed is a real value, imaginary part 0).
+    COO_C64,
+    /// complex128: two doubles (real, imaginary).
+    COO_C128,
 }
 
 /// How contributions to the same coordinate combine (the library's table

@@ -738,6 +738,11 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
                 DType::U32 => typed::<u32, Integral>(p, values, vt, n, out, nnz),
                 DType::I64 => typed::<i64, Integral>(p, values, vt, n, out, nnz),
                 DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
+                // Plan::new refuses complex types.
+                d @ (DType::C64 | DType::C128) => Err(Fail::new(
+                    crate::COO_ERR_UNSUPPORTED,
+                    format!("a plan of {d} values"),
+                )),
             }
         }
     })

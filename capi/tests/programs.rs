@@ -469,6 +469,25 @@ fn c_assembles_arrays_into_the_builders_file() {
     );
 }
 
+/// tests/c/complex.c: complex values pushed through every complex call,
+/// summed exactly part by part, read back by the complex readers; the
+/// real-only readers refuse to drop an imaginary part.
+#[test]
+fn c_complex_values_push_and_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/complex.c")],
+        dir.path(),
+        "complex",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "complex");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
 /// Replays tests/c/plan.c: the quadrilateral mesh's element dofs and the
 /// two sets of values.
 fn plan_mesh() -> (Vec<u64>, [Vec<f64>; 2]) {

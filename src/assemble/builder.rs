@@ -115,7 +115,7 @@ impl<K: Key> Local<K> {
 
     #[inline]
     fn check(&self, idx: &[u64], n: u64) -> Result<()> {
-        check_coordinate(self.core.layout.shape(), idx, n)
+        check_coordinate(self.core.shape(), idx, n)
     }
 
     #[inline]
@@ -135,11 +135,47 @@ impl<K: Key> Local<K> {
 
     #[inline]
     fn push<V: PushValue>(&mut self, idx: &[u64], v: V) -> Result<()> {
+        if self.core.complex.is_some() {
+            return self.push_complex(idx, v);
+        }
         let n = self.count;
         self.check(idx, n)?;
         let raw = self.raw(v, n)?;
         let key = self.core.layout.pack::<K>(idx);
         self.append(key, raw)
+    }
+
+    /// A contribution to a complex tensor: its two parts, at the last
+    /// index 0 and 1, appended together (one contribution counted).
+    fn push_complex<V: PushValue>(&mut self, idx: &[u64], v: V) -> Result<()> {
+        let n = self.count;
+        self.check(idx, n)?;
+        let (re, im) = raw_parts(v, self.core.dtype, self.core.opts.non_finite, n)?;
+        self.append_parts(idx, re, im)
+    }
+
+    /// Append a checked coordinate's two parts (the chunk takes both or,
+    /// after a hand-off, neither yet).
+    fn append_parts(&mut self, idx: &[u64], re: u64, im: u64) -> Result<()> {
+        if self.chunk.len() + 2 > self.chunk.capacity() {
+            self.hand_off()?;
+        }
+        let mut full = [0u64; crate::hurray::MAX_RANK];
+        let r = idx.len();
+        full[..r].copy_from_slice(idx);
+        let re_key = self.core.layout.pack::<K>(&full[..=r]);
+        full[r] = 1;
+        let im_key = self.core.layout.pack::<K>(&full[..=r]);
+        self.chunk.push(Record {
+            key: re_key,
+            val: re,
+        });
+        self.chunk.push(Record {
+            key: im_key,
+            val: im,
+        });
+        self.count += 1;
+        Ok(())
     }
 
     /// The error that poisoned the assembler, if any.
@@ -310,10 +346,18 @@ impl Builder {
     pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
         opts.validate()?;
         crate::assemble::check_shape(opts.layout, shape)?;
+        crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
+        // A complex value travels as two contributions, one per part, at
+        // a last index 0 (real) or 1 (imaginary): the runs, spills and
+        // exact sums of real values carry it, and the writer pairs them.
+        let mut keyed = shape.to_vec();
+        if dtype.is_complex() {
+            keyed.push(2);
+        }
         // CSC: column-major keys, so runs and the merge come out by column.
         let layout = match opts.layout.major_dim() {
-            0 => KeyLayout::new(shape),
-            m => KeyLayout::with_major(shape, m),
+            0 => KeyLayout::new(&keyed),
+            m => KeyLayout::with_major(&keyed, m),
         };
         let (closed_tx, closed) = crossbeam_channel::bounded(0);
         let core = match layout.width() {
@@ -352,12 +396,12 @@ impl Builder {
 
     /// The tensor's shape.
     pub fn shape(&self) -> &[u64] {
-        each!(AnyCore, &self.core, c => c.layout.shape())
+        each!(AnyCore, &self.core, c => c.shape())
     }
 
     /// The tensor's element type.
     pub fn dtype(&self) -> DType {
-        each!(AnyCore, &self.core, c => c.dtype)
+        each!(AnyCore, &self.core, c => c.out_dtype())
     }
 
     /// Remember an input pushed into this builder, to tell a merge-time
@@ -465,7 +509,7 @@ impl Builder {
 }
 
 fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
-    let rank = l.core.layout.rank();
+    let rank = l.core.shape().len();
     if indices.len() != values.len() * rank {
         return Err(Error::InvalidArgument(format!(
             "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
@@ -486,10 +530,10 @@ fn push_coo<K: Key, V: PushValue>(
     cols: &[u64],
     values: &[V],
 ) -> Result<()> {
-    if l.core.layout.rank() != 2 {
+    if l.core.shape().len() != 2 {
         return Err(Error::WrongRank {
             contribution: l.count,
-            expected: l.core.layout.rank(),
+            expected: l.core.shape().len(),
             got: 2,
         });
     }
@@ -509,10 +553,10 @@ fn push_coo<K: Key, V: PushValue>(
 
 fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V]) -> Result<()> {
     let n = dofs.len();
-    if l.core.layout.rank() != 2 {
+    if l.core.shape().len() != 2 {
         return Err(Error::WrongRank {
             contribution: l.count,
-            expected: l.core.layout.rank(),
+            expected: l.core.shape().len(),
             got: 2,
         });
     }
@@ -525,7 +569,7 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
         )));
     }
     // Validate everything first so that an error leaves nothing half pushed.
-    let shape = l.core.layout.shape();
+    let shape = l.core.shape();
     let extent = shape[0].min(shape[1]);
     for (a, &d) in dofs.iter().enumerate() {
         if d >= extent {
@@ -537,6 +581,9 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
                 extent: shape[dim],
             });
         }
+    }
+    if l.core.complex.is_some() {
+        return push_complex_element(l, dofs, local);
     }
     // Convert every value before appending any: a refused value leaves
     // nothing of the element pushed.
@@ -557,6 +604,40 @@ fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V
         for (&c, &raw) in dofs.iter().zip(row) {
             let key = l.core.layout.pack::<K>(&[r, c]);
             if let Err(e) = l.append(key, raw) {
+                result = Err(e);
+                break 'rows;
+            }
+        }
+    }
+    l.elem_raws = raws;
+    result
+}
+
+/// [`push_element`] into a complex tensor, its dofs checked: every value
+/// converted first (nothing of the element pushed if one is refused),
+/// then each coordinate's two parts.
+fn push_complex_element<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    dofs: &[u64],
+    local: &[V],
+) -> Result<()> {
+    let n = dofs.len();
+    let mut raws = std::mem::take(&mut l.elem_raws);
+    raws.clear();
+    let n0 = l.count;
+    for (i, &v) in local.iter().enumerate() {
+        match raw_parts(v, l.core.dtype, l.core.opts.non_finite, n0 + i as u64) {
+            Ok((re, im)) => raws.extend([re, im]),
+            Err(e) => {
+                l.elem_raws = raws;
+                return Err(e);
+            }
+        }
+    }
+    let mut result = Ok(());
+    'rows: for (&r, row) in dofs.iter().zip(raws.chunks_exact((2 * n).max(1))) {
+        for (&c, parts) in dofs.iter().zip(row.chunks_exact(2)) {
+            if let Err(e) = l.append_parts(&[r, c], parts[0], parts[1]) {
                 result = Err(e);
                 break 'rows;
             }
@@ -632,6 +713,8 @@ impl Builder {
     /// case: the index bits fit 64); `None` otherwise.
     pub(crate) fn packer(&self) -> Option<Packer> {
         match &self.core {
+            // A complex contribution is two records: pushed one by one.
+            AnyCore::U64(c) if c.complex.is_some() => None,
             AnyCore::U64(c) => Some(Packer {
                 layout: c.layout.clone(),
                 dtype: c.dtype,
@@ -790,6 +873,34 @@ pub(crate) fn raw_value<V: PushValue>(
         }
     }
     v.to_raw(dtype).map_err(|reason| Error::InvalidValue {
+        contribution: n,
+        value: v.to_string(),
+        reason,
+    })
+}
+
+/// Contribution `n`'s value as the raw bits of its real and imaginary
+/// parts for a complex tensor of `part`s, after the non-finite `policy`
+/// (which looks at both parts).
+#[inline]
+pub(crate) fn raw_parts<V: PushValue>(
+    v: V,
+    part: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> Result<(u64, u64)> {
+    if policy != NonFinitePolicy::Keep {
+        for f in [v.as_float(), v.imag_float()].into_iter().flatten() {
+            if f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite()) {
+                return Err(Error::InvalidValue {
+                    contribution: n,
+                    value: v.to_string(),
+                    reason: "the non-finite policy refuses it",
+                });
+            }
+        }
+    }
+    v.to_raw_parts(part).map_err(|reason| Error::InvalidValue {
         contribution: n,
         value: v.to_string(),
         reason,

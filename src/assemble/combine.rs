@@ -556,8 +556,82 @@ impl CombinerKind {
 pub trait PushValue: Copy + fmt::Display {
     /// The raw 8-byte form for `dtype`, or why the value does not fit.
     fn to_raw(self, dtype: DType) -> Result<u64, &'static str>;
-    /// The value as f64 if it is a float (for the NaN / infinity policy).
+    /// The value as f64 if it is a float (for the NaN / infinity policy;
+    /// a complex value's real part).
     fn as_float(self) -> Option<f64>;
+    /// The raw forms of the real and imaginary parts for a complex tensor
+    /// whose parts are `part` (f32 or f64), or why the value does not fit:
+    /// a real value's imaginary part is +0.0.
+    #[inline]
+    fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
+        Ok((self.to_raw(part)?, 0))
+    }
+    /// A complex value's imaginary part (for the NaN / infinity policy).
+    #[inline]
+    fn imag_float(self) -> Option<f64> {
+        None
+    }
+}
+
+const COMPLEX_INTO_REAL: &str = "a complex value cannot go into a real tensor";
+
+macro_rules! push_complex {
+    ($($t:ty),*) => {$(
+        impl PushValue for num_complex::Complex<$t> {
+            #[inline]
+            fn to_raw(self, _dtype: DType) -> Result<u64, &'static str> {
+                Err(COMPLEX_INTO_REAL)
+            }
+            #[inline]
+            fn as_float(self) -> Option<f64> {
+                Some(f64::from(self.re))
+            }
+            #[inline]
+            fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
+                Ok((self.re.to_raw(part)?, self.im.to_raw(part)?))
+            }
+            #[inline]
+            fn imag_float(self) -> Option<f64> {
+                Some(f64::from(self.im))
+            }
+        }
+    )*};
+}
+
+push_complex!(f32, f64);
+
+/// A value as read from a file pushes as what it holds.
+impl PushValue for Value {
+    #[inline]
+    fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
+        match self {
+            Value::Float(f) => f.to_raw(dtype),
+            Value::Int(i) => i.to_raw(dtype),
+            Value::UInt(u) => u.to_raw(dtype),
+            Value::Complex(..) => Err(COMPLEX_INTO_REAL),
+        }
+    }
+    #[inline]
+    fn as_float(self) -> Option<f64> {
+        match self {
+            Value::Float(f) | Value::Complex(f, _) => Some(f),
+            Value::Int(_) | Value::UInt(_) => None,
+        }
+    }
+    #[inline]
+    fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
+        match self {
+            Value::Complex(re, im) => num_complex::Complex::new(re, im).to_raw_parts(part),
+            v => Ok((v.to_raw(part)?, 0)),
+        }
+    }
+    #[inline]
+    fn imag_float(self) -> Option<f64> {
+        match self {
+            Value::Complex(_, im) => Some(im),
+            _ => None,
+        }
+    }
 }
 
 const FLOAT_INTO_INT: &str = "a float value cannot go into an integer tensor";

@@ -129,7 +129,7 @@ fn merge_and_write<K: Key, C: Combiner>(
     // the writer put the indices straight into the file.
     let max_nnz: u64 = runs.iter().map(|r| r.entries).sum();
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
-    let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
+    let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers)?;
     let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path, max_nnz)?;
     let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
     stale_removed.extend(fs.stale_removed.iter().cloned());
@@ -183,6 +183,11 @@ const WRITE_CHUNK: usize = 1024;
 /// `drop_zeros` drops. The chunk buffers have their full size from the
 /// start and are filled by position: pushing component by component
 /// reloaded the vector's length and capacity from memory for every word.
+///
+/// For a complex tensor the merged entries are its parts (a last index 0
+/// or 1, in that order for one coordinate): the rounder pairs them into
+/// one value, a missing part being +0.0, and drops the pair under
+/// `drop_zeros` only when both parts are zeros.
 struct Rounder {
     rank: usize,
     idx: Vec<u64>,
@@ -190,16 +195,31 @@ struct Rounder {
     /// Entries in the chunk.
     n: usize,
     dropped: u64,
+    /// Complex tensor: the unpacked key (rank + 1 components) and the part
+    /// waiting for its other half.
+    complex: Option<Pairing>,
+}
+
+struct Pairing {
+    key: Vec<u64>,
+    pending: Option<(Vec<u64>, f64, f64)>,
+    drop_zeros: bool,
 }
 
 impl Rounder {
-    fn new(rank: usize) -> Rounder {
+    fn new<K: Key>(core: &Core<K>) -> Rounder {
+        let rank = core.shape().len();
         Rounder {
             rank,
             idx: vec![0; WRITE_CHUNK * rank],
             vals: vec![Value::Float(0.0); WRITE_CHUNK],
             n: 0,
             dropped: 0,
+            complex: core.complex.map(|_| Pairing {
+                key: vec![0; rank + 1],
+                pending: None,
+                drop_zeros: core.opts.drop_zeros,
+            }),
         }
     }
 
@@ -229,25 +249,99 @@ impl Rounder {
         key: &K,
         v: Value,
     ) -> Result<()> {
+        if self.complex.is_some() {
+            return self.put_part(core, tw, key, v);
+        }
+        let (n, rank) = (self.n, self.rank);
+        let Some(slot) = self.idx.get_mut(n * rank..(n + 1) * rank) else {
+            // Unreachable: a full chunk is written before the next entry.
+            return Err(Error::Poisoned("final-pass chunk (overrun)"));
+        };
+        core.layout.unpack(key, slot);
+        self.push_entry(tw, None, v)
+    }
+
+    /// Put `v` in the chunk (with `idx` when the slot is not filled yet).
+    #[inline]
+    fn push_entry(
+        &mut self,
+        tw: &mut TensorWriter<'_>,
+        idx: Option<&[u64]>,
+        v: Value,
+    ) -> Result<()> {
         let (n, rank) = (self.n, self.rank);
         let (Some(slot), Some(val)) = (
             self.idx.get_mut(n * rank..(n + 1) * rank),
             self.vals.get_mut(n),
         ) else {
-            // Unreachable: a full chunk is written before the next entry.
             return Err(Error::Poisoned("final-pass chunk (overrun)"));
         };
-        core.layout.unpack(key, slot);
+        if let Some(i) = idx {
+            slot.copy_from_slice(i);
+        }
         *val = v;
         self.n += 1;
         if self.n == WRITE_CHUNK {
-            self.flush(tw)?;
+            self.flush_chunk(tw)?;
         }
         Ok(())
     }
 
-    /// Write what is pending.
+    /// One part of a complex entry: completes the pending coordinate or
+    /// starts one.
+    fn put_part<K: Key>(
+        &mut self,
+        core: &Core<K>,
+        tw: &mut TensorWriter<'_>,
+        key: &K,
+        v: Value,
+    ) -> Result<()> {
+        let Some(p) = self.complex.as_mut() else {
+            return Err(Error::Poisoned("final pass (no pairing)"));
+        };
+        core.layout.unpack(key, &mut p.key);
+        let rank = self.rank;
+        let part = p.key[rank];
+        let x = v.to_f64();
+        let same = matches!(&p.pending, Some((c, _, _)) if c[..] == p.key[..rank]);
+        if !same {
+            self.release_pending(tw)?;
+        }
+        let Some(p) = self.complex.as_mut() else {
+            return Err(Error::Poisoned("final pass (no pairing)"));
+        };
+        match &mut p.pending {
+            Some((_, re, im)) => *(if part == 0 { re } else { im }) = x,
+            None => {
+                let (re, im) = if part == 0 { (x, 0.0) } else { (0.0, x) };
+                p.pending = Some((p.key[..rank].to_vec(), re, im));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the pending complex entry, unless `drop_zeros` drops it.
+    fn release_pending(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
+        let Some(p) = self.complex.as_mut() else {
+            return Ok(());
+        };
+        let Some((idx, re, im)) = p.pending.take() else {
+            return Ok(());
+        };
+        if p.drop_zeros && re == 0.0 && im == 0.0 {
+            self.dropped += 1;
+            return Ok(());
+        }
+        self.push_entry(tw, Some(&idx), Value::Complex(re, im))
+    }
+
+    /// Write what is pending: the last complex entry, then the chunk.
     fn flush(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
+        self.release_pending(tw)?;
+        self.flush_chunk(tw)
+    }
+
+    fn flush_chunk(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
         let n = self.n;
         self.n = 0;
         tw.push_batch(&self.idx[..n * self.rank], &self.vals[..n])
@@ -265,8 +359,10 @@ fn final_value<K: Key, C: Combiner>(
 ) -> Result<Option<Value>> {
     let v = comb
         .finish(acc)
-        .map_err(|e| combine_error(&core.layout, core.dtype, key, e))?;
-    Ok((!(core.opts.drop_zeros && v.is_zero())).then_some(v))
+        .map_err(|e| combine_error(&core.layout, core.out_dtype(), key, e))?;
+    // A complex entry is dropped whole, by the rounder that pairs its parts.
+    let drop = core.opts.drop_zeros && core.complex.is_none() && v.is_zero();
+    Ok((!drop).then_some(v))
 }
 
 /// Open the output and its tensor, let `fill` push every entry, and
@@ -279,7 +375,6 @@ fn write_file<K: Key>(
     max_nnz: u64,
     fill: impl FnOnce(&mut TensorWriter<'_>) -> Result<bool>,
 ) -> Result<(u64, FileSummary)> {
-    let layout = &core.layout;
     let layout_out = core.opts.layout;
     // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
     // plus the pointers for CSR/CSC.
@@ -292,8 +387,8 @@ fn write_file<K: Key>(
     let mut fw = FileWriter::create(path, wopts)?;
     let mut tw = fw.begin_tensor_as(
         &core.opts.tensor_name,
-        core.dtype,
-        layout.shape(),
+        core.out_dtype(),
+        core.shape(),
         layout_out,
     )?;
     tw.reserve_indices(max_nnz)?;
@@ -321,12 +416,12 @@ fn merge_into_file<K: Key, C: Combiner>(
     path: &Path,
     max_nnz: u64,
 ) -> Result<(u64, u64, FileSummary)> {
-    let rank = core.layout.rank();
-    // Zeros dropped, counted where the sums are rounded.
+    // Zeros dropped, counted where the sums are rounded (and, for a
+    // complex tensor, where its parts are paired).
     let mut dropped = 0u64;
     if core.plan.one_thread {
         let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
-            let mut r = Rounder::new(rank);
+            let mut r = Rounder::new(core);
             let all = merger.for_each(|k, acc| {
                 r.add(core, comb, tw, &k, acc)?;
                 Ok(true)
@@ -349,8 +444,8 @@ fn merge_into_file<K: Key, C: Combiner>(
     std::thread::scope(|s| {
         // The writer unpacks each key, checks, hashes, gathers the
         // statistics and writes; the merger merges and rounds.
-        let write = move || -> Result<(u64, FileSummary)> {
-            let mut r = Rounder::new(rank);
+        let write = move || -> Result<(u64, u64, FileSummary)> {
+            let mut r = Rounder::new(core);
             let (nnz, fs) = write_file(core, path, max_nnz, |tw| {
                 for msg in full_rx.iter() {
                     match msg {
@@ -370,7 +465,7 @@ fn merge_into_file<K: Key, C: Combiner>(
                 }
                 Ok(false)
             })?;
-            Ok((nnz, fs))
+            Ok((r.dropped, nnz, fs))
         };
         let writer = std::thread::Builder::new()
             .name("coo-write".into())
@@ -414,7 +509,7 @@ fn merge_into_file<K: Key, C: Combiner>(
             .join()
             .unwrap_or(Err(Error::Poisoned("file writer thread (it panicked)")));
         merged?;
-        let (nnz, fs) = written?;
-        Ok((dropped, nnz, fs))
+        let (paired, nnz, fs) = written?;
+        Ok((dropped + paired, nnz, fs))
     })
 }

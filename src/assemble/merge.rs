@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use std::path::Path;
 use std::sync::atomic::Ordering as AtomicOrdering;
 
-/// The error for a combination that failed at `key`.
+/// The error for a combination that failed at `key`, in a tensor of
+/// `dtype` (the type written: a complex one drops the part index).
 pub(crate) fn combine_error<K: Key>(
     layout: &KeyLayout,
     dtype: DType,
@@ -29,6 +30,10 @@ pub(crate) fn combine_error<K: Key>(
 ) -> Error {
     let mut coordinate = vec![0u64; layout.rank()];
     layout.unpack(key, &mut coordinate);
+    if dtype.is_complex() {
+        // The part index is ours, not the caller's.
+        coordinate.pop();
+    }
     match e {
         CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
         CombineError::Overflow => Error::IntegerOverflow {
@@ -296,7 +301,7 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
             return Err(Error::Poisoned("spill file"));
         };
         let readers = open_readers(core, comb, group, dir_for_msgs)?;
-        let mut merger = Merger::new(comb, &core.layout, core.dtype, readers)?;
+        let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers)?;
         let mut wr = RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io);
         merger.for_each(|k, acc| {
             wr.push(k, acc)?;

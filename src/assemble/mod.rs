@@ -44,3 +44,34 @@ pub(crate) fn check_shape(
     }
     layout.check_rank(shape.len())
 }
+
+/// What a value type asks of the assembly, checked where it is made: a
+/// complex tensor is assembled as its two parts (a last dimension of
+/// extent 2, summed exactly each), so its rank is at most 63, and it has
+/// no order for `min` and `max`.
+pub(crate) fn check_value_type(
+    dtype: crate::element::DType,
+    duplicates: crate::options::DuplicatePolicy,
+    shape: &[u64],
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    use crate::options::DuplicatePolicy;
+    if !dtype.is_complex() {
+        return Ok(());
+    }
+    if matches!(duplicates, DuplicatePolicy::Min | DuplicatePolicy::Max) {
+        return Err(Error::InvalidOptions(format!(
+            "duplicates={duplicates}: complex values have no order; use sum, last or error"
+        )));
+    }
+    if shape.len() >= crate::hurray::MAX_RANK {
+        return Err(Error::InvalidShape {
+            shape: shape.to_vec(),
+            detail: format!(
+                "a complex tensor's rank is at most {} (its parts take a dimension)",
+                crate::hurray::MAX_RANK - 1
+            ),
+        });
+    }
+    Ok(())
+}

@@ -177,7 +177,7 @@ fn make_run<K: Key, C: Combiner>(
                 raws.extend(chunk[i..j].iter().map(|r| r.val));
                 comb.combine_group(raws, origin)
             }
-            .map_err(|e| combine_error(&core.layout, core.dtype, &key, e))?;
+            .map_err(|e| combine_error(&core.layout, core.out_dtype(), &key, e))?;
             w.push(key, &acc)?;
             i = j;
         }

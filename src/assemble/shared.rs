@@ -116,8 +116,14 @@ impl<K> Parked<K> {
 
 /// Everything the pushers, sorters and finish share, for one key type.
 pub(crate) struct Core<K: Key> {
+    /// The keys' layout; for a complex tensor it has one dimension more,
+    /// of extent 2: the part (0 real, 1 imaginary).
     pub(crate) layout: KeyLayout,
+    /// The type the runs hold and sum: the tensor's, or for a complex
+    /// tensor the type of its parts (f32, f64).
     pub(crate) dtype: DType,
+    /// The complex type written, for a complex tensor.
+    pub(crate) complex: Option<DType>,
     pub(crate) kind: CombinerKind,
     pub(crate) opts: AssembleOptions,
     pub(crate) plan: Plan,
@@ -159,6 +165,17 @@ pub(crate) struct Core<K: Key> {
 }
 
 impl<K: Key> Core<K> {
+    /// The tensor's shape (without the part dimension of a complex one).
+    pub(crate) fn shape(&self) -> &[u64] {
+        let s = self.layout.shape();
+        &s[..s.len() - usize::from(self.complex.is_some())]
+    }
+
+    /// The element type written.
+    pub(crate) fn out_dtype(&self) -> DType {
+        self.complex.unwrap_or(self.dtype)
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         // A sorter never panics while holding the lock; if one did, the
         // data is still consistent (plain pushes), so recover it.
@@ -309,6 +326,10 @@ pub(crate) fn new_core<K: Key>(
     opts: AssembleOptions,
     closed: Receiver<()>,
 ) -> Result<Arc<Core<K>>> {
+    // The fingerprint of the runs names the type written.
+    let tag = dtype.tag();
+    let complex = dtype.is_complex().then_some(dtype);
+    let dtype = dtype.complex_part().unwrap_or(dtype);
     let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
     let key_varint = (layout.total_bits() as u64).div_ceil(7).max(1);
@@ -317,7 +338,7 @@ pub(crate) fn new_core<K: Key>(
     for d in layout.shape() {
         fp.extend_from_slice(&d.to_le_bytes());
     }
-    fp.push(dtype.tag());
+    fp.push(tag);
     fp.extend_from_slice(format!("{kind:?}/{}", K::BITS).as_bytes());
     let run_format = RunFormat {
         key_bits: layout.total_bits(),
@@ -340,6 +361,7 @@ pub(crate) fn new_core<K: Key>(
     let core = Arc::new(Core {
         layout,
         dtype,
+        complex,
         kind,
         opts,
         plan,

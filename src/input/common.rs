@@ -69,6 +69,8 @@ pub(crate) enum Parsed {
     F(f64),
     I(i64),
     U(u64),
+    /// A MatrixMarket `complex` value: real and imaginary parts.
+    C(f64, f64),
 }
 
 impl Parsed {
@@ -77,6 +79,7 @@ impl Parsed {
             Parsed::F(f) => f == 0.0,
             Parsed::I(i) => i == 0,
             Parsed::U(u) => u == 0,
+            Parsed::C(re, im) => re == 0.0 && im == 0.0,
         }
     }
 }
@@ -89,6 +92,7 @@ impl std::fmt::Display for Parsed {
             Parsed::F(v) => v.fmt(f),
             Parsed::I(v) => v.fmt(f),
             Parsed::U(v) => v.fmt(f),
+            Parsed::C(re, im) => write!(f, "{re} {im}"),
         }
     }
 }
@@ -102,6 +106,7 @@ impl PushValue for Parsed {
             Parsed::F(v) => v.to_raw(dtype),
             Parsed::I(v) => v.to_raw(dtype),
             Parsed::U(v) => v.to_raw(dtype),
+            Parsed::C(re, im) => crate::Complex::new(re, im).to_raw(dtype),
         }
     }
 
@@ -111,6 +116,23 @@ impl PushValue for Parsed {
             Parsed::F(v) => v.as_float(),
             Parsed::I(v) => v.as_float(),
             Parsed::U(v) => v.as_float(),
+            Parsed::C(re, _) => Some(re),
+        }
+    }
+
+    #[inline]
+    fn to_raw_parts(self, part: DType) -> std::result::Result<(u64, u64), &'static str> {
+        match self {
+            Parsed::C(re, im) => crate::Complex::new(re, im).to_raw_parts(part),
+            v => Ok((v.to_raw(part)?, 0)),
+        }
+    }
+
+    #[inline]
+    fn imag_float(self) -> Option<f64> {
+        match self {
+            Parsed::C(_, im) => Some(im),
+            _ => None,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! MatrixMarket files: `coordinate` (real, integer, pattern) and dense
-//! `array` (real, integer), each general, symmetric or skew-symmetric.
+//! MatrixMarket files: `coordinate` (real, integer, complex, pattern) and
+//! dense `array` (real, integer), each general, symmetric or
+//! skew-symmetric; complex coordinate files may be hermitian.
 //! Indices are 1-based in the file and in every message about them.
 
 use crate::assemble::builder::Builder;
@@ -27,6 +28,8 @@ pub enum MtxField {
     Integer,
     /// No values: every entry is 1.
     Pattern,
+    /// Complex values: `real imaginary` on each line.
+    Complex,
 }
 
 /// MatrixMarket symmetry.
@@ -38,6 +41,9 @@ pub enum MtxSymmetry {
     Symmetric,
     /// Strictly lower triangle stored; (i, j) = v gives (j, i) = -v.
     SkewSymmetric,
+    /// Complex, lower triangle stored; (i, j) = v gives (j, i) = conj(v);
+    /// the diagonal is real.
+    Hermitian,
 }
 
 /// How a MatrixMarket file stores its entries.
@@ -110,14 +116,10 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         "real" | "double" => MtxField::Real,
         "integer" => MtxField::Integer,
         "pattern" if layout == MtxLayout::Coordinate => MtxField::Pattern,
-        "complex" => return Err(input_err(
-            source,
-            line1(),
-            "complex values are not supported: Hurray COO tensors here hold real or integer values",
-        )),
+        "complex" if layout == MtxLayout::Coordinate => MtxField::Complex,
         f => {
             let allowed = match layout {
-                MtxLayout::Coordinate => "real, integer or pattern",
+                MtxLayout::Coordinate => "real, integer, complex or pattern",
                 MtxLayout::Array => "real or integer",
             };
             return Err(input_err(
@@ -131,12 +133,20 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         "general" => MtxSymmetry::General,
         "symmetric" => MtxSymmetry::Symmetric,
         "skew-symmetric" => MtxSymmetry::SkewSymmetric,
+        "hermitian" if field == MtxField::Complex => MtxSymmetry::Hermitian,
+        "hermitian" => {
+            return Err(input_err(
+                source,
+                line1(),
+                "a hermitian file must be 'complex' (a real hermitian matrix is 'symmetric')",
+            ))
+        }
         s => {
             return Err(input_err(
                 source,
                 line1(),
                 format!(
-                    "symmetry '{s}' is not supported (use general, symmetric or skew-symmetric)"
+                    "symmetry '{s}' is not supported (use general, symmetric, skew-symmetric or hermitian)"
                 ),
             ))
         }
@@ -201,7 +211,7 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 let (r, c) = (u128::from(rows), u128::from(cols));
                 let count = match symmetry {
                     MtxSymmetry::General => r * c,
-                    MtxSymmetry::Symmetric => r * (r + 1) / 2,
+                    MtxSymmetry::Symmetric | MtxSymmetry::Hermitian => r * (r + 1) / 2,
                     MtxSymmetry::SkewSymmetric => r * r.saturating_sub(1) / 2,
                 };
                 u64::try_from(count).map_err(|_| {
@@ -393,6 +403,23 @@ fn value_of<'t>(
     if h.field == MtxField::Pattern {
         return Ok(Parsed::I(1));
     }
+    if h.field == MtxField::Complex {
+        let mut part = |what: &str| -> std::result::Result<f64, String> {
+            let tok = toks.next().ok_or_else(|| format!("missing {what} part"))?;
+            match parse_value(tok, DType::F64)? {
+                Parsed::F(f) => Ok(f),
+                _ => Err(format!("{tok:?} is not a number")),
+            }
+        };
+        let re = part("real")?;
+        let im = part("imaginary")?;
+        if !dtype.is_complex() {
+            return Err(format!(
+                "a complex file's values need a complex dtype (complex128 or complex64), not {dtype}"
+            ));
+        }
+        return Ok(Parsed::C(re, im));
+    }
     let tok = toks.next().ok_or("missing value")?;
     let v = parse_value(tok, dtype)?;
     if h.field == MtxField::Integer && matches!(v, Parsed::F(f) if f.fract() != 0.0) {
@@ -407,7 +434,12 @@ fn mirror_of(h: &MtxHeader, v: Parsed) -> std::result::Result<Option<Parsed>, St
     Ok(match h.symmetry {
         MtxSymmetry::General => None,
         MtxSymmetry::Symmetric => Some(v),
+        MtxSymmetry::Hermitian => Some(match v {
+            Parsed::C(re, im) => Parsed::C(re, -im),
+            other => other,
+        }),
         MtxSymmetry::SkewSymmetric => Some(match v {
+            Parsed::C(re, im) => Parsed::C(-re, -im),
             Parsed::F(f) => Parsed::F(-f),
             Parsed::I(x) => Parsed::I(x.checked_neg().ok_or("value cannot be negated")?),
             Parsed::U(_) => {
@@ -458,6 +490,8 @@ impl LineParser for CoordLines<'_> {
         }
         let (v, n) = match h.field {
             MtxField::Pattern => (Parsed::I(1), n),
+            // Two parts and a real diagonal to check: the exact path.
+            MtxField::Complex => return None,
             _ => {
                 let (v, n) = value_at(rest, skip_blanks(rest, n), self.dtype)?;
                 if h.field == MtxField::Integer && matches!(v, Parsed::F(x) if x.fract() != 0.0) {
@@ -500,6 +534,12 @@ impl CoordLines<'_> {
             }
         } else if self.h.symmetry == MtxSymmetry::SkewSymmetric {
             return Err(LineError::plain(SKEW_DIAGONAL));
+        } else if self.h.symmetry == MtxSymmetry::Hermitian
+            && matches!(v, Parsed::C(_, im) if im != 0.0)
+        {
+            return Err(LineError::plain(
+                "a hermitian file's diagonal entries are real (imaginary part 0)",
+            ));
         }
         Ok(())
     }
@@ -572,7 +612,7 @@ fn parse_array<R: BufRead>(
             aj += 1;
             ai = match h.symmetry {
                 MtxSymmetry::General => 0,
-                MtxSymmetry::Symmetric => aj,
+                MtxSymmetry::Symmetric | MtxSymmetry::Hermitian => aj,
                 MtxSymmetry::SkewSymmetric => aj + 1,
             };
         }

@@ -208,10 +208,11 @@ impl Source {
     }
 
     /// The element type the header implies (npy: the array's type, bool as
-    /// u8), if any.
+    /// u8; MatrixMarket `complex`: complex128), if any.
     pub fn dtype(&self) -> Option<DType> {
         match &self.header {
             Header::Npy(h) => Some(h.dtype()),
+            Header::Mtx(h) if h.field == crate::input::mtx::MtxField::Complex => Some(DType::C128),
             _ => None,
         }
     }

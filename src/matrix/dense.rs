@@ -19,13 +19,7 @@ pub fn dense(a: &Matrix<'_>, limit: u64) -> MatrixResult<Vec<Value>> {
         });
     }
     let d = a.dtype();
-    let zero = if d.is_float() {
-        Value::Float(0.0)
-    } else if d.is_signed_int() {
-        Value::Int(0)
-    } else {
-        Value::UInt(0)
-    };
+    let zero = d.zero();
     let cols = a.cols() as usize;
     let mut out = vec![zero; elements as usize];
     let mut p = 0usize;

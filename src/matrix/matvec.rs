@@ -136,6 +136,14 @@ fn length_error(
 }
 
 fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> MatrixResult<()> {
+    if a.dtype().is_complex() {
+        // A product in f64 would drop the imaginary parts.
+        return Err(MatrixError::Crate(crate::Error::Unsupported(format!(
+            "matvec of a {} matrix: this product is real-valued; multiply it as a complex \
+             matrix (Python: File.matvec takes it, through scipy)",
+            a.dtype()
+        ))));
+    }
     let need = if transpose { a.rows() } else { a.cols() };
     if x.len() as u64 != need {
         return Err(length_error(a, "x", x.len(), need, transpose));

@@ -243,6 +243,12 @@ impl VectorFile {
                 ),
             ));
         }
+        if d.dtype().is_complex() {
+            return Err(bad(
+                path,
+                format!("tensor {name:?} holds {} values: x is real", d.dtype()),
+            ));
+        }
         let values = d.to_f64()?;
         let id = f.file_id().cloned().ok_or_else(|| {
             bad(

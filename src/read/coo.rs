@@ -109,13 +109,7 @@ impl fmt::Debug for CooTensor<'_> {
 }
 
 pub(super) fn zero_of(d: DType) -> Value {
-    if d.is_float() {
-        Value::Float(0.0)
-    } else if d.is_signed_int() {
-        Value::Int(0)
-    } else {
-        Value::UInt(0)
-    }
+    d.zero()
 }
 
 /// `bytes` as a slice of `T`, which must be the stored type.

@@ -204,6 +204,12 @@ impl Plan {
     ) -> Result<Plan> {
         opts.validate()?;
         crate::assemble::check_shape(opts.layout, shape)?;
+        if dtype.is_complex() {
+            return Err(Error::Unsupported(format!(
+                "a plan for {dtype} values: plans refill real and integer types; \
+                 assemble complex values with assemble or a Builder"
+            )));
+        }
         if opts.drop_zeros {
             return Err(Error::InvalidOptions(
                 "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \

@@ -72,7 +72,7 @@ pub fn stats_for(t: &T) -> Statistics {
     let mean = vals.iter().sum::<f64>() / n;
     let sq: f64 =
         vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() + (n - nnz) * mean * mean;
-    Statistics {
+    let st = Statistics {
         computed_mask: NNZ_VALID
             | SPARSITY_VALID
             | VALUE_RANGE_VALID
@@ -89,7 +89,27 @@ pub fn stats_for(t: &T) -> Statistics {
         nm_m: 0,
         has_nan: vals.iter().any(|v| v.is_nan()),
         has_inf: vals.iter().any(|v| v.is_infinite()),
+    };
+    if t.dtype.is_complex() {
+        // Complex values have no order: nnz, sparsity and NaN / inf only.
+        let parts: Vec<f64> = t
+            .values
+            .chunks_exact(w)
+            .map(|b| t.dtype.decode(b).stat_f64())
+            .collect();
+        return Statistics {
+            computed_mask: NNZ_VALID | SPARSITY_VALID | NAN_INF_VALID,
+            value_min: 0.0,
+            value_max: 0.0,
+            value_abs_max: 0.0,
+            value_mean: 0.0,
+            value_stddev: 0.0,
+            has_nan: parts.iter().any(|v| v.is_nan()),
+            has_inf: parts.iter().any(|v| v.is_infinite()),
+            ..st
+        };
     }
+    st
 }
 
 /// KV checksum entries for a tensor.

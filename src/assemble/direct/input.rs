@@ -374,8 +374,8 @@ impl Source<u64> for RawChecked {
 /// Decodes a record's little-endian value of `dtype` into the raw lane
 /// `Builder::push` stores for it (floats widened to f64 bits, integers
 /// sign- or zero-extended), which the value of the record's own type
-/// always fits.
-pub(crate) fn raw_decoder(dtype: DType) -> fn(&[u8]) -> u64 {
+/// always fits. `None` for a complex type, whose value is two lanes.
+pub(crate) fn raw_decoder(dtype: DType) -> Option<fn(&[u8]) -> u64> {
     use crate::element::Element;
     fn float<T: Element + Into<f64>>(b: &[u8]) -> u64 {
         T::from_le(b).into().to_bits()
@@ -402,7 +402,7 @@ pub(crate) fn raw_decoder(dtype: DType) -> fn(&[u8]) -> u64 {
             self.to_f64()
         }
     }
-    match dtype {
+    Some(match dtype {
         DType::F64 => float::<f64>,
         DType::F32 => float::<f32>,
         DType::F16 => half::<half::f16>,
@@ -415,7 +415,8 @@ pub(crate) fn raw_decoder(dtype: DType) -> fn(&[u8]) -> u64 {
         DType::U16 => unsigned::<u16>,
         DType::U32 => unsigned::<u32>,
         DType::U64 => unsigned::<u64>,
-    }
+        DType::C64 | DType::C128 => return None,
+    })
 }
 
 /// How a record's indices make its bucket and minor key.

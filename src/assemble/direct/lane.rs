@@ -109,6 +109,8 @@ pub(crate) fn value_to_raw(v: Value) -> u64 {
         Value::Float(f) => f.to_bits(),
         Value::Int(i) => i as u64,
         Value::UInt(u) => u,
+        // One lane holds one part: a complex value travels as two.
+        Value::Complex(re, _) => re.to_bits(),
     }
 }
 
@@ -402,7 +404,7 @@ macro_rules! out_int {
                 match v {
                     Value::Int(i) => i as $t,
                     Value::UInt(u) => u as $t,
-                    Value::Float(f) => f as $t,
+                    Value::Float(f) | Value::Complex(f, _) => f as $t,
                 }
             }
             #[inline(always)]

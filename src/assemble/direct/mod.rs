@@ -193,7 +193,8 @@ pub fn plan(
     opts: &AssembleOptions,
 ) -> Option<DirectPlan> {
     opts.validate().ok()?;
-    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
+    // A complex value is two lanes, which the kernel does not carry yet.
+    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK || dtype.is_complex() {
         return None;
     }
     opts.layout.check_rank(shape.len()).ok()?;

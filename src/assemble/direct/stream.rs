@@ -195,6 +195,10 @@ impl DirectPlan {
         if bytes.len() as u64 > physical_memory() / 2 {
             return Ok(None);
         }
+        // A complex value is two lanes: the builder's path.
+        let Some(decode) = raw_decoder(self.dtype) else {
+            return Ok(None);
+        };
         let key = match &self.scheme {
             Scheme::Matrix { major } => RecordKey::Matrix { major: *major },
             Scheme::Packed {
@@ -208,7 +212,6 @@ impl DirectPlan {
             },
         };
         let filled = self.to_file(path, opts, |sink| {
-        let decode = raw_decoder(self.dtype);
         let proto = Records {
             bytes,
             rec,

@@ -116,11 +116,7 @@ fn compressed_dense(c: coo_assembler::CompressedTensor<'_>) -> anyhow::Result<(V
             "{rows} x {cols} is {elements} elements, more than the {DENSE_LIMIT} a dense dump prints"
         );
     }
-    let zero = match c.dtype() {
-        d if d.is_float() => Value::Float(0.0),
-        d if d.is_signed_int() => Value::Int(0),
-        _ => Value::UInt(0),
-    };
+    let zero = c.dtype().zero();
     let mut out = vec![zero; elements as usize];
     for e in c.iter() {
         let (i, j, v) = e?;

@@ -86,6 +86,15 @@ pub fn export(
             "symmetric output is a MatrixMarket option".into(),
         ));
     }
+    if format == Format::Petsc && a.dtype().is_complex() {
+        // The binary format has no flag for the scalar type: a real PETSc
+        // build would read the parts as twice as many real values.
+        return Err(MatrixError::Crate(crate::Error::Unsupported(format!(
+            "a PETSc binary of {} values is not written (the format does not say its \
+             scalar type); export to mtx or npz, which hold complex values",
+            a.dtype()
+        ))));
+    }
     // Refused here, before any pass over the matrix, when `out` is its file.
     let o = Output::create(out, a.source().as_slice())?;
     // A damaged buffer is refused before anything is written (the

@@ -60,6 +60,12 @@ fn put_value(buf: &mut Vec<u8>, v: Value) {
             put_u64(buf, i.unsigned_abs());
         }
         Value::UInt(u) => put_u64(buf, u),
+        // MatrixMarket `complex`: the real and imaginary parts, spaced.
+        Value::Complex(re, im) => {
+            put_f64(buf, re);
+            buf.push(b' ');
+            put_f64(buf, im);
+        }
     }
 }
 
@@ -183,10 +189,12 @@ pub(super) fn write(
     })
 }
 
-/// "real" or "integer".
+/// "real", "complex" or "integer".
 fn field_of(d: crate::DType) -> &'static str {
     if d.is_float() {
         "real"
+    } else if d.is_complex() {
+        "complex"
     } else {
         "integer"
     }

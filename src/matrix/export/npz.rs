@@ -53,6 +53,8 @@ fn data_descr(d: DType) -> &'static str {
         DType::U32 => "<u4",
         DType::I64 => "<i8",
         DType::U64 => "<u8",
+        DType::C64 => "<c8",
+        DType::C128 => "<c16",
     }
 }
 
@@ -77,6 +79,18 @@ impl NpyValue for half::f16 {
         out.extend_from_slice(&self.to_f32().to_le_bytes());
     }
 }
+// numpy's complex64 and complex128 are the Hurray layouts: (re, im).
+macro_rules! npy_complex {
+    ($($t:ty),*) => {$(
+        impl NpyValue for crate::Complex<$t> {
+            #[inline]
+            fn put(self, out: &mut Vec<u8>) {
+                self.write_le(out);
+            }
+        }
+    )*};
+}
+npy_complex!(f32, f64);
 impl NpyValue for half::bf16 {
     #[inline]
     fn put(self, out: &mut Vec<u8>) {

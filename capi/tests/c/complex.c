@@ -1,0 +1,116 @@
+/* Complex values through the C API (issue 22): a complex128 tensor pushed
+ * with every complex push call (builder and pusher, one value, many, an
+ * element matrix; a real double too), each part summed exactly; read back
+ * with coo_file_get_complex and coo_file_read_entries_complex, while the
+ * real-only readers refuse to drop the imaginary part; and a complex value
+ * into a real tensor refused. C99 `double _Complex` arrays are the layout
+ * the _many_ and _element_ calls read.
+ * Usage: complex DIR. Prints one line per check and "N failed". */
+#include <coo_assembler.h>
+#include <complex.h>
+#include <stdio.h>
+#include <string.h>
+
+static int failures = 0;
+
+static void expect(int got, int want, const char *label) {
+    printf("%s %s: %s %s\n", got == want ? "ok" : "FAIL", label, coo_status_name(got),
+           got == COO_OK ? "" : coo_last_error());
+    if (got != want)
+        failures++;
+}
+
+static void expect_true(int cond, const char *label) {
+    printf("%s %s\n", cond ? "ok" : "FAIL", label);
+    if (!cond)
+        failures++;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: complex DIR\n");
+        return 2;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/z.hrry", argv[1]);
+    coo_options o;
+    coo_options_default(&o);
+    int64_t shape[2] = {3, 3};
+    coo_builder *b = coo_builder_new(2, shape, COO_C128, &o);
+    expect_true(b != NULL, "builder_new complex128");
+    if (!b)
+        return 1;
+    int64_t i01[2] = {0, 1};
+    /* Real part 1e16 + 1 - 1e16: 1 only when summed exactly. */
+    expect(coo_builder_push_complex(b, i01, 1e16, 0.5), COO_OK, "push_complex");
+    expect(coo_builder_push_complex(b, i01, 1.0, 0.25), COO_OK, "push_complex again");
+    expect(coo_builder_push(b, i01, -1e16), COO_OK, "push a real double");
+    double _Complex many[2] = {2.0 + 3.0 * I, -1.0 * I};
+    int64_t idx[4] = {1, 1, 2, 0};
+    expect(coo_builder_push_many_complex(b, 2, idx, (const double *)many), COO_OK,
+           "push_many_complex");
+    coo_pusher *p = coo_pusher_new(b);
+    expect_true(p != NULL, "pusher_new");
+    int64_t dofs[2] = {0, 2};
+    /* Row-major: ke[a*k + b] goes to (dofs[a], dofs[b]). */
+    double _Complex ke[4] = {1.0 + 1.0 * I, 2.0, 3.0 * I, 4.0 - 4.0 * I};
+    expect(coo_pusher_push_element_complex(p, 2, dofs, (const double *)ke), COO_OK,
+           "pusher_push_element_complex");
+    int64_t i22[2] = {2, 2};
+    expect(coo_pusher_push_complex(p, i22, 0.0, 1.0), COO_OK, "pusher_push_complex");
+    expect(coo_pusher_push_many_complex(p, 1, i22, (const double *)many), COO_OK,
+           "pusher_push_many_complex");
+    coo_pusher_free(p);
+    coo_summary s;
+    expect(coo_builder_finish(b, path, &s), COO_OK, "finish");
+    expect_true(s.contributions == 11 && s.nnz == 6, "summary: 11 contributions, 6 entries");
+
+    coo_file *f = coo_file_open(path);
+    expect_true(f != NULL, "open");
+    if (!f)
+        return 1;
+    coo_info info;
+    expect(coo_file_info(f, &info), COO_OK, "info");
+    expect_true(info.dtype == COO_C128, "info: complex128");
+    double re = -1, im = -1;
+    expect(coo_file_get_complex(f, i01, &re, &im), COO_OK, "get_complex (0,1)");
+    expect_true(re == 1.0 && im == 0.75, "(0,1) = 1 + 0.75i");
+    double v;
+    expect(coo_file_get(f, i01, &v), COO_ERR_UNSUPPORTED, "get refuses a complex tensor");
+    expect_true(strstr(coo_last_error(), "coo_file_get_complex") != NULL,
+                "the refusal names coo_file_get_complex");
+    double one[1];
+    size_t n = 0;
+    expect(coo_file_read_entries(f, 0, 1, NULL, one, &n), COO_ERR_UNSUPPORTED,
+           "read_entries refuses complex values");
+    int64_t got_idx[12];
+    double _Complex got[6];
+    expect(coo_file_read_entries_complex(f, 0, 6, got_idx, (double *)got, &n), COO_OK,
+           "read_entries_complex");
+    expect_true(n == 6, "six entries");
+    /* Storage order (row, column), the expected sums part by part. */
+    const int64_t want_idx[12] = {0, 0, 0, 1, 0, 2, 1, 1, 2, 0, 2, 2};
+    const double _Complex want[6] = {1.0 + 1.0 * I, 1.0 + 0.75 * I, 2.0,
+                                     2.0 + 3.0 * I, 3.0 * I - 1.0 * I,
+                                     4.0 - 4.0 * I + 1.0 * I + 2.0 + 3.0 * I};
+    int same = 1;
+    for (size_t k = 0; k < n && k < 6; k++) {
+        same &= got_idx[2 * k] == want_idx[2 * k] && got_idx[2 * k + 1] == want_idx[2 * k + 1];
+        same &= creal(got[k]) == creal(want[k]) && cimag(got[k]) == cimag(want[k]);
+        printf("  (%lld,%lld) = %g%+gi\n", (long long)got_idx[2 * k],
+               (long long)got_idx[2 * k + 1], creal(got[k]), cimag(got[k]));
+    }
+    expect_true(same, "entries are the exact sums of each part");
+    coo_file_close(f);
+
+    /* A complex value into a real tensor. */
+    coo_builder *r = coo_builder_new(2, shape, COO_F64, &o);
+    expect(coo_builder_push_complex(r, i01, 1.0, 2.0), COO_ERR_VALUE,
+           "push_complex into float64");
+    coo_builder_free(r);
+    /* min/max have no order on complex values. */
+    o.duplicates = COO_DUP_MAX;
+    expect_true(coo_builder_new(2, shape, COO_C64, &o) == NULL, "duplicates=max refused");
+    printf("%d failed\n", failures);
+    return failures != 0;
+}

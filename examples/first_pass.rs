@@ -11,11 +11,17 @@
 //! rows (default 1 M) into a temporary sorted COO file, then for each of
 //! REPEATS fresh opens (default 5) times the first and the second
 //! `matvec`, and the first and second export to `.npz`. Prints the median
-//! of each.
+//! of each, and a conversion to CSR. The baseline "unchecked" is the same tensor written without
+//! stored checksums (as another writer's file, which is read as before
+//! issue 22), timed on fresh opens in the same rounds: the first pass's
+//! price is `first / unchecked first`.
 
 use coo_assembler::matrix::export::{export, ExportOptions, Format};
 use coo_assembler::matrix::{matvec, Matrix, MatvecOptions};
-use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile};
+use coo_assembler::write::{FileWriter, WriteOptions};
+use coo_assembler::{
+    convert, AssembleOptions, Builder, ConvertOptions, DType, HurrayFile, OutputLayout,
+};
 use std::time::Instant;
 
 fn arg(i: usize, default: u64) -> u64 {
@@ -50,11 +56,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rows,
         s.file_bytes as f64 / (1 << 20) as f64
     );
+    // The same tensor without stored checksums: the unchecked baseline.
+    let plain = dir.path().join("A-unchecked.hrry");
+    {
+        let f = HurrayFile::open(&path)?;
+        let t = f.only_tensor()?;
+        let opts = WriteOptions {
+            checksums: false,
+            ..WriteOptions::default()
+        };
+        let mut fw = FileWriter::create(&plain, opts)?;
+        let mut tw = fw.begin_tensor(t.name(), t.dtype(), t.shape())?;
+        for (i, v) in t.iter() {
+            tw.push_value(i, v)?;
+        }
+        tw.finish()?;
+        fw.finish()?;
+    }
     let xs: Vec<f64> = (0..cols).map(|j| 1.0 + (j % 7) as f64).collect();
     let o = MatvecOptions::default();
     let (mut m1, mut m2, mut e1, mut e2) = (vec![], vec![], vec![], vec![]);
+    let (mut u1, mut u2, mut ue1) = (vec![], vec![], vec![]);
     let out = dir.path().join("A.npz");
     for _ in 0..reps {
+        let f = HurrayFile::open(&plain)?;
+        let a = Matrix::of_file(&f, None)?;
+        assert_eq!(a.tensor().stored_checksums(), 0);
+        let t = Instant::now();
+        matvec(&a, &xs, false, &o)?;
+        u1.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        matvec(&a, &xs, false, &o)?;
+        u2.push(t.elapsed().as_secs_f64());
+        drop(f);
+        let f = HurrayFile::open(&plain)?;
+        let a = Matrix::of_file(&f, None)?;
+        let t = Instant::now();
+        export(&a, Format::Npz, &out, &ExportOptions::default())?;
+        ue1.push(t.elapsed().as_secs_f64());
+        drop(f);
         let f = HurrayFile::open(&path)?;
         let a = Matrix::of_file(&f, None)?;
         let t = Instant::now();
@@ -96,15 +136,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         median(after) * 1e3
     );
     let ms = |v: Vec<f64>| median(v) * 1e3;
+    let (m1, m2, u1, u2) = (ms(m1), ms(m2), ms(u1), ms(u2));
     println!(
-        "matvec: first {:.1} ms, second {:.1} ms (median of {reps} fresh opens)",
-        ms(m1),
-        ms(m2)
+        "matvec: first {m1:.1} ms, second {m2:.1} ms; unchecked first {u1:.1} ms, second {u2:.1} ms (median of {reps} fresh opens): first / unchecked first {:.2}x, second / unchecked second {:.2}x",
+        m1 / u1,
+        m2 / u2
     );
+    let (e1, e2, ue1) = (ms(e1), ms(e2), ms(ue1));
     println!(
-        "export npz: first {:.1} ms, second {:.1} ms",
-        ms(e1),
-        ms(e2)
+        "export npz: first {e1:.1} ms, second {e2:.1} ms; unchecked first {ue1:.1} ms: first / unchecked {:.2}x",
+        e1 / ue1
+    );
+    // convert opens the file itself: every call is a first pass.
+    let (mut c1, mut uc1) = (vec![], vec![]);
+    let csr = ConvertOptions {
+        to: OutputLayout::Csr,
+        ..ConvertOptions::default()
+    };
+    let out = dir.path().join("A.csr.hrry");
+    for _ in 0..reps.min(3) {
+        for (src, times) in [(&path, &mut c1), (&plain, &mut uc1)] {
+            let t = Instant::now();
+            convert(src, &out, &csr)?;
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let (c1, uc1) = (ms(c1), ms(uc1));
+    println!(
+        "convert to csr: {c1:.1} ms; unchecked {uc1:.1} ms: {:.2}x",
+        c1 / uc1
     );
     Ok(())
 }

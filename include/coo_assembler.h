@@ -859,7 +859,10 @@ int coo_file_get_complex(const coo_file *f, const int64_t *idx, double *re, doub
  * storage order: coordinates into `idx` (`rank` per entry; may be NULL)
  * and values into `values` (may be NULL); the number copied into
  * `*n_read` (may be NULL). `first > nnz` is `COO_ERR_INDEX`; `first ==
- * nnz` reads nothing.
+ * nnz` reads nothing. The first call on an open file checks the xxh3
+ * checksums our writer stores for the tensor's buffers: a damaged buffer
+ * is `COO_ERR_INVALID_FILE` naming it, with nothing copied, on that call
+ * and every later one (the verdict is kept for the open file).
  *
  * # Safety
  * `f` is NULL or a live file; `idx` and `values` are NULL or writable for

@@ -88,7 +88,7 @@
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::{IoCtx, Writeback};
-use crate::fs::output::{AtomicOutput, FileId, ReplaceInput};
+use crate::fs::output::{check_room, AtomicOutput, FileId, ReplaceInput};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
@@ -444,6 +444,26 @@ impl FileWriter {
             )));
         }
         layout.check_rank(rank)?;
+        if layout.is_compressed() {
+            // The pointers stream to disk through a bounded buffer, so
+            // nothing bounds them but the disk: a major extent whose
+            // pointers the file system cannot hold (2^40 rows: 8 TiB) is
+            // refused here, not after filling it.
+            let major = shape[layout.major_dim()];
+            check_room(
+                &self.file,
+                self.out.target(),
+                (major as u128 + 1) * 8,
+                &format!(
+                    "the pointers of {major} + 1 {}",
+                    if layout == OutputLayout::Csc {
+                        "columns"
+                    } else {
+                        "rows"
+                    }
+                ),
+            )?;
+        }
         let descriptor_offset = self.pos();
         let desc_len = if layout.is_compressed() {
             compressed_descriptor_len(self.statistics)

@@ -3,9 +3,10 @@
 //! Memory, or Io for an output the disk cannot hold), before anything is
 //! allocated or written, and nothing is left behind.
 
+use coo_assembler::convert::{convert, ConvertOptions};
 use coo_assembler::matrix::export::{export, ExportOptions, Format, NpzLayout};
 use coo_assembler::matrix::{dense, memory, Matrix};
-use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile};
+use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile, OutputLayout};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -100,6 +101,53 @@ fn cli_export_to_npz_exits_1_with_a_message() {
         "{err}"
     );
     assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+}
+
+#[test]
+fn convert_of_a_2_40_row_coo_file_to_csr_or_csc_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = huge(dir.path());
+    let (out, tmp) = (dir.path().join("out"), dir.path().join("tmp"));
+    std::fs::create_dir(&out).unwrap();
+    std::fs::create_dir(&tmp).unwrap();
+    // The pointers (2^40 + 1 of 8 bytes) stream to disk with bounded
+    // memory: no allocation to fail, so the refusal is the disk's, before
+    // the first pointer is written. CSR takes the one-pass writer, CSC the
+    // external sort and then the writer: both refuse.
+    for (to, what) in [
+        (OutputLayout::Csr, "pointers of 1099511627776 + 1 rows"),
+        (OutputLayout::Csc, "pointers of 1099511627776 + 1 columns"),
+    ] {
+        let opts = ConvertOptions {
+            to,
+            temp_dir: Some(tmp.clone()),
+            ..ConvertOptions::default()
+        };
+        let e = convert(&path, &out.join("K.hrry"), &opts).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Io, "{to:?}: {e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("8.0 TiB") && msg.contains(what) && msg.contains("nothing was written"),
+            "{msg}"
+        );
+        assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+        assert!(entries(&tmp).is_empty(), "{:?}", entries(&tmp));
+    }
+    // The command line: exit 1, the message, nothing left.
+    let r = Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+        .arg("convert")
+        .arg(&path)
+        .arg(out.join("K.hrry"))
+        .args(["--to", "csr"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("8.0 TiB"), "{err}");
+    assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+    assert_eq!(entries(dir.path()), ["huge.hrry", "out", "tmp"]);
+    // To COO (no pointers) it still converts.
+    convert(&path, &out.join("K.hrry"), &ConvertOptions::default()).unwrap();
 }
 
 #[test]

@@ -240,7 +240,10 @@ pub unsafe extern "C" fn coo_file_get_complex(
 /// storage order: coordinates into `idx` (`rank` per entry; may be NULL)
 /// and values into `values` (may be NULL); the number copied into
 /// `*n_read` (may be NULL). `first > nnz` is `COO_ERR_INDEX`; `first ==
-/// nnz` reads nothing.
+/// nnz` reads nothing. The first call on an open file checks the xxh3
+/// checksums our writer stores for the tensor's buffers: a damaged buffer
+/// is `COO_ERR_INVALID_FILE` naming it, with nothing copied, on that call
+/// and every later one (the verdict is kept for the open file).
 ///
 /// # Safety
 /// `f` is NULL or a live file; `idx` and `values` are NULL or writable for
@@ -301,9 +304,7 @@ unsafe fn read_entries(
         // Issue 22: the first read of an open file checks the xxh3
         // checksums our writer stores for the tensor's buffers (once; later
         // reads reuse the verdict). A damaged buffer is
-        // COO_ERR_INVALID_FILE naming it, and nothing is copied. (The
-        // header, generated from these docs, is not ours to change this
-        // round: the lead documents it there.)
+        // COO_ERR_INVALID_FILE naming it, and nothing is copied.
         t.check_checksums()?;
         let nnz = t.nnz();
         if first > nnz {

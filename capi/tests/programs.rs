@@ -922,3 +922,53 @@ fn c_reads_csr_and_csc_files() {
         }
     }
 }
+
+/// Issue 22: `coo_file_read_entries` on a file the library wrote, with one
+/// byte flipped in its values or its index buffer, is
+/// `COO_ERR_INVALID_FILE` naming the buffer, copies nothing, and says the
+/// same on a second call (the verdict is kept for the open file).
+#[test]
+fn c_read_entries_of_a_damaged_file_is_invalid_file_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clean = dir.path().join("clean.hrry");
+    let mut b = Builder::new(&[10, 10], DType::F64, AssembleOptions::default()).expect("builder");
+    for k in 0..8u64 {
+        b.push(&[k, (3 * k) % 10], 1.0 + k as f64).expect("push");
+    }
+    b.finish(&clean).expect("finish");
+    // Where the buffers are, from the reader's own view of the file.
+    let (values_at, indices_at) = {
+        let f = HurrayFile::open(&clean).expect("open");
+        let map = f.mapped_bytes().expect("a mapped file").as_ptr() as usize;
+        let t = f.only_tensor().expect("one tensor");
+        let at = |b: &[u8]| b.as_ptr() as usize - map;
+        (
+            at(t.values_bytes()) + 8 * 2 + 3,
+            at(t.indices_bytes()) + 8 * 2 * 2,
+        )
+    };
+    let bytes = std::fs::read(&clean).expect("read");
+    let flipped = |name: &str, at: usize, bit: u8| {
+        let mut b = bytes.clone();
+        b[at] ^= bit;
+        let p = dir.path().join(name);
+        std::fs::write(&p, b).expect("write");
+        p
+    };
+    let values = flipped("values.hrry", values_at, 0x10);
+    // Row 2 of entry 2 becomes row 3: still in range and in order, so
+    // only the checksum can tell.
+    let indices = flipped("indices.hrry", indices_at, 0x01);
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/damaged.c")],
+        dir.path(),
+        "damaged",
+        Link::Shared,
+    );
+    let out = run(
+        Command::new(&exe).arg(&clean).arg(&values).arg(&indices),
+        "damaged",
+    );
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert_eq!(out.matches("COO_ERR_INVALID_FILE").count(), 6, "{out}");
+}

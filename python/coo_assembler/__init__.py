@@ -772,15 +772,21 @@ class File:
         reorder_memory: Size = "64MiB",
         _zip64_at: int = 0,
     ) -> dict:
-        """Write the matrix to ``path`` for another program, streamed from
-        the file, whatever its layout: ``to="mtx"`` (MatrixMarket;
+        """Write the matrix (or vector) to ``path`` for another program,
+        streamed from the file, whatever its layout: ``to="mtx"`` (MatrixMarket;
         ``symmetric=True`` checks symmetry and writes one triangle),
         ``"npz"`` (what ``scipy.sparse.load_npz`` reads: ``npz_layout``
         ``"csr"``, ``"csc"``, ``"coo"`` or ``"auto"``, the stored layout)
         or ``"petsc"`` (PETSc binary, 32-bit indices unless
-        ``petsc_int64``). When the format's order is not the stored one
-        (PETSc or csr from CSC or unsorted COO, csc from COO or CSR, a
-        symmetric check of anything but sorted COO) the entries are
+        ``petsc_int64``). A rank-1 tensor exports as a dense vector:
+        ``"petsc"`` gives a PETSc ``Vec`` (``VecLoad``), ``"npy"`` a NumPy
+        array of its dtype, zeros where no entry is stored (a matrix to
+        ``"npy"`` is refused: use ``"npz"``). PETSc stores float64, so
+        64-bit integers beyond 2**53 in magnitude are refused
+        (``InputError`` naming the entry) rather than rounded. When the
+        format's order is not the stored one (PETSc or csr from CSC or
+        unsorted COO, csc from COO or CSR, a symmetric check of anything
+        but sorted COO, a vector from unsorted COO) the entries are
         reordered in bands of ``reorder_memory`` bytes, one pass over the
         file per band, plus 8 bytes per row or column. The file appears
         whole or not at all. Returns ``{"entries": ..., "bytes": ...}``."""

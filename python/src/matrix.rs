@@ -48,7 +48,8 @@ fn matvec<'py>(
     Ok(PyArray1::from_vec(py, y))
 }
 
-/// Export to `path` as mtx, npz or petsc; returns {"entries", "bytes"}.
+/// Export to `path` as mtx, npz, petsc (a matrix or a rank-1 tensor) or
+/// npy (a rank-1 tensor); returns {"entries", "bytes"}.
 #[pyfunction]
 #[pyo3(signature = (file, path, to, symmetric=false, npz_layout="auto", petsc_int64=false, reorder_memory=0, zip64_at=0))]
 #[allow(clippy::too_many_arguments)]
@@ -75,10 +76,7 @@ fn export<'py>(
         zip64_at,
     };
     let s = py
-        .detach(|| {
-            let a = Matrix::of_file(f, Some(name))?;
-            matrix::export::export(&a, format, &path, &opts)
-        })
+        .detach(|| matrix::export::export_file(f, Some(name), format, &path, &opts))
         .map_err(matrix_to_py)?;
     let d = PyDict::new(py);
     d.set_item("entries", s.entries)?;

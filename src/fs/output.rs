@@ -339,6 +339,60 @@ pub(crate) fn check_writable_dir(io: &IoCtx, dir: &Path, role: &'static str) -> 
     Ok(())
 }
 
+/// Refuse, before anything is written, an output of `bytes` (`what` says
+/// what makes it that large) whose file system, the one `file` is on, has
+/// no room for it: streaming it in bounded memory would only fill the disk
+/// (a 2^40-row CSR holds 8 TiB of pointers). An [`Error::Io`] on `target`
+/// with `StorageFull`; a file system that cannot say is not refused.
+pub(crate) fn check_room(file: &File, target: &Path, bytes: u128, what: &str) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a valid open descriptor and a buffer of the right type.
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return Ok(());
+    }
+    // SAFETY: fstatvfs succeeded and filled it.
+    let st = unsafe { st.assume_init() };
+    let free = (st.f_bavail as u128) * (st.f_frsize as u128);
+    if bytes <= free {
+        return Ok(());
+    }
+    let cap = |b: u128| u64::try_from(b).unwrap_or(u64::MAX);
+    Err(Error::io(
+        "write",
+        target,
+        std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "the output needs {} ({what}), its file system has {} free; nothing was written",
+                size_text(cap(bytes)),
+                size_text(cap(free))
+            ),
+        ),
+    ))
+}
+
+/// `bytes` in the largest binary unit that leaves a number >= 1, one
+/// decimal ("8.0 TiB").
+fn size_text(bytes: u64) -> String {
+    let units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut unit = "bytes";
+    for u in units {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    if unit == "bytes" {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -89,6 +89,42 @@ pub enum MatrixError {
         hint: &'static str,
     },
 
+    /// An export format that does not hold a tensor of this rank (a
+    /// matrix to `.npy`, a vector to MatrixMarket or `.npz`).
+    #[error(
+        "export to {format} needs a tensor of rank {needs}; {tensor:?} has rank {rank}: {hint}"
+    )]
+    ExportRank {
+        /// The format's name.
+        format: &'static str,
+        /// The tensor's name.
+        tensor: String,
+        /// Its rank.
+        rank: usize,
+        /// The rank the format holds.
+        needs: &'static str,
+        /// What to do instead.
+        hint: &'static str,
+    },
+
+    /// An integer value that a float64 format (PETSc) would round: beyond
+    /// 2^53 in magnitude.
+    #[error("{tensor:?} entry {entry} at {index}: the value {value} is beyond 2^53 in magnitude, which {format} (float64 values) would round; export it to {exact} to keep it exact")]
+    NotExactInDouble {
+        /// The target format.
+        format: &'static str,
+        /// The tensor's name.
+        tensor: String,
+        /// The entry's position in storage order.
+        entry: u64,
+        /// Its coordinates, as text (`(3, 4)`, `[7]`).
+        index: String,
+        /// The value.
+        value: i128,
+        /// Formats that keep it exact.
+        exact: &'static str,
+    },
+
     /// A vector file that cannot be read as a vector.
     #[error("{path}: {detail}")]
     VectorFile {
@@ -134,7 +170,8 @@ impl MatrixError {
         use crate::ErrorKind as K;
         match self {
             MatrixError::Crate(e) => e.kind(),
-            MatrixError::Rank { .. } => K::Rank,
+            MatrixError::Rank { .. } | MatrixError::ExportRank { .. } => K::Rank,
+            MatrixError::NotExactInDouble { .. } => K::Value,
             MatrixError::Options(_) => K::Argument,
             MatrixError::VectorLength { .. } => K::Input,
             MatrixError::NonFiniteInput { .. } => K::Value,

@@ -4,7 +4,7 @@
 //! (or another input of the operation) is refused before anything is
 //! written.
 
-use crate::fs::output::{AtomicOutput, FileId, ReplaceInput};
+use crate::fs::output::{check_room, AtomicOutput, FileId, ReplaceInput};
 use crate::IoCtx;
 use crate::Result;
 use std::fs::File;
@@ -12,25 +12,6 @@ use std::path::Path;
 
 /// Bytes gathered before a write call.
 const BUFFER: usize = 1 << 20;
-
-/// `bytes` in the largest binary unit that leaves a number >= 1.
-fn size_text(bytes: u64) -> String {
-    let units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut v = bytes as f64;
-    let mut unit = "bytes";
-    for u in units {
-        if v < 1024.0 {
-            break;
-        }
-        v /= 1024.0;
-        unit = u;
-    }
-    if unit == "bytes" {
-        format!("{bytes} bytes")
-    } else {
-        format!("{v:.1} {unit}")
-    }
-}
 
 pub(crate) struct Output {
     io: IoCtx,
@@ -68,31 +49,7 @@ impl Output {
     /// `.npz` holds 8 TiB of `indptr`). An [`crate::Error::Io`] with
     /// `StorageFull`; a file system that cannot say is not refused.
     pub(crate) fn check_space(&self, bytes: u64, what: &str) -> Result<()> {
-        let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-        use std::os::fd::AsRawFd;
-        // SAFETY: a valid open descriptor and a buffer of the right type.
-        let rc = unsafe { libc::fstatvfs(self.file.as_raw_fd(), st.as_mut_ptr()) };
-        if rc != 0 {
-            return Ok(());
-        }
-        // SAFETY: fstatvfs succeeded and filled it.
-        let st = unsafe { st.assume_init() };
-        let free = (st.f_bavail as u128) * (st.f_frsize as u128);
-        if bytes as u128 <= free {
-            return Ok(());
-        }
-        Err(crate::Error::io(
-            "write",
-            &self.target,
-            std::io::Error::new(
-                std::io::ErrorKind::StorageFull,
-                format!(
-                    "the output needs {} ({what}), its file system has {} free; nothing was written",
-                    size_text(bytes),
-                    size_text(u64::try_from(free).unwrap_or(u64::MAX))
-                ),
-            ),
-        ))
+        check_room(&self.file, &self.target, bytes as u128, what)
     }
 
     /// Bytes written so far.

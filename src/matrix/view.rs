@@ -63,14 +63,20 @@ impl<'a> Matrix<'a> {
                 op,
                 tensor: t.name().to_string(),
                 rank: t.rank(),
-                needs: if max == min { "2" } else { "at least 2" },
+                needs: match (min, max) {
+                    (2, 2) => "2",
+                    (1, 2) => "1 or 2",
+                    _ => "at least 2",
+                },
             });
         }
         let s = t.shape();
         Ok(Matrix {
             t,
             rows: s[0],
-            cols: s[1],
+            // A vector (rank 1, the exports' dense vectors) is one column:
+            // its entries walk as (i, 0).
+            cols: s.get(1).copied().unwrap_or(1),
             layout: match t {
                 Tensor::Coo(c) => Layout::Coo {
                     sorted: c.is_sorted(),

@@ -1,18 +1,18 @@
-//! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary.
+//! `coo-assembler export`: MatrixMarket, scipy .npz or PETSc binary of a
+//! matrix; a rank-1 tensor as a PETSc Vec or a NumPy .npy vector.
 
 use crate::matvec::MatrixCommon;
 use crate::names::{named, size};
 use crate::{open, pick_view};
 use clap::Args;
 use coo_assembler::matrix::export::{self, ExportOptions, Format, NpzLayout};
-use coo_assembler::matrix::Matrix;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Args)]
 pub(crate) struct ExportArgs {
-    /// The Hurray file (a rank-2 tensor).
+    /// The Hurray file (a matrix; a rank-1 tensor for npy and petsc).
     file: PathBuf,
     /// The output file (replaced atomically; not the Hurray file itself).
     out: PathBuf,
@@ -48,7 +48,6 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     }
     let f = open(&a.file, false)?;
     let t = pick_view(&f, &a.common.pick, "export")?;
-    let m = Matrix::of_file(&f, Some(t.name()))?;
     let format = a.to;
     let opts = ExportOptions {
         symmetric: a.symmetric,
@@ -59,7 +58,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         zip64_at: a.zip64_at,
     };
     let t0 = Instant::now();
-    let s = export::export(&m, format, &a.out, &opts)?;
+    let s = export::export_file(&f, Some(t.name()), format, &a.out, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
     if !a.common.quiet {
         eprintln!(

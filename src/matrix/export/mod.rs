@@ -10,7 +10,15 @@
 //!   writes: a stored zip (zip64 when large) of `.npy` arrays, read back by
 //!   `scipy.sparse.load_npz` as a `csr_array` or `coo_array`.
 //! - [`Format::Petsc`]: PETSc's binary matrix format (what `MatLoad` reads),
-//!   32-bit indices by default, 64-bit on request.
+//!   32-bit indices by default, 64-bit on request; a rank-1 tensor as a
+//!   PETSc `Vec` (what `VecLoad` reads), dense. PETSc stores float64, so an
+//!   integer value beyond 2^53 in magnitude is refused
+//!   ([`MatrixError::NotExactInDouble`]) rather than rounded.
+//! - [`Format::Npy`]: a rank-1 tensor as a dense NumPy `.npy` array of its
+//!   element type, zeros where no entry is stored.
+//!
+//! [`export_file`] takes a tensor of a file by name, a matrix or a vector;
+//! [`export`] takes a [`Matrix`].
 
 mod mtx;
 mod npz;
@@ -18,14 +26,20 @@ mod petsc;
 mod reorder;
 mod zip;
 
+mod vector;
+
+use super::entries::Coords;
 use super::error::{MatrixError, MatrixResult};
 use super::output::Output;
 use super::paging::{for_each_block, Paging};
-use super::view::{fixed_blocks, Matrix};
+use super::view::{fixed_blocks, pick, Matrix};
+use crate::{HurrayFile, Value};
 use std::ops::Range;
 use std::path::Path;
 
 pub use npz::NpzLayout;
+pub use petsc::MAT_FILE_CLASSID;
+pub use vector::VEC_FILE_CLASSID;
 
 crate::vocab::vocabulary! {
     /// Target format of [`export`].
@@ -35,7 +49,9 @@ crate::vocab::vocabulary! {
         /// scipy sparse `.npz`.
         Npz => "npz" | "scipy": "scipy sparse .npz (what scipy.sparse.load_npz reads)",
         /// PETSc binary matrix.
-        Petsc => "petsc": "PETSc binary matrix (MatLoad; 32-bit indices unless --petsc-int64)",
+        Petsc => "petsc": "PETSc binary: a matrix (MatLoad) or a rank-1 tensor as a Vec (VecLoad); 32-bit indices unless --petsc-int64",
+        /// NumPy `.npy` dense vector (a rank-1 tensor).
+        Npy => "npy" | "numpy": "NumPy .npy dense vector of a rank-1 tensor (zeros where no entry)",
     }
 }
 
@@ -72,6 +88,21 @@ pub struct ExportSummary {
     pub bytes: u64,
 }
 
+/// Write the tensor `name` of `file` (its only tensor when `None`) to
+/// `out` in `format`: a matrix (rank 2) to any format but `.npy`, a vector
+/// (rank 1) to `.npy` or PETSc. Its pages may be released behind the
+/// passes, as with [`Matrix::of_file`].
+pub fn export_file(
+    file: &HurrayFile,
+    name: Option<&str>,
+    format: Format,
+    out: &Path,
+    opts: &ExportOptions,
+) -> MatrixResult<ExportSummary> {
+    let a = Matrix::with_rank(pick(file, name)?, "export", 1, 2)?.in_file(file);
+    export(&a, format, out, opts)
+}
+
 /// Write `a` to `out` in `format`. An `out` that names the file `a` was
 /// taken from ([`Matrix::of_file`], through links too) is
 /// [`crate::Error::OutputIsInput`], before anything is written.
@@ -95,16 +126,87 @@ pub fn export(
             a.dtype()
         ))));
     }
+    let vector = a.tensor().rank() == 1;
+    let refuse = |needs, hint| {
+        Err(MatrixError::ExportRank {
+            format: format.name(),
+            tensor: a.tensor().name().to_string(),
+            rank: a.tensor().rank(),
+            needs,
+            hint,
+        })
+    };
+    match format {
+        Format::Npy if !vector => {
+            return refuse(
+                "1",
+                "a .npy export is a dense vector; write a matrix to npz (scipy), mtx or petsc",
+            )
+        }
+        Format::Mtx | Format::Npz if vector => {
+            return refuse("2", "write a vector to npy (NumPy) or petsc (a PETSc Vec)")
+        }
+        _ => {}
+    }
     // Refused here, before any pass over the matrix, when `out` is its file.
     let o = Output::create(out, a.source().as_slice())?;
     // A damaged buffer is refused before anything is written (the
     // temporary output goes with `o`).
     a.tensor().check_checksums()?;
+    if format == Format::Petsc {
+        exact_in_f64(a, "PETSc", opts.paging)?;
+    }
     match format {
         Format::Mtx => mtx::write(a, o, opts),
         Format::Npz => npz::write(a, o, opts),
+        Format::Petsc if vector => vector::write_petsc(a, o, opts),
         Format::Petsc => petsc::write(a, o, opts),
+        Format::Npy => vector::write_npy(a, o, opts),
     }
+}
+
+/// Refuse, before anything is written, a 64-bit integer value beyond 2^53
+/// in magnitude: `format` keeps float64 values and would round it.
+/// Narrower types and floats pass without a pass over the values.
+fn exact_in_f64(a: &Matrix<'_>, format: &'static str, paging: Paging) -> MatrixResult<()> {
+    let dtype = a.dtype();
+    if dtype.is_float() || dtype.width() < 8 {
+        return Ok(());
+    }
+    const EXACT: u64 = 1 << 53;
+    let w = dtype.width();
+    let vals = a.values_bytes();
+    pass(a, paging, |r| {
+        for p in r {
+            let value = match dtype.decode(&vals[p * w..(p + 1) * w]) {
+                Value::Int(v) if v.unsigned_abs() > EXACT => v as i128,
+                Value::UInt(v) if v > EXACT => v as i128,
+                _ => continue,
+            };
+            let mut index = String::new();
+            Coords::of(a)?.each(p..p + 1, |_, i, j| {
+                index = if a.tensor().rank() == 1 {
+                    format!("[{i}]")
+                } else {
+                    format!("({i}, {j})")
+                };
+                Ok::<(), MatrixError>(())
+            })?;
+            return Err(MatrixError::NotExactInDouble {
+                format,
+                tensor: a.tensor().name().to_string(),
+                entry: p as u64,
+                index,
+                value,
+                exact: if a.tensor().rank() == 1 {
+                    "npy"
+                } else {
+                    "mtx or npz"
+                },
+            });
+        }
+        Ok(())
+    })
 }
 
 /// Entries per block of an export pass.

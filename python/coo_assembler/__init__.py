@@ -180,9 +180,9 @@ def _values(data: Any) -> np.ndarray:
     v = _native_order(np.asarray(data))
     if v.ndim != 1:
         raise InputError(f"values must be a 1-D array, got shape {v.shape}")
-    if v.dtype.kind not in "fiu":
+    if v.dtype.kind not in "fiuc":
         raise InputError(
-            f"values must be float16/32/64 or integers, got {v.dtype}"
+            f"values must be float16/32/64, complex64/128 or integers, got {v.dtype}"
         )
     return v
 
@@ -742,8 +742,12 @@ class File:
     ) -> np.ndarray:
         """``A @ x`` (``A.T @ x`` with ``transpose``) straight from the file.
 
-        ``x`` is any 1-D array (converted to float64); the result is a new
-        float64 array. Values of every type are computed in float64. The
+        ``x`` is any 1-D array (converted to float64, or complex128 when
+        ``x`` or the matrix is complex); the result is a new float64 (or
+        complex128) array. Values of every type are computed in float64;
+        a complex ``x`` with a real matrix is two real products (the real
+        and the imaginary part, the very sums of a complex product); a
+        complex matrix is multiplied through scipy, in memory. The
         product runs on ``threads`` threads (default: every core) and gives
         the same bytes for any thread count. NaN or infinity in ``x`` raise
         :class:`InputError` unless ``allow_non_finite``. ``paging``:
@@ -754,12 +758,42 @@ class File:
         self._native.require("matvec")
         if self.ndim != 2:
             raise InputError(f"matvec needs a matrix; the tensor has rank {self.ndim}")
-        xs = np.ascontiguousarray(x, dtype=np.float64)
+        xa = np.asarray(x)
+        if np.iscomplexobj(xa) or self.dtype in ("complex64", "complex128"):
+            return self._complex_matvec(xa, bool(transpose), threads, allow_non_finite, paging)
+        xs = np.ascontiguousarray(xa, dtype=np.float64)
         if xs.ndim != 1:
             raise InputError(f"x must be 1-D, got shape {xs.shape}")
         return _native.matvec(
             self._native, xs, bool(transpose), threads, bool(allow_non_finite), paging
         )
+
+    def _complex_matvec(self, x: np.ndarray, transpose: bool, threads: Optional[int],
+                        allow_non_finite: bool, paging: str) -> np.ndarray:
+        xs = np.ascontiguousarray(x, dtype=np.complex128)
+        if xs.ndim != 1:
+            raise InputError(f"x must be 1-D, got shape {xs.shape}")
+        if not allow_non_finite and not np.all(np.isfinite(xs)):
+            k = int(np.flatnonzero(~np.isfinite(xs))[0])
+            raise InputError(
+                f"x[{k}] = {xs[k]} is not finite (pass allow_non_finite=True to let "
+                "NaN and infinity propagate)"
+            )
+        if self.dtype not in ("complex64", "complex128"):
+            # Real matrix: the real and imaginary parts are separate sums.
+            def part(v: np.ndarray) -> np.ndarray:
+                return _native.matvec(self._native, np.ascontiguousarray(v), transpose,
+                                      threads, True, paging)
+            return part(xs.real) + 1j * part(xs.imag)
+        need = self.shape[0] if transpose else self.shape[1]
+        if xs.shape[0] != need:
+            raise InputError(
+                f"x has {xs.shape[0]} elements; the product needs {need} "
+                f"(the matrix is {self.shape[0]} x {self.shape[1]}"
+                f"{', transposed' if transpose else ''})"
+            )
+        a = self.to_scipy("csr")
+        return np.asarray((a.T if transpose else a) @ xs, dtype=np.complex128)
 
     def export(
         self,

@@ -348,6 +348,8 @@ impl Num for i32 {}
 impl Num for u32 {}
 impl Num for i64 {}
 impl Num for u64 {}
+impl Num for coo_assembler::Complex<f32> {}
+impl Num for coo_assembler::Complex<f64> {}
 
 /// Entries `start..end` of a 1-D view: borrowed when contiguous, gathered
 /// into `buf` otherwise.
@@ -378,6 +380,8 @@ pub enum ValArr1<'py> {
     U32(PyReadonlyArray1<'py, u32>),
     I64(PyReadonlyArray1<'py, i64>),
     U64(PyReadonlyArray1<'py, u64>),
+    C64(PyReadonlyArray1<'py, coo_assembler::Complex<f32>>),
+    C128(PyReadonlyArray1<'py, coo_assembler::Complex<f64>>),
 }
 
 /// Readonly borrows of a 3-D value array (element matrices).
@@ -393,15 +397,18 @@ pub enum ValArr3<'py> {
     U32(PyReadonlyArray3<'py, u32>),
     I64(PyReadonlyArray3<'py, i64>),
     U64(PyReadonlyArray3<'py, u64>),
+    C64(PyReadonlyArray3<'py, coo_assembler::Complex<f32>>),
+    C128(PyReadonlyArray3<'py, coo_assembler::Complex<f64>>),
 }
 
-const VALUE_TYPES: &str = "float64, float32, float16 or an integer type";
+const VALUE_TYPES: &str = "float64, float32, float16, complex128, complex64 or an integer type";
 
 impl<'py> ValArr1<'py> {
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         borrow_as!(obj, PyArray1, ValArr1,
             [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
-             I32: i32, U32: u32, I64: i64, U64: u64])
+             I32: i32, U32: u32, I64: i64, U64: u64,
+             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>])
         .ok_or_else(|| {
             input_error(format!(
                 "values must be a 1-D array of {VALUE_TYPES}, got {}",
@@ -415,7 +422,8 @@ impl<'py> ValArr3<'py> {
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         borrow_as!(obj, PyArray3, ValArr3,
             [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
-             I32: i32, U32: u32, I64: i64, U64: u64])
+             I32: i32, U32: u32, I64: i64, U64: u64,
+             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>])
         .ok_or_else(|| {
             input_error(format!(
                 "element matrices must be a 3-D array of {VALUE_TYPES}, got {}",
@@ -471,6 +479,14 @@ macro_rules! with_values {
                 $body
             }
             $enum::U64(a) => {
+                let $v = a.as_array();
+                $body
+            }
+            $enum::C64(a) => {
+                let $v = a.as_array();
+                $body
+            }
+            $enum::C128(a) => {
                 let $v = a.as_array();
                 $body
             }

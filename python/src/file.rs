@@ -168,6 +168,7 @@ fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
         Value::Float(f) => f.into_pyobject(py)?.into_any(),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::UInt(u) => u.into_pyobject(py)?.into_any(),
+        Value::Complex(re, im) => pyo3::types::PyComplex::from_doubles(py, re, im).into_any(),
     })
 }
 

@@ -66,15 +66,18 @@ def test_every_dtype(rng, tmp_path, dtype):
     if dtype.startswith(("float", "bfloat")):
         # Small integers: exact in every float type, sums included.
         v = rng.integers(-4, 5, m).astype(np.float16 if dtype == "float16" else np.float32)
+    elif dtype.startswith("complex"):
+        v = (rng.integers(-4, 5, m) + 1j * rng.integers(-4, 5, m)).astype(dtype)
     else:
         info = np.iinfo(dtype)
         v = rng.integers(max(info.min, -2), 3, m).astype(dtype)
-    ref_vals = v.astype(np.float64)
+    wide = np.complex128 if dtype.startswith("complex") else np.float64
+    ref_vals = v.astype(wide)
     f, s = build(tmp_path, (30, 30), lambda b: b.push(v, (r, c)), dtype=dtype)
     assert f.dtype == dtype and f.nnz == s.nnz
     got = f.to_scipy("csr")
     ref = sp.coo_array((ref_vals, (r, c)), shape=(30, 30)).tocsr()
-    assert np.array_equal(got.toarray().astype(np.float64), ref.toarray())
+    assert np.array_equal(got.toarray().astype(wide), ref.toarray())
     vals = f.values()
     if dtype == "bfloat16":
         assert vals.dtype == np.float32  # NumPy has no bfloat16: widened copy

@@ -52,7 +52,7 @@ def test_bad_options(tmp_path):
     with pytest.raises(ca.InputError, match="unknown duplicate policy"):
         ca.Builder((3, 3), duplicates="avg")
     with pytest.raises(ca.InputError, match="not supported"):
-        ca.Builder((3, 3), dtype="complex128")
+        ca.Builder((3, 3), dtype="complex256")
     with pytest.raises(ca.InputError, match="unknown unit"):
         ca.Builder((3, 3), memory_budget="8 parsecs")
     with pytest.raises(ca.InputError, match="threads"):

@@ -63,12 +63,14 @@ module coo_assembler
       integer(c_int) :: layout
       integer(c_int64_t) :: expected_contributions
       type(c_ptr) :: tensor_name
+      logical(c_bool) :: skip_negative
    end type coo_options
 
    type, bind(c), public :: coo_summary
       integer(c_int64_t) :: contributions, nnz, runs_spilled, merge_passes, &
          bytes_spilled, peak_buffer_bytes
       real(c_double) :: seconds
+      integer(c_int64_t) :: skipped_negative
    end type coo_summary
 
    type, bind(c), public :: coo_info

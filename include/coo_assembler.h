@@ -143,9 +143,11 @@
  * versioned `coo_options` (its `size` field), codes of the enums in the
  * library's table order, `coo_options_set`, `coo_builder_push_file`, the
  * status codes -14 to -19, validated builder handles and a refused
- * `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`).
+ * `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
+ * `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
+ * summary grew: rebuild programs built against an API-2 header).
  */
-#define COO_API_VERSION 2
+#define COO_API_VERSION 3
 
 /**
  * Largest rank of a tensor (the size of `coo_info.shape`).
@@ -333,6 +335,14 @@ typedef struct {
    * `coo_builder_new`. Since API 2.
    */
   const char *tensor_name;
+  /**
+   * Skip contributions with a negative index (PETSc's convention for
+   * removed rows and columns) instead of refusing them with
+   * `COO_ERR_INDEX`; `coo_summary.skipped_negative` counts them
+   * (default false). Since API 3: a struct of an API-2 header (its
+   * `size` ends before this field) reads as false.
+   */
+  bool skip_negative;
 } coo_options;
 
 /**
@@ -349,6 +359,12 @@ typedef struct {
    * Wall-clock seconds from `coo_builder_new` to the end of `coo_builder_finish`.
    */
   double seconds;
+  /**
+   * Contributions skipped for a negative index (`skip_negative`),
+   * counted in `contributions` too. Since API 3: the struct grew, so a
+   * program built against an older header must be rebuilt.
+   */
+  uint64_t skipped_negative;
 } coo_summary;
 
 /**
@@ -575,7 +591,8 @@ void coo_options_default(coo_options *out);
  * library's tables and size grammar (the CLI's and Python's): e.g.
  * `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
  * `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
- * `"true"`, `"exact_sums"` `"false"`, `"expected_contributions"` `"1e9"`.
+ * `"true"`, `"skip_negative"` `"true"`, `"exact_sums"` `"false"`,
+ * `"expected_contributions"` `"1e9"`.
  * The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
  * it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an
  * unknown name or a bad value, with the library's message.

@@ -126,6 +126,14 @@ pub struct AssembleOptions {
     pub exact_sums: bool,
     /// Drop entries whose combined value is zero. Default: keep them.
     pub drop_zeros: bool,
+    /// Skip contributions with a negative index instead of refusing them
+    /// (PETSc's `MatSetValues` convention; sfepy marks removed Dirichlet
+    /// dofs so). Only signed indices can be negative: the `*_signed`
+    /// pushes of [`crate::Builder`] and [`crate::Pusher`], and the front
+    /// ends' signed arrays. Skipped contributions are counted in
+    /// [`crate::Summary::skipped_negative`]. Default `false`: a negative
+    /// index is an error naming the contribution.
+    pub skip_negative: bool,
     /// NaN / infinity policy for float contributions. Default: keep.
     pub non_finite: NonFinitePolicy,
     /// Layout of the tensor written. Default COO; CSR and CSC need rank 2
@@ -162,6 +170,7 @@ impl Default for AssembleOptions {
             duplicates: DuplicatePolicy::Sum,
             exact_sums: true,
             drop_zeros: false,
+            skip_negative: false,
             non_finite: NonFinitePolicy::Keep,
             layout: OutputLayout::Coo,
             tensor_name: "coo".to_string(),

@@ -154,6 +154,8 @@ unsafe fn assemble<I: IndexElem>(
     let s = done.map_err(|e| match e.kind() {
         // coo_builder_new's refusal: before any contribution is looked at.
         ErrorKind::Budget => Fail::from(e),
+        // Under skip_negative a negative index is no error: the library's names the cause.
+        _ if opts.skip_negative => Fail::from(e),
         _ => first_negative(&dims).unwrap_or_else(|| Fail::from(e)),
     })?;
     if !out.is_null() {

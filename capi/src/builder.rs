@@ -76,6 +76,50 @@ fn live_builder<'a>(b: *mut coo_builder) -> Res<&'a coo_builder> {
 pub(crate) struct Shape {
     rank: usize,
     kind: Kind,
+    /// The builder's `skip_negative`: negative indices go to the
+    /// library's signed pushes, which skip and count them.
+    skip_negative: bool,
+}
+
+/// An index array as the library takes it: unsigned (checked, the same
+/// bits) when no index is negative, signed when `skip_negative` has the
+/// library skip the negative ones.
+enum Idx<'a> {
+    Unsigned(&'a [u64]),
+    Signed(&'a [i64]),
+}
+
+/// Call the pusher's unsigned push `$u` or signed push `$s` after `$idx`.
+macro_rules! by_sign {
+    ($p:expr, $idx:expr, $u:ident, $s:ident, $($arg:expr),*) => {
+        match $idx {
+            Idx::Unsigned(i) => $p.$u(i, $($arg),*),
+            Idx::Signed(i) => $p.$s(i, $($arg),*),
+        }
+    };
+}
+
+/// `n` int64 indices at `p`: as [`indices`] (a negative one is
+/// `COO_ERR_INDEX`, today's message), unless `skip` and one is negative.
+///
+/// # Safety
+/// As [`indices`].
+unsafe fn idx_of<'a>(
+    skip: bool,
+    p: *const i64,
+    n: usize,
+    what: &str,
+    negative: impl FnOnce(usize, i64) -> String,
+) -> Res<Idx<'a>> {
+    if skip {
+        // SAFETY: forwarded contract.
+        let s = unsafe { slice(p, n, what) }?;
+        if s.iter().any(|&v| v < 0) {
+            return Ok(Idx::Signed(s));
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { indices(p, n, what, negative) }.map(Idx::Unsigned)
 }
 
 /// How a `double` value reaches the library for this element type.
@@ -117,12 +161,14 @@ impl Feed {
     unsafe fn push(&mut self, idx: *const i64, value: f64) -> Res<()> {
         let n = self.pusher.count();
         let rank = self.shared.rank;
+        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { indices(idx, rank, "idx", negative_component(rank, n)) }?;
+        let idx = unsafe { idx_of(skip, idx, rank, "idx", negative_component(rank, n)) }?;
+        let p = &mut self.pusher;
         match self.shared.kind {
-            Kind::Float => self.pusher.push(idx, value)?,
-            Kind::Signed => self.pusher.push(idx, to_i64(value, n)?)?,
-            Kind::Unsigned => self.pusher.push(idx, to_u64(value, n)?)?,
+            Kind::Float => by_sign!(p, idx, push, push_signed, value)?,
+            Kind::Signed => by_sign!(p, idx, push, push_signed, to_i64(value, n)?)?,
+            Kind::Unsigned => by_sign!(p, idx, push, push_signed, to_u64(value, n)?)?,
         }
         Ok(())
     }
@@ -135,23 +181,27 @@ impl Feed {
         let len = n.checked_mul(rank).ok_or_else(|| {
             Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
         })?;
+        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { indices(idx, len, "idx", negative_component(rank, first)) }?;
+        let idx = unsafe { idx_of(skip, idx, len, "idx", negative_component(rank, first)) }?;
         // SAFETY: forwarded contract.
         let values = unsafe { slice(values, n, "values") }?;
         if self.shared.kind == Kind::Float {
-            self.pusher.push_many(idx, values)?;
+            by_sign!(self.pusher, idx, push_many, push_many_signed, values)?;
             return Ok(());
         }
-        for (vals, ids) in values
-            .chunks(CONVERT_BATCH)
-            .zip(idx.chunks(CONVERT_BATCH * rank))
-        {
+        let batch = CONVERT_BATCH * rank.max(1);
+        for (b, vals) in values.chunks(CONVERT_BATCH).enumerate() {
             let base = self.pusher.count();
             self.convert(vals, base)?;
+            let ids = match idx {
+                Idx::Unsigned(i) => Idx::Unsigned(&i[b * batch..(b * batch + vals.len() * rank)]),
+                Idx::Signed(i) => Idx::Signed(&i[b * batch..(b * batch + vals.len() * rank)]),
+            };
+            let p = &mut self.pusher;
             match self.shared.kind {
-                Kind::Unsigned => self.pusher.push_many(ids, &self.unsigned)?,
-                _ => self.pusher.push_many(ids, &self.signed)?,
+                Kind::Unsigned => by_sign!(p, ids, push_many, push_many_signed, &self.unsigned)?,
+                _ => by_sign!(p, ids, push_many, push_many_signed, &self.signed)?,
             }
         }
         Ok(())
@@ -166,21 +216,22 @@ impl Feed {
             .ok_or_else(|| Fail::new(COO_ERR_ARGUMENT, format!("k = {k} overflows k * k")))?;
         // SAFETY: forwarded contract.
         let dofs = unsafe {
-            indices(dofs, k, "dofs", |a, v| {
+            idx_of(self.shared.skip_negative, dofs, k, "dofs", |a, v| {
                 format!("element dof {a}: index {v} is negative")
             })
         }?;
         // SAFETY: forwarded contract.
         let ke = unsafe { slice(ke, kk, "ke") }?;
         if self.shared.kind == Kind::Float {
-            self.pusher.push_element(dofs, ke)?;
+            by_sign!(self.pusher, dofs, push_element, push_element_signed, ke)?;
             return Ok(());
         }
         // Whole element converted first: a refused value pushes none of it.
         self.convert(ke, first)?;
+        let p = &mut self.pusher;
         match self.shared.kind {
-            Kind::Unsigned => self.pusher.push_element(dofs, &self.unsigned)?,
-            _ => self.pusher.push_element(dofs, &self.signed)?,
+            Kind::Unsigned => by_sign!(p, dofs, push_element, push_element_signed, &self.unsigned)?,
+            _ => by_sign!(p, dofs, push_element, push_element_signed, &self.signed)?,
         }
         Ok(())
     }
@@ -190,9 +241,10 @@ impl Feed {
     unsafe fn push_complex(&mut self, idx: *const i64, value: Complex<f64>) -> Res<()> {
         let n = self.pusher.count();
         let rank = self.shared.rank;
+        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { indices(idx, rank, "idx", negative_component(rank, n)) }?;
-        self.pusher.push(idx, value)?;
+        let idx = unsafe { idx_of(skip, idx, rank, "idx", negative_component(rank, n)) }?;
+        by_sign!(self.pusher, idx, push, push_signed, value)?;
         Ok(())
     }
 
@@ -210,11 +262,12 @@ impl Feed {
         let len = n.checked_mul(rank).ok_or_else(|| {
             Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
         })?;
+        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { indices(idx, len, "idx", negative_component(rank, first)) }?;
+        let idx = unsafe { idx_of(skip, idx, len, "idx", negative_component(rank, first)) }?;
         // SAFETY: forwarded contract.
         let values = unsafe { complex_slice(values, n, "values") }?;
-        self.pusher.push_many(idx, values)?;
+        by_sign!(self.pusher, idx, push_many, push_many_signed, values)?;
         Ok(())
     }
 
@@ -232,13 +285,13 @@ impl Feed {
             .ok_or_else(|| Fail::new(COO_ERR_ARGUMENT, format!("k = {k} overflows k * k")))?;
         // SAFETY: forwarded contract.
         let dofs = unsafe {
-            indices(dofs, k, "dofs", |a, v| {
+            idx_of(self.shared.skip_negative, dofs, k, "dofs", |a, v| {
                 format!("element dof {a}: index {v} is negative")
             })
         }?;
         // SAFETY: forwarded contract.
         let ke = unsafe { complex_slice(ke, kk, "ke") }?;
-        self.pusher.push_element(dofs, ke)?;
+        by_sign!(self.pusher, dofs, push_element, push_element_signed, ke)?;
         Ok(())
     }
 
@@ -307,6 +360,7 @@ pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
         layout: LayoutArg(to_c(d.layout)),
         expected_contributions: 0,
         tensor_name: std::ptr::null(),
+        skip_negative: BoolArg(u8::from(d.skip_negative)),
     };
     // SAFETY: non-null and writable by the caller's contract; `write` does
     // not read the (possibly uninitialised) old value.
@@ -362,6 +416,7 @@ pub(crate) fn summary_to_c(s: &coo_assembler::Summary, seconds: f64) -> coo_summ
         bytes_spilled: s.bytes_spilled,
         peak_buffer_bytes: s.peak_buffer_bytes,
         seconds,
+        skipped_negative: s.skipped_negative,
     }
 }
 
@@ -373,9 +428,11 @@ pub(crate) fn summary_to_c(s: &coo_assembler::Summary, seconds: f64) -> coo_summ
 unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
     // SAFETY: the first field is readable by the caller's contract.
     let size = unsafe { std::ptr::addr_of!((*o).size).read() } as usize;
-    // No header before API 2 had the field: every size below this one is
-    // a struct not filled by coo_options_default.
-    if size < std::mem::size_of::<coo_options>() {
+    // No header before API 2 had the field: every size below API 2's is
+    // a struct not filled by coo_options_default. API 3 appended
+    // `skip_negative`: a struct that ends before it is an API-2 one.
+    let api2 = std::mem::offset_of!(coo_options, skip_negative);
+    if size < api2 {
         return Err(Fail::new(
             COO_ERR_ARGUMENT,
             format!(
@@ -385,10 +442,20 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
             ),
         ));
     }
-    // SAFETY: at least sizeof(coo_options) readable bytes (checked above
-    // against the caller's own size); every field is a plain integer or
-    // pointer, so any bits are valid.
-    let o = unsafe { &*o };
+    // The caller's bytes copied over zeros: the fields an older header's
+    // struct lacks (none before API 3's `skip_negative`) read as 0, and no
+    // reference is made to memory beyond the caller's `size`.
+    // SAFETY: every field of coo_options is an integer or a raw pointer,
+    // for which all-zero bits are valid (0, false, NULL).
+    let mut own: coo_options = unsafe { std::mem::zeroed() };
+    let n = size.min(std::mem::size_of::<coo_options>());
+    // SAFETY: `n` bytes are readable at `o` (at most the caller's `size`)
+    // and writable in `own`; any bits are valid for its fields.
+    unsafe {
+        std::ptr::copy_nonoverlapping(o.cast::<u8>(), std::ptr::addr_of_mut!(own).cast::<u8>(), n)
+    };
+    let o = &own;
+    let skip_negative = o.skip_negative.0 != 0;
     let mut opts = AssembleOptions {
         memory_budget: o.memory_budget,
         duplicates: from_c(o.duplicates.0)?,
@@ -397,6 +464,7 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
         non_finite: from_c(o.non_finite.0)?,
         layout: from_c(o.layout.0)?,
         expected_contributions: (o.expected_contributions != 0).then_some(o.expected_contributions),
+        skip_negative,
         ..AssembleOptions::default()
     };
     if o.threads != 0 {
@@ -417,7 +485,8 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
 /// library's tables and size grammar (the CLI's and Python's): e.g.
 /// `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
 /// `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
-/// `"true"`, `"exact_sums"` `"false"`, `"expected_contributions"` `"1e9"`.
+/// `"true"`, `"skip_negative"` `"true"`, `"exact_sums"` `"false"`,
+/// `"expected_contributions"` `"1e9"`.
 /// The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
 /// it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an
 /// unknown name or a bad value, with the library's message.
@@ -468,6 +537,7 @@ pub unsafe extern "C" fn coo_options_set(
             }
             "layout" => o.layout = LayoutArg(to_c(text.parse::<OutputLayout>().map_err(lib)?)),
             "drop_zeros" => o.drop_zeros = flag()?,
+            "skip_negative" => o.skip_negative = flag()?,
             "exact_sums" => o.exact_sums = flag()?,
             "temp_dir" => o.temp_dir = value,
             "tensor_name" => o.tensor_name = value,
@@ -476,8 +546,8 @@ pub unsafe extern "C" fn coo_options_set(
                     COO_ERR_ARGUMENT,
                     format!(
                         "unknown option {key:?}; use memory_budget, threads, duplicates, \
-                         non_finite, layout, drop_zeros, exact_sums, expected_contributions, \
-                         temp_dir or tensor_name"
+                         non_finite, layout, drop_zeros, skip_negative, exact_sums, \
+                         expected_contributions, temp_dir or tensor_name"
                     ),
                 ))
             }
@@ -548,6 +618,7 @@ pub unsafe extern "C" fn coo_builder_new(
             DType::U64 => Kind::Unsigned,
             _ => Kind::Signed,
         };
+        let skip_negative = opts.skip_negative;
         let started = Instant::now();
         let builder = Builder::new(extents, dtype, opts)?;
         Ok(Box::new(coo_builder {
@@ -556,6 +627,7 @@ pub unsafe extern "C" fn coo_builder_new(
             shape: Shape {
                 rank: rank as usize,
                 kind,
+                skip_negative,
             },
             started,
         }))

@@ -97,8 +97,10 @@ pub const COO_ERR_REFUSED: c_int = -19;
 /// versioned `coo_options` (its `size` field), codes of the enums in the
 /// library's table order, `coo_options_set`, `coo_builder_push_file`, the
 /// status codes -14 to -19, validated builder handles and a refused
-/// `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`).
-pub const COO_API_VERSION: u32 = 2;
+/// `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
+/// `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
+/// summary grew: rebuild programs built against an API-2 header).
+pub const COO_API_VERSION: u32 = 3;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;
@@ -212,6 +214,12 @@ pub struct coo_options {
     /// Name of the tensor in the file; NULL: "coo". Copied by
     /// `coo_builder_new`. Since API 2.
     pub tensor_name: *const c_char,
+    /// Skip contributions with a negative index (PETSc's convention for
+    /// removed rows and columns) instead of refusing them with
+    /// `COO_ERR_INDEX`; `coo_summary.skipped_negative` counts them
+    /// (default false). Since API 3: a struct of an API-2 header (its
+    /// `size` ends before this field) reads as false.
+    pub skip_negative: BoolArg,
 }
 
 /// A `coo_non_finite` as it crosses the boundary (see [`DTypeArg`]).
@@ -236,6 +244,10 @@ pub struct coo_summary {
     pub peak_buffer_bytes: u64,
     /// Wall-clock seconds from `coo_builder_new` to the end of `coo_builder_finish`.
     pub seconds: f64,
+    /// Contributions skipped for a negative index (`skip_negative`),
+    /// counted in `contributions` too. Since API 3: the struct grew, so a
+    /// program built against an older header must be rebuilt.
+    pub skipped_negative: u64,
 }
 
 /// Shape and type of an open tensor, filled by `coo_file_info`.

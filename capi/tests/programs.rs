@@ -972,3 +972,23 @@ fn c_read_entries_of_a_damaged_file_is_invalid_file_twice() {
     assert!(out.ends_with("0 failed\n"), "{out}");
     assert_eq!(out.matches("COO_ERR_INVALID_FILE").count(), 6, "{out}");
 }
+
+/// tests/c/skip_negative.c: `skip_negative` through every int64_t push,
+/// a pusher and coo_assemble_arrays(_i32): skipped, counted in
+/// `coo_summary.skipped_negative`, the same bytes as without those
+/// contributions; without the option, COO_ERR_INDEX as before.
+#[test]
+fn c_skip_negative_skips_and_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/skip_negative.c")],
+        dir.path(),
+        "skip_negative",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "skip_negative");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+}

@@ -47,7 +47,11 @@ struct Local<K: Key> {
     chunk: Vec<Record<K>>,
     origin_base: u64,
     chunk_seq: u64,
+    /// Contributions pushed, skipped ones included (so that an error's
+    /// contribution number is the caller's position).
     count: u64,
+    /// Of those, skipped for a negative index.
+    skipped: u64,
     /// Converted values of one element matrix (reused).
     elem_raws: Vec<u64>,
     role: Role<K>,
@@ -71,6 +75,7 @@ impl<K: Key> Local<K> {
             origin_base,
             chunk_seq: 0,
             count: 0,
+            skipped: 0,
             elem_raws: Vec::new(),
             role,
         }
@@ -143,6 +148,42 @@ impl<K: Key> Local<K> {
         let raw = self.raw(v, n)?;
         let key = self.core.layout.pack::<K>(idx);
         self.append(key, raw)
+    }
+
+    /// A contribution with signed indices: pushed as [`Local::push`]
+    /// when none is negative; else skipped and counted under
+    /// `skip_negative`, refused otherwise.
+    fn push_signed<V: PushValue>(&mut self, idx: &[i64], v: V) -> Result<()> {
+        let shape = self.core.shape();
+        if idx.len() != shape.len() {
+            return Err(Error::WrongRank {
+                contribution: self.count,
+                expected: shape.len(),
+                got: idx.len(),
+            });
+        }
+        let mut buf = [0u64; crate::hurray::MAX_RANK];
+        for (d, (&x, slot)) in idx.iter().zip(buf.iter_mut()).enumerate() {
+            match u64::try_from(x) {
+                Ok(u) => *slot = u,
+                Err(_) => return self.negative(d, x),
+            }
+        }
+        self.push(&buf[..idx.len()], v)
+    }
+
+    /// A contribution whose index `x` in dimension `d` is negative:
+    /// skipped and counted under `skip_negative`, else the error every
+    /// front end gives for a negative index.
+    #[cold]
+    fn negative(&mut self, d: usize, x: i64) -> Result<()> {
+        if !self.core.opts.skip_negative {
+            let extent = self.core.shape()[d];
+            return Err(Error::bad_index(self.count, d, i128::from(x), extent));
+        }
+        self.count += 1;
+        self.skipped += 1;
+        Ok(())
     }
 
     /// A contribution to a complex tensor: its two parts, at the last
@@ -270,6 +311,9 @@ impl<K: Key> Drop for Local<K> {
         self.core
             .contributions
             .fetch_add(self.count, Ordering::Relaxed);
+        self.core
+            .skipped_negative
+            .fetch_add(self.skipped, Ordering::Relaxed);
         self.core.pushers_alive.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -471,6 +515,43 @@ impl Builder {
         each!(AnyLocal, self.own()?, l => l.call(|l| push_element(l, dofs, local)))
     }
 
+    /// [`Builder::push`] with signed indices, the convention of PETSc and
+    /// of FE codes that mark removed dofs with -1. A contribution with a
+    /// negative index is skipped and counted
+    /// ([`Summary::skipped_negative`]) when
+    /// [`AssembleOptions::skip_negative`] is set, and refused otherwise
+    /// (`InvalidArgument`, naming the contribution and dimension).
+    #[inline]
+    pub fn push_signed<V: PushValue>(&mut self, idx: &[i64], value: V) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => l.call(|l| l.push_signed(idx, value)))
+    }
+
+    /// [`Builder::push_many`] with signed indices (see
+    /// [`Builder::push_signed`]).
+    pub fn push_many_signed<V: PushValue>(&mut self, indices: &[i64], values: &[V]) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_many_signed(l, indices, values)))
+    }
+
+    /// [`Builder::push_coo`] with signed indices (see
+    /// [`Builder::push_signed`]).
+    pub fn push_coo_signed<V: PushValue>(
+        &mut self,
+        rows: &[i64],
+        cols: &[i64],
+        values: &[V],
+    ) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_coo_signed(l, rows, cols, values)))
+    }
+
+    /// [`Builder::push_element`] with signed dofs: under
+    /// [`AssembleOptions::skip_negative`], the entries whose row or column
+    /// dof is negative are skipped (and counted), the rest pushed in the
+    /// element's order; without it, a negative dof refuses the whole
+    /// element.
+    pub fn push_element_signed<V: PushValue>(&mut self, dofs: &[i64], local: &[V]) -> Result<()> {
+        each!(AnyLocal, self.own()?, l => l.call(|l| push_element_signed(l, dofs, local)))
+    }
+
     /// Merge everything and write the tensor to `path` (atomically: a
     /// temporary file in the same directory, fsync, rename).
     ///
@@ -521,6 +602,99 @@ fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[
     for (idx, &v) in indices.chunks_exact(rank).zip(values) {
         l.push(idx, v)?;
     }
+    Ok(())
+}
+
+fn push_many_signed<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    indices: &[i64],
+    values: &[V],
+) -> Result<()> {
+    let rank = l.core.shape().len();
+    if indices.len() != values.len() * rank {
+        return Err(Error::InvalidArgument(format!(
+            "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
+            indices.len(),
+            values.len(),
+            values.len() * rank
+        )));
+    }
+    for (idx, &v) in indices.chunks_exact(rank.max(1)).zip(values) {
+        l.push_signed(idx, v)?;
+    }
+    Ok(())
+}
+
+fn push_coo_signed<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    rows: &[i64],
+    cols: &[i64],
+    values: &[V],
+) -> Result<()> {
+    if rows.len() != values.len() || cols.len() != values.len() {
+        return Err(Error::InvalidArgument(format!(
+            "push_coo: rows ({}), cols ({}) and values ({}) differ in length",
+            rows.len(),
+            cols.len(),
+            values.len()
+        )));
+    }
+    for ((&r, &c), &v) in rows.iter().zip(cols).zip(values) {
+        l.push_signed(&[r, c], v)?;
+    }
+    Ok(())
+}
+
+/// [`push_element`] with signed dofs. Without a negative dof it is that
+/// call. Under `skip_negative` the element restricted to its other dofs
+/// is pushed (their entries in the same order, so `last` sees the same
+/// sequence), and the entries of a negative row or column are skipped and
+/// counted; without the option, a negative dof is refused before
+/// anything is pushed.
+fn push_element_signed<K: Key, V: PushValue>(
+    l: &mut Local<K>,
+    dofs: &[i64],
+    local: &[V],
+) -> Result<()> {
+    let n = dofs.len();
+    if l.core.shape().len() != 2 {
+        return Err(Error::WrongRank {
+            contribution: l.count,
+            expected: l.core.shape().len(),
+            got: 2,
+        });
+    }
+    if local.len() != n * n {
+        return Err(Error::InvalidArgument(format!(
+            "push_element: {} dofs need a {n}x{n} matrix ({} values), got {}",
+            n,
+            n * n,
+            local.len()
+        )));
+    }
+    let Some(first) = dofs.iter().position(|&d| d < 0) else {
+        let kept: Vec<u64> = dofs.iter().map(|&d| d.unsigned_abs()).collect();
+        return push_element(l, &kept, local);
+    };
+    if !l.core.opts.skip_negative {
+        let extent = l.core.shape()[0];
+        return Err(Error::bad_index(
+            l.count + (first * n) as u64,
+            0,
+            i128::from(dofs[first]),
+            extent,
+        ));
+    }
+    let keep: Vec<usize> = (0..n).filter(|&a| dofs[a] >= 0).collect();
+    let kept: Vec<u64> = keep.iter().map(|&a| dofs[a].unsigned_abs()).collect();
+    let sub: Vec<V> = keep
+        .iter()
+        .flat_map(|&a| keep.iter().map(move |&b| local[a * n + b]))
+        .collect();
+    push_element(l, &kept, &sub)?;
+    let skipped = (n * n - sub.len()) as u64;
+    l.count += skipped;
+    l.skipped += skipped;
     Ok(())
 }
 
@@ -786,7 +960,34 @@ impl Pusher {
         each!(AnyLocal, &mut self.local, l => l.call(|l| push_element(l, dofs, local)))
     }
 
-    /// Contributions pushed through this pusher so far.
+    /// See [`Builder::push_signed`].
+    #[inline]
+    pub fn push_signed<V: PushValue>(&mut self, idx: &[i64], value: V) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => l.call(|l| l.push_signed(idx, value)))
+    }
+
+    /// See [`Builder::push_many_signed`].
+    pub fn push_many_signed<V: PushValue>(&mut self, indices: &[i64], values: &[V]) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_many_signed(l, indices, values)))
+    }
+
+    /// See [`Builder::push_coo_signed`].
+    pub fn push_coo_signed<V: PushValue>(
+        &mut self,
+        rows: &[i64],
+        cols: &[i64],
+        values: &[V],
+    ) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_coo_signed(l, rows, cols, values)))
+    }
+
+    /// See [`Builder::push_element_signed`].
+    pub fn push_element_signed<V: PushValue>(&mut self, dofs: &[i64], local: &[V]) -> Result<()> {
+        each!(AnyLocal, &mut self.local, l => l.call(|l| push_element_signed(l, dofs, local)))
+    }
+
+    /// Contributions pushed through this pusher so far (skipped ones
+    /// included).
     pub fn count(&self) -> u64 {
         each!(AnyLocal, &self.local, l => l.count)
     }

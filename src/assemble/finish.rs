@@ -21,8 +21,11 @@ use std::time::{Duration, Instant};
 pub struct Summary {
     /// The file written.
     pub path: PathBuf,
-    /// Contributions pushed.
+    /// Contributions pushed, those skipped for a negative index included.
     pub contributions: u64,
+    /// Of those, contributions skipped for a negative index
+    /// ([`crate::AssembleOptions::skip_negative`]).
+    pub skipped_negative: u64,
     /// Entries in the file.
     pub nnz: u64,
     /// Entries dropped because their combined value was zero.
@@ -138,6 +141,7 @@ fn merge_and_write<K: Key, C: Combiner>(
     Ok(Summary {
         path: path.to_path_buf(),
         contributions: core.contributions.load(Ordering::Relaxed),
+        skipped_negative: core.skipped_negative.load(Ordering::Relaxed),
         nnz,
         dropped_zeros: dropped,
         runs: total_runs,

@@ -153,6 +153,8 @@ pub(crate) struct Core<K: Key> {
     pub(crate) next_pusher: AtomicU64,
     pub(crate) next_run: AtomicU64,
     pub(crate) contributions: AtomicU64,
+    /// Of those, skipped for a negative index (`skip_negative`).
+    pub(crate) skipped_negative: AtomicU64,
     pub(crate) runs_spilled: AtomicU64,
     pub(crate) bytes_spilled: AtomicU64,
     pub(crate) sort_nanos: AtomicU64,
@@ -386,6 +388,7 @@ pub(crate) fn new_core<K: Key>(
         next_pusher: AtomicU64::new(0),
         next_run: AtomicU64::new(0),
         contributions: AtomicU64::new(0),
+        skipped_negative: AtomicU64::new(0),
         runs_spilled: AtomicU64::new(0),
         bytes_spilled: AtomicU64::new(0),
         sort_nanos: AtomicU64::new(0),

@@ -138,7 +138,8 @@ impl Plan {
     /// Errors: a negative or out-of-range index (the first in array
     /// order, as a push names it), a duplicate coordinate under
     /// `duplicates = error`, `drop_zeros` (it changes the pattern with the
-    /// values, so a plan keeps explicit zeros), and a plan that needs more
+    /// values, so a plan keeps explicit zeros), `skip_negative` (a refill
+    /// reads every contribution's value), and a plan that needs more
     /// memory than the budget (`BudgetTooSmall`, with what it needs).
     pub fn new<I: IndexElem>(
         indices: &[&[I]],
@@ -209,6 +210,17 @@ impl Plan {
                 "a plan for {dtype} values: plans refill real and integer types; \
                  assemble complex values with assemble or a Builder"
             )));
+        }
+        if opts.skip_negative {
+            // A refill reads one value per contribution, through the plan's
+            // positions: a skipped one would need a hole in them, which
+            // no refill kernel knows; refused rather than half supported.
+            return Err(Error::InvalidOptions(
+                "skip_negative is not supported by plans: a refill reads every contribution's \
+                 value. Remove the contributions with a negative index before planning (or \
+                 assemble with skip_negative through assemble or a Builder)"
+                    .into(),
+            ));
         }
         if opts.drop_zeros {
             return Err(Error::InvalidOptions(

@@ -139,6 +139,9 @@ pub struct DirectPlan {
     layout: OutputLayout,
     kind: CombinerKind,
     drop_zeros: bool,
+    /// `skip_negative`: the kernel declines arrays holding a negative
+    /// index (the builder skips those contributions).
+    skip_negative: bool,
     non_finite: NonFinitePolicy,
     threads: usize,
     contributions: u64,
@@ -248,6 +251,7 @@ pub fn plan(
         layout: opts.layout,
         kind: CombinerKind::of(dtype, opts.duplicates, opts.exact_sums),
         drop_zeros: opts.drop_zeros,
+        skip_negative: opts.skip_negative,
         non_finite: opts.non_finite,
         threads,
         contributions,
@@ -308,8 +312,9 @@ impl DirectPlan {
     /// coordinate (in storage order) whose contributions do not combine
     /// (a duplicate under `error`, an integer overflow). `Ok(None)`: a
     /// bucket holds more contributions than the budget allows a worker,
-    /// so use the builder. Setting `stop` makes the call return
-    /// `Error::Poisoned` soon after.
+    /// or `skip_negative` is set and an index is negative (the builder's
+    /// signed pushes skip those), so use the builder. Setting `stop` makes
+    /// the call return `Error::Poisoned` soon after.
     pub fn assemble<I, V, O, J>(
         &self,
         indices: &[&[I]],
@@ -329,6 +334,9 @@ impl DirectPlan {
                 indices[d].len(),
                 values.len()
             )));
+        }
+        if self.declines(indices) {
+            return Ok(None);
         }
         if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
             // The hot case: exact f64 sums, through the fast exact reducer.
@@ -614,6 +622,14 @@ impl DirectPlan {
             pointers: ptr,
             dropped_zeros: done.dropped,
         }))
+    }
+
+    /// Whether the kernel leaves these arrays to the builder because
+    /// `skip_negative` must skip some of them: the kernel's passes have no
+    /// notion of a skipped contribution, and one scan (only under the
+    /// option) is cheaper than teaching every pass one.
+    pub(crate) fn declines<I: IndexElem>(&self, indices: &[&[I]]) -> bool {
+        self.skip_negative && indices.iter().any(|d| d.iter().any(|x| x.is_negative()))
     }
 
     /// Count the contributions and cut the buckets into bands; None when

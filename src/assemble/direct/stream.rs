@@ -289,6 +289,9 @@ impl DirectPlan {
                 values.len()
             )));
         }
+        if self.declines(indices) {
+            return Ok(None);
+        }
         let filled = self.to_file(path, opts, |sink| {
             let bits_kept = self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep;
             let checked = Checked {
@@ -398,6 +401,8 @@ impl DirectPlan {
         Ok(Filled::Done(Summary {
             path: path.to_path_buf(),
             contributions: self.contributions,
+            // Declined under skip_negative when an index is negative.
+            skipped_negative: 0,
             nnz: done.0,
             dropped_zeros: done.1,
             runs: 0,
@@ -545,16 +550,30 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
     }
     let mut b = crate::Builder::new(shape, dtype, opts.clone())?;
     let mut idx = vec![0u64; shape.len()];
+    let mut signed = vec![0i64; shape.len()];
     for (i, &v) in values.iter().enumerate() {
+        let mut negative = false;
         for (d, (dim, slot)) in indices.iter().zip(idx.iter_mut()).enumerate() {
             let x = dim[i];
             if x.is_negative() {
-                let extent = shape[d];
-                return Err(Error::bad_index(i as u64, d, x.widen() as i64 as i128, extent));
+                if !opts.skip_negative {
+                    let extent = shape[d];
+                    return Err(Error::bad_index(i as u64, d, x.widen() as i64 as i128, extent));
+                }
+                negative = true;
             }
             *slot = x.widen();
         }
-        b.push(&idx, v)?;
+        if negative {
+            // Sign-extended above: the same numbers as i64, and the
+            // builder's signed push skips and counts the contribution.
+            for (s, &u) in signed.iter_mut().zip(&idx) {
+                *s = u as i64;
+            }
+            b.push_signed(&signed, v)?;
+        } else {
+            b.push(&idx, v)?;
+        }
     }
     b.finish(path)
 }

@@ -120,6 +120,14 @@ fn summary_line(s: &coo_assembler::Summary, seconds: f64) -> String {
             plural(u64::from(s.merge_passes), "merge pass", "merge passes")
         );
     }
+    if s.skipped_negative > 0 {
+        // Only the library's signed pushes skip; the CLI's inputs are
+        // unsigned, but a summary from a library call reads the same.
+        out += &format!(
+            "; {} skipped (negative index)",
+            plural(s.skipped_negative, "contribution", "contributions")
+        );
+    }
     out += &format!(
         "; peak buffers {} of a {} budget",
         format_size(s.peak_buffer_bytes),

@@ -1,0 +1,232 @@
+//! `skip_negative`: contributions with a negative index skipped and
+//! counted by the signed pushes, the arrays-to-file kernel path and the C
+//! and Python front ends' library calls; without it, the error of today.
+
+use coo_assembler::direct::{self, Assembled};
+use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Plan};
+use std::path::Path;
+
+fn opts(skip: bool, dir: &Path) -> AssembleOptions {
+    AssembleOptions {
+        skip_negative: skip,
+        temp_dir: Some(dir.to_path_buf()),
+        ..AssembleOptions::default()
+    }
+}
+
+/// A small FE-like matrix: 40 two-node elements on 41 dofs, dofs marked
+/// removed (Dirichlet) as -1 in a few of them.
+fn elements() -> Vec<([i64; 3], [f64; 9])> {
+    (0..40i64)
+        .map(|e| {
+            let mut d = [e, e + 1, (e + 7) % 41];
+            if e % 9 == 0 {
+                d[1] = -1;
+            }
+            if e == 13 {
+                d = [-1, -2, -3];
+            }
+            let k = std::array::from_fn(|i| (e as f64 + 1.0) * (i as f64 - 3.5) / 7.0);
+            (d, k)
+        })
+        .collect()
+}
+
+#[test]
+fn push_element_signed_skips_negative_rows_and_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    for dup in [DuplicatePolicy::Sum, DuplicatePolicy::Last] {
+        let o = AssembleOptions {
+            duplicates: dup,
+            ..opts(true, dir.path())
+        };
+        let mut b = Builder::new(&[41, 41], DType::F64, o.clone()).unwrap();
+        let mut want = Builder::new(&[41, 41], DType::F64, o).unwrap();
+        let (mut skipped, mut total) = (0u64, 0u64);
+        for (d, k) in elements() {
+            b.push_element_signed(&d, &k).unwrap();
+            total += 9;
+            // The same entries, pushed one by one without the skipped ones.
+            for a in 0..3 {
+                for c in 0..3 {
+                    if d[a] < 0 || d[c] < 0 {
+                        skipped += 1;
+                    } else {
+                        want.push(&[d[a] as u64, d[c] as u64], k[a * 3 + c])
+                            .unwrap();
+                    }
+                }
+            }
+        }
+        let (p, q) = (dir.path().join("got.hrry"), dir.path().join("want.hrry"));
+        let s = b.finish(&p).unwrap();
+        let w = want.finish(&q).unwrap();
+        assert!(skipped > 9, "the case skips entries");
+        assert_eq!((s.contributions, s.skipped_negative), (total, skipped));
+        assert_eq!((w.contributions, w.skipped_negative), (total - skipped, 0));
+        assert_eq!(s.nnz, w.nnz);
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            std::fs::read(&q).unwrap(),
+            "{dup:?}"
+        );
+    }
+}
+
+#[test]
+fn every_signed_push_skips_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(&[5, 5], DType::F64, opts(true, dir.path())).unwrap();
+    b.push_signed(&[1, 2], 1.0).unwrap();
+    b.push_signed(&[-1, 2], 9.0).unwrap();
+    b.push_many_signed(&[0, 0, 3, -4, 4, 4], &[2.0, 9.0, 3.0])
+        .unwrap();
+    b.push_coo_signed(&[-5, 1], &[0, 2], &[9.0, 0.5]).unwrap();
+    let mut p = b.pusher().unwrap();
+    p.push_signed(&[2, -2], 9.0).unwrap();
+    p.push_element_signed(&[3, -1], &[4.0, 9.0, 9.0, 9.0])
+        .unwrap();
+    assert_eq!(p.count(), 5);
+    drop(p);
+    let out = dir.path().join("k.hrry");
+    let s = b.finish(&out).unwrap();
+    assert_eq!((s.contributions, s.skipped_negative, s.nnz), (12, 7, 4));
+    let f = coo_assembler::HurrayFile::open(&out).unwrap();
+    let t = f.only_tensor().unwrap();
+    let got: Vec<_> = t.iter().map(|(i, v)| (i.to_vec(), v)).collect();
+    use coo_assembler::Value::Float;
+    assert_eq!(
+        got,
+        vec![
+            (vec![0, 0], Float(2.0)),
+            (vec![1, 2], Float(1.5)),
+            (vec![3, 3], Float(4.0)),
+            (vec![4, 4], Float(3.0)),
+        ]
+    );
+}
+
+#[test]
+fn without_the_option_a_negative_index_is_the_error_of_today() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(&[5, 5], DType::F64, opts(false, dir.path())).unwrap();
+    b.push_signed(&[1, 2], 1.0).unwrap();
+    let e = b.push_signed(&[1, -3], 1.0).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("contribution 1: index -3 in dimension 1 is negative"),
+        "{e}"
+    );
+    let e = b.push_many_signed(&[0, 0, -7, 1], &[1.0, 1.0]).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("contribution 2: index -7 in dimension 0 is negative"),
+        "{e}"
+    );
+    // A negative dof refuses the whole element: nothing of it is pushed.
+    let e = b
+        .push_element_signed(&[0, -1], &[1.0, 1.0, 1.0, 1.0])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("index -1 in dimension 0 is negative"),
+        "{e}"
+    );
+    let s = b.finish(dir.path().join("k.hrry")).unwrap();
+    assert_eq!((s.contributions, s.skipped_negative, s.nnz), (2, 0, 2));
+    // The same message through the arrays path.
+    let rows: [i32; 2] = [0, -2];
+    let cols: [i32; 2] = [1, 1];
+    let e = direct::assemble_arrays_to_file(
+        &[5, 5],
+        DType::F64,
+        &[&rows[..], &cols[..]],
+        &[1.0, 2.0],
+        &dir.path().join("a.hrry"),
+        &opts(false, dir.path()),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("contribution 1: index -2 in dimension 0 is negative"),
+        "{e}"
+    );
+}
+
+#[test]
+fn arrays_to_file_skips_through_the_builder_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 5000usize;
+    let rows: Vec<i64> = (0..n).map(|i| ((i * 37) % 211) as i64 - 11).collect();
+    let cols: Vec<i64> = (0..n)
+        .map(|i| ((i * 53) % 199) as i64 - (i % 3) as i64)
+        .collect();
+    let vals: Vec<f64> = (0..n).map(|i| (i as f64).sin() * 1e3).collect();
+    let shape = [200u64, 200];
+    let o = opts(true, dir.path());
+    let got = dir.path().join("got.hrry");
+    let s = direct::assemble_arrays_to_file(
+        &shape,
+        DType::F64,
+        &[&rows[..], &cols[..]],
+        &vals,
+        &got,
+        &o,
+    )
+    .unwrap();
+    // The reference: the kept contributions only, through the kernel.
+    let keep: Vec<usize> = (0..n).filter(|&i| rows[i] >= 0 && cols[i] >= 0).collect();
+    let kr: Vec<i64> = keep.iter().map(|&i| rows[i]).collect();
+    let kc: Vec<i64> = keep.iter().map(|&i| cols[i]).collect();
+    let kv: Vec<f64> = keep.iter().map(|&i| vals[i]).collect();
+    let want = dir.path().join("want.hrry");
+    let w = direct::assemble_arrays_to_file(
+        &shape,
+        DType::F64,
+        &[&kr[..], &kc[..]],
+        &kv,
+        &want,
+        &opts(false, dir.path()),
+    )
+    .unwrap();
+    assert_eq!(s.skipped_negative, (n - keep.len()) as u64);
+    assert!(s.skipped_negative > 0);
+    assert_eq!(s.contributions, n as u64);
+    assert_eq!(w.contributions, keep.len() as u64);
+    assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&want).unwrap());
+
+    // The in-memory kernel declines arrays it would have to skip in (the
+    // callers then use the builder), and takes them without a negative.
+    let p = direct::plan(&shape, DType::F64, n as u64, &o).unwrap();
+    let r: Option<Assembled<f64, i64>> = p.assemble(&[&rows[..], &cols[..]], &vals, None).unwrap();
+    assert!(r.is_none());
+    let p = direct::plan(&shape, DType::F64, kv.len() as u64, &o).unwrap();
+    let r: Option<Assembled<f64, i64>> = p.assemble(&[&kr[..], &kc[..]], &kv, None).unwrap();
+    assert!(r.is_some());
+}
+
+#[test]
+fn plans_refuse_skip_negative() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: [i64; 2] = [0, 1];
+    let e = Plan::new(
+        &[&rows[..], &rows[..]],
+        &[2, 2],
+        DType::F64,
+        &opts(true, dir.path()),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("skip_negative is not supported by plans"),
+        "{e}"
+    );
+    let e = Plan::for_elements(&rows, 2, [2, 2], DType::F64, &opts(true, dir.path()), None)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("skip_negative is not supported by plans"),
+        "{e}"
+    );
+}

@@ -163,7 +163,7 @@ def _options(**kw: Any) -> dict:
         kw["memory_budget"] = parse_size(kw["memory_budget"])
     if kw.get("temp_dir") is not None:
         kw["temp_dir"] = _path(kw["temp_dir"])
-    for flag in ("drop_zeros", "exact_sums"):
+    for flag in ("drop_zeros", "exact_sums", "skip_negative"):
         if flag in kw:
             kw[flag] = bool(kw[flag])
     return kw
@@ -199,6 +199,9 @@ class Summary:
     contributions: int
     nnz: int
     dropped_zeros: int
+    #: Contributions skipped for a negative index (``skip_negative``);
+    #: they are counted in ``contributions`` too.
+    skipped_negative: int
     runs: int
     runs_spilled: int
     merge_passes: int
@@ -268,6 +271,12 @@ class Builder:
     layout
         The file's layout: ``"coo"`` (default, sorted row-major), ``"csr"``
         or ``"csc"`` (matrices only).
+    skip_negative
+        Skip contributions with a negative index in a signed index array
+        (PETSc's convention; sfepy marks removed Dirichlet dofs with -1),
+        counted in :attr:`Summary.skipped_negative`; with
+        :meth:`push_elements`, the entries of a negative row or column.
+        Default ``False``: a negative index is an :class:`InputError`.
 
     Use it as a context manager: leaving the ``with`` block by an exception
     abandons the assembly -- nothing is published at the target path and
@@ -303,6 +312,7 @@ class Builder:
         exact_sums: bool = True,
         non_finite: str = "keep",
         layout: str = "coo",
+        skip_negative: bool = False,
     ) -> None:
         shape_t = tuple(_extent(s) for s in shape)
         self._shape = shape_t
@@ -319,6 +329,7 @@ class Builder:
                 exact_sums=exact_sums,
                 non_finite=non_finite,
                 layout=layout,
+                skip_negative=skip_negative,
             ),
         )
 
@@ -978,6 +989,7 @@ def assemble(
     drop_zeros: bool = False,
     exact_sums: bool = True,
     non_finite: str = "keep",
+    skip_negative: bool = False,
 ) -> Any:
     """Assemble contributions into a scipy sparse array in one call.
 
@@ -1020,6 +1032,7 @@ def assemble(
                 exact_sums=exact_sums,
                 non_finite=non_finite,
                 layout=layout,
+                skip_negative=skip_negative,
             ),
         )
         if parts is not None:
@@ -1036,6 +1049,7 @@ def assemble(
             drop_zeros=drop_zeros,
             exact_sums=exact_sums,
             non_finite=non_finite,
+            skip_negative=skip_negative,
         ) as b:
             b.push(values, coords)
             b.finish(path)

@@ -95,17 +95,32 @@ impl Ints<'_> {
         each_int!(self, v => v.len())
     }
 
-    /// Check that every value is in `0..extent`: a fast min/max pass, and
-    /// a scan for the first culprit only when that fails.
-    pub fn check(&self, extent: u64) -> Result<(), BadIndex> {
+    /// True for a signed dtype (whose values may be negative).
+    pub fn is_signed(&self) -> bool {
+        matches!(
+            self,
+            Ints::I8(_) | Ints::I16(_) | Ints::I32(_) | Ints::I64(_)
+        )
+    }
+
+    /// Check that every value is in `0..extent` (or negative, when
+    /// `negative_ok`: `skip_negative` skips those): a fast min/max pass,
+    /// and a scan for the first culprit only when that fails.
+    pub fn check(&self, extent: u64, negative_ok: bool) -> Result<(), BadIndex> {
         each_int!(self, v => {
             match min_max(v) {
                 None => return Ok(()),
-                Some((lo, hi)) if lo >= 0 && hi < extent as i128 => return Ok(()),
+                Some((lo, hi)) if (negative_ok || lo >= 0) && hi < extent as i128 => {
+                    return Ok(())
+                }
                 Some(_) => {}
             }
             for (p, x) in v.iter().enumerate() {
-                if !matches!(x.to_u64(), Some(u) if u < extent) {
+                let ok = match x.to_u64() {
+                    Some(u) => u < extent,
+                    None => negative_ok,
+                };
+                if !ok {
                     return Err(BadIndex { position: p, value: x.to_i128() });
                 }
             }
@@ -138,6 +153,13 @@ impl Ints<'_> {
         ));
         buf
     }
+}
+
+/// Reinterpret u64 chunks of signed arrays (negative values
+/// sign-extended by [`Ints::chunk`]) as the i64 values they came from.
+pub fn as_signed(s: &[u64]) -> &[i64] {
+    // SAFETY: as in `bytemuck_cast`.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<i64>(), s.len()) }
 }
 
 /// Reinterpret non-negative i64 values as u64.
@@ -296,11 +318,24 @@ impl<'a> Ints2<'a> {
         each_int2!(self, v => buf.extend(v.row(e).iter().map(|x| x.to_i128() as u64)))
     }
 
-    /// All dofs are in `0..extent`; else the first culprit as (element, local dof, value).
-    pub fn check(&self, extent: u64) -> Result<(), (usize, usize, i128)> {
+    /// True for a signed dtype (whose values may be negative).
+    pub fn is_signed(&self) -> bool {
+        matches!(
+            self,
+            Ints2::I8(_) | Ints2::I16(_) | Ints2::I32(_) | Ints2::I64(_)
+        )
+    }
+
+    /// All dofs are in `0..extent` (or negative, when `negative_ok`);
+    /// else the first culprit as (element, local dof, value).
+    pub fn check(&self, extent: u64, negative_ok: bool) -> Result<(), (usize, usize, i128)> {
         each_int2!(self, v => {
             for ((e, a), x) in v.indexed_iter() {
-                if !matches!(x.to_u64(), Some(u) if u < extent) {
+                let ok = match x.to_u64() {
+                    Some(u) => u < extent,
+                    None => negative_ok,
+                };
+                if !ok {
                     return Err((e, a, x.to_i128()));
                 }
             }

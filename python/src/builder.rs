@@ -15,7 +15,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::arrays::{
-    chunk_of, with_values, BadIndex, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1, ValArr3, CHUNK,
+    as_signed, chunk_of, with_values, BadIndex, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1,
+    ValArr3, CHUNK,
 };
 use crate::errors::{input_error, state_error, to_py};
 use crate::names::{canonical, parse_size};
@@ -110,6 +111,9 @@ pub struct NativeBuilder {
     /// pushes in flight.
     live: RwLock<Option<Live>>,
     shape: Vec<u64>,
+    /// The builder's `skip_negative`: signed index arrays then go through
+    /// the library's signed pushes, which skip and count negative ones.
+    skip_negative: bool,
 }
 
 impl NativeBuilder {
@@ -143,6 +147,7 @@ fn push_columns<T: Num>(
     shape: &[u64],
     cols: &[Ints<'_>],
     vals: &ArrayView1<'_, T>,
+    skip_negative: bool,
 ) -> R<()> {
     let n = vals.len();
     for (d, c) in cols.iter().enumerate() {
@@ -155,8 +160,22 @@ fn push_columns<T: Num>(
     }
     // Every index is checked before anything is pushed: a bad index leaves
     // the builder as it was.
+    // Signed pushes only when a negative index may be skipped: the
+    // unsigned ones need no sign check per contribution.
+    let signed = skip_negative && cols.iter().any(|c| c.is_signed());
     for (d, (c, &e)) in cols.iter().zip(shape).enumerate() {
-        c.check(e).map_err(|b| bad_index(d, b, e))?;
+        c.check(e, signed && c.is_signed())
+            .map_err(|b| bad_index(d, b, e))?;
+        if signed && !c.is_signed() && e > i64::MAX as u64 {
+            // An unsigned index beyond i64 would read as negative.
+            c.check(i64::MAX as u64, false).map_err(|b| {
+                Fail::Input(format!(
+                    "index array {d}: index {} does not fit int64, which skip_negative \
+                     reads indices as when another index array is signed",
+                    b.value
+                ))
+            })?;
+        }
     }
     let rank = cols.len();
     pool.with(builder, |p| {
@@ -171,7 +190,11 @@ fn push_columns<T: Num>(
                 let (b0, b1) = bufs.split_at_mut(1);
                 let r = cols[0].chunk(start, end, &mut b0[0]);
                 let c = cols[1].chunk(start, end, &mut b1[0]);
-                p.push_coo(r, c, v)?;
+                if signed {
+                    p.push_coo_signed(as_signed(r), as_signed(c), v)?;
+                } else {
+                    p.push_coo(r, c, v)?;
+                }
             } else {
                 inter.clear();
                 inter.resize((end - start) * rank, 0);
@@ -180,7 +203,11 @@ fn push_columns<T: Num>(
                         inter[i * rank + d] = x;
                     }
                 }
-                p.push_many(&inter, v)?;
+                if signed {
+                    p.push_many_signed(as_signed(&inter), v)?;
+                } else {
+                    p.push_many(&inter, v)?;
+                }
             }
             start = end;
         }
@@ -195,7 +222,9 @@ fn push_rows<T: Num>(
     shape: &[u64],
     idx: &Ints2<'_>,
     vals: &ArrayView1<'_, T>,
+    skip_negative: bool,
 ) -> R<()> {
+    let signed = skip_negative && idx.is_signed();
     let (n, rank) = idx.dim();
     if rank != shape.len() {
         return Err(Fail::Input(format!(
@@ -210,7 +239,9 @@ fn push_rows<T: Num>(
         )));
     }
     for (d, &e) in shape.iter().enumerate() {
-        idx.column(d).check(e).map_err(|b| bad_index(d, b, e))?;
+        idx.column(d)
+            .check(e, signed)
+            .map_err(|b| bad_index(d, b, e))?;
     }
     pool.with(builder, |p| {
         let (mut ibuf, mut vbuf) = (Vec::new(), Vec::new());
@@ -218,7 +249,12 @@ fn push_rows<T: Num>(
         while start < n {
             let end = (start + CHUNK).min(n);
             let v = chunk_of(vals, start, end, &mut vbuf);
-            p.push_many(idx.rows_chunk(start, end, &mut ibuf), v)?;
+            let rows = idx.rows_chunk(start, end, &mut ibuf);
+            if signed {
+                p.push_many_signed(as_signed(rows), v)?;
+            } else {
+                p.push_many(rows, v)?;
+            }
             start = end;
         }
         Ok(())
@@ -232,7 +268,9 @@ fn push_elements<T: Num>(
     shape: &[u64],
     dofs: &Ints2<'_>,
     ke: &ArrayView3<'_, T>,
+    skip_negative: bool,
 ) -> R<()> {
+    let signed = skip_negative && dofs.is_signed();
     if shape.len() != 2 {
         return Err(Fail::Input(format!(
             "push_elements needs a matrix; the tensor has rank {}",
@@ -248,7 +286,7 @@ fn push_elements<T: Num>(
         )));
     }
     let extent = shape[0].min(shape[1]);
-    dofs.check(extent).map_err(|(e, a, v)| {
+    dofs.check(extent, signed).map_err(|(e, a, v)| {
         let why = if v < 0 {
             "is negative".to_string()
         } else {
@@ -277,7 +315,11 @@ fn push_elements<T: Num>(
                     &vb
                 }
             };
-            p.push_element(&db, local)?;
+            if signed {
+                p.push_element_signed(as_signed(&db), local)?;
+            } else {
+                p.push_element(&db, local)?;
+            }
         }
         Ok(())
     })
@@ -318,6 +360,7 @@ pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
             "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,
             "layout" => o.layout = canonical::<OutputLayout>(&v.extract::<String>()?)?,
             "drop_zeros" => o.drop_zeros = v.is_truthy()?,
+            "skip_negative" => o.skip_negative = v.is_truthy()?,
             "exact_sums" => o.exact_sums = v.is_truthy()?,
             "name" => o.tensor_name = v.extract::<String>()?,
             "expected_contributions" => o.expected_contributions = Some(v.extract::<u64>()?),
@@ -335,6 +378,7 @@ pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, Py
     d.set_item("contributions", s.contributions)?;
     d.set_item("nnz", s.nnz)?;
     d.set_item("dropped_zeros", s.dropped_zeros)?;
+    d.set_item("skipped_negative", s.skipped_negative)?;
     d.set_item("runs", s.runs)?;
     d.set_item("runs_spilled", s.runs_spilled)?;
     d.set_item("merge_passes", s.merge_passes)?;
@@ -351,7 +395,7 @@ pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, Py
 }
 
 impl NativeBuilder {
-    fn wrap(builder: Builder) -> NativeBuilder {
+    fn wrap(builder: Builder, skip_negative: bool) -> NativeBuilder {
         let shape = builder.shape().to_vec();
         NativeBuilder {
             live: RwLock::new(Some(Live {
@@ -362,6 +406,7 @@ impl NativeBuilder {
                 },
             })),
             shape,
+            skip_negative,
         }
     }
 }
@@ -374,12 +419,13 @@ impl NativeBuilder {
     fn new(py: Python<'_>, shape: Vec<u64>, dtype: &str, kw: &Bound<'_, PyDict>) -> PyResult<Self> {
         let dtype = canonical::<DType>(dtype)?;
         let opts = options(kw)?;
+        let skip = opts.skip_negative;
         // Starting the sorter threads and sweeping stale temp dirs touch
         // the file system: without the GIL.
         let builder = py
             .detach(|| Builder::new(&shape, dtype, opts))
             .map_err(to_py)?;
-        Ok(NativeBuilder::wrap(builder))
+        Ok(NativeBuilder::wrap(builder, skip))
     }
 
     /// A builder for the input file `path` (its format given or
@@ -398,6 +444,7 @@ impl NativeBuilder {
         let format = format.map(canonical::<InputFormat>).transpose()?;
         let dtype = dtype.map(canonical::<DType>).transpose()?;
         let opts = options(kw)?;
+        let skip = opts.skip_negative;
         let builder = py
             .detach(|| -> coo_assembler::Result<Builder> {
                 let source = Source::open(&path, format)?;
@@ -406,7 +453,7 @@ impl NativeBuilder {
                 Ok(b)
             })
             .map_err(to_py)?;
-        Ok(NativeBuilder::wrap(builder))
+        Ok(NativeBuilder::wrap(builder, skip))
     }
 
     /// Push every contribution of the input file `path` (format given or
@@ -460,9 +507,9 @@ impl NativeBuilder {
             .collect::<PyResult<Vec<_>>>()?;
         let cols: Vec<Ints<'_>> = borrowed.iter().map(|b| b.view()).collect();
         let vals = ValArr1::borrow(&values)?;
-        let shape = &self.shape;
+        let (shape, skip) = (&self.shape, self.skip_negative);
         with_values!(ValArr1, &vals, v => py.detach(|| {
-            self.with_live(|b, pool| push_columns(b, pool, shape, &cols, &v))
+            self.with_live(|b, pool| push_columns(b, pool, shape, &cols, &v, skip))
         }))?;
         Ok(())
     }
@@ -477,9 +524,9 @@ impl NativeBuilder {
         let idx = IntArr2::borrow(&index, "the index array")?;
         let view = idx.view();
         let vals = ValArr1::borrow(&values)?;
-        let shape = &self.shape;
+        let (shape, skip) = (&self.shape, self.skip_negative);
         with_values!(ValArr1, &vals, v => py.detach(|| {
-            self.with_live(|b, pool| push_rows(b, pool, shape, &view, &v))
+            self.with_live(|b, pool| push_rows(b, pool, shape, &view, &v, skip))
         }))?;
         Ok(())
     }
@@ -494,9 +541,9 @@ impl NativeBuilder {
         let d = IntArr2::borrow(&dofs, "dofs")?;
         let dview = d.view();
         let k = ValArr3::borrow(&ke)?;
-        let shape = &self.shape;
+        let (shape, skip) = (&self.shape, self.skip_negative);
         with_values!(ValArr3, &k, v => py.detach(|| {
-            self.with_live(|b, pool| push_elements(b, pool, shape, &dview, &v))
+            self.with_live(|b, pool| push_elements(b, pool, shape, &dview, &v, skip))
         }))?;
         Ok(())
     }

@@ -176,14 +176,9 @@ impl Feed {
     /// # Safety
     /// `idx` and `values` are NULL or point to `n * rank` int64 and `n` doubles.
     unsafe fn push_many(&mut self, n: usize, idx: *const i64, values: *const f64) -> Res<()> {
-        let first = self.pusher.count();
         let rank = self.shared.rank;
-        let len = n.checked_mul(rank).ok_or_else(|| {
-            Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
-        })?;
-        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { idx_of(skip, idx, len, "idx", negative_component(rank, first)) }?;
+        let idx = unsafe { self.many_indices(n, idx) }?;
         // SAFETY: forwarded contract.
         let values = unsafe { slice(values, n, "values") }?;
         if self.shared.kind == Kind::Float {
@@ -236,6 +231,21 @@ impl Feed {
         Ok(())
     }
 
+    /// The `n * rank` indices of `n` contributions at `idx`, checked.
+    ///
+    /// # Safety
+    /// `idx` is NULL or points to `n * rank` int64.
+    unsafe fn many_indices<'a>(&self, n: usize, idx: *const i64) -> Res<Idx<'a>> {
+        let first = self.pusher.count();
+        let rank = self.shared.rank;
+        let len = n.checked_mul(rank).ok_or_else(|| {
+            Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
+        })?;
+        let skip = self.shared.skip_negative;
+        // SAFETY: forwarded contract.
+        unsafe { idx_of(skip, idx, len, "idx", negative_component(rank, first)) }
+    }
+
     /// # Safety
     /// `idx` is NULL or points to `rank` int64.
     unsafe fn push_complex(&mut self, idx: *const i64, value: Complex<f64>) -> Res<()> {
@@ -257,14 +267,8 @@ impl Feed {
         idx: *const i64,
         values: *const f64,
     ) -> Res<()> {
-        let first = self.pusher.count();
-        let rank = self.shared.rank;
-        let len = n.checked_mul(rank).ok_or_else(|| {
-            Fail::new(COO_ERR_ARGUMENT, format!("n = {n} contributions overflow"))
-        })?;
-        let skip = self.shared.skip_negative;
         // SAFETY: forwarded contract.
-        let idx = unsafe { idx_of(skip, idx, len, "idx", negative_component(rank, first)) }?;
+        let idx = unsafe { self.many_indices(n, idx) }?;
         // SAFETY: forwarded contract.
         let values = unsafe { complex_slice(values, n, "values") }?;
         by_sign!(self.pusher, idx, push_many, push_many_signed, values)?;

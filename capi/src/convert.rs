@@ -189,7 +189,9 @@ mod tests {
         for t in DType::TERMS {
             assert_eq!(from_c::<DType>(to_c(t.value)).unwrap(), t.value);
         }
-        assert_eq!(from_c::<DType>(12).unwrap_err().code, COO_ERR_ARGUMENT);
+        // One past the table's last code.
+        let past = DType::TERMS.len() as c_int;
+        assert_eq!(from_c::<DType>(past).unwrap_err().code, COO_ERR_ARGUMENT);
         let e = from_c::<DType>(-1).unwrap_err();
         assert!(e.msg.contains("3 = f64"), "{}", e.msg);
         assert_eq!(

@@ -183,15 +183,25 @@ pub unsafe extern "C" fn coo_file_get(
     value: *mut f64,
 ) -> c_int {
     status(|| {
-        let t = file(f)?.tensor;
-        // SAFETY: `rank` int64 (contract).
-        let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
+        // SAFETY: forwarded contract.
+        let (t, idx) = unsafe { tensor_at(f, idx) }?;
         // SAFETY: NULL or writable (contract).
         let value = unsafe { out_ref(value, "value") }?;
         real_only(&t, "coo_file_get_complex")?;
         *value = t.get(idx)?.to_f64();
         Ok(())
     })
+}
+
+/// The file's tensor and the coordinate at `idx` (`rank` components).
+///
+/// # Safety
+/// `f` is NULL or a live file; `idx` is NULL or points to `rank` int64.
+unsafe fn tensor_at<'a>(f: *const coo_file, idx: *const i64) -> Res<(Tensor<'static>, &'a [u64])> {
+    let t = file(f)?.tensor;
+    // SAFETY: `rank` int64 (contract).
+    let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
+    Ok((t, idx))
 }
 
 /// A complex tensor's value read as one double would lose its imaginary
@@ -224,9 +234,8 @@ pub unsafe extern "C" fn coo_file_get_complex(
     im: *mut f64,
 ) -> c_int {
     status(|| {
-        let t = file(f)?.tensor;
-        // SAFETY: `rank` int64 (contract).
-        let idx = unsafe { indices(idx, t.rank(), "idx", negative_component(t.rank(), 0)) }?;
+        // SAFETY: forwarded contract.
+        let (t, idx) = unsafe { tensor_at(f, idx) }?;
         // SAFETY: NULL or writable (contract).
         let re = unsafe { out_ref(re, "re") }?;
         // SAFETY: NULL or writable (contract).

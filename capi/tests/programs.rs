@@ -743,6 +743,22 @@ fn fortran_layer_indices_batches_and_errors() {
     let e = entries(&work.join("F.hrry"));
     assert_eq!(e.len(), 100);
     assert_eq!(e[&(8, 9)], 50.0);
+    // The complex pushes: ke(a, b) at (dofs(a), dofs(b)), 1-based.
+    let file = HurrayFile::open(work.join("Z.hrry")).expect("open Z.hrry");
+    let t = file.only_tensor().expect("one tensor");
+    let z: BTreeMap<(u64, u64), coo_assembler::Value> =
+        t.iter().map(|(i, v)| ((i[0], i[1]), v)).collect();
+    use coo_assembler::Value::Complex as C;
+    let want: BTreeMap<(u64, u64), coo_assembler::Value> = [
+        ((0, 0), C(1.0, 1.0)),
+        ((0, 1), C(1.5, 1.0)),
+        ((0, 2), C(2.0, 0.0)),
+        ((2, 0), C(3.0, 0.0)),
+        ((2, 2), C(0.0, 0.0)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(z, want);
 }
 
 /// Issue 23: `coo_assemble` of the Fortran layer, both index kinds, 0-

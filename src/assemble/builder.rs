@@ -1060,24 +1060,8 @@ pub(crate) fn raw_value<V: PushValue>(
     policy: NonFinitePolicy,
     n: u64,
 ) -> Result<u64> {
-    if policy != NonFinitePolicy::Keep {
-        if let Some(f) = v.as_float() {
-            let refuse =
-                f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite());
-            if refuse {
-                return Err(Error::InvalidValue {
-                    contribution: n,
-                    value: f.to_string(),
-                    reason: "the non-finite policy refuses it",
-                });
-            }
-        }
-    }
-    v.to_raw(dtype).map_err(|reason| Error::InvalidValue {
-        contribution: n,
-        value: v.to_string(),
-        reason,
-    })
+    check_finite(v.as_float(), policy, n)?;
+    v.to_raw(dtype).map_err(|reason| refused(v, n, reason))
 }
 
 /// Contribution `n`'s value as the raw bits of its real and imaginary
@@ -1090,22 +1074,38 @@ pub(crate) fn raw_parts<V: PushValue>(
     policy: NonFinitePolicy,
     n: u64,
 ) -> Result<(u64, u64)> {
-    if policy != NonFinitePolicy::Keep {
-        for f in [v.as_float(), v.imag_float()].into_iter().flatten() {
-            if f.is_nan() || (policy == NonFinitePolicy::RejectNonFinite && f.is_infinite()) {
-                return Err(Error::InvalidValue {
-                    contribution: n,
-                    value: v.to_string(),
-                    reason: "the non-finite policy refuses it",
-                });
-            }
-        }
+    check_finite(v.as_float(), policy, n)?;
+    check_finite(v.imag_float(), policy, n)?;
+    v.to_raw_parts(part).map_err(|reason| refused(v, n, reason))
+}
+
+/// The non-finite `policy` applied to contribution `n`'s float `f` (a
+/// value with no float part passes).
+#[inline]
+fn check_finite(f: Option<f64>, policy: NonFinitePolicy, n: u64) -> Result<()> {
+    let Some(f) = f else { return Ok(()) };
+    let refuse = match policy {
+        NonFinitePolicy::Keep => false,
+        NonFinitePolicy::RejectNan => f.is_nan(),
+        NonFinitePolicy::RejectNonFinite => !f.is_finite(),
+    };
+    if refuse {
+        return Err(Error::InvalidValue {
+            contribution: n,
+            value: f.to_string(),
+            reason: "the non-finite policy refuses it",
+        });
     }
-    v.to_raw_parts(part).map_err(|reason| Error::InvalidValue {
+    Ok(())
+}
+
+#[cold]
+fn refused<V: PushValue>(v: V, n: u64, reason: &'static str) -> Error {
+    Error::InvalidValue {
         contribution: n,
         value: v.to_string(),
         reason,
-    })
+    }
 }
 
 #[cfg(test)]

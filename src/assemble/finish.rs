@@ -256,34 +256,38 @@ impl Rounder {
         if self.complex.is_some() {
             return self.put_part(core, tw, key, v);
         }
-        let (n, rank) = (self.n, self.rank);
-        let Some(slot) = self.idx.get_mut(n * rank..(n + 1) * rank) else {
-            // Unreachable: a full chunk is written before the next entry.
-            return Err(Error::Poisoned("final-pass chunk (overrun)"));
-        };
+        let (slot, val) = self.next_slot()?;
         core.layout.unpack(key, slot);
-        self.push_entry(tw, None, v)
+        *val = v;
+        self.advance(tw)
     }
 
-    /// Put `v` in the chunk (with `idx` when the slot is not filled yet).
+    /// Put the entry `(idx, v)` in the chunk.
     #[inline]
-    fn push_entry(
-        &mut self,
-        tw: &mut TensorWriter<'_>,
-        idx: Option<&[u64]>,
-        v: Value,
-    ) -> Result<()> {
+    fn push_entry(&mut self, tw: &mut TensorWriter<'_>, idx: &[u64], v: Value) -> Result<()> {
+        let (slot, val) = self.next_slot()?;
+        slot.copy_from_slice(idx);
+        *val = v;
+        self.advance(tw)
+    }
+
+    /// The chunk's next coordinate and value places.
+    #[inline]
+    fn next_slot(&mut self) -> Result<(&mut [u64], &mut Value)> {
         let (n, rank) = (self.n, self.rank);
-        let (Some(slot), Some(val)) = (
+        match (
             self.idx.get_mut(n * rank..(n + 1) * rank),
             self.vals.get_mut(n),
-        ) else {
-            return Err(Error::Poisoned("final-pass chunk (overrun)"));
-        };
-        if let Some(i) = idx {
-            slot.copy_from_slice(i);
+        ) {
+            (Some(slot), Some(val)) => Ok((slot, val)),
+            // Unreachable: a full chunk is written before the next entry.
+            _ => Err(Error::Poisoned("final-pass chunk (overrun)")),
         }
-        *val = v;
+    }
+
+    /// Count the entry just placed; write the chunk when it is full.
+    #[inline]
+    fn advance(&mut self, tw: &mut TensorWriter<'_>) -> Result<()> {
         self.n += 1;
         if self.n == WRITE_CHUNK {
             self.flush_chunk(tw)?;
@@ -336,7 +340,7 @@ impl Rounder {
             self.dropped += 1;
             return Ok(());
         }
-        self.push_entry(tw, Some(&idx), Value::Complex(re, im))
+        self.push_entry(tw, &idx, Value::Complex(re, im))
     }
 
     /// Write what is pending: the last complex entry, then the chunk.

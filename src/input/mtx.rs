@@ -117,6 +117,13 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
         "integer" => MtxField::Integer,
         "pattern" if layout == MtxLayout::Coordinate => MtxField::Pattern,
         "complex" if layout == MtxLayout::Coordinate => MtxField::Complex,
+        "complex" => {
+            return Err(input_err(
+                source,
+                line1(),
+                "complex 'array' files are not read (complex 'coordinate' files are)",
+            ))
+        }
         f => {
             let allowed = match layout {
                 MtxLayout::Coordinate => "real, integer, complex or pattern",

@@ -193,7 +193,7 @@ fn parse_descr(d: &str) -> std::result::Result<(NpyKind, usize, bool), String> {
         ("f", 2 | 4 | 8) => NpyKind::Float,
         ("c", _) => {
             return Err(format!(
-                "dtype {d:?} is complex: complex values are not supported (store the real and imaginary parts as two tensors)"
+                "dtype {d:?} is complex: complex .npy input is not read (complex values are: from Python arrays, MatrixMarket complex files or the C API's _complex pushes)"
             ))
         }
         _ => {

@@ -307,7 +307,7 @@ fn mtx_arrays_store_their_non_zeros() {
         (
             "c.mtx",
             "%%MatrixMarket matrix array complex general\n1 1\n1 0\n",
-            "complex values are not supported",
+            "complex 'array' files are not read",
         ),
         (
             "n.mtx",
@@ -379,7 +379,7 @@ fn npy_arrays_any_dtype_order_and_rank() {
     std::fs::remove_file(&out).unwrap();
     let i = w.input("c.npy", &npy("<c16", false, "(1,)", &[0; 16]));
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["c.npy:header", "complex values are not supported"]);
+    fails(&o, 1, &["c.npy:header", "complex .npy input is not read"]);
     let o = w.assemble(s(&i), &out, &["-q", "--format", "bin", "--shape", "1"]);
     fails(&o, 2, &["NumPy .npy file", "--format bin", "format npy"]);
     w.clean(&[]);

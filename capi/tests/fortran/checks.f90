@@ -22,6 +22,8 @@ program checks
    real(real64) :: v, ke(2, 2)
    integer(int64) :: rows(2, 8)
    real(real64) :: rvals(8)
+   integer(int64) :: zidx(2, 2)
+   complex(real64) :: zvals(2), zke(2, 2)
 
    failures = 0
    call get_command_argument(1, dir)
@@ -112,6 +114,28 @@ program checks
    call expect(stat, COO_OK, 'push after the refused finish')
    call b%finish(trim(dir)//'/G.hrry', stat=stat)
    call expect(stat, COO_OK, 'finish after the refusal')
+
+   ! Complex values (1-based): one, many (int64 indices), an element
+   ! matrix, through the builder and a pusher; programs.rs reads Z.hrry.
+   call b%init([3, 3], COO_C128, stat=stat, one_based=.true.)
+   call expect(stat, COO_OK, 'init complex128')
+   call b%push([1, 2], cmplx(1.0_real64, 2.0_real64, kind=real64), stat)
+   call expect(stat, COO_OK, 'push a complex value')
+   zidx(:, 1) = [1_int64, 2_int64]
+   zidx(:, 2) = [3_int64, 3_int64]
+   zvals = [cmplx(0.5_real64, -1.0_real64, kind=real64), cmplx(0.0_real64, 4.0_real64, kind=real64)]
+   call b%push_many(zidx, zvals, stat)
+   call expect(stat, COO_OK, 'push_many complex')
+   zke = reshape([cmplx(1.0_real64, 1.0_real64, kind=real64), cmplx(3.0_real64, 0.0_real64, kind=real64), &
+                  cmplx(2.0_real64, 0.0_real64, kind=real64), cmplx(0.0_real64, -4.0_real64, kind=real64)], &
+                 [2, 2])
+   call p%init(b, stat)
+   call expect(stat, COO_OK, 'complex pusher')
+   call p%push_element([1_int64, 3_int64], zke, stat)
+   call expect(stat, COO_OK, 'push_element complex through a pusher')
+   call p%free()
+   call b%finish(trim(dir)//'/Z.hrry', stat=stat)
+   call expect(stat, COO_OK, 'finish complex')
 
    print '(i0,a)', failures, ' failed'
 

@@ -61,13 +61,19 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let s = export::export_file(&f, Some(t.name()), format, &a.out, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
     if !a.common.quiet {
+        // A rate is told only when there was time enough to measure one.
+        let rate = if secs >= 0.05 {
+            format!(" ({:.0} MB/s)", s.bytes as f64 / 1e6 / secs)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "wrote {}: {} entries, {} bytes in {:.2} s ({:.0} MB/s)",
+            "wrote {}: {} {}, {} in {:.2} s{rate}",
             a.out.display(),
-            s.entries,
-            s.bytes,
+            coo_assembler::group_digits(u128::from(s.entries)),
+            if s.entries == 1 { "entry" } else { "entries" },
+            coo_assembler::vocab::format_size(s.bytes),
             secs,
-            s.bytes as f64 / 1e6 / secs.max(1e-9)
         );
     }
     Ok(ExitCode::SUCCESS)

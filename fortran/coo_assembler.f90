@@ -28,7 +28,8 @@ module coo_assembler
    ! coo_dtype (the library's table order)
    integer(c_int), parameter, public :: COO_F16 = 0, COO_BF16 = 1, COO_F32 = 2, &
       COO_F64 = 3, COO_I8 = 4, COO_U8 = 5, COO_I16 = 6, COO_U16 = 7, COO_I32 = 8, &
-      COO_U32 = 9, COO_I64 = 10, COO_U64 = 11, COO_C64 = 12, COO_C128 = 13
+      COO_U32 = 9, COO_I64 = 10, COO_U64 = 11, COO_C64 = 12, COO_C128 = 13, &
+      COO_BOOL = 14
    ! coo_non_finite
    integer(c_int), parameter, public :: COO_KEEP = 0, COO_REJECT_NAN = 1, &
       COO_REJECT_NON_FINITE = 2

@@ -200,6 +200,11 @@ typedef enum {
    * complex128: two doubles (real, imaginary).
    */
   COO_C128,
+  /**
+   * bool, 8 per byte in the file: push 1.0 (true) or 0.0 (false); a
+   * duplicate is true if any contribution is; read back as 1.0 / 0.0.
+   */
+  COO_BOOL,
 } coo_dtype;
 
 /**

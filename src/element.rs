@@ -37,11 +37,13 @@ crate::vocab::vocabulary! {
         C64 => "c64" | "complex64": "complex of two single precision floats (real, imaginary)",
         /// Two IEEE 754 binary64 (real, imaginary).
         C128 => "c128" | "complex128" | "complex": "complex of two double precision floats (real, imaginary)",
+        /// Booleans, 8 per byte in a file (one byte, 0 or 1, in memory).
+        Bool => "bool" | "boolean": "true or false, bit-packed in the file (a duplicate is true if any of its contributions is)",
     }
 }
 
 /// Every supported type, in tag order.
-pub const ALL_DTYPES: [DType; 14] = [
+pub const ALL_DTYPES: [DType; 15] = [
     DType::F16,
     DType::BF16,
     DType::F32,
@@ -56,10 +58,8 @@ pub const ALL_DTYPES: [DType; 14] = [
     DType::U64,
     DType::C64,
     DType::C128,
+    DType::Bool,
 ];
-
-/// Tag of the bit-packed bool type, which we recognise but do not support.
-pub const BOOL_TAG: u8 = 0x20;
 
 impl DType {
     /// The Hurray element type tag.
@@ -79,38 +79,51 @@ impl DType {
             DType::U64 => 0x17,
             DType::C64 => 0x50,
             DType::C128 => 0x51,
+            DType::Bool => 0x20,
         }
     }
 
-    /// The type for a tag. Unknown and reserved tags are errors; bool is
-    /// reported as unsupported.
+    /// The type for a tag. Unknown and reserved tags are errors.
     pub fn from_tag(tag: u8) -> Result<DType> {
         ALL_DTYPES
             .iter()
             .copied()
             .find(|d| d.tag() == tag)
             .ok_or_else(|| {
-                if tag == BOOL_TAG {
-                    Error::Unsupported("element type bool (tag 0x20) is not supported".into())
-                } else {
-                    Error::invalid(
-                        "element type",
-                        0,
-                        format!("unknown element type tag 0x{tag:02x}"),
-                    )
-                }
+                Error::invalid(
+                    "element type",
+                    0,
+                    format!("unknown element type tag 0x{tag:02x}"),
+                )
             })
     }
 
-    /// Bytes per element.
+    /// Bytes per element in memory: what an entry's value takes in a
+    /// record, a reader's values view and a typed slice. Bool takes one
+    /// byte here (0 or 1) and one bit in a file: see [`DType::stored_len`].
     pub fn width(self) -> usize {
         match self {
-            DType::I8 | DType::U8 => 1,
+            DType::I8 | DType::U8 | DType::Bool => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
             DType::C128 => 16,
         }
+    }
+
+    /// Bytes of a file's buffer of `n` elements: `n * width`, and for
+    /// bool `ceil(n / 8)` (8 per byte, least significant bit first). None
+    /// on overflow.
+    pub fn stored_len(self, n: u64) -> Option<u64> {
+        match self {
+            DType::Bool => Some(n.div_ceil(8)),
+            d => n.checked_mul(d.width() as u64),
+        }
+    }
+
+    /// Bool (stored bit-packed)?
+    pub fn is_bool(self) -> bool {
+        self == DType::Bool
     }
 
     /// The NumPy name of the type (`float64`, ...; `bfloat16` is the name
@@ -131,6 +144,7 @@ impl DType {
             DType::U64 => "uint64",
             DType::C64 => "complex64",
             DType::C128 => "complex128",
+            DType::Bool => "bool",
         }
     }
 
@@ -189,6 +203,7 @@ impl DType {
             DType::F64 => Value::Float(f64::from_le_bytes(b(8))),
             DType::I8 => Value::Int(bytes[0] as i8 as i64),
             DType::U8 => Value::UInt(bytes[0] as u64),
+            DType::Bool => Value::UInt(u64::from(bytes[0] != 0)),
             DType::I16 => Value::Int(i16::from_le_bytes([bytes[0], bytes[1]]) as i64),
             DType::U16 => Value::UInt(u16::from_le_bytes([bytes[0], bytes[1]]) as u64),
             DType::I32 => {
@@ -295,7 +310,9 @@ impl Value {
                 };
                 let bytes = x.to_le_bytes();
                 let w = d.width();
-                let fits = if d.is_signed_int() {
+                let fits = if d.is_bool() {
+                    (0..2).contains(&x)
+                } else if d.is_signed_int() {
                     let lim = 1i128 << (w * 8 - 1);
                     (-lim..lim).contains(&x)
                 } else {
@@ -340,6 +357,7 @@ impl Value {
     /// values as `(re+imj)` with the digits of their part type.
     pub fn repr(&self, dtype: DType) -> String {
         match self {
+            Value::UInt(v) if dtype.is_bool() => (if *v == 0 { "false" } else { "true" }).into(),
             Value::Float(v) => format_float(*v, dtype),
             Value::Complex(re, im) => {
                 format_complex(*re, *im, dtype.complex_part().unwrap_or(DType::F64))
@@ -466,6 +484,12 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 #[macro_export]
 macro_rules! with_element_type {
     ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::with_element_type!($dtype, $T => $body, bool as $crate::Bit)
+    };
+    // `bool as B`: bool's arm binds `B` instead of `Bit`, for a caller
+    // whose generic code cannot take `Bit` and that serves bool itself
+    // before this dispatch.
+    ($dtype:expr, $T:ident => $body:expr, bool as $B:ty) => {
         match $dtype {
             $crate::DType::F16 => {
                 type $T = $crate::__half::f16;
@@ -521,6 +545,10 @@ macro_rules! with_element_type {
             }
             $crate::DType::C128 => {
                 type $T = $crate::Complex<f64>;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = $B;
                 $body
             }
         }
@@ -605,6 +633,76 @@ macro_rules! impl_complex_element {
 impl_complex_element!(f32, DType::C64, 4);
 impl_complex_element!(f64, DType::C128, 8);
 
+/// A bool as a reader's values view and a typed slice hold it: one byte,
+/// 0 (false) or 1 (true). Files store bools 8 per byte; the reader
+/// unpacks them when it opens the file (one byte per entry), so a bool
+/// tensor's values are a `&[Bit]` like any other type's slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct Bit(u8);
+
+// SAFETY: a transparent u8; every value a reader or writer makes is 0 or
+// 1, and any byte pattern is a valid (if non-canonical) Bit.
+unsafe impl bytemuck::Zeroable for Bit {}
+// SAFETY: as above; no padding, any bit pattern valid.
+unsafe impl bytemuck::Pod for Bit {}
+
+impl Bit {
+    /// The bool.
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl fmt::Display for Bit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+impl From<bool> for Bit {
+    fn from(b: bool) -> Bit {
+        Bit(u8::from(b))
+    }
+}
+
+impl From<Bit> for bool {
+    fn from(b: Bit) -> bool {
+        b.get()
+    }
+}
+
+impl Element for Bit {
+    const DTYPE: DType = DType::Bool;
+    fn to_value(self) -> Value {
+        Value::UInt(u64::from(self.get()))
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self.get()));
+    }
+    fn from_le(bytes: &[u8]) -> Self {
+        Bit(u8::from(bytes[0] != 0))
+    }
+}
+
+/// Pack `bytes` (one per bool, zero meaning false) 8 per byte, least
+/// significant bit first, appending `ceil(len / 8)` bytes to `out`; the
+/// last byte's unused bits are zero, as the spec requires.
+pub fn pack_bools(bytes: &[u8], out: &mut Vec<u8>) {
+    out.extend(bytes.chunks(8).map(|group| {
+        group
+            .iter()
+            .enumerate()
+            .fold(0u8, |acc, (k, &b)| acc | (u8::from(b != 0) << k))
+    }));
+}
+
+/// Unpack the first `n` bools of a bit-packed buffer into `out`, one byte
+/// (0 or 1) each. `packed` holds at least `ceil(n / 8)` bytes.
+pub fn unpack_bools(packed: &[u8], n: usize, out: &mut Vec<u8>) {
+    out.extend((0..n).map(|i| (packed[i / 8] >> (i % 8)) & 1));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,7 +757,7 @@ mod tests {
             assert_eq!(DType::from_tag(d.tag()).unwrap(), d);
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
         }
-        assert!(matches!(DType::from_tag(0x20), Err(Error::Unsupported(_))));
+        assert_eq!(DType::from_tag(0x20).unwrap(), DType::Bool);
         assert!(matches!(
             DType::from_tag(0x00),
             Err(Error::InvalidFile { .. })
@@ -688,6 +786,26 @@ mod tests {
         assert_eq!(Value::Int(-1).to_le(DType::U32), None);
         assert_eq!(Value::Float(1.0).to_le(DType::I32), None);
         assert_eq!(Value::UInt(1).to_le(DType::F32), None);
+    }
+
+    #[test]
+    fn bools_pack_lsb_first_with_zero_padding() {
+        // The spec's example: [true, false, true, true, false] is 0x0D.
+        let mut out = Vec::new();
+        pack_bools(&[1, 0, 1, 1, 0], &mut out);
+        assert_eq!(out, [0x0D]);
+        let bits: Vec<u8> = (0..19).map(|i| u8::from(i % 3 == 0)).collect();
+        out.clear();
+        pack_bools(&bits, &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2] >> 3, 0, "padding bits are zero");
+        let mut back = Vec::new();
+        unpack_bools(&out, bits.len(), &mut back);
+        assert_eq!(back, bits);
+        assert_eq!(DType::Bool.stored_len(9), Some(2));
+        assert_eq!(DType::Bool.stored_len(0), Some(0));
+        assert_eq!(Value::UInt(2).to_le(DType::Bool), None);
+        assert_eq!(Value::UInt(1).repr(DType::Bool), "true");
     }
 
     #[test]

@@ -141,7 +141,9 @@ pub use assemble::combine::PushValue;
 pub use assemble::direct;
 pub use assemble::finish::Summary;
 pub use convert::{convert, ConvertOptions, ConvertSummary};
-pub use element::{format_float, group_digits, DType, Element, Value};
+pub use element::{
+    format_float, group_digits, pack_bools, unpack_bools, Bit, DType, Element, Value,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use layout::{Layout, LayoutKind};

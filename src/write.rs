@@ -500,6 +500,7 @@ impl FileWriter {
             descriptor_offset,
             values_offset,
             finished: false,
+            bits: (0, 0),
             fw: self,
         })
     }
@@ -804,6 +805,8 @@ pub struct TensorWriter<'a> {
     descriptor_offset: u64,
     values_offset: u64,
     finished: bool,
+    /// Bool: the bits of the byte being packed (LSB first) and how many.
+    bits: (u8, u32),
 }
 
 impl TensorWriter<'_> {
@@ -814,8 +817,25 @@ impl TensorWriter<'_> {
             return Err(self.wrong_type(format!("{value:?} ({})", T::DTYPE)));
         }
         self.check_index(idx)?;
-        value.write_le(&mut self.fw.buf);
+        if self.dtype.is_bool() {
+            self.put_bit(bytemuck::bytes_of(&value)[0]);
+        } else {
+            value.write_le(&mut self.fw.buf);
+        }
         self.accept(idx, value.to_value().stat_f64())
+    }
+
+    /// Bool: one value into the byte being packed, which goes to the
+    /// output buffer once it holds 8 (the spec's LSB-first packing).
+    #[inline]
+    fn put_bit(&mut self, byte: u8) {
+        let (acc, n) = &mut self.bits;
+        *acc |= u8::from(byte != 0) << *n;
+        *n += 1;
+        if *n == 8 {
+            self.fw.buf.push(*acc);
+            self.bits = (0, 0);
+        }
     }
 
     /// Add the next entry from its little-endian bytes (`dtype().width()`
@@ -827,7 +847,11 @@ impl TensorWriter<'_> {
             return Err(self.wrong_type(format!("{} bytes", value_le.len())));
         }
         self.check_index(idx)?;
-        self.fw.buf.extend_from_slice(value_le);
+        if self.dtype.is_bool() {
+            self.put_bit(value_le[0]);
+        } else {
+            self.fw.buf.extend_from_slice(value_le);
+        }
         self.accept(idx, value_f64)
     }
 
@@ -1055,8 +1079,9 @@ impl TensorWriter<'_> {
         if self.nnz > 0 || self.ptr.is_some() {
             return Ok(());
         }
-        let end = max_nnz
-            .checked_mul(self.width as u64)
+        let end = self
+            .dtype
+            .stored_len(max_nnz)
             .and_then(|b| b.checked_add(self.values_offset));
         let Some(end) = end else {
             return Ok(());
@@ -1116,6 +1141,11 @@ impl TensorWriter<'_> {
     }
 
     fn finish_inner(&mut self) -> Result<TensorSummary> {
+        if self.bits.1 > 0 {
+            // The last, partial byte of bools; its unused bits are zero.
+            self.fw.buf.push(self.bits.0);
+            self.bits = (0, 0);
+        }
         let values_end = self.fw.pos();
         let values_len = values_end - self.values_offset;
         // Hash the values still in the buffer and stop hashing.

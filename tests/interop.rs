@@ -16,7 +16,7 @@ use hurray_core::{LayoutDescriptor, TensorDescriptor};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
-const ALL: [DType; 14] = [
+const ALL: [DType; 15] = [
     DType::F16,
     DType::BF16,
     DType::F32,
@@ -31,6 +31,7 @@ const ALL: [DType; 14] = [
     DType::U64,
     DType::C64,
     DType::C128,
+    DType::Bool,
 ];
 
 fn shape_for(rank: usize) -> Vec<u64> {
@@ -61,7 +62,9 @@ fn entries(dt: DType, shape: &[u64], seed: u64, n: usize) -> Vec<(Vec<u64>, Valu
         .enumerate()
         .map(|(k, l)| {
             let k = (k as i64 + (seed % 5) as i64) % 40;
-            let v = if dt.is_float() {
+            let v = if dt.is_bool() {
+                Value::UInt(u64::from(k % 3 != 1))
+            } else if dt.is_float() {
                 Value::Float((k as f64 - 7.0) * 0.5)
             } else if dt.is_complex() {
                 Value::Complex((k as f64 - 7.0) * 0.5, 3.0 - k as f64 * 0.25)
@@ -79,6 +82,18 @@ fn le(v: Value, dt: DType) -> Vec<u8> {
     v.to_le(dt).unwrap()[..dt.width()].to_vec()
 }
 
+/// The values buffer as stored: the values' bytes, bools 8 per byte.
+fn stored(e: &[(Vec<u64>, Value)], dt: DType) -> Vec<u8> {
+    let bytes: Vec<u8> = e.iter().flat_map(|(_, v)| le(*v, dt)).collect();
+    if dt.is_bool() {
+        let mut packed = Vec::new();
+        coo_assembler::pack_bools(&bytes, &mut packed);
+        packed
+    } else {
+        bytes
+    }
+}
+
 /// One tensor as raw buffers, in the order given.
 struct Raw {
     name: String,
@@ -91,10 +106,7 @@ struct Raw {
 
 impl Raw {
     fn values(&self) -> Vec<u8> {
-        self.entries
-            .iter()
-            .flat_map(|(_, v)| le(*v, self.dtype))
-            .collect()
+        stored(&self.entries, self.dtype)
     }
     fn indices(&self) -> Vec<u8> {
         self.entries
@@ -202,7 +214,13 @@ fn check_ours(bytes: Vec<u8>, tensors: &[Raw]) {
             (None, false) => {}
             other => panic!("{ctx}: statistics {other:?}"),
         }
-        assert_eq!(t.values_bytes(), raw.values(), "{ctx}");
+        // Our reader's view: one byte per value (bools unpacked).
+        let view: Vec<u8> = raw
+            .entries
+            .iter()
+            .flat_map(|(_, v)| le(*v, raw.dtype))
+            .collect();
+        assert_eq!(t.values_bytes(), view, "{ctx}");
         assert_eq!(t.indices_bytes(), raw.indices(), "{ctx}");
         assert!(t.verify().is_empty(), "{ctx}: {:?}", t.verify());
         let stored: BTreeSet<Vec<u64>> = raw.entries.iter().map(|(i, _)| i.clone()).collect();
@@ -306,7 +324,7 @@ fn read_reference(path: &std::path::Path, want: &[Expect]) {
         assert_eq!(d.element_type.tag(), e.dtype.tag(), "{ctx}");
         assert_eq!(d.shape.dims(), &e.shape[..], "{ctx}");
         assert_eq!(d.byte_offset, 0, "{ctx}");
-        let nnz = (e.values.len() / e.dtype.width()) as u64;
+        let nnz = (e.indices.len() / (8 * e.shape.len())) as u64;
         match &d.layout {
             LayoutDescriptor::Coo(c) => {
                 assert_eq!((c.nnz, c.is_sorted), (nnz, true), "{ctx}");
@@ -365,7 +383,7 @@ fn our_writer_files_read_by_the_reference() {
                 name,
                 dtype: dt,
                 shape,
-                values: e.iter().flat_map(|(_, v)| le(*v, dt)).collect(),
+                values: stored(&e, dt),
                 indices: e
                     .iter()
                     .flat_map(|(i, _)| i.iter().flat_map(|x| x.to_le_bytes()))
@@ -402,6 +420,11 @@ fn assembled_files_read_by_the_reference() {
                         b.push(i, x - 1).unwrap();
                         b.push(i, 1i64).unwrap();
                     }
+                    Value::UInt(x) if dt.is_bool() => {
+                        // Any true is true.
+                        b.push(i, x == 1).unwrap();
+                        b.push(i, false).unwrap();
+                    }
                     Value::UInt(x) => {
                         b.push(i, x - 1).unwrap();
                         b.push(i, 1u64).unwrap();
@@ -420,7 +443,7 @@ fn assembled_files_read_by_the_reference() {
                     name: "K".into(),
                     dtype: dt,
                     shape: shape.clone(),
-                    values: e.iter().flat_map(|(_, v)| le(*v, dt)).collect(),
+                    values: stored(&e, dt),
                     indices: e
                         .iter()
                         .flat_map(|(i, _)| i.iter().flat_map(|x| x.to_le_bytes()))

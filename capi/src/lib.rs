@@ -129,6 +129,9 @@ pub enum coo_dtype {
     COO_C64,
     /// complex128: two doubles (real, imaginary).
     COO_C128,
+    /// bool, 8 per byte in the file: push 1.0 (true) or 0.0 (false); a
+    /// duplicate is true if any contribution is; read back as 1.0 / 0.0.
+    COO_BOOL,
 }
 
 /// How contributions to the same coordinate combine (the library's table

@@ -739,7 +739,7 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
                 DType::I64 => typed::<i64, Integral>(p, values, vt, n, out, nnz),
                 DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
                 // Plan::new refuses complex types.
-                d @ (DType::C64 | DType::C128) => Err(Fail::new(
+                d @ (DType::C64 | DType::C128 | DType::Bool) => Err(Fail::new(
                     crate::COO_ERR_UNSUPPORTED,
                     format!("a plan of {d} values"),
                 )),

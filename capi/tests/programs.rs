@@ -488,6 +488,24 @@ fn c_complex_values_push_and_read_back() {
     assert!(!out.contains("FAIL"), "{out}");
 }
 
+/// tests/c/bool.c: a bool pattern pushed as 1.0 / 0.0 through the double
+/// pushes, a duplicate true if any contribution is, other values refused.
+#[test]
+fn c_bool_values_push_and_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/bool.c")],
+        dir.path(),
+        "bool",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "bool");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
 /// Replays tests/c/plan.c: the quadrilateral mesh's element dofs and the
 /// two sets of values.
 fn plan_mesh() -> (Vec<u64>, [Vec<f64>; 2]) {

@@ -180,9 +180,9 @@ def _values(data: Any) -> np.ndarray:
     v = _native_order(np.asarray(data))
     if v.ndim != 1:
         raise InputError(f"values must be a 1-D array, got shape {v.shape}")
-    if v.dtype.kind not in "fiuc":
+    if v.dtype.kind not in "fiucb":
         raise InputError(
-            f"values must be float16/32/64, complex64/128 or integers, got {v.dtype}"
+            f"values must be float16/32/64, complex64/128, bool or integers, got {v.dtype}"
         )
     return v
 

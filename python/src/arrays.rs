@@ -385,6 +385,7 @@ impl Num for i64 {}
 impl Num for u64 {}
 impl Num for coo_assembler::Complex<f32> {}
 impl Num for coo_assembler::Complex<f64> {}
+impl Num for bool {}
 
 /// Entries `start..end` of a 1-D view: borrowed when contiguous, gathered
 /// into `buf` otherwise.
@@ -417,6 +418,7 @@ pub enum ValArr1<'py> {
     U64(PyReadonlyArray1<'py, u64>),
     C64(PyReadonlyArray1<'py, coo_assembler::Complex<f32>>),
     C128(PyReadonlyArray1<'py, coo_assembler::Complex<f64>>),
+    Bool(PyReadonlyArray1<'py, bool>),
 }
 
 /// Readonly borrows of a 3-D value array (element matrices).
@@ -434,16 +436,18 @@ pub enum ValArr3<'py> {
     U64(PyReadonlyArray3<'py, u64>),
     C64(PyReadonlyArray3<'py, coo_assembler::Complex<f32>>),
     C128(PyReadonlyArray3<'py, coo_assembler::Complex<f64>>),
+    Bool(PyReadonlyArray3<'py, bool>),
 }
 
-const VALUE_TYPES: &str = "float64, float32, float16, complex128, complex64 or an integer type";
+const VALUE_TYPES: &str =
+    "float64, float32, float16, complex128, complex64, bool or an integer type";
 
 impl<'py> ValArr1<'py> {
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         borrow_as!(obj, PyArray1, ValArr1,
             [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
-             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>])
+             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
             input_error(format!(
                 "values must be a 1-D array of {VALUE_TYPES}, got {}",
@@ -458,7 +462,7 @@ impl<'py> ValArr3<'py> {
         borrow_as!(obj, PyArray3, ValArr3,
             [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
-             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>])
+             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
             input_error(format!(
                 "element matrices must be a 3-D array of {VALUE_TYPES}, got {}",
@@ -522,6 +526,10 @@ macro_rules! with_values {
                 $body
             }
             $enum::C128(a) => {
+                let $v = a.as_array();
+                $body
+            }
+            $enum::Bool(a) => {
                 let $v = a.as_array();
                 $body
             }

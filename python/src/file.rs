@@ -132,7 +132,16 @@ fn view_values<'py, T: Element + numpy::Element>(
         Tensor::Compressed(t) => t.values::<T>(),
     }
     .map_err(to_py)?;
-    let view = ArrayView1::from(&vals[range]);
+    borrowed(owner, &vals[range])
+}
+
+/// A read-only NumPy array over `vals`, memory of the file `owner` (its
+/// map, or the bools it unpacked), which the array keeps alive.
+fn borrowed<'py, T: numpy::Element>(
+    owner: &Bound<'py, NativeFile>,
+    vals: &[T],
+) -> PyResult<Bound<'py, PyAny>> {
+    let view = ArrayView1::from(vals);
     // SAFETY: the slice points into the file's memory map (or its aligned
     // heap copy), which is neither moved nor unmapped while the NativeFile
     // lives; the array holds a reference to it as its base object. The
@@ -160,11 +169,19 @@ fn values_array<'py>(
         v.extend(range.map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32));
         return Ok(PyArray1::from_vec(py, v).into_any());
     }
-    coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range))
+    if dtype == DType::Bool {
+        // The reader holds bools one byte each, 0 or 1: NumPy's bool.
+        let bytes = owner.get().v()?.values_bytes();
+        return borrowed(owner, &bytes[range])?.call_method1("view", ("bool",));
+    }
+    coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range), bool as u8)
 }
 
-fn value_to_py(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
+fn value_to_py(py: Python<'_>, v: Value, dtype: DType) -> PyResult<Bound<'_, PyAny>> {
     Ok(match v {
+        Value::UInt(u) if dtype == DType::Bool => {
+            pyo3::types::PyBool::new(py, u != 0).to_owned().into_any()
+        }
         Value::Float(f) => f.into_pyobject(py)?.into_any(),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::UInt(u) => u.into_pyobject(py)?.into_any(),
@@ -509,7 +526,7 @@ impl NativeFile {
     fn get<'py>(&self, py: Python<'py>, idx: Vec<i64>) -> PyResult<Bound<'py, PyAny>> {
         let idx = to_u64_index(&idx, "get")?;
         let v = self.v()?.get(&idx).map_err(to_py)?;
-        value_to_py(py, v)
+        value_to_py(py, v, self.v()?.dtype())
     }
 
     /// Entries `start..end` of row `i` (prefix `[i]`) as positions.

@@ -66,6 +66,7 @@ fn int_range(dtype: DType) -> (i128, i128) {
         DType::I32 => (i32::MIN as i128, i32::MAX as i128),
         DType::U32 => (0, u32::MAX as i128),
         DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+        DType::Bool => (0, 1),
         _ => (0, u64::MAX as i128),
     }
 }
@@ -533,6 +534,10 @@ pub(crate) enum CombinerKind {
 
 impl CombinerKind {
     pub(crate) fn of(dtype: DType, policy: DuplicatePolicy, exact_sums: bool) -> CombinerKind {
+        if dtype.is_bool() && policy == DuplicatePolicy::Sum {
+            // scipy's reading of a sum of bools: true if any term is.
+            return CombinerKind::IntExtreme { max: true };
+        }
         match (dtype.is_float(), policy) {
             (true, DuplicatePolicy::Sum) if !exact_sums => CombinerKind::FloatFastSum,
             (true, DuplicatePolicy::Sum) => CombinerKind::FloatSum,
@@ -646,6 +651,7 @@ fn int_out_of_range(dtype: DType) -> &'static str {
         DType::U32 => "does not fit u32 (0..=4294967295)",
         DType::I64 => "does not fit i64",
         DType::U64 => "does not fit u64 (0..=18446744073709551615)",
+        DType::Bool => "does not fit bool (0 or 1, false or true)",
         _ => "does not fit the element type",
     }
 }
@@ -704,6 +710,31 @@ macro_rules! push_int {
 }
 
 push_int!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
+
+/// A bool as a reader gives it pushes as the bool.
+impl PushValue for crate::Bit {
+    #[inline]
+    fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
+        self.get().to_raw(dtype)
+    }
+    #[inline]
+    fn as_float(self) -> Option<f64> {
+        None
+    }
+}
+
+/// A bool pushes as 1 or 0: into a bool tensor, and into an integer or a
+/// float one as that number.
+impl PushValue for bool {
+    #[inline]
+    fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
+        u8::from(self).to_raw(dtype)
+    }
+    #[inline]
+    fn as_float(self) -> Option<f64> {
+        None
+    }
+}
 
 /// Run `$body` with `$c` bound to the combiner for `$kind` and `$dtype`.
 macro_rules! with_combiner {

@@ -168,7 +168,7 @@ impl DenseDescriptor {
 
     /// Bytes the elements take (None past u64).
     pub fn payload_bytes(&self) -> Option<u64> {
-        self.elements()?.checked_mul(self.dtype.width() as u64)
+        self.dtype.stored_len(self.elements()?)
     }
 
     /// Encoded length.

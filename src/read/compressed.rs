@@ -31,6 +31,9 @@ pub struct CompressedTensor<'a> {
     pub(super) name: &'a str,
     pub(super) desc: &'a CompressedDescriptor,
     pub(super) values: &'a [u8],
+    /// The values buffer as stored (bit-packed for bool; else `values`),
+    /// which the checksums cover.
+    pub(super) stored_values: &'a [u8],
     /// `col_indices` (CSR) or `row_indices` (CSC).
     pub(super) minor: &'a [u64],
     /// `row_ptr` (CSR) or `col_ptr` (CSC).
@@ -165,7 +168,7 @@ impl<'a> CompressedTensor<'a> {
     /// The three buffers by their spec names, in buffer order.
     pub(super) fn buffers(&self) -> [(&'static str, &'a [u8]); 3] {
         [
-            ("values", self.values),
+            ("values", self.stored_values),
             (self.indices_name(), self.indices_bytes()),
             (self.pointers_name(), self.pointers_bytes()),
         ]
@@ -568,6 +571,7 @@ impl CompressedTensor<'_> {
             nnz: self.desc.nnz,
             statistics: self.desc.statistics,
             buffers: self.buffers().to_vec(),
+            values: self.values,
             kv: self.kv,
             mapped: self.mapped,
         }
@@ -603,6 +607,7 @@ mod tests {
             name: "t",
             desc: d,
             values: vals,
+            stored_values: vals,
             minor,
             ptr,
             kv: &[],

@@ -13,6 +13,9 @@ pub struct CooTensor<'a> {
     pub(super) name: &'a str,
     pub(super) desc: &'a CooDescriptor,
     pub(super) values: &'a [u8],
+    /// The values buffer as stored (bit-packed for bool; else `values`),
+    /// which the checksums cover.
+    pub(super) stored_values: &'a [u8],
     pub(super) indices: &'a [u64],
     pub(super) rank: usize,
     pub(super) nnz: usize,
@@ -46,7 +49,8 @@ impl<'a> CooTensor<'a> {
         CooTensor {
             name: &t.name,
             desc,
-            values: &backing.bytes()[values.clone()],
+            values: t.values_view(backing),
+            stored_values: &backing.bytes()[values.clone()],
             indices: words,
             rank: desc.rank(),
             nnz: words.len() / desc.rank().max(1),
@@ -62,7 +66,7 @@ impl<'a> CooTensor<'a> {
     /// The buffers by their spec names, with their file offsets.
     fn buffers(&self) -> [super::checksum::Buffer<'a>; 2] {
         [
-            ("values", self.values, self.values_offset),
+            ("values", self.stored_values, self.values_offset),
             ("indices", self.indices_bytes(), self.indices_offset),
         ]
     }
@@ -427,6 +431,7 @@ pub(super) mod tests {
             name: "t",
             desc: d,
             values: vals,
+            stored_values: vals,
             indices: ind,
             rank: d.rank(),
             nnz: ind.len() / d.rank(),

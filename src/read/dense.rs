@@ -335,13 +335,20 @@ impl<'a> DenseTensor<'a> {
         let d = self.desc.dtype;
         let w = d.width();
         let bytes = self.values_bytes();
-        let n = bytes.len() / w;
+        let n = match d {
+            DType::Bool => self.desc.elements().unwrap_or(0) as usize,
+            _ => bytes.len() / w,
+        };
         let mut out = Vec::new();
         out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
             what: "the values of a dense tensor",
             bytes: (n as u64).saturating_mul(8),
         })?;
-        out.extend(bytes.chunks_exact(w).map(|b| d.decode(b).to_f64()));
+        if d.is_bool() {
+            out.extend((0..n).map(|i| f64::from((bytes[i / 8] >> (i % 8)) & 1)));
+        } else {
+            out.extend(bytes.chunks_exact(w).map(|b| d.decode(b).to_f64()));
+        }
         Ok(out)
     }
 

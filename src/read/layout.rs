@@ -264,12 +264,22 @@ struct Declared<'d> {
     buffers: Vec<DeclaredBuffer<'d>>,
 }
 
+/// The size a sparse tensor's values buffer must have, and how to say it.
+fn values_size(dtype: crate::element::DType, nnz: u64) -> (Option<u64>, String) {
+    let how = if dtype.is_bool() {
+        format!("ceil(nnz {nnz} / 8) bytes (bool, 8 per byte)")
+    } else {
+        format!("nnz {nnz} * {} bytes", dtype.width())
+    };
+    (dtype.stored_len(nnz), how)
+}
+
 fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
     match desc {
         Desc::Coo(d) => {
             let rank = d.rank();
             let r = rank as u64;
-            let width = d.dtype.width() as u64;
+            let (want_values, how_values) = values_size(d.dtype, d.nnz);
             let ibytes = d.nnz.checked_mul(r).and_then(|v| v.checked_mul(8));
             Declared {
                 shape: &d.shape,
@@ -282,8 +292,8 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         what: "values",
                         handle: &d.values,
                         field: d_off + coo_field::values_handle(rank),
-                        want: d.nnz.checked_mul(width),
-                        how: format!("nnz {} * {} bytes", d.nnz, width),
+                        want: want_values,
+                        how: how_values,
                         at_least: false,
                     },
                     DeclaredBuffer {
@@ -298,7 +308,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
             }
         }
         Desc::Compressed(d) => {
-            let width = d.dtype.width() as u64;
+            let (want_values, how_values) = values_size(d.dtype, d.nnz);
             let (minor, ptr, major) = if d.column_major {
                 ("row_indices", "col_ptr", "ncols")
             } else {
@@ -318,8 +328,8 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
                         what: "values",
                         handle: &d.values,
                         field: h,
-                        want: d.nnz.checked_mul(width),
-                        how: format!("nnz {} * {} bytes", d.nnz, width),
+                        want: want_values,
+                        how: how_values,
                         at_least: false,
                     },
                     DeclaredBuffer {
@@ -578,6 +588,11 @@ pub(super) fn check_decoded(
             .unwrap_or(d_off as usize..d_off as usize)
     };
     let (values, indices, pointers) = (range(0), range(1), range(2));
+    let bools = match &desc {
+        Desc::Coo(d) if d.dtype.is_bool() => Some(unpacked(bytes, &values, d.nnz)?),
+        Desc::Compressed(d) if d.dtype.is_bool() => Some(unpacked(bytes, &values, d.nnz)?),
+        _ => None,
+    };
     Ok(TensorMeta {
         name: e.name.clone(),
         descriptor: d_off as usize..(d_off + own_len) as usize,
@@ -586,7 +601,26 @@ pub(super) fn check_decoded(
         indices,
         pointers,
         sums: Default::default(),
+        bools,
     })
+}
+
+/// The `nnz` bools of the bit-packed buffer at `values` (whose size was
+/// checked), one byte each. The allocation is fallible: a damaged `nnz`
+/// was held against the buffer's size already, so this is at most 8 bytes
+/// per stored byte.
+fn unpacked(bytes: &[u8], values: &Range<usize>, nnz: u64) -> Result<std::sync::Arc<[u8]>> {
+    let n = usize::try_from(nnz).map_err(|_| Error::OutOfMemory {
+        what: "the unpacked bools",
+        bytes: nnz,
+    })?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        what: "the unpacked bools",
+        bytes: nnz,
+    })?;
+    crate::element::unpack_bools(&bytes[values.clone()], n, &mut out);
+    Ok(out.into())
 }
 
 /// Where the buffers `dd` declares lie, every rule about them checked:

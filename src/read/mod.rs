@@ -383,9 +383,21 @@ struct TensorMeta {
     /// The verdict on the stored checksums, once the first whole pass
     /// asked (shared by the views of this open file).
     sums: Arc<checksum::Sums>,
+    /// Bool: the values unpacked at open, one byte (0 or 1) per entry, so
+    /// that the views read a bool like any one-byte type.
+    bools: Option<Arc<[u8]>>,
 }
 
 impl TensorMeta {
+    /// The values as the views read them: the mapped bytes, or for bool
+    /// the unpacked ones.
+    fn values_view<'s>(&'s self, backing: &'s Backing) -> &'s [u8] {
+        match &self.bools {
+            Some(b) => b,
+            None => &backing.bytes()[self.values.clone()],
+        }
+    }
+
     /// End of the tensor's bytes: its last non-empty buffer, or its descriptor.
     fn end(&self) -> usize {
         [&self.values, &self.indices, &self.pointers]
@@ -759,7 +771,8 @@ fn view_of<'s>(
         Desc::Compressed(desc) => Tensor::Compressed(CompressedTensor {
             name: &t.name,
             desc,
-            values: &backing.bytes()[t.values.clone()],
+            values: t.values_view(backing),
+            stored_values: &backing.bytes()[t.values.clone()],
             minor: backing.words(&t.indices),
             ptr: backing.words(&t.pointers),
             kv,

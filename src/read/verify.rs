@@ -219,6 +219,7 @@ impl HurrayFile {
                         // element; only the checksum is compared.
                         statistics: None,
                         buffers: vec![("values", &self.backing.bytes()[l.data.clone()])],
+                        values: &[],
                         kv: &self.kv,
                         mapped: self.backing.mapped(),
                     };
@@ -406,7 +407,11 @@ impl<'a> CooTensor<'a> {
             shape: &self.desc.shape,
             nnz: self.nnz as u64,
             statistics: self.desc.statistics,
-            buffers: vec![("values", self.values), ("indices", self.indices_bytes())],
+            buffers: vec![
+                ("values", self.stored_values),
+                ("indices", self.indices_bytes()),
+            ],
+            values: self.values,
             kv: self.kv,
             mapped: self.mapped,
         }
@@ -525,8 +530,12 @@ pub(super) struct Content<'a> {
     pub(super) shape: &'a [u64],
     pub(super) nnz: u64,
     pub(super) statistics: Option<Statistics>,
-    /// Every buffer by its spec name, values first.
+    /// Every buffer by its spec name, values first, as stored (what the
+    /// checksums cover).
     pub(super) buffers: Vec<(&'static str, &'a [u8])>,
+    /// The values one element each (bools unpacked; else the stored
+    /// values buffer), for the statistics.
+    pub(super) values: &'a [u8],
     pub(super) kv: &'a [(String, KvValue)],
     pub(super) mapped: super::release::Mapped<'a>,
 }
@@ -542,7 +551,7 @@ impl<'a> Content<'a> {
     fn values(&self) -> impl Iterator<Item = crate::element::Value> + 'a {
         let d = self.dtype;
         let w = d.width();
-        let values = self.buffers.first().map_or(&[][..], |b| b.1);
+        let values = self.values;
         let mut behind = self.mapped.cursor(values);
         values.chunks_exact(w).enumerate().map(move |(k, v)| {
             if k % 4096 == 0 {

@@ -205,10 +205,10 @@ impl Plan {
     ) -> Result<Plan> {
         opts.validate()?;
         crate::assemble::check_shape(opts.layout, shape)?;
-        if dtype.is_complex() {
+        if dtype.is_complex() || dtype.is_bool() {
             return Err(Error::Unsupported(format!(
                 "a plan for {dtype} values: plans refill real and integer types; \
-                 assemble complex values with assemble or a Builder"
+                 assemble {dtype} values with assemble or a Builder"
             )));
         }
         if opts.skip_negative {

@@ -54,11 +54,18 @@ pub fn tensor<E: Element>(name: &str, shape: &[u64], entries: &[(Vec<u64>, E)], 
 /// Full statistics of the logical tensor (implicit zeros included).
 pub fn stats_for(t: &T) -> Statistics {
     let w = t.dtype.width();
-    let vals: Vec<f64> = t
-        .values
-        .chunks_exact(w)
-        .map(|b| t.dtype.decode(b).to_f64())
-        .collect();
+    let vals: Vec<f64> = if t.dtype.is_bool() {
+        // Stored 8 per byte.
+        let n = t.indices.len() / t.shape.len().max(1);
+        (0..n)
+            .map(|i| f64::from((t.values[i / 8] >> (i % 8)) & 1))
+            .collect()
+    } else {
+        t.values
+            .chunks_exact(w)
+            .map(|b| t.dtype.decode(b).to_f64())
+            .collect()
+    };
     let n: f64 = t.shape.iter().map(|&d| d as f64).product();
     let nnz = vals.len() as f64;
     let implicit = nnz < n;

@@ -415,7 +415,7 @@ pub(crate) fn raw_decoder(dtype: DType) -> Option<fn(&[u8]) -> u64> {
         DType::U16 => unsigned::<u16>,
         DType::U32 => unsigned::<u32>,
         DType::U64 => unsigned::<u64>,
-        DType::C64 | DType::C128 => return None,
+        DType::C64 | DType::C128 | DType::Bool => return None,
     })
 }
 

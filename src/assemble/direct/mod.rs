@@ -196,8 +196,13 @@ pub fn plan(
     opts: &AssembleOptions,
 ) -> Option<DirectPlan> {
     opts.validate().ok()?;
-    // A complex value is two lanes, which the kernel does not carry yet.
-    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK || dtype.is_complex() {
+    // A complex value is two lanes, which the kernel does not carry yet;
+    // bools combine by `or`, which its exact sums do not know.
+    if shape.is_empty()
+        || shape.len() > crate::hurray::MAX_RANK
+        || dtype.is_complex()
+        || dtype.is_bool()
+    {
         return None;
     }
     opts.layout.check_rank(shape.len()).ok()?;

@@ -55,6 +55,7 @@ fn data_descr(d: DType) -> &'static str {
         DType::U64 => "<u8",
         DType::C64 => "<c8",
         DType::C128 => "<c16",
+        DType::Bool => "|b1",
     }
 }
 
@@ -91,6 +92,13 @@ macro_rules! npy_complex {
     )*};
 }
 npy_complex!(f32, f64);
+// numpy's bool is one byte, 0 or 1: what a reader's view holds.
+impl NpyValue for crate::Bit {
+    #[inline]
+    fn put(self, out: &mut Vec<u8>) {
+        self.write_le(out);
+    }
+}
 impl NpyValue for half::bf16 {
     #[inline]
     fn put(self, out: &mut Vec<u8>) {

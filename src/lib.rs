@@ -129,6 +129,7 @@ pub mod vocab;
 internal_mod!(read);
 internal_mod!(stats);
 pub mod write;
+mod xxh3;
 // Issue 13: distributed assembly over MPI.
 #[cfg(feature = "mpi")]
 pub mod mpi;

@@ -501,6 +501,7 @@ impl FileWriter {
             values_offset,
             finished: false,
             bits: (0, 0),
+            values_digest: None,
             fw: self,
         })
     }
@@ -807,6 +808,9 @@ pub struct TensorWriter<'a> {
     finished: bool,
     /// Bool: the bits of the byte being packed (LSB first) and how many.
     bits: (u8, u32),
+    /// The values' xxh3-64, when they were written in place
+    /// ([`TensorWriter::placed`]) and hashed in pieces.
+    values_digest: Option<u64>,
 }
 
 impl TensorWriter<'_> {
@@ -1091,6 +1095,94 @@ impl TensorWriter<'_> {
         Ok(())
     }
 
+    /// Write this tensor's entries in place from several threads: a COO
+    /// tensor of f64 values whose indices have their reserved room
+    /// ([`TensorWriter::reserve_indices`]), nothing pushed yet; `None`
+    /// otherwise (nothing changes). Each thread writes its entries' bytes
+    /// at their places ([`Placed`]) and hashes them in pieces
+    /// (`crate::xxh3`); [`TensorWriter::placed_commit`] then takes them
+    /// in stream order (statistics, write-back) and
+    /// [`TensorWriter::placed_end`] the two hashes. The file's bytes are
+    /// those the same entries pushed one by one would give.
+    pub(crate) fn placed(&mut self) -> Result<Option<Placed>> {
+        let Some(at) = self.idx.at else {
+            return Ok(None);
+        };
+        if self.fw.poisoned || self.ptr.is_some() || self.dtype != DType::F64 || self.nnz > 0 {
+            return Ok(None);
+        }
+        // The header and the descriptor's room, before the values.
+        self.fw.flush()?;
+        if self.fw.pos() != self.values_offset {
+            return Err(Error::Poisoned("file writer (values not at their offset)"));
+        }
+        let file = self
+            .fw
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("duplicate the handle of", self.fw.out.path(), e))?;
+        Ok(Some(Placed {
+            file,
+            io: self.fw.io.clone(),
+            path: self.fw.out.path().to_path_buf(),
+            values_at: self.values_offset,
+            indices_at: at,
+            rank: self.shape.len() as u64,
+            bound: self.nnz_bound,
+        }))
+    }
+
+    /// The next `n` entries, written in place, in stream order: `last` is
+    /// the last one's coordinate (in range and in order: the caller
+    /// checked), `values` their values for the statistics.
+    pub(crate) fn placed_commit(
+        &mut self,
+        n: u64,
+        last: &[u64],
+        values: impl Iterator<Item = f64>,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if self.fw.poisoned || last.len() != self.shape.len() || self.nnz_bound - self.nnz < n {
+            self.fw.poisoned = true;
+            return Err(Error::Poisoned("file writer (entries written in place)"));
+        }
+        if let Some(st) = &mut self.stats {
+            st.extend(values);
+        }
+        self.prev.copy_from_slice(last);
+        self.nnz += n;
+        self.fw.flushed += n * self.width as u64;
+        self.idx.len += n * 8 * self.shape.len() as u64;
+        self.idx.in_output = true;
+        let fw = &mut *self.fw;
+        let r = fw
+            .written_back
+            .step(&fw.io, &fw.file, fw.out.path(), 0, fw.flushed)
+            .and_then(|()| match self.idx.at {
+                Some(at) => {
+                    self.idx
+                        .written_back
+                        .step(&fw.io, &fw.file, fw.out.path(), at, self.idx.len)
+                }
+                None => Ok(()),
+            });
+        self.poison_on_err(r)
+    }
+
+    /// End the writes in place: the values' and the indices' xxh3-64.
+    pub(crate) fn placed_end(&mut self, values_xxh3: u64, indices_xxh3: u64) -> Result<()> {
+        let fw = &mut *self.fw;
+        let r = fw
+            .io
+            .seek(&mut fw.file, SeekFrom::Start(fw.flushed), fw.out.path());
+        self.poison_on_err(r.map(|_| ()))?;
+        self.values_digest = Some(values_xxh3);
+        self.idx.digest = Some(indices_xxh3);
+        Ok(())
+    }
+
     fn poison_on_err(&mut self, r: Result<()>) -> Result<()> {
         if r.is_err() {
             self.fw.poisoned = true;
@@ -1152,7 +1244,7 @@ impl TensorWriter<'_> {
         if let Some(from) = self.fw.vhash_from.take() {
             self.fw.vhash.update(&self.fw.buf[from..]);
         }
-        let values_xxh3 = self.fw.vhash.digest();
+        let values_xxh3 = self.values_digest.unwrap_or_else(|| self.fw.vhash.digest());
         let (indices_len, indices_xxh3) = self.idx.append_to(self.fw)?;
         let mut pointers = None;
         if self.ptr.is_some() {
@@ -1235,6 +1327,49 @@ impl Drop for TensorWriter<'_> {
     }
 }
 
+/// Where the entries of a tensor written in place go
+/// ([`TensorWriter::placed`]): a second handle on the output, shared by
+/// the threads that write.
+pub(crate) struct Placed {
+    file: File,
+    io: IoCtx,
+    path: PathBuf,
+    values_at: u64,
+    indices_at: u64,
+    rank: u64,
+    bound: u64,
+}
+
+impl Placed {
+    /// The value bytes (little-endian f64s) of entries `entry..`.
+    pub(crate) fn write_values(&self, entry: u64, bytes: &[u8]) -> Result<()> {
+        self.check(entry, bytes.len() as u64 / 8)?;
+        self.io
+            .write_all_at(&self.file, bytes, self.values_at + 8 * entry, &self.path)
+    }
+
+    /// The index bytes (`rank` little-endian u64s each) of entries `entry..`.
+    pub(crate) fn write_indices(&self, entry: u64, bytes: &[u8]) -> Result<()> {
+        self.check(entry, bytes.len() as u64 / (8 * self.rank))?;
+        self.io.write_all_at(
+            &self.file,
+            bytes,
+            self.indices_at + 8 * self.rank * entry,
+            &self.path,
+        )
+    }
+
+    fn check(&self, entry: u64, n: u64) -> Result<()> {
+        if entry.checked_add(n).is_none_or(|e| e > self.bound) {
+            return Err(invalid(format!(
+                "entries {entry}.. ({n}) written in place beyond the {} reserved",
+                self.bound
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One buffer after the values (indices, pointers), streamed through a
 /// bounded buffer into an unnamed side file (created when the buffer first
 /// fills), then appended to the output at the next multiple of A.
@@ -1250,6 +1385,9 @@ struct SideStream {
     /// How far the bytes of `len` went to disk (reserved place only).
     written_back: Writeback,
     hash: Xxh3,
+    /// The stream's xxh3-64, when it was written in place and hashed in
+    /// pieces.
+    digest: Option<u64>,
 }
 
 impl SideStream {
@@ -1262,6 +1400,7 @@ impl SideStream {
             len: 0,
             written_back: Writeback::default(),
             hash: Xxh3::new(),
+            digest: None,
         }
     }
 
@@ -1326,7 +1465,7 @@ impl SideStream {
             r?;
         }
         debug_assert_eq!(fw.pos(), start + self.len);
-        Ok((self.len, self.hash.digest()))
+        Ok((self.len, self.digest.unwrap_or_else(|| self.hash.digest())))
     }
 }
 

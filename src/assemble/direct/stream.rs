@@ -32,10 +32,11 @@ use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};
 use crate::read::release::physical_memory;
-use crate::write::{FileWriter, TensorWriter, WriteOptions};
+use crate::write::{FileWriter, Placed, TensorWriter, WriteOptions};
+use crate::xxh3::{Chain, Part};
 use std::marker::PhantomData;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Entries handed to the tensor writer at once (as the merge does).
@@ -102,7 +103,16 @@ enum Filled {
     Failed(Failure),
 }
 
-/// The bands, in order, into a tensor writer.
+/// Index entries encoded at a time by a band written in place.
+const PLACE_CHUNK: usize = 32 * 1024;
+
+/// The bands into a tensor writer, in band order: each band waits for the
+/// bands before it to be taken ([`Order`]). A COO f64 matrix is written in
+/// place ([`InPlace`]): each band's bytes go to their places in the file
+/// and are hashed by the band's own thread, and only the statistics and
+/// the joining of the hashes wait for the bands before. Anything else goes
+/// through the tensor writer's `push_batch`, as the builder's final merge
+/// does, one band at a time.
 struct FileSink<'t, 'w, 'a> {
     staged: Mutex<Staged<'t, 'w>>,
     dtype: DType,
@@ -110,12 +120,250 @@ struct FileSink<'t, 'w, 'a> {
     tuple: Tuple<'a>,
     /// The writer's error, when a put failed.
     error: Mutex<Option<Error>>,
+    order: Mutex<Order>,
+    turn: Condvar,
+    in_place: Option<InPlace>,
+}
+
+/// The stream order of the bands' puts.
+#[derive(Default)]
+struct Order {
+    /// Entries taken so far: the band whose entries start here is next.
+    next: usize,
+    /// A put failed, why: no later band is taken, and each says the same.
+    failed: Option<Fault>,
+    /// The last coordinate taken (in place).
+    last: Option<(u64, u64)>,
+    /// The values' and the indices' hashes, joined in stream order.
+    values: Chain,
+    indices: Chain,
+}
+
+/// Writing in place: the file's places and each thread's scratch.
+struct InPlace {
+    placed: Placed,
+    shape: [u64; 2],
+    /// Scratch of the threads not writing now.
+    pool: Mutex<Vec<PlaceScratch>>,
+}
+
+#[derive(Default)]
+struct PlaceScratch {
+    values: Part,
+    indices: Part,
+    /// Encoded indices, little-endian words.
+    words: Vec<u64>,
+}
+
+impl PlaceScratch {
+    fn buffer_bytes(&self) -> usize {
+        self.values.buffer_bytes() + self.indices.buffer_bytes() + self.words.capacity() * 8
+    }
+}
+
+/// Marks the order failed when a put ends without taking its band (an
+/// error, or a panic), so that no later band waits for it.
+struct TurnGuard<'s> {
+    order: &'s Mutex<Order>,
+    turn: &'s Condvar,
+    armed: bool,
+}
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut o = self.order.lock().unwrap_or_else(|e| e.into_inner());
+            o.failed.get_or_insert(Fault::Panicked);
+            drop(o);
+            self.turn.notify_all();
+        }
+    }
+}
+
+/// The coordinates of band entries `from..` (bucket `lo + j` ending at
+/// `ends[j]`), two little-endian words each, into `out`, at most `n`.
+fn encode_entries<M: Minor>(lo: u64, minor: &[M], ends: &[u32], from: usize, n: usize, out: &mut Vec<u64>) {
+    out.clear();
+    let to = (from + n).min(minor.len());
+    let mut j = ends.partition_point(|&e| e as usize <= from);
+    let mut i = from;
+    while i < to {
+        let Some(&end) = ends.get(j) else {
+            return;
+        };
+        let row = (lo + j as u64).to_le();
+        let stop = (end as usize).min(to);
+        for m in &minor[i..stop] {
+            out.push(row);
+            out.push(m.to_u64().to_le());
+        }
+        i = stop;
+        j += 1;
+    }
 }
 
 impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
-    const IN_ORDER: bool = true;
+    // Bands are ordered by the sink itself (`Order`), by their offsets.
+    const IN_ORDER: bool = false;
 
-    fn put(&self, _off: usize, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
+    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
+        if minor.is_empty() {
+            // Nothing to write; the next band's entries start at `off` too.
+            return Ok(());
+        }
+        let mut guard = TurnGuard {
+            order: &self.order,
+            turn: &self.turn,
+            armed: true,
+        };
+        let r = match &self.in_place {
+            Some(ip) => self.put_in_place(ip, off, lo, minor, lanes, ends),
+            None => self
+                .wait_turn(off)
+                .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o)),
+        };
+        let mut o = match r {
+            Ok(o) => o,
+            Err(f) => {
+                let mut o = self.order.lock().unwrap_or_else(|e| e.into_inner());
+                let f = *o.failed.get_or_insert(f);
+                drop(o);
+                guard.armed = false;
+                self.turn.notify_all();
+                return Err(f);
+            }
+        };
+        o.next = off + minor.len();
+        drop(o);
+        guard.armed = false;
+        self.turn.notify_all();
+        Ok(())
+    }
+}
+
+impl FileSink<'_, '_, '_> {
+    /// Wait until the bands before the one at `off` are taken.
+    fn wait_turn(&self, off: usize) -> Result<MutexGuard<'_, Order>, Fault> {
+        let mut o = self.order.lock().unwrap_or_else(|e| e.into_inner());
+        while o.next != off && o.failed.is_none() {
+            o = self.turn.wait(o).unwrap_or_else(|e| e.into_inner());
+        }
+        match o.failed {
+            Some(f) => Err(f),
+            None => Ok(o),
+        }
+    }
+
+    /// One band written in place: its bytes and hashes on this thread,
+    /// then, in its turn, the statistics and the joining of the hashes.
+    fn put_in_place<M: Minor>(
+        &self,
+        ip: &InPlace,
+        off: usize,
+        lo: u64,
+        minor: &[M],
+        lanes: &[u64],
+        ends: &[u32],
+    ) -> Result<MutexGuard<'_, Order>, Fault> {
+        let w = minor.len();
+        let rows = ends.len();
+        // In range and in order: rows by construction, minors checked.
+        if lanes.len() != w
+            || rows == 0
+            || lo.checked_add(rows as u64).is_none_or(|e| e > ip.shape[0])
+            || ends.last().is_none_or(|&e| e as usize != w)
+        {
+            return Err(Fault::BadInput);
+        }
+        let mut start = 0usize;
+        for &end in ends {
+            let end = end as usize;
+            let Some(b) = minor.get(start..end) else {
+                return Err(Fault::BadInput);
+            };
+            if b.iter().any(|m| m.to_u64() >= ip.shape[1]) || b.windows(2).any(|p| p[0].to_u64() >= p[1].to_u64()) {
+                return Err(Fault::BadInput);
+            }
+            start = end;
+        }
+        let mut sc = ip
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        let r = self.write_in_place(ip, &mut sc, off, lo, minor, lanes, ends);
+        let r = r.and_then(|()| {
+            let first = (lo + ends.partition_point(|&e| e == 0) as u64, minor[0].to_u64());
+            let last = (lo + rows as u64 - 1, minor[w - 1].to_u64());
+            let mut o = self.wait_turn(off)?;
+            if o.last.is_some_and(|l| l >= first) {
+                return Err(Fault::BadInput);
+            }
+            let vt = w.min(128);
+            let vlast: Vec<u8> = lanes[w - vt..].iter().flat_map(|l| l.to_le_bytes()).collect();
+            let mut ilast = Vec::new();
+            let it = w.min(64);
+            encode_entries(lo, minor, ends, w - it, it, &mut ilast);
+            let ibytes: Vec<u8> = ilast.iter().flat_map(|x| u64::from_le(*x).to_le_bytes()).collect();
+            o.values.append(&sc.values, &vlast);
+            o.indices.append(&sc.indices, &ibytes);
+            o.last = Some(last);
+            let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = g.tw.placed_commit(w as u64, &[last.0, last.1], lanes.iter().map(|&l| f64::from_bits(l))) {
+                return Err(self.failed(e));
+            }
+            drop(g);
+            Ok(o)
+        });
+        ip.pool.lock().unwrap_or_else(|e| e.into_inner()).push(sc);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_in_place<M: Minor>(
+        &self,
+        ip: &InPlace,
+        sc: &mut PlaceScratch,
+        off: usize,
+        lo: u64,
+        minor: &[M],
+        lanes: &[u64],
+        ends: &[u32],
+    ) -> Result<(), Fault> {
+        let w = minor.len();
+        // The values: the lanes are the f64 bits.
+        sc.values.start(off as u64);
+        if cfg!(target_endian = "little") {
+            sc.values.push_le(lanes);
+            ip.placed
+                .write_values(off as u64, bytemuck::cast_slice(lanes))
+                .map_err(|e| self.failed(e))?;
+        } else {
+            for (k, c) in lanes.chunks(PLACE_CHUNK).enumerate() {
+                sc.words.clear();
+                sc.words.extend(c.iter().map(|l| l.to_le()));
+                sc.values.push_le(&sc.words);
+                ip.placed
+                    .write_values((off + k * PLACE_CHUNK) as u64, bytemuck::cast_slice(&sc.words))
+                    .map_err(|e| self.failed(e))?;
+            }
+        }
+        sc.indices.start(2 * off as u64);
+        let mut i = 0usize;
+        while i < w {
+            encode_entries(lo, minor, ends, i, PLACE_CHUNK, &mut sc.words);
+            sc.indices.push_le(&sc.words);
+            ip.placed
+                .write_indices((off + i) as u64, bytemuck::cast_slice(&sc.words))
+                .map_err(|e| self.failed(e))?;
+            i += PLACE_CHUNK;
+        }
+        Ok(())
+    }
+
+    /// One band through the tensor writer's `push_batch`, in its turn.
+    fn put_staged<M: Minor>(&self, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
         let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *g;
         let rank = self.rank;
@@ -370,6 +618,17 @@ impl DirectPlan {
                 split: *split,
             },
         };
+        // A COO f64 matrix in row order: written in place by every thread.
+        let in_place = match (&tuple, self.shape.as_slice()) {
+            (Tuple::Matrix { major: 0 }, &[rows, cols]) if self.layout == crate::options::OutputLayout::Coo => {
+                tw.placed()?.map(|placed| InPlace {
+                    placed,
+                    shape: [rows, cols],
+                    pool: Mutex::new(Vec::new()),
+                })
+            }
+            _ => None,
+        };
         let sink = FileSink {
             staged: Mutex::new(Staged {
                 tw: &mut tw,
@@ -380,10 +639,25 @@ impl DirectPlan {
             rank,
             tuple,
             error: Mutex::new(None),
+            order: Mutex::new(Order::default()),
+            turn: Condvar::new(),
+            in_place,
         };
         let r = fill(&sink);
-        let FileSink { staged, error, .. } = sink;
+        let FileSink {
+            staged,
+            error,
+            order,
+            in_place,
+            ..
+        } = sink;
         let mut staged = staged.into_inner().unwrap_or_else(|e| e.into_inner());
+        let order = order.into_inner().unwrap_or_else(|e| e.into_inner());
+        // The in-place writers' scratch, all of it held at the end.
+        let place_bytes: u64 = in_place.as_ref().map_or(0, |ip| {
+            let pool = ip.pool.lock().unwrap_or_else(|e| e.into_inner());
+            pool.iter().map(|sc| sc.buffer_bytes() as u64).sum::<u64>()
+        });
         let done = match r {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(Filled::NotHere),
@@ -394,6 +668,9 @@ impl DirectPlan {
             Err(f) => return Ok(Filled::Failed(f)),
         };
         staged.flush()?;
+        if in_place.is_some() {
+            staged.tw.placed_end(order.values.digest(), order.indices.digest())?;
+        }
         drop(staged);
         let t_write = Instant::now();
         tw.finish()?;
@@ -409,7 +686,7 @@ impl DirectPlan {
             runs_spilled: 0,
             merge_passes: 0,
             bytes_spilled: 0,
-            peak_buffer_bytes: done.2 + OUTPUT_BUFFER_BYTES,
+            peak_buffer_bytes: done.2 + OUTPUT_BUFFER_BYTES + place_bytes,
             memory_budget: opts.memory_budget,
             file_bytes: fs.bytes,
             // Counting and the bands: the kernel reads and sorts at once.

@@ -69,3 +69,9 @@ def test_values_that_are_not_bools_are_refused():
     with pytest.raises(ca.InputError, match="float"):
         ca.assemble(np.array([1.0]), ([0], [0]), (1, 1), dtype="bool")
     assert "bool" in ca.DTYPES
+
+
+def test_bools_into_a_numeric_tensor_are_0_and_1():
+    a = ca.assemble(np.array([True, True, False]), ([0, 0, 1], [0, 0, 1]), (2, 2), dtype="float64")
+    assert a.dtype == np.float64
+    np.testing.assert_array_equal(a.toarray(), [[2.0, 0.0], [0.0, 0.0]])

@@ -35,7 +35,6 @@ def test_bad_indices_are_refused_before_anything_is_pushed(tmp_path):
         (lambda b: b.push(np.ones(3), np.zeros((3, 3), dtype=int)), "match neither"),
         (lambda b: b.push(np.ones(3), (np.arange(3),)), "rank"),
         (lambda b: b.push(np.ones(2), (np.array([0.0, 1.0]), np.arange(2))), "integer array"),
-        (lambda b: b.push(np.array([True, False]), (np.arange(2), np.arange(2))), "bool"),
         (lambda b: b.push(np.ones((2, 2)), (np.arange(2), np.arange(2))), "1-D"),
         (lambda b: b.push(np.ones(2, dtype=complex), (np.arange(2), np.arange(2))), "complex"),
         (lambda b: b.push_elements(np.zeros((2, 3), dtype=int), np.ones((2, 3, 2))), "shape"),

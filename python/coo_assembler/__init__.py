@@ -404,8 +404,10 @@ class Builder:
             raise InputError(f"dofs must have shape (n_elements, k), got {d.shape}")
         if k.ndim != 3:
             raise InputError(f"ke must have shape (n_elements, k, k), got {k.shape}")
-        if k.dtype.kind not in "fiu":
-            raise InputError(f"ke must be float16/32/64 or integers, got {k.dtype}")
+        if k.dtype.kind not in "fiucb":
+            raise InputError(
+                f"ke must be float16/32/64, complex64/128, bool or integers, got {k.dtype}"
+            )
         self._native.push_elements(d, k)
 
     def push_file(self, path: PathLike, format: Optional[str] = None) -> int:

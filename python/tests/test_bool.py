@@ -75,3 +75,14 @@ def test_bools_into_a_numeric_tensor_are_0_and_1():
     a = ca.assemble(np.array([True, True, False]), ([0, 0, 1], [0, 0, 1]), (2, 2), dtype="float64")
     assert a.dtype == np.float64
     np.testing.assert_array_equal(a.toarray(), [[2.0, 0.0], [0.0, 0.0]])
+
+
+def test_push_elements_with_bool_element_matrices(tmp_path):
+    path = str(tmp_path / "be.hrry")
+    with ca.Builder((3, 3), "bool") as b:
+        b.push_elements(np.array([[0, 2], [2, 1]]), np.array([[[True, False], [False, False]], [[False, True], [False, False]]]))
+        b.finish(path)
+    np.testing.assert_array_equal(
+        ca.open(path).to_scipy().toarray(),
+        [[True, False, False], [False, False, False], [False, True, False]],
+    )

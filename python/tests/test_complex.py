@@ -139,3 +139,14 @@ def test_exports_of_a_complex_matrix(tmp_path):
     a = ca.assemble_file(str(h))
     assert a.dtype == np.complex128
     np.testing.assert_array_equal(a.toarray(), [[1, 2 - 3j], [2 + 3j, 0]])
+
+
+def test_push_elements_with_complex_element_matrices(tmp_path):
+    path = str(tmp_path / "ze.hrry")
+    with ca.Builder((3, 3), "complex128") as b:
+        b.push_elements(np.array([[0, 2]]), np.array([[[1 + 1j, 2], [3j, 4]]]))
+        b.push_elements(np.array([[0, 2]]), np.array([[[1, 0], [0, -4j]]], dtype=np.complex64))
+        b.finish(path)
+    np.testing.assert_array_equal(
+        ca.open(path).to_scipy().toarray(), [[2 + 1j, 0, 2], [0, 0, 0], [3j, 0, 4 - 4j]]
+    )

@@ -589,16 +589,50 @@ impl Builder {
     }
 }
 
-fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
-    let rank = l.core.shape().len();
-    if indices.len() != values.len() * rank {
+/// `push_many`'s arguments agree: `rank` index components per value.
+fn check_many(components: usize, values: usize, rank: usize) -> Result<()> {
+    if components != values * rank {
         return Err(Error::InvalidArgument(format!(
-            "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
-            indices.len(),
-            values.len(),
-            values.len() * rank
+            "push_many: {components} index components for {values} values of a rank-{rank} \
+             tensor (need {})",
+            values * rank
         )));
     }
+    Ok(())
+}
+
+/// `push_coo`'s three arrays have one length.
+fn check_coo(rows: usize, cols: usize, values: usize) -> Result<()> {
+    if rows != values || cols != values {
+        return Err(Error::InvalidArgument(format!(
+            "push_coo: rows ({rows}), cols ({cols}) and values ({values}) differ in length"
+        )));
+    }
+    Ok(())
+}
+
+/// An element matrix of `n` dofs goes into a matrix and has `n * n` values.
+fn check_element<K: Key>(l: &Local<K>, n: usize, values: usize) -> Result<()> {
+    let rank = l.core.shape().len();
+    if rank != 2 {
+        return Err(Error::WrongRank {
+            contribution: l.count,
+            expected: rank,
+            got: 2,
+        });
+    }
+    if values != n * n {
+        return Err(Error::InvalidArgument(format!(
+            "push_element: {n} dofs need a {n}x{n} matrix ({} values), got {values}",
+            n * n
+        )));
+    }
+    Ok(())
+}
+
+fn push_many<K: Key, V: PushValue>(l: &mut Local<K>, indices: &[u64], values: &[V]) -> Result<()> {
+    let rank = l.core.shape().len();
+    check_many(indices.len(), values.len(), rank)?;
     for (idx, &v) in indices.chunks_exact(rank).zip(values) {
         l.push(idx, v)?;
     }
@@ -611,14 +645,7 @@ fn push_many_signed<K: Key, V: PushValue>(
     values: &[V],
 ) -> Result<()> {
     let rank = l.core.shape().len();
-    if indices.len() != values.len() * rank {
-        return Err(Error::InvalidArgument(format!(
-            "push_many: {} index components for {} values of a rank-{rank} tensor (need {})",
-            indices.len(),
-            values.len(),
-            values.len() * rank
-        )));
-    }
+    check_many(indices.len(), values.len(), rank)?;
     for (idx, &v) in indices.chunks_exact(rank.max(1)).zip(values) {
         l.push_signed(idx, v)?;
     }
@@ -631,14 +658,7 @@ fn push_coo_signed<K: Key, V: PushValue>(
     cols: &[i64],
     values: &[V],
 ) -> Result<()> {
-    if rows.len() != values.len() || cols.len() != values.len() {
-        return Err(Error::InvalidArgument(format!(
-            "push_coo: rows ({}), cols ({}) and values ({}) differ in length",
-            rows.len(),
-            cols.len(),
-            values.len()
-        )));
-    }
+    check_coo(rows.len(), cols.len(), values.len())?;
     for ((&r, &c), &v) in rows.iter().zip(cols).zip(values) {
         l.push_signed(&[r, c], v)?;
     }
@@ -657,21 +677,7 @@ fn push_element_signed<K: Key, V: PushValue>(
     local: &[V],
 ) -> Result<()> {
     let n = dofs.len();
-    if l.core.shape().len() != 2 {
-        return Err(Error::WrongRank {
-            contribution: l.count,
-            expected: l.core.shape().len(),
-            got: 2,
-        });
-    }
-    if local.len() != n * n {
-        return Err(Error::InvalidArgument(format!(
-            "push_element: {} dofs need a {n}x{n} matrix ({} values), got {}",
-            n,
-            n * n,
-            local.len()
-        )));
-    }
+    check_element(l, n, local.len())?;
     let Some(first) = dofs.iter().position(|&d| d < 0) else {
         let kept: Vec<u64> = dofs.iter().map(|&d| d.unsigned_abs()).collect();
         return push_element(l, &kept, local);
@@ -711,14 +717,7 @@ fn push_coo<K: Key, V: PushValue>(
             got: 2,
         });
     }
-    if rows.len() != values.len() || cols.len() != values.len() {
-        return Err(Error::InvalidArgument(format!(
-            "push_coo: rows ({}), cols ({}) and values ({}) differ in length",
-            rows.len(),
-            cols.len(),
-            values.len()
-        )));
-    }
+    check_coo(rows.len(), cols.len(), values.len())?;
     for ((&r, &c), &v) in rows.iter().zip(cols).zip(values) {
         l.push(&[r, c], v)?;
     }
@@ -727,21 +726,7 @@ fn push_coo<K: Key, V: PushValue>(
 
 fn push_element<K: Key, V: PushValue>(l: &mut Local<K>, dofs: &[u64], local: &[V]) -> Result<()> {
     let n = dofs.len();
-    if l.core.shape().len() != 2 {
-        return Err(Error::WrongRank {
-            contribution: l.count,
-            expected: l.core.shape().len(),
-            got: 2,
-        });
-    }
-    if local.len() != n * n {
-        return Err(Error::InvalidArgument(format!(
-            "push_element: {} dofs need a {n}x{n} matrix ({} values), got {}",
-            n,
-            n * n,
-            local.len()
-        )));
-    }
+    check_element(l, n, local.len())?;
     // Validate everything first so that an error leaves nothing half pushed.
     let shape = l.core.shape();
     let extent = shape[0].min(shape[1]);

@@ -57,9 +57,9 @@ pub fn stats_for(t: &T) -> Statistics {
     let vals: Vec<f64> = if t.dtype.is_bool() {
         // Stored 8 per byte.
         let n = t.indices.len() / t.shape.len().max(1);
-        (0..n)
-            .map(|i| f64::from((t.values[i / 8] >> (i % 8)) & 1))
-            .collect()
+        let mut bits = Vec::new();
+        coo_assembler::unpack_bools(&t.values, n, &mut bits);
+        bits.into_iter().map(f64::from).collect()
     } else {
         t.values
             .chunks_exact(w)

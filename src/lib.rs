@@ -148,7 +148,7 @@ pub use element::{
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use layout::{Layout, LayoutKind};
-pub use refill::Plan;
+pub use refill::{refill_plan_file, Plan, PlanFile, PlanFileSummary, RefillSummary};
 // The handle's type rides in `AssembleOptions::io` (so struct-update
 // syntax keeps working); its fault plans are nameable with `internals` only.
 #[doc(hidden)]

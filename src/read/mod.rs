@@ -458,6 +458,13 @@ impl HurrayFile {
         }
     }
 
+    /// Drop the whole pages inside `bytes` (a slice of this file's
+    /// mapping) from the resident set: a streaming pass gives back what
+    /// lies behind it. No-op for an in-memory copy.
+    pub(crate) fn release(&self, bytes: &[u8]) {
+        self.backing.mapped().release(bytes);
+    }
+
     /// Map `path` into memory and validate its structure (default options).
     ///
     /// See the module docs about `SIGBUS` when the file is truncated while

@@ -26,18 +26,24 @@ pub struct RefillSummary {
     pub nnz: u64,
     /// The output file's size.
     pub bytes: u64,
+    /// The result's layout.
+    pub layout: crate::options::OutputLayout,
+    /// The result's element type.
+    pub dtype: DType,
+    /// Parts the plan was refilled in (1 for a plan held in memory).
+    pub parts: usize,
 }
 
-fn input_error(path: &Path, detail: String) -> Error {
+pub(super) fn input_error(path: &Path, detail: String) -> Error {
     Error::InvalidArgument(format!("values file {}: {detail}", path.display()))
 }
 
-fn id_of(path: &Path) -> Option<FileId> {
+pub(super) fn id_of(path: &Path) -> Option<FileId> {
     std::fs::metadata(path).ok().map(|m| FileId::of(&m, path))
 }
 
 /// The values of `path`, as `V`, from `bytes` little-endian.
-fn decode<V: bytemuck::Pod>(bytes: &[u8], big_endian: bool) -> Vec<V> {
+pub(super) fn decode<V: bytemuck::Pod>(bytes: &[u8], big_endian: bool) -> Vec<V> {
     let w = std::mem::size_of::<V>();
     bytes
         .chunks_exact(w)
@@ -65,40 +71,9 @@ impl Plan {
         output: &Path,
         inputs: &[&Path],
     ) -> Result<RefillSummary> {
-        let mut f = std::fs::File::open(values).map_err(|e| Error::io("open", values, e))?;
-        let len = f
-            .metadata()
-            .map_err(|e| Error::io("stat", values, e))?
-            .len();
-        let mut magic = [0u8; 6];
-        let npy = len >= 6 && {
-            f.read_exact(&mut magic)
-                .map_err(|e| Error::io("read", values, e))?;
-            &magic == b"\x93NUMPY"
-        };
-        let f = std::fs::File::open(values).map_err(|e| Error::io("open", values, e))?;
-        let mut r = std::io::BufReader::new(f);
-        let name = values.display().to_string();
-        let (dtype, big_endian) = if npy {
-            let h = read_npy_header(&mut r, &name)?;
-            if h.shape.len() != 1 {
-                return Err(input_error(
-                    values,
-                    format!("a 1-D array is needed, got shape {:?}", h.shape),
-                ));
-            }
-            if h.kind == NpyKind::Bool {
-                return Err(input_error(
-                    values,
-                    "bool values cannot refill a plan".into(),
-                ));
-            }
-            (h.dtype(), h.big_endian)
-        } else {
-            (self.dtype, false)
-        };
-        let n = self.contributions() as u64;
-        let want = n.saturating_mul(dtype.width() as u64);
+        let mut src = ValuesFile::open(values, self.dtype, self.contributions() as u64)?;
+        let (dtype, big_endian) = (src.dtype, src.big_endian);
+        let want = src.data_bytes;
         let mut bytes = Vec::new();
         bytes
             .try_reserve_exact(want as usize)
@@ -106,23 +81,15 @@ impl Plan {
                 what: "the refill's values",
                 bytes: want,
             })?;
-        r.by_ref()
-            .take(want + 1)
+        src.reader
+            .by_ref()
+            .take(want)
             .read_to_end(&mut bytes)
             .map_err(|e| Error::io("read", values, e))?;
         if bytes.len() as u64 != want {
             return Err(input_error(
                 values,
-                format!(
-                    "{} bytes of {} values where the plan takes {n} values ({want} bytes){}",
-                    bytes.len(),
-                    dtype.name(),
-                    if npy {
-                        ""
-                    } else {
-                        "; raw files hold little-endian values of the plan's element type"
-                    }
-                ),
+                "the file shrank while it was read".into(),
             ));
         }
         macro_rules! by_value {
@@ -221,6 +188,102 @@ impl Plan {
             contributions: v.len() as u64,
             nnz: self.nnz() as u64,
             bytes: s.bytes,
+            layout: self.layout,
+            dtype: self.dtype,
+            parts: 1,
         })
+    }
+}
+
+/// A values file opened for a refill, positioned at its first value.
+pub(super) struct ValuesFile {
+    pub(super) reader: std::io::BufReader<std::fs::File>,
+    /// The values' element type (the plan's for a raw file).
+    pub(super) dtype: DType,
+    pub(super) big_endian: bool,
+    /// Bytes of values: one per contribution of the plan (checked).
+    pub(super) data_bytes: u64,
+}
+
+impl ValuesFile {
+    /// Open `path` (`.npy`, recognised by its magic, or raw little-endian
+    /// values of `plan_dtype`) for a plan of `n` contributions: a file of
+    /// another shape or length is refused, saying which.
+    pub(super) fn open(path: &Path, plan_dtype: DType, n: u64) -> Result<ValuesFile> {
+        use std::io::Seek;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let len = f.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        let mut magic = [0u8; 6];
+        let npy = len >= 6 && {
+            f.read_exact(&mut magic)
+                .map_err(|e| Error::io("read", path, e))?;
+            &magic == b"\x93NUMPY"
+        };
+        f.rewind().map_err(|e| Error::io("seek", path, e))?;
+        let mut r = std::io::BufReader::with_capacity(1 << 20, f);
+        let name = path.display().to_string();
+        let (dtype, big_endian) = if npy {
+            let h = read_npy_header(&mut r, &name)?;
+            if h.shape.len() != 1 {
+                return Err(input_error(
+                    path,
+                    format!("a 1-D array is needed, got shape {:?}", h.shape),
+                ));
+            }
+            if h.kind == NpyKind::Bool {
+                return Err(input_error(path, "bool values cannot refill a plan".into()));
+            }
+            (h.dtype(), h.big_endian)
+        } else {
+            (plan_dtype, false)
+        };
+        let at = r
+            .stream_position()
+            .map_err(|e| Error::io("seek", path, e))?;
+        let have = len.saturating_sub(at);
+        let want = n.saturating_mul(dtype.width() as u64);
+        if have != want {
+            return Err(input_error(
+                path,
+                format!(
+                    "{have} bytes of {} values where the plan takes {n} values ({want} bytes){}",
+                    dtype.name(),
+                    if npy {
+                        ""
+                    } else {
+                        "; raw files hold little-endian values of the plan's element type"
+                    }
+                ),
+            ));
+        }
+        Ok(ValuesFile {
+            reader: r,
+            dtype,
+            big_endian,
+            data_bytes: want,
+        })
+    }
+}
+
+/// Refill the plan file `plan` (either kind: a plan held in memory,
+/// [`Plan::save`], is loaded; a plan kept in parts,
+/// [`super::PlanFile::create`], is refilled part by part within
+/// `opts.memory_budget`) with the values file `values`, into the Hurray
+/// file `output`. What the CLI's `refill` runs.
+pub fn refill_plan_file(
+    plan: &Path,
+    values: &Path,
+    output: &Path,
+    opts: &AssembleOptions,
+) -> Result<RefillSummary> {
+    let f = crate::read::HurrayFile::open(plan)?;
+    let h = super::store::Header::read(&f, &plan.display().to_string())?;
+    drop(f);
+    if h.version == super::store::PARTED_VERSION {
+        super::PlanFile::open(plan)?.refill_file(values, output, &[plan], opts)
+    } else {
+        Plan::load(plan)?
+            .with_threads(opts.threads)
+            .refill_file(values, output, &[plan])
     }
 }

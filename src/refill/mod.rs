@@ -28,10 +28,12 @@
 
 mod file;
 mod fill;
+mod parted;
 mod pattern;
 mod store;
-pub use file::RefillSummary;
-pub use store::PLAN_VERSION;
+pub use file::{refill_plan_file, RefillSummary};
+pub use parted::{PlanFile, PlanFileSummary};
+pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
 use crate::assemble::direct::lane::{CombineReduce, ExactF64};
@@ -205,30 +207,7 @@ impl Plan {
     ) -> Result<Plan> {
         opts.validate()?;
         crate::assemble::check_shape(opts.layout, shape)?;
-        if dtype.is_complex() || dtype.is_bool() {
-            return Err(Error::Unsupported(format!(
-                "a plan for {dtype} values: plans refill real and integer types; \
-                 assemble {dtype} values with assemble or a Builder"
-            )));
-        }
-        if opts.skip_negative {
-            // A refill reads one value per contribution, through the plan's
-            // positions: a skipped one would need a hole in them, which
-            // no refill kernel knows; refused rather than half supported.
-            return Err(Error::InvalidOptions(
-                "skip_negative is not supported by plans: a refill reads every contribution's \
-                 value. Remove the contributions with a negative index before planning (or \
-                 assemble with skip_negative through assemble or a Builder)"
-                    .into(),
-            ));
-        }
-        if opts.drop_zeros {
-            return Err(Error::InvalidOptions(
-                "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
-                 plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
-                    .into(),
-            ));
-        }
+        check_plannable(dtype, opts)?;
         let n = c.len() as u64;
         let major = if opts.layout.is_compressed() {
             shape[opts.layout.major_dim()]
@@ -409,21 +388,7 @@ impl Plan {
                 self.dtype.name()
             )));
         }
-        let r = if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
-            let red = ExactF64 {
-                general: CombineReduce {
-                    comb: &FloatSum(DType::F64),
-                    drop_zeros: false,
-                    out: PhantomData,
-                },
-            };
-            self.fill_with(values, out, &red, stop)
-        } else {
-            with_combiner!(self.kind, self.dtype, comb => {
-                let red = CombineReduce::<_, O> { comb: &comb, drop_zeros: false, out: PhantomData };
-                self.fill_with(values, out, &red, stop)
-            })
-        };
+        let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
         match r {
             Ok(()) => Ok(()),
             Err(Stop::BadValue) => Err(fill::first_bad_value(values, self.dtype, self.non_finite)),
@@ -442,47 +407,13 @@ impl Plan {
         }
     }
 
-    fn fill_with<V, R, O>(
-        &self,
-        values: &[V],
-        out: &mut [O],
-        red: &R,
-        stop: Option<&AtomicBool>,
-    ) -> std::result::Result<(), Stop>
-    where
-        V: DirectValue,
-        R: crate::assemble::direct::lane::Reduce<u64>,
-        O: OutValue,
-    {
-        match V::as_f64s(values) {
-            Some(v) if self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep => {
-                fill::fill(
-                    v,
-                    &self.order,
-                    &self.starts,
-                    out,
-                    &Bits,
-                    red,
-                    self.threads,
-                    stop,
-                )
-            }
-            _ => {
-                let to = Checked {
-                    dtype: self.dtype,
-                    policy: self.non_finite,
-                };
-                fill::fill(
-                    values,
-                    &self.order,
-                    &self.starts,
-                    out,
-                    &to,
-                    red,
-                    self.threads,
-                    stop,
-                )
-            }
+    /// How this plan's values combine.
+    fn how(&self) -> How {
+        How {
+            kind: self.kind,
+            dtype: self.dtype,
+            non_finite: self.non_finite,
+            threads: self.threads,
         }
     }
 
@@ -515,4 +446,104 @@ impl Plan {
                 .collect()
         }
     }
+}
+
+/// How a refill combines: what [`reduce_slices`] needs of a plan.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct How {
+    pub(crate) kind: CombinerKind,
+    pub(crate) dtype: DType,
+    pub(crate) non_finite: NonFinitePolicy,
+    pub(crate) threads: usize,
+}
+
+/// Reduce every entry of `starts` (offsets into `order`, positions into
+/// `values`) into `out` with `how`'s combiner, the exact f64 sum for f64
+/// sums: the one refill kernel of in-memory plans and of each part of a
+/// plan on disk.
+pub(crate) fn reduce_slices<V, O>(
+    how: &How,
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: DirectValue,
+    O: OutValue,
+{
+    if how.kind == CombinerKind::FloatSum && how.dtype == DType::F64 {
+        let red = ExactF64 {
+            general: CombineReduce {
+                comb: &FloatSum(DType::F64),
+                drop_zeros: false,
+                out: PhantomData,
+            },
+        };
+        fill_with(how, values, order, starts, out, &red, stop)
+    } else {
+        with_combiner!(how.kind, how.dtype, comb => {
+            let red = CombineReduce::<_, O> { comb: &comb, drop_zeros: false, out: PhantomData };
+            fill_with(how, values, order, starts, out, &red, stop)
+        })
+    }
+}
+
+fn fill_with<V, R, O>(
+    how: &How,
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    red: &R,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: DirectValue,
+    R: crate::assemble::direct::lane::Reduce<u64>,
+    O: OutValue,
+{
+    match V::as_f64s(values) {
+        Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
+            fill::fill(v, order, starts, out, &Bits, red, how.threads, stop)
+        }
+        _ => {
+            let to = Checked {
+                dtype: how.dtype,
+                policy: how.non_finite,
+            };
+            fill::fill(values, order, starts, out, &to, red, how.threads, stop)
+        }
+    }
+}
+
+/// The refusals every plan makes, in memory or in parts on disk: the
+/// value types and options a fixed pattern cannot serve.
+pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions) -> Result<()> {
+    if dtype.is_complex() || dtype.is_bool() {
+        return Err(Error::Unsupported(format!(
+            "a plan for {dtype} values: plans refill real and integer types; \
+             assemble {dtype} values with assemble or a Builder"
+        )));
+    }
+    if opts.skip_negative {
+        // A refill reads one value per contribution, through the plan's
+        // positions: a skipped one would need a hole in them, which
+        // no refill kernel knows; refused rather than half supported.
+        return Err(Error::InvalidOptions(
+            "skip_negative is not supported by plans: a refill reads every contribution's \
+             value. Remove the contributions with a negative index before planning (or \
+             assemble with skip_negative through assemble or a Builder)"
+                .into(),
+        ));
+    }
+    if opts.drop_zeros {
+        return Err(Error::InvalidOptions(
+            "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
+             plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
+                .into(),
+        ));
+    }
+    Ok(())
 }

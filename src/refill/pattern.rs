@@ -28,6 +28,38 @@ pub(crate) trait Coords: Sync {
     /// Index of contribution `k` in dimension `d`: Ok(widened) or, for a
     /// negative one, Err(its value).
     fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128>;
+    /// Contributions `from..to` have been read by a streaming pass and
+    /// will not be read again soon: a mapped source gives back their pages.
+    fn release(&self, from: usize, to: usize) {
+        let _ = (from, to);
+    }
+}
+
+/// Binary records mapped in memory (`rank` u64 indices, then a value of
+/// `width` bytes; see `crate::input::bin`), their pages given back as the
+/// passes go.
+pub(crate) struct BinRecords<'a> {
+    pub(crate) input: &'a crate::input::MappedInput,
+    pub(crate) rank: usize,
+    pub(crate) width: usize,
+}
+
+impl Coords for BinRecords<'_> {
+    fn len(&self) -> usize {
+        self.input.bytes().len() / (self.rank * 8 + self.width)
+    }
+    #[inline(always)]
+    fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128> {
+        let at = k * (self.rank * 8 + self.width) + d * 8;
+        let b = self.input.bytes();
+        Ok(b.get(at..at + 8).map_or(u64::MAX, |x| {
+            u64::from_le_bytes(x.try_into().unwrap_or([0xff; 8]))
+        }))
+    }
+    fn release(&self, from: usize, to: usize) {
+        let rec = self.rank * 8 + self.width;
+        self.input.release_range(from * rec, to * rec);
+    }
 }
 
 /// One index array per dimension, all as long.
@@ -101,7 +133,7 @@ fn digest_part<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> u64 {
 
 /// The key of a contribution in storage order: dimension `perm[0]` in the
 /// highest bits.
-struct KeyShape {
+pub(super) struct KeyShape {
     /// Dimensions in storage order (CSC: column first).
     perm: Vec<usize>,
     /// Shift of each dimension (by dimension number).
@@ -109,11 +141,11 @@ struct KeyShape {
     /// Extents (by dimension number).
     extents: Vec<u64>,
     /// Bits of the whole key.
-    total: u32,
+    pub(super) total: u32,
 }
 
 impl KeyShape {
-    fn new(shape: &[u64], layout: OutputLayout) -> Option<KeyShape> {
+    pub(super) fn new(shape: &[u64], layout: OutputLayout) -> Option<KeyShape> {
         let rank = shape.len();
         let perm: Vec<usize> = if layout == OutputLayout::Csc {
             vec![1, 0]
@@ -136,7 +168,7 @@ impl KeyShape {
 
     /// The key of contribution `k`, or the error a push would give.
     #[inline(always)]
-    fn key<C: Coords>(&self, c: &C, k: usize) -> Result<u64> {
+    pub(super) fn key<C: Coords>(&self, c: &C, k: usize) -> Result<u64> {
         let mut key = 0u64;
         for (d, (&s, &e)) in self.shifts.iter().zip(&self.extents).enumerate() {
             match c.get(k, d) {
@@ -149,7 +181,7 @@ impl KeyShape {
     }
 
     /// The index tuple of a key (dimension order).
-    fn unpack(&self, key: u64, out: &mut [u64]) {
+    pub(super) fn unpack(&self, key: u64, out: &mut [u64]) {
         for (d, o) in out.iter_mut().enumerate() {
             let b = bits_of(self.extents[d]);
             *o = if b == 0 {
@@ -192,23 +224,22 @@ fn oom(what: &'static str, n: usize, width: usize) -> Error {
     }
 }
 
-fn zeros<T: Clone + Default>(n: usize, what: &'static str) -> Result<Vec<T>> {
+pub(super) fn zeros<T: Clone + Default>(n: usize, what: &'static str) -> Result<Vec<T>> {
     crate::assemble::direct::out::filled(n, T::default(), what)
 }
 
-fn stopped(stop: Option<&AtomicBool>) -> bool {
+pub(super) fn stopped(stop: Option<&AtomicBool>) -> bool {
     stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
-fn stop_error() -> Error {
+pub(super) fn stop_error() -> Error {
     Error::Poisoned("planning (stopped by its caller)")
 }
 
-/// Split `0..n` into `parts` contiguous ranges.
 /// Split `0..n` into `parts` contiguous ranges cut at multiples of
 /// [`DIGEST_BLOCK`], so that the digest (folded block by block) does not
 /// depend on the thread count.
-fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
+pub(super) fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
     let parts = parts.max(1);
     let cut = |t: usize| ((n * t / parts) / DIGEST_BLOCK * DIGEST_BLOCK).min(n);
     (0..parts)
@@ -217,11 +248,11 @@ fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
 }
 
 /// Contributions per block of the digest.
-const DIGEST_BLOCK: usize = 1 << 16;
+pub(super) const DIGEST_BLOCK: usize = 1 << 16;
 
 /// The digests of the blocks of `from..to` (`from` a multiple of
 /// [`DIGEST_BLOCK`]).
-fn block_digests<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> Vec<u64> {
+pub(super) fn block_digests<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> Vec<u64> {
     (from..to)
         .step_by(DIGEST_BLOCK)
         .map(|b| digest_part(c, rank, b, (b + DIGEST_BLOCK).min(to)))

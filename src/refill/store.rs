@@ -28,20 +28,23 @@ use std::path::Path;
 
 /// The version of the plan file format this crate writes and reads.
 pub const PLAN_VERSION: u64 = 1;
+/// The version of a plan kept in parts on disk (planned out of core,
+/// refilled part by part: `super::parted`).
+pub const PARTED_VERSION: u64 = 2;
 
-const KEY_VERSION: &str = "coo_assembler.plan.version";
-const KEY_DIGEST: &str = "coo_assembler.plan.digest";
-const KEY_DTYPE: &str = "coo_assembler.plan.dtype";
-const KEY_DUPLICATES: &str = "coo_assembler.plan.duplicates";
-const KEY_EXACT: &str = "coo_assembler.plan.exact_sums";
-const KEY_NON_FINITE: &str = "coo_assembler.plan.non_finite";
+pub(super) const KEY_VERSION: &str = "coo_assembler.plan.version";
+pub(super) const KEY_DIGEST: &str = "coo_assembler.plan.digest";
+pub(super) const KEY_DTYPE: &str = "coo_assembler.plan.dtype";
+pub(super) const KEY_DUPLICATES: &str = "coo_assembler.plan.duplicates";
+pub(super) const KEY_EXACT: &str = "coo_assembler.plan.exact_sums";
+pub(super) const KEY_NON_FINITE: &str = "coo_assembler.plan.non_finite";
 /// xxh3 of the other plan entries and the two tensors' shapes: the KV
 /// section has no checksum of its own.
-const KEY_CHECK: &str = "coo_assembler.plan.check";
-const PATTERN: &str = "pattern";
-const ORDER: &str = "order";
+pub(super) const KEY_CHECK: &str = "coo_assembler.plan.check";
+pub(super) const PATTERN: &str = "pattern";
+pub(super) const ORDER: &str = "order";
 
-fn refused(path: &str, detail: String) -> Error {
+pub(super) fn refused(path: &str, detail: String) -> Error {
     Error::InvalidFile {
         section: format!("plan file {path}"),
         offset: 0,
@@ -69,6 +72,7 @@ impl Plan {
             exact_sums: self.exact_sums,
             non_finite: &self.non_finite.to_string(),
             n: self.order.len() as u64,
+            parts: None,
         };
         w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
         {
@@ -109,50 +113,29 @@ impl Plan {
     }
 
     fn from_file(f: &HurrayFile, name: &str) -> Result<Plan> {
-        let kv = |k: &str| f.kv().iter().find(|(key, _)| key == k).map(|(_, v)| v);
-        let version = match kv(KEY_VERSION) {
-            Some(KvValue::U64(v)) => *v,
-            _ => {
-                return Err(refused(
-                    name,
-                    "not a plan file (no plan version in its KV section)".into(),
-                ))
-            }
-        };
-        if version != PLAN_VERSION {
+        let h = Header::read(f, name)?;
+        if h.version == PARTED_VERSION {
             return Err(refused(
                 name,
-                format!("plan file version {version}; this coo-assembler reads version {PLAN_VERSION}: plan again"),
+                "this plan was made out of core and is kept in parts on disk: refill it with \
+                 `coo-assembler refill` or PlanFile::refill_file (it is not loaded into memory)"
+                    .into(),
             ));
         }
-        let text = |k: &str| match kv(k) {
-            Some(KvValue::String(s)) => Ok(s.clone()),
-            _ => Err(refused(
-                name,
-                format!("KV entry {k} is missing or not a string"),
-            )),
-        };
-        let digest = match kv(KEY_DIGEST) {
-            Some(KvValue::U64(d)) => *d,
-            _ => return Err(refused(name, format!("KV entry {KEY_DIGEST} is missing"))),
-        };
-        let exact_sums = match kv(KEY_EXACT) {
-            Some(KvValue::Bool(b)) => *b,
-            _ => return Err(refused(name, format!("KV entry {KEY_EXACT} is missing"))),
-        };
+        let Header {
+            digest,
+            dtype,
+            duplicates,
+            exact_sums,
+            non_finite,
+            stored_check,
+            ..
+        } = h;
         let (dt, dup, nf) = (
-            text(KEY_DTYPE)?,
-            text(KEY_DUPLICATES)?,
-            text(KEY_NON_FINITE)?,
+            dtype.name().to_string(),
+            duplicates.to_string(),
+            non_finite.to_string(),
         );
-        let bad_name = |k: &str, e: Error| refused(name, format!("KV entry {k}: {e}"));
-        let dtype = DType::parse(&dt).map_err(|e| bad_name(KEY_DTYPE, e))?;
-        let duplicates = DuplicatePolicy::parse(&dup).map_err(|e| bad_name(KEY_DUPLICATES, e))?;
-        let non_finite = NonFinitePolicy::parse(&nf).map_err(|e| bad_name(KEY_NON_FINITE, e))?;
-        let stored_check = match kv(KEY_CHECK) {
-            Some(KvValue::U64(c)) => *c,
-            _ => return Err(refused(name, format!("KV entry {KEY_CHECK} is missing"))),
-        };
         // Checksums and the content rules (sorted, in bounds, pointers).
         if let Some(pr) = f
             .verify()
@@ -203,6 +186,7 @@ impl Plan {
             exact_sums,
             non_finite: &nf,
             n: order.len() as u64,
+            parts: None,
         };
         if check.value() != stored_check {
             return Err(refused(
@@ -287,19 +271,21 @@ impl Plan {
 
 /// What the `coo_assembler.plan.check` entry covers: the plan's other KV
 /// entries, its shape, layout and contribution count.
-struct Check<'a> {
-    shape: &'a [u64],
-    layout: crate::options::OutputLayout,
-    digest: u64,
-    dtype: &'a str,
-    duplicates: &'a str,
-    exact_sums: bool,
-    non_finite: &'a str,
-    n: u64,
+pub(super) struct Check<'a> {
+    pub(super) shape: &'a [u64],
+    pub(super) layout: crate::options::OutputLayout,
+    pub(super) digest: u64,
+    pub(super) dtype: &'a str,
+    pub(super) duplicates: &'a str,
+    pub(super) exact_sums: bool,
+    pub(super) non_finite: &'a str,
+    pub(super) n: u64,
+    /// A plan kept in parts ([`PARTED_VERSION`]): how many.
+    pub(super) parts: Option<u64>,
 }
 
 impl Check<'_> {
-    fn value(&self) -> u64 {
+    pub(super) fn value(&self) -> u64 {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         h.update(&PLAN_VERSION.to_le_bytes());
         h.update(&self.digest.to_le_bytes());
@@ -317,6 +303,9 @@ impl Check<'_> {
         for &e in self.shape {
             h.update(&e.to_le_bytes());
         }
+        if let Some(p) = self.parts {
+            h.update(&p.to_le_bytes());
+        }
         h.digest()
     }
 }
@@ -333,5 +322,78 @@ fn narrow(v: &[u64]) -> Ix {
         Ix::U32(v.iter().map(|&x| x as u32).collect())
     } else {
         Ix::U64(v.to_vec())
+    }
+}
+
+/// The KV entries every plan file holds, read and checked for names.
+pub(super) struct Header {
+    pub(super) version: u64,
+    pub(super) digest: u64,
+    pub(super) dtype: DType,
+    pub(super) duplicates: DuplicatePolicy,
+    pub(super) exact_sums: bool,
+    pub(super) non_finite: NonFinitePolicy,
+    /// The `coo_assembler.plan.check` entry, to compare with a [`Check`].
+    pub(super) stored_check: u64,
+}
+
+impl Header {
+    /// The plan entries of `f`'s KV section: a file that is not a plan, of
+    /// a version this crate does not read, or whose entries are missing or
+    /// misnamed is refused.
+    pub(super) fn read(f: &HurrayFile, name: &str) -> Result<Header> {
+        let kv = |k: &str| f.kv().iter().find(|(key, _)| key == k).map(|(_, v)| v);
+        let version = match kv(KEY_VERSION) {
+            Some(KvValue::U64(v)) => *v,
+            _ => {
+                return Err(refused(
+                    name,
+                    "not a plan file (no plan version in its KV section)".into(),
+                ))
+            }
+        };
+        if version != PLAN_VERSION && version != PARTED_VERSION {
+            return Err(refused(
+                    name,
+                    format!("plan file version {version}; this coo-assembler reads versions {PLAN_VERSION} and {PARTED_VERSION}: plan again"),
+                ));
+        }
+        let text = |k: &str| match kv(k) {
+            Some(KvValue::String(s)) => Ok(s.clone()),
+            _ => Err(refused(
+                name,
+                format!("KV entry {k} is missing or not a string"),
+            )),
+        };
+        let digest = match kv(KEY_DIGEST) {
+            Some(KvValue::U64(d)) => *d,
+            _ => return Err(refused(name, format!("KV entry {KEY_DIGEST} is missing"))),
+        };
+        let exact_sums = match kv(KEY_EXACT) {
+            Some(KvValue::Bool(b)) => *b,
+            _ => return Err(refused(name, format!("KV entry {KEY_EXACT} is missing"))),
+        };
+        let (dt, dup, nf) = (
+            text(KEY_DTYPE)?,
+            text(KEY_DUPLICATES)?,
+            text(KEY_NON_FINITE)?,
+        );
+        let bad_name = |k: &str, e: Error| refused(name, format!("KV entry {k}: {e}"));
+        let dtype = DType::parse(&dt).map_err(|e| bad_name(KEY_DTYPE, e))?;
+        let duplicates = DuplicatePolicy::parse(&dup).map_err(|e| bad_name(KEY_DUPLICATES, e))?;
+        let non_finite = NonFinitePolicy::parse(&nf).map_err(|e| bad_name(KEY_NON_FINITE, e))?;
+        let stored_check = match kv(KEY_CHECK) {
+            Some(KvValue::U64(c)) => *c,
+            _ => return Err(refused(name, format!("KV entry {KEY_CHECK} is missing"))),
+        };
+        Ok(Header {
+            version,
+            digest,
+            dtype,
+            duplicates,
+            exact_sums,
+            non_finite,
+            stored_check,
+        })
     }
 }

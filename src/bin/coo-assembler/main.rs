@@ -20,6 +20,7 @@ mod get;
 mod info;
 mod matvec;
 mod names;
+mod plan;
 mod refill;
 mod spy;
 mod verify;
@@ -119,6 +120,17 @@ enum Cmd {
     Export(export::ExportArgs),
     /// Draw the sparsity pattern as a PNG (shade: log of the entries per pixel).
     Spy(spy::SpyArgs),
+    /// Plan a pattern out of core from the coordinates of a bin file, for `refill`.
+    #[command(
+        after_help = "The plan is cut into parts that each fit --memory-budget; \
+                  every later `refill` of it streams one step's values through it \
+                  within the same budget, bit for bit what `assemble` writes for \
+                  the same contributions.\n\n\
+                  Examples:\n  \
+                  coo-assembler plan --input mesh.bin --shape 830584,830584 --layout csr -o K.plan\n  \
+                  coo-assembler refill K.plan step_001.f64 -o K_001.hrry"
+    )]
+    Plan(plan::PlanArgs),
     /// Assemble one step's values with a saved plan (same pattern, new values).
     #[command(after_help = "A plan is made once from the coordinates (Python: \
                   P = coo_assembler.plan((row, col), shape); P.save(\"K.plan\")), \
@@ -248,6 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Matvec(a) => matvec::run(a),
         Cmd::Export(a) => export::run(a),
         Cmd::Spy(a) => spy::run(a),
+        Cmd::Plan(a) => plan::run(a),
         Cmd::Refill(a) => refill::run(a),
         Cmd::Verify { file, strict, pick } => verify::run(&file, &pick, strict),
     }

@@ -1,8 +1,12 @@
 //! `coo-assembler refill`: one step's values through a saved plan into a
-//! Hurray file (the library's `Plan::refill_file`).
+//! Hurray file (the library's `refill_plan_file`: a plan held in memory
+//! is loaded, a plan kept in parts is refilled part by part within the
+//! budget).
 
+use crate::names::size;
 use clap::Args;
-use coo_assembler::Plan;
+use coo_assembler::vocab::format_size;
+use coo_assembler::AssembleOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -10,7 +14,8 @@ use std::time::Instant;
 #[derive(Args)]
 pub(crate) struct RefillArgs {
     /// The plan file (written by `Plan::save`, Python's `Plan.save` or C's
-    /// `coo_plan_save`).
+    /// `coo_plan_save`, or a plan kept in parts by `PlanFile::create` /
+    /// Python's `plan_to_file`).
     plan: PathBuf,
     /// The values: a 1-D `.npy` array (any integer or float type), or a raw
     /// file of little-endian values of the plan's element type, one per
@@ -20,6 +25,18 @@ pub(crate) struct RefillArgs {
     /// values file).
     #[arg(long, short, value_name = "PATH")]
     output: PathBuf,
+    /// Memory for a plan kept in parts: its largest part's working set
+    /// and the buffers must fit (the error says how much is needed). A
+    /// plan held in memory is loaded whole.
+    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
+    memory_budget: u64,
+    /// Cores to use (default: all). The result is the same for any N.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Directory for the spill files of a plan kept in parts (default:
+    /// $TMPDIR or /tmp).
+    #[arg(long, value_name = "DIR")]
+    temp_dir: Option<PathBuf>,
     /// Print nothing on success.
     #[arg(long, short)]
     quiet: bool,
@@ -27,17 +44,32 @@ pub(crate) struct RefillArgs {
 
 pub(crate) fn run(a: RefillArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
-    let plan = Plan::load(&a.plan)?;
-    let s = plan.refill_file(&a.values, &a.output, &[&a.plan])?;
+    let d = AssembleOptions::default();
+    let opts = AssembleOptions {
+        memory_budget: a.memory_budget,
+        threads: a.threads.unwrap_or(d.threads).max(1),
+        temp_dir: a.temp_dir.clone(),
+        ..d
+    };
+    let s = coo_assembler::refill_plan_file(&a.plan, &a.values, &a.output, &opts)?;
     if !a.quiet {
+        let parts = if s.parts > 1 {
+            format!(
+                ", {} parts within {}",
+                s.parts,
+                format_size(a.memory_budget)
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
-            "wrote {}: {} entries from {} values in {:.2} s ({} {} plan)",
+            "wrote {}: {} entries from {} values in {:.2} s ({} {} plan{parts})",
             s.path.display(),
             coo_assembler::group_digits(s.nnz.into()),
             coo_assembler::group_digits(s.contributions.into()),
             t0.elapsed().as_secs_f64(),
-            plan.layout(),
-            plan.dtype().name(),
+            s.layout,
+            s.dtype.name(),
         );
     }
     Ok(ExitCode::SUCCESS)

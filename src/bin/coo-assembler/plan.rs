@@ -1,0 +1,87 @@
+//! `coo-assembler plan`: the pattern of a binary records file, planned
+//! out of core into a plan file kept in parts (the library's
+//! `PlanFile::create_from_bin`), for `refill` to fill step after step.
+
+use crate::names::{named, size};
+use crate::parse_list;
+use clap::Args;
+use coo_assembler::vocab::format_size;
+use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub(crate) struct PlanArgs {
+    /// Binary records (`rank` u64 little-endian indices, then one value of
+    /// --dtype; the values are not read), one per contribution, in the
+    /// order the values of every step will come.
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+    /// Extent of each dimension, comma separated (e.g. 1000,1000).
+    #[arg(long, value_name = "N,N,...")]
+    shape: String,
+    /// Element type of the records' values and of the results.
+    #[arg(long, value_parser = named::<DType>(), default_value = "f64")]
+    dtype: DType,
+    /// Layout of the results.
+    #[arg(long, value_parser = named::<OutputLayout>(), default_value = "coo")]
+    layout: OutputLayout,
+    /// How contributions to one coordinate combine in every refill
+    /// (`error`: refuse a repeated coordinate now).
+    #[arg(long, value_parser = named::<DuplicatePolicy>(), default_value = "sum")]
+    duplicates: DuplicatePolicy,
+    /// Add float duplicates with plain arithmetic instead of exactly.
+    #[arg(long)]
+    fast_sums: bool,
+    /// What every refill does with NaN and infinite values.
+    #[arg(long, value_parser = named::<NonFinitePolicy>(), default_value = "keep")]
+    non_finite: NonFinitePolicy,
+    /// Memory for planning; the plan is cut into parts that each fit it,
+    /// so `refill` runs in the same budget.
+    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
+    memory_budget: u64,
+    /// Cores to use (default: all). The plan is the same for any N.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Directory for spill files (default: $TMPDIR or /tmp).
+    #[arg(long, value_name = "DIR")]
+    temp_dir: Option<PathBuf>,
+    /// The plan file to write (replaced atomically; not the input).
+    #[arg(long, short, value_name = "K.plan")]
+    output: PathBuf,
+    /// Print nothing on success.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
+    let t0 = Instant::now();
+    let shape = parse_list(&a.shape, "--shape")?;
+    let d = AssembleOptions::default();
+    let opts = AssembleOptions {
+        layout: a.layout,
+        duplicates: a.duplicates,
+        exact_sums: !a.fast_sums,
+        non_finite: a.non_finite,
+        memory_budget: a.memory_budget,
+        threads: a.threads.unwrap_or(d.threads).max(1),
+        temp_dir: a.temp_dir.clone(),
+        ..d
+    };
+    let s = coo_assembler::PlanFile::create_from_bin(
+        &a.input, a.dtype, &shape, a.dtype, &opts, &a.output, None,
+    )?;
+    if !a.quiet {
+        eprintln!(
+            "wrote {}: {} contributions into {} entries, {} parts within {}, in {:.2} s",
+            s.path.display(),
+            coo_assembler::group_digits(s.contributions.into()),
+            coo_assembler::group_digits(s.nnz.into()),
+            s.parts,
+            format_size(a.memory_budget),
+            t0.elapsed().as_secs_f64(),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

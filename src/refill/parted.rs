@@ -1,0 +1,1189 @@
+//! Plans kept in parts on disk (issue 24, out of core): planned and
+//! refilled within the memory budget, however many contributions.
+//!
+//! Planning cuts the storage-order key space into **parts** of at most a
+//! budget's worth of contributions (a histogram of the top key bits, then
+//! consecutive slices of it), so that one part's work fits in memory:
+//!
+//! 1. count, validate and digest the coordinates (every core);
+//! 2. in array order, append each contribution's key to its part's spill
+//!    file and note its part (u16);
+//! 3. part by part: read its keys back (checksummed), sort (key, local
+//!    position), cut into entries: the entries' counts go to the
+//!    `pattern` tensor, the local positions, entry by entry, to `order`.
+//!
+//! The plan file (version [`PARTED_VERSION`]) holds `pattern` (the output
+//! structure, u32 counts, as in an in-memory plan's file), `order` (u32
+//! positions *within each part*, part after part), `part` (u16, one per
+//! contribution in array order) and `parts` (u64 pairs: contributions and
+//! entries of each part), with the plan KV entries of
+//! [`super::store`] plus the part count.
+//!
+//! A refill streams the values in contribution order once, appending each
+//! to its part's spill file (none when there is one part), then reduces
+//! part by part with the in-memory refill kernel
+//! ([`super::reduce_slices`]) and streams the entries into the output
+//! file: the same values, bit for bit, as an in-memory plan or a full
+//! assembly of the same contributions. Memory: one part's values, order,
+//! counts and result, plus buffers; the plan file's pages are given back
+//! behind the cursors.
+
+use super::file::{decode, id_of, input_error, RefillSummary, ValuesFile};
+use super::pattern::{self, Coords, KeyShape};
+use super::store::{
+    refused, Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT,
+    KEY_NON_FINITE, KEY_VERSION, ORDER, PARTED_VERSION, PATTERN,
+};
+use super::{check_plannable, fill::Stop, reduce_slices, How};
+use crate::assemble::builder::raw_value;
+use crate::assemble::combine::{CombineError, CombinerKind};
+use crate::assemble::direct::{DirectValue, IndexElem, OutValue};
+use crate::element::DType;
+use crate::error::{Error, Result};
+use crate::fs::output::{FileId, ReplaceInput};
+use crate::hurray::KvValue;
+use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use crate::read::{HurrayFile, Tensor};
+use crate::write::{FileWriter, TensorWriter, WriteOptions};
+use std::io::{BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+const PART: &str = "part";
+const PARTS: &str = "parts";
+const KEY_PARTS: &str = "coo_assembler.plan.parts";
+
+/// Top key bits of the planning histogram, at most: parts are cut
+/// between its slices (2^18 of them, 8 bytes each per thread; fewer for
+/// few contributions, about 16 per slice).
+const FINE_BITS: u32 = 18;
+/// Bytes a part may take per contribution, planning or refilling (the
+/// sort's 16-byte pairs, the keys read back, the entries; the refill's
+/// values, order, counts, starts, result and pattern indices).
+const BYTES_PER: u64 = 48;
+/// Largest number of parts (their ids are u16).
+const MAX_PARTS: usize = u16::MAX as usize;
+/// Values or keys handled per step of a streaming pass.
+const CHUNK: usize = 1 << 16;
+
+/// What [`PlanFile::create`] wrote.
+#[derive(Clone, Debug)]
+pub struct PlanFileSummary {
+    /// The plan file.
+    pub path: PathBuf,
+    /// Contributions planned.
+    pub contributions: u64,
+    /// Entries of the result.
+    pub nnz: u64,
+    /// Parts the plan is cut into.
+    pub parts: usize,
+    /// The plan file's size.
+    pub bytes: u64,
+}
+
+/// A plan kept in parts on disk, read through its mapping: see the
+/// [module docs](self). Made by [`PlanFile::create`] (or
+/// `coo-assembler plan`), opened by [`PlanFile::open`], refilled by
+/// [`PlanFile::refill_file`] within any budget that holds its largest part.
+#[derive(Debug)]
+pub struct PlanFile {
+    file: HurrayFile,
+    path: PathBuf,
+    shape: Vec<u64>,
+    dtype: DType,
+    layout: OutputLayout,
+    kind: CombinerKind,
+    non_finite: NonFinitePolicy,
+    digest: u64,
+    /// (contributions, entries) of every part.
+    parts: Vec<(u64, u64)>,
+    n: u64,
+    nnz: u64,
+}
+
+/// One part's spilled bytes: a temporary file (removed by the OS when it
+/// is dropped, on every path) and the xxh3 of what was written to it.
+struct Spill {
+    w: BufWriter<std::fs::File>,
+    hash: xxhash_rust::xxh3::Xxh3,
+    bytes: u64,
+    dir: PathBuf,
+}
+
+impl Spill {
+    fn new(dir: &Path, buffer: usize) -> Result<Spill> {
+        let f =
+            tempfile::tempfile_in(dir).map_err(|e| Error::io("create a spill file in", dir, e))?;
+        Ok(Spill {
+            w: BufWriter::with_capacity(buffer, f),
+            hash: xxhash_rust::xxh3::Xxh3::new(),
+            bytes: 0,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.hash.update(b);
+        self.bytes += b.len() as u64;
+        self.w
+            .write_all(b)
+            .map_err(|e| Error::io("write a spill file in", &self.dir, e))
+    }
+
+    /// Everything written, read back and checked against its hash.
+    fn read_all(self, what: &'static str) -> Result<Vec<u8>> {
+        let want = self.hash.digest();
+        let dir = self.dir;
+        let mut f = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io("write a spill file in", &dir, e.into_error()))?;
+        f.rewind()
+            .map_err(|e| Error::io("seek a spill file in", &dir, e))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.bytes as usize)
+            .map_err(|_| Error::OutOfMemory {
+                what,
+                bytes: self.bytes,
+            })?;
+        f.take(self.bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| Error::io("read a spill file in", &dir, e))?;
+        if out.len() as u64 != self.bytes || xxhash_rust::xxh3::xxh3_64(&out) != want {
+            return Err(Error::InvalidFile {
+                section: format!("spill file in {}", dir.display()),
+                offset: 0,
+                detail: format!("{what}: the bytes read back differ from those written"),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Read back in chunks of `chunk` bytes, each checked as a whole at the end.
+    fn into_reader(self) -> Result<(std::io::BufReader<std::fs::File>, u64, u64, PathBuf)> {
+        let want = self.hash.digest();
+        let dir = self.dir;
+        let mut f = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io("write a spill file in", &dir, e.into_error()))?;
+        f.rewind()
+            .map_err(|e| Error::io("seek a spill file in", &dir, e))?;
+        Ok((
+            std::io::BufReader::with_capacity(1 << 20, f),
+            self.bytes,
+            want,
+            dir,
+        ))
+    }
+}
+
+fn temp_dir(opts: &AssembleOptions) -> PathBuf {
+    opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir)
+}
+
+/// Spill buffers for `parts` spills within an eighth of the budget (at
+/// least 4 KiB each: 65535 parts of 4 KiB are 256 MiB, and so many parts
+/// come only from a budget far larger).
+fn spill_buffer(budget: u64, parts: usize) -> usize {
+    ((budget / 8) / parts.max(1) as u64).clamp(4 << 10, 1 << 20) as usize
+}
+
+impl PlanFile {
+    /// Plan contributions at the coordinates `indices` (one array per
+    /// dimension, all as long) into a tensor of `shape` and `dtype` with
+    /// `opts`' layout and policies, out of core: the plan is written to
+    /// `path` (atomically) in parts that each fit `opts.memory_budget`,
+    /// and no more than the budget (plus the caller's arrays) is held
+    /// while planning. The same refusals as [`super::Plan::new`], and a
+    /// budget too small for one slice of the key space (`BudgetTooSmall`).
+    pub fn create<I: IndexElem>(
+        indices: &[&[I]],
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        path: &Path,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PlanFileSummary> {
+        if indices.len() != shape.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} index arrays for a rank-{} tensor",
+                indices.len(),
+                shape.len()
+            )));
+        }
+        let n = indices.first().map_or(0, |d| d.len());
+        if let Some(d) = indices.iter().position(|x| x.len() != n) {
+            return Err(Error::InvalidArgument(format!(
+                "index array {d} has {} entries, index array 0 {n}",
+                indices[d].len()
+            )));
+        }
+        plan_parts(
+            &pattern::Arrays { dims: indices },
+            shape,
+            dtype,
+            opts,
+            path,
+            stop,
+        )
+    }
+
+    /// [`PlanFile::create`] from the coordinates of a binary records file
+    /// (`rank` u64 indices and a `value` value per record, as the CLI's
+    /// `bin` input; the values are not read): what `coo-assembler plan`
+    /// runs. The file is mapped and its pages given back as the passes
+    /// go, so it does not count against the budget.
+    pub fn create_from_bin(
+        input: &Path,
+        value: DType,
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        path: &Path,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PlanFileSummary> {
+        let f = std::fs::File::open(input).map_err(|e| Error::io("open", input, e))?;
+        let len = f.metadata().map_err(|e| Error::io("stat", input, e))?.len();
+        let name = input.display().to_string();
+        crate::input::check_bin_length(len, shape.len(), value, &name)?;
+        let io = crate::fs::IoCtx::new();
+        let Some(m) = crate::input::MappedInput::map(&io, &f, input) else {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: an empty or unmappable file cannot be planned"
+            )));
+        };
+        let ids = id_of(input);
+        let refs: Vec<&FileId> = ids.iter().collect();
+        let c = pattern::BinRecords {
+            input: &m,
+            rank: shape.len(),
+            width: value.width(),
+        };
+        plan_parts_to(&c, shape, dtype, opts, path, &refs, stop)
+    }
+
+    /// [`PlanFile::create`] for element matrices, as
+    /// [`super::Plan::for_elements`] takes them.
+    pub fn create_for_elements<I: IndexElem>(
+        dofs: &[I],
+        per_element: usize,
+        shape: [u64; 2],
+        dtype: DType,
+        opts: &AssembleOptions,
+        path: &Path,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PlanFileSummary> {
+        if per_element == 0 || dofs.len() % per_element != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} degrees of freedom are not a whole number of elements of {per_element}",
+                dofs.len()
+            )));
+        }
+        let c = pattern::Elements {
+            dofs,
+            per: per_element,
+        };
+        plan_parts(&c, &shape, dtype, opts, path, stop)
+    }
+
+    /// Open a plan file written by [`PlanFile::create`]: its checksums
+    /// are checked (one pass over the file, its pages given back), then
+    /// its KV entries and the table of parts. A damaged file, a plan of
+    /// another version or an in-memory plan's file is refused
+    /// (`InvalidFile`, saying why).
+    pub fn open(path: impl AsRef<Path>) -> Result<PlanFile> {
+        let p = path.as_ref();
+        let name = p.display().to_string();
+        let file = HurrayFile::open(p)?;
+        let h = Header::read(&file, &name)?;
+        if h.version != PARTED_VERSION {
+            return Err(refused(
+                &name,
+                "a plan held in memory (Plan::save): load it with Plan::load".into(),
+            ));
+        }
+        let parts_n = match file.kv().iter().find(|(k, _)| k == KEY_PARTS) {
+            Some((_, KvValue::U64(v))) => *v,
+            _ => return Err(refused(&name, format!("KV entry {KEY_PARTS} is missing"))),
+        };
+        let views = [PATTERN, ORDER, PART, PARTS].map(|t| file.tensor_view(t));
+        for v in &views {
+            match v {
+                Ok(t) => t.check_checksums()?,
+                Err(e) => return Err(refused(&name, format!("{e}"))),
+            }
+        }
+        let [pattern, order, part, parts] = views;
+        let (pattern, order, part, parts) = (pattern?, order?, part?, parts?);
+        let want = [
+            (&pattern, DType::U32, PATTERN),
+            (&order, DType::U32, ORDER),
+            (&part, DType::U16, PART),
+            (&parts, DType::U64, PARTS),
+        ];
+        for (t, d, what) in want {
+            if t.dtype() != d {
+                return Err(refused(&name, format!("tensor {what} must hold {d}")));
+            }
+        }
+        let n = order.nnz();
+        if part.nnz() != n || parts.nnz() != 2 * parts_n || parts_n == 0 {
+            return Err(refused(
+                &name,
+                format!(
+                    "{} orders, {} part numbers and {} part sizes for {parts_n} parts",
+                    n,
+                    part.nnz(),
+                    parts.nnz()
+                ),
+            ));
+        }
+        let sizes: Vec<u64> = parts
+            .values_bytes()
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .collect();
+        let table: Vec<(u64, u64)> = sizes.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        let (mut sn, mut se) = (0u64, 0u64);
+        for &(c, e) in &table {
+            if c == 0 || e == 0 || e > c || c > u32::MAX as u64 {
+                return Err(refused(
+                    &name,
+                    format!("a part of {c} contributions and {e} entries"),
+                ));
+            }
+            sn = sn.saturating_add(c);
+            se = se.saturating_add(e);
+        }
+        if sn != n || se != pattern.nnz() {
+            return Err(refused(
+                &name,
+                format!(
+                    "the parts hold {sn} contributions and {se} entries; the plan {n} and {}",
+                    pattern.nnz()
+                ),
+            ));
+        }
+        let check = Check {
+            shape: pattern.shape(),
+            layout: pattern.layout(),
+            digest: h.digest,
+            dtype: h.dtype.name(),
+            duplicates: &h.duplicates.to_string(),
+            exact_sums: h.exact_sums,
+            non_finite: &h.non_finite.to_string(),
+            n,
+            parts: Some(parts_n),
+        };
+        if check.value() != h.stored_check {
+            return Err(refused(
+                &name,
+                "the plan's KV entries do not match their check (damaged)".into(),
+            ));
+        }
+        let (shape, layout, nnz) = (pattern.shape().to_vec(), pattern.layout(), pattern.nnz());
+        Ok(PlanFile {
+            shape,
+            dtype: h.dtype,
+            layout,
+            kind: CombinerKind::of(h.dtype, h.duplicates, h.exact_sums),
+            non_finite: h.non_finite,
+            digest: h.digest,
+            parts: table,
+            n,
+            nnz,
+            path: p.to_path_buf(),
+            file,
+        })
+    }
+
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The element type of the results.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The output layout.
+    pub fn layout(&self) -> OutputLayout {
+        self.layout
+    }
+
+    /// Contributions a refill takes.
+    pub fn contributions(&self) -> u64 {
+        self.n
+    }
+
+    /// Entries of the result.
+    pub fn nnz(&self) -> u64 {
+        self.nnz
+    }
+
+    /// Parts the plan is cut into.
+    pub fn parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The digest of the coordinates (as [`super::Plan::digest`]).
+    pub fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// The smallest memory budget a refill of this plan runs in: its
+    /// largest part's working set and the buffers.
+    pub fn refill_budget(&self) -> u64 {
+        let part = self
+            .parts
+            .iter()
+            .map(|&(c, e)| part_bytes(c, e, self.dtype, self.shape.len()))
+            .max()
+            .unwrap_or(0);
+        // `fixed_bytes(b)` is 4 MiB and an eighth of the budget `b`.
+        (part.saturating_add(4 << 20)).saturating_mul(8).div_ceil(7)
+    }
+
+    /// Read the values in `values` (`.npy` or raw little-endian values of
+    /// the plan's element type, one per contribution in the planned
+    /// order), refill part by part within `opts.memory_budget` on
+    /// `opts.threads` threads (spill files in `opts.temp_dir`), and write
+    /// the result to `output` as a Hurray file, atomically. `inputs` are
+    /// files the output must not name (the plan file and the values file
+    /// are). The result's values are bit for bit an in-memory plan's.
+    pub fn refill_file(
+        &self,
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+        opts: &AssembleOptions,
+    ) -> Result<RefillSummary> {
+        let need = self.refill_budget();
+        if need > opts.memory_budget {
+            return Err(Error::BudgetTooSmall {
+                budget: opts.memory_budget,
+                minimum: need,
+            });
+        }
+        let src = ValuesFile::open(values, self.dtype, self.n)?;
+        macro_rules! by_value {
+            ($v:ty) => {
+                self.refill_from::<$v>(src, values, output, inputs, opts)
+            };
+        }
+        match src.dtype {
+            DType::F64 => by_value!(f64),
+            DType::F32 => by_value!(f32),
+            DType::I8 => by_value!(i8),
+            DType::I16 => by_value!(i16),
+            DType::I32 => by_value!(i32),
+            DType::I64 => by_value!(i64),
+            DType::U8 => by_value!(u8),
+            DType::U16 => by_value!(u16),
+            DType::U32 => by_value!(u32),
+            DType::U64 => by_value!(u64),
+            other => Err(input_error(
+                values,
+                format!("values of type {} are not read", other.name()),
+            )),
+        }
+    }
+
+    fn refill_from<V: DirectValue + bytemuck::Pod>(
+        &self,
+        src: ValuesFile,
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+        opts: &AssembleOptions,
+    ) -> Result<RefillSummary> {
+        macro_rules! by_out {
+            ($o:ty) => {
+                self.refill_typed::<V, $o>(src, values, output, inputs, opts)
+            };
+        }
+        match self.dtype {
+            DType::F64 => by_out!(f64),
+            DType::F32 => by_out!(f32),
+            DType::I8 => by_out!(i8),
+            DType::I16 => by_out!(i16),
+            DType::I32 => by_out!(i32),
+            DType::I64 => by_out!(i64),
+            DType::U8 => by_out!(u8),
+            DType::U16 => by_out!(u16),
+            DType::U32 => by_out!(u32),
+            DType::U64 => by_out!(u64),
+            other => Err(Error::Unsupported(format!(
+                "refilling a plan of {} values",
+                other.name()
+            ))),
+        }
+    }
+
+    fn refill_typed<V: DirectValue + bytemuck::Pod, O: OutValue>(
+        &self,
+        mut src: ValuesFile,
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+        opts: &AssembleOptions,
+    ) -> Result<RefillSummary> {
+        let name = self.path.display().to_string();
+        // The output rule first: nothing is read for an output that would
+        // destroy an input.
+        let ids: Vec<FileId> = inputs
+            .iter()
+            .chain([&values, &self.path.as_path()])
+            .filter_map(|p| id_of(p))
+            .collect();
+        let refs: Vec<&FileId> = ids.iter().collect();
+        let mut w =
+            FileWriter::create_for(output, WriteOptions::default(), &refs, ReplaceInput::Refuse)?;
+        let f = &self.file;
+        let view = |t: &str| f.tensor_view(t).map_err(|e| refused(&name, format!("{e}")));
+        let (pattern, order, part) = (view(PATTERN)?, view(ORDER)?, view(PART)?);
+        let nparts = self.parts.len();
+        let dir = temp_dir(opts);
+        let width = std::mem::size_of::<V>();
+
+        // 1. The values in contribution order, to their parts.
+        let one = nparts == 1;
+        let mut spills = Vec::new();
+        if !one {
+            let buffer = spill_buffer(opts.memory_budget, nparts);
+            for _ in 0..nparts {
+                spills.push(Spill::new(&dir, buffer)?);
+            }
+        }
+        let mut whole: Vec<V> = Vec::new();
+        if one {
+            whole
+                .try_reserve_exact(self.n as usize)
+                .map_err(|_| Error::OutOfMemory {
+                    what: "the refill's values",
+                    bytes: self.n.saturating_mul(width as u64),
+                })?;
+        }
+        let check = !(V::as_f64s(&[] as &[V]).is_some()
+            && self.dtype.is_float()
+            && self.non_finite == NonFinitePolicy::Keep);
+        let ids_bytes = part.values_bytes();
+        let mut seen = vec![0u64; nparts];
+        let mut raw = vec![0u8; CHUNK * width];
+        let mut at = 0u64;
+        while at < self.n {
+            let m = (self.n - at).min(CHUNK as u64) as usize;
+            let buf = &mut raw[..m * width];
+            src.reader
+                .read_exact(buf)
+                .map_err(|e| Error::io("read", values, e))?;
+            let vals: Vec<V> = decode::<V>(buf, src.big_endian);
+            if check {
+                for (i, &v) in vals.iter().enumerate() {
+                    raw_value(v, self.dtype, self.non_finite, at + i as u64)?;
+                }
+            }
+            let ids = &ids_bytes[at as usize * 2..(at as usize + m) * 2];
+            if one {
+                whole.extend_from_slice(&vals);
+            } else {
+                for (i, b) in ids.chunks_exact(2).enumerate() {
+                    let p = u16::from_le_bytes([b[0], b[1]]) as usize;
+                    let Some(s) = spills.get_mut(p) else {
+                        return Err(refused(
+                            &name,
+                            format!("contribution {} is in part {p} of {nparts}", at + i as u64),
+                        ));
+                    };
+                    s.put(bytemuck::bytes_of(&vals[i]))?;
+                    seen[p] += 1;
+                }
+            }
+            f.release(ids);
+            at += m as u64;
+        }
+        if !one {
+            for (p, (&s, &(c, _))) in seen.iter().zip(&self.parts).enumerate() {
+                if s != c {
+                    return Err(refused(
+                        &name,
+                        format!("part {p} holds {c} contributions, the part numbers give it {s}"),
+                    ));
+                }
+            }
+        }
+
+        // 2. Part by part: reduce, then stream the entries out.
+        let how = How {
+            kind: self.kind,
+            dtype: self.dtype,
+            non_finite: self.non_finite,
+            threads: opts.threads.max(1),
+        };
+        let counts_bytes = pattern.values_bytes();
+        let order_bytes = order.values_bytes();
+        let tensor_name = AssembleOptions::default().tensor_name;
+        let mut t = w.begin_tensor_as(&tensor_name, self.dtype, &self.shape, self.layout)?;
+        let mut coords = Coordinates::new(f, &pattern);
+        let (mut c0, mut e0) = (0usize, 0usize);
+        let mut spills = spills.into_iter();
+        for (p, &(c, e)) in self.parts.iter().enumerate() {
+            let (c, e) = (c as usize, e as usize);
+            let vals: Vec<V> = if one {
+                std::mem::take(&mut whole)
+            } else {
+                let s = spills
+                    .next()
+                    .ok_or(Error::Poisoned("refill (a part's spill)"))?;
+                let bytes = s.read_all("a part's values")?;
+                decode::<V>(&bytes, false)
+            };
+            let ob = &order_bytes[c0 * 4..(c0 + c) * 4];
+            let cb = &counts_bytes[e0 * 4..(e0 + e) * 4];
+            let ord = u32s_checked(ob, c, &name, p)?;
+            let starts = starts_of(cb, c, &name, p)?;
+            let mut out =
+                crate::assemble::direct::out::filled(e, O::from_lane(0), "a part's result")?;
+            let r = reduce_slices(&how, &vals, &ord, &starts, &mut out, None);
+            if let Err(stop) = r {
+                return Err(match stop {
+                    Stop::Combine { entry, why } => {
+                        let coordinate = coords.at(e0 + entry);
+                        match why {
+                            CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
+                            CombineError::Overflow => Error::IntegerOverflow {
+                                coordinate,
+                                dtype: self.dtype.name(),
+                            },
+                        }
+                    }
+                    Stop::BadValue => Error::Poisoned("refill (a value checked before changed)"),
+                    Stop::Stopped => Error::Poisoned("refill (stopped by its caller)"),
+                    Stop::Dropped => Error::Poisoned("refill (an entry without contributions)"),
+                });
+            }
+            drop((vals, ord, starts));
+            coords.push_all(e0, &out, &mut t, &name)?;
+            f.release(ob);
+            f.release(cb);
+            c0 += c;
+            e0 += e;
+        }
+        t.finish()?;
+        let s = w.finish()?;
+        Ok(RefillSummary {
+            path: s.path,
+            contributions: self.n,
+            nnz: self.nnz,
+            bytes: s.bytes,
+            layout: self.layout,
+            dtype: self.dtype,
+            parts: self.parts.len(),
+        })
+    }
+}
+
+/// Bytes one part of `c` contributions and `e` entries takes, planning
+/// or refilling (see [`BYTES_PER`]; the entries' share is within it when
+/// `e <= c`).
+fn part_bytes(c: u64, e: u64, dtype: DType, rank: usize) -> u64 {
+    let refill = c * (8 + 4) + e * (4 + 4 + dtype.width().max(1) as u64 + 8 * rank as u64);
+    refill.max(c.saturating_mul(BYTES_PER))
+}
+
+/// What planning and refilling hold beside a part at `budget`: the
+/// spill buffers (an eighth of it, [`spill_buffer`]), the read buffers
+/// and the chunks of a streaming pass.
+fn fixed_bytes(budget: u64) -> u64 {
+    (4 << 20) + budget / 8
+}
+
+/// `bytes` as u32 values (a copy: the mapped buffer's alignment is the
+/// file's), each below `c` and each once: a part's order is a
+/// permutation of its contributions.
+fn u32s_checked(bytes: &[u8], c: usize, name: &str, p: usize) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(c).map_err(|_| Error::OutOfMemory {
+        what: "a part's order",
+        bytes: c as u64 * 4,
+    })?;
+    let mut seen = vec![0u64; c.div_ceil(64)];
+    for b in bytes.chunks_exact(4) {
+        let k = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let (wi, bit) = (k as usize / 64, k % 64);
+        match seen.get_mut(wi) {
+            Some(x) if (k as usize) < c && *x & (1 << bit) == 0 => *x |= 1 << bit,
+            _ => {
+                return Err(refused(
+                    name,
+                    format!("the order of part {p} repeats or exceeds position {k}"),
+                ))
+            }
+        }
+        v.push(k);
+    }
+    Ok(v)
+}
+
+/// The entry starts of a part from its counts, which must cut its `c`
+/// contributions whole.
+fn starts_of(counts: &[u8], c: usize, name: &str, p: usize) -> Result<Vec<u32>> {
+    let e = counts.len() / 4;
+    let mut s = Vec::new();
+    s.try_reserve_exact(e + 1).map_err(|_| Error::OutOfMemory {
+        what: "a part's entry starts",
+        bytes: (e as u64 + 1) * 4,
+    })?;
+    let mut at = 0u64;
+    for b in counts.chunks_exact(4) {
+        let k = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        s.push(at as u32);
+        at += k as u64;
+        if k == 0 || at > c as u64 {
+            return Err(refused(
+                name,
+                format!("the counts of part {p} do not cut its {c} contributions"),
+            ));
+        }
+    }
+    if at != c as u64 {
+        return Err(refused(
+            name,
+            format!("the counts of part {p} cut {at} of its {c} contributions"),
+        ));
+    }
+    s.push(at as u32);
+    Ok(s)
+}
+
+/// The pattern's coordinates, entry by entry, read through the mapping
+/// with the pages behind given back.
+struct Coordinates<'a> {
+    f: &'a HurrayFile,
+    t: &'a Tensor<'a>,
+    /// CSR / CSC: the current major index.
+    major: usize,
+    idx: Vec<u64>,
+}
+
+impl<'a> Coordinates<'a> {
+    fn new(f: &'a HurrayFile, t: &'a Tensor<'a>) -> Coordinates<'a> {
+        Coordinates {
+            f,
+            t,
+            major: 0,
+            idx: vec![0; t.rank()],
+        }
+    }
+
+    /// The index tuple of entry `e` (any entry: for error messages).
+    fn at(&self, e: usize) -> Vec<u64> {
+        match self.t {
+            Tensor::Coo(c) => {
+                let r = c.rank();
+                c.indices()
+                    .get(e * r..(e + 1) * r)
+                    .map_or_else(Vec::new, <[u64]>::to_vec)
+            }
+            Tensor::Compressed(c) => {
+                let ptr = c.pointers();
+                let m = ptr.partition_point(|&x| x <= e as u64).saturating_sub(1);
+                let mut t = vec![0u64; 2];
+                let d = c.layout().major_dim();
+                t[d] = m as u64;
+                t[1 - d] = c.indices().get(e).copied().unwrap_or(0);
+                t
+            }
+        }
+    }
+
+    /// Push entries `e0..e0 + out.len()` with their values into `t`, and
+    /// give back the index pages read.
+    fn push_all<O: OutValue>(
+        &mut self,
+        e0: usize,
+        out: &[O],
+        t: &mut TensorWriter<'_>,
+        name: &str,
+    ) -> Result<()> {
+        let bad = |what: &str| {
+            refused(
+                name,
+                format!("the pattern's {what} do not hold its entries"),
+            )
+        };
+        match self.t {
+            Tensor::Coo(c) => {
+                let r = c.rank();
+                let ix = c
+                    .indices()
+                    .get(e0 * r..(e0 + out.len()) * r)
+                    .ok_or_else(|| bad("indices"))?;
+                for (tuple, &v) in ix.chunks_exact(r).zip(out) {
+                    t.push(tuple, v)?;
+                }
+                self.f.release(bytemuck::cast_slice(ix));
+            }
+            Tensor::Compressed(c) => {
+                let (ptr, minor) = (c.pointers(), c.indices());
+                let d = c.layout().major_dim();
+                let ix = minor
+                    .get(e0..e0 + out.len())
+                    .ok_or_else(|| bad("indices"))?;
+                for (i, (&m, &v)) in ix.iter().zip(out).enumerate() {
+                    let e = (e0 + i) as u64;
+                    while ptr.get(self.major + 1).is_some_and(|&x| x <= e) {
+                        self.major += 1;
+                    }
+                    if ptr.get(self.major + 1).is_none() {
+                        return Err(bad("pointers"));
+                    }
+                    self.idx[d] = self.major as u64;
+                    self.idx[1 - d] = m;
+                    t.push(&self.idx, v)?;
+                }
+                self.f.release(bytemuck::cast_slice(ix));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plan `c` into parts on disk: see the [module docs](self).
+fn plan_parts<C: Coords>(
+    c: &C,
+    shape: &[u64],
+    dtype: DType,
+    opts: &AssembleOptions,
+    path: &Path,
+    stop: Option<&AtomicBool>,
+) -> Result<PlanFileSummary> {
+    plan_parts_to(c, shape, dtype, opts, path, &[], stop)
+}
+
+/// [`plan_parts`] into `path`, which may not be one of `inputs`.
+fn plan_parts_to<C: Coords>(
+    c: &C,
+    shape: &[u64],
+    dtype: DType,
+    opts: &AssembleOptions,
+    path: &Path,
+    inputs: &[&FileId],
+    stop: Option<&AtomicBool>,
+) -> Result<PlanFileSummary> {
+    opts.validate()?;
+    crate::assemble::check_shape(opts.layout, shape)?;
+    check_plannable(dtype, opts)?;
+    let ks = KeyShape::new(shape, opts.layout).ok_or_else(|| Error::InvalidShape {
+        shape: shape.to_vec(),
+        detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),
+    })?;
+    let n = c.len();
+    let rank = shape.len();
+    let threads = opts.threads.max(1);
+    let fine_bits = ks
+        .total
+        .min(FINE_BITS)
+        .min(crate::assemble::direct::bits_of(n as u64 / 16));
+    let split = ks.total - fine_bits;
+    let fine = 1usize << fine_bits;
+    // The output rule and the folder first: an unwritable target fails
+    // before the work.
+    let mut w =
+        FileWriter::create_for(path, WriteOptions::default(), inputs, ReplaceInput::Refuse)?;
+
+    // 1. Validate, count per slice and digest, each thread its range.
+    let pieces = pattern::ranges(n, if n < (1 << 16) { 1 } else { threads });
+    let counted: Vec<Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = pieces
+            .iter()
+            .map(|&(from, to)| {
+                let ks = &ks;
+                s.spawn(move || -> Result<(Vec<u64>, Vec<u64>)> {
+                    let mut hist = pattern::zeros::<u64>(fine, "the plan's slice counts")?;
+                    for k in from..to {
+                        if k % (1 << 16) == 0 {
+                            if pattern::stopped(stop) {
+                                return Err(pattern::stop_error());
+                            }
+                            c.release(k.saturating_sub(1 << 16).max(from), k);
+                        }
+                        hist[(ks.key(c, k)? >> split) as usize] += 1;
+                    }
+                    c.release(from, to);
+                    Ok((hist, pattern::block_digests(c, rank, from, to)))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+            })
+            .collect()
+    });
+    let mut hist = pattern::zeros::<u64>(fine, "the plan's slice counts")?;
+    let mut digest = xxhash_rust::xxh3::Xxh3::new();
+    for r in counted {
+        let (h, d) = r?;
+        for (a, b) in hist.iter_mut().zip(h) {
+            *a += b;
+        }
+        for x in d {
+            digest.update(&x.to_le_bytes());
+        }
+    }
+    let digest = digest.digest();
+
+    // Parts: consecutive slices of at most `cap` contributions.
+    let budget = opts.memory_budget;
+    let hist_bytes = (fine as u64) * 8 * (threads as u64 + 1);
+    let avail = budget.saturating_sub(fixed_bytes(budget) + hist_bytes);
+    let cap = (avail / BYTES_PER).min(u32::MAX as u64 - 1);
+    let mut part_of = pattern::zeros::<u16>(fine, "the plan's part table")?;
+    let mut sizes: Vec<u64> = Vec::new();
+    let mut cur = 0u64;
+    for (i, &h) in hist.iter().enumerate() {
+        if h > cap {
+            let minimum = (h.saturating_mul(BYTES_PER) + (4 << 20) + hist_bytes)
+                .saturating_mul(8)
+                .div_ceil(7);
+            return Err(Error::BudgetTooSmall { budget, minimum });
+        }
+        if cur + h > cap || sizes.is_empty() {
+            sizes.push(0);
+            cur = 0;
+        }
+        cur += h;
+        *sizes.last_mut().unwrap_or(&mut 0) += h;
+        part_of[i] = (sizes.len() - 1) as u16;
+        if sizes.len() > MAX_PARTS {
+            return Err(Error::BudgetTooSmall {
+                budget,
+                minimum: budget.saturating_mul(2),
+            });
+        }
+    }
+    drop(hist);
+    // Trailing empty parts cannot exist (a part opens on its first slice),
+    // but an empty plan has one empty part: refused like an empty tensor.
+    if n == 0 {
+        return Err(Error::InvalidArgument(
+            "no contributions: a plan needs at least one".into(),
+        ));
+    }
+    let nparts = sizes.len();
+
+    // 2. Keys to their parts' spills, part numbers to theirs.
+    let dir = temp_dir(opts);
+    let buffer = spill_buffer(budget, nparts + 1);
+    let mut keys: Vec<Spill> = Vec::with_capacity(nparts);
+    for _ in 0..nparts {
+        keys.push(Spill::new(&dir, buffer)?);
+    }
+    let mut ids = Spill::new(&dir, buffer)?;
+    for k in 0..n {
+        if k % (1 << 16) == 0 {
+            if pattern::stopped(stop) {
+                return Err(pattern::stop_error());
+            }
+            c.release(k.saturating_sub(1 << 16), k);
+        }
+        let key = ks.key(c, k).map_err(|_| changed())?;
+        let p = part_of[(key >> split) as usize];
+        keys[p as usize].put(&key.to_le_bytes())?;
+        ids.put(&p.to_le_bytes())?;
+    }
+    c.release(0, n);
+    drop(part_of);
+
+    // KV entries, then `pattern` part by part, the orders to a spill.
+    let dup = opts.duplicates.to_string();
+    let nf = opts.non_finite.to_string();
+    w.add_own_metadata(KEY_VERSION, KvValue::U64(PARTED_VERSION))?;
+    w.add_own_metadata(KEY_DIGEST, KvValue::U64(digest))?;
+    w.add_own_metadata(KEY_DTYPE, KvValue::String(dtype.name().into()))?;
+    w.add_own_metadata(KEY_DUPLICATES, KvValue::String(dup.clone()))?;
+    w.add_own_metadata(KEY_EXACT, KvValue::Bool(opts.exact_sums))?;
+    w.add_own_metadata(KEY_NON_FINITE, KvValue::String(nf.clone()))?;
+    w.add_own_metadata(KEY_PARTS, KvValue::U64(nparts as u64))?;
+    let check = Check {
+        shape,
+        layout: opts.layout,
+        digest,
+        dtype: dtype.name(),
+        duplicates: &dup,
+        exact_sums: opts.exact_sums,
+        non_finite: &nf,
+        n: n as u64,
+        parts: Some(nparts as u64),
+    };
+    w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
+    let mut orders = Spill::new(&dir, 1 << 20)?;
+    let mut table: Vec<(u64, u64)> = Vec::with_capacity(nparts);
+    let mut nnz = 0u64;
+    {
+        let mut t = w.begin_tensor_as(PATTERN, DType::U32, shape, opts.layout)?;
+        let mut tuple = vec![0u64; rank];
+        for (p, s) in keys.into_iter().enumerate() {
+            if pattern::stopped(stop) {
+                return Err(pattern::stop_error());
+            }
+            let bytes = s.read_all("a part's keys")?;
+            let mut pairs: Vec<u128> = Vec::new();
+            pairs
+                .try_reserve_exact(bytes.len() / 8)
+                .map_err(|_| Error::OutOfMemory {
+                    what: "a part's sort",
+                    bytes: bytes.len() as u64 * 2,
+                })?;
+            pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
+                let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
+                ((key as u128) << 32) | j as u128
+            }));
+            drop(bytes);
+            sort_pairs(&mut pairs, threads);
+            let mut entries = 0u64;
+            let mut run = 0u32;
+            let mut last: Option<u64> = None;
+            let mut obuf: Vec<u8> = Vec::with_capacity(4 * CHUNK);
+            for &x in &pairs {
+                let key = (x >> 32) as u64;
+                if last != Some(key) {
+                    if let Some(k) = last {
+                        emit(&ks, k, run, opts.duplicates, &mut tuple, &mut t)?;
+                        entries += 1;
+                    }
+                    last = Some(key);
+                    run = 0;
+                }
+                run = run.checked_add(1).ok_or_else(|| {
+                    Error::InvalidArgument("an entry with 2^32 contributions or more".into())
+                })?;
+                obuf.extend_from_slice(&(x as u32).to_le_bytes());
+                if obuf.len() >= 4 * CHUNK {
+                    orders.put(&obuf)?;
+                    obuf.clear();
+                }
+            }
+            if let Some(k) = last {
+                emit(&ks, k, run, opts.duplicates, &mut tuple, &mut t)?;
+                entries += 1;
+            }
+            orders.put(&obuf)?;
+            if pairs.len() as u64 != sizes[p] {
+                return Err(changed());
+            }
+            table.push((sizes[p], entries));
+            nnz += entries;
+        }
+        t.finish()?;
+    }
+    // `order` and `part`, streamed from their spills, and the table.
+    stream_u32s(&mut w, ORDER, orders, n as u64)?;
+    stream_u16s(&mut w, PART, ids, n as u64)?;
+    {
+        let mut t = w.begin_tensor(PARTS, DType::U64, &[2 * nparts as u64])?;
+        for (i, &(c, e)) in table.iter().enumerate() {
+            t.push(&[2 * i as u64], c)?;
+            t.push(&[2 * i as u64 + 1], e)?;
+        }
+        t.finish()?;
+    }
+    let s = w.finish()?;
+    Ok(PlanFileSummary {
+        path: s.path,
+        contributions: n as u64,
+        nnz,
+        parts: nparts,
+        bytes: s.bytes,
+    })
+}
+
+/// One entry of `pattern`: its coordinate and contribution count.
+fn emit(
+    ks: &KeyShape,
+    key: u64,
+    count: u32,
+    duplicates: DuplicatePolicy,
+    tuple: &mut [u64],
+    t: &mut TensorWriter<'_>,
+) -> Result<()> {
+    ks.unpack(key, tuple);
+    if count > 1 && duplicates == DuplicatePolicy::Error {
+        return Err(Error::DuplicateCoordinate {
+            coordinate: tuple.to_vec(),
+        });
+    }
+    t.push(tuple, count)
+}
+
+/// Sort (key, position) pairs on `threads` threads.
+fn sort_pairs(v: &mut [u128], threads: usize) {
+    if threads > 1 && v.len() >= 1 << 16 {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
+        if let Ok(pool) = pool {
+            use rayon::slice::ParallelSliceMut;
+            pool.install(|| v.par_sort_unstable());
+            return;
+        }
+    }
+    v.sort_unstable();
+}
+
+fn changed() -> Error {
+    Error::InvalidArgument("the index arrays changed while they were planned".into())
+}
+
+/// A rank-1 u32 tensor `name` of `n` entries (index i at entry i) from a
+/// spill of little-endian u32s.
+fn stream_u32s(w: &mut FileWriter, name: &str, s: Spill, n: u64) -> Result<()> {
+    stream_words::<4>(w, name, DType::U32, s, n)
+}
+
+fn stream_u16s(w: &mut FileWriter, name: &str, s: Spill, n: u64) -> Result<()> {
+    stream_words::<2>(w, name, DType::U16, s, n)
+}
+
+fn stream_words<const W: usize>(
+    w: &mut FileWriter,
+    name: &str,
+    dtype: DType,
+    s: Spill,
+    n: u64,
+) -> Result<()> {
+    let (mut r, bytes, want, dir) = s.into_reader()?;
+    if bytes != n * W as u64 {
+        return Err(changed());
+    }
+    let mut t = w.begin_tensor(name, dtype, &[n.max(1)])?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; W * CHUNK];
+    let mut i = 0u64;
+    while i < n {
+        let m = (n - i).min(CHUNK as u64) as usize;
+        let b = &mut buf[..m * W];
+        r.read_exact(b)
+            .map_err(|e| Error::io("read a spill file in", &dir, e))?;
+        h.update(b);
+        for x in b.chunks_exact(W) {
+            if W == 4 {
+                t.push(&[i], u32::from_le_bytes([x[0], x[1], x[2], x[3]]))?;
+            } else {
+                t.push(&[i], u16::from_le_bytes([x[0], x[1]]))?;
+            }
+            i += 1;
+        }
+    }
+    if h.digest() != want {
+        return Err(Error::InvalidFile {
+            section: format!("spill file in {}", dir.display()),
+            offset: 0,
+            detail: format!("{name}: the bytes read back differ from those written"),
+        });
+    }
+    t.finish()?;
+    Ok(())
+}

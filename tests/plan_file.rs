@@ -1,0 +1,458 @@
+//! Plans kept in parts on disk (`PlanFile`, issue 24 out of core): for
+//! random coordinates with heavy duplicates, every layout and rank 3, a
+//! budget small enough to cut the plan into many parts, the refilled file
+//! is byte for byte the one an in-memory plan's refill writes (and its
+//! values a Builder's), whatever the thread count; the digest is the
+//! in-memory plan's; damaged plans, wrong values files, small budgets and
+//! outputs naming an input are refused, and no spill file stays behind.
+
+use coo_assembler::{
+    AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
+    OutputLayout, Plan, PlanFile, Tensor,
+};
+use std::path::{Path, PathBuf};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// `n` coordinates in `shape`, clustered so that most repeat.
+fn coords(shape: &[u64], n: usize, seed: u64) -> Vec<Vec<u32>> {
+    let mut r = Rng(seed | 1);
+    let mut out = vec![Vec::with_capacity(n); shape.len()];
+    for _ in 0..n {
+        let base = r.below(shape[0]);
+        for (d, o) in out.iter_mut().enumerate() {
+            let x = if d == 0 {
+                base
+            } else {
+                (base + r.below(4)) % shape[d]
+            };
+            o.push(x as u32);
+        }
+    }
+    out
+}
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut r = Rng(seed | 1);
+    (0..n)
+        .map(|_| {
+            // Cancellation-prone magnitudes: exact sums must matter.
+            let m = (r.below(1 << 20) as f64 - 524288.0) / 1024.0;
+            let e = [1.0, 1e16, 1e-8, -1e16][r.below(4) as usize];
+            m * e
+        })
+        .collect()
+}
+
+fn write_f64s(path: &Path, v: &[f64]) {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).expect("write values");
+}
+
+fn opts(layout: OutputLayout, budget: u64, threads: usize, tmp: &Path) -> AssembleOptions {
+    AssembleOptions {
+        layout,
+        memory_budget: budget,
+        threads,
+        temp_dir: Some(tmp.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+fn entries_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .collect()
+}
+
+/// Plan in parts and in memory, refill both, compare the files; also
+/// against a Builder's values. Returns the number of parts.
+fn check_case(shape: &[u64], layout: OutputLayout, n: usize, budget: u64, threads: usize) -> usize {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let c = coords(shape, n, 7 + n as u64);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let o = opts(layout, budget, threads, &tmp);
+    let plan_path = dir.path().join("K.plan");
+    let s = PlanFile::create(&ix, shape, DType::F64, &o, &plan_path, None).expect("plan in parts");
+    assert_eq!(s.contributions, n as u64);
+    let pf = PlanFile::open(&plan_path).expect("open");
+    let mem = Plan::new(
+        &ix,
+        shape,
+        DType::F64,
+        &AssembleOptions {
+            memory_budget: 1 << 30,
+            ..o.clone()
+        },
+        None,
+    )
+    .expect("plan in memory");
+    assert_eq!(pf.digest(), mem.digest());
+    assert_eq!(pf.nnz(), mem.nnz() as u64);
+    assert_eq!(s.nnz, mem.nnz() as u64);
+    for step in 0..2u64 {
+        let v = values(n, 100 + step);
+        let vpath = dir.path().join("v.f64");
+        write_f64s(&vpath, &v);
+        let a = dir.path().join("a.hrry");
+        let b = dir.path().join("b.hrry");
+        pf.refill_file(&vpath, &a, &[], &o)
+            .expect("refill in parts");
+        mem.refill_file(&vpath, &b, &[]).expect("refill in memory");
+        let (fa, fb) = (std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"));
+        assert!(
+            fa == fb,
+            "the files differ ({shape:?}, {layout}, {n}, {budget})"
+        );
+        // And a Builder's values for the same contributions.
+        if step == 0 {
+            let mut bld = Builder::new(shape, DType::F64, o.clone()).expect("builder");
+            let mut t = vec![0u64; shape.len()];
+            for (k, &x) in v.iter().enumerate() {
+                for (d, td) in t.iter_mut().enumerate() {
+                    *td = c[d][k] as u64;
+                }
+                bld.push(&t, x).expect("push");
+            }
+            let p = dir.path().join("builder.hrry");
+            bld.finish(&p).expect("finish");
+            let (ga, gb) = (
+                HurrayFile::open(&a).expect("a"),
+                HurrayFile::open(&p).expect("p"),
+            );
+            let (ta, tb) = (
+                ga.tensor_view("coo").expect("a"),
+                gb.tensor_view("coo").expect("p"),
+            );
+            assert_eq!(ta.values_bytes(), tb.values_bytes());
+        }
+    }
+    assert!(entries_in(&tmp).is_empty(), "spill files left behind");
+    pf.parts()
+}
+
+#[test]
+fn parted_refills_equal_in_memory_refills_every_layout() {
+    for layout in [OutputLayout::Csr, OutputLayout::Csc, OutputLayout::Coo] {
+        let parts = check_case(&[5000, 5000], layout, 300_000, 8 << 20, 2);
+        assert!(
+            parts >= 3,
+            "{layout}: {parts} parts; the test wants several"
+        );
+    }
+}
+
+#[test]
+fn parted_refills_rank_3_one_thread_and_one_part() {
+    let parts = check_case(&[300, 40, 7], OutputLayout::Coo, 200_000, 8 << 20, 1);
+    assert!(parts >= 2, "{parts} parts");
+    // A budget that holds everything: one part, no spills.
+    assert_eq!(
+        check_case(&[300, 40, 7], OutputLayout::Coo, 20_000, 256 << 20, 2),
+        1
+    );
+}
+
+#[test]
+fn element_plans_in_parts_equal_element_plans_in_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let mut r = Rng(99);
+    let (ndof, per, nel) = (20_000u64, 8usize, 6_000usize);
+    let dofs: Vec<u32> = (0..nel * per)
+        .map(|k| ((k / per) as u64 * 3 + r.below(24)) as u32 % ndof as u32)
+        .collect();
+    let o = opts(OutputLayout::Csr, 8 << 20, 2, &tmp);
+    let path = dir.path().join("E.plan");
+    let s = PlanFile::create_for_elements(&dofs, per, [ndof, ndof], DType::F64, &o, &path, None)
+        .expect("plan elements in parts");
+    assert!(s.parts >= 2, "{} parts", s.parts);
+    let mem = Plan::for_elements(
+        &dofs,
+        per,
+        [ndof, ndof],
+        DType::F64,
+        &AssembleOptions {
+            memory_budget: 1 << 30,
+            ..o.clone()
+        },
+        None,
+    )
+    .expect("plan in memory");
+    let pf = PlanFile::open(&path).expect("open");
+    assert_eq!(pf.digest(), mem.digest());
+    let v = values(nel * per * per, 5);
+    let vp = dir.path().join("v.f64");
+    write_f64s(&vp, &v);
+    let (a, b) = (dir.path().join("a.hrry"), dir.path().join("b.hrry"));
+    pf.refill_file(&vp, &a, &[], &o).expect("refill");
+    mem.refill_file(&vp, &b, &[]).expect("refill");
+    assert!(std::fs::read(&a).expect("a") == std::fs::read(&b).expect("b"));
+}
+
+#[test]
+fn integer_values_and_npy_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shape = [4000u64, 4000];
+    let c = coords(&shape, 100_000, 3);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let o = AssembleOptions {
+        memory_budget: 8 << 20,
+        duplicates: DuplicatePolicy::Max,
+        ..Default::default()
+    };
+    let path = dir.path().join("I.plan");
+    PlanFile::create(&ix, &shape, DType::I64, &o, &path, None).expect("plan");
+    let pf = PlanFile::open(&path).expect("open");
+    assert!(pf.parts() >= 2);
+    let mem = Plan::new(
+        &ix,
+        &shape,
+        DType::I64,
+        &AssembleOptions {
+            memory_budget: 1 << 30,
+            ..o.clone()
+        },
+        None,
+    )
+    .expect("plan in memory");
+    // An npy of int32 values: converted as a push converts.
+    let mut r = Rng(11);
+    let v: Vec<i32> = (0..100_000).map(|_| r.below(2000) as i32 - 1000).collect();
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = format!(
+        "{{'descr': '<i4', 'fortran_order': False, 'shape': ({},), }}",
+        v.len()
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    for x in &v {
+        npy.extend_from_slice(&x.to_le_bytes());
+    }
+    let vp = dir.path().join("v.npy");
+    std::fs::write(&vp, npy).expect("npy");
+    let (a, b) = (dir.path().join("a.hrry"), dir.path().join("b.hrry"));
+    pf.refill_file(&vp, &a, &[], &o).expect("refill");
+    mem.refill_file(&vp, &b, &[]).expect("refill");
+    assert!(std::fs::read(&a).expect("a") == std::fs::read(&b).expect("b"));
+}
+
+fn small_plan(dir: &Path) -> (PathBuf, usize) {
+    let shape = [3000u64, 3000];
+    let n = 100_000;
+    let c = coords(&shape, n, 1);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let o = AssembleOptions {
+        memory_budget: 8 << 20,
+        ..Default::default()
+    };
+    let path = dir.join("S.plan");
+    PlanFile::create(&ix, &shape, DType::F64, &o, &path, None).expect("plan");
+    (path, n)
+}
+
+#[test]
+fn refusals_name_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, n) = small_plan(dir.path());
+    let pf = PlanFile::open(&path).expect("open");
+    let o = AssembleOptions {
+        memory_budget: 8 << 20,
+        ..Default::default()
+    };
+    let out = dir.path().join("K.hrry");
+    // Values of the wrong length.
+    let vp = dir.path().join("short.f64");
+    write_f64s(&vp, &values(n - 1, 1));
+    let e = pf
+        .refill_file(&vp, &out, &[], &o)
+        .expect_err("short values");
+    assert!(
+        e.to_string().contains("the plan takes 100000 values"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    // A budget below the largest part's.
+    let vp = dir.path().join("v.f64");
+    write_f64s(&vp, &values(n, 1));
+    let tiny = AssembleOptions {
+        memory_budget: 1 << 20,
+        ..Default::default()
+    };
+    match pf.refill_file(&vp, &out, &[], &tiny) {
+        Err(Error::BudgetTooSmall { minimum, .. }) => assert_eq!(minimum, pf.refill_budget()),
+        other => panic!("{other:?}"),
+    }
+    // The output may not be the plan or the values.
+    for target in [&path, &vp] {
+        let e = pf
+            .refill_file(&vp, target, &[], &o)
+            .expect_err("output is an input");
+        assert!(e.to_string().contains("input"), "{e}");
+    }
+    // NaN where the policy forbids it: named by its position.
+    let mut v = values(n, 1);
+    v[4321] = f64::NAN;
+    write_f64s(&vp, &v);
+    let strict = AssembleOptions {
+        memory_budget: 8 << 20,
+        non_finite: NonFinitePolicy::RejectNan,
+        ..Default::default()
+    };
+    let c = coords(&[3000, 3000], n, 1);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let sp = dir.path().join("strict.plan");
+    PlanFile::create(&ix, &[3000, 3000], DType::F64, &strict, &sp, None).expect("plan");
+    let e = PlanFile::open(&sp)
+        .expect("open")
+        .refill_file(&vp, &out, &[], &strict)
+        .expect_err("nan");
+    assert!(e.to_string().contains("4321"), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn plans_in_parts_and_in_memory_are_told_apart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = small_plan(dir.path());
+    let e = Plan::load(&path).expect_err("a parted plan is not loaded");
+    assert!(e.to_string().contains("kept in parts"), "{e}");
+    let rows: [u32; 3] = [0, 1, 0];
+    let cols: [u32; 3] = [0, 1, 0];
+    let mem = Plan::new(
+        &[&rows[..], &cols[..]],
+        &[2, 2],
+        DType::F64,
+        &AssembleOptions::default(),
+        None,
+    )
+    .expect("plan");
+    let mp = dir.path().join("M.plan");
+    mem.save(&mp).expect("save");
+    let e = PlanFile::open(&mp).expect_err("an in-memory plan's file");
+    assert!(e.to_string().contains("Plan::load"), "{e}");
+}
+
+#[test]
+fn a_damaged_plan_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = small_plan(dir.path());
+    let good = std::fs::read(&path).expect("read");
+    let mut r = Rng(5);
+    let mut refused = 0;
+    for _ in 0..40 {
+        let mut bad = good.clone();
+        let at = r.below(bad.len() as u64) as usize;
+        bad[at] ^= 1 << r.below(8);
+        let p = dir.path().join("bad.plan");
+        std::fs::write(&p, &bad).expect("write");
+        // Either refused at open, or (a flip in padding) refills as the good one.
+        match PlanFile::open(&p) {
+            Err(_) => refused += 1,
+            Ok(pf) => assert_eq!(pf.digest(), PlanFile::open(&path).expect("good").digest()),
+        }
+    }
+    assert!(refused >= 30, "only {refused} of 40 flips refused");
+}
+
+#[test]
+fn planning_errors_match_a_push() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows: Vec<u32> = vec![0, 1, 9, 2];
+    let cols: Vec<u32> = vec![0, 1, 0, 2];
+    let p = dir.path().join("P.plan");
+    let e = PlanFile::create(
+        &[&rows[..], &cols[..]],
+        &[5, 5],
+        DType::F64,
+        &AssembleOptions::default(),
+        &p,
+        None,
+    )
+    .expect_err("index 9 of 5");
+    match e {
+        Error::IndexOutOfRange { contribution, .. } => assert_eq!(contribution, 2),
+        other => panic!("{other:?}"),
+    }
+    assert!(!p.exists());
+    let rows: Vec<u32> = vec![0, 1, 0];
+    let cols: Vec<u32> = vec![0, 1, 0];
+    let strict = AssembleOptions {
+        duplicates: DuplicatePolicy::Error,
+        ..Default::default()
+    };
+    match PlanFile::create(
+        &[&rows[..], &cols[..]],
+        &[5, 5],
+        DType::F64,
+        &strict,
+        &p,
+        None,
+    ) {
+        Err(Error::DuplicateCoordinate { coordinate }) => assert_eq!(coordinate, vec![0, 0]),
+        other => panic!("{other:?}"),
+    }
+    let drop = AssembleOptions {
+        drop_zeros: true,
+        ..Default::default()
+    };
+    let e = PlanFile::create(
+        &[&rows[..], &cols[..]],
+        &[5, 5],
+        DType::F64,
+        &drop,
+        &p,
+        None,
+    )
+    .expect_err("drop_zeros");
+    assert!(e.to_string().contains("drop_zeros"), "{e}");
+    assert!(!p.exists());
+}
+
+#[test]
+fn the_result_is_a_plain_hurray_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, n) = small_plan(dir.path());
+    let pf = PlanFile::open(&path).expect("open");
+    let vp = dir.path().join("v.f64");
+    write_f64s(&vp, &values(n, 9));
+    let out = dir.path().join("K.hrry");
+    let s = pf
+        .refill_file(
+            &vp,
+            &out,
+            &[],
+            &AssembleOptions {
+                memory_budget: 8 << 20,
+                ..Default::default()
+            },
+        )
+        .expect("refill");
+    assert_eq!(s.nnz, pf.nnz());
+    let f = HurrayFile::open(&out).expect("open");
+    assert!(f.verify().is_empty());
+    // The default layout, COO, as a full assembly writes it.
+    match f.tensor_view("coo").expect("coo") {
+        Tensor::Coo(c) => assert_eq!(c.nnz(), pf.nnz()),
+        Tensor::Compressed(_) => panic!("COO expected"),
+    }
+}

@@ -257,16 +257,21 @@ fn integer_values_and_npy_input() {
 }
 
 fn small_plan(dir: &Path) -> (PathBuf, usize) {
-    let shape = [3000u64, 3000];
-    let n = 100_000;
-    let c = coords(&shape, n, 1);
-    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let o = AssembleOptions {
         memory_budget: 8 << 20,
         ..Default::default()
     };
-    let path = dir.join("S.plan");
-    PlanFile::create(&ix, &shape, DType::F64, &o, &path, None).expect("plan");
+    small_plan_with(dir, "S.plan", &o)
+}
+
+/// A plan of 100,000 contributions in 3000 x 3000, made with `o`.
+fn small_plan_with(dir: &Path, name: &str, o: &AssembleOptions) -> (PathBuf, usize) {
+    let shape = [3000u64, 3000];
+    let n = 100_000;
+    let c = coords(&shape, n, 1);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let path = dir.join(name);
+    PlanFile::create(&ix, &shape, DType::F64, o, &path, None).expect("plan");
     (path, n)
 }
 
@@ -318,10 +323,7 @@ fn refusals_name_what_is_wrong() {
         non_finite: NonFinitePolicy::RejectNan,
         ..Default::default()
     };
-    let c = coords(&[3000, 3000], n, 1);
-    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
-    let sp = dir.path().join("strict.plan");
-    PlanFile::create(&ix, &[3000, 3000], DType::F64, &strict, &sp, None).expect("plan");
+    let (sp, _) = small_plan_with(dir.path(), "strict.plan", &strict);
     let e = PlanFile::open(&sp)
         .expect("open")
         .refill_file(&vp, &out, &[], &strict)

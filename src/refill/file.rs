@@ -92,27 +92,10 @@ impl Plan {
                 "the file shrank while it was read".into(),
             ));
         }
-        macro_rules! by_value {
-            ($v:ty) => {
-                self.refill_values::<$v>(&decode::<$v>(&bytes, big_endian), values, output, inputs)
-            };
-        }
-        match dtype {
-            DType::F64 => by_value!(f64),
-            DType::F32 => by_value!(f32),
-            DType::I8 => by_value!(i8),
-            DType::I16 => by_value!(i16),
-            DType::I32 => by_value!(i32),
-            DType::I64 => by_value!(i64),
-            DType::U8 => by_value!(u8),
-            DType::U16 => by_value!(u16),
-            DType::U32 => by_value!(u32),
-            DType::U64 => by_value!(u64),
-            other => Err(input_error(
-                values,
-                format!("values of type {} are not read", other.name()),
-            )),
-        }
+        with_refill_type!(dtype, T => self.refill_values::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => Err(input_error(
+            values,
+            format!("values of type {} are not read", other.name()),
+        )))
     }
 
     fn refill_values<V: DirectValue>(
@@ -122,27 +105,10 @@ impl Plan {
         output: &Path,
         inputs: &[&Path],
     ) -> Result<RefillSummary> {
-        macro_rules! by_out {
-            ($o:ty) => {
-                self.write_refill::<V, $o>(v, values, output, inputs)
-            };
-        }
-        match self.dtype {
-            DType::F64 => by_out!(f64),
-            DType::F32 => by_out!(f32),
-            DType::I8 => by_out!(i8),
-            DType::I16 => by_out!(i16),
-            DType::I32 => by_out!(i32),
-            DType::I64 => by_out!(i64),
-            DType::U8 => by_out!(u8),
-            DType::U16 => by_out!(u16),
-            DType::U32 => by_out!(u32),
-            DType::U64 => by_out!(u64),
-            other => Err(Error::Unsupported(format!(
-                "refilling a plan of {} values",
-                other.name()
-            ))),
-        }
+        with_refill_type!(self.dtype, T => self.write_refill::<V, T>(v, values, output, inputs), other => Err(Error::Unsupported(format!(
+            "refilling a plan of {} values",
+            other.name()
+        ))))
     }
 
     fn write_refill<V: DirectValue, O: OutValue>(

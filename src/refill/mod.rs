@@ -26,6 +26,57 @@
 //! # Ok::<(), coo_assembler::Error>(())
 //! ```
 
+/// `$body` with `$t` the Rust type of `$dtype`, for each element type a
+/// plan refills (the real and integer types); `$other => $none` for the
+/// rest. The one dispatch of the refills' value and result types.
+macro_rules! with_refill_type {
+    ($dtype:expr, $t:ident => $body:expr, $other:ident => $none:expr) => {
+        match $dtype {
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            $other => $none,
+        }
+    };
+}
+
 mod file;
 mod fill;
 mod parted;
@@ -150,20 +201,7 @@ impl Plan {
         opts: &AssembleOptions,
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
-        if indices.len() != shape.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} index arrays for a rank-{} tensor",
-                indices.len(),
-                shape.len()
-            )));
-        }
-        let n = indices.first().map_or(0, |d| d.len());
-        if let Some(d) = indices.iter().position(|x| x.len() != n) {
-            return Err(Error::InvalidArgument(format!(
-                "index array {d} has {} entries, index array 0 {n}",
-                indices[d].len()
-            )));
-        }
+        check_arrays(indices, shape)?;
         Self::build(&pattern::Arrays { dims: indices }, shape, dtype, opts, stop)
     }
 
@@ -179,12 +217,7 @@ impl Plan {
         opts: &AssembleOptions,
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
-        if per_element == 0 || dofs.len() % per_element != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{} degrees of freedom are not a whole number of elements of {per_element}",
-                dofs.len()
-            )));
-        }
+        check_elements(dofs.len(), per_element)?;
         let n = (dofs.len() / per_element) as u128 * (per_element as u128).pow(2);
         if n >= u32::MAX as u128 {
             return Err(Error::InvalidArgument(format!(
@@ -544,6 +577,37 @@ pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions) -> Result<()
              plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
                 .into(),
         ));
+    }
+    Ok(())
+}
+
+/// One index array per dimension of `shape`, all as long: what every
+/// plan of arrays takes.
+pub(crate) fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
+    if indices.len() != shape.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} index arrays for a rank-{} tensor",
+            indices.len(),
+            shape.len()
+        )));
+    }
+    let n = indices.first().map_or(0, |d| d.len());
+    if let Some(d) = indices.iter().position(|x| x.len() != n) {
+        return Err(Error::InvalidArgument(format!(
+            "index array {d} has {} entries, index array 0 {n}",
+            indices[d].len()
+        )));
+    }
+    Ok(())
+}
+
+/// Degrees of freedom that are a whole number of elements of
+/// `per_element`: what every plan of element matrices takes.
+pub(crate) fn check_elements(dofs: usize, per_element: usize) -> Result<()> {
+    if per_element == 0 || dofs % per_element != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{dofs} degrees of freedom are not a whole number of elements of {per_element}"
+        )));
     }
     Ok(())
 }

@@ -130,8 +130,9 @@ impl Spill {
             .map_err(|e| Error::io("write a spill file in", &self.dir, e))
     }
 
-    /// Everything written, read back and checked against its hash.
-    fn read_all(self, what: &'static str) -> Result<Vec<u8>> {
+    /// Flush, and rewind for reading: the file, its length, the hash of
+    /// what was written and the folder (for messages).
+    fn finish(self) -> Result<(std::fs::File, u64, u64, PathBuf)> {
         let want = self.hash.digest();
         let dir = self.dir;
         let mut f = self
@@ -140,41 +141,31 @@ impl Spill {
             .map_err(|e| Error::io("write a spill file in", &dir, e.into_error()))?;
         f.rewind()
             .map_err(|e| Error::io("seek a spill file in", &dir, e))?;
+        Ok((f, self.bytes, want, dir))
+    }
+
+    /// Everything written, read back and checked against its hash.
+    fn read_all(self, what: &'static str) -> Result<Vec<u8>> {
+        let (f, bytes, want, dir) = self.finish()?;
         let mut out = Vec::new();
-        out.try_reserve_exact(self.bytes as usize)
-            .map_err(|_| Error::OutOfMemory {
-                what,
-                bytes: self.bytes,
-            })?;
-        f.take(self.bytes)
+        out.try_reserve_exact(bytes as usize)
+            .map_err(|_| Error::OutOfMemory { what, bytes })?;
+        f.take(bytes)
             .read_to_end(&mut out)
             .map_err(|e| Error::io("read a spill file in", &dir, e))?;
-        if out.len() as u64 != self.bytes || xxhash_rust::xxh3::xxh3_64(&out) != want {
-            return Err(Error::InvalidFile {
-                section: format!("spill file in {}", dir.display()),
-                offset: 0,
-                detail: format!("{what}: the bytes read back differ from those written"),
-            });
+        if out.len() as u64 != bytes || xxhash_rust::xxh3::xxh3_64(&out) != want {
+            return Err(spill_damaged(&dir, what));
         }
         Ok(out)
     }
+}
 
-    /// Read back in chunks of `chunk` bytes, each checked as a whole at the end.
-    fn into_reader(self) -> Result<(std::io::BufReader<std::fs::File>, u64, u64, PathBuf)> {
-        let want = self.hash.digest();
-        let dir = self.dir;
-        let mut f = self
-            .w
-            .into_inner()
-            .map_err(|e| Error::io("write a spill file in", &dir, e.into_error()))?;
-        f.rewind()
-            .map_err(|e| Error::io("seek a spill file in", &dir, e))?;
-        Ok((
-            std::io::BufReader::with_capacity(1 << 20, f),
-            self.bytes,
-            want,
-            dir,
-        ))
+/// A spill file whose bytes read back are not those written.
+fn spill_damaged(dir: &Path, what: &str) -> Error {
+    Error::InvalidFile {
+        section: format!("spill file in {}", dir.display()),
+        offset: 0,
+        detail: format!("{what}: the bytes read back differ from those written"),
     }
 }
 
@@ -205,20 +196,7 @@ impl PlanFile {
         path: &Path,
         stop: Option<&AtomicBool>,
     ) -> Result<PlanFileSummary> {
-        if indices.len() != shape.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} index arrays for a rank-{} tensor",
-                indices.len(),
-                shape.len()
-            )));
-        }
-        let n = indices.first().map_or(0, |d| d.len());
-        if let Some(d) = indices.iter().position(|x| x.len() != n) {
-            return Err(Error::InvalidArgument(format!(
-                "index array {d} has {} entries, index array 0 {n}",
-                indices[d].len()
-            )));
-        }
+        super::check_arrays(indices, shape)?;
         plan_parts(
             &pattern::Arrays { dims: indices },
             shape,
@@ -274,12 +252,7 @@ impl PlanFile {
         path: &Path,
         stop: Option<&AtomicBool>,
     ) -> Result<PlanFileSummary> {
-        if per_element == 0 || dofs.len() % per_element != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{} degrees of freedom are not a whole number of elements of {per_element}",
-                dofs.len()
-            )));
-        }
+        super::check_elements(dofs.len(), per_element)?;
         let c = pattern::Elements {
             dofs,
             per: per_element,
@@ -468,27 +441,10 @@ impl PlanFile {
             });
         }
         let src = ValuesFile::open(values, self.dtype, self.n)?;
-        macro_rules! by_value {
-            ($v:ty) => {
-                self.refill_from::<$v>(src, values, output, inputs, opts)
-            };
-        }
-        match src.dtype {
-            DType::F64 => by_value!(f64),
-            DType::F32 => by_value!(f32),
-            DType::I8 => by_value!(i8),
-            DType::I16 => by_value!(i16),
-            DType::I32 => by_value!(i32),
-            DType::I64 => by_value!(i64),
-            DType::U8 => by_value!(u8),
-            DType::U16 => by_value!(u16),
-            DType::U32 => by_value!(u32),
-            DType::U64 => by_value!(u64),
-            other => Err(input_error(
-                values,
-                format!("values of type {} are not read", other.name()),
-            )),
-        }
+        with_refill_type!(src.dtype, T => self.refill_from::<T>(src, values, output, inputs, opts), other => Err(input_error(
+            values,
+            format!("values of type {} are not read", other.name()),
+        )))
     }
 
     fn refill_from<V: DirectValue + bytemuck::Pod>(
@@ -499,27 +455,10 @@ impl PlanFile {
         inputs: &[&Path],
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
-        macro_rules! by_out {
-            ($o:ty) => {
-                self.refill_typed::<V, $o>(src, values, output, inputs, opts)
-            };
-        }
-        match self.dtype {
-            DType::F64 => by_out!(f64),
-            DType::F32 => by_out!(f32),
-            DType::I8 => by_out!(i8),
-            DType::I16 => by_out!(i16),
-            DType::I32 => by_out!(i32),
-            DType::I64 => by_out!(i64),
-            DType::U8 => by_out!(u8),
-            DType::U16 => by_out!(u16),
-            DType::U32 => by_out!(u32),
-            DType::U64 => by_out!(u64),
-            other => Err(Error::Unsupported(format!(
-                "refilling a plan of {} values",
-                other.name()
-            ))),
-        }
+        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, values, output, inputs, opts), other => Err(Error::Unsupported(format!(
+            "refilling a plan of {} values",
+            other.name()
+        ))))
     }
 
     fn refill_typed<V: DirectValue + bytemuck::Pod, O: OutValue>(
@@ -895,47 +834,25 @@ fn plan_parts_to<C: Coords>(
         FileWriter::create_for(path, WriteOptions::default(), inputs, ReplaceInput::Refuse)?;
 
     // 1. Validate, count per slice and digest, each thread its range.
-    let pieces = pattern::ranges(n, if n < (1 << 16) { 1 } else { threads });
-    let counted: Vec<Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
-        let hs: Vec<_> = pieces
-            .iter()
-            .map(|&(from, to)| {
-                let ks = &ks;
-                s.spawn(move || -> Result<(Vec<u64>, Vec<u64>)> {
-                    let mut hist = pattern::zeros::<u64>(fine, "the plan's slice counts")?;
-                    for k in from..to {
-                        if k % (1 << 16) == 0 {
-                            if pattern::stopped(stop) {
-                                return Err(pattern::stop_error());
-                            }
-                            c.release(k.saturating_sub(1 << 16).max(from), k);
-                        }
-                        hist[(ks.key(c, k)? >> split) as usize] += 1;
-                    }
-                    c.release(from, to);
-                    Ok((hist, pattern::block_digests(c, rank, from, to)))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-            })
-            .collect()
-    });
-    let mut hist = pattern::zeros::<u64>(fine, "the plan's slice counts")?;
-    let mut digest = xxhash_rust::xxh3::Xxh3::new();
-    for r in counted {
-        let (h, d) = r?;
+    let threads_1 = if n < (1 << 16) { 1 } else { threads };
+    let (hists, digest) = pattern::count_and_digest::<C, u64>(
+        c,
+        &ks,
+        split,
+        fine,
+        threads_1,
+        stop,
+        "the plan's slice counts",
+    )?;
+    let mut hists = hists.into_iter();
+    let mut hist = hists
+        .next()
+        .ok_or(Error::Poisoned("planning (no counts)"))?;
+    for h in hists {
         for (a, b) in hist.iter_mut().zip(h) {
             *a += b;
         }
-        for x in d {
-            digest.update(&x.to_le_bytes());
-        }
     }
-    let digest = digest.digest();
 
     // Parts: consecutive slices of at most `cap` contributions.
     let budget = opts.memory_budget;
@@ -991,7 +908,7 @@ fn plan_parts_to<C: Coords>(
             }
             c.release(k.saturating_sub(1 << 16), k);
         }
-        let key = ks.key(c, k).map_err(|_| changed())?;
+        let key = ks.key(c, k).map_err(|_| pattern::changed())?;
         let p = part_of[(key >> split) as usize];
         keys[p as usize].put(&key.to_le_bytes())?;
         ids.put(&p.to_le_bytes())?;
@@ -1074,7 +991,7 @@ fn plan_parts_to<C: Coords>(
             }
             orders.put(&obuf)?;
             if pairs.len() as u64 != sizes[p] {
-                return Err(changed());
+                return Err(pattern::changed());
             }
             table.push((sizes[p], entries));
             nnz += entries;
@@ -1082,8 +999,8 @@ fn plan_parts_to<C: Coords>(
         t.finish()?;
     }
     // `order` and `part`, streamed from their spills, and the table.
-    stream_u32s(&mut w, ORDER, orders, n as u64)?;
-    stream_u16s(&mut w, PART, ids, n as u64)?;
+    stream_words::<4>(&mut w, ORDER, DType::U32, orders, n as u64)?;
+    stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
     {
         let mut t = w.begin_tensor(PARTS, DType::U64, &[2 * nparts as u64])?;
         for (i, &(c, e)) in table.iter().enumerate() {
@@ -1133,20 +1050,9 @@ fn sort_pairs(v: &mut [u128], threads: usize) {
     v.sort_unstable();
 }
 
-fn changed() -> Error {
-    Error::InvalidArgument("the index arrays changed while they were planned".into())
-}
-
-/// A rank-1 u32 tensor `name` of `n` entries (index i at entry i) from a
-/// spill of little-endian u32s.
-fn stream_u32s(w: &mut FileWriter, name: &str, s: Spill, n: u64) -> Result<()> {
-    stream_words::<4>(w, name, DType::U32, s, n)
-}
-
-fn stream_u16s(w: &mut FileWriter, name: &str, s: Spill, n: u64) -> Result<()> {
-    stream_words::<2>(w, name, DType::U16, s, n)
-}
-
+/// A rank-1 tensor `name` of `n` entries (index i at entry i) of
+/// `dtype`, `W` bytes each (u32 or u16), from a spill of little-endian
+/// words.
 fn stream_words<const W: usize>(
     w: &mut FileWriter,
     name: &str,
@@ -1154,9 +1060,10 @@ fn stream_words<const W: usize>(
     s: Spill,
     n: u64,
 ) -> Result<()> {
-    let (mut r, bytes, want, dir) = s.into_reader()?;
+    let (f, bytes, want, dir) = s.finish()?;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, f);
     if bytes != n * W as u64 {
-        return Err(changed());
+        return Err(pattern::changed());
     }
     let mut t = w.begin_tensor(name, dtype, &[n.max(1)])?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
@@ -1178,11 +1085,7 @@ fn stream_words<const W: usize>(
         }
     }
     if h.digest() != want {
-        return Err(Error::InvalidFile {
-            section: format!("spill file in {}", dir.display()),
-            offset: 0,
-            detail: format!("{name}: the bytes read back differ from those written"),
-        });
+        return Err(spill_damaged(&dir, name));
     }
     t.finish()?;
     Ok(())

@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 const BUCKET_BITS: u32 = 22;
 /// Below this many contributions everything runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
-/// How often (in contributions) a pass looks at the stop flag.
-const STOP_EVERY: usize = 1 << 16;
 
 /// Where a plan's coordinates come from.
 pub(crate) trait Coords: Sync {
@@ -250,13 +248,70 @@ pub(super) fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
 /// Contributions per block of the digest.
 pub(super) const DIGEST_BLOCK: usize = 1 << 16;
 
-/// The digests of the blocks of `from..to` (`from` a multiple of
-/// [`DIGEST_BLOCK`]).
-pub(super) fn block_digests<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> Vec<u64> {
-    (from..to)
-        .step_by(DIGEST_BLOCK)
-        .map(|b| digest_part(c, rank, b, (b + DIGEST_BLOCK).min(to)))
-        .collect()
+/// Pass 1 of planning, in memory or in parts: validate every index,
+/// count the contributions of each of `buckets` buckets (`key >> split`)
+/// and take the digest, each of `threads` threads over its range, block
+/// by block: a block is counted and digested while it is in cache, then a
+/// mapped source gives its pages back. Each thread's counts (in array
+/// order) and the digest; the first bad index in array order.
+pub(super) fn count_and_digest<C, T>(
+    c: &C,
+    ks: &KeyShape,
+    split: u32,
+    buckets: usize,
+    threads: usize,
+    stop: Option<&AtomicBool>,
+    what: &'static str,
+) -> Result<(Vec<Vec<T>>, u64)>
+where
+    C: Coords,
+    T: Copy + Default + Send + std::ops::AddAssign + From<u8>,
+{
+    let rank = ks.extents.len();
+    let parts = ranges(c.len(), threads);
+    let counted: Vec<Result<(Vec<T>, Vec<u64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = parts
+            .iter()
+            .map(|&(from, to)| {
+                s.spawn(move || -> Result<(Vec<T>, Vec<u64>)> {
+                    let mut hist = zeros::<T>(buckets, what)?;
+                    let mut digests = Vec::with_capacity((to - from).div_ceil(DIGEST_BLOCK));
+                    let one = T::from(1u8);
+                    let mut b = from;
+                    while b < to {
+                        if stopped(stop) {
+                            return Err(stop_error());
+                        }
+                        let end = (b + DIGEST_BLOCK).min(to);
+                        for k in b..end {
+                            hist[(ks.key(c, k)? >> split) as usize] += one;
+                        }
+                        digests.push(digest_part(c, rank, b, end));
+                        c.release(b, end);
+                        b = end;
+                    }
+                    Ok((hist, digests))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+            })
+            .collect()
+    });
+    let mut hists = Vec::with_capacity(parts.len());
+    let mut digest = xxhash_rust::xxh3::Xxh3::new();
+    for r in counted {
+        // The first error in array order: ranges are in array order.
+        let (h, d) = r?;
+        hists.push(h);
+        for x in d {
+            digest.update(&x.to_le_bytes());
+        }
+    }
+    Ok((hists, digest.digest()))
 }
 
 /// Plan the contributions `c` (rank `shape.len()`) in `layout`.
@@ -285,42 +340,15 @@ pub(crate) fn plan<C: Coords>(
     let parts = ranges(n, threads);
 
     // 1. Validate, count per bucket and digest, each thread its range.
-    let counted: Vec<Result<(Vec<u32>, Vec<u64>)>> = std::thread::scope(|s| {
-        let hs: Vec<_> = parts
-            .iter()
-            .map(|&(from, to)| {
-                let ks = &ks;
-                s.spawn(move || -> Result<(Vec<u32>, Vec<u64>)> {
-                    let mut hist = zeros::<u32>(buckets, "the plan's bucket counts")?;
-                    for k in from..to {
-                        if k % STOP_EVERY == 0 && stopped(stop) {
-                            return Err(stop_error());
-                        }
-                        let key = ks.key(c, k)?;
-                        hist[(key >> split) as usize] += 1;
-                    }
-                    Ok((hist, block_digests(c, rank, from, to)))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-            })
-            .collect()
-    });
-    let mut hists = Vec::with_capacity(threads);
-    let mut digest = xxhash_rust::xxh3::Xxh3::new();
-    for r in counted {
-        // The first error in array order: ranges are in array order.
-        let (h, d) = r?;
-        hists.push(h);
-        for x in d {
-            digest.update(&x.to_le_bytes());
-        }
-    }
-    let digest = digest.digest();
+    let (mut hists, digest) = count_and_digest::<C, u32>(
+        c,
+        &ks,
+        split,
+        buckets,
+        threads,
+        stop,
+        "the plan's bucket counts",
+    )?;
 
     // Bucket starts, and each thread's place in every bucket.
     let mut bucket_start = zeros::<u32>(buckets + 1, "the plan's bucket starts")?;
@@ -483,7 +511,7 @@ pub(crate) fn plan<C: Coords>(
 type Piece = (usize, Result<(Vec<u64>, Vec<u32>)>);
 
 /// The error of coordinates that changed while they were planned.
-fn changed() -> Error {
+pub(super) fn changed() -> Error {
     Error::InvalidArgument("the index arrays changed while they were planned".into())
 }
 

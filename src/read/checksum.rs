@@ -122,12 +122,13 @@ fn first_damage(
     kv: &[(String, KvValue)],
     buffers: &[Buffer<'_>],
     mapped: Mapped<'_>,
+    always_release: bool,
 ) -> Option<Damage> {
     use rayon::prelude::*;
     let mut want = stored(name, kv, buffers);
     want.sort_by_key(|w| w.0);
     let total: usize = want.iter().map(|w| buffers[w.0].1.len()).sum();
-    let release = total as u64 > physical_memory() / 4;
+    let release = always_release || total as u64 > physical_memory() / 4;
     let found: Vec<Option<Damage>> = want
         .par_iter()
         .map(|&(b, key, v)| {
@@ -164,19 +165,53 @@ pub(super) fn check(
     buffers: &[Buffer<'_>],
     mapped: Mapped<'_>,
 ) -> Result<()> {
+    check_releasing(sc, name, kv, buffers, mapped, false)
+}
+
+/// [`check`], giving back the pages behind the hash whatever the size
+/// when `always_release` (a reader bound by a memory budget: a refill's
+/// plan file is many times its budget yet well under physical memory).
+pub(super) fn check_releasing(
+    sc: Option<&SumCheck<'_>>,
+    name: &str,
+    kv: &[(String, KvValue)],
+    buffers: &[Buffer<'_>],
+    mapped: Mapped<'_>,
+    always_release: bool,
+) -> Result<()> {
     let Some(sc) = sc else {
         return Ok(());
     };
     let verdict = sc
         .sums
         .verdict
-        .get_or_init(|| first_damage(sc.sums, name, kv, buffers, mapped));
-    match verdict {
+        .get_or_init(|| first_damage(sc.sums, name, kv, buffers, mapped, always_release));
+    damaged(verdict.as_ref(), name, sc.file)
+}
+
+/// The stored checksums of `buffers` (some of a tensor's) checked now,
+/// the pages behind the hash given back, and no verdict kept: for a
+/// reader within a budget that reads only these buffers of the tensor
+/// (a refill reads the values of a plan's `order`, never its indices).
+pub(super) fn check_some(
+    sc: Option<&SumCheck<'_>>,
+    name: &str,
+    kv: &[(String, KvValue)],
+    buffers: &[Buffer<'_>],
+    mapped: Mapped<'_>,
+) -> Result<()> {
+    let Some(sc) = sc else {
+        return Ok(());
+    };
+    let found = first_damage(&Sums::default(), name, kv, buffers, mapped, true);
+    damaged(found.as_ref(), name, sc.file)
+}
+
+fn damaged(d: Option<&Damage>, name: &str, file: Option<&Path>) -> Result<()> {
+    match d {
         None => Ok(()),
         Some(d) => {
-            let file = sc
-                .file
-                .map_or(String::new(), |p| format!(" of {}", p.display()));
+            let file = file.map_or(String::new(), |p| format!(" of {}", p.display()));
             Err(Error::invalid(
                 format!("{} buffer of tensor {name:?}{file}", d.buffer),
                 d.offset,

@@ -184,12 +184,19 @@ impl<'a> CompressedTensor<'a> {
     /// once per open file (see [`super::CooTensor::check_checksums`]): a
     /// damaged buffer is an [`Error::InvalidFile`] naming it.
     pub fn check_checksums(&self) -> Result<()> {
-        super::checksum::check(
+        self.check_checksums_with(false)
+    }
+
+    /// [`CompressedTensor::check_checksums`]; `release`: give back the
+    /// pages behind the hash whatever the tensor's size.
+    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
+        super::checksum::check_releasing(
             self.sums.as_ref(),
             self.name,
             self.kv,
             &self.placed_buffers(),
             self.mapped,
+            release,
         )
     }
 

@@ -80,11 +80,30 @@ impl<'a> CooTensor<'a> {
     /// passes (the matrix operations, `convert`, [`super::Tensor::try_for_each`])
     /// call it before they use the data.
     pub fn check_checksums(&self) -> Result<()> {
-        super::checksum::check(
+        self.check_checksums_with(false)
+    }
+
+    /// [`CooTensor::check_checksums`]; `release`: give back the pages
+    /// behind the hash whatever the tensor's size.
+    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
+        super::checksum::check_releasing(
             self.sums.as_ref(),
             self.name,
             self.kv,
             &self.buffers(),
+            self.mapped,
+            release,
+        )
+    }
+
+    /// Check the stored checksum of the values buffer alone, now, giving
+    /// back its pages (no verdict kept: see `checksum::check_some`).
+    pub(crate) fn check_values_checksum(&self) -> Result<()> {
+        super::checksum::check_some(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.buffers()[..1],
             self.mapped,
         )
     }

@@ -1085,6 +1085,68 @@ coo_plan *coo_plan_load(const char *path);
 int coo_plan_save(const coo_plan *plan, const char *path);
 
 /**
+ * Plan out of core: `coo_plan_new`'s plan, written to the plan file
+ * `path` (atomically) in parts that each fit `options->memory_budget`,
+ * holding no more than that budget (besides the caller's arrays) while
+ * planning; spill files go to `options->temp_dir`. For patterns whose
+ * plan does not fit in memory: each step then runs `coo_refill_file`
+ * with a values file, within the same budget. The errors are
+ * `coo_plan_new`'s, `COO_ERR_BUDGET` for a budget too small for one
+ * slice of the key space and `COO_ERR_IO` for the file.
+ *
+ * # Safety
+ * As `coo_plan_new`; `path` is NULL or NUL-terminated.
+ */
+int coo_plan_file_new(uint32_t rank,
+                      const int64_t *shape,
+                      coo_dtype dtype,
+                      const coo_options *options,
+                      size_t n,
+                      const int64_t *const *indices,
+                      const char *path);
+
+/**
+ * `coo_plan_file_new` with `int32_t` index arrays: the same plan file,
+ * the same errors.
+ *
+ * # Safety
+ * As `coo_plan_file_new`, with each `indices[d]` NULL or pointing to `n`
+ * int32.
+ */
+int coo_plan_file_new_i32(uint32_t rank,
+                          const int64_t *shape,
+                          coo_dtype dtype,
+                          const coo_options *options,
+                          size_t n,
+                          const int32_t *const *indices,
+                          const char *path);
+
+/**
+ * Assemble one step with a plan file (either kind: `coo_plan_save`'s or
+ * `coo_plan_file_new`'s) and the values file `values` (a `.npy` array,
+ * or raw little-endian values of the plan's type, one per contribution
+ * in the planned order), into the Hurray file `output`, written
+ * atomically. A plan kept in parts is refilled within
+ * `options->memory_budget` (spill files in `options->temp_dir`; the other
+ * options are the plan's and are not read). The values are bit for bit
+ * what a builder gives for the same contributions. Errors:
+ * `COO_ERR_ARGUMENT` for an output that names the plan or the values
+ * file, and for values of the wrong count or type (the message says
+ * which); `COO_ERR_BUDGET` for a budget below the largest part's need
+ * (the message gives the minimum); `COO_ERR_INVALID_FILE` for a damaged
+ * plan; the policies' errors (`COO_ERR_NON_FINITE`, `COO_ERR_DUPLICATE`)
+ * as in an assembly; `COO_ERR_IO`. Nothing is left at `output` on error.
+ *
+ * # Safety
+ * `plan`, `values` and `output` are NULL or NUL-terminated; `options` is
+ * NULL or points to a `coo_options` filled by `coo_options_default`.
+ */
+int coo_refill_file(const char *plan,
+                    const char *values,
+                    const char *output,
+                    const coo_options *options);
+
+/**
  * Release a plan. NULL, or a plan already freed: no-op. No other call
  * may use the plan during or after this one.
  *

@@ -27,7 +27,7 @@ use crate::{
 };
 use coo_assembler::__half::{bf16, f16};
 use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
-use coo_assembler::{DType, Error, ErrorKind, OutputLayout, Plan};
+use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
 use std::ffi::{c_char, c_int, c_void};
 
 // Refills run from any thread at once on one plan: it must allow it.
@@ -125,6 +125,35 @@ unsafe fn plan_arrays<I: IndexElem>(
     n: usize,
     indices: *const *const I,
 ) -> Res<Plan> {
+    // SAFETY: forwarded contract.
+    unsafe {
+        with_coords(
+            rank,
+            shape,
+            dtype,
+            options,
+            n,
+            indices,
+            |dims, ext, dt, o| Plan::new(dims, ext, dt, o, None),
+        )
+    }
+}
+
+/// Read the arguments every plan of index arrays takes, then `make` the
+/// plan (in memory, or into a file): an error met after the indices were
+/// read names the first negative index when there is one.
+///
+/// # Safety
+/// As [`coo_plan_new`], with `I` for `int64_t`.
+unsafe fn with_coords<I: IndexElem, T>(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const I,
+    make: impl FnOnce(&[&[I]], &[u64], DType, &AssembleOptions) -> coo_assembler::Result<T>,
+) -> Res<T> {
     // SAFETY: `rank` int64 by the caller's contract.
     let extents = unsafe { shape_from_c(rank, shape) }?;
     let dtype: DType = from_c(dtype.0)?;
@@ -144,7 +173,7 @@ unsafe fn plan_arrays<I: IndexElem>(
             .map(|(d, &p)| unsafe { slice(p, n, &format!("indices[{d}]")) })
             .collect::<Res<_>>()?
     };
-    Plan::new(&dims, extents, dtype, &opts, None).map_err(|e| {
+    make(&dims, extents, dtype, &opts).map_err(|e| {
         if before_indices(&e) {
             Fail::from(e)
         } else {
@@ -386,6 +415,125 @@ pub unsafe extern "C" fn coo_plan_save(plan: *const coo_plan, path: *const c_cha
         // SAFETY: NULL or NUL-terminated (the caller's contract).
         let path = unsafe { c_path(path, "path") }?;
         Ok(p.save(&path)?)
+    })
+}
+
+/// Plan out of core: `coo_plan_new`'s plan, written to the plan file
+/// `path` (atomically) in parts that each fit `options->memory_budget`,
+/// holding no more than that budget (besides the caller's arrays) while
+/// planning; spill files go to `options->temp_dir`. For patterns whose
+/// plan does not fit in memory: each step then runs `coo_refill_file`
+/// with a values file, within the same budget. The errors are
+/// `coo_plan_new`'s, `COO_ERR_BUDGET` for a budget too small for one
+/// slice of the key space and `COO_ERR_IO` for the file.
+///
+/// # Safety
+/// As `coo_plan_new`; `path` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_file_new(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const i64,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { plan_file(rank, shape, dtype, options, n, indices, path) }
+}
+
+/// `coo_plan_file_new` with `int32_t` index arrays: the same plan file,
+/// the same errors.
+///
+/// # Safety
+/// As `coo_plan_file_new`, with each `indices[d]` NULL or pointing to `n`
+/// int32.
+#[no_mangle]
+pub unsafe extern "C" fn coo_plan_file_new_i32(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const i32,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { plan_file(rank, shape, dtype, options, n, indices, path) }
+}
+
+/// The body of `coo_plan_file_new` and `coo_plan_file_new_i32`.
+///
+/// # Safety
+/// As [`coo_plan_file_new`], with `I` for `int64_t`.
+unsafe fn plan_file<I: IndexElem>(
+    rank: u32,
+    shape: *const i64,
+    dtype: DTypeArg,
+    options: *const coo_options,
+    n: usize,
+    indices: *const *const I,
+    path: *const c_char,
+) -> c_int {
+    status(|| {
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let path = unsafe { c_path(path, "path") }?;
+        // SAFETY: forwarded contract.
+        unsafe {
+            with_coords(
+                rank,
+                shape,
+                dtype,
+                options,
+                n,
+                indices,
+                |dims, ext, dt, o| PlanFile::create(dims, ext, dt, o, &path, None),
+            )
+        }?;
+        Ok(())
+    })
+}
+
+/// Assemble one step with a plan file (either kind: `coo_plan_save`'s or
+/// `coo_plan_file_new`'s) and the values file `values` (a `.npy` array,
+/// or raw little-endian values of the plan's type, one per contribution
+/// in the planned order), into the Hurray file `output`, written
+/// atomically. A plan kept in parts is refilled within
+/// `options->memory_budget` (spill files in `options->temp_dir`; the other
+/// options are the plan's and are not read). The values are bit for bit
+/// what a builder gives for the same contributions. Errors:
+/// `COO_ERR_ARGUMENT` for an output that names the plan or the values
+/// file, and for values of the wrong count or type (the message says
+/// which); `COO_ERR_BUDGET` for a budget below the largest part's need
+/// (the message gives the minimum); `COO_ERR_INVALID_FILE` for a damaged
+/// plan; the policies' errors (`COO_ERR_NON_FINITE`, `COO_ERR_DUPLICATE`)
+/// as in an assembly; `COO_ERR_IO`. Nothing is left at `output` on error.
+///
+/// # Safety
+/// `plan`, `values` and `output` are NULL or NUL-terminated; `options` is
+/// NULL or points to a `coo_options` filled by `coo_options_default`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_refill_file(
+    plan: *const c_char,
+    values: *const c_char,
+    output: *const c_char,
+    options: *const coo_options,
+) -> c_int {
+    status(|| {
+        // SAFETY: NULL or NUL-terminated (the caller's contract).
+        let (plan, values, output) = unsafe {
+            (
+                c_path(plan, "plan")?,
+                c_path(values, "values")?,
+                c_path(output, "output")?,
+            )
+        };
+        // SAFETY: the caller's contract.
+        let opts = unsafe { options_or_default(options) }?;
+        opts.validate()?;
+        coo_assembler::refill_plan_file(&plan, &values, &output, &opts)?;
+        Ok(())
     })
 }
 

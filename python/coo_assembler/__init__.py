@@ -51,6 +51,10 @@ __all__ = [
     "plan",
     "plan_elements",
     "load_plan",
+    "plan_to_file",
+    "plan_elements_to_file",
+    "refill_file",
+    "PlanFileSummary",
     "Plan",
     "parse_size",
     "DTYPES",
@@ -1316,6 +1320,43 @@ def _plan_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicate
     )
 
 
+def _plan_cols(coords: Any, shape_t: Tuple[int, ...]) -> Tuple[List[np.ndarray], int]:
+    """The index arrays of ``coords`` (a tuple of 1-D arrays or a ``(rank, n)``
+    array) as contiguous arrays of one dtype the native side reads in place,
+    and their length."""
+    if isinstance(coords, np.ndarray) and coords.ndim == 2:
+        cols = [coords[d] for d in range(coords.shape[0])]
+    elif isinstance(coords, (tuple, list)):
+        cols = [_index_array(c) for c in coords]
+    else:
+        raise InputError("coords must be a tuple of 1-D index arrays or a (rank, n) array")
+    if len(cols) != len(shape_t):
+        raise InputError(f"{len(cols)} index arrays for a rank-{len(shape_t)} shape")
+    n = cols[0].shape[0] if cols else 0
+    for d, c in enumerate(cols):
+        if c.ndim != 1 or c.shape[0] != n:
+            raise InputError(f"index array {d} has shape {c.shape}; expected ({n},)")
+        if c.dtype.kind not in "iu":
+            raise InputError(f"index array {d} has dtype {c.dtype}; expected integers")
+    # One contiguous dtype the native side reads in place.
+    common = np.result_type(*[c.dtype for c in cols]) if cols else np.dtype(np.int64)
+    if common not in (np.int32, np.int64, np.uint32, np.uint64):
+        common = np.dtype(np.int64)
+    cols = [np.ascontiguousarray(_native_order(c), dtype=common) for c in cols]
+    return cols, n
+
+
+def _plan_dofs(dofs: Any) -> np.ndarray:
+    """``dofs`` as a contiguous ``(elements, k)`` integer array."""
+    d = _native_order(np.asarray(dofs))
+    if d.ndim != 2 or d.dtype.kind not in "iu":
+        raise InputError(f"dofs must be a 2-D integer array (elements x k), got {d.dtype} {d.shape}")
+    if d.dtype not in (np.int32, np.int64, np.uint32, np.uint64):
+        d = d.astype(np.int64)
+    d = np.ascontiguousarray(d)
+    return d
+
+
 def plan(
     coords: Any,
     shape: Sequence[int],
@@ -1344,25 +1385,7 @@ def plan(
     """
     layout = _native.parse_name("layout", layout)
     shape_t = tuple(_extent(s) for s in shape)
-    if isinstance(coords, np.ndarray) and coords.ndim == 2:
-        cols = [coords[d] for d in range(coords.shape[0])]
-    elif isinstance(coords, (tuple, list)):
-        cols = [_index_array(c) for c in coords]
-    else:
-        raise InputError("coords must be a tuple of 1-D index arrays or a (rank, n) array")
-    if len(cols) != len(shape_t):
-        raise InputError(f"{len(cols)} index arrays for a rank-{len(shape_t)} shape")
-    n = cols[0].shape[0] if cols else 0
-    for d, c in enumerate(cols):
-        if c.ndim != 1 or c.shape[0] != n:
-            raise InputError(f"index array {d} has shape {c.shape}; expected ({n},)")
-        if c.dtype.kind not in "iu":
-            raise InputError(f"index array {d} has dtype {c.dtype}; expected integers")
-    # One contiguous dtype the native side reads in place.
-    common = np.result_type(*[c.dtype for c in cols]) if cols else np.dtype(np.int64)
-    if common not in (np.int32, np.int64, np.uint32, np.uint64):
-        common = np.dtype(np.int64)
-    cols = [np.ascontiguousarray(_native_order(c), dtype=common) for c in cols]
+    cols, n = _plan_cols(coords, shape_t)
     index_dtype = _scipy_index_dtype([c.dtype for c in cols], n, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
     kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros)
@@ -1392,12 +1415,7 @@ def plan_elements(
     shape_t = tuple(_extent(s) for s in shape)
     if len(shape_t) != 2:
         raise InputError(f"element plans are for matrices; got a rank-{len(shape_t)} shape")
-    d = _native_order(np.asarray(dofs))
-    if d.ndim != 2 or d.dtype.kind not in "iu":
-        raise InputError(f"dofs must be a 2-D integer array (elements x k), got {d.dtype} {d.shape}")
-    if d.dtype not in (np.int32, np.int64, np.uint32, np.uint64):
-        d = d.astype(np.int64)
-    d = np.ascontiguousarray(d)
+    d = _plan_dofs(dofs)
     n = d.shape[0] * d.shape[1] * d.shape[1]
     index_dtype = _scipy_index_dtype([d.dtype, d.dtype], n, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
@@ -1425,3 +1443,116 @@ def load_plan(path: PathLike) -> Plan:
     index_dtype = _index_dtype(max(n, native.nnz), shape)
     name = "int64" if index_dtype is np.int64 else "int32"
     return _plan_from_native(native, name, 0)
+
+
+class PlanFileSummary(NamedTuple):
+    """What :func:`plan_to_file` wrote."""
+
+    path: str
+    contributions: int
+    nnz: int
+    #: Parts the plan is cut into: each fits the planning budget, so a
+    #: refill within that budget works part by part.
+    parts: int
+    bytes: int
+
+
+def _plan_file_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicates: str,
+                  exact_sums: bool, non_finite: str, temp_dir: Optional[PathLike]) -> dict:
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False)
+    kw["temp_dir"] = None if temp_dir is None else _path(temp_dir)
+    return kw
+
+
+def _planned(t: Any) -> PlanFileSummary:
+    path, contributions, nnz, parts, nbytes = t
+    return PlanFileSummary(os.fspath(path), contributions, nnz, parts, nbytes)
+
+
+def plan_to_file(
+    coords: Any,
+    shape: Sequence[int],
+    path: PathLike,
+    *,
+    layout: str = "csr",
+    dtype: Any = "float64",
+    memory_budget: Size = "256MiB",
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+    temp_dir: Optional[PathLike] = None,
+) -> PlanFileSummary:
+    """Plan out of core: :func:`plan` for patterns whose plan does not fit
+    in memory. The plan is written to ``path`` (atomically) in parts that
+    each fit ``memory_budget``, and planning holds no more than the budget
+    besides ``coords`` (which may be ``np.memmap`` arrays). Then, step
+    after step::
+
+        ca.plan_to_file((row, col), shape, "K.plan", memory_budget="256MiB")
+        np.save("v.npy", values)                 # or values.tofile("v.f64")
+        K = ca.refill_file("K.plan", "v.npy", "K.hrry")
+
+    Options as :func:`plan` (plans keep explicit zeros: there is no
+    ``drop_zeros``); spill files go to ``temp_dir`` (default: the
+    system's)."""
+    layout = _native.parse_name("layout", layout)
+    shape_t = tuple(_extent(s) for s in shape)
+    cols, _ = _plan_cols(coords, shape_t)
+    name = _LIBRARY_NAME[_dtype_name(dtype)]
+    kw = _plan_file_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, temp_dir)
+    return _planned(_native.plan_to_file(cols, list(shape_t), name, _path(path), kw))
+
+
+def plan_elements_to_file(
+    dofs: Any,
+    shape: Sequence[int],
+    path: PathLike,
+    *,
+    layout: str = "csr",
+    dtype: Any = "float64",
+    memory_budget: Size = "256MiB",
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+    temp_dir: Optional[PathLike] = None,
+) -> PlanFileSummary:
+    """:func:`plan_to_file` for element matrices (``dofs`` as
+    :func:`plan_elements` takes it): every refill's values are the element
+    matrices, element after element, ``k * k`` values each, row-major."""
+    layout = _native.parse_name("layout", layout)
+    shape_t = tuple(_extent(s) for s in shape)
+    if len(shape_t) != 2:
+        raise InputError(f"element plans are for matrices; got a rank-{len(shape_t)} shape")
+    d = _plan_dofs(dofs)
+    name = _LIBRARY_NAME[_dtype_name(dtype)]
+    kw = _plan_file_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, temp_dir)
+    return _planned(_native.plan_elements_to_file(d, shape_t, name, _path(path), kw))
+
+
+def refill_file(
+    plan: PathLike,
+    values: PathLike,
+    output: PathLike,
+    *,
+    memory_budget: Size = "256MiB",
+    threads: Optional[int] = None,
+    temp_dir: Optional[PathLike] = None,
+) -> File:
+    """Assemble one step with a plan file (either kind: :meth:`Plan.save`'s
+    or :func:`plan_to_file`'s) and the values file ``values`` (a ``.npy``
+    array, or raw little-endian values of the plan's dtype, one per
+    contribution in the planned order) into the Hurray file ``output``
+    (written atomically; never the plan or the values file), and open it.
+    A plan in parts is refilled within ``memory_budget``; a budget below
+    what its largest part needs is refused with the minimum. The values are
+    bit for bit what :func:`assemble` gives for the same coordinates."""
+    if isinstance(values, np.ndarray):
+        raise InputError(
+            "values must be the path of a .npy or raw values file (np.save(path, v)); "
+            "for values held in memory use a Plan (ca.plan) and Plan.assemble"
+        )
+    kw = _options(memory_budget=memory_budget, threads=threads, temp_dir=temp_dir)
+    written = _native.refill_file(_path(plan), _path(values), _path(output), kw)
+    return open(os.fspath(written[0]))

@@ -13,6 +13,7 @@ mod file;
 mod matrix;
 mod names;
 mod plan;
+mod plan_file;
 
 use pyo3::prelude::*;
 
@@ -27,5 +28,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::NativePlan>()?;
     m.add_function(wrap_pyfunction!(plan::plan_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(plan::plan_elements, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_file::plan_to_file, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_file::plan_elements_to_file, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_file::refill_file, m)?)?;
     Ok(())
 }

@@ -24,18 +24,18 @@ pub struct NativePlan {
 }
 
 /// The NumPy name of an array's dtype ("" when it is not an array).
-fn dtype_of(a: &Bound<'_, PyAny>) -> String {
+pub(crate) fn dtype_of(a: &Bound<'_, PyAny>) -> String {
     a.cast::<PyUntypedArray>()
         .map(|a| a.dtype().to_string())
         .unwrap_or_default()
 }
 
-fn type_error(msg: String) -> PyErr {
+pub(crate) fn type_error(msg: String) -> PyErr {
     PyTypeError::new_err(msg)
 }
 
 /// A contiguous array of `T` (any number of dimensions), borrowed.
-fn slice_of<'py, T: NpElement>(
+pub(crate) fn slice_of<'py, T: NpElement>(
     a: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<numpy::PyReadonlyArrayDyn<'py, T>> {

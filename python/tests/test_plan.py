@@ -187,3 +187,81 @@ def test_plans_pickle_save_and_load(rng, fe, tmp_path):
     E = ca.plan_elements(dofs, (2000, 2000))
     ke = rng.standard_normal((dofs.shape[0], dofs.shape[1], dofs.shape[1]))
     same(pickle.loads(pickle.dumps(E)).assemble_elements(ke), E.assemble_elements(ke))
+
+
+def index_dtype(a):
+    return a.coords[0].dtype if a.format == "coo" else a.indices.dtype
+
+
+@pytest.fixture
+def big_fe(rng):
+    # Enough contributions (about 2.6e5) that an 8 MiB budget cuts the plan
+    # file into several parts.
+    n_el, k = 7200, 6
+    base = rng.integers(0, 30000, n_el)
+    dofs = (base[:, None] + np.arange(k)[None, :]) % 30000
+    row = np.repeat(dofs, k, axis=1).reshape(-1).astype(np.int64)
+    col = np.tile(dofs, (1, k)).reshape(-1).astype(np.int64)
+    return row, col, dofs
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+def test_plan_files_refill_as_assemble_does(rng, big_fe, tmp_path, layout):
+    row, col, _ = big_fe
+    shape = (30000, 30000)
+    s = ca.plan_to_file((row, col), shape, tmp_path / "K.plan", layout=layout,
+                        memory_budget="8MiB", temp_dir=tmp_path)
+    assert s.contributions == row.size and s.parts > 1
+    assert s.bytes == (tmp_path / "K.plan").stat().st_size
+    for step in range(2):
+        v = rng.standard_normal(row.size) * 10.0 ** rng.integers(-8, 8, row.size)
+        np.save(tmp_path / "v.npy", v)
+        v.tofile(tmp_path / "v.f64")
+        want = ca.assemble(v, (row, col), shape, layout=layout)
+        for values in ("v.npy", "v.f64"):
+            with ca.refill_file(tmp_path / "K.plan", tmp_path / values, tmp_path / "K.hrry",
+                                memory_budget="8MiB", temp_dir=tmp_path) as K:
+                got = K.to_scipy(layout, index_dtype=index_dtype(want))
+            assert s.nnz == want.nnz
+            same(got, want)
+    # Spill files are gone; what is left is ours.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["K.hrry", "K.plan", "v.f64", "v.npy"]
+
+
+def test_plan_files_refusals(rng, big_fe, tmp_path):
+    row, col, dofs = big_fe
+    shape = (30000, 30000)
+    s = ca.plan_to_file((row, col), shape, tmp_path / "K.plan", memory_budget="8MiB")
+    v = rng.standard_normal(row.size)
+    # Too few values: the message gives the count the plan takes.
+    v[:-1].tofile(tmp_path / "short.f64")
+    with pytest.raises(ca.InputError, match=str(row.size)):
+        ca.refill_file(tmp_path / "K.plan", tmp_path / "short.f64", tmp_path / "K.hrry")
+    assert not (tmp_path / "K.hrry").exists()
+    # Values held in memory go through a Plan, and say so.
+    with pytest.raises(ca.InputError, match="ca.plan"):
+        ca.refill_file(tmp_path / "K.plan", v, tmp_path / "K.hrry")
+    # The output may not be the plan or the values file.
+    v.tofile(tmp_path / "v.f64")
+    for target in ("K.plan", "v.f64"):
+        with pytest.raises(ca.CooAssemblerError):
+            ca.refill_file(tmp_path / "K.plan", tmp_path / "v.f64", tmp_path / target)
+    assert ca.refill_file(tmp_path / "K.plan", tmp_path / "v.f64", tmp_path / "K.hrry").nnz == s.nnz
+    # A budget below the largest part's need is refused with the minimum.
+    with pytest.raises(ca.BudgetError, match="at least"):
+        ca.refill_file(tmp_path / "K.plan", tmp_path / "v.f64", tmp_path / "K.hrry",
+                       memory_budget="1MiB")
+    # drop_zeros does not exist for plans; out-of-range coordinates are refused.
+    with pytest.raises(TypeError):
+        ca.plan_to_file((row, col), shape, tmp_path / "P.plan", drop_zeros=True)
+    with pytest.raises(ca.InputError):
+        ca.plan_to_file((row, col), (10, 10), tmp_path / "P.plan")
+    assert not (tmp_path / "P.plan").exists()
+    # An element plan file refills with the element matrices.
+    E = ca.plan_elements_to_file(dofs, shape, tmp_path / "E.plan", memory_budget="8MiB")
+    ke = rng.standard_normal((dofs.shape[0], 6, 6))
+    ke.tofile(tmp_path / "ke.f64")
+    want = ca.plan_elements(dofs, shape).assemble_elements(ke)
+    with ca.refill_file(tmp_path / "E.plan", tmp_path / "ke.f64", tmp_path / "E.hrry") as K:
+        same(K.to_scipy(index_dtype=index_dtype(want)), want)
+    assert E.parts > 1

@@ -787,6 +787,95 @@ static void error_checks(void) {
     }
 }
 
+/* Writes `n` doubles to `path`; 0 on failure. */
+static int write_values(const char *path, const double *v, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return 0;
+    size_t w = fwrite(v, sizeof(double), n, f);
+    return fclose(f) == 0 && w == n;
+}
+
+/* The entries of two files are the same, values bit for bit. */
+static int same_entries(const char *a, const char *b) {
+    uint64_t na = 0, nb = 0;
+    int64_t *ia = NULL, *ib = NULL;
+    double *va = NULL, *vb = NULL;
+    int ok = read_file(a, &na, &ia, &va) && read_file(b, &nb, &ib, &vb) && na == nb && na > 0 &&
+             memcmp(ia, ib, sizeof(int64_t) * 2 * na) == 0 &&
+             memcmp(va, vb, sizeof(double) * na) == 0;
+    free(ia);
+    free(ib);
+    free(va);
+    free(vb);
+    return ok;
+}
+
+/* Plans kept in parts on disk: coo_plan_file_new at a budget that cuts
+ * the mesh's plan into parts, then coo_refill_file with a raw values
+ * file: the entries coo_assemble_arrays writes, values bit for bit; and
+ * the refusals. */
+static void plan_file_checks(void) {
+    coo_options o;
+    coo_options_default(&o);
+    o.layout = COO_LAYOUT_CSR;
+    o.memory_budget = 8 << 20;
+    const int64_t *dims[2] = {rows, cols};
+    const int32_t *dims32[2] = {rows32, cols32};
+    expect(coo_plan_file_new(2, shape, COO_F64, &o, N, dims, in_dir("parts.plan")), COO_OK,
+           "plan file from int64 arrays");
+    expect(coo_plan_file_new_i32(2, shape, COO_F64, &o, N, dims32, in_dir("parts32.plan")), COO_OK,
+           "plan file from int32 arrays");
+    for (int r = 0; r < 2; r++) {
+        expect_true(write_values(in_dir("v.f64"), vals[r], N), "write the values file");
+        expect(coo_assemble_arrays(2, shape, COO_F64, &o, N, dims, vals[r], COO_F64,
+                                   in_dir("want.hrry"), NULL),
+               COO_OK, "the assembly to compare with");
+        const char *plans[2] = {"parts.plan", "parts32.plan"};
+        for (int k = 0; k < 2; k++) {
+            expect(coo_refill_file(in_dir(plans[k]), in_dir("v.f64"), in_dir("got.hrry"), &o),
+                   COO_OK, "coo_refill_file");
+            expect_true(same_entries(in_dir("got.hrry"), in_dir("want.hrry")),
+                        "the refill's entries are the assembly's, bit for bit");
+        }
+    }
+    /* An in-memory plan's file refills through the same call. */
+    coo_plan *p = coo_plan_new(2, shape, COO_F64, &o, N, dims);
+    expect(made(p), COO_OK, "an in-memory plan");
+    expect(coo_plan_save(p, in_dir("mem.plan")), COO_OK, "saved");
+    coo_plan_free(p);
+    expect(coo_refill_file(in_dir("mem.plan"), in_dir("v.f64"), in_dir("got.hrry"), NULL), COO_OK,
+           "coo_refill_file of a saved plan");
+    expect_true(same_entries(in_dir("got.hrry"), in_dir("want.hrry")), "its entries too");
+
+    expect_true(write_values(in_dir("short.f64"), vals[0], N - 1), "write a short values file");
+    expect(coo_refill_file(in_dir("parts.plan"), in_dir("short.f64"), in_dir("bad.hrry"), &o),
+           COO_ERR_ARGUMENT, "too few values");
+    expect_message("values", "the message says what");
+    expect(coo_refill_file(in_dir("parts.plan"), in_dir("v.f64"), in_dir("parts.plan"), &o),
+           COO_ERR_ARGUMENT, "an output that is the plan");
+    expect(coo_refill_file(in_dir("parts.plan"), in_dir("v.f64"), in_dir("v.f64"), &o),
+           COO_ERR_ARGUMENT, "an output that is the values file");
+    coo_options tiny = o;
+    tiny.memory_budget = 1 << 20;
+    expect(coo_refill_file(in_dir("parts.plan"), in_dir("v.f64"), in_dir("bad.hrry"), &tiny),
+           COO_ERR_BUDGET, "a budget below the largest part's need");
+    expect_message("at least", "the message gives the minimum");
+    expect(coo_refill_file(NULL, in_dir("v.f64"), in_dir("bad.hrry"), &o), COO_ERR_NULL,
+           "a NULL plan path");
+    expect(coo_refill_file(in_dir("no-such.plan"), in_dir("v.f64"), in_dir("bad.hrry"), &o),
+           COO_ERR_IO, "a missing plan file");
+    FILE *f = fopen(in_dir("bad.hrry"), "rb");
+    expect_true(f == NULL, "no output is left by a refused refill");
+    if (f != NULL)
+        fclose(f);
+    const int64_t small[2] = {10, 10};
+    expect(coo_plan_file_new(2, small, COO_F64, &o, N, dims, in_dir("small.plan")), COO_ERR_INDEX,
+           "a coordinate past the shape");
+    expect(coo_plan_file_new(2, shape, COO_F64, &o, N, dims, NULL), COO_ERR_NULL,
+           "a NULL plan file path");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: plan DIR\n");
@@ -800,6 +889,7 @@ int main(int argc, char **argv) {
     other_ways();
     typed_checks();
     error_checks();
+    plan_file_checks();
     printf("%d failed\n", failures);
     return failures != 0;
 }

@@ -14,7 +14,7 @@
 //! invalid argument).
 
 use crate::builder::{options_or_default, shape_from_c, summary_to_c};
-use crate::convert::{from_c, integral_i64, integral_u64, negative_index, slice};
+use crate::convert::{from_c, index_arrays, integral_i64, integral_u64, negative_index, slice};
 use crate::COO_ERR_INDEX;
 use crate::{c_path, coo_options, coo_summary, status, DTypeArg, Fail, Res, COO_ERR_ARGUMENT};
 use coo_assembler::direct::{self, DirectValue, IndexElem};
@@ -107,17 +107,8 @@ unsafe fn assemble<I: IndexElem>(
     // SAFETY: NULL or NUL-terminated (the caller's contract).
     let path = unsafe { c_path(path, "path") }?;
     let rank = rank as usize;
-    let dims: Vec<&[I]> = if n == 0 && indices.is_null() {
-        vec![&[]; rank]
-    } else {
-        // SAFETY: `rank` pointers by the caller's contract.
-        let ptrs = unsafe { slice(indices, rank, "indices") }?;
-        ptrs.iter()
-            .enumerate()
-            // SAFETY: each NULL or `n` elements (the caller's contract).
-            .map(|(d, &p)| unsafe { slice(p, n, &format!("indices[{d}]")) })
-            .collect::<Res<_>>()?
-    };
+    // SAFETY: the caller's contract.
+    let dims: Vec<&[I]> = unsafe { index_arrays(rank, n, indices) }?;
     /// The caller's values as a slice of `V`, assembled.
     ///
     /// # Safety

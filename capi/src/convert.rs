@@ -49,6 +49,29 @@ pub(crate) unsafe fn c_str<'a>(s: *const c_char, what: &str) -> Res<&'a str> {
         .map_err(|_| Fail::new(COO_ERR_ARGUMENT, format!("{what} is not UTF-8")))
 }
 
+/// The caller's `rank` index arrays of `n` elements each (`indices[d]`,
+/// named so in errors); `indices` may be NULL when `n == 0`.
+///
+/// # Safety
+/// `indices` is NULL or points to `rank` pointers, each NULL or pointing
+/// to `n` readable `T` that stay unchanged while the slices are used.
+pub(crate) unsafe fn index_arrays<'a, T>(
+    rank: usize,
+    n: usize,
+    indices: *const *const T,
+) -> Res<Vec<&'a [T]>> {
+    if n == 0 && indices.is_null() {
+        return Ok(vec![&[]; rank]);
+    }
+    // SAFETY: `rank` pointers by the caller's contract.
+    let ptrs = unsafe { slice(indices, rank, "indices") }?;
+    ptrs.iter()
+        .enumerate()
+        // SAFETY: each NULL or `n` elements (the caller's contract).
+        .map(|(d, &p)| unsafe { slice(p, n, &format!("indices[{d}]")) })
+        .collect()
+}
+
 /// A caller's array of `n` elements as a slice; NULL is allowed when `n == 0`.
 ///
 /// # Safety

@@ -18,7 +18,7 @@
 
 use crate::arrays::{first_negative, Integral};
 use crate::builder::{options_or_default, shape_from_c};
-use crate::convert::{from_c, out_ref, slice, to_c};
+use crate::convert::{from_c, index_arrays, out_ref, slice, to_c};
 use crate::file::out_slice;
 use crate::live::Registry;
 use crate::{
@@ -162,17 +162,8 @@ unsafe fn with_coords<I: IndexElem, T>(
     opts.validate()
         .and_then(|()| opts.layout.check_rank(rank as usize))?;
     let rank = rank as usize;
-    let dims: Vec<&[I]> = if n == 0 && indices.is_null() {
-        vec![&[]; rank]
-    } else {
-        // SAFETY: `rank` pointers by the caller's contract.
-        let ptrs = unsafe { slice(indices, rank, "indices") }?;
-        ptrs.iter()
-            .enumerate()
-            // SAFETY: each NULL or `n` elements (the caller's contract).
-            .map(|(d, &p)| unsafe { slice(p, n, &format!("indices[{d}]")) })
-            .collect::<Res<_>>()?
-    };
+    // SAFETY: the caller's contract.
+    let dims: Vec<&[I]> = unsafe { index_arrays(rank, n, indices) }?;
     make(&dims, extents, dtype, &opts).map_err(|e| {
         if before_indices(&e) {
             Fail::from(e)

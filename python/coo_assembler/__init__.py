@@ -1308,7 +1308,8 @@ def _same_coords(coords: Tuple[np.ndarray, ...], indices: np.ndarray, rank: int)
 
 
 def _plan_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicates: str,
-             exact_sums: bool, non_finite: str, drop_zeros: bool) -> dict:
+             exact_sums: bool, non_finite: str, drop_zeros: bool,
+             temp_dir: Optional[PathLike] = None) -> dict:
     return _options(
         memory_budget=memory_budget,
         threads=threads,
@@ -1317,6 +1318,7 @@ def _plan_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicate
         exact_sums=exact_sums,
         non_finite=non_finite,
         layout=layout,
+        temp_dir=temp_dir,
     )
 
 
@@ -1457,13 +1459,6 @@ class PlanFileSummary(NamedTuple):
     bytes: int
 
 
-def _plan_file_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicates: str,
-                  exact_sums: bool, non_finite: str, temp_dir: Optional[PathLike]) -> dict:
-    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False)
-    kw["temp_dir"] = None if temp_dir is None else _path(temp_dir)
-    return kw
-
-
 def _planned(t: Any) -> PlanFileSummary:
     path, contributions, nnz, parts, nbytes = t
     return PlanFileSummary(os.fspath(path), contributions, nnz, parts, nbytes)
@@ -1500,7 +1495,7 @@ def plan_to_file(
     shape_t = tuple(_extent(s) for s in shape)
     cols, _ = _plan_cols(coords, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_file_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, temp_dir)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir)
     return _planned(_native.plan_to_file(cols, list(shape_t), name, _path(path), kw))
 
 
@@ -1527,7 +1522,7 @@ def plan_elements_to_file(
         raise InputError(f"element plans are for matrices; got a rank-{len(shape_t)} shape")
     d = _plan_dofs(dofs)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_file_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, temp_dir)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir)
     return _planned(_native.plan_elements_to_file(d, shape_t, name, _path(path), kw))
 
 

@@ -4,7 +4,7 @@
 //! writes into the caller's NumPy array in place.
 
 use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
-use coo_assembler::{DType, Plan, Vocabulary};
+use coo_assembler::{AssembleOptions, DType, Plan, Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -12,6 +12,7 @@ use numpy::{
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::atomic::AtomicBool;
 
 use crate::builder::options;
 use crate::direct::run_interruptible;
@@ -24,18 +25,18 @@ pub struct NativePlan {
 }
 
 /// The NumPy name of an array's dtype ("" when it is not an array).
-pub(crate) fn dtype_of(a: &Bound<'_, PyAny>) -> String {
+fn dtype_of(a: &Bound<'_, PyAny>) -> String {
     a.cast::<PyUntypedArray>()
         .map(|a| a.dtype().to_string())
         .unwrap_or_default()
 }
 
-pub(crate) fn type_error(msg: String) -> PyErr {
+fn type_error(msg: String) -> PyErr {
     PyTypeError::new_err(msg)
 }
 
 /// A contiguous array of `T` (any number of dimensions), borrowed.
-pub(crate) fn slice_of<'py, T: NpElement>(
+fn slice_of<'py, T: NpElement>(
     a: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<numpy::PyReadonlyArrayDyn<'py, T>> {
@@ -51,13 +52,70 @@ pub(crate) fn slice_of<'py, T: NpElement>(
     Ok(arr.readonly())
 }
 
-fn plan_arrays_of<'py, I: IndexElem + NpElement>(
+/// What coordinates are planned into: a [`Plan`] held in memory
+/// ([`InMemory`]) or a plan file kept in parts
+/// (`crate::plan_file::ToFile`). The argument checks, the index dtype
+/// dispatch and the run without the GIL are [`plan_cols`]' and
+/// [`plan_dofs`]', for both.
+pub(crate) trait Planner: Sync {
+    type Out: Send;
+    /// Plan the coordinates `dims` (one slice per dimension).
+    fn arrays<I: IndexElem>(
+        &self,
+        dims: &[&[I]],
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: &AtomicBool,
+    ) -> coo_assembler::Result<Self::Out>;
+    /// Plan the element matrices of `dofs` (`per` dofs per element).
+    fn elements<I: IndexElem>(
+        &self,
+        dofs: &[I],
+        per: usize,
+        shape: [u64; 2],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: &AtomicBool,
+    ) -> coo_assembler::Result<Self::Out>;
+}
+
+/// Plans held in memory.
+struct InMemory;
+
+impl Planner for InMemory {
+    type Out = Plan;
+    fn arrays<I: IndexElem>(
+        &self,
+        dims: &[&[I]],
+        shape: &[u64],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: &AtomicBool,
+    ) -> coo_assembler::Result<Plan> {
+        Plan::new(dims, shape, dtype, opts, Some(stop))
+    }
+    fn elements<I: IndexElem>(
+        &self,
+        dofs: &[I],
+        per: usize,
+        shape: [u64; 2],
+        dtype: DType,
+        opts: &AssembleOptions,
+        stop: &AtomicBool,
+    ) -> coo_assembler::Result<Plan> {
+        Plan::for_elements(dofs, per, shape, dtype, opts, Some(stop))
+    }
+}
+
+fn cols_of<'py, I: IndexElem + NpElement, P: Planner>(
     py: Python<'py>,
+    planner: &P,
     cols: &[Bound<'py, PyAny>],
     shape: &[u64],
     dtype: DType,
-    opts: &coo_assembler::AssembleOptions,
-) -> PyResult<Plan> {
+    opts: &AssembleOptions,
+) -> PyResult<P::Out> {
     let mut borrowed = Vec::with_capacity(cols.len());
     for (d, c) in cols.iter().enumerate() {
         borrowed.push(slice_of::<I>(c, &format!("index array {d}"))?);
@@ -68,21 +126,20 @@ fn plan_arrays_of<'py, I: IndexElem + NpElement>(
         .collect::<Result<_, _>>()?;
     let n = dims.first().map_or(0, |d| d.len());
     run_interruptible(py, n, |stop| {
-        Plan::new(&dims, shape, dtype, opts, Some(stop))
+        planner.arrays(&dims, shape, dtype, opts, stop)
     })
 }
 
-/// `_native.plan_arrays(cols, shape, dtype, options)`: a plan of the
-/// coordinates `cols` (one contiguous 1-D integer array per dimension,
-/// all of one dtype).
-#[pyfunction]
-pub fn plan_arrays<'py>(
+/// Plan the coordinates `cols` (one contiguous 1-D integer array per
+/// dimension, all of one dtype) with `planner`.
+pub(crate) fn plan_cols<'py, P: Planner>(
     py: Python<'py>,
-    cols: Vec<Bound<'py, PyAny>>,
-    shape: Vec<u64>,
+    planner: &P,
+    cols: &[Bound<'py, PyAny>],
+    shape: &[u64],
     dtype: &str,
     kw: &Bound<'py, PyDict>,
-) -> PyResult<NativePlan> {
+) -> PyResult<P::Out> {
     let dtype = DType::parse(dtype).map_err(to_py)?;
     let opts = options(kw)?;
     let it = cols.first().map(dtype_of).unwrap_or_else(|| "int64".into());
@@ -91,44 +148,43 @@ pub fn plan_arrays<'py>(
             "the index arrays must all have one dtype".into(),
         ));
     }
-    let plan = match it.as_str() {
-        "int32" => plan_arrays_of::<i32>(py, &cols, &shape, dtype, &opts),
-        "int64" => plan_arrays_of::<i64>(py, &cols, &shape, dtype, &opts),
-        "uint32" => plan_arrays_of::<u32>(py, &cols, &shape, dtype, &opts),
-        "uint64" => plan_arrays_of::<u64>(py, &cols, &shape, dtype, &opts),
+    match it.as_str() {
+        "int32" => cols_of::<i32, P>(py, planner, cols, shape, dtype, &opts),
+        "int64" => cols_of::<i64, P>(py, planner, cols, shape, dtype, &opts),
+        "uint32" => cols_of::<u32, P>(py, planner, cols, shape, dtype, &opts),
+        "uint64" => cols_of::<u64, P>(py, planner, cols, shape, dtype, &opts),
         other => Err(type_error(format!(
             "index arrays must be int32, int64, uint32 or uint64, got {other}"
         ))),
-    }?;
-    Ok(NativePlan { plan })
+    }
 }
 
-fn plan_elements_of<'py, I: IndexElem + NpElement>(
+fn dofs_of<'py, I: IndexElem + NpElement, P: Planner>(
     py: Python<'py>,
+    planner: &P,
     dofs: &Bound<'py, PyAny>,
     per: usize,
     shape: [u64; 2],
     dtype: DType,
-    opts: &coo_assembler::AssembleOptions,
-) -> PyResult<Plan> {
+    opts: &AssembleOptions,
+) -> PyResult<P::Out> {
     let d = slice_of::<I>(dofs, "dofs")?;
     let s = d.as_slice()?;
     run_interruptible(py, s.len() * per, |stop| {
-        Plan::for_elements(s, per, shape, dtype, opts, Some(stop))
+        planner.elements(s, per, shape, dtype, opts, stop)
     })
 }
 
-/// `_native.plan_elements(dofs, shape, dtype, options)`: a plan of the
-/// element matrices whose degrees of freedom are the rows of `dofs` (a
-/// contiguous `(elements, k)` integer array).
-#[pyfunction]
-pub fn plan_elements<'py>(
+/// Plan the element matrices whose degrees of freedom are the rows of
+/// `dofs` (a contiguous `(elements, k)` integer array) with `planner`.
+pub(crate) fn plan_dofs<'py, P: Planner>(
     py: Python<'py>,
+    planner: &P,
     dofs: &Bound<'py, PyAny>,
     shape: (u64, u64),
     dtype: &str,
     kw: &Bound<'py, PyDict>,
-) -> PyResult<NativePlan> {
+) -> PyResult<P::Out> {
     let dtype = DType::parse(dtype).map_err(to_py)?;
     let opts = options(kw)?;
     let arr = dofs
@@ -142,15 +198,44 @@ pub fn plan_elements<'py>(
     }
     let per = arr.shape()[1];
     let shape = [shape.0, shape.1];
-    let plan = match dtype_of(dofs).as_str() {
-        "int32" => plan_elements_of::<i32>(py, dofs, per, shape, dtype, &opts),
-        "int64" => plan_elements_of::<i64>(py, dofs, per, shape, dtype, &opts),
-        "uint32" => plan_elements_of::<u32>(py, dofs, per, shape, dtype, &opts),
-        "uint64" => plan_elements_of::<u64>(py, dofs, per, shape, dtype, &opts),
+    match dtype_of(dofs).as_str() {
+        "int32" => dofs_of::<i32, P>(py, planner, dofs, per, shape, dtype, &opts),
+        "int64" => dofs_of::<i64, P>(py, planner, dofs, per, shape, dtype, &opts),
+        "uint32" => dofs_of::<u32, P>(py, planner, dofs, per, shape, dtype, &opts),
+        "uint64" => dofs_of::<u64, P>(py, planner, dofs, per, shape, dtype, &opts),
         other => Err(type_error(format!(
             "dofs must be int32, int64, uint32 or uint64, got {other}"
         ))),
-    }?;
+    }
+}
+
+/// `_native.plan_arrays(cols, shape, dtype, options)`: a plan of the
+/// coordinates `cols` (one contiguous 1-D integer array per dimension,
+/// all of one dtype).
+#[pyfunction]
+pub fn plan_arrays<'py>(
+    py: Python<'py>,
+    cols: Vec<Bound<'py, PyAny>>,
+    shape: Vec<u64>,
+    dtype: &str,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<NativePlan> {
+    let plan = plan_cols(py, &InMemory, &cols, &shape, dtype, kw)?;
+    Ok(NativePlan { plan })
+}
+
+/// `_native.plan_elements(dofs, shape, dtype, options)`: a plan of the
+/// element matrices whose degrees of freedom are the rows of `dofs` (a
+/// contiguous `(elements, k)` integer array).
+#[pyfunction]
+pub fn plan_elements<'py>(
+    py: Python<'py>,
+    dofs: &Bound<'py, PyAny>,
+    shape: (u64, u64),
+    dtype: &str,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<NativePlan> {
+    let plan = plan_dofs(py, &InMemory, dofs, shape, dtype, kw)?;
     Ok(NativePlan { plan })
 }
 

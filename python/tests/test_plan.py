@@ -27,16 +27,20 @@ def same(a, b):
     assert np.array_equal(bits(a.data), bits(b.data))
 
 
+def mesh(rng, n_el, nodes, index_dtype):
+    # Overlapping element blocks of 6 dofs: every entry hit several times.
+    k = 6
+    base = rng.integers(0, nodes, n_el)
+    dofs = (base[:, None] + np.arange(k)[None, :]) % nodes
+    row = np.repeat(dofs, k, axis=1).reshape(-1).astype(index_dtype)
+    col = np.tile(dofs, (1, k)).reshape(-1).astype(index_dtype)
+    return row, col, dofs
+
+
 @pytest.fixture
 def fe(rng):
-    # Overlapping element blocks: every entry hit several times, values
-    # that cancel.
-    n_el, k = 3000, 6
-    base = rng.integers(0, 2000, n_el)
-    dofs = (base[:, None] + np.arange(k)[None, :]) % 2000
-    row = np.repeat(dofs, k, axis=1).reshape(-1).astype(np.int32)
-    col = np.tile(dofs, (1, k)).reshape(-1).astype(np.int32)
-    return row, col, dofs
+    # The tests give it values that cancel.
+    return mesh(rng, 3000, 2000, np.int32)
 
 
 @pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
@@ -197,12 +201,7 @@ def index_dtype(a):
 def big_fe(rng):
     # Enough contributions (about 2.6e5) that an 8 MiB budget cuts the plan
     # file into several parts.
-    n_el, k = 7200, 6
-    base = rng.integers(0, 30000, n_el)
-    dofs = (base[:, None] + np.arange(k)[None, :]) % 30000
-    row = np.repeat(dofs, k, axis=1).reshape(-1).astype(np.int64)
-    col = np.tile(dofs, (1, k)).reshape(-1).astype(np.int64)
-    return row, col, dofs
+    return mesh(rng, 7200, 30000, np.int64)
 
 
 @pytest.mark.parametrize("layout", ["csr", "csc", "coo"])

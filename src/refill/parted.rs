@@ -280,15 +280,16 @@ impl PlanFile {
             Some((_, KvValue::U64(v))) => *v,
             _ => return Err(refused(&name, format!("KV entry {KEY_PARTS} is missing"))),
         };
-        let views = [PATTERN, ORDER, PART, PARTS].map(|t| file.tensor_view(t));
-        for (k, v) in views.iter().enumerate() {
+        let names = [PATTERN, ORDER, PART, PARTS];
+        let views = names.map(|t| file.tensor_view(t));
+        for (what, v) in names.iter().zip(&views) {
             match v {
                 // Pages given back behind the hash: the plan file is many
                 // times the refill's budget. Of `order` and `part` a
                 // refill reads the values only (their indices are 0..n,
                 // two thirds of the file): those are what is checked.
                 Ok(t) => match t.as_coo() {
-                    Some(c) if k == 1 || k == 2 => c.check_values_checksum()?,
+                    Some(c) if matches!(*what, ORDER | PART) => c.check_values_checksum()?,
                     _ => t.check_checksums_with(true)?,
                 },
                 Err(e) => return Err(refused(&name, format!("{e}"))),

@@ -6,12 +6,13 @@
 //! neighbours, the result is what `Builder` + `finish` write, read back
 //! bit for bit; and a failing input fails with the builder's error.
 
-use coo_assembler::direct::{self, Assembled, DirectValue, OutIndex, OutValue};
+use coo_assembler::direct::{self, Assembled, ComplexOut, DirectValue, OutIndex, OutValue};
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
     OutputLayout, PushValue, Tensor,
 };
 use half::{bf16, f16};
+use num_complex::Complex;
 use proptest::prelude::*;
 
 /// What a file holds for one tensor, in the shapes `Assembled` uses, the
@@ -23,7 +24,7 @@ struct Flat {
     pointers: Vec<u64>,
 }
 
-fn flat_of<O: OutValue, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
+fn flat_of<O: coo_assembler::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
     let mut values = Vec::new();
     for &v in &a.values {
         v.write_le(&mut values);
@@ -94,6 +95,26 @@ fn direct_result<O: OutValue, J: OutIndex, V: DirectValue>(
     let dims: Vec<&[i64]> = idx.iter().map(|d| d.as_slice()).collect();
     let a: Assembled<O, J> = p
         .assemble(&dims, values, None)?
+        .expect("no bucket is too heavy here");
+    Ok(flat_of(&a))
+}
+
+/// Ours for a complex tensor, with the given tuning.
+fn direct_complex_result<O: ComplexOut, V: DirectValue>(
+    shape: &[u64],
+    opts: &AssembleOptions,
+    idx: &[Vec<i64>],
+    values: &[V],
+    t: (usize, u64, usize),
+) -> Result<Flat, Error> {
+    let p = direct::plan(shape, O::DTYPE, values.len() as u64, opts)
+        .expect("small work fits the in-memory path")
+        .with_threads(t.0)
+        .with_band_bytes(t.1)
+        .with_chunk(t.2);
+    let dims: Vec<&[i64]> = idx.iter().map(|d| d.as_slice()).collect();
+    let a: Assembled<O, u64> = p
+        .assemble_complex(&dims, values, None)?
         .expect("no bucket is too heavy here");
     Ok(flat_of(&a))
 }
@@ -217,9 +238,20 @@ fn check<O: OutValue, V: DirectValue>(
     values: &[V],
     tuning: (usize, u64, usize),
 ) -> Result<(), TestCaseError> {
-    let bad_negative = c.idx.iter().flatten().any(|&x| x < 0);
     let ours =
         direct_result::<O, u64, V>(&c.shape, opts, &c.idx, values, tuning.0, tuning.1, tuning.2);
+    check_against_builder(c, dtype, opts, values, ours)
+}
+
+/// Compare `ours` with the builder's result for the same case.
+fn check_against_builder<V: DirectValue>(
+    c: &Case,
+    dtype: DType,
+    opts: &AssembleOptions,
+    values: &[V],
+    ours: Result<Flat, Error>,
+) -> Result<(), TestCaseError> {
+    let bad_negative = c.idx.iter().flatten().any(|&x| x < 0);
     if bad_negative {
         // The builder cannot take negative indices: ours names the first
         // refused contribution; a negative one is an InvalidArgument.
@@ -362,6 +394,114 @@ proptest! {
         let opts = options(OutputLayout::Coo, policy, false, 0, true);
         let v: Vec<f64> = c.codes.iter().map(|&k| float_of(k)).collect();
         check::<f64, f64>(&c, DType::F64, &opts, &v, t)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Complex tensors (issue 22 on the issue-23 kernel): each part summed
+    /// exactly on its own, `last`, `error`, zeros dropped when both parts
+    /// are, the non-finite policies on either part; complex128 and
+    /// complex64, from complex and from real values; matrices in every
+    /// layout and ranks 1 and 3.
+    #[test]
+    fn complex_matches_the_builder(
+        c in prop_oneof![3 => case(2, false, 24), 1 => case(1, false, 24), 1 => case(3, false, 24)],
+        l in layout(),
+        policy in prop_oneof![Just(0usize), Just(3), Just(4)],
+        drop_zeros in any::<bool>(),
+        non_finite in 0usize..3,
+        exact in prop_oneof![4 => Just(true), 1 => Just(false)],
+        form in 0usize..3,
+        t in tuning(),
+    ) {
+        let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
+        let opts = options(l, policy, drop_zeros, non_finite, exact);
+        let re: Vec<f64> = c.codes.iter().map(|&k| float_of(k)).collect();
+        let im: Vec<f64> = c.codes.iter().map(|&k| float_of(k.rotate_left(3) ^ 0x5a)).collect();
+        match form {
+            0 => {
+                let v: Vec<Complex<f64>> = re.iter().zip(&im).map(|(&r, &i)| Complex::new(r, i)).collect();
+                let ours = direct_complex_result::<Complex<f64>, _>(&c.shape, &opts, &c.idx, &v, t);
+                check_against_builder(&c, DType::C128, &opts, &v, ours)?;
+            }
+            1 => {
+                let v: Vec<Complex<f32>> =
+                    re.iter().zip(&im).map(|(&r, &i)| Complex::new(r as f32, i as f32)).collect();
+                let ours = direct_complex_result::<Complex<f32>, _>(&c.shape, &opts, &c.idx, &v, t);
+                check_against_builder(&c, DType::C64, &opts, &v, ours)?;
+            }
+            _ => {
+                let ours = direct_complex_result::<Complex<f64>, _>(&c.shape, &opts, &c.idx, &re, t);
+                check_against_builder(&c, DType::C128, &opts, &re, ours)?;
+            }
+        }
+    }
+}
+
+/// Complex values have no order: min and max are refused by the builder
+/// and leave the in-memory path declined, not wrong.
+#[test]
+fn complex_extremes_are_not_planned() {
+    let opts = AssembleOptions {
+        duplicates: DuplicatePolicy::Max,
+        ..AssembleOptions::default()
+    };
+    assert!(direct::plan(&[3, 3], DType::C128, 4, &opts).is_none());
+    assert!(Builder::new(&[3, 3], DType::C128, opts).is_err());
+}
+
+/// A complex group longer than the reducer's stack slice (64 parts) is
+/// combined slice by slice: its sum is still exact, its `last` the last.
+#[test]
+fn long_complex_groups_are_exact() {
+    let n = 1000usize;
+    let rows: Vec<i64> = vec![1; n];
+    let cols: Vec<i64> = (0..n as i64).map(|i| i % 2).collect();
+    // Terms whose naive sum loses the small ones entirely.
+    let v: Vec<Complex<f64>> = (0..n)
+        .map(|i| match i % 4 {
+            0 => Complex::new(1e16, -3.0),
+            1 => Complex::new(1.0, 1e-20),
+            2 => Complex::new(-1e16, 3.0),
+            _ => Complex::new(0.5, 0.25),
+        })
+        .collect();
+    for policy in [DuplicatePolicy::Sum, DuplicatePolicy::Last] {
+        let opts = AssembleOptions {
+            duplicates: policy,
+            ..AssembleOptions::default()
+        };
+        let c = Case {
+            shape: vec![2, 2],
+            idx: vec![rows.clone(), cols.clone()],
+            codes: Vec::new(),
+        };
+        let ours = direct_complex_result::<Complex<f64>, _>(
+            &c.shape,
+            &opts,
+            &c.idx,
+            &v,
+            (2, 1 << 20, 4096),
+        )
+        .expect("assembles");
+        let idx: Vec<Vec<u64>> = c
+            .idx
+            .iter()
+            .map(|d| d.iter().map(|&x| x as u64).collect())
+            .collect();
+        let theirs = builder_result(&c.shape, DType::C128, &opts, &idx, &v).expect("assembles");
+        assert_eq!(ours, theirs, "{policy}");
+        let got: Vec<f64> = ours
+            .values
+            .chunks(8)
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
+        if policy == DuplicatePolicy::Sum {
+            // Column 0 holds terms 0 and 2 (cancel) per 4; column 1 holds 1 and 3.
+            assert_eq!(got, vec![0.0, 0.0, 375.0, 250.0 * 0.25 + 250.0 * 1e-20]);
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::assemble::combine::CombineError;
 use crate::assemble::direct::count::{Counts, RELEASE_CHUNKS};
 use crate::assemble::direct::input::Input;
-use crate::assemble::direct::lane::{FromLane, Lane, OutValue, Reduce};
+use crate::assemble::direct::lane::{FromLane, Lane, Reduce};
 use crate::assemble::direct::out::{filled, zeroed, OutIndex, Shared};
 use crate::assemble::direct::Fault;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -690,7 +690,7 @@ pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
     fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault>;
 }
 
-impl<M: Minor, L: Lane, O: OutValue + FromLane<L>, J: OutIndex> BandSink<M, L> for Sink<'_, O, J> {
+impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L> for Sink<'_, O, J> {
     const IN_ORDER: bool = false;
 
     fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault> {

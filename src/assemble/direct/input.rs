@@ -6,7 +6,7 @@
 //! Nothing here copies an array: every pass reads the caller's slices in
 //! place, a chunk at a time.
 
-use crate::assemble::builder::raw_value;
+use crate::assemble::builder::{raw_parts, raw_value};
 use crate::assemble::combine::PushValue;
 use crate::codec::le_u64_at;
 use crate::assemble::direct::lane::Lane;
@@ -110,6 +110,34 @@ impl<V: PushValue> Source<V> for Checked {
     #[inline(always)]
     fn lane(&self, v: V) -> Option<u64> {
         raw_value(v, self.dtype, self.policy, 0).ok()
+    }
+}
+
+/// Any value type into a complex tensor whose parts are `part`: the
+/// builder's own conversion and non-finite policy ([`raw_parts`]), both
+/// parts in one lane.
+pub(crate) struct ComplexChecked {
+    pub(crate) part: DType,
+    pub(crate) policy: NonFinitePolicy,
+}
+
+impl<V: PushValue> Source<V> for ComplexChecked {
+    type L = [u64; 2];
+    #[inline(always)]
+    fn lane(&self, v: V) -> Option<[u64; 2]> {
+        raw_parts(v, self.part, self.policy, 0).ok().map(|(re, im)| [re, im])
+    }
+}
+
+/// complex128 values into a complex128 tensor, every value kept: the
+/// lane is the parts' bits, no check at all.
+pub(crate) struct C128Bits;
+
+impl Source<num_complex::Complex<f64>> for C128Bits {
+    type L = [u64; 2];
+    #[inline(always)]
+    fn lane(&self, v: num_complex::Complex<f64>) -> Option<[u64; 2]> {
+        Some([v.re.to_bits(), v.im.to_bits()])
     }
 }
 

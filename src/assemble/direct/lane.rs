@@ -102,6 +102,83 @@ impl<C: Combiner> Reduce<u64> for RawReduce<'_, C> {
     type Acc = ();
 }
 
+/// A complex value's lane: the raw forms of its real and imaginary parts
+/// (f64 bits, as [`crate::Builder::push`] stores each part).
+impl Lane for [u64; 2] {}
+
+/// Parts gathered on the stack at once by [`ComplexReduce`]: a longer
+/// group is combined a slice at a time and the slices merged.
+const PART_SLICE: usize = 64;
+
+/// Complex values: each part reduced on its own by the builder's combiner
+/// of the part type, which is what the builder computes (it carries a
+/// complex value as two contributions, one per part, and pairs the parts
+/// when it writes). `drop_zeros` drops a value whose two parts are zero.
+pub(crate) struct ComplexReduce<'c, C> {
+    pub(crate) comb: &'c C,
+    pub(crate) drop_zeros: bool,
+    /// Parts are f64 summed exactly: the fast exact path ([`ExactF64`])
+    /// goes first on a group that fits one slice.
+    pub(crate) exact_f64: bool,
+}
+
+impl<C: Combiner> ComplexReduce<'_, C> {
+    /// The raw final value of part `p` (0 real, 1 imaginary) of `group`.
+    #[inline]
+    fn part(&self, group: &[[u64; 2]], p: usize) -> Result<u64, CombineError> {
+        let mut buf = [0u64; PART_SLICE];
+        let mut acc = None;
+        for (k, slice) in group.chunks(PART_SLICE).enumerate() {
+            for (d, l) in buf.iter_mut().zip(slice) {
+                *d = l[p];
+            }
+            let raws = &buf[..slice.len()];
+            if self.exact_f64 && group.len() <= PART_SLICE {
+                if let Some(v) = ExactF64::fast(raws) {
+                    return Ok(v.to_bits());
+                }
+            }
+            // Slices in array order, so `last` sees the last one latest.
+            let a = self.comb.combine_group(raws, k as u64)?;
+            match acc.as_mut() {
+                None => acc = Some(a),
+                Some(acc) => self.comb.merge(acc, a)?,
+            }
+        }
+        let v = match acc {
+            Some(a) => self.comb.finish(&a)?,
+            None => Value::Float(0.0),
+        };
+        Ok(value_to_raw(v))
+    }
+}
+
+impl<C: Combiner> Reduce<[u64; 2]> for ComplexReduce<'_, C> {
+    #[inline]
+    fn reduce(&self, group: &[[u64; 2]]) -> Result<Option<[u64; 2]>, CombineError> {
+        let (re, im) = (self.part(group, 0)?, self.part(group, 1)?);
+        let zero = |b: u64| f64::from_bits(b) == 0.0;
+        if self.drop_zeros && zero(re) && zero(im) {
+            return Ok(None);
+        }
+        Ok(Some([re, im]))
+    }
+    type Acc = ();
+}
+
+macro_rules! complex_from_lane {
+    ($($t:ty),*) => {$(
+        impl FromLane<[u64; 2]> for num_complex::Complex<$t> {
+            /// The parts' final values, already rounded to the part type.
+            #[inline(always)]
+            fn from_lane_bits(l: [u64; 2]) -> Self {
+                num_complex::Complex::new(f64::from_bits(l[0]) as $t, f64::from_bits(l[1]) as $t)
+            }
+        }
+    )*};
+}
+complex_from_lane!(f32, f64);
+
 /// A final value as a lane: the inverse of [`raw_to_value`].
 #[inline(always)]
 pub(crate) fn value_to_raw(v: Value) -> u64 {

@@ -39,10 +39,10 @@ mod stream;
 pub use stream::assemble_arrays_to_file;
 
 pub use input::IndexElem;
-pub use lane::{Lane, OutValue};
+pub use lane::{FromLane, Lane, OutValue};
 pub use out::OutIndex;
 
-use crate::assemble::builder::raw_value;
+use crate::assemble::builder::{raw_parts, raw_value};
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, PushValue};
 use crate::assemble::key::KeyLayout;
 use crate::element::DType;
@@ -50,7 +50,7 @@ use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
 use band::{Bands, Form, Minor, Sink};
 use count::Counts;
-use input::{Checked, F64Bits, Input, Matrix, Packed, Source};
+use input::{C128Bits, Checked, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
 use crate::assemble::combine::FloatSum;
 use lane::{CombineReduce, ExactF64};
 use out::{commit, room, Shared};
@@ -103,6 +103,11 @@ pub trait DirectValue: PushValue + Send + Sync + 'static {
         let _ = s;
         None
     }
+    /// The slice as complex128 values, when it is one.
+    fn as_c128s(s: &[Self]) -> Option<&[num_complex::Complex<f64>]> {
+        let _ = s;
+        None
+    }
 }
 
 impl DirectValue for f64 {
@@ -115,6 +120,19 @@ macro_rules! direct_value {
     ($($t:ty),*) => {$( impl DirectValue for $t {} )*};
 }
 direct_value!(f32, half::f16, half::bf16, i8, i16, i32, i64, u8, u16, u32, u64);
+direct_value!(num_complex::Complex<f32>);
+
+impl DirectValue for num_complex::Complex<f64> {
+    fn as_c128s(s: &[Self]) -> Option<&[num_complex::Complex<f64>]> {
+        Some(s)
+    }
+}
+
+/// An element type of a complex result: its two parts travel in one
+/// `[u64; 2]` lane ([`DirectPlan::assemble_complex`]).
+pub trait ComplexOut: crate::element::Element + lane::FromLane<[u64; 2]> {}
+impl ComplexOut for num_complex::Complex<f32> {}
+impl ComplexOut for num_complex::Complex<f64> {}
 
 /// How contributions are bucketed.
 #[derive(Clone, Debug)]
@@ -196,15 +214,11 @@ pub fn plan(
     opts: &AssembleOptions,
 ) -> Option<DirectPlan> {
     opts.validate().ok()?;
-    // A complex value is two lanes, which the kernel does not carry yet;
-    // bools combine by `or`, which its exact sums do not know.
-    if shape.is_empty()
-        || shape.len() > crate::hurray::MAX_RANK
-        || dtype.is_complex()
-        || dtype.is_bool()
-    {
+    // Bools are stored as bits, which no result vector of the kernel holds.
+    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK || dtype.is_bool() {
         return None;
     }
+    crate::assemble::check_value_type(dtype, opts.duplicates, shape).ok()?;
     opts.layout.check_rank(shape.len()).ok()?;
     if shape.iter().any(|&e| e >= 1 << 63) || contributions >= 1 << 32 {
         return None;
@@ -254,7 +268,11 @@ pub fn plan(
         shape: shape.to_vec(),
         dtype,
         layout: opts.layout,
-        kind: CombinerKind::of(dtype, opts.duplicates, opts.exact_sums),
+        kind: CombinerKind::of(
+            dtype.complex_part().unwrap_or(dtype),
+            opts.duplicates,
+            opts.exact_sums,
+        ),
         drop_zeros: opts.drop_zeros,
         skip_negative: opts.skip_negative,
         non_finite: opts.non_finite,
@@ -333,13 +351,7 @@ impl DirectPlan {
         J: OutIndex,
     {
         self.check_args::<O, J>(indices.len(), values.len())?;
-        if let Some(d) = indices.iter().position(|x| x.len() != values.len()) {
-            return Err(Error::InvalidArgument(format!(
-                "index array {d} has {} entries, the values {}",
-                indices[d].len(),
-                values.len()
-            )));
-        }
+        self.check_lengths(indices, values.len())?;
         if self.declines(indices) {
             return Ok(None);
         }
@@ -380,6 +392,61 @@ impl DirectPlan {
             }
         });
         self.outcome(r, indices, values)
+    }
+
+    /// [`DirectPlan::assemble`] for a complex tensor: each value (complex
+    /// or real, as a push takes it) travels as its two parts in one lane,
+    /// and each part of a coordinate is reduced on its own by the
+    /// builder's combiner of the part type, as the builder does; the
+    /// result is bit for bit the builder's.
+    pub fn assemble_complex<I, V, O, J>(
+        &self,
+        indices: &[&[I]],
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>>
+    where
+        I: IndexElem,
+        V: DirectValue,
+        O: ComplexOut,
+        J: OutIndex,
+    {
+        self.check_args::<O, J>(indices.len(), values.len())?;
+        self.check_lengths(indices, values.len())?;
+        let Some(part) = self.dtype.complex_part() else {
+            return Err(Error::InvalidArgument(format!(
+                "a complex assembly into a {} tensor",
+                self.dtype.name()
+            )));
+        };
+        if self.declines(indices) {
+            return Ok(None);
+        }
+        let exact_f64 = self.kind == CombinerKind::FloatSum && part == DType::F64;
+        let r = with_combiner!(self.kind, part, comb => {
+            let red = lane::ComplexReduce { comb: &comb, drop_zeros: self.drop_zeros, exact_f64 };
+            match V::as_c128s(values) {
+                Some(v) if part == DType::F64 && self.non_finite == NonFinitePolicy::Keep => {
+                    self.with_input(indices, v, C128Bits, &red, stop)
+                }
+                _ => {
+                    let src = ComplexChecked { part, policy: self.non_finite };
+                    self.with_input(indices, values, src, &red, stop)
+                }
+            }
+        });
+        self.outcome(r, indices, values)
+    }
+
+    /// Every index array as long as the values.
+    fn check_lengths<I>(&self, indices: &[&[I]], n: usize) -> Result<()> {
+        match indices.iter().position(|x| x.len() != n) {
+            Some(d) => Err(Error::InvalidArgument(format!(
+                "index array {d} has {} entries, the values {n}",
+                indices[d].len(),
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The result, or the error a failure stands for.
@@ -435,7 +502,7 @@ impl DirectPlan {
     }
 
     /// The argument checks that need no pass over the data.
-    fn check_args<O: OutValue, J: OutIndex>(&self, rank: usize, n: usize) -> Result<()> {
+    fn check_args<O: crate::element::Element, J: OutIndex>(&self, rank: usize, n: usize) -> Result<()> {
         if rank != self.shape.len() {
             return Err(Error::InvalidArgument(format!(
                 "{rank} index arrays for a rank-{} tensor",
@@ -483,9 +550,9 @@ impl DirectPlan {
     where
         I: IndexElem,
         V: Copy + Sync,
-        S: Source<V, L = u64>,
-        R: lane::Reduce<u64>,
-        O: OutValue,
+        S: Source<V>,
+        R: lane::Reduce<S::L>,
+        O: crate::element::Element + lane::FromLane<S::L>,
         J: OutIndex,
     {
         match self.array_input(indices, values, source) {
@@ -552,10 +619,10 @@ impl DirectPlan {
         stop: Option<&AtomicBool>,
     ) -> Result<Option<Assembled<O, J>>, Failure>
     where
-        In: Input<L = u64>,
-        R: lane::Reduce<u64>,
+        In: Input,
+        R: lane::Reduce<In::L>,
         M: Minor,
-        O: OutValue,
+        O: crate::element::Element + lane::FromLane<In::L>,
         J: OutIndex,
     {
         let n = input.len();
@@ -641,7 +708,7 @@ impl DirectPlan {
     /// a bucket holds more than a worker's share of the budget.
     fn bands<In, M>(&self, input: &In, stop: Option<&AtomicBool>) -> Result<Option<(Counts, Bands)>, Failure>
     where
-        In: Input<L = u64>,
+        In: Input,
         M: Minor,
     {
         let n = input.len();
@@ -656,8 +723,9 @@ impl DirectPlan {
         // Bytes a worker holds per band entry (minor key and lane), per
         // bucket place, and per entry of its largest bucket (sort keys and
         // the gathered lanes).
-        let entry = (std::mem::size_of::<M>() + 8) as u64;
-        let sort_entry = (std::mem::size_of::<M::Packed>() + 8) as u64;
+        let lane = std::mem::size_of::<In::L>();
+        let entry = (std::mem::size_of::<M>() + lane) as u64;
+        let sort_entry = (std::mem::size_of::<M::Packed>() + lane) as u64;
         let max_bucket = counts.per_bucket.iter().copied().max().unwrap_or(0) as u64;
         let left = self
             .worker_bytes
@@ -736,8 +804,12 @@ impl DirectPlan {
                     return Some(Error::bad_index(i as u64, d, signed, extent));
                 }
             }
-            if let Err(e) = raw_value(v, self.dtype, self.non_finite, i as u64) {
-                return Some(e);
+            let refused = match self.dtype.complex_part() {
+                Some(part) => raw_parts(v, part, self.non_finite, i as u64).err(),
+                None => raw_value(v, self.dtype, self.non_finite, i as u64).err(),
+            };
+            if refused.is_some() {
+                return refused;
             }
         }
         None

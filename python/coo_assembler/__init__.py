@@ -1009,8 +1009,9 @@ def assemble(
 
     Work that fits the budget is assembled in memory, straight into the
     result's arrays (no file; the caller's arrays are only read): index
-    arrays of int32, int64, uint32 or uint64, contiguous, and float64 or
-    float32 values of the tensor's type. Anything else -- other forms, or
+    arrays of int32, int64, uint32 or uint64, contiguous, and float64,
+    float32, complex128 or complex64 values of the tensor's type (each
+    part of a complex value summed exactly on its own). Anything else -- other forms, or
     work too large for the budget -- goes through the out-of-core
     :class:`Builder` and a temporary file in ``temp_dir``. Both give the
     same values, bit for bit. The GIL is released; Ctrl-C stops a long

@@ -12,10 +12,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use coo_assembler::direct::{
-    self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex, OutValue,
-};
-use coo_assembler::{DType, Vocabulary};
+use coo_assembler::direct::{self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex};
+use coo_assembler::{DType, Element, Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -81,18 +79,29 @@ pub(crate) fn run_interruptible<T: Send>(
     })
 }
 
+/// One of the kernel's entry points: `DirectPlan::assemble` (real
+/// values) or `assemble_complex`.
+type Entry<I, V, O, J> = fn(
+    &DirectPlan,
+    &[&[I]],
+    &[V],
+    Option<&AtomicBool>,
+) -> coo_assembler::Result<Option<Assembled<O, J>>>;
+
 /// The assembly with index arrays of `I`, values of `V` into `O`, indices
-/// of `J`; `Ok(None)` when a bucket is too heavy for the budget.
+/// of `J`, through `entry`; `Ok(None)` when a bucket is too heavy for the
+/// budget.
 fn run<'py, I, V, O, J>(
     py: Python<'py>,
     plan: &DirectPlan,
     cols: &[Bound<'py, PyAny>],
     values: &Bound<'py, PyAny>,
+    entry: Entry<I, V, O, J>,
 ) -> PyResult<Option<Arrays<'py>>>
 where
     I: IndexElem + NpElement,
     V: DirectValue + NpElement,
-    O: OutValue + NpElement,
+    O: Element + NpElement,
     J: OutIndex + NpElement,
 {
     let mut borrowed = Vec::with_capacity(cols.len());
@@ -112,7 +121,7 @@ where
         .map(|b| b.as_slice())
         .collect::<Result<_, _>>()?;
     let a: Option<Assembled<O, J>> =
-        run_interruptible(py, vs.len(), |stop| plan.assemble(&idx, vs, Some(stop)))?;
+        run_interruptible(py, vs.len(), |stop| entry(plan, &idx, vs, Some(stop)))?;
     Ok(a.map(|a| {
         (
             PyArray1::from_vec(py, a.values).into_any(),
@@ -164,25 +173,44 @@ pub fn assemble_arrays<'py>(
     }
     let wide = index_dtype == "int64";
     macro_rules! by_index {
-        ($v:ty) => {
+        ($v:ty, $entry:ident) => {
             match (it.as_str(), wide) {
-                ("int32", false) => run::<i32, $v, $v, i32>(py, &plan, &cols, values),
-                ("int32", true) => run::<i32, $v, $v, i64>(py, &plan, &cols, values),
-                ("int64", false) => run::<i64, $v, $v, i32>(py, &plan, &cols, values),
-                ("int64", true) => run::<i64, $v, $v, i64>(py, &plan, &cols, values),
-                ("uint32", false) => run::<u32, $v, $v, i32>(py, &plan, &cols, values),
-                ("uint32", true) => run::<u32, $v, $v, i64>(py, &plan, &cols, values),
-                ("uint64", false) => run::<u64, $v, $v, i32>(py, &plan, &cols, values),
-                ("uint64", true) => run::<u64, $v, $v, i64>(py, &plan, &cols, values),
+                ("int32", false) => {
+                    run::<i32, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("int32", true) => {
+                    run::<i32, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("int64", false) => {
+                    run::<i64, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("int64", true) => {
+                    run::<i64, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("uint32", false) => {
+                    run::<u32, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("uint32", true) => {
+                    run::<u32, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("uint64", false) => {
+                    run::<u64, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
+                ("uint64", true) => {
+                    run::<u64, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
+                }
                 _ => Ok(None),
             }
         };
     }
     // The value types FE codes assemble; others take the Builder's path
     // (one instance of the kernel per type pair costs compile time).
+    use num_complex::Complex;
     match dtype {
-        DType::F64 => by_index!(f64),
-        DType::F32 => by_index!(f32),
+        DType::F64 => by_index!(f64, assemble),
+        DType::F32 => by_index!(f32, assemble),
+        DType::C128 => by_index!(Complex<f64>, assemble_complex),
+        DType::C64 => by_index!(Complex<f32>, assemble_complex),
         _ => Ok(None),
     }
 }

@@ -1,8 +1,8 @@
 """`assemble` on arrays that fit: the in-memory path (issue 23).
 
 It must give what the out-of-core Builder path gives, bit for bit, take the
-forms FE codes hold (int32/int64/uint32/uint64 contiguous indices, float64
-and float32 values), refuse bad indices as the Builder does, and stop on
+forms FE codes hold (int32/int64/uint32/uint64 contiguous indices, float64,
+float32, complex128 and complex64 values), refuse bad indices as the Builder does, and stop on
 Ctrl-C leaving nothing behind.
 """
 
@@ -76,6 +76,43 @@ def test_bit_identical_to_the_builder_path(layout, dtype, monkeypatch):
     d = got.tocsr()
     assert np.array_equal(d.indptr, s.indptr) and np.array_equal(d.indices, s.indices)
     assert np.allclose(d.data, s.data, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("duplicates", ["sum", "last"])
+def test_complex_takes_the_kernel_bit_identical_to_the_builder(layout, dtype, duplicates, monkeypatch):
+    re, row, col = _fe_like(20_000, 3_000, seed=11)
+    im, _, _ = _fe_like(20_000, 3_000, seed=12)
+    val = (re + 1j * im).astype(dtype)
+    shape = (3_000, 3_000)
+    ref = _builder_result(val, row, col, shape, layout, duplicates=duplicates)
+    with monkeypatch.context() as m:
+        _no_builder(m)
+        got = ca.assemble(val, (row, col), shape, layout=layout, duplicates=duplicates)
+    assert got.dtype == dtype
+    _same(got, ref)
+    if duplicates == "sum":
+        s = sp.coo_array((val.astype(np.complex128), (row, col)), shape=shape).tocsr()
+        d = got.tocsr()
+        assert np.array_equal(d.indptr, s.indptr) and np.array_equal(d.indices, s.indices)
+        tol = 1e-5 if dtype == np.complex64 else 1e-12
+        assert np.allclose(d.data, s.data, rtol=tol, atol=1e-2)
+
+
+def test_complex_in_memory_refusals_match_the_builder(monkeypatch):
+    row = np.array([0, 1, 1], dtype=np.int32)
+    col = np.array([0, 1, 1], dtype=np.int32)
+    val = np.array([1 + 1j, 2 + np.nan * 1j, 3j])
+    with monkeypatch.context() as m:
+        _no_builder(m)
+        with pytest.raises(ca.InputError, match="contribution 1"):
+            ca.assemble(val, (row, col), (2, 2), non_finite="reject_nan")
+        with pytest.raises(ca.InputError, match=r"\[1, 1\]"):
+            ca.assemble(np.array([1 + 1j, 2j, 3j]), (row, col), (2, 2), duplicates="error")
+    # Complex values have no order: min/max are refused by name.
+    with pytest.raises(ValueError, match="no order"):
+        ca.assemble(val, (row, col), (2, 2), duplicates="max")
 
 
 @pytest.mark.parametrize("index", [np.int32, np.int64, np.uint32, np.uint64])

@@ -6,11 +6,12 @@
 //! values gives their assembly; on many threads as on one; errors name
 //! what a push names.
 
-use coo_assembler::direct::{Assembled, OutIndex, OutValue};
+use coo_assembler::direct::{Assembled, ComplexOut, DirectValue, OutIndex, OutValue};
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
     OutputLayout, Plan, PushValue, Tensor,
 };
+use num_complex::Complex;
 use proptest::prelude::*;
 
 #[derive(Debug, PartialEq)]
@@ -20,7 +21,7 @@ struct Flat {
     pointers: Vec<u64>,
 }
 
-fn flat_of<O: OutValue, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
+fn flat_of<O: coo_assembler::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
     let mut values = Vec::new();
     for &v in &a.values {
         v.write_le(&mut values);
@@ -184,8 +185,50 @@ fn check<O: OutValue, V: PushValue + coo_assembler::direct::DirectValue>(
     Ok(())
 }
 
+/// [`check`] for a complex plan (complex64 or complex128 results).
+fn check_complex<O: ComplexOut + Default, V: PushValue + DirectValue>(
+    c: &Case,
+    opts: &AssembleOptions,
+    of: fn(u8, u8) -> V,
+) -> Result<(), TestCaseError> {
+    let plan = match plan_of(&c.shape, O::DTYPE, opts, &c.idx) {
+        Ok(p) => p,
+        Err(e) => {
+            let v: Vec<V> = c.a.iter().zip(&c.b).map(|(&x, &y)| of(x, y)).collect();
+            let b = builder_result(&c.shape, O::DTYPE, opts, &c.idx, &v);
+            prop_assert!(b.is_err(), "plan refused ({e}) what the builder took");
+            return Ok(());
+        }
+    };
+    for (x, y) in [(&c.a, &c.b), (&c.b, &c.a)] {
+        let v: Vec<V> = x.iter().zip(y).map(|(&x, &y)| of(x, y)).collect();
+        let ours = plan
+            .assemble_complex::<V, O, u64>(&v, None)
+            .map(|a| flat_of(&a));
+        let theirs = builder_result(&c.shape, O::DTYPE, opts, &c.idx, &v);
+        match (ours, theirs) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "plan {:?} builder {:?}", a.err(), b.err()),
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Complex plans: each part refilled as the builder sums it (min and
+    /// max are refused by both).
+    #[test]
+    fn complex_refill_as_the_builder_assembles(c in (1usize..4).prop_flat_map(case), l in layout(), p in policy()) {
+        let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
+        check_complex::<Complex<f64>, _>(&c, &opts(l, p, 2), |x, y| Complex::new(float_of(x), float_of(y)))?;
+        check_complex::<Complex<f32>, _>(&c, &opts(l, p, 1), |x, y| {
+            Complex::new(float_of(x) as f32, float_of(y) as f32)
+        })?;
+        check_complex::<Complex<f64>, _>(&c, &opts(l, p, 1), |x, _| float_of(x))?;
+    }
 
     #[test]
     fn matrix_floats_refill_as_the_builder_assembles(c in case(2), l in layout(), p in policy()) {

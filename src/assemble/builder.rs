@@ -1064,6 +1064,22 @@ pub(crate) fn raw_parts<V: PushValue>(
     v.to_raw_parts(part).map_err(|reason| refused(v, n, reason))
 }
 
+/// Why a push refuses contribution `n`'s value `v` into a tensor of
+/// `dtype` (its conversion, or the non-finite `policy` on either part of
+/// a complex value), if it does: what the in-memory paths report once a
+/// pass has seen a refused value.
+pub(crate) fn value_refusal<V: PushValue>(
+    v: V,
+    dtype: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> Option<Error> {
+    match dtype.complex_part() {
+        Some(part) => raw_parts(v, part, policy, n).err(),
+        None => raw_value(v, dtype, policy, n).err(),
+    }
+}
+
 /// The non-finite `policy` applied to contribution `n`'s float `f` (a
 /// value with no float part passes).
 #[inline]

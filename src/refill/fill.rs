@@ -4,10 +4,11 @@
 //! assembly's), written into the caller's result slice. The entries are
 //! split between the threads by contribution count.
 
-use crate::assemble::builder::raw_value;
+use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::CombineError;
-use crate::assemble::direct::lane::Reduce;
-use crate::assemble::direct::{DirectValue, OutValue};
+use crate::assemble::direct::input::Source;
+use crate::assemble::direct::lane::{FromLane, Reduce};
+use crate::assemble::direct::DirectValue;
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
@@ -30,32 +31,6 @@ pub(crate) enum Stop {
     Dropped,
 }
 
-/// How a value becomes the lane the reducers take.
-pub(crate) trait ToLane<V>: Sync {
-    fn lane(&self, v: V, k: usize) -> Option<u64>;
-}
-
-/// f64 values into an f64 tensor keeping every value: the bits.
-pub(crate) struct Bits;
-impl ToLane<f64> for Bits {
-    #[inline(always)]
-    fn lane(&self, v: f64, _: usize) -> Option<u64> {
-        Some(v.to_bits())
-    }
-}
-
-/// Any value, checked as a push checks it.
-pub(crate) struct Checked {
-    pub(crate) dtype: DType,
-    pub(crate) policy: NonFinitePolicy,
-}
-impl<V: DirectValue> ToLane<V> for Checked {
-    #[inline(always)]
-    fn lane(&self, v: V, k: usize) -> Option<u64> {
-        raw_value(v, self.dtype, self.policy, k as u64).ok()
-    }
-}
-
 /// Refill entries `e0..e0 + out.len()`.
 #[allow(clippy::too_many_arguments)]
 fn fill_part<V, T, R, O>(
@@ -70,15 +45,14 @@ fn fill_part<V, T, R, O>(
 ) -> std::result::Result<(), Stop>
 where
     V: Copy,
-    T: ToLane<V>,
-    R: Reduce<u64>,
-    O: OutValue,
+    T: Source<V>,
+    R: Reduce<T::L>,
+    O: FromLane<T::L>,
 {
-    let mut group: Vec<u64> = Vec::new();
-    let lane = |k: u32| -> std::result::Result<u64, Stop> {
-        let k = k as usize;
-        match values.get(k) {
-            Some(&v) => to.lane(v, k).ok_or(Stop::BadValue),
+    let mut group: Vec<T::L> = Vec::new();
+    let lane = |k: u32| -> std::result::Result<T::L, Stop> {
+        match values.get(k as usize) {
+            Some(&v) => to.lane(v).ok_or(Stop::BadValue),
             None => Err(Stop::BadValue),
         }
     };
@@ -95,7 +69,7 @@ where
         if R::ONLINE {
             if let [a, b] = g {
                 if let Some(l) = R::pair(lane(*a)?, lane(*b)?) {
-                    *o = O::from_lane(l);
+                    *o = O::from_lane_bits(l);
                     continue;
                 }
             }
@@ -104,7 +78,7 @@ where
                 R::add(&mut acc, lane(k)?);
             }
             if let Some(l) = R::done(&acc) {
-                *o = O::from_lane(l);
+                *o = O::from_lane_bits(l);
                 continue;
             }
         }
@@ -113,7 +87,7 @@ where
             group.push(lane(k)?);
         }
         match red.reduce(&group) {
-            Ok(Some(l)) => *o = O::from_lane(l),
+            Ok(Some(l)) => *o = O::from_lane_bits(l),
             Ok(None) => return Err(Stop::Dropped),
             Err(why) => return Err(Stop::Combine { entry: e, why }),
         }
@@ -136,9 +110,9 @@ pub(crate) fn fill<V, T, R, O>(
 ) -> std::result::Result<(), Stop>
 where
     V: Copy + Sync,
-    T: ToLane<V>,
-    R: Reduce<u64>,
-    O: OutValue,
+    T: Source<V>,
+    R: Reduce<T::L>,
+    O: FromLane<T::L> + Send,
 {
     let nnz = out.len();
     let n = order.len();
@@ -196,7 +170,7 @@ pub(crate) fn first_bad_value<V: DirectValue>(
     policy: NonFinitePolicy,
 ) -> Error {
     for (k, &v) in values.iter().enumerate() {
-        if let Err(e) = raw_value(v, dtype, policy, k as u64) {
+        if let Some(e) = value_refusal(v, dtype, policy, k as u64) {
             return e;
         }
     }

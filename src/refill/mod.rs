@@ -87,12 +87,13 @@ pub use parted::{PlanFile, PlanFileSummary};
 pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
-use crate::assemble::direct::lane::{CombineReduce, ExactF64};
-use crate::assemble::direct::{Assembled, DirectValue, IndexElem, OutIndex, OutValue};
+use crate::assemble::direct::input::{C128Bits, Checked, ComplexChecked, F64Bits, Source};
+use crate::assemble::direct::lane::{CombineReduce, ComplexReduce, ExactF64, FromLane, Reduce};
+use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutIndex, OutValue};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
-use fill::{Bits, Checked, Stop};
+use fill::Stop;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 
@@ -240,7 +241,7 @@ impl Plan {
     ) -> Result<Plan> {
         opts.validate()?;
         crate::assemble::check_shape(opts.layout, shape)?;
-        check_plannable(dtype, opts)?;
+        check_plannable(dtype, opts, shape)?;
         let n = c.len() as u64;
         let major = if opts.layout.is_compressed() {
             shape[opts.layout.major_dim()]
@@ -257,7 +258,7 @@ impl Plan {
             });
         }
         let p = pattern::plan(c, shape, opts.layout, opts.threads, stop)?;
-        let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
+        let kind = plan_kind(dtype, opts.duplicates, opts.exact_sums);
         if let (DuplicatePolicy::Error, Some(coordinate)) = (opts.duplicates, p.first_duplicate) {
             return Err(Error::DuplicateCoordinate { coordinate });
         }
@@ -400,17 +401,63 @@ impl Plan {
         V: DirectValue,
         O: OutValue,
     {
-        if values.len() != self.order.len() {
+        self.check_refill::<O>(values.len(), out.len())?;
+        let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
+        self.refill_outcome(r, values)
+    }
+
+    /// [`Plan::assemble_into`] for a complex plan: each part of an entry
+    /// reduced on its own, as a full assembly reduces it.
+    pub fn assemble_complex_into<V, O>(
+        &self,
+        values: &[V],
+        out: &mut [O],
+        stop: Option<&AtomicBool>,
+    ) -> Result<()>
+    where
+        V: DirectValue,
+        O: ComplexOut,
+    {
+        self.check_refill::<O>(values.len(), out.len())?;
+        let r = reduce_slices_complex(&self.how(), values, &self.order, &self.starts, out, stop);
+        self.refill_outcome(r, values)
+    }
+
+    /// [`Plan::assemble`] for a complex plan.
+    pub fn assemble_complex<V, O, J>(
+        &self,
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Assembled<O, J>>
+    where
+        V: DirectValue,
+        O: ComplexOut + Default,
+        J: OutIndex,
+    {
+        let mut out =
+            crate::assemble::direct::out::filled(self.nnz(), O::default(), "the result's values")?;
+        self.assemble_complex_into(values, &mut out, stop)?;
+        Ok(Assembled {
+            values: out,
+            indices: self.indices()?,
+            pointers: self.pointers()?,
+            dropped_zeros: 0,
+        })
+    }
+
+    /// The argument checks of a refill of `n` values into `out` values of
+    /// `O`.
+    fn check_refill<O: crate::element::Element>(&self, n: usize, out: usize) -> Result<()> {
+        let values_len = n;
+        if values_len != self.order.len() {
             return Err(Error::InvalidArgument(format!(
-                "{} values for a plan of {} contributions",
-                values.len(),
+                "{values_len} values for a plan of {} contributions",
                 self.order.len()
             )));
         }
-        if out.len() != self.nnz() {
+        if out != self.nnz() {
             return Err(Error::InvalidArgument(format!(
-                "a result of {} values for a plan of {} entries",
-                out.len(),
+                "a result of {out} values for a plan of {} entries",
                 self.nnz()
             )));
         }
@@ -421,7 +468,15 @@ impl Plan {
                 self.dtype.name()
             )));
         }
-        let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
+        Ok(())
+    }
+
+    /// The error a refill's stop stands for.
+    fn refill_outcome<V: DirectValue>(
+        &self,
+        r: std::result::Result<(), Stop>,
+        values: &[V],
+    ) -> Result<()> {
         match r {
             Ok(()) => Ok(()),
             Err(Stop::BadValue) => Err(fill::first_bad_value(values, self.dtype, self.non_finite)),
@@ -534,12 +589,12 @@ fn fill_with<V, R, O>(
 ) -> std::result::Result<(), Stop>
 where
     V: DirectValue,
-    R: crate::assemble::direct::lane::Reduce<u64>,
+    R: Reduce<u64>,
     O: OutValue,
 {
     match V::as_f64s(values) {
         Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
-            fill::fill(v, order, starts, out, &Bits, red, how.threads, stop)
+            fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)
         }
         _ => {
             let to = Checked {
@@ -551,15 +606,82 @@ where
     }
 }
 
+/// [`reduce_slices`] for a complex plan: both parts of a value in one
+/// lane, each reduced by the combiner of the part type.
+pub(crate) fn reduce_slices_complex<V, O>(
+    how: &How,
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: DirectValue,
+    O: ComplexOut,
+{
+    let Some(part) = how.dtype.complex_part() else {
+        return Err(Stop::Dropped);
+    };
+    let exact_f64 = how.kind == CombinerKind::FloatSum && part == DType::F64;
+    with_combiner!(how.kind, part, comb => {
+        let red = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64 };
+        match V::as_c128s(values) {
+            Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
+                fill_lanes(how, v, order, starts, out, &C128Bits, &red, stop)
+            }
+            _ => {
+                let to = ComplexChecked { part, policy: how.non_finite };
+                fill_lanes(how, values, order, starts, out, &to, &red, stop)
+            }
+        }
+    })
+}
+
+/// [`fill::fill`] on `how`'s threads.
+#[allow(clippy::too_many_arguments)]
+fn fill_lanes<V, T, R, O>(
+    how: &How,
+    values: &[V],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    to: &T,
+    red: &R,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop>
+where
+    V: Copy + Sync,
+    T: Source<V>,
+    R: Reduce<T::L>,
+    O: FromLane<T::L> + Send,
+{
+    fill::fill(values, order, starts, out, to, red, how.threads, stop)
+}
+
+/// The combiner of a plan's values: for a complex type, its parts'.
+pub(crate) fn plan_kind(
+    dtype: DType,
+    duplicates: DuplicatePolicy,
+    exact_sums: bool,
+) -> CombinerKind {
+    CombinerKind::of(
+        dtype.complex_part().unwrap_or(dtype),
+        duplicates,
+        exact_sums,
+    )
+}
+
 /// The refusals every plan makes, in memory or in parts on disk: the
 /// value types and options a fixed pattern cannot serve.
-pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions) -> Result<()> {
-    if dtype.is_complex() || dtype.is_bool() {
+pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions, shape: &[u64]) -> Result<()> {
+    if dtype.is_bool() {
         return Err(Error::Unsupported(format!(
-            "a plan for {dtype} values: plans refill real and integer types; \
+            "a plan for {dtype} values: plans refill real, integer and complex types; \
              assemble {dtype} values with assemble or a Builder"
         )));
     }
+    crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
     if opts.skip_negative {
         // A refill reads one value per contribution, through the plan's
         // positions: a skipped one would need a hole in them, which

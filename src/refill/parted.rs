@@ -839,7 +839,14 @@ fn plan_parts_to<C: Coords>(
 ) -> Result<PlanFileSummary> {
     opts.validate()?;
     crate::assemble::check_shape(opts.layout, shape)?;
-    check_plannable(dtype, opts)?;
+    check_plannable(dtype, opts, shape)?;
+    if dtype.is_complex() {
+        // The parts' streams and the file refill carry one lane per value.
+        return Err(Error::Unsupported(format!(
+            "a plan file for {dtype} values: plan files refill real and integer types; \
+             plan {dtype} values in memory (Plan) or assemble them out of core with a Builder"
+        )));
+    }
     let ks = KeyShape::new(shape, opts.layout).ok_or_else(|| Error::InvalidShape {
         shape: shape.to_vec(),
         detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),

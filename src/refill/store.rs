@@ -16,7 +16,6 @@
 //! through it.
 
 use super::{Ix, Plan, Structure};
-use crate::assemble::combine::CombinerKind;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::hurray::KvValue;
@@ -231,7 +230,7 @@ impl Plan {
             shape,
             dtype,
             layout,
-            kind: CombinerKind::of(dtype, duplicates, exact_sums),
+            kind: super::plan_kind(dtype, duplicates, exact_sums),
             duplicates,
             exact_sums,
             non_finite,

@@ -32,7 +32,7 @@
 
 mod band;
 mod count;
-mod input;
+pub(crate) mod input;
 pub(crate) mod lane;
 pub(crate) mod out;
 mod stream;
@@ -42,7 +42,7 @@ pub use input::IndexElem;
 pub use lane::{FromLane, Lane, OutValue};
 pub use out::OutIndex;
 
-use crate::assemble::builder::{raw_parts, raw_value};
+use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, PushValue};
 use crate::assemble::key::KeyLayout;
 use crate::element::DType;
@@ -804,12 +804,8 @@ impl DirectPlan {
                     return Some(Error::bad_index(i as u64, d, signed, extent));
                 }
             }
-            let refused = match self.dtype.complex_part() {
-                Some(part) => raw_parts(v, part, self.non_finite, i as u64).err(),
-                None => raw_value(v, self.dtype, self.non_finite, i as u64).err(),
-            };
-            if refused.is_some() {
-                return refused;
+            if let Some(e) = value_refusal(v, self.dtype, self.non_finite, i as u64) {
+                return Some(e);
             }
         }
         None

@@ -1225,7 +1225,7 @@ class Plan:
             )
         dt = self.dtype
         if v.dtype != dt:
-            if v.dtype.kind in "iu" and dt.kind == "f":
+            if v.dtype.kind in "iu" and dt.kind in "fc":
                 # The library's rule: integers go into floats when exact.
                 big = np.flatnonzero(np.abs(v.astype(np.float64)) > 2.0**53)
                 if big.size:

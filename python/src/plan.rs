@@ -3,8 +3,9 @@
 //! run without the GIL (Ctrl-C stops them, as `assemble` does); a refill
 //! writes into the caller's NumPy array in place.
 
-use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
+use coo_assembler::direct::{DirectValue, IndexElem, OutIndex};
 use coo_assembler::{AssembleOptions, DType, Plan, Vocabulary};
+use num_complex::Complex;
 use numpy::{
     Element as NpElement, PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -239,12 +240,17 @@ pub fn plan_elements<'py>(
     Ok(NativePlan { plan })
 }
 
+/// A refill of the library's: `Plan::assemble_into` (real and integer
+/// values) or `assemble_complex_into`.
+type Refill<T> = fn(&Plan, &[T], &mut [T], Option<&AtomicBool>) -> coo_assembler::Result<()>;
+
 impl NativePlan {
-    fn fill<'py, T: DirectValue + OutValue + NpElement>(
+    fn fill<'py, T: DirectValue + NpElement>(
         &self,
         py: Python<'py>,
         values: &Bound<'py, PyAny>,
         out: &Bound<'py, PyAny>,
+        refill: Refill<T>,
     ) -> PyResult<()> {
         let v = slice_of::<T>(values, "values")?;
         let vs = v.as_slice()?;
@@ -259,7 +265,7 @@ impl NativePlan {
             .map_err(|e| type_error(format!("out is not writeable: {e}")))?;
         let os = w.as_slice_mut()?;
         let plan = &self.plan;
-        run_interruptible(py, vs.len(), |stop| plan.assemble_into(vs, os, Some(stop)))
+        run_interruptible(py, vs.len(), |stop| refill(plan, vs, os, Some(stop)))
     }
 
     fn index_array<'py, J: OutIndex + NpElement>(
@@ -295,16 +301,18 @@ impl NativePlan {
             )));
         }
         match self.plan.dtype() {
-            DType::F64 => self.fill::<f64>(py, values, out),
-            DType::F32 => self.fill::<f32>(py, values, out),
-            DType::I8 => self.fill::<i8>(py, values, out),
-            DType::I16 => self.fill::<i16>(py, values, out),
-            DType::I32 => self.fill::<i32>(py, values, out),
-            DType::I64 => self.fill::<i64>(py, values, out),
-            DType::U8 => self.fill::<u8>(py, values, out),
-            DType::U16 => self.fill::<u16>(py, values, out),
-            DType::U32 => self.fill::<u32>(py, values, out),
-            DType::U64 => self.fill::<u64>(py, values, out),
+            DType::F64 => self.fill::<f64>(py, values, out, Plan::assemble_into),
+            DType::F32 => self.fill::<f32>(py, values, out, Plan::assemble_into),
+            DType::I8 => self.fill::<i8>(py, values, out, Plan::assemble_into),
+            DType::I16 => self.fill::<i16>(py, values, out, Plan::assemble_into),
+            DType::I32 => self.fill::<i32>(py, values, out, Plan::assemble_into),
+            DType::I64 => self.fill::<i64>(py, values, out, Plan::assemble_into),
+            DType::U8 => self.fill::<u8>(py, values, out, Plan::assemble_into),
+            DType::U16 => self.fill::<u16>(py, values, out, Plan::assemble_into),
+            DType::U32 => self.fill::<u32>(py, values, out, Plan::assemble_into),
+            DType::U64 => self.fill::<u64>(py, values, out, Plan::assemble_into),
+            DType::C128 => self.fill::<Complex<f64>>(py, values, out, Plan::assemble_complex_into),
+            DType::C64 => self.fill::<Complex<f32>>(py, values, out, Plan::assemble_complex_into),
             other => Err(type_error(format!(
                 "plans of {} values are not served from Python",
                 other.name()

@@ -88,6 +88,31 @@ def test_float32_and_integer_plans(rng, fe):
     same(Q.assemble(vi), ca.assemble(vi, (row, col), (2000, 2000), duplicates="max"))
 
 
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_complex_plans_refill_as_assemble_does(rng, fe, layout, dtype):
+    row, col, _ = fe
+    shape = (2000, 2000)
+    P = ca.plan((row, col), shape, layout=layout, dtype=dtype)
+    assert P.dtype == np.dtype(dtype)
+    for step in range(2):
+        mag = 10.0 ** rng.integers(-8, 8, row.size)
+        v = ((rng.standard_normal(row.size) + 1j * rng.standard_normal(row.size)) * mag).astype(dtype)
+        want = ca.assemble(v, (row, col), shape, layout=layout)
+        got = P.assemble(v)
+        same(got, want)
+        data = got.data
+        assert P.assemble(v[::-1].copy(), out=got) is got and got.data is data
+        same(got, ca.assemble(v[::-1].copy(), (row, col), shape, layout=layout))
+    # Real values go into a complex128 plan (imaginary parts zero).
+    if dtype == "complex128":
+        r = rng.standard_normal(row.size)
+        same(P.assemble(r), ca.assemble(r.astype(complex), (row, col), shape, layout=layout))
+    # Complex values have no order.
+    with pytest.raises(ca.InputError, match="no order"):
+        ca.plan((row, col), shape, dtype=dtype, duplicates="max")
+
+
 def test_bad_values_and_foreign_results_are_refused(rng, fe):
     row, col, _ = fe
     P = ca.plan((row, col), (2000, 2000))

@@ -88,7 +88,9 @@ pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
 use crate::assemble::direct::input::{C128Bits, Checked, ComplexChecked, F64Bits, Source};
-use crate::assemble::direct::lane::{CombineReduce, ComplexReduce, ExactF64, FromLane, Reduce};
+use crate::assemble::direct::lane::{
+    CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, FromLane, Reduce,
+};
 use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutIndex, OutValue};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -623,19 +625,35 @@ where
     let Some(part) = how.dtype.complex_part() else {
         return Err(Stop::Dropped);
     };
-    let exact_f64 = how.kind == CombinerKind::FloatSum && part == DType::F64;
-    with_combiner!(how.kind, part, comb => {
-        let red = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64 };
-        match V::as_c128s(values) {
-            Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
-                fill_lanes(how, v, order, starts, out, &C128Bits, &red, stop)
+    macro_rules! with_source {
+        ($red:expr) => {
+            match V::as_c128s(values) {
+                Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
+                    fill_lanes(how, v, order, starts, out, &C128Bits, $red, stop)
+                }
+                _ => {
+                    let to = ComplexChecked {
+                        part,
+                        policy: how.non_finite,
+                    };
+                    fill_lanes(how, values, order, starts, out, &to, $red, stop)
+                }
             }
-            _ => {
-                let to = ComplexChecked { part, policy: how.non_finite };
-                fill_lanes(how, values, order, starts, out, &to, &red, stop)
-            }
-        }
-    })
+        };
+    }
+    if how.kind == CombinerKind::FloatSum && part == DType::F64 {
+        let general = ComplexReduce {
+            comb: &FloatSum(DType::F64),
+            drop_zeros: false,
+            exact_f64: true,
+        };
+        with_source!(&ComplexExactF64 { general })
+    } else {
+        with_combiner!(how.kind, part, comb => {
+            let red = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64: false };
+            with_source!(&red)
+        })
+    }
 }
 
 /// [`fill::fill`] on `how`'s threads.

@@ -166,6 +166,39 @@ impl<C: Combiner> Reduce<[u64; 2]> for ComplexReduce<'_, C> {
     type Acc = ();
 }
 
+/// Exact sums of complex128 values, the hot complex case: each part as
+/// [`ExactF64`] folds it online (two [`TwoTerm`]s), and a group either
+/// part of which the fast path does not hold goes to `general`.
+pub(crate) struct ComplexExactF64<'c> {
+    pub(crate) general: ComplexReduce<'c, FloatSum>,
+}
+
+impl Reduce<[u64; 2]> for ComplexExactF64<'_> {
+    #[inline(always)]
+    fn reduce(&self, group: &[[u64; 2]]) -> Result<Option<[u64; 2]>, CombineError> {
+        self.general.reduce(group)
+    }
+    type Acc = (TwoTerm, TwoTerm);
+    const ONLINE: bool = true;
+    #[inline(always)]
+    fn start(l: [u64; 2]) -> (TwoTerm, TwoTerm) {
+        (TwoTerm::of(f64::from_bits(l[0])), TwoTerm::of(f64::from_bits(l[1])))
+    }
+    #[inline(always)]
+    fn add(acc: &mut (TwoTerm, TwoTerm), l: [u64; 2]) {
+        acc.0.add(f64::from_bits(l[0]));
+        acc.1.add(f64::from_bits(l[1]));
+    }
+    #[inline(always)]
+    fn done(acc: &(TwoTerm, TwoTerm)) -> Option<[u64; 2]> {
+        Some([acc.0.round()?.to_bits(), acc.1.round()?.to_bits()])
+    }
+    #[inline(always)]
+    fn pair(a: [u64; 2], b: [u64; 2]) -> Option<[u64; 2]> {
+        Some([ExactF64::pair(a[0], b[0])?, ExactF64::pair(a[1], b[1])?])
+    }
+}
+
 macro_rules! complex_from_lane {
     ($($t:ty),*) => {$(
         impl FromLane<[u64; 2]> for num_complex::Complex<$t> {
@@ -502,6 +535,49 @@ out_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 mod tests {
     use super::*;
     use crate::DType;
+
+    /// The online complex128 sum (pair shortcut, two folds) gives the
+    /// general reducer's bits whenever it claims a group.
+    #[test]
+    fn complex_exact_f64_online_matches_the_general_reducer() {
+        let comb = FloatSum(DType::F64);
+        let general = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64: false };
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let pick = |r: u64| match r % 6 {
+            0 => 0.0,
+            1 => -1e16,
+            2 => 1e16,
+            3 => f64::from_bits(r.rotate_left(17).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            _ => ((r >> 8) % 1000) as f64 * 0.1 - 50.0,
+        };
+        let mut claimed = 0;
+        for _ in 0..100_000 {
+            let k = 1 + (next() % 9) as usize;
+            let g: Vec<[u64; 2]> =
+                (0..k).map(|_| [pick(next()).to_bits(), pick(next()).to_bits()]).collect();
+            let want = general.reduce(&g).unwrap();
+            let mut acc = ComplexExactF64::start(g[0]);
+            for &l in &g[1..] {
+                ComplexExactF64::add(&mut acc, l);
+            }
+            if let Some(v) = ComplexExactF64::done(&acc) {
+                claimed += 1;
+                assert_eq!(Some(v), want, "{g:?}");
+            }
+            if let [a, b] = g[..] {
+                if let Some(v) = ComplexExactF64::pair(a, b) {
+                    assert_eq!(Some(v), want, "pair {g:?}");
+                }
+            }
+        }
+        assert!(claimed > 10_000, "the online path claimed only {claimed} groups");
+    }
 
     /// The fast exact path gives the builder's bits (combine_group then
     /// finish) on groups of values of wildly different magnitudes, with

@@ -422,19 +422,33 @@ impl DirectPlan {
         if self.declines(indices) {
             return Ok(None);
         }
-        let exact_f64 = self.kind == CombinerKind::FloatSum && part == DType::F64;
-        let r = with_combiner!(self.kind, part, comb => {
-            let red = lane::ComplexReduce { comb: &comb, drop_zeros: self.drop_zeros, exact_f64 };
-            match V::as_c128s(values) {
-                Some(v) if part == DType::F64 && self.non_finite == NonFinitePolicy::Keep => {
-                    self.with_input(indices, v, C128Bits, &red, stop)
+        macro_rules! with_source {
+            ($red:expr) => {
+                match V::as_c128s(values) {
+                    Some(v) if part == DType::F64 && self.non_finite == NonFinitePolicy::Keep => {
+                        self.with_input(indices, v, C128Bits, $red, stop)
+                    }
+                    _ => {
+                        let src = ComplexChecked { part, policy: self.non_finite };
+                        self.with_input(indices, values, src, $red, stop)
+                    }
                 }
-                _ => {
-                    let src = ComplexChecked { part, policy: self.non_finite };
-                    self.with_input(indices, values, src, &red, stop)
-                }
-            }
-        });
+            };
+        }
+        let r = if self.kind == CombinerKind::FloatSum && part == DType::F64 {
+            // The hot case: exact complex128 sums, folded online.
+            let general = lane::ComplexReduce {
+                comb: &FloatSum(DType::F64),
+                drop_zeros: self.drop_zeros,
+                exact_f64: true,
+            };
+            with_source!(&lane::ComplexExactF64 { general })
+        } else {
+            with_combiner!(self.kind, part, comb => {
+                let red = lane::ComplexReduce { comb: &comb, drop_zeros: self.drop_zeros, exact_f64: false };
+                with_source!(&red)
+            })
+        };
         self.outcome(r, indices, values)
     }
 

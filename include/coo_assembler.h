@@ -1254,7 +1254,9 @@ int coo_plan_assemble(const coo_plan *plan,
  * `coo_plan_assemble` for a plan of any element type: `out` points to
  * `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
  * `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
- * as the `uint16_t` bits of the IEEE half and bfloat16 numbers), and
+ * as the `uint16_t` bits of the IEEE half and bfloat16 numbers;
+ * `COO_C128` and `COO_C64` as C99 `double _Complex` and `float _Complex`,
+ * each part summed exactly on its own), and
  * `values` to `n` values of the C type `value_type` names, which is
  * either the plan's element type or `COO_F64`. Doubles reach the
  * element type as `coo_assemble_arrays` sends them (summed exactly and

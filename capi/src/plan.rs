@@ -26,9 +26,12 @@ use crate::{
     COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE,
 };
 use coo_assembler::__half::{bf16, f16};
-use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
-use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
+use coo_assembler::direct::{ComplexOut, DirectValue, IndexElem, OutValue};
+use coo_assembler::{
+    AssembleOptions, Complex, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile,
+};
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::AtomicBool;
 
 // Refills run from any thread at once on one plan: it must allow it.
 const _: () = {
@@ -704,6 +707,26 @@ unsafe fn refill<V: DirectValue, O: OutValue>(
     out: *mut O,
     nnz: usize,
 ) -> Res<()> {
+    // SAFETY: forwarded contract.
+    unsafe { refill_with(p, values, n, out, nnz, Plan::assemble_into) }
+}
+
+/// A refill of the library's: `Plan::assemble_into` or
+/// `assemble_complex_into`.
+type Entry<V, O> = fn(&Plan, &[V], &mut [O], Option<&AtomicBool>) -> coo_assembler::Result<()>;
+
+/// [`refill`] through `entry`.
+///
+/// # Safety
+/// As [`refill`].
+unsafe fn refill_with<V: DirectValue, O>(
+    p: &Plan,
+    values: *const V,
+    n: usize,
+    out: *mut O,
+    nnz: usize,
+    entry: Entry<V, O>,
+) -> Res<()> {
     if n != p.contributions() {
         return Err(Fail::new(
             COO_ERR_ARGUMENT,
@@ -735,7 +758,43 @@ unsafe fn refill<V: DirectValue, O: OutValue>(
     let values = unsafe { slice(values, n, "values") }?;
     // SAFETY: `nnz` writable O, not overlapping `values` (checked).
     let out = unsafe { out_slice(out, nnz, "out") }?;
-    Ok(p.assemble_into(values, out, None)?)
+    Ok(entry(p, values, out, None)?)
+}
+
+/// [`typed`] for a complex plan: `out` of the plan's complex type,
+/// `values` of it too, or doubles (imaginary parts zero).
+///
+/// # Safety
+/// As [`coo_plan_assemble_typed`].
+unsafe fn typed_complex<O: ComplexOut + DirectValue>(
+    p: &Plan,
+    values: *const c_void,
+    value_type: DType,
+    n: usize,
+    out: *mut c_void,
+    nnz: usize,
+) -> Res<()> {
+    let out = out.cast::<O>();
+    // SAFETY (every arm): `values` holds `n` values of the C type
+    // `value_type` names (the caller's contract).
+    unsafe {
+        match value_type {
+            t if t == p.dtype() => {
+                refill_with::<O, O>(p, values.cast(), n, out, nnz, Plan::assemble_complex_into)
+            }
+            DType::F64 => {
+                refill_with::<f64, O>(p, values.cast(), n, out, nnz, Plan::assemble_complex_into)
+            }
+            other => Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "value_type {other}: a plan of {} values is refilled from values of its own \
+                     type or from COO_F64 (double)",
+                    p.dtype()
+                ),
+            )),
+        }
+    }
 }
 
 /// Refill `out` with the assembly of `values` under the plan: `n` doubles,
@@ -830,7 +889,9 @@ unsafe fn typed<O: OutValue + DirectValue, D: DirectValue>(
 /// `coo_plan_assemble` for a plan of any element type: `out` points to
 /// `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
 /// `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
-/// as the `uint16_t` bits of the IEEE half and bfloat16 numbers), and
+/// as the `uint16_t` bits of the IEEE half and bfloat16 numbers;
+/// `COO_C128` and `COO_C64` as C99 `double _Complex` and `float _Complex`,
+/// each part summed exactly on its own), and
 /// `values` to `n` values of the C type `value_type` names, which is
 /// either the plan's element type or `COO_F64`. Doubles reach the
 /// element type as `coo_assemble_arrays` sends them (summed exactly and
@@ -877,8 +938,10 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
                 DType::U32 => typed::<u32, Integral>(p, values, vt, n, out, nnz),
                 DType::I64 => typed::<i64, Integral>(p, values, vt, n, out, nnz),
                 DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
-                // Plan::new refuses complex types.
-                d @ (DType::C64 | DType::C128 | DType::Bool) => Err(Fail::new(
+                DType::C128 => typed_complex::<Complex<f64>>(p, values, vt, n, out, nnz),
+                DType::C64 => typed_complex::<Complex<f32>>(p, values, vt, n, out, nnz),
+                // Plan::new refuses bools.
+                d @ DType::Bool => Err(Fail::new(
                     crate::COO_ERR_UNSUPPORTED,
                     format!("a plan of {d} values"),
                 )),

@@ -2,7 +2,8 @@
  * with every complex push call (builder and pusher, one value, many, an
  * element matrix; a real double too), each part summed exactly; read back
  * with coo_file_get_complex and coo_file_read_entries_complex, while the
- * real-only readers refuse to drop the imaginary part; and a complex value
+ * real-only readers refuse to drop the imaginary part; a plan of the same
+ * contributions refills them bit for bit; and a complex value
  * into a real tensor refused. C99 `double _Complex` arrays are the layout
  * the _many_ and _element_ calls read.
  * Usage: complex DIR. Prints one line per check and "N failed". */
@@ -102,6 +103,44 @@ int main(int argc, char **argv) {
     }
     expect_true(same, "entries are the exact sums of each part");
     coo_file_close(f);
+
+    /* A plan of the same eleven contributions, in push order, refilled
+     * with coo_plan_assemble_typed: the builder's values bit for bit. */
+    const int64_t prow[11] = {0, 0, 0, 1, 2, 0, 0, 2, 2, 2, 2};
+    const int64_t pcol[11] = {1, 1, 1, 1, 0, 0, 2, 0, 2, 2, 2};
+    const double _Complex pv[11] = {1e16 + 0.5 * I, 1.0 + 0.25 * I, -1e16, 2.0 + 3.0 * I,
+                                    -1.0 * I, 1.0 + 1.0 * I, 2.0, 3.0 * I, 4.0 - 4.0 * I,
+                                    1.0 * I, 2.0 + 3.0 * I};
+    const int64_t *pidx[2] = {prow, pcol};
+    coo_options_default(&o);
+    coo_plan *plan = coo_plan_new(2, shape, COO_C128, &o, 11, pidx);
+    expect_true(plan != NULL, "plan_new complex128");
+    if (plan) {
+        uint64_t pnnz = 0;
+        expect(coo_plan_nnz(plan, &pnnz), COO_OK, "plan_nnz");
+        expect_true(pnnz == 6, "the plan has six entries");
+        double _Complex refilled[6];
+        expect(coo_plan_assemble_typed(plan, (const double *)pv, COO_C128, 11, (double *)refilled,
+                                       6),
+               COO_OK, "plan_assemble_typed complex128");
+        expect_true(memcmp(refilled, got, sizeof refilled) == 0,
+                    "the refill is the builder's values, bit for bit");
+        /* Doubles go in as complex values with zero imaginary parts. */
+        double reals[11];
+        for (int k = 0; k < 11; k++)
+            reals[k] = creal(pv[k]);
+        expect(coo_plan_assemble_typed(plan, reals, COO_F64, 11, (double *)refilled, 6), COO_OK,
+               "plan_assemble_typed from doubles");
+        expect_true(creal(refilled[1]) == 1.0 && cimag(refilled[1]) == 0.0,
+                    "(0,1) from doubles = 1 + 0i, summed exactly");
+        expect(coo_plan_assemble(plan, reals, 11, reals, 6), COO_ERR_ARGUMENT,
+               "plan_assemble (doubles out) refuses a complex plan");
+        coo_plan_free(plan);
+    }
+    o.duplicates = COO_DUP_MIN;
+    expect_true(coo_plan_new(2, shape, COO_C128, &o, 11, pidx) == NULL,
+                "a complex plan with duplicates=min is refused");
+    coo_options_default(&o);
 
     /* A complex value into a real tensor. */
     coo_builder *r = coo_builder_new(2, shape, COO_F64, &o);

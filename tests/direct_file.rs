@@ -442,3 +442,44 @@ fn arrays_to_file_is_the_builders_file() {
     bld.finish(&b).unwrap();
     assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
 }
+
+/// A complex tensor from arrays into a file (doubles or complex values):
+/// the builder's file, byte for byte (the file sink carries one lane per
+/// value, so the work goes through the builder; the in-memory kernel
+/// taking complex tensors must not send it to that sink).
+#[test]
+fn complex_arrays_to_file_are_the_builders_file() {
+    use coo_assembler::direct::assemble_arrays_to_file;
+    use coo_assembler::Complex;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 20_000usize;
+    let rows: Vec<i64> = (0..n).map(|k| (k * 7 % 301) as i64).collect();
+    let cols: Vec<i64> = (0..n).map(|k| (k * 13 % 299) as i64).collect();
+    let reals: Vec<f64> = (0..n).map(|k| wobbly(k as u64)).collect();
+    let zs: Vec<Complex<f64>> = (0..n)
+        .map(|k| Complex::new(wobbly(k as u64), -wobbly(k as u64 + 17)))
+        .collect();
+    let o = opts(OutputLayout::Csr);
+    let shape = [301u64, 299];
+    let builder_file = |name: &str, push: &dyn Fn(&mut coo_assembler::Builder, usize)| {
+        let p = dir.path().join(name);
+        let mut bld = coo_assembler::Builder::new(&shape, DType::C128, o.clone()).unwrap();
+        for k in 0..n {
+            push(&mut bld, k);
+        }
+        bld.finish(&p).unwrap();
+        std::fs::read(&p).unwrap()
+    };
+    let a = dir.path().join("r.hrry");
+    assemble_arrays_to_file(&shape, DType::C128, &[&rows, &cols], &reals, &a, &o).unwrap();
+    let want = builder_file("rb.hrry", &|b, k| {
+        b.push(&[rows[k] as u64, cols[k] as u64], reals[k]).unwrap()
+    });
+    assert!(std::fs::read(&a).unwrap() == want, "from doubles");
+    let a = dir.path().join("z.hrry");
+    assemble_arrays_to_file(&shape, DType::C128, &[&rows, &cols], &zs, &a, &o).unwrap();
+    let want = builder_file("zb.hrry", &|b, k| {
+        b.push(&[rows[k] as u64, cols[k] as u64], zs[k]).unwrap()
+    });
+    assert!(std::fs::read(&a).unwrap() == want, "from complex values");
+}

@@ -537,7 +537,9 @@ impl DirectPlan {
                 values.len()
             )));
         }
-        if self.declines(indices) {
+        // The file sink writes one lane per value: a complex tensor (two
+        // parts per value) takes the builder's path.
+        if self.declines(indices) || self.dtype.is_complex() {
             return Ok(None);
         }
         let filled = self.to_file(path, opts, |sink| {

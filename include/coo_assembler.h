@@ -495,11 +495,13 @@ const char *coo_version(void);
  * Contribution `i` (0 <= i < n) has the index `(indices[0][i], ...,
  * indices[rank-1][i])`: one array of `n` per dimension, 0-based, as
  * scipy's `coo_array((values, (rows, cols)))` takes them. Its value is
- * `values[i]`, of the C type `value_type` names: `COO_F64`, a `double`
- * (the only value type of this version; the parameter lets later ones
- * add others). Doubles reach the tensor's element type as
+ * `values[i]`, of the C type `value_type` names: `COO_F64`, a `double`,
+ * or for a complex tensor (`COO_C128`, `COO_C64`) also `COO_C128`, a C99
+ * `double _Complex`. Doubles reach the tensor's element type as
  * `coo_builder_push_many` sends them: summed exactly into a float
- * tensor, integral and in range for an integer tensor.
+ * tensor, integral and in range for an integer tensor, real values
+ * (imaginary part 0) into a complex one; complex values as
+ * `coo_builder_push_many_complex` sends them, each part summed exactly.
  *
  * When the work fits `options->memory_budget`, the library's in-memory
  * kernel reads the arrays in place (no copy, no spill file) and streams
@@ -515,7 +517,8 @@ const char *coo_version(void);
  * - `COO_ERR_NULL`: `shape` or `path` is NULL; `indices`, an
  *   `indices[d]` or `values` is NULL while `n > 0`;
  * - `COO_ERR_ARGUMENT`: `rank` outside 1..=64, a negative extent, an
- *   unknown `dtype`, a `value_type` other than `COO_F64`,
+ *   unknown `dtype`, a `value_type` other than `COO_F64` (or `COO_C128`
+ *   for a complex tensor),
  *   options `coo_builder_new` refuses, an empty path, a layout the rank
  *   cannot take, an array not aligned for its type;
  * - `COO_ERR_BUDGET`: the budget is too small (the message gives the

@@ -18,7 +18,7 @@ use crate::convert::{from_c, index_arrays, integral_i64, integral_u64, negative_
 use crate::COO_ERR_INDEX;
 use crate::{c_path, coo_options, coo_summary, status, DTypeArg, Fail, Res, COO_ERR_ARGUMENT};
 use coo_assembler::direct::{self, DirectValue, IndexElem};
-use coo_assembler::{DType, ErrorKind, PushValue, Summary};
+use coo_assembler::{Complex, DType, ErrorKind, PushValue, Summary};
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
 use std::path::Path;
@@ -56,10 +56,11 @@ impl PushValue for Integral {
 impl DirectValue for Integral {}
 
 /// The value types a caller's `values` array may have, as `coo_dtype`
-/// codes naming its C type. Only `double`, the C API's value type
-/// everywhere: the kernel takes any, but each costs its own copy of it in
-/// the library (about 0.5 MB of code per index type).
-const VALUE_TYPES: &str = "COO_F64 (double)";
+/// codes naming its C type: `double`, the C API's value type everywhere,
+/// and `double _Complex` for complex tensors. The kernel takes any, but
+/// each costs its own copy of it in the library (about 0.5 MB of code per
+/// index type).
+const VALUE_TYPES: &str = "COO_F64 (double), or COO_C128 (double _Complex) for a complex tensor";
 
 /// The first negative index, by contribution then dimension, as the
 /// C API reports it (`coo_builder_push_many` checks every index for a
@@ -136,6 +137,9 @@ unsafe fn assemble<I: IndexElem>(
                 go::<I, f64>(extents, dtype, &dims, values, n, &path, &opts)
             }
             DType::F64 => go::<I, Integral>(extents, dtype, &dims, values, n, &path, &opts),
+            DType::C128 if dtype.is_complex() => {
+                go::<I, Complex<f64>>(extents, dtype, &dims, values, n, &path, &opts)
+            }
             other => Err(Fail::new(
                 COO_ERR_ARGUMENT,
                 format!("value_type {other}: this version reads values of {VALUE_TYPES}"),
@@ -166,11 +170,13 @@ unsafe fn assemble<I: IndexElem>(
 /// Contribution `i` (0 <= i < n) has the index `(indices[0][i], ...,
 /// indices[rank-1][i])`: one array of `n` per dimension, 0-based, as
 /// scipy's `coo_array((values, (rows, cols)))` takes them. Its value is
-/// `values[i]`, of the C type `value_type` names: `COO_F64`, a `double`
-/// (the only value type of this version; the parameter lets later ones
-/// add others). Doubles reach the tensor's element type as
+/// `values[i]`, of the C type `value_type` names: `COO_F64`, a `double`,
+/// or for a complex tensor (`COO_C128`, `COO_C64`) also `COO_C128`, a C99
+/// `double _Complex`. Doubles reach the tensor's element type as
 /// `coo_builder_push_many` sends them: summed exactly into a float
-/// tensor, integral and in range for an integer tensor.
+/// tensor, integral and in range for an integer tensor, real values
+/// (imaginary part 0) into a complex one; complex values as
+/// `coo_builder_push_many_complex` sends them, each part summed exactly.
 ///
 /// When the work fits `options->memory_budget`, the library's in-memory
 /// kernel reads the arrays in place (no copy, no spill file) and streams
@@ -186,7 +192,8 @@ unsafe fn assemble<I: IndexElem>(
 /// - `COO_ERR_NULL`: `shape` or `path` is NULL; `indices`, an
 ///   `indices[d]` or `values` is NULL while `n > 0`;
 /// - `COO_ERR_ARGUMENT`: `rank` outside 1..=64, a negative extent, an
-///   unknown `dtype`, a `value_type` other than `COO_F64`,
+///   unknown `dtype`, a `value_type` other than `COO_F64` (or `COO_C128`
+///   for a complex tensor),
 ///   options `coo_builder_new` refuses, an empty path, a layout the rank
 ///   cannot take, an array not aligned for its type;
 /// - `COO_ERR_BUDGET`: the budget is too small (the message gives the

@@ -137,6 +137,28 @@ int main(int argc, char **argv) {
                "plan_assemble (doubles out) refuses a complex plan");
         coo_plan_free(plan);
     }
+    /* The same eleven contributions in one call, from double _Complex
+     * arrays: the builder's entries. */
+    char path2[4200];
+    snprintf(path2, sizeof path2, "%s/z2.hrry", argv[1]);
+    coo_summary s2;
+    expect(coo_assemble_arrays(2, shape, COO_C128, &o, 11, pidx, pv, COO_C128, path2, &s2), COO_OK,
+           "assemble_arrays complex128");
+    coo_file *f2 = coo_file_open(path2);
+    expect_true(f2 != NULL && s2.nnz == 6, "assemble_arrays: six entries");
+    if (f2) {
+        int64_t idx2[12];
+        double _Complex got2[6];
+        size_t n2 = 0;
+        expect(coo_file_read_entries_complex(f2, 0, 6, idx2, (double *)got2, &n2), COO_OK,
+               "read_entries_complex of assemble_arrays");
+        expect_true(n2 == 6 && memcmp(idx2, got_idx, sizeof idx2) == 0 &&
+                        memcmp(got2, got, sizeof got2) == 0,
+                    "assemble_arrays gives the builder's entries, bit for bit");
+        coo_file_close(f2);
+    }
+    expect(coo_assemble_arrays(2, shape, COO_F64, &o, 11, pidx, pv, COO_C128, path2, NULL),
+           COO_ERR_ARGUMENT, "complex values into a float64 tensor are refused");
     o.duplicates = COO_DUP_MIN;
     expect_true(coo_plan_new(2, shape, COO_C128, &o, 11, pidx) == NULL,
                 "a complex plan with duplicates=min is refused");

@@ -621,8 +621,10 @@ module coo_assembler
       procedure :: nnz => plan_nnz
       procedure :: contributions => plan_contributions
       procedure :: structure => plan_structure
-      procedure, private :: plan_assemble_1, plan_assemble_3
-      generic :: assemble => plan_assemble_1, plan_assemble_3
+      procedure, private :: plan_assemble_1, plan_assemble_3, plan_assemble_z1, &
+         plan_assemble_z3, plan_assemble_c1
+      generic :: assemble => plan_assemble_1, plan_assemble_3, plan_assemble_z1, &
+         plan_assemble_z3, plan_assemble_c1
       procedure :: free => plan_free
    end type coo_plan_t
 
@@ -1738,6 +1740,79 @@ contains
       call settle(coo_plan_assemble(self%handle, ke, size(ke, kind=c_size_t), out, &
                                     size(out, kind=c_size_t)), 'coo_plan_assemble', stat)
    end subroutine plan_assemble_3
+
+   !> A COO_C128 plan's refill: values and out complex(c_double_complex),
+   !> each part summed exactly (see plan_assemble_1 for the rest).
+   subroutine plan_assemble_z1(self, values, out, stat)
+      class(coo_plan_t), intent(in) :: self
+      complex(c_double_complex), intent(in), target, contiguous :: values(:)
+      complex(c_double_complex), intent(inout), target, contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      type(c_ptr) :: v, o
+      v = c_null_ptr
+      o = c_null_ptr
+      if (size(values) > 0) v = c_loc(values(1))
+      if (size(out) > 0) o = c_loc(out(1))
+      call settle(typed_refill(self, COO_C128, 'complex(c_double_complex)', v, &
+                               size(values, kind=c_size_t), o, size(out, kind=c_size_t)), &
+                  'coo_plan_assemble_typed', stat)
+   end subroutine plan_assemble_z1
+
+   !> As above, for the complex element matrices ke(k, k, elements) of a
+   !> COO_C128 plan made by init_elements.
+   subroutine plan_assemble_z3(self, ke, out, stat)
+      class(coo_plan_t), intent(in) :: self
+      complex(c_double_complex), intent(in), target, contiguous :: ke(:, :, :)
+      complex(c_double_complex), intent(inout), target, contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      type(c_ptr) :: v, o
+      v = c_null_ptr
+      o = c_null_ptr
+      if (size(ke) > 0) v = c_loc(ke(1, 1, 1))
+      if (size(out) > 0) o = c_loc(out(1))
+      call settle(typed_refill(self, COO_C128, 'complex(c_double_complex)', v, &
+                               size(ke, kind=c_size_t), o, size(out, kind=c_size_t)), &
+                  'coo_plan_assemble_typed', stat)
+   end subroutine plan_assemble_z3
+
+   !> A COO_C64 plan's refill: values and out complex(c_float_complex).
+   subroutine plan_assemble_c1(self, values, out, stat)
+      class(coo_plan_t), intent(in) :: self
+      complex(c_float_complex), intent(in), target, contiguous :: values(:)
+      complex(c_float_complex), intent(inout), target, contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      type(c_ptr) :: v, o
+      v = c_null_ptr
+      o = c_null_ptr
+      if (size(values) > 0) v = c_loc(values(1))
+      if (size(out) > 0) o = c_loc(out(1))
+      call settle(typed_refill(self, COO_C64, 'complex(c_float_complex)', v, &
+                               size(values, kind=c_size_t), o, size(out, kind=c_size_t)), &
+                  'coo_plan_assemble_typed', stat)
+   end subroutine plan_assemble_c1
+
+   !> coo_plan_assemble_typed with values and out of the C type `dtype`
+   !> names, once the plan is known to be of that type: C cannot tell the
+   !> type behind `out`, the plan's details can.
+   function typed_refill(self, dtype, fortran_type, values, n, out, nnz) result(status)
+      class(coo_plan_t), intent(in) :: self
+      integer(c_int), intent(in) :: dtype
+      character(len=*), intent(in) :: fortran_type
+      type(c_ptr), intent(in) :: values, out
+      integer(c_size_t), intent(in) :: n, nnz
+      integer(c_int) :: status
+      type(coo_plan_details) :: d
+      character(len=160) :: msg
+      status = coo_plan_info(self%handle, d)
+      if (status /= COO_OK) return
+      if (d%dtype /= dtype) then
+         write (msg, '(a,a,i0,a,i0,a)') fortran_type, ' values need a plan of dtype ', dtype, &
+            '; this plan is of dtype ', d%dtype, ' (coo_plan_details%dtype)'
+         status = fortran_error(COO_ERR_ARGUMENT, msg)
+         return
+      end if
+      status = coo_plan_assemble_typed(self%handle, values, dtype, n, out, nnz)
+   end function typed_refill
 
    !> Release the plan (no-op when there is none).
    subroutine plan_free(self)

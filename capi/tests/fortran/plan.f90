@@ -12,7 +12,8 @@
 program plan
    use coo_assembler
    use, intrinsic :: iso_fortran_env, only: int8, int32, int64, real64
-   use, intrinsic :: iso_c_binding, only: c_int, c_ptr, c_int64_t, c_associated
+   use, intrinsic :: iso_c_binding, only: c_int, c_ptr, c_int64_t, c_associated, &
+                                          c_double_complex, c_float_complex
    implicit none
    integer, parameter :: NN = 200, NE = 200, K = 3, N = K*K*NE
    character(len=4096) :: dir
@@ -22,7 +23,10 @@ program plan
    integer(int64), allocatable :: idx(:, :), fidx(:, :), coords(:, :), ind(:), ptr(:)
    integer(int64), allocatable :: ind2(:), ptr2(:)
    real(real64), allocatable :: ke(:, :, :, :), vals(:), fv(:), out(:), out2(:)
-   type(coo_plan_t) :: p, q, s, z
+   type(coo_plan_t) :: p, q, s, z, zp, cp
+   complex(c_double_complex), allocatable :: zke(:, :, :), zout(:), zout2(:), zvals(:)
+   complex(c_float_complex), allocatable :: cvals(:), cout(:)
+   real(real64), allocatable :: re_out(:), im_out(:)
    type(coo_plan_details) :: pd, qd, sd
    type(coo_builder_t) :: bld
    type(coo_summary) :: summary
@@ -134,6 +138,44 @@ program plan
    call s%structure(ind2, ptr2, stat)
    call check(stat == COO_OK .and. all(ind2 == ind) .and. all(ptr2 == ptr), &
               'the loaded plan''s structure')
+
+   ! Complex plans: each part summed exactly on its own, so a complex
+   ! refill's parts are, bit for bit, the real plan's refills of the parts.
+   allocate (zout(nnz), zout2(nnz), re_out(nnz), im_out(nnz), cout(nnz))
+   zke = cmplx(ke(:, :, :, 1), ke(:, :, :, 2), kind=c_double_complex)
+   call zp%init_elements([NN, NN], dofs, dtype=COO_C128, stat=stat, layout=COO_LAYOUT_CSR, &
+                         threads=2, one_based=.true.)
+   call expect(stat, COO_OK, 'a complex128 plan of the element matrices')
+   call zp%assemble(zke, zout, stat)
+   call expect(stat, COO_OK, 'complex refill of element matrices')
+   call p%assemble(ke(:, :, :, 1), re_out, stat)
+   call p%assemble(ke(:, :, :, 2), im_out, stat)
+   call check(same_bits(real(zout, real64), re_out) .and. same_bits(aimag(zout), im_out), &
+              'complex128: each part is the real plan''s refill of that part')
+   zvals = reshape(zke, [N])
+   call q%init([NN, NN], idx, dtype=COO_C128, stat=stat, one_based=.true.)
+   call expect(stat, COO_OK, 'a complex128 plan of arrays')
+   call q%assemble(zvals, zout2, stat)
+   call check(stat == COO_OK .and. same_bits(real(zout2, real64), re_out) .and. &
+              same_bits(aimag(zout2), im_out), 'complex128 arrays: the same parts')
+   ! complex64: small integral parts, whose sums float holds exactly.
+   cvals = [(cmplx(mod(at, 7) - 3, mod(at, 5), kind=c_float_complex), at=1, N)]
+   call cp%init([NN, NN], idx, dtype=COO_C64, stat=stat, one_based=.true.)
+   call expect(stat, COO_OK, 'a complex64 plan')
+   call cp%assemble(cvals, cout, stat)
+   call expect(stat, COO_OK, 'complex64 refill')
+   call q%assemble(cmplx(cvals, kind=c_double_complex), zout2, stat)
+   call check(stat == COO_OK .and. all(cmplx(zout2, kind=c_float_complex) == cout), &
+              'complex64 refill: the complex128 sums, rounded')
+   ! Values of another type than the plan's: refused, the plan named.
+   call cp%assemble(zvals, zout, stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'complex(c_double_complex) into a complex64 plan')
+   call check(index(coo_error_message(), 'need a plan of dtype 13') > 0, &
+              'the message names the plan''s dtype needed')
+   call p%assemble(zke, zout, stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'complex values into a float64 plan')
+   call zp%free()
+   call cp%free()
 
    ! Errors.
    call p%assemble(vals(1:N - 1), out, stat)

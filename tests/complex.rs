@@ -336,3 +336,97 @@ fn matrixmarket_complex_and_hermitian_input() {
     assert!(e.to_string().contains("complex dtype"), "{e}");
     assert!(!dir.path().join("r.hrry").exists() && !dir.path().join("bad.hrry").exists());
 }
+
+/// A PETSc binary matrix read as `MatLoad` of a complex build reads it
+/// (32-bit PetscInt): big-endian `[1211216, M, N, nz]`, M row lengths, nz
+/// columns row by row, nz (real, imaginary) float64 pairs.
+fn read_petsc_complex(path: &std::path::Path) -> BTreeMap<(u64, u64), (f64, f64)> {
+    let raw = std::fs::read(path).unwrap();
+    let int = |k: usize| i32::from_be_bytes(raw[4 * k..4 * k + 4].try_into().unwrap()) as u64;
+    assert_eq!(int(0), 1211216);
+    let (m, nz) = (int(1) as usize, int(3) as usize);
+    let cols_at = 4 + m;
+    let vals_at = 4 * (cols_at + nz);
+    assert_eq!(raw.len(), vals_at + 16 * nz, "one 16-byte scalar per entry");
+    let f = |at: usize| f64::from_be_bytes(raw[at..at + 8].try_into().unwrap());
+    let mut out = BTreeMap::new();
+    // `e`: the entry's position in the column and value sections.
+    let mut e = 0;
+    for i in 0..m {
+        for _ in 0..int(4 + i) {
+            let j = int(cols_at + e);
+            let v = (f(vals_at + 16 * e), f(vals_at + 16 * e + 8));
+            assert!(out.insert((i as u64, j), v).is_none());
+            e += 1;
+        }
+    }
+    assert_eq!(e, nz);
+    out
+}
+
+/// Complex tensors export to PETSc (a complex build's scalars) and, from
+/// layouts whose order is not the format's (CSC, unsorted by rows), through
+/// the bounded reordering, which holds 16-byte values.
+#[test]
+fn petsc_and_reordered_exports_of_complex_values() {
+    use coo_assembler::matrix::export::{export_file, ExportOptions, Format};
+    let dir = tempfile::tempdir().unwrap();
+    for (dtype, layout) in [
+        (DType::C128, OutputLayout::Coo),
+        (DType::C128, OutputLayout::Csc),
+        (DType::C128, OutputLayout::Csr),
+        (DType::C64, OutputLayout::Csc),
+    ] {
+        let mut b = Builder::new(&[5, 4], dtype, opts(layout, dir.path())).unwrap();
+        let mut want = BTreeMap::new();
+        for (n, (i, j)) in [(4u64, 3u64), (0, 1), (2, 0), (0, 3), (4, 0), (2, 2)]
+            .into_iter()
+            .enumerate()
+        {
+            let v = (n as f64 + 0.5, -(n as f64) * 0.25);
+            b.push(&[i, j], Complex::new(v.0, v.1)).unwrap();
+            want.insert((i, j), v);
+        }
+        let h = dir.path().join(format!("{dtype}-{layout}.hrry"));
+        b.finish(&h).unwrap();
+        let f = HurrayFile::open(&h).unwrap();
+        // A small reorder budget: several bands, each row its own.
+        let eo = ExportOptions {
+            reorder_budget: 48,
+            ..ExportOptions::default()
+        };
+        let p = dir.path().join(format!("{dtype}-{layout}.petsc"));
+        let s = export_file(&f, None, Format::Petsc, &p, &eo).unwrap();
+        assert_eq!(s.entries, 6);
+        assert_eq!(read_petsc_complex(&p), want, "{dtype} {layout}");
+        let z = dir.path().join(format!("{dtype}-{layout}.npz"));
+        export_file(&f, None, Format::Npz, &z, &eo).unwrap();
+        let m = dir.path().join(format!("{dtype}-{layout}.mtx"));
+        export_file(&f, None, Format::Mtx, &m, &eo).unwrap();
+        let text = std::fs::read_to_string(&m).unwrap();
+        assert!(text.starts_with("%%MatrixMarket matrix coordinate complex general"));
+    }
+    // A complex vector as a PETSc Vec: n pairs, zeros where nothing is stored.
+    let mut b = Builder::new(&[4], DType::C128, opts(OutputLayout::Coo, dir.path())).unwrap();
+    b.push(&[2], Complex::new(1.5, -2.0)).unwrap();
+    let h = dir.path().join("v.hrry");
+    b.finish(&h).unwrap();
+    let p = dir.path().join("v.petsc");
+    export_file(
+        &HurrayFile::open(&h).unwrap(),
+        None,
+        Format::Petsc,
+        &p,
+        &ExportOptions::default(),
+    )
+    .unwrap();
+    let raw = std::fs::read(&p).unwrap();
+    assert_eq!(raw.len(), 8 + 4 * 16);
+    assert_eq!(i32::from_be_bytes(raw[..4].try_into().unwrap()), 1211214);
+    assert_eq!(i32::from_be_bytes(raw[4..8].try_into().unwrap()), 4);
+    let part = |k: usize| f64::from_be_bytes(raw[8 + 8 * k..16 + 8 * k].try_into().unwrap());
+    assert_eq!(
+        (0..8).map(part).collect::<Vec<_>>(),
+        [0.0, 0.0, 0.0, 0.0, 1.5, -2.0, 0.0, 0.0]
+    );
+}

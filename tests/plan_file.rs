@@ -473,3 +473,123 @@ fn the_result_is_a_plain_hurray_file() {
         Tensor::Compressed(_) => panic!("COO expected"),
     }
 }
+
+/// An `.npy` file of 1-D `values` with NumPy type string `descr`.
+fn npy(descr: &str, n: usize, data: &[u8]) -> Vec<u8> {
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({n},), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+/// Complex plans in parts (issue 22 on issue 24's plans): refilled from
+/// complex128 files (raw, `.npy` little- and big-endian) and from float64
+/// ones, byte for byte what an in-memory plan's refill and a Builder write,
+/// in every layout, for complex128 and complex64.
+#[test]
+fn complex_plans_in_parts() {
+    use coo_assembler::Complex;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let shape = [3000u64, 3000];
+    let n = 150_000;
+    let c = coords(&shape, n, 5);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let (re, im) = (values(n, 1), values(n, 2));
+    let le: Vec<u8> = re
+        .iter()
+        .zip(&im)
+        .flat_map(|(a, b)| [a.to_le_bytes(), b.to_le_bytes()].concat())
+        .collect();
+    let be: Vec<u8> = re
+        .iter()
+        .zip(&im)
+        .flat_map(|(a, b)| [a.to_be_bytes(), b.to_be_bytes()].concat())
+        .collect();
+    let files = [
+        ("raw.c128", le.clone()),
+        ("le.npy", npy("<c16", n, &le)),
+        ("be.npy", npy(">c16", n, &be)),
+    ];
+    for (dtype, layout) in [
+        (DType::C128, OutputLayout::Csr),
+        (DType::C128, OutputLayout::Coo),
+        (DType::C64, OutputLayout::Csc),
+    ] {
+        let o = opts(layout, 8 << 20, 2, &tmp);
+        let plan_path = dir.path().join(format!("{dtype}.plan"));
+        PlanFile::create(&ix, &shape, dtype, &o, &plan_path, None).expect("plan in parts");
+        let pf = PlanFile::open(&plan_path).expect("open");
+        assert!(pf.parts() >= 2, "{dtype}: {} parts", pf.parts());
+        assert_eq!(pf.dtype(), dtype);
+        let mem = Plan::new(
+            &ix,
+            &shape,
+            dtype,
+            &AssembleOptions {
+                memory_budget: 1 << 30,
+                ..o.clone()
+            },
+            None,
+        )
+        .expect("plan in memory");
+        // The Builder's file for the same contributions.
+        let mut bld = Builder::new(&shape, dtype, o.clone()).expect("builder");
+        for k in 0..n {
+            let v = Complex::new(re[k], im[k]);
+            bld.push(&[c[0][k] as u64, c[1][k] as u64], v)
+                .expect("push");
+        }
+        let bp = dir.path().join("builder.hrry");
+        bld.finish(&bp).expect("finish");
+        let want = {
+            let f = HurrayFile::open(&bp).expect("builder file");
+            let t = f.only_tensor_view().expect("tensor");
+            t.values_bytes().to_vec()
+        };
+        let mut sources: Vec<(String, Vec<u8>)> = files
+            .iter()
+            .map(|(name, b)| (name.to_string(), b.clone()))
+            .collect();
+        if dtype == DType::C128 {
+            // Real values into a complex plan: imaginary parts 0.
+            let only_re: Vec<u8> = re.iter().flat_map(|x| x.to_le_bytes()).collect();
+            sources.push(("re.npy".into(), npy("<f8", n, &only_re)));
+        } else {
+            // Raw files hold the plan's type: complex64 here.
+            sources.retain(|(name, _)| name.ends_with(".npy"));
+        }
+        for (name, bytes) in &sources {
+            let vp = dir.path().join(name);
+            std::fs::write(&vp, bytes).expect("values");
+            let (a, b) = (dir.path().join("a.hrry"), dir.path().join("b.hrry"));
+            let s = pf.refill_file(&vp, &a, &[], &o).expect("refill in parts");
+            assert_eq!((s.dtype, s.parts), (dtype, pf.parts()));
+            mem.refill_file(&vp, &b, &[]).expect("refill in memory");
+            let fa = std::fs::read(&a).expect("a");
+            assert!(
+                fa == std::fs::read(&b).expect("b"),
+                "{dtype} {layout} {name}"
+            );
+            let f = HurrayFile::open(&a).expect("a");
+            let t = f.only_tensor_view().expect("tensor");
+            if name.as_str() == "re.npy" {
+                // Every imaginary part is +0.
+                assert!(t.values_bytes().chunks(16).all(|v| v[8..] == [0u8; 8]));
+            } else {
+                assert!(
+                    t.values_bytes() == want.as_slice(),
+                    "{dtype} {layout} {name}"
+                );
+            }
+        }
+    }
+    assert!(entries_in(&tmp).is_empty(), "spill files left behind");
+}

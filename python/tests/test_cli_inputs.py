@@ -14,6 +14,8 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+import coo_assembler as ca
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -148,10 +150,14 @@ def test_npy_files(tmp_path, rng, dtype, shape, order):
     assert dump(out2) == got
 
 
-def test_complex_npy_is_refused(tmp_path):
+@pytest.mark.parametrize("dtype", ["<c16", ">c16", "<c8"])
+def test_complex_npy_assembles_to_a_complex_matrix(tmp_path, dtype):
+    a = np.array([[0, 1 + 2j, 0], [-3.5j, 0, 2]], dtype=dtype)
     p = tmp_path / "c.npy"
-    np.save(p, np.ones(3, dtype=np.complex128))
-    r = subprocess.run([cli(), "assemble", "--input", str(p), "-o", str(tmp_path / "c.hrry")], capture_output=True, text=True)
-    assert r.returncode == 1
-    assert "complex .npy input is not read" in r.stderr
-    assert not (tmp_path / "c.hrry").exists()
+    np.save(p, a)
+    out = tmp_path / "c.hrry"
+    r = subprocess.run([cli(), "assemble", "--input", str(p), "-q", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = ca.open(str(out)).to_scipy()
+    assert m.dtype == (np.complex64 if dtype == "<c8" else np.complex128)
+    np.testing.assert_array_equal(m.toarray(), a)

@@ -206,10 +206,10 @@ def test_npz_float16_and_ints(rng, tmp_path):
         same_coo(b, f.to_scipy("coo").astype(want))
 
 
-def petsc_dirs():
+def petsc_dirs(scalar="real"):
     """PETSc installations with petsc4py for the system Python: {int bits: PETSC_DIR}."""
     out = {}
-    for d in glob.glob("/usr/lib/petscdir/petsc*/x86_64-linux-gnu-real"):
+    for d in glob.glob(f"/usr/lib/petscdir/petsc*/x86_64-linux-gnu-{scalar}"):
         out[64 if "petsc64" in d else 32] = d
     return out
 
@@ -256,6 +256,31 @@ def test_petsc_matload_reads_it(stored, tmp_path, bits):
     assert b.shape == a.shape
     assert np.array_equal(b.indptr, a.indptr) and np.array_equal(b.indices, a.indices)
     assert b.data.tobytes() == a.data.tobytes()
+
+
+def test_petsc_complex_matload_reads_a_complex_matrix(tmp_path):
+    """A complex PETSc build (Debian: python3-petsc4py-complex) loads our
+    complex export: values as it stores its scalars."""
+    dirs = petsc_dirs("complex")
+    if 32 not in dirs or not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no complex petsc4py (Debian: python3-petsc4py-complex)")
+    rng = np.random.default_rng(7)
+    n, m = 50, 3000
+    r, c = rng.integers(0, n, m), rng.integers(0, n, m)
+    v = rng.standard_normal(m) + 1j * rng.standard_normal(m)
+    for layout in ["coo", "csc"]:
+        path = tmp_path / f"z-{layout}.hrry"
+        with ca.Builder((n, n), "complex128", layout=layout) as b:
+            b.push(v, (r, c))
+            b.finish(str(path))
+        f = ca.open(str(path))
+        out = tmp_path / f"z-{layout}.petsc"
+        f.export(out, "petsc")
+        b, _ = petsc_load(out, dirs[32], tmp_path)
+        a = f.to_scipy("csr")
+        assert b.dtype == np.complex128
+        assert np.array_equal(b.indptr, a.indptr) and np.array_equal(b.indices, a.indices)
+        assert b.data.tobytes() == a.data.tobytes()
 
 
 def read_petsc_by_the_docs(path, int64):

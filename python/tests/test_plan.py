@@ -252,6 +252,26 @@ def test_plan_files_refill_as_assemble_does(rng, big_fe, tmp_path, layout):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["K.hrry", "K.plan", "v.f64", "v.npy"]
 
 
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_complex_plan_files_refill_as_assemble_does(rng, big_fe, tmp_path, dtype):
+    row, col, _ = big_fe
+    shape = (30000, 30000)
+    s = ca.plan_to_file((row, col), shape, tmp_path / "Z.plan", dtype=dtype, layout="csr",
+                        memory_budget="8MiB", temp_dir=tmp_path)
+    assert s.parts > 1
+    v = (rng.standard_normal(row.size) * 10.0 ** rng.integers(-8, 8, row.size)
+         + 1j * rng.standard_normal(row.size)).astype(dtype)
+    np.save(tmp_path / "z.npy", v)
+    v.tofile(tmp_path / "z.raw")
+    want = ca.assemble(v, (row, col), shape, layout="csr", dtype=dtype)
+    for values in ("z.npy", "z.raw"):
+        with ca.refill_file(tmp_path / "Z.plan", tmp_path / values, tmp_path / "Z.hrry",
+                            memory_budget="8MiB", temp_dir=tmp_path) as K:
+            got = K.to_scipy("csr", index_dtype=index_dtype(want))
+        assert got.dtype == np.dtype(dtype)
+        same(got, want)
+
+
 def test_plan_files_refusals(rng, big_fe, tmp_path):
     row, col, dofs = big_fe
     shape = (30000, 30000)

@@ -1,5 +1,5 @@
 //! NumPy `.npy` arrays (format versions 1 to 3): any rank, C or Fortran
-//! order, bool, integer and float elements of either byte order. The array
+//! order, bool, integer, float and complex elements of either byte order. The array
 //! is dense; its non-zero elements are pushed. The header is parsed here
 //! (it is a small Python dict literal) with a bounded length, and the data
 //! is streamed, so a hostile header cannot make us allocate much.
@@ -29,6 +29,8 @@ pub enum NpyKind {
     UInt,
     /// IEEE float (2, 4 or 8 bytes).
     Float,
+    /// Complex: two IEEE floats (8 or 16 bytes in all).
+    Complex,
 }
 
 /// What the header of an `.npy` file says.
@@ -63,6 +65,8 @@ impl NpyHeader {
             (NpyKind::Float, 2) => DType::F16,
             (NpyKind::Float, 4) => DType::F32,
             (NpyKind::Float, _) => DType::F64,
+            (NpyKind::Complex, 8) => DType::C64,
+            (NpyKind::Complex, _) => DType::C128,
         }
     }
 
@@ -191,14 +195,11 @@ fn parse_descr(d: &str) -> std::result::Result<(NpyKind, usize, bool), String> {
         ("i", 1 | 2 | 4 | 8) => NpyKind::Int,
         ("u", 1 | 2 | 4 | 8) => NpyKind::UInt,
         ("f", 2 | 4 | 8) => NpyKind::Float,
-        ("c", _) => {
-            return Err(format!(
-                "dtype {d:?} is complex: complex .npy input is not read (complex values are: from Python arrays, MatrixMarket complex files or the C API's _complex pushes)"
-            ))
-        }
+        ("c", 8 | 16) => NpyKind::Complex,
         _ => {
             return Err(format!(
-                "dtype {d:?} is not supported (bool, int8..int64, uint8..uint64, float16/32/64 are)"
+                "dtype {d:?} is not supported (bool, int8..int64, uint8..uint64, float16/32/64, \
+                 complex64/128 are)"
             ))
         }
     };
@@ -367,6 +368,22 @@ pub(crate) fn parse_npy<R: Read>(
         (0..rank).rev().collect()
     };
     let decode = |e: &[u8]| -> Parsed {
+        if h.kind == NpyKind::Complex {
+            // Two numbers of half the width, each in the file's byte order.
+            let mut c = [0u8; 16];
+            c[..w].copy_from_slice(e);
+            if h.big_endian {
+                c[..w].chunks_exact_mut(w / 2).for_each(|p| p.reverse());
+            }
+            return if w == 8 {
+                let part =
+                    |k: usize| f64::from(f32::from_le_bytes([c[k], c[k + 1], c[k + 2], c[k + 3]]));
+                Parsed::C(part(0), part(4))
+            } else {
+                let part = |k: usize| f64::from_le_bytes(c[k..k + 8].try_into().unwrap_or([0; 8]));
+                Parsed::C(part(0), part(8))
+            };
+        }
         let mut a = [0u8; 8];
         if h.big_endian {
             a[..w].copy_from_slice(e);
@@ -386,7 +403,7 @@ pub(crate) fn parse_npy<R: Read>(
             (NpyKind::Float, 4) => {
                 Parsed::F(f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]])))
             }
-            (NpyKind::Float, _) => Parsed::F(f64::from_le_bytes(a)),
+            (NpyKind::Float, _) | (NpyKind::Complex, _) => Parsed::F(f64::from_le_bytes(a)),
         }
     };
     let cap = (1usize << 20) / w * w;

@@ -5,13 +5,14 @@
 //! the CLI's `refill` runs.
 
 use super::Plan;
-use crate::assemble::direct::{DirectValue, OutValue};
-use crate::element::DType;
+use crate::assemble::direct::DirectValue;
+use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
 use crate::input::{read_npy_header, NpyKind};
 use crate::options::AssembleOptions;
 use crate::write::{FileWriter, WriteOptions};
+use num_complex::Complex;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -42,16 +43,20 @@ pub(super) fn id_of(path: &Path) -> Option<FileId> {
     std::fs::metadata(path).ok().map(|m| FileId::of(&m, path))
 }
 
-/// The values of `path`, as `V`, from `bytes` little-endian.
-pub(super) fn decode<V: bytemuck::Pod>(bytes: &[u8], big_endian: bool) -> Vec<V> {
+/// The values of `path`, as `V`, from `bytes` little-endian (big-endian
+/// with `big_endian`: each number's bytes reversed, each part's for a
+/// complex value).
+pub(super) fn decode<V: bytemuck::Pod + Element>(bytes: &[u8], big_endian: bool) -> Vec<V> {
     let w = std::mem::size_of::<V>();
+    // A complex value is two numbers of half its width.
+    let unit = if V::DTYPE.is_complex() { w / 2 } else { w };
     bytes
         .chunks_exact(w)
         .map(|c| {
-            let mut b = [0u8; 8];
+            let mut b = [0u8; 16];
             b[..w].copy_from_slice(c);
             if big_endian {
-                b[..w].reverse();
+                b[..w].chunks_exact_mut(unit).for_each(|n| n.reverse());
             }
             bytemuck::pod_read_unaligned(&b[..w])
         })
@@ -92,10 +97,33 @@ impl Plan {
                 "the file shrank while it was read".into(),
             ));
         }
-        with_refill_type!(dtype, T => self.refill_values::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => Err(input_error(
-            values,
-            format!("values of type {} are not read", other.name()),
-        )))
+        let not_read = |other: DType| {
+            Err(input_error(
+                values,
+                format!("values of type {} are not read", other.name()),
+            ))
+        };
+        if self.dtype.is_complex() {
+            // Complex values, or real ones (imaginary part 0).
+            return match dtype {
+                DType::C128 => self.refill_complex::<Complex<f64>>(
+                    &decode(&bytes, big_endian),
+                    values,
+                    output,
+                    inputs,
+                ),
+                DType::C64 => self.refill_complex::<Complex<f32>>(
+                    &decode(&bytes, big_endian),
+                    values,
+                    output,
+                    inputs,
+                ),
+                _ => {
+                    with_refill_type!(dtype, T => self.refill_complex::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => not_read(other))
+                }
+            };
+        }
+        with_refill_type!(dtype, T => self.refill_values::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => not_read(other))
     }
 
     fn refill_values<V: DirectValue>(
@@ -105,18 +133,38 @@ impl Plan {
         output: &Path,
         inputs: &[&Path],
     ) -> Result<RefillSummary> {
-        with_refill_type!(self.dtype, T => self.write_refill::<V, T>(v, values, output, inputs), other => Err(Error::Unsupported(format!(
+        with_refill_type!(self.dtype, T => self.write_refill::<T>(v.len(), values, output, inputs, |out: &mut [T]| self.assemble_into(v, out, None)), other => Err(Error::Unsupported(format!(
             "refilling a plan of {} values",
             other.name()
         ))))
     }
 
-    fn write_refill<V: DirectValue, O: OutValue>(
+    fn refill_complex<V: DirectValue>(
         &self,
         v: &[V],
         values: &Path,
         output: &Path,
         inputs: &[&Path],
+    ) -> Result<RefillSummary> {
+        match self.dtype {
+            DType::C64 => self.write_refill::<Complex<f32>>(v.len(), values, output, inputs, |o| {
+                self.assemble_complex_into(v, o, None)
+            }),
+            _ => self.write_refill::<Complex<f64>>(v.len(), values, output, inputs, |o| {
+                self.assemble_complex_into(v, o, None)
+            }),
+        }
+    }
+
+    /// Write the result `fill` makes (from `n` values read from `values`)
+    /// to `output`, atomically.
+    fn write_refill<O: Element + Default>(
+        &self,
+        n: usize,
+        values: &Path,
+        output: &Path,
+        inputs: &[&Path],
+        fill: impl FnOnce(&mut [O]) -> Result<()>,
     ) -> Result<RefillSummary> {
         // The output rule first: nothing is computed for an output that
         // would destroy an input.
@@ -134,8 +182,8 @@ impl Plan {
                 what: "the refill's result",
                 bytes: self.nnz() as u64 * std::mem::size_of::<O>() as u64,
             })?;
-        out.resize(self.nnz(), O::from_lane(0));
-        self.assemble_into(v, &mut out, None)?;
+        out.resize(self.nnz(), O::default());
+        fill(&mut out)?;
         let name = AssembleOptions::default().tensor_name;
         {
             let mut t = w.begin_tensor_as(&name, self.dtype, &self.shape, self.layout)?;
@@ -151,7 +199,7 @@ impl Plan {
         let s = w.finish()?;
         Ok(RefillSummary {
             path: s.path,
-            contributions: v.len() as u64,
+            contributions: n as u64,
             nnz: self.nnz() as u64,
             bytes: s.bytes,
             layout: self.layout,

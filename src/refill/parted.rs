@@ -34,17 +34,18 @@ use super::store::{
     refused, Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT,
     KEY_NON_FINITE, KEY_VERSION, ORDER, PARTED_VERSION, PATTERN,
 };
-use super::{check_plannable, fill::Stop, reduce_slices, How};
-use crate::assemble::builder::raw_value;
+use super::{check_plannable, fill::Stop, reduce_slices, reduce_slices_complex, How};
+use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::{CombineError, CombinerKind};
-use crate::assemble::direct::{DirectValue, IndexElem, OutValue};
-use crate::element::DType;
+use crate::assemble::direct::{DirectValue, IndexElem};
+use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
 use crate::hurray::KvValue;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::{HurrayFile, Tensor};
 use crate::write::{FileWriter, TensorWriter, WriteOptions};
+use num_complex::Complex;
 use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -368,7 +369,7 @@ impl PlanFile {
             shape,
             dtype: h.dtype,
             layout,
-            kind: CombinerKind::of(h.dtype, h.duplicates, h.exact_sums),
+            kind: super::plan_kind(h.dtype, h.duplicates, h.exact_sums),
             non_finite: h.non_finite,
             digest: h.digest,
             parts: table,
@@ -449,13 +450,30 @@ impl PlanFile {
             });
         }
         let src = ValuesFile::open(values, self.dtype, self.n)?;
-        with_refill_type!(src.dtype, T => self.refill_from::<T>(src, values, output, inputs, opts), other => Err(input_error(
-            values,
-            format!("values of type {} are not read", other.name()),
-        )))
+        let not_read = |other: DType| {
+            Err(input_error(
+                values,
+                format!("values of type {} are not read", other.name()),
+            ))
+        };
+        if self.dtype.is_complex() {
+            // Complex values, or real ones (imaginary part 0).
+            return match src.dtype {
+                DType::C128 => {
+                    self.refill_complex_from::<Complex<f64>>(src, values, output, inputs, opts)
+                }
+                DType::C64 => {
+                    self.refill_complex_from::<Complex<f32>>(src, values, output, inputs, opts)
+                }
+                _ => {
+                    with_refill_type!(src.dtype, T => self.refill_complex_from::<T>(src, values, output, inputs, opts), other => not_read(other))
+                }
+            };
+        }
+        with_refill_type!(src.dtype, T => self.refill_from::<T>(src, values, output, inputs, opts), other => not_read(other))
     }
 
-    fn refill_from<V: DirectValue + bytemuck::Pod>(
+    fn refill_complex_from<V: DirectValue + bytemuck::Pod + Element>(
         &self,
         src: ValuesFile,
         values: &Path,
@@ -463,20 +481,45 @@ impl PlanFile {
         inputs: &[&Path],
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
-        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, values, output, inputs, opts), other => Err(Error::Unsupported(format!(
-            "refilling a plan of {} values",
-            other.name()
-        ))))
+        let files = (values, output, inputs);
+        match self.dtype {
+            DType::C64 => {
+                self.refill_typed::<V, Complex<f32>>(src, files, opts, |h, v, o, s, out| {
+                    reduce_slices_complex(h, v, o, s, out, None)
+                })
+            }
+            _ => self.refill_typed::<V, Complex<f64>>(src, files, opts, |h, v, o, s, out| {
+                reduce_slices_complex(h, v, o, s, out, None)
+            }),
+        }
     }
 
-    fn refill_typed<V: DirectValue + bytemuck::Pod, O: OutValue>(
+    fn refill_from<V: DirectValue + bytemuck::Pod + Element>(
         &self,
-        mut src: ValuesFile,
+        src: ValuesFile,
         values: &Path,
         output: &Path,
         inputs: &[&Path],
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
+        let files = (values, output, inputs);
+        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, files, opts, |h, v, o, s, out: &mut [T]| reduce_slices(h, v, o, s, out, None)), other => Err(Error::Unsupported(format!(
+            "refilling a plan of {} values",
+            other.name()
+        ))))
+    }
+
+    /// Refill with `src`'s values (`files`: the values file, the output and
+    /// the files it may not name), each part reduced by `reduce` (the real
+    /// or the complex reduction of [`super`]).
+    fn refill_typed<V: DirectValue + bytemuck::Pod + Element, O: Element + Default>(
+        &self,
+        mut src: ValuesFile,
+        files: (&Path, &Path, &[&Path]),
+        opts: &AssembleOptions,
+        reduce: impl Fn(&How, &[V], &[u32], &[u32], &mut [O]) -> std::result::Result<(), Stop>,
+    ) -> Result<RefillSummary> {
+        let (values, output, inputs) = files;
         let name = self.path.display().to_string();
         // The output rule first: nothing is read for an output that would
         // destroy an input.
@@ -533,7 +576,9 @@ impl PlanFile {
             let vals: Vec<V> = decode::<V>(buf, src.big_endian);
             if check {
                 for (i, &v) in vals.iter().enumerate() {
-                    raw_value(v, self.dtype, self.non_finite, at + i as u64)?;
+                    if let Some(e) = value_refusal(v, self.dtype, self.non_finite, at + i as u64) {
+                        return Err(e);
+                    }
                 }
             }
             let ids = &ids_bytes[at as usize * 2..(at as usize + m) * 2];
@@ -608,9 +653,8 @@ impl PlanFile {
             let cb = &counts_bytes[e0 * 4..(e0 + e) * 4];
             let ord = u32s_checked(ob, c, &name, p)?;
             let starts = starts_of(cb, c, &name, p)?;
-            let mut out =
-                crate::assemble::direct::out::filled(e, O::from_lane(0), "a part's result")?;
-            let r = reduce_slices(&how, &vals, &ord, &starts, &mut out, None);
+            let mut out = crate::assemble::direct::out::filled(e, O::default(), "a part's result")?;
+            let r = reduce(&how, &vals, &ord, &starts, &mut out);
             if let Err(stop) = r {
                 return Err(match stop {
                     Stop::Combine { entry, why } => {
@@ -765,7 +809,7 @@ impl<'a> Coordinates<'a> {
 
     /// Push entries `e0..e0 + out.len()` with their values into `t`, and
     /// give back the index pages read.
-    fn push_all<O: OutValue>(
+    fn push_all<O: Element>(
         &mut self,
         e0: usize,
         out: &[O],
@@ -840,13 +884,6 @@ fn plan_parts_to<C: Coords>(
     opts.validate()?;
     crate::assemble::check_shape(opts.layout, shape)?;
     check_plannable(dtype, opts, shape)?;
-    if dtype.is_complex() {
-        // The parts' streams and the file refill carry one lane per value.
-        return Err(Error::Unsupported(format!(
-            "a plan file for {dtype} values: plan files refill real and integer types; \
-             plan {dtype} values in memory (Plan) or assemble them out of core with a Builder"
-        )));
-    }
     let ks = KeyShape::new(shape, opts.layout).ok_or_else(|| Error::InvalidShape {
         shape: shape.to_vec(),
         detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),

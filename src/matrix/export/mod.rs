@@ -13,7 +13,10 @@
 //!   32-bit indices by default, 64-bit on request; a rank-1 tensor as a
 //!   PETSc `Vec` (what `VecLoad` reads), dense. PETSc stores float64, so an
 //!   integer value beyond 2^53 in magnitude is refused
-//!   ([`MatrixError::NotExactInDouble`]) rather than rounded.
+//!   ([`MatrixError::NotExactInDouble`]) rather than rounded. A complex
+//!   tensor's values go as (real, imaginary) float64 pairs, the scalars of
+//!   a PETSc built `--with-scalar-type=complex` (the file does not say its
+//!   scalar type: only a complex build reads it).
 //! - [`Format::Npy`]: a rank-1 tensor as a dense NumPy `.npy` array of its
 //!   element type, zeros where no entry is stored.
 //!
@@ -49,7 +52,7 @@ crate::vocab::vocabulary! {
         /// scipy sparse `.npz`.
         Npz => "npz" | "scipy": "scipy sparse .npz (what scipy.sparse.load_npz reads)",
         /// PETSc binary matrix.
-        Petsc => "petsc": "PETSc binary: a matrix (MatLoad) or a rank-1 tensor as a Vec (VecLoad); 32-bit indices unless --petsc-int64",
+        Petsc => "petsc": "PETSc binary: a matrix (MatLoad) or a rank-1 tensor as a Vec (VecLoad); 32-bit indices unless --petsc-int64; complex values for a PETSc built with complex scalars",
         /// NumPy `.npy` dense vector (a rank-1 tensor).
         Npy => "npy" | "numpy": "NumPy .npy dense vector of a rank-1 tensor (zeros where no entry)",
     }
@@ -70,7 +73,7 @@ pub struct ExportOptions {
     /// Bytes of entries held at once when the format's order is not the
     /// stored one (PETSc and `.npz` CSR from CSC or unsorted COO, `.npz`
     /// CSC from COO or CSR, the symmetric check of anything but a sorted
-    /// COO): 16 bytes an entry, plus 8 bytes per row (column) for the
+    /// COO): 24 bytes an entry, plus 8 bytes per row (column) for the
     /// whole export. 0: 64 MiB.
     pub reorder_budget: usize,
     /// `.npz`: write zip64 records for sizes and offsets from this many
@@ -116,15 +119,6 @@ pub fn export(
         return Err(MatrixError::Options(
             "symmetric output is a MatrixMarket option".into(),
         ));
-    }
-    if format == Format::Petsc && a.dtype().is_complex() {
-        // The binary format has no flag for the scalar type: a real PETSc
-        // build would read the parts as twice as many real values.
-        return Err(MatrixError::Crate(crate::Error::Unsupported(format!(
-            "a PETSc binary of {} values is not written (the format does not say its \
-             scalar type); export to mtx or npz, which hold complex values",
-            a.dtype()
-        ))));
     }
     let vector = a.tensor().rank() == 1;
     let refuse = |needs, hint| {

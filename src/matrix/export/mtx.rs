@@ -265,7 +265,7 @@ fn write_symmetric_reordered(
     let t = a.tensor();
     let dtype = t.dtype();
     let w = dtype.width();
-    let value = |raw: u64| dtype.decode(&raw.to_le_bytes()[..w]);
+    let value = |raw: [u8; 16]| dtype.decode(&raw[..w]);
     o.write(head(field_of(dtype), true, m, n, count, t.name()).as_bytes())?;
     let (mut li, mut ls, mut ui, mut us) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for band in lower.bands(opts.reorder_budget, Some(&upper.lens)) {

@@ -276,10 +276,10 @@ pub(super) fn write(
         for band in &bands {
             ro.gather(band.clone(), &mut items, &mut starts)?;
             for it in &items {
-                let raw = it.raw.to_le_bytes();
+                let raw = &it.raw;
                 match dtype {
-                    DType::F16 => half::f16::from_bits(it.raw as u16).put(&mut c.buf),
-                    DType::BF16 => half::bf16::from_bits(it.raw as u16).put(&mut c.buf),
+                    DType::F16 => half::f16::from_le_bytes([raw[0], raw[1]]).put(&mut c.buf),
+                    DType::BF16 => half::bf16::from_le_bytes([raw[0], raw[1]]).put(&mut c.buf),
                     _ => c.buf.extend_from_slice(&raw[..w]),
                 }
                 c.flush_if_full()?;

@@ -1,7 +1,10 @@
 //! PETSc binary matrix, as `MatLoad` reads it (and petsc4py's
 //! `Mat().load`): big-endian throughout; `[MAT_FILE_CLASSID, rows, cols,
 //! nnz]`, then every row's length, every column index (row by row, rising
-//! within a row), every value as a float64. The integers are PetscInt: 32-bit
+//! within a row), every value as a PetscScalar: a float64, or for a complex
+//! tensor a (real, imaginary) pair of float64, which is what a PETSc built
+//! `--with-scalar-type=complex` reads (the file does not say which: a real
+//! build cannot read a complex file). The integers are PetscInt: 32-bit
 //! by default, 64-bit for PETSc built `--with-64-bit-indices`
 //! ([`ExportOptions::petsc_int64`]). Every layout: a sorted COO or a CSR
 //! matrix (entries row by row) takes three streamed passes (row lengths,
@@ -15,6 +18,8 @@ use super::super::output::Output;
 use super::super::view::{f64_of, with_values, Layout, Matrix};
 use super::reorder::{Keep, Reorder};
 use super::{pass, ExportOptions, ExportSummary};
+use crate::element::Value;
+use crate::DType;
 
 /// PETSc's class id of a matrix in a binary file.
 pub const MAT_FILE_CLASSID: i64 = 1211216;
@@ -57,7 +62,8 @@ pub(super) fn write(
         put(&mut head, v);
     }
     let iw = if int64 { 8u128 } else { 4 };
-    let planned = head.len() as u128 + (m as u128 + nnz as u128) * iw + nnz as u128 * 8;
+    let sw = scalar_width(a.dtype()) as u128;
+    let planned = head.len() as u128 + (m as u128 + nnz as u128) * iw + nnz as u128 * sw;
     o.check_space(
         u64::try_from(planned).unwrap_or(u64::MAX),
         &format!("{m} row lengths, {nnz} entries"),
@@ -120,6 +126,18 @@ fn in_storage_order(
         })?;
         Ok(o.maybe_flush()?)
     })?;
+    let dtype = a.dtype();
+    if dtype.is_complex() {
+        let (w, raw) = (dtype.width(), a.values_bytes());
+        pass(a, opts.paging, |r| {
+            let buf = o.buffer();
+            for p in r {
+                put_scalar(buf, dtype.decode(&raw[p * w..(p + 1) * w]));
+            }
+            Ok(o.maybe_flush()?)
+        })?;
+        return Ok(());
+    }
     with_values!(a, |vals| {
         pass(a, opts.paging, |r| {
             let buf = o.buffer();
@@ -151,7 +169,7 @@ fn reordered(
     let dtype = a.dtype();
     let w = dtype.width();
     let (mut items, mut starts) = (Vec::new(), Vec::new());
-    let mut vbuf: Vec<u8> = Vec::with_capacity(VALUE_CHUNK * 8);
+    let mut vbuf: Vec<u8> = Vec::with_capacity(VALUE_CHUNK * scalar_width(dtype));
     let mut at = values_at;
     for band in ro.bands(opts.reorder_budget, None) {
         ro.gather(band, &mut items, &mut starts)?;
@@ -162,8 +180,7 @@ fn reordered(
         for chunk in items.chunks(VALUE_CHUNK) {
             vbuf.clear();
             for it in chunk {
-                let v = dtype.decode(&it.raw.to_le_bytes()[..w]).to_f64();
-                vbuf.extend_from_slice(&v.to_be_bytes());
+                put_scalar(&mut vbuf, dtype.decode(&it.raw[..w]));
             }
             o.write_at(at, &vbuf)?;
             at += vbuf.len() as u64;
@@ -174,3 +191,37 @@ fn reordered(
 
 /// Values converted per positional write.
 const VALUE_CHUNK: usize = 1 << 17;
+
+/// Bytes of one PetscScalar for values of `dtype`: a float64, or a pair of
+/// them for a complex type.
+pub(super) fn scalar_width(dtype: DType) -> usize {
+    if dtype.is_complex() {
+        16
+    } else {
+        8
+    }
+}
+
+/// `v` as a big-endian PetscScalar in the first [`scalar_width`] bytes: a
+/// float64, or (real, imaginary) for a complex value (each part widened
+/// exactly from complex64's float32).
+pub(super) fn scalar_bytes(v: Value) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    match v {
+        Value::Complex(re, im) => {
+            b[..8].copy_from_slice(&re.to_be_bytes());
+            b[8..].copy_from_slice(&im.to_be_bytes());
+        }
+        v => b[..8].copy_from_slice(&v.to_f64().to_be_bytes()),
+    }
+    b
+}
+
+fn put_scalar(buf: &mut Vec<u8>, v: Value) {
+    let w = if matches!(v, Value::Complex(..)) {
+        16
+    } else {
+        8
+    };
+    buf.extend_from_slice(&scalar_bytes(v)[..w]);
+}

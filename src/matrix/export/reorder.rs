@@ -5,14 +5,14 @@
 //!
 //! A counting pass gives every major index (row, or column for `dim` 1)
 //! its length: 8 bytes per major index, held for the whole export. Then
-//! the majors are cut into bands whose entries fit the budget (16 bytes an
+//! the majors are cut into bands whose entries fit the budget (24 bytes an
 //! entry: its minor index and its raw value), and each band is gathered by
 //! one more streamed pass over all entries, placing each entry at its
 //! major's cursor, and sorted within each major when the source order
 //! left it unsorted (unsorted COO). Memory: 8 bytes per major index plus
 //! the budget (one major longer than the budget gets a band of its own,
 //! which is then its size). Reading: the file once per band, so
-//! `ceil(16 nnz / budget) + 1` passes in all.
+//! `ceil(24 nnz / budget) + 1` passes in all.
 
 use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
@@ -21,15 +21,18 @@ use super::super::view::{to_usize, Matrix};
 use super::pass;
 use std::ops::Range;
 
+/// Bytes of one gathered entry.
+pub(super) const ITEM_BYTES: usize = std::mem::size_of::<Item>();
+
 /// Default bytes of a band.
 pub(super) const DEFAULT_BUDGET: usize = 64 << 20;
 
 /// One gathered entry: its minor index and its value's little-endian bytes
-/// (the element width, zero-padded to 8).
+/// (the element width, zero-padded to 16: complex128 is the widest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Item {
     pub(super) minor: u64,
-    pub(super) raw: u64,
+    pub(super) raw: [u8; 16],
 }
 
 /// Which entries a reordering keeps.
@@ -114,7 +117,7 @@ impl<'m, 'a> Reorder<'m, 'a> {
     /// when two are gathered together) fit `budget` bytes; a major too
     /// long alone gets its own band. Covers every major.
     pub(super) fn bands(&self, budget: usize, with: Option<&[u64]>) -> Vec<Range<usize>> {
-        let cap = (if budget == 0 { DEFAULT_BUDGET } else { budget } / 16).max(1) as u64;
+        let cap = (if budget == 0 { DEFAULT_BUDGET } else { budget } / ITEM_BYTES).max(1) as u64;
         let len = |k: usize| self.lens[k] + with.map_or(0, |w| w[k]);
         let mut out = Vec::new();
         let (mut start, mut sum) = (0usize, 0u64);
@@ -176,12 +179,9 @@ impl<'m, 'a> Reorder<'m, 'a> {
                 if slot >= starts[k + 1] {
                     return Err(self.a.corrupt(p, "the entries changed between two passes"));
                 }
-                let mut raw = [0u8; 8];
+                let mut raw = [0u8; 16];
                 raw[..w].copy_from_slice(&vals[p * w..p * w + w]);
-                out[slot] = Item {
-                    minor,
-                    raw: u64::from_le_bytes(raw),
-                };
+                out[slot] = Item { minor, raw };
                 cursor[k] = slot + 1;
                 Ok(())
             })

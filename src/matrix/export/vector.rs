@@ -1,7 +1,8 @@
 //! A rank-1 tensor written out as a dense vector, zeros where no entry is
 //! stored: PETSc's binary `Vec` (what `VecLoad` and petsc4py's
 //! `Vec().load` read: big-endian `[VEC_FILE_CLASSID, n]` as PetscInt, then
-//! `n` float64) and NumPy `.npy` (the element type kept; `bfloat16`, which
+//! `n` PetscScalars: float64, or (real, imaginary) float64 pairs for a
+//! complex tensor, as a complex PETSc build reads them) and NumPy `.npy` (the element type kept; `bfloat16`, which
 //! NumPy lacks, widened exactly to `float32`).
 //!
 //! A sorted tensor streams in one pass, the gaps written as zeros. An
@@ -16,6 +17,7 @@ use super::super::error::MatrixResult;
 use super::super::memory::try_filled;
 use super::super::output::Output;
 use super::super::view::Matrix;
+use super::petsc::{scalar_bytes, scalar_width};
 use super::reorder::DEFAULT_BUDGET;
 use super::{pass, ExportOptions, ExportSummary};
 use crate::DType;
@@ -59,14 +61,15 @@ pub(super) fn write_petsc(
             head.extend_from_slice(&(v as i32).to_be_bytes());
         }
     }
+    let dtype = a.dtype();
+    let sw = scalar_width(dtype);
     o.check_space(
-        (head.len() as u64).saturating_add(n.saturating_mul(8)),
-        &format!("{n} float64 values"),
+        (head.len() as u64).saturating_add(n.saturating_mul(sw as u64)),
+        &format!("{n} PETSc scalars of {sw} bytes"),
     )?;
     o.write(&head)?;
-    let dtype = a.dtype();
-    dense(a, &mut o, 8, opts, |raw, out| {
-        out.copy_from_slice(&dtype.decode(raw).to_f64().to_be_bytes())
+    dense(a, &mut o, sw, opts, |raw, out| {
+        out.copy_from_slice(&scalar_bytes(dtype.decode(raw))[..sw])
     })?;
     Ok(ExportSummary {
         entries: a.nnz(),

@@ -532,12 +532,19 @@ mod tests {
             h,
             vec![(vec![0], Parsed::F(1.0)), (vec![1], Parsed::F(-1.0))]
         );
+        // complex64 big-endian: each part's bytes swapped, not the pair's.
+        let z: Vec<u8> = [0.0f32, 0.0, 1.5, -2.0]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let got = entries(&npy(">c8", false, "(2,)", &z)).unwrap();
+        assert_eq!(got, vec![(vec![1], Parsed::C(1.5, -2.0))]);
     }
 
     #[test]
     fn bad_files_are_refused_by_name() {
         let cases: Vec<(Vec<u8>, &str)> = vec![
-            (npy("<c16", false, "(1,)", &[0; 16]), "complex"),
+            (npy("<c4", false, "(1,)", &[0; 4]), "not supported"),
             (npy("<U3", false, "(1,)", &[0; 12]), "not supported"),
             (npy("<f8", false, "()", &[0; 8]), "0-d"),
             (npy("<f8", false, "(2,)", &[0; 8]), "ends after 1 of the 2"),

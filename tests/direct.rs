@@ -440,6 +440,34 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Bool tensors (patterns, graphs): any true contribution makes a true
+    /// sum, min / max / last / error as the builder, zeros (false) dropped
+    /// on request; from bool values and from integers 0 and 1; matrices in
+    /// every layout and rank 3.
+    #[test]
+    fn bools_match_the_builder(
+        c in prop_oneof![3 => case(2, false, 24), 1 => case(3, false, 24)],
+        l in layout(),
+        policy in 0usize..5,
+        drop_zeros in any::<bool>(),
+        from_ints in any::<bool>(),
+        t in tuning(),
+    ) {
+        let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
+        let opts = options(l, policy, drop_zeros, 0, true);
+        let v: Vec<bool> = c.codes.iter().map(|&k| k % 3 == 0).collect();
+        if from_ints {
+            let v: Vec<u8> = v.iter().map(|&b| u8::from(b)).collect();
+            check::<coo_assembler::Bit, u8>(&c, DType::Bool, &opts, &v, t)?;
+        } else {
+            check::<coo_assembler::Bit, bool>(&c, DType::Bool, &opts, &v, t)?;
+        }
+    }
+}
+
 /// Complex values have no order: min and max are refused by the builder
 /// and leave the in-memory path declined, not wrong.
 #[test]

@@ -483,3 +483,27 @@ fn complex_arrays_to_file_are_the_builders_file() {
     });
     assert!(std::fs::read(&a).unwrap() == want, "from complex values");
 }
+
+/// Bool arrays into a file: the file stream writes values of a byte or
+/// more, so bools (bits in the file) take the builder's path; the same
+/// bytes as pushing them.
+#[test]
+fn bool_arrays_to_file_are_the_builders_file() {
+    use coo_assembler::direct::assemble_arrays_to_file;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 20_000usize;
+    let rows: Vec<i64> = (0..n).map(|k| (k * 7 % 301) as i64).collect();
+    let cols: Vec<i64> = (0..n).map(|k| (k * 13 % 299) as i64).collect();
+    let v: Vec<bool> = (0..n).map(|k| k % 5 == 0).collect();
+    let shape = [301u64, 299];
+    let o = opts(OutputLayout::Csr);
+    let a = dir.path().join("g.hrry");
+    assemble_arrays_to_file(&shape, DType::Bool, &[&rows, &cols], &v, &a, &o).unwrap();
+    let b = dir.path().join("gb.hrry");
+    let mut bld = coo_assembler::Builder::new(&shape, DType::Bool, o.clone()).unwrap();
+    for k in 0..n {
+        bld.push(&[rows[k] as u64, cols[k] as u64], v[k]).unwrap();
+    }
+    bld.finish(&b).unwrap();
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap());
+}

@@ -1011,7 +1011,8 @@ def assemble(
     result's arrays (no file; the caller's arrays are only read): index
     arrays of int32, int64, uint32 or uint64, contiguous, and float64,
     float32, complex128 or complex64 values of the tensor's type (each
-    part of a complex value summed exactly on its own). Anything else -- other forms, or
+    part of a complex value summed exactly on its own), and bool values
+    with int32 or int64 indices. Anything else -- other forms, or
     work too large for the budget -- goes through the out-of-core
     :class:`Builder` and a temporary file in ``temp_dir``. Both give the
     same values, bit for bit. The GIL is released; Ctrl-C stops a long

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use coo_assembler::direct::{self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex};
-use coo_assembler::{DType, Element, Vocabulary};
+use coo_assembler::{Bit, DType, Element, Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -104,6 +104,26 @@ where
     O: Element + NpElement,
     J: OutIndex + NpElement,
 {
+    run_as(py, plan, cols, values, entry, |v| v)
+}
+
+/// [`run`] with the result's values turned into NumPy's element type `P`
+/// by `to_numpy` (a bool tensor's `Bit`s into `bool`s).
+fn run_as<'py, I, V, O, J, P>(
+    py: Python<'py>,
+    plan: &DirectPlan,
+    cols: &[Bound<'py, PyAny>],
+    values: &Bound<'py, PyAny>,
+    entry: Entry<I, V, O, J>,
+    to_numpy: fn(Vec<O>) -> Vec<P>,
+) -> PyResult<Option<Arrays<'py>>>
+where
+    I: IndexElem + NpElement,
+    V: DirectValue + NpElement,
+    O: Element,
+    J: OutIndex + NpElement,
+    P: NpElement,
+{
     let mut borrowed = Vec::with_capacity(cols.len());
     for c in cols {
         match contiguous::<I>(c) {
@@ -124,7 +144,7 @@ where
         run_interruptible(py, vs.len(), |stop| entry(plan, &idx, vs, Some(stop)))?;
     Ok(a.map(|a| {
         (
-            PyArray1::from_vec(py, a.values).into_any(),
+            PyArray1::from_vec(py, to_numpy(a.values)).into_any(),
             PyArray1::from_vec(py, a.indices).into_any(),
             PyArray1::from_vec(py, a.pointers).into_any(),
         )
@@ -211,6 +231,47 @@ pub fn assemble_arrays<'py>(
         DType::F32 => by_index!(f32, assemble),
         DType::C128 => by_index!(Complex<f64>, assemble_complex),
         DType::C64 => by_index!(Complex<f32>, assemble_complex),
+        DType::Bool => {
+            // Patterns and graphs: the Bits (0 or 1) become NumPy bools.
+            fn bools(v: Vec<Bit>) -> Vec<bool> {
+                v.into_iter().map(bool::from).collect()
+            }
+            match (it.as_str(), wide) {
+                ("int32", false) => run_as::<i32, bool, Bit, i32, bool>(
+                    py,
+                    &plan,
+                    &cols,
+                    values,
+                    DirectPlan::assemble,
+                    bools,
+                ),
+                ("int32", true) => run_as::<i32, bool, Bit, i64, bool>(
+                    py,
+                    &plan,
+                    &cols,
+                    values,
+                    DirectPlan::assemble,
+                    bools,
+                ),
+                ("int64", false) => run_as::<i64, bool, Bit, i32, bool>(
+                    py,
+                    &plan,
+                    &cols,
+                    values,
+                    DirectPlan::assemble,
+                    bools,
+                ),
+                ("int64", true) => run_as::<i64, bool, Bit, i64, bool>(
+                    py,
+                    &plan,
+                    &cols,
+                    values,
+                    DirectPlan::assemble,
+                    bools,
+                ),
+                _ => Ok(None),
+            }
+        }
         _ => Ok(None),
     }
 }

@@ -2,7 +2,8 @@
 
 It must give what the out-of-core Builder path gives, bit for bit, take the
 forms FE codes hold (int32/int64/uint32/uint64 contiguous indices, float64,
-float32, complex128 and complex64 values), refuse bad indices as the Builder does, and stop on
+float32, complex128 and complex64 values; bool values with int32/int64
+indices), refuse bad indices as the Builder does, and stop on
 Ctrl-C leaving nothing behind.
 """
 
@@ -98,6 +99,25 @@ def test_complex_takes_the_kernel_bit_identical_to_the_builder(layout, dtype, du
         assert np.array_equal(d.indptr, s.indptr) and np.array_equal(d.indices, s.indices)
         tol = 1e-5 if dtype == np.complex64 else 1e-12
         assert np.allclose(d.data, s.data, rtol=tol, atol=1e-2)
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("duplicates", ["sum", "min", "last"])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_bool_takes_the_kernel_bit_identical_to_the_builder(layout, duplicates, index, monkeypatch):
+    _, row, col = _fe_like(20_000, 3_000, seed=13)
+    row, col = row.astype(index), col.astype(index)
+    val = np.random.default_rng(5).random(row.size) < 0.2
+    shape = (3_000, 3_000)
+    ref = _builder_result(val, row, col, shape, layout, duplicates=duplicates)
+    with monkeypatch.context() as m:
+        _no_builder(m)
+        got = ca.assemble(val, (row, col), shape, layout=layout, duplicates=duplicates)
+    assert got.dtype == np.bool_
+    _same(got, ref)
+    if duplicates == "sum":
+        s = sp.coo_array((val, (row, col)), shape=shape).asformat(layout)
+        np.testing.assert_array_equal(got.toarray(), s.toarray())
 
 
 def test_complex_in_memory_refusals_match_the_builder(monkeypatch):

@@ -530,6 +530,27 @@ macro_rules! out_int {
 }
 out_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 
+/// A bool result, one byte (0 or 1) as a reader's values hold it; the
+/// combiners give 0 or 1 (any true contribution makes a true sum).
+impl OutValue for crate::Bit {
+    #[inline(always)]
+    fn from_value(v: Value) -> crate::Bit {
+        crate::Bit::from(match v {
+            Value::Int(i) => i != 0,
+            Value::UInt(u) => u != 0,
+            Value::Float(f) | Value::Complex(f, _) => f != 0.0,
+        })
+    }
+    #[inline(always)]
+    fn to_lane(self) -> u64 {
+        u64::from(self.get())
+    }
+    #[inline(always)]
+    fn from_lane(l: u64) -> crate::Bit {
+        crate::Bit::from(l != 0)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -120,7 +120,7 @@ macro_rules! direct_value {
     ($($t:ty),*) => {$( impl DirectValue for $t {} )*};
 }
 direct_value!(f32, half::f16, half::bf16, i8, i16, i32, i64, u8, u16, u32, u64);
-direct_value!(num_complex::Complex<f32>);
+direct_value!(num_complex::Complex<f32>, bool, crate::Bit);
 
 impl DirectValue for num_complex::Complex<f64> {
     fn as_c128s(s: &[Self]) -> Option<&[num_complex::Complex<f64>]> {
@@ -214,8 +214,7 @@ pub fn plan(
     opts: &AssembleOptions,
 ) -> Option<DirectPlan> {
     opts.validate().ok()?;
-    // Bools are stored as bits, which no result vector of the kernel holds.
-    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK || dtype.is_bool() {
+    if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
         return None;
     }
     crate::assemble::check_value_type(dtype, opts.duplicates, shape).ok()?;

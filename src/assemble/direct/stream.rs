@@ -537,9 +537,10 @@ impl DirectPlan {
                 values.len()
             )));
         }
-        // The file sink writes one lane per value: a complex tensor (two
-        // parts per value) takes the builder's path.
-        if self.declines(indices) || self.dtype.is_complex() {
+        // The file sink writes one lane per value of a byte or more: a
+        // complex tensor (two parts per value) and a bool one (bits)
+        // take the builder's path.
+        if self.declines(indices) || self.dtype.is_complex() || self.dtype.is_bool() {
             return Ok(None);
         }
         let filled = self.to_file(path, opts, |sink| {

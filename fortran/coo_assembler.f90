@@ -107,7 +107,8 @@ module coo_assembler
       coo_plan_contributions, coo_plan_info, coo_plan_structure, coo_plan_assemble, &
       coo_plan_assemble_typed, coo_builder_push_complex, coo_builder_push_many_complex, &
       coo_builder_push_element_complex, coo_pusher_push_complex, &
-      coo_pusher_push_many_complex, coo_pusher_push_element_complex
+      coo_pusher_push_many_complex, coo_pusher_push_element_complex, coo_plan_file_new, &
+      coo_plan_file_new_i32, coo_refill_file
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -523,6 +524,43 @@ module coo_assembler
          integer(c_int) :: s
       end function coo_plan_assemble_typed
 
+      !> Plan out of core into the plan file `path` (see coo_plan_file).
+      function coo_plan_file_new(rank, shape, dtype, options, n, indices, path) &
+         bind(c, name="coo_plan_file_new") result(s)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, c_char, coo_options
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         character(kind=c_char), intent(in) :: path(*)
+         integer(c_int) :: s
+      end function coo_plan_file_new
+
+      !> As coo_plan_file_new, indices(d) pointing to int32 arrays.
+      function coo_plan_file_new_i32(rank, shape, dtype, options, n, indices, path) &
+         bind(c, name="coo_plan_file_new_i32") result(s)
+         import :: c_int32_t, c_int64_t, c_int, c_size_t, c_ptr, c_char, coo_options
+         integer(c_int32_t), value :: rank
+         integer(c_int64_t), intent(in) :: shape(*)
+         integer(c_int), value :: dtype
+         type(coo_options), intent(in) :: options
+         integer(c_size_t), value :: n
+         type(c_ptr), intent(in) :: indices(*)
+         character(kind=c_char), intent(in) :: path(*)
+         integer(c_int) :: s
+      end function coo_plan_file_new_i32
+
+      !> One step with a plan file and a values file, into `output`.
+      function coo_refill_file(plan, values, output, options) &
+         bind(c, name="coo_refill_file") result(s)
+         import :: c_char, c_int, coo_options
+         character(kind=c_char), intent(in) :: plan(*), values(*), output(*)
+         type(coo_options), intent(in) :: options
+         integer(c_int) :: s
+      end function coo_refill_file
+
       pure function c_strlen(s) bind(c, name="strlen") result(n)
          import :: c_ptr, c_size_t
          type(c_ptr), value, intent(in) :: s
@@ -533,7 +571,16 @@ module coo_assembler
    ! ------------------------------------------------------------------
    ! The idiomatic layer
    ! ------------------------------------------------------------------
-   public :: coo_error_message, coo_assemble
+   public :: coo_error_message, coo_assemble, coo_plan_file, coo_refill
+
+   !> Plan out of core, for patterns whose plan does not fit in memory:
+   !> `call coo_plan_file(path, shape, idx(n, rank), ...)` writes the plan
+   !> of the contributions idx(j, :) to the plan file `path` in parts that
+   !> each fit `memory_budget` (spill files in `temp_dir`); the options are
+   !> coo_plan_t%init's. Each step is then a `call coo_refill(...)`.
+   interface coo_plan_file
+      module procedure plan_file_s4_i4, plan_file_s4_i8, plan_file_s8_i4, plan_file_s8_i8
+   end interface coo_plan_file
 
    !> Assemble a tensor from arrays in one call, straight into a file:
    !> `call coo_assemble(path, shape, idx, values, ...)`, idx(n, rank)
@@ -1813,6 +1860,165 @@ contains
       end if
       status = coo_plan_assemble_typed(self%handle, values, dtype, n, out, nnz)
    end function typed_refill
+
+   ! ---------------------- plan files (out of core) ----------------------
+
+   subroutine plan_file_s4_i4(path, shape, idx, dtype, stat, memory_budget, threads, &
+                              temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+      character(len=*), intent(in) :: path
+      integer(int32), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_file_s8_i4(path, int(shape, int64), idx, dtype, stat, memory_budget, threads, &
+                           temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_file_s4_i4
+
+   subroutine plan_file_s4_i8(path, shape, idx, dtype, stat, memory_budget, threads, &
+                              temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+      character(len=*), intent(in) :: path
+      integer(int32), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      call plan_file_s8_i8(path, int(shape, int64), idx, dtype, stat, memory_budget, threads, &
+                           temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+   end subroutine plan_file_s4_i8
+
+   !> int32 indices: through coo_plan_file_new_i32, read in place (a
+   !> shifted copy with one_based=.true.).
+   subroutine plan_file_s8_i4(path, shape, idx, dtype, stat, memory_budget, threads, &
+                              temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+      character(len=*), intent(in) :: path
+      integer(int64), intent(in) :: shape(:)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int32), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) > 0) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int32
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call plan_file_dims(path, .true., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
+                          memory_budget, threads, temp_dir, duplicates, exact_sums, &
+                          non_finite, layout)
+   end subroutine plan_file_s8_i4
+
+   subroutine plan_file_s8_i8(path, shape, idx, dtype, stat, memory_budget, threads, &
+                              temp_dir, duplicates, exact_sums, non_finite, layout, one_based)
+      character(len=*), intent(in) :: path
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums, one_based
+      integer(int64), allocatable, target :: shifted(:, :)
+      type(c_ptr) :: dims(size(idx, 2))
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) > 0) then
+         if (base_of(one_based) /= 0) then
+            shifted = idx - 1_int64
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(shifted(1, d))
+            end do
+         else
+            do d = 1, size(idx, 2)
+               dims(d) = c_loc(idx(1, d))
+            end do
+         end if
+      end if
+      call plan_file_dims(path, .false., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
+                          memory_budget, threads, temp_dir, duplicates, exact_sums, &
+                          non_finite, layout)
+   end subroutine plan_file_s8_i8
+
+   subroutine plan_file_dims(path, i32, shape, rows, dims, dtype, stat, memory_budget, threads, &
+                             temp_dir, duplicates, exact_sums, non_finite, layout)
+      character(len=*), intent(in) :: path
+      logical, intent(in) :: i32
+      integer(int64), intent(in) :: shape(:)
+      integer(int64), intent(in) :: rows
+      type(c_ptr), intent(in) :: dims(:)
+      integer(c_int), intent(in), optional :: dtype
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      integer(c_int), intent(in), optional :: duplicates, non_finite, layout
+      logical, intent(in), optional :: exact_sums
+      type(coo_options) :: opts
+      character(kind=c_char, len=:), allocatable, target :: dir
+      integer(c_int) :: status
+      if (size(dims) /= size(shape)) then
+         status = rank_mismatch(size(dims), size(shape))
+      else
+         call fill_options(opts, dir, memory_budget=memory_budget, temp_dir=temp_dir, &
+                           threads=threads, duplicates=duplicates, exact_sums=exact_sums)
+         if (present(non_finite)) opts%non_finite = non_finite
+         if (present(layout)) opts%layout = layout
+         if (i32) then
+            status = coo_plan_file_new_i32(int(size(shape), c_int32_t), shape, &
+                                           dtype_or_f64(dtype), opts, int(rows, c_size_t), &
+                                           dims, c_string(path))
+         else
+            status = coo_plan_file_new(int(size(shape), c_int32_t), shape, dtype_or_f64(dtype), &
+                                       opts, int(rows, c_size_t), dims, c_string(path))
+         end if
+      end if
+      call settle(status, 'coo_plan_file_new', stat)
+   end subroutine plan_file_dims
+
+   !> One step with a plan file (coo_plan_file's, or p%save's) and the
+   !> values file `values` (`.npy`, or raw little-endian values of the
+   !> plan's type, one per contribution in the planned order), into the
+   !> Hurray file `output`, atomically; a plan in parts is refilled within
+   !> `memory_budget` (spill files in `temp_dir`). The values are bit for
+   !> bit a builder's for the same contributions. `output` may not be the
+   !> plan or the values file (COO_ERR_ARGUMENT).
+   subroutine coo_refill(plan, values, output, stat, memory_budget, threads, temp_dir)
+      character(len=*), intent(in) :: plan, values, output
+      integer, intent(out), optional :: stat
+      integer(int64), intent(in), optional :: memory_budget
+      integer, intent(in), optional :: threads
+      character(len=*), intent(in), optional :: temp_dir
+      type(coo_options) :: opts
+      character(kind=c_char, len=:), allocatable, target :: dir
+      call fill_options(opts, dir, memory_budget=memory_budget, temp_dir=temp_dir, &
+                        threads=threads)
+      call settle(coo_refill_file(c_string(plan), c_string(values), c_string(output), opts), &
+                  'coo_refill_file', stat)
+   end subroutine coo_refill
 
    !> Release the plan (no-op when there is none).
    subroutine plan_free(self)

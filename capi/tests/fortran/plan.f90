@@ -125,6 +125,30 @@ program plan
    call q%assemble(vals, out2, stat)
    call check(stat == COO_OK .and. same_bits(out2, out), 'int32 arrays: the same refill')
 
+   ! Plan files (out of core): the same contributions planned into a file,
+   ! refilled from a raw values file, give coo_assemble's values.
+   call coo_plan_file(d//'/PF.hrry', [NN, NN], idx, stat=stat, layout=COO_LAYOUT_CSR, &
+                      memory_budget=64_int64*2**20, temp_dir=d, one_based=.true.)
+   call expect(stat, COO_OK, 'coo_plan_file')
+   call write_bytes(d//'/v.f64', transfer(vals, 0_int8, 8*N))
+   call coo_refill(d//'/PF.hrry', d//'/v.f64', d//'/R.hrry', stat=stat, temp_dir=d)
+   call expect(stat, COO_OK, 'coo_refill')
+   call read_file(d//'/R.hrry', fidx, fv)
+   call check(size(fv) == nnz .and. same_bits(fv, out2), 'the plan file''s refill is the plan''s')
+   if (size(fv) == nnz) call check(all(fidx == coords), 'and its structure')
+   call coo_plan_file(d//'/PF32.hrry', [NN, NN], int(idx, int32), stat=stat, one_based=.true.)
+   call expect(stat, COO_OK, 'coo_plan_file, int32 indices')
+   call coo_refill(d//'/PF32.hrry', d//'/v.f64', d//'/R32.hrry', stat=stat)
+   call read_file(d//'/R32.hrry', fidx, fv)
+   call check(stat == COO_OK .and. same_bits(fv, out2), 'int32 indices: the same values')
+   call coo_refill(d//'/PF.hrry', d//'/v.f64', d//'/v.f64', stat=stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'a refill onto its values file')
+   call write_bytes(d//'/short.f64', transfer(vals(1:N - 1), 0_int8, 8*(N - 1)))
+   call coo_refill(d//'/PF.hrry', d//'/short.f64', d//'/R.hrry', stat=stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'one value too few in the values file')
+   call coo_plan_file(d//'/PF3.hrry', [NN, NN, NN], idx, stat=stat)
+   call expect(stat, COO_ERR_RANK, 'coo_plan_file: two index columns for rank 3')
+
    ! Save, load.
    call p%save(d//'/P.hrry', stat)
    call expect(stat, COO_OK, 'save')

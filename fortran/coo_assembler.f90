@@ -727,6 +727,51 @@ contains
       end if
    end function base_of
 
+   !> The columns of idx(n, rank) as C pointers for the functions that
+   !> take one index array per dimension: idx's own columns, in place, or
+   !> with one_based=.true. those of `shifted`, a copy one less, which the
+   !> caller keeps until the C call returns. All NULL when n is 0.
+   subroutine index_columns_i4(idx, one_based, shifted, dims)
+      integer(int32), intent(in), target, contiguous :: idx(:, :)
+      logical, intent(in), optional :: one_based
+      integer(int32), allocatable, target, intent(inout) :: shifted(:, :)
+      type(c_ptr), intent(out) :: dims(:)
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) == 0) return
+      if (base_of(one_based) /= 0) then
+         shifted = idx - 1_int32
+         do d = 1, size(idx, 2)
+            dims(d) = c_loc(shifted(1, d))
+         end do
+      else
+         do d = 1, size(idx, 2)
+            dims(d) = c_loc(idx(1, d))
+         end do
+      end if
+   end subroutine index_columns_i4
+
+   !> As index_columns_i4, for int64 indices.
+   subroutine index_columns_i8(idx, one_based, shifted, dims)
+      integer(int64), intent(in), target, contiguous :: idx(:, :)
+      logical, intent(in), optional :: one_based
+      integer(int64), allocatable, target, intent(inout) :: shifted(:, :)
+      type(c_ptr), intent(out) :: dims(:)
+      integer :: d
+      dims = c_null_ptr
+      if (size(idx, 1) == 0) return
+      if (base_of(one_based) /= 0) then
+         shifted = idx - 1_int64
+         do d = 1, size(idx, 2)
+            dims(d) = c_loc(shifted(1, d))
+         end do
+      else
+         do d = 1, size(idx, 2)
+            dims(d) = c_loc(idx(1, d))
+         end do
+      end if
+   end subroutine index_columns_i8
+
    !> The default options with those given; `opts%temp_dir` points into
    !> `dir`, which must stay allocated until the C call (that copies it).
    subroutine fill_options(opts, dir, memory_budget, temp_dir, threads, duplicates, &
@@ -1156,20 +1201,9 @@ contains
       logical, intent(in), optional :: drop_zeros, exact_sums, one_based
       integer(int32), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
       dims = c_null_ptr
-      if (size(values) > 0 .and. size(idx, 1) == size(values)) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int32
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      if (size(values) > 0 .and. size(idx, 1) == size(values)) &
+         call index_columns_i4(idx, one_based, shifted, dims)
       call assemble_dims(.true., path, shape, size(idx, 1), dims, values, dtype, stat, &
                          summary, memory_budget, temp_dir, threads, duplicates, drop_zeros, &
                          exact_sums)
@@ -1199,20 +1233,9 @@ contains
       logical, intent(in), optional :: drop_zeros, exact_sums, one_based
       integer(int64), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
       dims = c_null_ptr
-      if (size(values) > 0 .and. size(idx, 1) == size(values)) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int64
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      if (size(values) > 0 .and. size(idx, 1) == size(values)) &
+         call index_columns_i8(idx, one_based, shifted, dims)
       call assemble_dims(.false., path, shape, size(idx, 1), dims, values, dtype, stat, &
                          summary, memory_budget, temp_dir, threads, duplicates, drop_zeros, &
                          exact_sums)
@@ -1429,20 +1452,7 @@ contains
       logical, intent(in), optional :: exact_sums, one_based
       integer(int32), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
-      dims = c_null_ptr
-      if (size(idx, 1) > 0) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int32
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      call index_columns_i4(idx, one_based, shifted, dims)
       call plan_dims(self, .true., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
                      memory_budget, threads, duplicates, exact_sums, non_finite, layout, &
                      one_based)
@@ -1468,20 +1478,7 @@ contains
       logical, intent(in), optional :: exact_sums, one_based
       integer(int64), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
-      dims = c_null_ptr
-      if (size(idx, 1) > 0) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int64
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      call index_columns_i8(idx, one_based, shifted, dims)
       call plan_dims(self, .false., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
                      memory_budget, threads, duplicates, exact_sums, non_finite, layout, &
                      one_based)
@@ -1911,20 +1908,7 @@ contains
       logical, intent(in), optional :: exact_sums, one_based
       integer(int32), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
-      dims = c_null_ptr
-      if (size(idx, 1) > 0) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int32
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      call index_columns_i4(idx, one_based, shifted, dims)
       call plan_file_dims(path, .true., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
                           memory_budget, threads, temp_dir, duplicates, exact_sums, &
                           non_finite, layout)
@@ -1944,20 +1928,7 @@ contains
       logical, intent(in), optional :: exact_sums, one_based
       integer(int64), allocatable, target :: shifted(:, :)
       type(c_ptr) :: dims(size(idx, 2))
-      integer :: d
-      dims = c_null_ptr
-      if (size(idx, 1) > 0) then
-         if (base_of(one_based) /= 0) then
-            shifted = idx - 1_int64
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(shifted(1, d))
-            end do
-         else
-            do d = 1, size(idx, 2)
-               dims(d) = c_loc(idx(1, d))
-            end do
-         end if
-      end if
+      call index_columns_i8(idx, one_based, shifted, dims)
       call plan_file_dims(path, .false., shape, size(idx, 1, kind=int64), dims, dtype, stat, &
                           memory_budget, threads, temp_dir, duplicates, exact_sums, &
                           non_finite, layout)

@@ -89,27 +89,10 @@ type Entry<I, V, O, J> = fn(
 ) -> coo_assembler::Result<Option<Assembled<O, J>>>;
 
 /// The assembly with index arrays of `I`, values of `V` into `O`, indices
-/// of `J`, through `entry`; `Ok(None)` when a bucket is too heavy for the
-/// budget.
-fn run<'py, I, V, O, J>(
-    py: Python<'py>,
-    plan: &DirectPlan,
-    cols: &[Bound<'py, PyAny>],
-    values: &Bound<'py, PyAny>,
-    entry: Entry<I, V, O, J>,
-) -> PyResult<Option<Arrays<'py>>>
-where
-    I: IndexElem + NpElement,
-    V: DirectValue + NpElement,
-    O: Element + NpElement,
-    J: OutIndex + NpElement,
-{
-    run_as(py, plan, cols, values, entry, |v| v)
-}
-
-/// [`run`] with the result's values turned into NumPy's element type `P`
-/// by `to_numpy` (a bool tensor's `Bit`s into `bool`s).
-fn run_as<'py, I, V, O, J, P>(
+/// of `J`, through `entry`, the values handed to NumPy as `P` by
+/// `to_numpy` (a bool tensor's `Bit`s become `bool`s); `Ok(None)` when a
+/// bucket is too heavy for the budget.
+fn run<'py, I, V, O, J, P>(
     py: Python<'py>,
     plan: &DirectPlan,
     cols: &[Bound<'py, PyAny>],
@@ -192,36 +175,35 @@ pub fn assemble_arrays<'py>(
         return Ok(None);
     }
     let wide = index_dtype == "int64";
+    // Each index type with both result index types: `$v` values into
+    // `$o` elements through `DirectPlan::$entry`, handed to NumPy as `$to`
+    // makes them.
     macro_rules! by_index {
-        ($v:ty, $entry:ident) => {
+        ($v:ty, $o:ty, $entry:ident, $to:expr, [$($name:literal => $i:ty),*]) => {
             match (it.as_str(), wide) {
-                ("int32", false) => {
-                    run::<i32, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("int32", true) => {
-                    run::<i32, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("int64", false) => {
-                    run::<i64, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("int64", true) => {
-                    run::<i64, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("uint32", false) => {
-                    run::<u32, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("uint32", true) => {
-                    run::<u32, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("uint64", false) => {
-                    run::<u64, $v, $v, i32>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
-                ("uint64", true) => {
-                    run::<u64, $v, $v, i64>(py, &plan, &cols, values, DirectPlan::$entry)
-                }
+                $(
+                    ($name, false) => {
+                        run::<$i, $v, $o, i32, _>(py, &plan, &cols, values, DirectPlan::$entry, $to)
+                    }
+                    ($name, true) => {
+                        run::<$i, $v, $o, i64, _>(py, &plan, &cols, values, DirectPlan::$entry, $to)
+                    }
+                )*
                 _ => Ok(None),
             }
         };
+        ($v:ty, $entry:ident) => {
+            by_index!($v, $v, $entry, same, [
+                "int32" => i32, "int64" => i64, "uint32" => u32, "uint64" => u64
+            ])
+        };
+    }
+    fn same<T>(v: Vec<T>) -> Vec<T> {
+        v
+    }
+    // Patterns and graphs: the Bits (0 or 1) become NumPy bools.
+    fn bools(v: Vec<Bit>) -> Vec<bool> {
+        v.into_iter().map(bool::from).collect()
     }
     // The value types FE codes assemble; others take the Builder's path
     // (one instance of the kernel per type pair costs compile time).
@@ -231,47 +213,7 @@ pub fn assemble_arrays<'py>(
         DType::F32 => by_index!(f32, assemble),
         DType::C128 => by_index!(Complex<f64>, assemble_complex),
         DType::C64 => by_index!(Complex<f32>, assemble_complex),
-        DType::Bool => {
-            // Patterns and graphs: the Bits (0 or 1) become NumPy bools.
-            fn bools(v: Vec<Bit>) -> Vec<bool> {
-                v.into_iter().map(bool::from).collect()
-            }
-            match (it.as_str(), wide) {
-                ("int32", false) => run_as::<i32, bool, Bit, i32, bool>(
-                    py,
-                    &plan,
-                    &cols,
-                    values,
-                    DirectPlan::assemble,
-                    bools,
-                ),
-                ("int32", true) => run_as::<i32, bool, Bit, i64, bool>(
-                    py,
-                    &plan,
-                    &cols,
-                    values,
-                    DirectPlan::assemble,
-                    bools,
-                ),
-                ("int64", false) => run_as::<i64, bool, Bit, i32, bool>(
-                    py,
-                    &plan,
-                    &cols,
-                    values,
-                    DirectPlan::assemble,
-                    bools,
-                ),
-                ("int64", true) => run_as::<i64, bool, Bit, i64, bool>(
-                    py,
-                    &plan,
-                    &cols,
-                    values,
-                    DirectPlan::assemble,
-                    bools,
-                ),
-                _ => Ok(None),
-            }
-        }
+        DType::Bool => by_index!(bool, Bit, assemble, bools, ["int32" => i32, "int64" => i64]),
         _ => Ok(None),
     }
 }

@@ -67,6 +67,11 @@ const MAX_PARTS: usize = u16::MAX as usize;
 /// Values or keys handled per step of a streaming pass.
 const CHUNK: usize = 1 << 16;
 
+/// A part's reduction: [`reduce_slices`], or [`reduce_slices_complex`]
+/// for a complex plan.
+type Reduce<V, O> =
+    fn(&How, &[V], &[u32], &[u32], &mut [O], Option<&AtomicBool>) -> std::result::Result<(), Stop>;
+
 /// What [`PlanFile::create`] wrote.
 #[derive(Clone, Debug)]
 pub struct PlanFileSummary {
@@ -484,13 +489,9 @@ impl PlanFile {
         let files = (values, output, inputs);
         match self.dtype {
             DType::C64 => {
-                self.refill_typed::<V, Complex<f32>>(src, files, opts, |h, v, o, s, out| {
-                    reduce_slices_complex(h, v, o, s, out, None)
-                })
+                self.refill_typed::<V, Complex<f32>>(src, files, opts, reduce_slices_complex)
             }
-            _ => self.refill_typed::<V, Complex<f64>>(src, files, opts, |h, v, o, s, out| {
-                reduce_slices_complex(h, v, o, s, out, None)
-            }),
+            _ => self.refill_typed::<V, Complex<f64>>(src, files, opts, reduce_slices_complex),
         }
     }
 
@@ -503,7 +504,7 @@ impl PlanFile {
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
         let files = (values, output, inputs);
-        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, files, opts, |h, v, o, s, out: &mut [T]| reduce_slices(h, v, o, s, out, None)), other => Err(Error::Unsupported(format!(
+        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, files, opts, reduce_slices), other => Err(Error::Unsupported(format!(
             "refilling a plan of {} values",
             other.name()
         ))))
@@ -517,7 +518,7 @@ impl PlanFile {
         mut src: ValuesFile,
         files: (&Path, &Path, &[&Path]),
         opts: &AssembleOptions,
-        reduce: impl Fn(&How, &[V], &[u32], &[u32], &mut [O]) -> std::result::Result<(), Stop>,
+        reduce: Reduce<V, O>,
     ) -> Result<RefillSummary> {
         let (values, output, inputs) = files;
         let name = self.path.display().to_string();
@@ -654,7 +655,7 @@ impl PlanFile {
             let ord = u32s_checked(ob, c, &name, p)?;
             let starts = starts_of(cb, c, &name, p)?;
             let mut out = crate::assemble::direct::out::filled(e, O::default(), "a part's result")?;
-            let r = reduce(&how, &vals, &ord, &starts, &mut out);
+            let r = reduce(&how, &vals, &ord, &starts, &mut out, None);
             if let Err(stop) = r {
                 return Err(match stop {
                     Stop::Combine { entry, why } => {

@@ -1258,6 +1258,8 @@ int coo_plan_assemble(const coo_plan *plan,
  * `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
  * `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
  * as the `uint16_t` bits of the IEEE half and bfloat16 numbers;
+ * `COO_BOOL` as one byte per entry, 0 or 1, where any true
+ * contribution makes a true entry under `sum`;
  * `COO_C128` and `COO_C64` as C99 `double _Complex` and `float _Complex`,
  * each part summed exactly on its own), and
  * `values` to `n` values of the C type `value_type` names, which is

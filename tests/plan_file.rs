@@ -593,3 +593,110 @@ fn complex_plans_in_parts() {
     }
     assert!(entries_in(&tmp).is_empty(), "spill files left behind");
 }
+
+/// Bool and half-width float plans in parts (every value type is
+/// planned): a bool plan refilled from raw bytes (0 or 1, the plan's
+/// type) and from a NumPy bool `.npy`, an f16 and a bf16 plan from f64
+/// and f32 `.npy` files, each byte for byte what an in-memory plan's
+/// refill writes and its values a Builder's; a raw bool byte that is
+/// neither 0 nor 1 is refused, naming the contribution.
+#[test]
+fn bool_and_half_plans_in_parts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let shape = [3000u64, 3000];
+    let n = 150_000;
+    let c = coords(&shape, n, 9);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let f = values(n, 3);
+    let bools: Vec<u8> = f.iter().map(|x| u8::from(*x > 100.0)).collect();
+    let f64s: Vec<u8> = f.iter().flat_map(|x| (x / 1e16).to_le_bytes()).collect();
+    let f32s: Vec<u8> = f.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect();
+    let cases: [(DType, OutputLayout, &str, Vec<u8>); 4] = [
+        (DType::Bool, OutputLayout::Csr, "raw.bool", bools.clone()),
+        (
+            DType::Bool,
+            OutputLayout::Coo,
+            "b.npy",
+            npy("|b1", n, &bools),
+        ),
+        (
+            DType::F16,
+            OutputLayout::Csc,
+            "f8.npy",
+            npy("<f8", n, &f64s),
+        ),
+        (
+            DType::BF16,
+            OutputLayout::Csr,
+            "f4.npy",
+            npy("<f4", n, &f32s),
+        ),
+    ];
+    for (dtype, layout, name, bytes) in cases {
+        let o = opts(layout, 8 << 20, 2, &tmp);
+        let plan_path = dir.path().join(format!("{dtype}.plan"));
+        PlanFile::create(&ix, &shape, dtype, &o, &plan_path, None).expect("plan in parts");
+        let pf = PlanFile::open(&plan_path).expect("open");
+        assert!(pf.parts() >= 2, "{dtype}: {} parts", pf.parts());
+        let mem = Plan::new(
+            &ix,
+            &shape,
+            dtype,
+            &AssembleOptions {
+                memory_budget: 1 << 30,
+                ..o.clone()
+            },
+            None,
+        )
+        .expect("plan in memory");
+        let vp = dir.path().join(name);
+        std::fs::write(&vp, &bytes).expect("values");
+        let (a, b) = (dir.path().join("a.hrry"), dir.path().join("b.hrry"));
+        let s = pf.refill_file(&vp, &a, &[], &o).expect("refill in parts");
+        assert_eq!(s.dtype, dtype);
+        mem.refill_file(&vp, &b, &[]).expect("refill in memory");
+        assert!(
+            std::fs::read(&a).expect("a") == std::fs::read(&b).expect("b"),
+            "{dtype} {layout} {name}"
+        );
+        // A Builder's values for the same contributions.
+        let mut bld = Builder::new(&shape, dtype, o.clone()).expect("builder");
+        for k in 0..n {
+            let at = [c[0][k] as u64, c[1][k] as u64];
+            match dtype {
+                DType::Bool => bld.push(&at, bools[k] == 1),
+                DType::F16 => bld.push(&at, f[k] / 1e16),
+                _ => bld.push(&at, f[k] as f32),
+            }
+            .expect("push");
+        }
+        let bp = dir.path().join("builder.hrry");
+        bld.finish(&bp).expect("finish");
+        let (ga, gb) = (
+            HurrayFile::open(&a).expect("a"),
+            HurrayFile::open(&bp).expect("builder file"),
+        );
+        let (ta, tb) = (
+            ga.only_tensor_view().expect("a"),
+            gb.only_tensor_view().expect("b"),
+        );
+        assert!(
+            ta.values_bytes() == tb.values_bytes(),
+            "{dtype} {layout} {name}: not the Builder's values"
+        );
+    }
+    // A raw bool file holds 0 or 1 per contribution.
+    let o = opts(OutputLayout::Csr, 8 << 20, 1, &tmp);
+    let pf = PlanFile::open(&dir.path().join("bool.plan")).expect("open");
+    let mut bad = bools.clone();
+    bad[1234] = 2;
+    let vp = dir.path().join("bad.bool");
+    std::fs::write(&vp, &bad).expect("values");
+    let e = pf
+        .refill_file(&vp, &dir.path().join("c.hrry"), &[], &o)
+        .expect_err("a byte of 2 is no bool");
+    assert!(e.to_string().contains("1234"), "{e}");
+    assert!(entries_in(&tmp).is_empty(), "spill files left behind");
+}

@@ -1,6 +1,6 @@
 //! Plans and refills (`coo_assembler::Plan`, issue 24) against the
 //! builder: for random coordinates with heavy duplicates, every layout,
-//! the duplicate policies, several element types and ranks, a refill's
+//! the duplicate policies, every kind of element type and ranks, a refill's
 //! result (values and structure) is what `Builder` + `finish` write for
 //! the same contributions, bit for bit, and refilling again with other
 //! values gives their assembly; on many threads as on one; errors name
@@ -239,6 +239,18 @@ proptest! {
     #[test]
     fn matrix_integers_refill_as_the_builder_assembles(c in case(2), l in layout(), p in policy()) {
         check::<i32, i64>(&c, &opts(l, p, 2), int_of)?;
+    }
+
+    /// Bools (any true contribution makes a true sum) from bools and from
+    /// 0/1 integers, and the half-width floats from f64 and f32 values:
+    /// every value type is planned.
+    #[test]
+    fn bools_and_halves_refill_as_the_builder_assembles(c in (1usize..4).prop_flat_map(case), l in layout(), p in policy()) {
+        let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
+        check::<coo_assembler::Bit, bool>(&c, &opts(l, p, 2), |x| x % 3 == 0)?;
+        check::<coo_assembler::Bit, u8>(&c, &opts(l, p, 1), |x| x % 2)?;
+        check::<half::f16, f64>(&c, &opts(l, p, 2), |x| float_of(x) / 1e290)?;
+        check::<half::bf16, f32>(&c, &opts(l, p, 1), |x| float_of(x) as f32)?;
     }
 
     #[test]

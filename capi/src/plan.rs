@@ -28,7 +28,7 @@ use crate::{
 use coo_assembler::__half::{bf16, f16};
 use coo_assembler::direct::{ComplexOut, DirectValue, IndexElem, OutValue};
 use coo_assembler::{
-    AssembleOptions, Complex, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile,
+    AssembleOptions, Bit, Complex, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile,
 };
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::AtomicBool;
@@ -890,6 +890,8 @@ unsafe fn typed<O: OutValue + DirectValue, D: DirectValue>(
 /// `nnz` values of the plan's element type (`coo_plan_info`'s `dtype`:
 /// `double`, `float`, `int8_t` ... `uint64_t`; `COO_F16` and `COO_BF16`
 /// as the `uint16_t` bits of the IEEE half and bfloat16 numbers;
+/// `COO_BOOL` as one byte per entry, 0 or 1, where any true
+/// contribution makes a true entry under `sum`;
 /// `COO_C128` and `COO_C64` as C99 `double _Complex` and `float _Complex`,
 /// each part summed exactly on its own), and
 /// `values` to `n` values of the C type `value_type` names, which is
@@ -940,11 +942,7 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
                 DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
                 DType::C128 => typed_complex::<Complex<f64>>(p, values, vt, n, out, nnz),
                 DType::C64 => typed_complex::<Complex<f32>>(p, values, vt, n, out, nnz),
-                // Plan::new refuses bools.
-                d @ DType::Bool => Err(Fail::new(
-                    crate::COO_ERR_UNSUPPORTED,
-                    format!("a plan of {d} values"),
-                )),
+                DType::Bool => typed::<Bit, Integral>(p, values, vt, n, out, nnz),
             }
         }
     })
@@ -1042,6 +1040,51 @@ mod tests {
         assert_eq!(code, COO_ERR_ARGUMENT);
         let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(2), 1) };
         assert_eq!(code, COO_ERR_ARGUMENT); // the wrong nnz, checked first
+        unsafe { coo_plan_free(p) };
+    }
+
+    #[test]
+    fn a_bool_plan_refills_from_bytes_and_doubles() {
+        const BOOL: DTypeArg = DTypeArg(14);
+        let (rows, cols) = ([0i64, 1, 0, 1, 1], [0i64, 1, 0, 0, 0]);
+        let idx = [rows.as_ptr(), cols.as_ptr()];
+        let shape = [2i64, 2];
+        let p = unsafe { coo_plan_new(2, shape.as_ptr(), BOOL, std::ptr::null(), 5, idx.as_ptr()) };
+        assert!(!p.is_null());
+        // (0,0) twice, (1,0) twice, (1,1) once; any true makes a true.
+        let bytes = [0u8, 1, 1, 0, 0];
+        let mut out = [7u8; 3];
+        let code = unsafe {
+            coo_plan_assemble_typed(
+                p,
+                bytes.as_ptr().cast(),
+                BOOL,
+                5,
+                out.as_mut_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [1, 0, 1]);
+        let doubles = [0.0f64, 0.0, 0.0, 1.0, 0.0];
+        let code = unsafe {
+            coo_plan_assemble_typed(
+                p,
+                doubles.as_ptr().cast(),
+                F64,
+                5,
+                out.as_mut_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [0, 1, 0]);
+        // A double that is no bool is refused, as a push refuses it.
+        let bad = [0.0f64, 0.5, 0.0, 1.0, 0.0];
+        let code = unsafe {
+            coo_plan_assemble_typed(p, bad.as_ptr().cast(), F64, 5, out.as_mut_ptr().cast(), 3)
+        };
+        assert_eq!(code, crate::COO_ERR_VALUE);
         unsafe { coo_plan_free(p) };
     }
 }

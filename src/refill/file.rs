@@ -9,7 +9,7 @@ use crate::assemble::direct::DirectValue;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
-use crate::input::{read_npy_header, NpyKind};
+use crate::input::read_npy_header;
 use crate::options::AssembleOptions;
 use crate::write::{FileWriter, WriteOptions};
 use num_complex::Complex;
@@ -244,10 +244,12 @@ impl ValuesFile {
                     format!("a 1-D array is needed, got shape {:?}", h.shape),
                 ));
             }
-            if h.kind == NpyKind::Bool {
-                return Err(input_error(path, "bool values cannot refill a plan".into()));
-            }
             (h.dtype(), h.big_endian)
+        } else if plan_dtype == DType::Bool {
+            // One byte per contribution, read as a number so that a byte
+            // other than 0 or 1 is refused (naming it): such a file is
+            // not the bools it claims to be.
+            (DType::U8, false)
         } else {
             (plan_dtype, false)
         };

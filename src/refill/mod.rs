@@ -27,8 +27,10 @@
 //! ```
 
 /// `$body` with `$t` the Rust type of `$dtype`, for each element type a
-/// plan refills (the real and integer types); `$other => $none` for the
-/// rest. The one dispatch of the refills' value and result types.
+/// plan refills but the complex ones (the real, integer and bool types;
+/// a bool as the library's [`crate::Bit`]); `$other => $none` for the
+/// complex types, which take their own reduction. The one dispatch of
+/// the refills' value and result types.
 macro_rules! with_refill_type {
     ($dtype:expr, $t:ident => $body:expr, $other:ident => $none:expr) => {
         match $dtype {
@@ -38,6 +40,18 @@ macro_rules! with_refill_type {
             }
             DType::F32 => {
                 type $t = f32;
+                $body
+            }
+            DType::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = half::bf16;
+                $body
+            }
+            DType::Bool => {
+                type $t = crate::Bit;
                 $body
             }
             DType::I8 => {
@@ -447,6 +461,24 @@ impl Plan {
         })
     }
 
+    /// [`Plan::assemble_into`] for a bool plan whose values and result are
+    /// Rust `bool`s (a NumPy bool array, say) rather than [`crate::Bit`]s:
+    /// `out` is refilled in place, nothing allocated.
+    pub fn assemble_bools_into(
+        &self,
+        values: &[bool],
+        out: &mut [bool],
+        stop: Option<&AtomicBool>,
+    ) -> Result<()> {
+        // SAFETY: `Bit` is a `repr(transparent)` u8 and `bool` a byte of 0
+        // or 1, so the slice has the layout of `[Bit]`; a refill writes
+        // only `Bit::from_lane` values, which are 0 or 1 (`OutValue for
+        // Bit`), so every byte stays a valid bool, on an error too.
+        let bits: &mut [crate::Bit] =
+            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
+        self.assemble_into(values, bits, stop)
+    }
+
     /// The argument checks of a refill of `n` values into `out` values of
     /// `O`.
     fn check_refill<O: crate::element::Element>(&self, n: usize, out: usize) -> Result<()> {
@@ -691,14 +723,8 @@ pub(crate) fn plan_kind(
 }
 
 /// The refusals every plan makes, in memory or in parts on disk: the
-/// value types and options a fixed pattern cannot serve.
+/// options a fixed pattern cannot serve (every value type is planned).
 pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions, shape: &[u64]) -> Result<()> {
-    if dtype.is_bool() {
-        return Err(Error::Unsupported(format!(
-            "a plan for {dtype} values: plans refill real, integer and complex types; \
-             assemble {dtype} values with assemble or a Builder"
-        )));
-    }
     crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
     if opts.skip_negative {
         // A refill reads one value per contribution, through the plan's

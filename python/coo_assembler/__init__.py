@@ -1212,7 +1212,7 @@ class Plan:
 
     def __repr__(self) -> str:
         return (
-            f"<coo_assembler.Plan {self._layout} {self._shape} {self._native.dtype}: "
+            f"<coo_assembler.Plan {self._layout} {self._shape} {self._native.element_type}: "
             f"{self.contributions} contributions, {self.nnz} entries>"
         )
 
@@ -1382,7 +1382,12 @@ def plan(
         P.assemble(new_values, out=A)        # refill A.data in place
 
     ``coords`` is a tuple of 1-D integer arrays (one per dimension) or a
-    ``(rank, n)`` array. The options are :func:`assemble`'s; the plan holds
+    ``(rank, n)`` array. Every element type is planned: floats, integers,
+    complex (each part summed exactly), bool (under ``duplicates="sum"`` an
+    entry is True when any of its contributions is, as scipy sums bools)
+    and float16 and ``"bf16"``, whose values and results are float32 arrays
+    (as ``to_scipy`` gives them: scipy refuses float16, NumPy has no
+    bfloat16). The options are :func:`assemble`'s; the plan holds
     about 12 bytes per contribution (its memory must fit
     ``memory_budget``, with its working memory: raise it for large plans).
     ``drop_zeros`` is refused: it would change the pattern with the values.

@@ -3,7 +3,7 @@
 //! run without the GIL (Ctrl-C stops them, as `assemble` does); a refill
 //! writes into the caller's NumPy array in place.
 
-use coo_assembler::direct::{DirectValue, IndexElem, OutIndex};
+use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
 use coo_assembler::{AssembleOptions, DType, Plan, Vocabulary};
 use num_complex::Complex;
 use numpy::{
@@ -240,8 +240,42 @@ pub fn plan_elements<'py>(
     Ok(NativePlan { plan })
 }
 
+/// The NumPy dtype of a plan's values and results: the element type's,
+/// but float32 for float16 and bfloat16, as `to_scipy` gives them (scipy's
+/// sparse arrays refuse float16, NumPy has no bfloat16).
+fn result_dtype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F16 | DType::BF16 => "float32",
+        d => d.numpy_name(),
+    }
+}
+
+/// A half-width refill (`H`: f16 or bf16) from float32 values into a
+/// float32 result: the values a full assembly stores, widened (exactly).
+/// The one refill that stages its result, 2 bytes per entry: there is no
+/// NumPy half array in a scipy result to write into.
+fn widened<H: OutValue + Into<f32>>(
+    plan: &Plan,
+    values: &[f32],
+    out: &mut [f32],
+    stop: Option<&AtomicBool>,
+) -> coo_assembler::Result<()> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(out.len())
+        .map_err(|_| coo_assembler::Error::OutOfMemory {
+            what: "the half-width result of a refill",
+            bytes: out.len() as u64 * 2,
+        })?;
+    v.resize(out.len(), H::from_lane(0));
+    plan.assemble_into(values, &mut v, stop)?;
+    for (o, &h) in out.iter_mut().zip(&v) {
+        *o = h.into();
+    }
+    Ok(())
+}
+
 /// A refill of the library's: `Plan::assemble_into` (real and integer
-/// values) or `assemble_complex_into`.
+/// values), `assemble_complex_into` or `assemble_bools_into`.
 type Refill<T> = fn(&Plan, &[T], &mut [T], Option<&AtomicBool>) -> coo_assembler::Result<()>;
 
 impl NativePlan {
@@ -293,7 +327,7 @@ impl NativePlan {
         values: &Bound<'py, PyAny>,
         out: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
-        let want = self.plan.dtype().numpy_name();
+        let want = result_dtype(self.plan.dtype());
         let (vt, ot) = (dtype_of(values), dtype_of(out));
         if vt != want || ot != want {
             return Err(type_error(format!(
@@ -313,10 +347,9 @@ impl NativePlan {
             DType::U64 => self.fill::<u64>(py, values, out, Plan::assemble_into),
             DType::C128 => self.fill::<Complex<f64>>(py, values, out, Plan::assemble_complex_into),
             DType::C64 => self.fill::<Complex<f32>>(py, values, out, Plan::assemble_complex_into),
-            other => Err(type_error(format!(
-                "plans of {} values are not served from Python",
-                other.name()
-            ))),
+            DType::F16 => self.fill::<f32>(py, values, out, widened::<half::f16>),
+            DType::BF16 => self.fill::<f32>(py, values, out, widened::<half::bf16>),
+            DType::Bool => self.fill::<bool>(py, values, out, Plan::assemble_bools_into),
         }
     }
 
@@ -369,9 +402,17 @@ impl NativePlan {
         self.plan.shape().to_vec()
     }
 
+    /// The NumPy dtype of the results' values (float32 for float16 and
+    /// bfloat16).
     #[getter]
     fn dtype(&self) -> &'static str {
-        self.plan.dtype().numpy_name()
+        result_dtype(self.plan.dtype())
+    }
+
+    /// The library's name of the tensor's element type ("bf16", "f64"...).
+    #[getter]
+    fn element_type(&self) -> &'static str {
+        self.plan.dtype().name()
     }
 
     #[getter]

@@ -13,7 +13,8 @@ import coo_assembler as ca
 
 
 def bits(a):
-    return a.view(np.uint64 if a.dtype.itemsize == 8 else np.uint32)
+    # The raw bits, so that -0.0, NaNs and bools compare exactly.
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}.get(a.dtype.itemsize, np.uint64))
 
 
 def same(a, b):
@@ -216,6 +217,63 @@ def test_plans_pickle_save_and_load(rng, fe, tmp_path):
     E = ca.plan_elements(dofs, (2000, 2000))
     ke = rng.standard_normal((dofs.shape[0], dofs.shape[1], dofs.shape[1]))
     same(pickle.loads(pickle.dumps(E)).assemble_elements(ke), E.assemble_elements(ke))
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+def test_bool_and_half_plans_refill_as_assemble_does(rng, fe, layout):
+    # Every value type is planned: bool (any true contribution gives True),
+    # float16 and bfloat16 (float32 values and results).
+    row, col, _ = fe
+    shape = (2000, 2000)
+    B = ca.plan((row, col), shape, layout=layout, dtype=bool)
+    assert B.dtype == np.dtype(bool)
+    for step in range(2):
+        v = rng.random(row.size) < 0.1
+        want = ca.assemble(v, (row, col), shape, layout=layout)
+        got = B.assemble(v)
+        same(got, want)
+        data = got.data
+        v2 = ~v
+        assert B.assemble(v2, out=got) is got and got.data is data
+        same(got, ca.assemble(v2, (row, col), shape, layout=layout))
+    # Half-width results are float32 arrays, as to_scipy gives them.
+    H = ca.plan((row, col), shape, layout=layout, dtype="float16")
+    assert H.dtype == np.dtype(np.float32)
+    v16 = rng.standard_normal(row.size).astype(np.float16)
+    got = H.assemble(v16)
+    same(got, ca.assemble(v16, (row, col), shape, layout=layout))
+    assert np.array_equal(got.data, got.data.astype(np.float16).astype(np.float32))
+    G = ca.plan((row, col), shape, layout=layout, dtype="bf16")
+    assert G.dtype == np.dtype(np.float32) and "bf16" in repr(G)
+    v32 = (rng.standard_normal(row.size) * 10.0 ** rng.integers(-3, 3, row.size)).astype(np.float32)
+    want = ca.assemble(v32, (row, col), shape, layout=layout, dtype="bf16")
+    got = G.assemble(v32)
+    same(got, want)
+    # Every result value is a bfloat16 widened: its low 16 bits are 0.
+    assert not np.any(got.data.view(np.uint32) & 0xFFFF)
+    data = got.data
+    assert G.assemble(-v32, out=got) is got and got.data is data
+    same(got, ca.assemble(-v32, (row, col), shape, layout=layout, dtype="bf16"))
+    # Values of another kind are refused, saying what to pass.
+    with pytest.raises(TypeError, match="bool"):
+        B.assemble(v32)
+
+
+def test_bool_plan_files_refill_as_assemble_does(rng, big_fe, tmp_path):
+    row, col, _ = big_fe
+    shape = (30000, 30000)
+    s = ca.plan_to_file((row, col), shape, tmp_path / "B.plan", dtype=bool, layout="csr",
+                        memory_budget="8MiB", temp_dir=tmp_path)
+    assert s.parts > 1
+    v = rng.random(row.size) < 0.05
+    np.save(tmp_path / "b.npy", v)
+    v.tofile(tmp_path / "b.raw")
+    want = ca.assemble(v, (row, col), shape, layout="csr")
+    for values in ("b.npy", "b.raw"):
+        with ca.refill_file(tmp_path / "B.plan", tmp_path / values, tmp_path / "B.hrry",
+                            memory_budget="8MiB", temp_dir=tmp_path) as K:
+            got = K.to_scipy("csr", index_dtype=index_dtype(want))
+        assert got.dtype == np.dtype(bool)
+        same(got, want)
 
 
 def index_dtype(a):

@@ -19,12 +19,21 @@ Tools:
   minlength=nnz)` as the data of a csr_array made once (not exactly summed: plain
   float additions in contribution order).
 - `assemble`: today's full `coo_assembler.assemble(v, (r, c), shape)`.
+- `petsc`: PETSc's COO refill, `MatSetPreallocationCOO(A, n, i, j)` once
+  (the setup) on a sequential AIJ matrix, then `MatSetValuesCOO(A, v,
+  INSERT_VALUES)` per call (duplicates summed, plain float additions; the
+  result's row sums are checked against the values'), by
+  ctypes on the library petsc4py loaded (Debian's `python3-petsc4py` does
+  not wrap the COO calls); PetscInt copies of the indices (PETSc sorts
+  them in place) made before the clock starts. Runs under the interpreter petsc4py belongs to (Debian's
+  python3), which needs only NumPy.
 
 `--data P` reads P_r32.npy, P_c32.npy, P_v.npy and P.shape (as
 benches/inmem/run.sh writes them). The peak is VmHWM after resetting it
 (`/proc/self/clear_refs` 5) just before each call.
 """
 import argparse
+import ctypes
 import json
 import os
 import resource
@@ -64,9 +73,36 @@ def timed(fn):
     }
 
 
+def petsc_matrix(shape):
+    """A sequential AIJ matrix of `shape`, the PETSc library petsc4py
+    loaded (for ctypes) and its PetscInt dtype."""
+    from petsc4py import PETSc
+
+    A = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+    A.setSizes(shape)
+    A.setType(PETSc.Mat.Type.SEQAIJ)
+    path = next(line.split()[-1] for line in open("/proc/self/maps") if "libpetsc" in line)
+    lib = ctypes.CDLL(path)
+    lib.MatSetPreallocationCOO.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                                           ctypes.c_void_p]
+    lib.MatSetValuesCOO.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    return A, lib, np.dtype(PETSc.IntType)
+
+
+def PETSc_version():
+    from petsc4py import PETSc
+
+    return PETSc.Sys.getVersion()
+
+
+def check(code):
+    if code != 0:
+        raise RuntimeError(f"PETSc error {code}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tool", required=True, choices=["plan", "bincount", "assemble"])
+    ap.add_argument("--tool", required=True, choices=["plan", "bincount", "assemble", "petsc"])
     ap.add_argument("--data", required=True)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--budget", default="2GiB")
@@ -127,6 +163,39 @@ def main():
 
             _, t = timed(refill)
             calls.append(t)
+    elif a.tool == "petsc":
+        A, lib, pi = petsc_matrix(shape)
+        # Copies: PETSc sorts the index arrays it is given in place.
+        ri = np.array(r, dtype=pi, copy=True)
+        ci = np.array(c, dtype=pi, copy=True)
+        ptr = ctypes.c_void_p
+
+        def setup():
+            check(lib.MatSetPreallocationCOO(ptr(A.handle), ctypes.c_int64(r.shape[0]),
+                                             ri.ctypes.data_as(ptr), ci.ctypes.data_as(ptr)))
+
+        _, t = timed(setup)
+        rec["setup"] = t
+        del ri, ci
+        for i in range(a.calls):
+            vals = v if i % 2 == 0 else v2
+
+            def refill():
+                check(lib.MatSetValuesCOO(ptr(A.handle), vals.ctypes.data_as(ptr), 1))  # INSERT_VALUES
+
+            _, t = timed(refill)
+            calls.append(t)
+        info = A.getInfo()
+        rec["nnz"] = int(info["nz_used"])
+        # The result checked (untimed): its row sums against the last
+        # values' (PETSc's sums are not exact: a relative tolerance).
+        x, y = A.createVecs()
+        x.set(1.0)
+        A.mult(x, y)
+        want = np.bincount(r, weights=vals, minlength=shape[0])
+        scale = np.bincount(r, weights=np.abs(vals), minlength=shape[0])
+        rec["row_sums_match"] = bool(np.all(np.abs(y.getArray() - want) <= 1e-9 * scale + 1e-300))
+        rec["petsc"] = ".".join(str(x) for x in PETSc_version())
     else:
         import coo_assembler as ca
 

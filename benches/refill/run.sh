@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 24's harness: plan once / refill many on 5e7 FE contributions held
 # in memory, against the scipy user's np.bincount refill (slots computed
-# once, intp) and today's full `coo_assembler.assemble`, interleaved, each
+# once, intp), today's full `coo_assembler.assemble` and PETSc's
+# MatSetValuesCOO (when petsc4py is installed), interleaved, each
 # in a fresh process after loading the arrays (benches/refill/refill_case.py).
 # Reports setup (planning) time and memory, first and warm (third) calls,
 # and checks the refill is bit for bit `assemble`'s result.
@@ -24,9 +25,26 @@ if [ ! -x "$PY" ] || [ ! -f "$DATA/fe_v.npy" ]; then
 fi
 echo "# $(date -Is) $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 cd "$DATA"
+# PETSc's MatSetValuesCOO, by ctypes through petsc4py (Debian's
+# python3-petsc4py, for Debian's python3; PETSC_PY= to skip it).
+PETSC_PY=${PETSC_PY-/usr/bin/python3}
+if [ -z "${PETSC_DIR:-}" ] && [ ! -d /usr/lib/petsc ]; then
+    # Without libpetsc-real-dev there is no /usr/lib/petsc link for
+    # petsc4py's .pth: point it at the runtime's own directory.
+    PETSC_DIR=$(ls -d /usr/lib/petscdir/petsc*/x86_64-linux-gnu-real 2>/dev/null | head -n 1 || true)
+    export PETSC_DIR
+fi
+TOOLS="plan bincount assemble"
+if [ -n "$PETSC_PY" ] && "$PETSC_PY" -c 'import petsc4py, numpy' 2>/dev/null; then
+    TOOLS="$TOOLS petsc"
+else
+    echo "# no petsc4py for ${PETSC_PY:-(none)}: PETSc skipped (apt-get install python3-petsc4py)"
+fi
 for round in $(seq 1 "$ROUNDS"); do
-    for tool in plan bincount assemble; do
-        "$PY" "$ROOT/benches/refill/refill_case.py" --tool "$tool" --data "$DATA/fe" --budget "$BUDGET" \
+    for tool in $TOOLS; do
+        py=$PY
+        [ "$tool" = petsc ] && py=$PETSC_PY
+        "$py" "$ROOT/benches/refill/refill_case.py" --tool "$tool" --data "$DATA/fe" --budget "$BUDGET" \
             | sed "s/^{/{\"round\": $round, /" | tee -a "$OUT"
     done
 done
@@ -51,10 +69,12 @@ for tool, rs in by.items():
           f"{min(r['load_start'] for r in rs):.1f}-{max(r['load_end'] for r in rs):.1f} |")
 ident = [r.get("identical_to_assemble") for r in by.get("plan", [])]
 print(f"\nplan refill bit for bit assemble's result: {ident}")
-print("\n| round | plan third | bincount third | bincount / plan | assemble third | assemble / plan |")
-print("|---|---|---|---|---|---|")
+peers = [t for t in ("bincount", "assemble", "petsc") if t in by]
+print("\n| round | plan third | " + " | ".join(f"{t} third | {t} / plan" for t in peers) + " |")
+print("|---|---|" + "---|---|" * len(peers))
 for rd in sorted({r["round"] for r in rows}):
     g = {r["tool"]: r["calls"][-1]["s"] for r in rows if r["round"] == rd}
-    print(f"| {rd} | {g['plan']:.4f} | {g['bincount']:.4f} | {g['bincount']/g['plan']:.2f} | {g['assemble']:.4f} | {g['assemble']/g['plan']:.2f} |")
+    cells = " | ".join(f"{g[t]:.4f} | {g[t]/g['plan']:.2f}" for t in peers if t in g)
+    print(f"| {rd} | {g['plan']:.4f} | {cells} |")
 PYEOF
 echo "results: $OUT"

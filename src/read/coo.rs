@@ -176,13 +176,13 @@ pub(super) fn check_position(idx: &[u64], shape: &[u64]) -> Result<()> {
 
 /// Hint the CPU to fetch `s[i]` (no effect when out of range or off x86-64).
 #[inline(always)]
-fn prefetch(s: &[u64], i: usize) {
+pub(crate) fn prefetch<T>(s: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(p) = s.get(i) {
         // SAFETY: a prefetch is a hint that never faults; `p` is a valid reference anyway.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const u64).cast::<i8>(),
+                (p as *const T).cast::<i8>(),
             )
         };
     }

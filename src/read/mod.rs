@@ -91,7 +91,7 @@ compile_error!("coo_assembler::read casts file bytes to u64 / element slices in 
 mod checksum;
 pub mod composite;
 mod compressed;
-mod coo;
+pub(crate) mod coo;
 mod dense;
 mod layout;
 pub(crate) mod release;

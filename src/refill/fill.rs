@@ -12,12 +12,17 @@ use crate::assemble::direct::DirectValue;
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
+use crate::read::coo::prefetch;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Below this many contributions the refill runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
 /// How often (in entries) a thread looks at the stop flag.
 const STOP_EVERY: usize = 1 << 16;
+/// Entries ahead whose values are prefetched: an entry's contributions
+/// lie far apart in the caller's array (other elements), so the gather
+/// waits on memory unless it is asked for early.
+const PREFETCH_AHEAD: usize = 16;
 
 /// Why a piece of the refill stopped.
 pub(crate) enum Stop {
@@ -60,6 +65,14 @@ where
         let e = e0 + i;
         if i % STOP_EVERY == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(Stop::Stopped);
+        }
+        if let (Some(&a), Some(&b)) = (
+            starts.get(e + PREFETCH_AHEAD),
+            starts.get(e + PREFETCH_AHEAD + 1),
+        ) {
+            for &k in order.get(a as usize..b as usize).unwrap_or(&[]) {
+                prefetch(values, k as usize);
+            }
         }
         let (s, t) = (starts[e] as usize, starts[e + 1] as usize);
         let g = &order[s..t];

@@ -689,7 +689,7 @@ fn bool_and_half_plans_in_parts() {
     }
     // A raw bool file holds 0 or 1 per contribution.
     let o = opts(OutputLayout::Csr, 8 << 20, 1, &tmp);
-    let pf = PlanFile::open(&dir.path().join("bool.plan")).expect("open");
+    let pf = PlanFile::open(dir.path().join("bool.plan")).expect("open");
     let mut bad = bools.clone();
     bad[1234] = 2;
     let vp = dir.path().join("bad.bool");

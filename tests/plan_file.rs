@@ -488,6 +488,34 @@ fn npy(descr: &str, n: usize, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The plan of `ix` in parts (at least two, of `dtype`, in `dir`) and in
+/// memory (a budget that holds it), for tests comparing their refills.
+fn both_plans(
+    ix: &[&[u32]],
+    shape: &[u64],
+    dtype: DType,
+    o: &AssembleOptions,
+    dir: &Path,
+) -> (PlanFile, Plan) {
+    let plan_path = dir.join(format!("{dtype}.plan"));
+    PlanFile::create(ix, shape, dtype, o, &plan_path, None).expect("plan in parts");
+    let pf = PlanFile::open(&plan_path).expect("open");
+    assert!(pf.parts() >= 2, "{dtype}: {} parts", pf.parts());
+    assert_eq!(pf.dtype(), dtype);
+    let mem = Plan::new(
+        ix,
+        shape,
+        dtype,
+        &AssembleOptions {
+            memory_budget: 1 << 30,
+            ..o.clone()
+        },
+        None,
+    )
+    .expect("plan in memory");
+    (pf, mem)
+}
+
 /// Complex plans in parts (issue 22 on issue 24's plans): refilled from
 /// complex128 files (raw, `.npy` little- and big-endian) and from float64
 /// ones, byte for byte what an in-memory plan's refill and a Builder write,
@@ -524,22 +552,7 @@ fn complex_plans_in_parts() {
         (DType::C64, OutputLayout::Csc),
     ] {
         let o = opts(layout, 8 << 20, 2, &tmp);
-        let plan_path = dir.path().join(format!("{dtype}.plan"));
-        PlanFile::create(&ix, &shape, dtype, &o, &plan_path, None).expect("plan in parts");
-        let pf = PlanFile::open(&plan_path).expect("open");
-        assert!(pf.parts() >= 2, "{dtype}: {} parts", pf.parts());
-        assert_eq!(pf.dtype(), dtype);
-        let mem = Plan::new(
-            &ix,
-            &shape,
-            dtype,
-            &AssembleOptions {
-                memory_budget: 1 << 30,
-                ..o.clone()
-            },
-            None,
-        )
-        .expect("plan in memory");
+        let (pf, mem) = both_plans(&ix, &shape, dtype, &o, dir.path());
         // The Builder's file for the same contributions.
         let mut bld = Builder::new(&shape, dtype, o.clone()).expect("builder");
         for k in 0..n {
@@ -636,21 +649,7 @@ fn bool_and_half_plans_in_parts() {
     ];
     for (dtype, layout, name, bytes) in cases {
         let o = opts(layout, 8 << 20, 2, &tmp);
-        let plan_path = dir.path().join(format!("{dtype}.plan"));
-        PlanFile::create(&ix, &shape, dtype, &o, &plan_path, None).expect("plan in parts");
-        let pf = PlanFile::open(&plan_path).expect("open");
-        assert!(pf.parts() >= 2, "{dtype}: {} parts", pf.parts());
-        let mem = Plan::new(
-            &ix,
-            &shape,
-            dtype,
-            &AssembleOptions {
-                memory_budget: 1 << 30,
-                ..o.clone()
-            },
-            None,
-        )
-        .expect("plan in memory");
+        let (pf, mem) = both_plans(&ix, &shape, dtype, &o, dir.path());
         let vp = dir.path().join(name);
         std::fs::write(&vp, &bytes).expect("values");
         let (a, b) = (dir.path().join("a.hrry"), dir.path().join("b.hrry"));

@@ -166,6 +166,13 @@ impl DType {
         }
     }
 
+    /// A float narrower than f32 (f16, bf16)? NumPy exchanges these as
+    /// float32 (scipy's sparse arrays refuse float16, NumPy has no
+    /// bfloat16): in `.npz` exports, Python results and plans.
+    pub fn is_narrow_float(self) -> bool {
+        self.is_float() && self.width() < 4
+    }
+
     /// Complex type (two floats: real, imaginary)?
     pub fn is_complex(self) -> bool {
         matches!(self, DType::C64 | DType::C128)
@@ -184,6 +191,84 @@ impl DType {
     /// Signed integer type?
     pub fn is_signed_int(self) -> bool {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    }
+
+    /// The binary format of a float type, which exact sums round into
+    /// (`None` for other types).
+    pub(crate) fn float_format(self) -> Option<FloatFormat> {
+        match self {
+            DType::F16 => Some(FloatFormat::F16),
+            DType::BF16 => Some(FloatFormat::BF16),
+            DType::F32 => Some(FloatFormat::F32),
+            DType::F64 => Some(FloatFormat::F64),
+            _ => None,
+        }
+    }
+
+    /// `v` rounded to the nearest value of this float type (round half to
+    /// even), widened back to f64; `v` itself for any other type.
+    pub(crate) fn round_float(self, v: f64) -> f64 {
+        match self {
+            DType::F16 => f16::from_f64(v).to_f64(),
+            DType::BF16 => bf16::from_f64(v).to_f64(),
+            DType::F32 => v as f32 as f64,
+            _ => v,
+        }
+    }
+
+    /// The range of an integer type (bool: 0..=1), `None` for the others.
+    pub(crate) fn int_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::U8 => (0, u8::MAX.into()),
+            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            DType::U16 => (0, u16::MAX.into()),
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::U32 => (0, u32::MAX.into()),
+            DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            DType::U64 => (0, u64::MAX.into()),
+            DType::Bool => (0, 1),
+            _ => return None,
+        })
+    }
+
+    /// Why an integer was refused for this type: the range it must fit.
+    pub(crate) fn int_range_text(self) -> &'static str {
+        match self {
+            DType::I8 => "does not fit i8 (-128..=127)",
+            DType::U8 => "does not fit u8 (0..=255)",
+            DType::I16 => "does not fit i16 (-32768..=32767)",
+            DType::U16 => "does not fit u16 (0..=65535)",
+            DType::I32 => "does not fit i32 (-2147483648..=2147483647)",
+            DType::U32 => "does not fit u32 (0..=4294967295)",
+            DType::I64 => "does not fit i64",
+            DType::U64 => "does not fit u64 (0..=18446744073709551615)",
+            DType::Bool => "does not fit bool (0 or 1, false or true)",
+            _ => "does not fit the element type",
+        }
+    }
+
+    /// NumPy's type code without its byte order (`"f8"`, `"i1"`, `"c16"`,
+    /// `"b1"`): what a `.npy` header's `descr` names. `None` for bfloat16,
+    /// which NumPy does not have.
+    pub fn npy_code(self) -> Option<&'static str> {
+        Some(match self {
+            DType::F16 => "f2",
+            DType::BF16 => return None,
+            DType::F32 => "f4",
+            DType::F64 => "f8",
+            DType::I8 => "i1",
+            DType::U8 => "u1",
+            DType::I16 => "i2",
+            DType::U16 => "u2",
+            DType::I32 => "i4",
+            DType::U32 => "u4",
+            DType::I64 => "i8",
+            DType::U64 => "u8",
+            DType::C64 => "c8",
+            DType::C128 => "c16",
+            DType::Bool => "b1",
+        })
     }
 
     /// Decode one little-endian element to a [`Value`]. `bytes` must hold
@@ -476,83 +561,198 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
     a
 }
 
-/// Run `$body` with the type alias `$T` bound to the Rust type that holds
-/// the element type `$dtype` (`f64` for [`DType::F64`], `half::f16`,
-/// `half::bf16`, `i8` ... `u64`): the one dispatch from a run-time element
-/// type to code generic over [`Element`], so a new type is one arm here.
+/// Run code generic over [`Element`] for a run-time element type: the one
+/// dispatch from a [`DType`] to its Rust type (`f64` for [`DType::F64`],
+/// `half::f16`, `half::bf16`, `i8` ... `u64`, [`crate::Complex`]`<f32>` /
+/// `<f64>`, [`Bit`]), so a new element type is one arm here.
+///
+/// - `with_element_type!(d, T => body)`: `body` once per type, `T` the
+///   type (bool's is [`Bit`]).
+/// - `with_element_type!(d, T => body, bool as B)`: bool's arm binds `B`
+///   instead, for a caller whose generic code cannot take `Bit`.
+/// - `with_element_type!(d, { float F => .., narrow H => .., int I => ..,
+///   complex C => .., bool B => .. })`: one body per family, so each body
+///   needs only its family's traits: `float` is f32 and f64
+///   ([`FloatElement`]), `narrow` the floats narrower than f32, which
+///   front ends and NumPy exports exchange as f32 (f16, bf16; also
+///   [`FloatElement`], and `Into<f32>`), `int` the eight integer types,
+///   `complex` the [`ComplexElement`]s, `bool` [`Bit`]. Every real type is
+///   a [`RealElement`].
+/// - `with_element_type!(d, real T => body, complex C => other)`: the same
+///   with one body for every real type (bool's `T` is [`Bit`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! with_element_type {
     ($dtype:expr, $T:ident => $body:expr) => {
         $crate::with_element_type!($dtype, $T => $body, bool as $crate::Bit)
     };
-    // `bool as B`: bool's arm binds `B` instead of `Bit`, for a caller
-    // whose generic code cannot take `Bit` and that serves bool itself
-    // before this dispatch.
     ($dtype:expr, $T:ident => $body:expr, bool as $B:ty) => {
-        match $dtype {
-            $crate::DType::F16 => {
-                type $T = $crate::__half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = $crate::__half::bf16;
-                $body
-            }
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            $crate::DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::DType::I16 => {
-                type $T = i16;
-                $body
-            }
-            $crate::DType::U16 => {
-                type $T = u16;
-                $body
-            }
-            $crate::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::U32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::U64 => {
-                type $T = u64;
-                $body
-            }
-            $crate::DType::C64 => {
-                type $T = $crate::Complex<f32>;
-                $body
-            }
-            $crate::DType::C128 => {
-                type $T = $crate::Complex<f64>;
-                $body
-            }
-            $crate::DType::Bool => {
+        $crate::with_element_type!($dtype, {
+            float $T => $body,
+            narrow $T => $body,
+            int $T => $body,
+            complex $T => $body,
+            bool __Bit => {
+                #[allow(dead_code)]
                 type $T = $B;
                 $body
+            },
+        })
+    };
+    ($dtype:expr, real $T:ident => $real:expr, complex $C:ident => $complex:expr) => {
+        $crate::with_element_type!($dtype, {
+            float $T => $real,
+            narrow $T => $real,
+            int $T => $real,
+            complex $C => $complex,
+            bool $T => $real,
+        })
+    };
+    ($dtype:expr, {
+        float $F:ident => $float:expr,
+        narrow $H:ident => $narrow:expr,
+        int $I:ident => $int:expr,
+        complex $C:ident => $complex:expr,
+        bool $B:ident => $bool:expr $(,)?
+    }) => {
+        match $dtype {
+            $crate::DType::F16 => {
+                #[allow(dead_code)]
+                type $H = $crate::__half::f16;
+                $narrow
+            }
+            $crate::DType::BF16 => {
+                #[allow(dead_code)]
+                type $H = $crate::__half::bf16;
+                $narrow
+            }
+            $crate::DType::F32 => {
+                #[allow(dead_code)]
+                type $F = f32;
+                $float
+            }
+            $crate::DType::F64 => {
+                #[allow(dead_code)]
+                type $F = f64;
+                $float
+            }
+            $crate::DType::I8 => {
+                #[allow(dead_code)]
+                type $I = i8;
+                $int
+            }
+            $crate::DType::U8 => {
+                #[allow(dead_code)]
+                type $I = u8;
+                $int
+            }
+            $crate::DType::I16 => {
+                #[allow(dead_code)]
+                type $I = i16;
+                $int
+            }
+            $crate::DType::U16 => {
+                #[allow(dead_code)]
+                type $I = u16;
+                $int
+            }
+            $crate::DType::I32 => {
+                #[allow(dead_code)]
+                type $I = i32;
+                $int
+            }
+            $crate::DType::U32 => {
+                #[allow(dead_code)]
+                type $I = u32;
+                $int
+            }
+            $crate::DType::I64 => {
+                #[allow(dead_code)]
+                type $I = i64;
+                $int
+            }
+            $crate::DType::U64 => {
+                #[allow(dead_code)]
+                type $I = u64;
+                $int
+            }
+            $crate::DType::C64 => {
+                #[allow(dead_code)]
+                type $C = $crate::Complex<f32>;
+                $complex
+            }
+            $crate::DType::C128 => {
+                #[allow(dead_code)]
+                type $C = $crate::Complex<f64>;
+                $complex
+            }
+            $crate::DType::Bool => {
+                #[allow(dead_code)]
+                type $B = $crate::Bit;
+                $bool
             }
         }
     };
+}
+
+/// A binary floating-point format: what an exact sum is rounded into.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FloatFormat {
+    /// Precision in bits (including the implicit bit).
+    pub(crate) prec: i32,
+    /// Exponent of the smallest subnormal (its quantum).
+    pub(crate) min_quantum: i32,
+    /// Largest finite value.
+    pub(crate) max: f64,
+}
+
+impl FloatFormat {
+    pub(crate) const F64: FloatFormat = FloatFormat {
+        prec: 53,
+        min_quantum: -1074,
+        max: f64::MAX,
+    };
+    pub(crate) const F32: FloatFormat = FloatFormat {
+        prec: 24,
+        min_quantum: -149,
+        max: f32::MAX as f64,
+    };
+    pub(crate) const F16: FloatFormat = FloatFormat {
+        prec: 11,
+        min_quantum: -24,
+        max: 65504.0,
+    };
+    pub(crate) const BF16: FloatFormat = FloatFormat {
+        prec: 8,
+        min_quantum: -133,
+        max: 3.3895313892515355e38,
+    };
+}
+
+/// A real (not complex) element type: its value travels between the
+/// reductions and a result in one u64 lane.
+pub trait RealElement: Element {
+    /// The stored element for a final value of this element type (the
+    /// combiners' `finish` gives values that fit).
+    fn from_value(v: Value) -> Self;
+    /// The element's bits in a lane.
+    fn to_lane(self) -> u64;
+    /// The element back from [`RealElement::to_lane`].
+    fn from_lane(l: u64) -> Self;
+}
+
+/// A float element type.
+pub trait FloatElement: RealElement + Into<f64> {
+    /// The nearest value of the type (round half to even).
+    fn from_f64(v: f64) -> Self;
+}
+
+/// A complex element type: two parts of a float type (real, imaginary).
+pub trait ComplexElement: Element {
+    /// The parts' type.
+    type Part: FloatElement;
+    /// The value from its parts, each already a value of the part type.
+    fn from_parts(re: f64, im: f64) -> Self;
 }
 
 macro_rules! impl_element {
@@ -682,6 +882,111 @@ impl Element for Bit {
     }
     fn from_le(bytes: &[u8]) -> Self {
         Bit(u8::from(bytes[0] != 0))
+    }
+}
+
+macro_rules! real_float {
+    ($($t:ty: $bits:ty),*) => {$(
+        impl RealElement for $t {
+            #[inline(always)]
+            fn from_value(v: Value) -> $t {
+                <$t as FloatElement>::from_f64(v.to_f64())
+            }
+            #[inline(always)]
+            fn to_lane(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline(always)]
+            fn from_lane(l: u64) -> $t {
+                <$t>::from_bits(l as $bits)
+            }
+        }
+    )*};
+}
+real_float!(f64: u64, f32: u32, f16: u16, bf16: u16);
+
+impl FloatElement for f64 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+}
+impl FloatElement for f32 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> f32 {
+        v as f32
+    }
+}
+impl FloatElement for f16 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> f16 {
+        f16::from_f64(v)
+    }
+}
+impl FloatElement for bf16 {
+    #[inline(always)]
+    fn from_f64(v: f64) -> bf16 {
+        bf16::from_f64(v)
+    }
+}
+
+macro_rules! real_int {
+    ($($t:ty),*) => {$(
+        impl RealElement for $t {
+            #[inline(always)]
+            fn from_value(v: Value) -> $t {
+                match v {
+                    Value::Int(i) => i as $t,
+                    Value::UInt(u) => u as $t,
+                    Value::Float(f) | Value::Complex(f, _) => f as $t,
+                }
+            }
+            #[inline(always)]
+            fn to_lane(self) -> u64 {
+                self as u64
+            }
+            #[inline(always)]
+            fn from_lane(l: u64) -> $t {
+                l as $t
+            }
+        }
+    )*};
+}
+real_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// A bool result, one byte (0 or 1) as a reader's values hold it; the
+/// combiners give 0 or 1 (any true contribution makes a true sum).
+impl RealElement for Bit {
+    #[inline(always)]
+    fn from_value(v: Value) -> Bit {
+        Bit::from(match v {
+            Value::Int(i) => i != 0,
+            Value::UInt(u) => u != 0,
+            Value::Float(f) | Value::Complex(f, _) => f != 0.0,
+        })
+    }
+    #[inline(always)]
+    fn to_lane(self) -> u64 {
+        u64::from(self.get())
+    }
+    #[inline(always)]
+    fn from_lane(l: u64) -> Bit {
+        Bit::from(l != 0)
+    }
+}
+
+impl ComplexElement for num_complex::Complex<f32> {
+    type Part = f32;
+    #[inline(always)]
+    fn from_parts(re: f64, im: f64) -> Self {
+        num_complex::Complex::new(re as f32, im as f32)
+    }
+}
+impl ComplexElement for num_complex::Complex<f64> {
+    type Part = f64;
+    #[inline(always)]
+    fn from_parts(re: f64, im: f64) -> Self {
+        num_complex::Complex::new(re, im)
     }
 }
 

@@ -750,34 +750,21 @@ fn check_kv_value(key: &str, v: &KvValue) -> Result<()> {
     }
 }
 
-/// Append the little-endian bytes of float `vals` as `dtype` (a float
-/// type; the caller checked every value is a float), one loop per type.
+/// Append the little-endian bytes of `vals` as `dtype` (the caller
+/// checked every value is one `dtype` takes), one loop per type.
 fn put_values(buf: &mut Vec<u8>, dtype: DType, vals: &[Value]) {
-    let start = buf.len();
-    buf.resize(start + vals.len() * dtype.width(), 0);
-    let out = &mut buf[start..];
-    match dtype {
-        DType::F32 => {
-            for (d, v) in out.chunks_exact_mut(4).zip(vals) {
-                d.copy_from_slice(&(v.to_f64() as f32).to_le_bytes());
-            }
-        }
-        DType::F16 => {
-            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
-                d.copy_from_slice(&half::f16::from_f64(v.to_f64()).to_le_bytes());
-            }
-        }
-        DType::BF16 => {
-            for (d, v) in out.chunks_exact_mut(2).zip(vals) {
-                d.copy_from_slice(&half::bf16::from_f64(v.to_f64()).to_le_bytes());
-            }
-        }
-        _ => {
-            for (d, v) in out.chunks_exact_mut(8).zip(vals) {
-                d.copy_from_slice(&v.to_f64().to_le_bytes());
-            }
+    fn put<T: crate::element::RealElement>(buf: &mut Vec<u8>, vals: &[Value]) {
+        buf.reserve(vals.len() * std::mem::size_of::<T>());
+        for &v in vals {
+            T::from_value(v).write_le(buf);
         }
     }
+    crate::with_element_type!(dtype, real T => put::<T>(buf, vals), complex _C => {
+        for v in vals {
+            let le = v.to_le(dtype).unwrap_or_default();
+            buf.extend_from_slice(&le[..dtype.width()]);
+        }
+    })
 }
 
 /// Writes one tensor of a [`FileWriter`]; see the [module docs](self).

@@ -25,11 +25,8 @@ use crate::{
     c_path, coo_options, handle, quietly, status, DTypeArg, Fail, LayoutArg, Res, COO_ERR_ARGUMENT,
     COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE,
 };
-use coo_assembler::__half::{bf16, f16};
 use coo_assembler::direct::{ComplexOut, DirectValue, IndexElem, OutValue};
-use coo_assembler::{
-    AssembleOptions, Bit, Complex, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile,
-};
+use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
@@ -927,23 +924,13 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
         // SAFETY (every arm): forwarded contract; `out` holds the plan's
         // element type.
         unsafe {
-            match p.dtype() {
-                DType::F64 => typed::<f64, f64>(p, values, vt, n, out, nnz),
-                DType::F32 => typed::<f32, f64>(p, values, vt, n, out, nnz),
-                DType::F16 => typed::<f16, f64>(p, values, vt, n, out, nnz),
-                DType::BF16 => typed::<bf16, f64>(p, values, vt, n, out, nnz),
-                DType::I8 => typed::<i8, Integral>(p, values, vt, n, out, nnz),
-                DType::U8 => typed::<u8, Integral>(p, values, vt, n, out, nnz),
-                DType::I16 => typed::<i16, Integral>(p, values, vt, n, out, nnz),
-                DType::U16 => typed::<u16, Integral>(p, values, vt, n, out, nnz),
-                DType::I32 => typed::<i32, Integral>(p, values, vt, n, out, nnz),
-                DType::U32 => typed::<u32, Integral>(p, values, vt, n, out, nnz),
-                DType::I64 => typed::<i64, Integral>(p, values, vt, n, out, nnz),
-                DType::U64 => typed::<u64, Integral>(p, values, vt, n, out, nnz),
-                DType::C128 => typed_complex::<Complex<f64>>(p, values, vt, n, out, nnz),
-                DType::C64 => typed_complex::<Complex<f32>>(p, values, vt, n, out, nnz),
-                DType::Bool => typed::<Bit, Integral>(p, values, vt, n, out, nnz),
-            }
+            coo_assembler::with_element_type!(p.dtype(), {
+                float T => typed::<T, f64>(p, values, vt, n, out, nnz),
+                narrow T => typed::<T, f64>(p, values, vt, n, out, nnz),
+                int T => typed::<T, Integral>(p, values, vt, n, out, nnz),
+                complex C => typed_complex::<C>(p, values, vt, n, out, nnz),
+                bool T => typed::<T, Integral>(p, values, vt, n, out, nnz),
+            })
         }
     })
 }

@@ -151,30 +151,42 @@ fn borrowed<'py, T: numpy::Element>(
     Ok(arr.into_any())
 }
 
-/// Copy of the values (bfloat16, which NumPy lacks, widened to float32).
+/// The values: a view of the mapped file, or for the floats narrower than
+/// f32 that NumPy lacks (bfloat16) a float32 copy; float16 is NumPy's.
 fn values_array<'py>(
     owner: &Bound<'py, NativeFile>,
     range: std::ops::Range<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dtype = owner.get().v()?.dtype();
-    if dtype == DType::BF16 {
-        // NumPy has no bfloat16 without the ml_dtypes package: widen.
+    let widened = || -> PyResult<Bound<'py, PyAny>> {
         let py = owner.py();
         let t = owner.get().v()?;
-        let w = t.dtype().width();
+        let w = dtype.width();
         let b = t.values_bytes();
         let mut v: Vec<f32> =
             memory::try_with_capacity(range.len() as u64, "the float32 copy of the values")
                 .map_err(to_py)?;
-        v.extend(range.map(|i| t.dtype().decode(&b[i * w..i * w + w]).to_f64() as f32));
-        return Ok(PyArray1::from_vec(py, v).into_any());
-    }
-    if dtype == DType::Bool {
+        v.extend(
+            range
+                .clone()
+                .map(|i| dtype.decode(&b[i * w..i * w + w]).to_f64() as f32),
+        );
+        Ok(PyArray1::from_vec(py, v).into_any())
+    };
+    coo_assembler::with_element_type!(dtype, {
+        float T => view_values::<T>(owner, range),
+        narrow _H => match dtype {
+            DType::F16 => view_values::<half::f16>(owner, range),
+            _ => widened(),
+        },
+        int T => view_values::<T>(owner, range),
+        complex T => view_values::<T>(owner, range),
         // The reader holds bools one byte each, 0 or 1: NumPy's bool.
-        let bytes = owner.get().v()?.values_bytes();
-        return borrowed(owner, &bytes[range])?.call_method1("view", ("bool",));
-    }
-    coo_assembler::with_element_type!(dtype, T => view_values::<T>(owner, range), bool as u8)
+        bool _B => {
+            let bytes = owner.get().v()?.values_bytes();
+            borrowed(owner, &bytes[range])?.call_method1("view", ("bool",))
+        },
+    })
 }
 
 fn value_to_py(py: Python<'_>, v: Value, dtype: DType) -> PyResult<Bound<'_, PyAny>> {

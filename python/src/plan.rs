@@ -5,7 +5,6 @@
 
 use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
 use coo_assembler::{AssembleOptions, DType, Plan, Vocabulary};
-use num_complex::Complex;
 use numpy::{
     Element as NpElement, PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -244,9 +243,10 @@ pub fn plan_elements<'py>(
 /// but float32 for float16 and bfloat16, as `to_scipy` gives them (scipy's
 /// sparse arrays refuse float16, NumPy has no bfloat16).
 fn result_dtype(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F16 | DType::BF16 => "float32",
-        d => d.numpy_name(),
+    if dtype.is_narrow_float() {
+        "float32"
+    } else {
+        dtype.numpy_name()
     }
 }
 
@@ -334,23 +334,13 @@ impl NativePlan {
                 "values and out must be {want} arrays for this plan, got {vt} and {ot}"
             )));
         }
-        match self.plan.dtype() {
-            DType::F64 => self.fill::<f64>(py, values, out, Plan::assemble_into),
-            DType::F32 => self.fill::<f32>(py, values, out, Plan::assemble_into),
-            DType::I8 => self.fill::<i8>(py, values, out, Plan::assemble_into),
-            DType::I16 => self.fill::<i16>(py, values, out, Plan::assemble_into),
-            DType::I32 => self.fill::<i32>(py, values, out, Plan::assemble_into),
-            DType::I64 => self.fill::<i64>(py, values, out, Plan::assemble_into),
-            DType::U8 => self.fill::<u8>(py, values, out, Plan::assemble_into),
-            DType::U16 => self.fill::<u16>(py, values, out, Plan::assemble_into),
-            DType::U32 => self.fill::<u32>(py, values, out, Plan::assemble_into),
-            DType::U64 => self.fill::<u64>(py, values, out, Plan::assemble_into),
-            DType::C128 => self.fill::<Complex<f64>>(py, values, out, Plan::assemble_complex_into),
-            DType::C64 => self.fill::<Complex<f32>>(py, values, out, Plan::assemble_complex_into),
-            DType::F16 => self.fill::<f32>(py, values, out, widened::<half::f16>),
-            DType::BF16 => self.fill::<f32>(py, values, out, widened::<half::bf16>),
-            DType::Bool => self.fill::<bool>(py, values, out, Plan::assemble_bools_into),
-        }
+        coo_assembler::with_element_type!(self.plan.dtype(), {
+            float T => self.fill::<T>(py, values, out, Plan::assemble_into),
+            narrow H => self.fill::<f32>(py, values, out, widened::<H>),
+            int T => self.fill::<T>(py, values, out, Plan::assemble_into),
+            complex C => self.fill::<C>(py, values, out, Plan::assemble_complex_into),
+            bool _B => self.fill::<bool>(py, values, out, Plan::assemble_bools_into),
+        })
     }
 
     /// The structure's indices (`pointers=False`) or pointers as a new

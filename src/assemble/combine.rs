@@ -9,14 +9,13 @@
 //! across runs, encodes them into spill runs, and finally rounds once to the
 //! element type.
 
-use crate::element::{DType, Value};
+use crate::element::{DType, Element, FloatFormat, Value};
 use crate::assemble::exact::{finite_header, grow_expansion, sum_exact, two_sum, ExactSum};
 use crate::options::DuplicatePolicy;
 use crate::codec::{
     read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
     write_u64,
 };
-use half::{bf16, f16};
 use std::fmt;
 
 /// Why combining failed; the caller adds the coordinate.
@@ -48,32 +47,12 @@ pub(crate) trait Combiner: Send + Sync + 'static {
 
 /// Round an f64 to a float element type, as a Value holding the rounded value.
 fn float_value(dtype: DType, v: f64) -> Value {
-    Value::Float(match dtype {
-        DType::F16 => f16::from_f64(v).to_f64(),
-        DType::BF16 => bf16::from_f64(v).to_f64(),
-        DType::F32 => v as f32 as f64,
-        _ => v,
-    })
-}
-
-/// Range of an integer element type, as i128.
-fn int_range(dtype: DType) -> (i128, i128) {
-    match dtype {
-        DType::I8 => (i8::MIN as i128, i8::MAX as i128),
-        DType::U8 => (0, u8::MAX as i128),
-        DType::I16 => (i16::MIN as i128, i16::MAX as i128),
-        DType::U16 => (0, u16::MAX as i128),
-        DType::I32 => (i32::MIN as i128, i32::MAX as i128),
-        DType::U32 => (0, u32::MAX as i128),
-        DType::I64 => (i64::MIN as i128, i64::MAX as i128),
-        DType::Bool => (0, 1),
-        _ => (0, u64::MAX as i128),
-    }
+    Value::Float(dtype.round_float(v))
 }
 
 /// An integer result as a Value, or Overflow when it does not fit.
 fn int_value(dtype: DType, v: i128) -> Result<Value, CombineError> {
-    let (lo, hi) = int_range(dtype);
+    let (lo, hi) = dtype.int_range().unwrap_or((0, u64::MAX.into()));
     if v < lo || v > hi {
         return Err(CombineError::Overflow);
     }
@@ -334,10 +313,8 @@ impl Combiner for FloatSum {
             SumAcc::Full(e) => std::borrow::Cow::Borrowed(&**e),
             c => std::borrow::Cow::Owned(c.to_exact()),
         };
-        Ok(Value::Float(match self.0 {
-            DType::F16 => e.round_f16().to_f64(),
-            DType::BF16 => e.round_bf16().to_f64(),
-            DType::F32 => e.round_f32() as f64,
+        Ok(Value::Float(match self.0.float_format() {
+            Some(fmt) if fmt != FloatFormat::F64 => e.round_to(&fmt),
             _ => e.round_f64(),
         }))
     }
@@ -580,39 +557,15 @@ pub trait PushValue: Copy + fmt::Display {
 
 const COMPLEX_INTO_REAL: &str = "a complex value cannot go into a real tensor";
 
-macro_rules! push_complex {
-    ($($t:ty),*) => {$(
-        impl PushValue for num_complex::Complex<$t> {
-            #[inline]
-            fn to_raw(self, _dtype: DType) -> Result<u64, &'static str> {
-                Err(COMPLEX_INTO_REAL)
-            }
-            #[inline]
-            fn as_float(self) -> Option<f64> {
-                Some(f64::from(self.re))
-            }
-            #[inline]
-            fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
-                Ok((self.re.to_raw(part)?, self.im.to_raw(part)?))
-            }
-            #[inline]
-            fn imag_float(self) -> Option<f64> {
-                Some(f64::from(self.im))
-            }
-        }
-    )*};
-}
-
-push_complex!(f32, f64);
-
-/// A value as read from a file pushes as what it holds.
+/// A value as read from a file pushes as what it holds; every element
+/// type pushes as its [`Value`] (below).
 impl PushValue for Value {
     #[inline]
     fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
         match self {
-            Value::Float(f) => f.to_raw(dtype),
-            Value::Int(i) => i.to_raw(dtype),
-            Value::UInt(u) => u.to_raw(dtype),
+            Value::Float(f) => float_to_raw(f, dtype),
+            Value::Int(i) => int_to_raw(i.into(), dtype),
+            Value::UInt(u) => int_to_raw(u.into(), dtype),
             Value::Complex(..) => Err(COMPLEX_INTO_REAL),
         }
     }
@@ -626,7 +579,7 @@ impl PushValue for Value {
     #[inline]
     fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
         match self {
-            Value::Complex(re, im) => num_complex::Complex::new(re, im).to_raw_parts(part),
+            Value::Complex(re, im) => Ok((float_to_raw(re, part)?, float_to_raw(im, part)?)),
             v => Ok((v.to_raw(part)?, 0)),
         }
     }
@@ -639,67 +592,65 @@ impl PushValue for Value {
     }
 }
 
-const FLOAT_INTO_INT: &str = "a float value cannot go into an integer tensor";
-/// Why an integer was refused, naming the element type it does not fit.
-fn int_out_of_range(dtype: DType) -> &'static str {
-    match dtype {
-        DType::I8 => "does not fit i8 (-128..=127)",
-        DType::U8 => "does not fit u8 (0..=255)",
-        DType::I16 => "does not fit i16 (-32768..=32767)",
-        DType::U16 => "does not fit u16 (0..=65535)",
-        DType::I32 => "does not fit i32 (-2147483648..=2147483647)",
-        DType::U32 => "does not fit u32 (0..=4294967295)",
-        DType::I64 => "does not fit i64",
-        DType::U64 => "does not fit u64 (0..=18446744073709551615)",
-        DType::Bool => "does not fit bool (0 or 1, false or true)",
-        _ => "does not fit the element type",
+/// An element type pushes as the [`Value`] it widens to without loss: a
+/// float into a float tensor, an integer (or a bool, as 0 or 1) into an
+/// integer one or, when exact in f64, a float one; a complex value into a
+/// complex tensor only.
+impl<T: Element + fmt::Display> PushValue for T {
+    #[inline(always)]
+    fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
+        self.to_value().to_raw(dtype)
+    }
+    #[inline(always)]
+    fn as_float(self) -> Option<f64> {
+        self.to_value().as_float()
+    }
+    #[inline(always)]
+    fn to_raw_parts(self, part: DType) -> Result<(u64, u64), &'static str> {
+        self.to_value().to_raw_parts(part)
+    }
+    #[inline(always)]
+    fn imag_float(self) -> Option<f64> {
+        self.to_value().imag_float()
     }
 }
+
+const FLOAT_INTO_INT: &str = "a float value cannot go into an integer tensor";
 const INT_NOT_EXACT: &str = "the integer is not exactly representable as a float (|v| > 2^53)";
 
-macro_rules! push_float {
-    ($t:ty, $conv:expr) => {
-        impl PushValue for $t {
-            #[inline]
-            fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
-                if dtype.is_float() {
-                    let f: fn($t) -> f64 = $conv;
-                    Ok(f(self).to_bits())
-                } else {
-                    Err(FLOAT_INTO_INT)
-                }
-            }
-            #[inline]
-            fn as_float(self) -> Option<f64> {
-                let f: fn($t) -> f64 = $conv;
-                Some(f(self))
-            }
-        }
-    };
+/// The raw lane of a float pushed into `dtype`.
+#[inline(always)]
+fn float_to_raw(f: f64, dtype: DType) -> Result<u64, &'static str> {
+    if dtype.is_float() {
+        Ok(f.to_bits())
+    } else {
+        Err(FLOAT_INTO_INT)
+    }
 }
 
-push_float!(f64, |v| v);
-push_float!(f32, |v| v as f64);
-push_float!(f16, |v| v.to_f64());
-push_float!(bf16, |v| v.to_f64());
+/// The raw lane of an integer pushed into `dtype`: exact in f64 for a
+/// float type, within the range of an integer type.
+#[inline(always)]
+fn int_to_raw(v: i128, dtype: DType) -> Result<u64, &'static str> {
+    if dtype.is_float() {
+        if v.unsigned_abs() > (1u128 << 53) {
+            return Err(INT_NOT_EXACT);
+        }
+        return Ok((v as f64).to_bits());
+    }
+    let (lo, hi) = dtype.int_range().unwrap_or((0, u64::MAX.into()));
+    if v < lo || v > hi {
+        return Err(dtype.int_range_text());
+    }
+    Ok(if dtype.is_signed_int() { v as i64 as u64 } else { v as u64 })
+}
 
-macro_rules! push_int {
+macro_rules! push_index_int {
     ($($t:ty),*) => {$(
         impl PushValue for $t {
             #[inline]
             fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
-                let v = self as i128;
-                if dtype.is_float() {
-                    if v.unsigned_abs() > (1u128 << 53) {
-                        return Err(INT_NOT_EXACT);
-                    }
-                    return Ok((v as f64).to_bits());
-                }
-                let (lo, hi) = int_range(dtype);
-                if v < lo || v > hi {
-                    return Err(int_out_of_range(dtype));
-                }
-                Ok(if dtype.is_signed_int() { v as i64 as u64 } else { v as u64 })
+                int_to_raw(self as i128, dtype)
             }
             #[inline]
             fn as_float(self) -> Option<f64> {
@@ -709,19 +660,7 @@ macro_rules! push_int {
     )*};
 }
 
-push_int!(i8, i16, i32, i64, u8, u16, u32, u64, usize, isize);
-
-/// A bool as a reader gives it pushes as the bool.
-impl PushValue for crate::Bit {
-    #[inline]
-    fn to_raw(self, dtype: DType) -> Result<u64, &'static str> {
-        self.get().to_raw(dtype)
-    }
-    #[inline]
-    fn as_float(self) -> Option<f64> {
-        None
-    }
-}
+push_index_int!(usize, isize);
 
 /// A bool pushes as 1 or 0: into a bool tensor, and into an integer or a
 /// float one as that number.

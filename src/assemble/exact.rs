@@ -74,6 +74,8 @@
 //! buffer's remaining length justifies.
 
 use crate::codec::{read_u64, take_le_u64, write_u64};
+use crate::element::FloatFormat;
+#[cfg(any(test, feature = "internals"))]
 use half::{bf16, f16};
 
 const SPECIAL_NONE: u8 = 0;
@@ -444,7 +446,7 @@ impl ExactSum {
             Some(r) => r,
             None => {
                 let w = self.to_wide();
-                return (w.round(&F64_FMT), 0);
+                return (w.round(&FloatFormat::F64), 0);
             }
         };
         if hi == 0.0 {
@@ -459,7 +461,9 @@ impl ExactSum {
         self.round_f64_residual().0
     }
 
-    fn round_narrow(&self, fmt: &Format) -> f64 {
+    /// Exact sum rounded once (round-half-even) to the float format `fmt`,
+    /// as the f64 holding that value (or ±inf).
+    pub(crate) fn round_to(&self, fmt: &FloatFormat) -> f64 {
         if self.wide.is_some() {
             if let Some(v) = self.special_value() {
                 return v;
@@ -478,52 +482,28 @@ impl ExactSum {
         round_f64_to(hi, res, fmt)
     }
 
+    // The narrow types' roundings, by name, for the tests and the
+    // benches; the assembler rounds through `round_to` and the element
+    // type's format.
+
     /// Exact sum rounded once (round-half-even) to f32.
+    #[cfg(any(test, feature = "internals"))]
     pub fn round_f32(&self) -> f32 {
-        self.round_narrow(&F32_FMT) as f32
+        self.round_to(&FloatFormat::F32) as f32
     }
 
     /// Exact sum rounded once (round-half-even) to IEEE binary16.
+    #[cfg(any(test, feature = "internals"))]
     pub fn round_f16(&self) -> f16 {
-        f16::from_f64(self.round_narrow(&F16_FMT))
+        f16::from_f64(self.round_to(&FloatFormat::F16))
     }
 
     /// Exact sum rounded once (round-half-even) to bfloat16.
+    #[cfg(any(test, feature = "internals"))]
     pub fn round_bf16(&self) -> bf16 {
-        bf16::from_f64(self.round_narrow(&BF16_FMT))
+        bf16::from_f64(self.round_to(&FloatFormat::BF16))
     }
 }
-
-/// A binary floating-point target format.
-struct Format {
-    /// Precision in bits (including the implicit bit).
-    prec: i32,
-    /// Exponent of the smallest subnormal (its quantum).
-    min_quantum: i32,
-    /// Largest finite value.
-    max: f64,
-}
-
-const F64_FMT: Format = Format {
-    prec: 53,
-    min_quantum: -1074,
-    max: f64::MAX,
-};
-const F32_FMT: Format = Format {
-    prec: 24,
-    min_quantum: -149,
-    max: f32::MAX as f64,
-};
-const F16_FMT: Format = Format {
-    prec: 11,
-    min_quantum: -24,
-    max: 65504.0,
-};
-const BF16_FMT: Format = Format {
-    prec: 8,
-    min_quantum: -133,
-    max: 3.3895313892515355e38,
-};
 
 /// `2^e` for `-1022 <= e <= 1023`.
 fn pow2(e: i32) -> f64 {
@@ -568,7 +548,7 @@ fn low_bit(x: f64) -> i32 {
 /// Rounds finite non-zero `hi` (the correctly rounded f64 of an exact value
 /// whose residual `exact - hi` has sign `res`) once to `fmt`, returning the
 /// result as an f64 (exactly representable in `fmt`, or ±inf).
-fn round_f64_to(hi: f64, res: i8, fmt: &Format) -> f64 {
+fn round_f64_to(hi: f64, res: i8, fmt: &FloatFormat) -> f64 {
     let neg = hi < 0.0;
     let m = hi.abs();
     let res = if neg { -res } else { res };
@@ -695,7 +675,7 @@ impl Wide {
     }
 
     /// Correct rounding to `fmt`, as f64 (±inf on overflow, +0.0 for zero).
-    fn round(&self, fmt: &Format) -> f64 {
+    fn round(&self, fmt: &FloatFormat) -> f64 {
         let neg = self.is_negative();
         let mut mag = self.clone();
         if neg {

@@ -5,7 +5,7 @@
 //! is streamed, so a hostile header cannot make us allocate much.
 
 use crate::assemble::builder::Builder;
-use crate::element::DType;
+use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::input::common::Parsed;
 use crate::input::common::{at, input_err, Entry, Progress, Sink};
@@ -51,23 +51,22 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
-    /// The element type that holds every value of this array exactly.
+    /// The element type that holds every value of this array exactly:
+    /// the one whose NumPy code ([`DType::npy_code`]) the header names; a
+    /// bool array is read as uint8 (ask for bool to get a bool tensor).
     pub fn dtype(&self) -> DType {
-        match (self.kind, self.width) {
-            (NpyKind::Bool, _) | (NpyKind::UInt, 1) => DType::U8,
-            (NpyKind::Int, 1) => DType::I8,
-            (NpyKind::Int, 2) => DType::I16,
-            (NpyKind::Int, 4) => DType::I32,
-            (NpyKind::Int, _) => DType::I64,
-            (NpyKind::UInt, 2) => DType::U16,
-            (NpyKind::UInt, 4) => DType::U32,
-            (NpyKind::UInt, _) => DType::U64,
-            (NpyKind::Float, 2) => DType::F16,
-            (NpyKind::Float, 4) => DType::F32,
-            (NpyKind::Float, _) => DType::F64,
-            (NpyKind::Complex, 8) => DType::C64,
-            (NpyKind::Complex, _) => DType::C128,
-        }
+        let letter = match self.kind {
+            NpyKind::Bool => return DType::U8,
+            NpyKind::Int => 'i',
+            NpyKind::UInt => 'u',
+            NpyKind::Float => 'f',
+            NpyKind::Complex => 'c',
+        };
+        let code = format!("{letter}{}", self.width);
+        crate::element::ALL_DTYPES
+            .into_iter()
+            .find(|d| d.npy_code() == Some(code.as_str()))
+            .unwrap_or(DType::F64)
     }
 
     /// Number of elements (the product of the shape), if it fits u64.
@@ -190,19 +189,24 @@ fn parse_descr(d: &str) -> std::result::Result<(NpyKind, usize, bool), String> {
     let width: usize = size
         .parse()
         .map_err(|_| format!("dtype {d:?} is not supported"))?;
-    let kind = match (code, width) {
-        ("b", 1) => NpyKind::Bool,
-        ("i", 1 | 2 | 4 | 8) => NpyKind::Int,
-        ("u", 1 | 2 | 4 | 8) => NpyKind::UInt,
-        ("f", 2 | 4 | 8) => NpyKind::Float,
-        ("c", 8 | 16) => NpyKind::Complex,
-        _ => {
-            return Err(format!(
-                "dtype {d:?} is not supported (bool, int8..int64, uint8..uint64, float16/32/64, \
-                 complex64/128 are)"
-            ))
-        }
+    let kind = match code {
+        "b" => NpyKind::Bool,
+        "i" => NpyKind::Int,
+        "u" => NpyKind::UInt,
+        "f" => NpyKind::Float,
+        "c" => NpyKind::Complex,
+        _ => NpyKind::Bool,
     };
+    // The types read are the element types NumPy has a code for.
+    let known = crate::element::ALL_DTYPES
+        .into_iter()
+        .any(|t| t.npy_code() == Some(rest));
+    if !known {
+        return Err(format!(
+            "dtype {d:?} is not supported (bool, int8..int64, uint8..uint64, float16/32/64, \
+             complex64/128 are)"
+        ));
+    }
     Ok((kind, width, order && width > 1))
 }
 
@@ -367,6 +371,7 @@ pub(crate) fn parse_npy<R: Read>(
     } else {
         (0..rank).rev().collect()
     };
+    let dtype = h.dtype();
     let decode = |e: &[u8]| -> Parsed {
         if h.kind == NpyKind::Complex {
             // Two numbers of half the width, each in the file's byte order.
@@ -391,19 +396,13 @@ pub(crate) fn parse_npy<R: Read>(
         } else {
             a[..w].copy_from_slice(e);
         }
-        match (h.kind, w) {
-            (NpyKind::Bool, _) => Parsed::U(u64::from(a[0] != 0)),
-            (NpyKind::UInt, _) => Parsed::U(u64::from_le_bytes(a)),
-            (NpyKind::Int, _) => {
-                // Sign-extend from `w` bytes.
-                let shift = 64 - 8 * w as u32;
-                Parsed::I((u64::from_le_bytes(a) << shift) as i64 >> shift)
-            }
-            (NpyKind::Float, 2) => Parsed::F(half::f16::from_le_bytes([a[0], a[1]]).to_f64()),
-            (NpyKind::Float, 4) => {
-                Parsed::F(f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]])))
-            }
-            (NpyKind::Float, _) | (NpyKind::Complex, _) => Parsed::F(f64::from_le_bytes(a)),
+        match h.kind {
+            NpyKind::Bool => Parsed::U(u64::from(a[0] != 0)),
+            _ => match dtype.decode(&a) {
+                Value::Float(f) | Value::Complex(f, _) => Parsed::F(f),
+                Value::Int(i) => Parsed::I(i),
+                Value::UInt(u) => Parsed::U(u),
+            },
         }
     };
     let cap = (1usize << 20) / w * w;

@@ -12,7 +12,6 @@ use crate::fs::output::{FileId, ReplaceInput};
 use crate::input::read_npy_header;
 use crate::options::AssembleOptions;
 use crate::write::{FileWriter, WriteOptions};
-use num_complex::Complex;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -105,25 +104,19 @@ impl Plan {
         };
         if self.dtype.is_complex() {
             // Complex values, or real ones (imaginary part 0).
-            return match dtype {
-                DType::C128 => self.refill_complex::<Complex<f64>>(
-                    &decode(&bytes, big_endian),
-                    values,
-                    output,
-                    inputs,
-                ),
-                DType::C64 => self.refill_complex::<Complex<f32>>(
-                    &decode(&bytes, big_endian),
-                    values,
-                    output,
-                    inputs,
-                ),
-                _ => {
-                    with_refill_type!(dtype, T => self.refill_complex::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => not_read(other))
-                }
-            };
+            return crate::with_element_type!(dtype, T => self.refill_complex::<T>(
+                &decode::<T>(&bytes, big_endian),
+                values,
+                output,
+                inputs
+            ));
         }
-        with_refill_type!(dtype, T => self.refill_values::<T>(&decode::<T>(&bytes, big_endian), values, output, inputs), other => not_read(other))
+        crate::with_element_type!(dtype, real T => self.refill_values::<T>(
+            &decode::<T>(&bytes, big_endian),
+            values,
+            output,
+            inputs
+        ), complex _C => not_read(dtype))
     }
 
     fn refill_values<V: DirectValue>(
@@ -133,9 +126,15 @@ impl Plan {
         output: &Path,
         inputs: &[&Path],
     ) -> Result<RefillSummary> {
-        with_refill_type!(self.dtype, T => self.write_refill::<T>(v.len(), values, output, inputs, |out: &mut [T]| self.assemble_into(v, out, None)), other => Err(Error::Unsupported(format!(
+        crate::with_element_type!(self.dtype, real T => self.write_refill::<T>(
+            v.len(),
+            values,
+            output,
+            inputs,
+            |out: &mut [T]| self.assemble_into(v, out, None)
+        ), complex _C => Err(Error::Unsupported(format!(
             "refilling a plan of {} values",
-            other.name()
+            self.dtype.name()
         ))))
     }
 
@@ -146,14 +145,12 @@ impl Plan {
         output: &Path,
         inputs: &[&Path],
     ) -> Result<RefillSummary> {
-        match self.dtype {
-            DType::C64 => self.write_refill::<Complex<f32>>(v.len(), values, output, inputs, |o| {
-                self.assemble_complex_into(v, o, None)
-            }),
-            _ => self.write_refill::<Complex<f64>>(v.len(), values, output, inputs, |o| {
-                self.assemble_complex_into(v, o, None)
-            }),
-        }
+        crate::with_element_type!(self.dtype, real _T => Err(Error::Unsupported(format!(
+            "a complex refill of a plan of {} values",
+            self.dtype.name()
+        ))), complex C => self.write_refill::<C>(v.len(), values, output, inputs, |o| {
+            self.assemble_complex_into(v, o, None)
+        }))
     }
 
     /// Write the result `fill` makes (from `n` values read from `values`)

@@ -45,7 +45,6 @@ use crate::hurray::KvValue;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::{HurrayFile, Tensor};
 use crate::write::{FileWriter, TensorWriter, WriteOptions};
-use num_complex::Complex;
 use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -463,19 +462,13 @@ impl PlanFile {
         };
         if self.dtype.is_complex() {
             // Complex values, or real ones (imaginary part 0).
-            return match src.dtype {
-                DType::C128 => {
-                    self.refill_complex_from::<Complex<f64>>(src, values, output, inputs, opts)
-                }
-                DType::C64 => {
-                    self.refill_complex_from::<Complex<f32>>(src, values, output, inputs, opts)
-                }
-                _ => {
-                    with_refill_type!(src.dtype, T => self.refill_complex_from::<T>(src, values, output, inputs, opts), other => not_read(other))
-                }
-            };
+            return crate::with_element_type!(src.dtype, T => {
+                self.refill_complex_from::<T>(src, values, output, inputs, opts)
+            });
         }
-        with_refill_type!(src.dtype, T => self.refill_from::<T>(src, values, output, inputs, opts), other => not_read(other))
+        crate::with_element_type!(src.dtype, real T => {
+            self.refill_from::<T>(src, values, output, inputs, opts)
+        }, complex _C => not_read(src.dtype))
     }
 
     fn refill_complex_from<V: DirectValue + bytemuck::Pod + Element>(
@@ -487,12 +480,10 @@ impl PlanFile {
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
         let files = (values, output, inputs);
-        match self.dtype {
-            DType::C64 => {
-                self.refill_typed::<V, Complex<f32>>(src, files, opts, reduce_slices_complex)
-            }
-            _ => self.refill_typed::<V, Complex<f64>>(src, files, opts, reduce_slices_complex),
-        }
+        crate::with_element_type!(self.dtype, real _T => Err(Error::Unsupported(format!(
+            "a complex refill of a plan of {} values",
+            self.dtype.name()
+        ))), complex C => self.refill_typed::<V, C>(src, files, opts, reduce_slices_complex))
     }
 
     fn refill_from<V: DirectValue + bytemuck::Pod + Element>(
@@ -504,9 +495,11 @@ impl PlanFile {
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
         let files = (values, output, inputs);
-        with_refill_type!(self.dtype, T => self.refill_typed::<V, T>(src, files, opts, reduce_slices), other => Err(Error::Unsupported(format!(
+        crate::with_element_type!(self.dtype, real T => {
+            self.refill_typed::<V, T>(src, files, opts, reduce_slices)
+        }, complex _C => Err(Error::Unsupported(format!(
             "refilling a plan of {} values",
-            other.name()
+            self.dtype.name()
         ))))
     }
 

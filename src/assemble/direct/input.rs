@@ -404,46 +404,15 @@ impl Source<u64> for RawChecked {
 /// sign- or zero-extended), which the value of the record's own type
 /// always fits. `None` for a complex type, whose value is two lanes.
 pub(crate) fn raw_decoder(dtype: DType) -> Option<fn(&[u8]) -> u64> {
-    use crate::element::Element;
-    fn float<T: Element + Into<f64>>(b: &[u8]) -> u64 {
-        T::from_le(b).into().to_bits()
+    fn raw<T: crate::element::Element>(b: &[u8]) -> u64 {
+        super::lane::value_to_raw(T::from_le(b).to_value())
     }
-    fn half<T: Element + HalfF64>(b: &[u8]) -> u64 {
-        T::from_le(b).widen().to_bits()
-    }
-    fn signed<T: Element + Into<i64>>(b: &[u8]) -> u64 {
-        T::from_le(b).into() as u64
-    }
-    fn unsigned<T: Element + Into<u64>>(b: &[u8]) -> u64 {
-        T::from_le(b).into()
-    }
-    trait HalfF64 {
-        fn widen(self) -> f64;
-    }
-    impl HalfF64 for half::f16 {
-        fn widen(self) -> f64 {
-            self.to_f64()
-        }
-    }
-    impl HalfF64 for half::bf16 {
-        fn widen(self) -> f64 {
-            self.to_f64()
-        }
-    }
-    Some(match dtype {
-        DType::F64 => float::<f64>,
-        DType::F32 => float::<f32>,
-        DType::F16 => half::<half::f16>,
-        DType::BF16 => half::<half::bf16>,
-        DType::I8 => signed::<i8>,
-        DType::I16 => signed::<i16>,
-        DType::I32 => signed::<i32>,
-        DType::I64 => signed::<i64>,
-        DType::U8 => unsigned::<u8>,
-        DType::U16 => unsigned::<u16>,
-        DType::U32 => unsigned::<u32>,
-        DType::U64 => unsigned::<u64>,
-        DType::C64 | DType::C128 | DType::Bool => return None,
+    crate::with_element_type!(dtype, {
+        float T => Some(raw::<T>),
+        narrow T => Some(raw::<T>),
+        int T => Some(raw::<T>),
+        complex _C => None,
+        bool _B => None,
     })
 }
 

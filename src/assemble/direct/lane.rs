@@ -9,8 +9,7 @@
 
 use crate::assemble::combine::{CombineError, Combiner, FloatSum};
 use crate::assemble::exact::{grow_expansion, round_parts, two_sum};
-use crate::element::{DType, Element, Value};
-use half::{bf16, f16};
+use crate::element::{DType, Value};
 use std::marker::PhantomData;
 
 /// The fixed-size bits one contribution's value travels in: what the
@@ -199,18 +198,13 @@ impl Reduce<[u64; 2]> for ComplexExactF64<'_> {
     }
 }
 
-macro_rules! complex_from_lane {
-    ($($t:ty),*) => {$(
-        impl FromLane<[u64; 2]> for num_complex::Complex<$t> {
-            /// The parts' final values, already rounded to the part type.
-            #[inline(always)]
-            fn from_lane_bits(l: [u64; 2]) -> Self {
-                num_complex::Complex::new(f64::from_bits(l[0]) as $t, f64::from_bits(l[1]) as $t)
-            }
-        }
-    )*};
+impl<C: crate::element::ComplexElement> FromLane<[u64; 2]> for C {
+    /// The parts' final values, already rounded to the part type.
+    #[inline(always)]
+    fn from_lane_bits(l: [u64; 2]) -> Self {
+        C::from_parts(f64::from_bits(l[0]), f64::from_bits(l[1]))
+    }
 }
-complex_from_lane!(f32, f64);
 
 /// A final value as a lane: the inverse of [`raw_to_value`].
 #[inline(always)]
@@ -443,113 +437,11 @@ impl<O: OutValue> FromLane<u64> for O {
     }
 }
 
-/// An element type of a result: the value the file writer would store
-/// for a [`Value`] (`Value::to_le` of the element type), carried in a
-/// u64 lane between the reduction and the copy into the result.
-pub trait OutValue: Element {
-    /// The stored element for a final value of this element type (the
-    /// combiners' `finish` gives values that fit).
-    fn from_value(v: Value) -> Self;
-    /// The element's bits in a lane.
-    fn to_lane(self) -> u64;
-    /// The element back from [`OutValue::to_lane`].
-    fn from_lane(l: u64) -> Self;
-}
-
-impl OutValue for f64 {
-    #[inline(always)]
-    fn from_value(v: Value) -> f64 {
-        v.to_f64()
-    }
-    #[inline(always)]
-    fn to_lane(self) -> u64 {
-        self.to_bits()
-    }
-    #[inline(always)]
-    fn from_lane(l: u64) -> f64 {
-        f64::from_bits(l)
-    }
-}
-
-impl OutValue for f32 {
-    #[inline(always)]
-    fn from_value(v: Value) -> f32 {
-        v.to_f64() as f32
-    }
-    #[inline(always)]
-    fn to_lane(self) -> u64 {
-        self.to_bits() as u64
-    }
-    #[inline(always)]
-    fn from_lane(l: u64) -> f32 {
-        f32::from_bits(l as u32)
-    }
-}
-
-macro_rules! out_half {
-    ($($t:ty),*) => {$(
-        impl OutValue for $t {
-            #[inline(always)]
-            fn from_value(v: Value) -> $t {
-                <$t>::from_f64(v.to_f64())
-            }
-            #[inline(always)]
-            fn to_lane(self) -> u64 {
-                self.to_bits() as u64
-            }
-            #[inline(always)]
-            fn from_lane(l: u64) -> $t {
-                <$t>::from_bits(l as u16)
-            }
-        }
-    )*};
-}
-out_half!(f16, bf16);
-
-macro_rules! out_int {
-    ($($t:ty),*) => {$(
-        impl OutValue for $t {
-            #[inline(always)]
-            fn from_value(v: Value) -> $t {
-                match v {
-                    Value::Int(i) => i as $t,
-                    Value::UInt(u) => u as $t,
-                    Value::Float(f) | Value::Complex(f, _) => f as $t,
-                }
-            }
-            #[inline(always)]
-            fn to_lane(self) -> u64 {
-                self as u64
-            }
-            #[inline(always)]
-            fn from_lane(l: u64) -> $t {
-                l as $t
-            }
-        }
-    )*};
-}
-out_int!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-/// A bool result, one byte (0 or 1) as a reader's values hold it; the
-/// combiners give 0 or 1 (any true contribution makes a true sum).
-impl OutValue for crate::Bit {
-    #[inline(always)]
-    fn from_value(v: Value) -> crate::Bit {
-        crate::Bit::from(match v {
-            Value::Int(i) => i != 0,
-            Value::UInt(u) => u != 0,
-            Value::Float(f) | Value::Complex(f, _) => f != 0.0,
-        })
-    }
-    #[inline(always)]
-    fn to_lane(self) -> u64 {
-        u64::from(self.get())
-    }
-    #[inline(always)]
-    fn from_lane(l: u64) -> crate::Bit {
-        crate::Bit::from(l != 0)
-    }
-}
+/// An element type of a result: a real element type, whose stored value
+/// travels in a u64 lane between the reduction and the copy into the
+/// result (`Value::to_le` of the element type is what the file writer
+/// would store).
+pub use crate::element::RealElement as OutValue;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

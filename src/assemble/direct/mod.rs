@@ -110,29 +110,34 @@ pub trait DirectValue: PushValue + Send + Sync + 'static {
     }
 }
 
-impl DirectValue for f64 {
-    fn as_f64s(s: &[f64]) -> Option<&[f64]> {
-        Some(s)
+/// Every element type, as its Rust type (f64 and complex128 slices are
+/// recognised for their fast paths).
+impl<T: crate::element::Element + std::fmt::Display> DirectValue for T {
+    #[inline]
+    fn as_f64s(s: &[T]) -> Option<&[f64]> {
+        if T::DTYPE == DType::F64 {
+            bytemuck::try_cast_slice(s).ok()
+        } else {
+            None
+        }
+    }
+    #[inline]
+    fn as_c128s(s: &[T]) -> Option<&[num_complex::Complex<f64>]> {
+        if T::DTYPE == DType::C128 {
+            bytemuck::try_cast_slice(s).ok()
+        } else {
+            None
+        }
     }
 }
 
-macro_rules! direct_value {
-    ($($t:ty),*) => {$( impl DirectValue for $t {} )*};
-}
-direct_value!(f32, half::f16, half::bf16, i8, i16, i32, i64, u8, u16, u32, u64);
-direct_value!(num_complex::Complex<f32>, bool, crate::Bit);
-
-impl DirectValue for num_complex::Complex<f64> {
-    fn as_c128s(s: &[Self]) -> Option<&[num_complex::Complex<f64>]> {
-        Some(s)
-    }
-}
+/// A bool pushes as 1 or 0.
+impl DirectValue for bool {}
 
 /// An element type of a complex result: its two parts travel in one
 /// `[u64; 2]` lane ([`DirectPlan::assemble_complex`]).
-pub trait ComplexOut: crate::element::Element + lane::FromLane<[u64; 2]> {}
-impl ComplexOut for num_complex::Complex<f32> {}
-impl ComplexOut for num_complex::Complex<f64> {}
+pub trait ComplexOut: crate::element::ComplexElement + lane::FromLane<[u64; 2]> {}
+impl<C: crate::element::ComplexElement> ComplexOut for C {}
 
 /// How contributions are bucketed.
 #[derive(Clone, Debug)]

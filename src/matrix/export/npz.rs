@@ -40,69 +40,33 @@ crate::vocab::vocabulary! {
     }
 }
 
-/// NumPy type string of the `data` array for `d`.
-fn data_descr(d: DType) -> &'static str {
-    match d {
-        DType::F64 => "<f8",
-        DType::F32 | DType::F16 | DType::BF16 => "<f4",
-        DType::I8 => "|i1",
-        DType::U8 => "|u1",
-        DType::I16 => "<i2",
-        DType::U16 => "<u2",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::I64 => "<i8",
-        DType::U64 => "<u8",
-        DType::C64 => "<c8",
-        DType::C128 => "<c16",
-        DType::Bool => "|b1",
+/// Whether the `data` array holds `d`'s values widened to float32.
+fn widened(d: DType) -> bool {
+    d.is_narrow_float()
+}
+
+/// NumPy type string of the `data` array for `d`, and its bytes per value.
+fn data_descr(d: DType) -> (String, u64) {
+    if widened(d) {
+        return ("<f4".into(), 4);
     }
+    let order = if d.width() == 1 { '|' } else { '<' };
+    let code = d.npy_code().unwrap_or("f8");
+    (format!("{order}{code}"), d.width() as u64)
 }
 
 /// Append `v` as the data array's type (floats narrower than f32 widened).
 trait NpyValue: Element {
     fn put(self, out: &mut Vec<u8>);
 }
-macro_rules! npy_same {
-    ($($t:ty),*) => {$(
-        impl NpyValue for $t {
-            #[inline]
-            fn put(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
+impl<T: Element> NpyValue for T {
+    #[inline]
+    fn put(self, out: &mut Vec<u8>) {
+        if widened(T::DTYPE) {
+            out.extend_from_slice(&(self.to_value().to_f64() as f32).to_le_bytes());
+        } else {
+            self.write_le(out);
         }
-    )*};
-}
-npy_same!(f64, f32, i8, u8, i16, u16, i32, u32, i64, u64);
-impl NpyValue for half::f16 {
-    #[inline]
-    fn put(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_f32().to_le_bytes());
-    }
-}
-// numpy's complex64 and complex128 are the Hurray layouts: (re, im).
-macro_rules! npy_complex {
-    ($($t:ty),*) => {$(
-        impl NpyValue for crate::Complex<$t> {
-            #[inline]
-            fn put(self, out: &mut Vec<u8>) {
-                self.write_le(out);
-            }
-        }
-    )*};
-}
-npy_complex!(f32, f64);
-// numpy's bool is one byte, 0 or 1: what a reader's view holds.
-impl NpyValue for crate::Bit {
-    #[inline]
-    fn put(self, out: &mut Vec<u8>) {
-        self.write_le(out);
-    }
-}
-impl NpyValue for half::bf16 {
-    #[inline]
-    fn put(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_f32().to_le_bytes());
     }
 }
 
@@ -177,13 +141,8 @@ pub(super) fn write(
     };
     let coords = Coords::of(a)?;
     let dtype = a.dtype();
-    let descr = data_descr(dtype);
-    let width = if matches!(dtype, DType::F16 | DType::BF16) {
-        4
-    } else {
-        dtype.width() as u64
-    };
-    let h = npy_header(descr, &[nnz]);
+    let (descr, width) = data_descr(dtype);
+    let h = npy_header(&descr, &[nnz]);
     let data_size = h.len() as u64 + nnz * width;
     // Compressed targets: the major dimension (0: rows) and its extent.
     let (major, extent) = if target == NpzLayout::Csc {
@@ -277,10 +236,11 @@ pub(super) fn write(
             ro.gather(band.clone(), &mut items, &mut starts)?;
             for it in &items {
                 let raw = &it.raw;
-                match dtype {
-                    DType::F16 => half::f16::from_le_bytes([raw[0], raw[1]]).put(&mut c.buf),
-                    DType::BF16 => half::bf16::from_le_bytes([raw[0], raw[1]]).put(&mut c.buf),
-                    _ => c.buf.extend_from_slice(&raw[..w]),
+                if widened(dtype) {
+                    let v = dtype.decode(raw).to_f64() as f32;
+                    c.buf.extend_from_slice(&v.to_le_bytes());
+                } else {
+                    c.buf.extend_from_slice(&raw[..w]);
                 }
                 c.flush_if_full()?;
             }

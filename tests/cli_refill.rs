@@ -155,3 +155,46 @@ fn refill_writes_what_the_builder_writes() {
     );
     assert!(!d.join("e.hrry").exists());
 }
+
+/// `--memory-budget`, `--threads` and `--temp-dir` are one group of flags
+/// shared by `assemble`, `plan` and `refill`: the same grammar, the same
+/// range check (the library's), the same message and exit code 2 before
+/// any input is read.
+#[test]
+fn assemble_plan_and_refill_share_their_resource_flags() {
+    let d = tempfile::tempdir().unwrap();
+    let none = d.path().join("missing");
+    let none = none.to_str().unwrap();
+    let out = d.path().join("o").to_str().unwrap().to_string();
+    let commands: [Vec<&str>; 3] = [
+        vec!["assemble", "--input", none, "--shape", "2,2", "-o", &out],
+        vec!["plan", "--input", none, "--shape", "2,2", "-o", &out],
+        vec!["refill", none, none, "-o", &out],
+    ];
+    for args in &commands {
+        for (flag, value, want) in [
+            ("--threads", "0", "threads must be in 1..=1024, got 0"),
+            ("--threads", "1025", "threads must be in 1..=1024, got 1025"),
+            ("--memory-budget", "12 parsecs", "--memory-budget"),
+        ] {
+            let o = Command::new(BIN)
+                .args(args)
+                .args([flag, value])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run the CLI");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?} {flag} {value}: {err}");
+            assert!(err.contains(want), "{args:?} {flag} {value}: {err}");
+        }
+        let o = Command::new(BIN)
+            .arg(args[0])
+            .arg("--help")
+            .output()
+            .expect("run the CLI");
+        let help = String::from_utf8_lossy(&o.stdout);
+        for flag in ["--memory-budget <SIZE>", "--threads <N>", "--temp-dir <DIR>"] {
+            assert!(help.contains(flag), "{} --help lacks {flag}", args[0]);
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //! A thin shell over the library's [`Source`]: the input's format, header,
 //! shape, element type and errors are the library's.
 
-use crate::names::{named, size};
+use crate::names::named;
+use crate::resources::Resources;
 use crate::{parse_list, usage};
 use clap::Args;
 use coo_assembler::group_digits;
@@ -31,19 +32,11 @@ pub(crate) struct AssembleArgs {
     /// one (text: printable numbers and comments), bin otherwise].
     #[arg(long, value_parser = named::<InputFormat>())]
     format: Option<InputFormat>,
-    /// Memory for all buffers: a size such as 8MiB, 256MiB, 1.5GiB, 64M or
-    /// 1e9 (bytes).
-    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
-    memory_budget: u64,
-    /// Cores to use (default: all). 1 parses, sorts, merges and writes on
-    /// one thread; N > 1 runs N sorters (and N text parsers) beside the
-    /// reading thread and writes beside the merge. Output is the same for
-    /// any N.
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Directory for spill files (default: $TMPDIR or /tmp).
-    #[arg(long, value_name = "DIR")]
-    temp_dir: Option<PathBuf>,
+    // With --threads 1 one thread parses, sorts, merges and writes; N > 1
+    // runs N sorters (and N text parsers) beside the reading thread and
+    // writes beside the merge.
+    #[command(flatten)]
+    resources: Resources,
     /// How contributions to one coordinate combine.
     #[arg(long, value_parser = named::<DuplicatePolicy>(), default_value = "sum")]
     duplicates: DuplicatePolicy,
@@ -161,20 +154,19 @@ fn clean_up_on_signals(output: &Path, temp_base: PathBuf) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// The builder options the flags ask for (threads left at the default;
-/// each caller picks its own).
-fn assemble_options(a: &AssembleArgs) -> AssembleOptions {
-    AssembleOptions {
-        memory_budget: a.memory_budget,
+/// The builder options the flags ask for, with `threads` unless
+/// --threads says otherwise.
+fn assemble_options(a: &AssembleArgs, threads: usize) -> coo_assembler::Result<AssembleOptions> {
+    a.resources.options(AssembleOptions {
         duplicates: a.duplicates,
         drop_zeros: a.drop_zeros,
         exact_sums: !a.fast_sums,
         tensor_name: a.name.clone(),
         layout: a.layout,
-        temp_dir: a.temp_dir.clone(),
         non_finite: a.non_finite,
+        threads,
         ..AssembleOptions::default()
-    }
+    })
 }
 
 /// The input the flags name.
@@ -191,11 +183,8 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
     if a.mpi {
         return mpi_run::run(a);
     }
-    let temp_base = a.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let mut opts = assemble_options(&a);
-    if let Some(t) = a.threads {
-        opts.threads = t;
-    }
+    let temp_base = a.resources.temp_base();
+    let opts = assemble_options(&a, AssembleOptions::default().threads)?;
     let source = open_source(&a).map_err(|e| match (e, a.format) {
         // The library names the format; say which flag chose it.
         (e @ coo_assembler::Error::InvalidArgument(_), Some(f)) => {
@@ -311,9 +300,8 @@ mod mpi_run {
         };
         let shape = parse_list(shape, "--shape")?;
         let dtype = a.dtype.unwrap_or(DType::F64);
-        let mut opts = assemble_options(a);
         // One sorter thread per rank unless told: ranks share the machine.
-        opts.threads = a.threads.unwrap_or(1);
+        let opts = assemble_options(a, 1)?;
         Ok((shape, dtype, opts))
     }
 

@@ -22,6 +22,7 @@ mod matvec;
 mod names;
 mod plan;
 mod refill;
+mod resources;
 mod spy;
 mod verify;
 

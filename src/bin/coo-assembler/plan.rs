@@ -2,8 +2,9 @@
 //! out of core into a plan file kept in parts (the library's
 //! `PlanFile::create_from_bin`), for `refill` to fill step after step.
 
-use crate::names::{named, size};
+use crate::names::named;
 use crate::parse_list;
+use crate::resources::Resources;
 use clap::Args;
 use coo_assembler::vocab::format_size;
 use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
@@ -37,16 +38,10 @@ pub(crate) struct PlanArgs {
     /// What every refill does with NaN and infinite values.
     #[arg(long, value_parser = named::<NonFinitePolicy>(), default_value = "keep")]
     non_finite: NonFinitePolicy,
-    /// Memory for planning; the plan is cut into parts that each fit it,
-    /// so `refill` runs in the same budget.
-    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
-    memory_budget: u64,
-    /// Cores to use (default: all). The plan is the same for any N.
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Directory for spill files (default: $TMPDIR or /tmp).
-    #[arg(long, value_name = "DIR")]
-    temp_dir: Option<PathBuf>,
+    // The budget bounds planning: the plan is cut into parts that each fit
+    // it, so `refill` runs in the same budget.
+    #[command(flatten)]
+    resources: Resources,
     /// The plan file to write (replaced atomically; not the input).
     #[arg(long, short, value_name = "K.plan")]
     output: PathBuf,
@@ -58,17 +53,13 @@ pub(crate) struct PlanArgs {
 pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
     let shape = parse_list(&a.shape, "--shape")?;
-    let d = AssembleOptions::default();
-    let opts = AssembleOptions {
+    let opts = a.resources.options(AssembleOptions {
         layout: a.layout,
         duplicates: a.duplicates,
         exact_sums: !a.fast_sums,
         non_finite: a.non_finite,
-        memory_budget: a.memory_budget,
-        threads: a.threads.unwrap_or(d.threads).max(1),
-        temp_dir: a.temp_dir.clone(),
-        ..d
-    };
+        ..AssembleOptions::default()
+    })?;
     let s = coo_assembler::PlanFile::create_from_bin(
         &a.input, a.dtype, &shape, a.dtype, &opts, &a.output, None,
     )?;
@@ -79,7 +70,7 @@ pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
             coo_assembler::group_digits(s.contributions.into()),
             coo_assembler::group_digits(s.nnz.into()),
             s.parts,
-            format_size(a.memory_budget),
+            format_size(opts.memory_budget),
             t0.elapsed().as_secs_f64(),
         );
     }

@@ -3,7 +3,7 @@
 //! is loaded, a plan kept in parts is refilled part by part within the
 //! budget).
 
-use crate::names::size;
+use crate::resources::Resources;
 use clap::Args;
 use coo_assembler::vocab::format_size;
 use coo_assembler::AssembleOptions;
@@ -25,18 +25,11 @@ pub(crate) struct RefillArgs {
     /// values file).
     #[arg(long, short, value_name = "PATH")]
     output: PathBuf,
-    /// Memory for a plan kept in parts: its largest part's working set
-    /// and the buffers must fit (the error says how much is needed). A
-    /// plan held in memory is loaded whole.
-    #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
-    memory_budget: u64,
-    /// Cores to use (default: all). The result is the same for any N.
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Directory for the spill files of a plan kept in parts (default:
-    /// $TMPDIR or /tmp).
-    #[arg(long, value_name = "DIR")]
-    temp_dir: Option<PathBuf>,
+    // The budget bounds a plan kept in parts: its largest part's working
+    // set and the buffers must fit (the error says how much is needed). A
+    // plan held in memory is loaded whole.
+    #[command(flatten)]
+    resources: Resources,
     /// Print nothing on success.
     #[arg(long, short)]
     quiet: bool,
@@ -44,20 +37,14 @@ pub(crate) struct RefillArgs {
 
 pub(crate) fn run(a: RefillArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
-    let d = AssembleOptions::default();
-    let opts = AssembleOptions {
-        memory_budget: a.memory_budget,
-        threads: a.threads.unwrap_or(d.threads).max(1),
-        temp_dir: a.temp_dir.clone(),
-        ..d
-    };
+    let opts = a.resources.options(AssembleOptions::default())?;
     let s = coo_assembler::refill_plan_file(&a.plan, &a.values, &a.output, &opts)?;
     if !a.quiet {
         let parts = if s.parts > 1 {
             format!(
                 ", {} parts within {}",
                 s.parts,
-                format_size(a.memory_budget)
+                format_size(opts.memory_budget)
             )
         } else {
             String::new()

@@ -2,7 +2,7 @@
 //! input format, inspect with info / get / dump / verify, and every error
 //! path (exit code, message, no panic text, no leftover files).
 
-mod common;
+use crate::common;
 
 // Issue 8 (input formats and messages), beside these helpers.
 #[path = "cli/input.rs"]

@@ -5,7 +5,7 @@
 //! the COO matrix beside it works as usual, and `matvec --x FILE:TENSOR`
 //! takes a rank-1 dense tensor as x.
 
-mod common;
+use crate::common;
 
 use common::mixed;
 use std::path::Path;

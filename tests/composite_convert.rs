@@ -6,7 +6,7 @@
 //! (`CompositeFile::to_plain` for COO and CSR, a temporary COO file
 //! converted for CSC). The command line's `convert` and `composite to-coo`
 //! give the same bytes, in place too; `open` tells plain from composite. Regenerate with
-//! `GOLDEN_REGENERATE=1 cargo test --release --test composite_convert`
+//! `GOLDEN_REGENERATE=1 cargo test --release --test suite -- composite_convert::`
 //! only for a deliberate change of bytes (and record it in the version log
 //! of `docs/format.md`).
 

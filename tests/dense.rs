@@ -5,7 +5,7 @@
 //! entries refuses them by name while the COO matrix beside them reads as
 //! usual. Damaged dense descriptors give typed errors, never a panic.
 
-mod common;
+use crate::common;
 
 use common::mixed;
 use coo_assembler::hurray::descriptor::field;

@@ -325,7 +325,7 @@ fn kernel_path_keeps_rss_within_the_budget() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "rss_child",
+            "direct_file::rss_child",
             "--ignored",
             "--nocapture",
             "--test-threads",

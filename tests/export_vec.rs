@@ -4,7 +4,7 @@
 //! checked by parsing its header and data, 64-bit integers beyond 2^53
 //! refused for PETSc (matrix and vector), and the rank refusals.
 
-mod common;
+use crate::common;
 
 use coo_assembler::matrix::export::{export, export_file, ExportOptions, Format};
 use coo_assembler::matrix::{Matrix, MatrixError};

@@ -2,7 +2,7 @@
 //! `tests/golden/`. The test makes them again and asserts the bytes are the
 //! same, then reads the committed files and checks every entry. A change of
 //! output bytes must therefore be deliberate: regenerate with
-//! `GOLDEN_REGENERATE=1 cargo test --test golden` and record it in the
+//! `GOLDEN_REGENERATE=1 cargo test --test suite -- golden::` and record it in the
 //! version log of `docs/format.md`.
 
 use coo_assembler::hurray::KvValue;

@@ -3,7 +3,7 @@
 //! 1 to 4; and an independent, std-only decoding of one of our files
 //! against the COO layout of the spec (pgillet/hurray, docs/spec/layouts/coo.md).
 
-mod common;
+use crate::common;
 
 use common::reference;
 

@@ -4,7 +4,7 @@
 //! with a BTreeMap oracle, buffer by buffer, statistics and KV checksums
 //! included.
 
-mod common;
+use crate::common;
 
 use common::reference;
 use coo_assembler::write::{FileWriter, WriteOptions};

@@ -1,7 +1,7 @@
 //! Matrix products, exports and pictures (issue 10) on files written by
 //! the test helper (sorted and unsorted COO, any value type).
 
-mod common;
+use crate::common;
 
 use coo_assembler::matrix::export::{export, ExportOptions, Format};
 use coo_assembler::matrix::{

@@ -1,6 +1,6 @@
 //! Lookups, typed views, content verification and property tests of the reader.
 
-mod common;
+use crate::common;
 
 use common::*;
 use coo_assembler::hurray::KvValue;
@@ -468,7 +468,7 @@ fn dtype_names() {
     assert_eq!(DType::F32.name(), "f32");
 }
 
-/// `cargo test --release --test read_access -- --ignored get_throughput --nocapture`
+/// `cargo test --release --test suite -- --ignored read_access::get_throughput --nocapture`
 #[test]
 #[ignore]
 fn get_throughput_10m() {

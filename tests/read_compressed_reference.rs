@@ -5,7 +5,7 @@
 //! the storage order by `iter`, the three buffers byte for byte, rows and
 //! columns as slices).
 
-mod common;
+use crate::common;
 
 use common::reference;
 use coo_assembler::{DType, HurrayFile, OutputLayout, Tensor, Value};

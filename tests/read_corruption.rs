@@ -1,6 +1,6 @@
 //! Structural validation of `HurrayFile`: hostile bytes give errors, never panics.
 
-mod common;
+use crate::common;
 
 use common::*;
 use coo_assembler::hurray::{KvValue, Statistics};

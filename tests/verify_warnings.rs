@@ -2,7 +2,7 @@
 //! the common "over the stored values" convention is recognised and named;
 //! `--strict` fails on warnings), and every padding byte is checked.
 
-mod common;
+use crate::common;
 
 use common::reference;
 use coo_assembler::{HurrayFile, Severity};

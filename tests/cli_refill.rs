@@ -193,7 +193,11 @@ fn assemble_plan_and_refill_share_their_resource_flags() {
             .output()
             .expect("run the CLI");
         let help = String::from_utf8_lossy(&o.stdout);
-        for flag in ["--memory-budget <SIZE>", "--threads <N>", "--temp-dir <DIR>"] {
+        for flag in [
+            "--memory-budget <SIZE>",
+            "--threads <N>",
+            "--temp-dir <DIR>",
+        ] {
             assert!(help.contains(flag), "{} --help lacks {flag}", args[0]);
         }
     }

@@ -6,7 +6,6 @@
 //! `mutation` (a counting global allocator) and `mpi` (its own `main`).
 //! Run one file's tests with `cargo test --release --test suite -- <file>::`.
 
-mod common;
 mod architecture;
 mod assemble;
 #[path = "bool.rs"]
@@ -17,6 +16,7 @@ mod cli_dense;
 mod cli_layouts;
 mod cli_matrix;
 mod cli_refill;
+mod common;
 mod complex;
 mod composite_convert;
 mod dense;

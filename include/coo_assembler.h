@@ -12,6 +12,26 @@
  * several threads at once). A coo_pusher is used by one thread at a time.
  * A coo_file may be read from several threads at once, and a coo_plan
  * refilled from several threads at once (each into its own output).
+ *
+ * Handles: coo_builder_finish returns COO_ERR_REFUSED when it refused to
+ * start (a bad output path or folder, an output that is a pushed input,
+ * pushers still alive): the builder is still yours, with every
+ * contribution; fix the cause and call it again, or coo_builder_free. Any
+ * other status of coo_builder_finish means the builder handle is gone.
+ * Detected misuse, which returns COO_ERR_STATE (or is a no-op for a free):
+ *   - a push, coo_builder_finish or coo_pusher_new on a builder that was
+ *     finished, failed while finishing, or was freed;
+ *   - a push through a pusher whose builder was freed;
+ *   - any call on a plan that was freed;
+ *   - a second coo_builder_free, coo_pusher_free or coo_plan_free (no-op).
+ * Undefined behaviour (the library cannot tell without slowing every
+ * call):
+ *   - a push through a coo_pusher that was freed;
+ *   - any call on a coo_file after coo_file_close, or a second close;
+ *   - freeing a handle while another thread uses it, or one coo_pusher
+ *     used by two threads at once;
+ *   - a stale handle whose address the allocator has given to a new one;
+ *   - arrays shorter than their stated length, strings not NUL-terminated.
  * See docs/c-api.md for the full rules and examples.
  */
 
@@ -68,7 +88,9 @@
 #define COO_ERR_OVERFLOW -7
 
 /**
- * The memory budget is too small, or memory could not be allocated.
+ * The memory budget is too small for the work (the message gives the
+ * smallest that works). Memory that could not be allocated is
+ * `COO_ERR_MEMORY`.
  */
 #define COO_ERR_BUDGET -8
 
@@ -85,9 +107,12 @@
 #define COO_ERR_INVALID_FILE -10
 
 /**
- * The handle cannot do this now: pushers still alive at
- * `coo_builder_finish`, a pusher whose builder is gone, or an earlier
- * error (I/O or internal) left the handle unusable.
+ * The handle cannot do this now: a builder that was finished or freed
+ * (push, finish, `coo_pusher_new`), a plan that was freed, a pusher whose
+ * builder was freed, or an earlier internal error left the handle
+ * unusable. (Pushers still alive at `coo_builder_finish` are
+ * `COO_ERR_REFUSED`: the builder stays yours.) Only the misuse listed at
+ * the top of this header as "Handles" is detected; the rest is undefined.
  */
 #define COO_ERR_STATE -11
 
@@ -108,7 +133,9 @@
 #define COO_ERR_INPUT -14
 
 /**
- * Memory could not be allocated.
+ * Memory could not be allocated (a plan of a 2^40-row CSR matrix needs
+ * 8 TiB of row pointers): an error, never an abort. Writing such a file
+ * is `COO_ERR_IO` when its file system has no room for it.
  */
 #define COO_ERR_MEMORY -15
 
@@ -145,9 +172,10 @@
  * status codes -14 to -19, validated builder handles and a refused
  * `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
  * `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
- * summary grew: rebuild programs built against an API-2 header).
+ * summary grew: rebuild programs built against an API-2 header). 4:
+ * `coo_file_verify_report` (the notes and warnings of a valid file).
  */
-#define COO_API_VERSION 3
+#define COO_API_VERSION 4
 
 /**
  * Largest rank of a tensor (the size of `coo_info.shape`).
@@ -805,8 +833,9 @@ void coo_pusher_free(coo_pusher *p);
  * file, fsync, rename); fill `out` (may be NULL).
  *
  * Before merging, the call checks what the caller can fix: `path` (not
- * NULL or empty, its folder exists and is writable, it is none of the
- * files pushed) and that every pusher was freed. If one fails it returns
+ * NULL or empty, names a file and not a directory, its folder exists and
+ * is writable, it is none of the files pushed) and that every pusher was
+ * freed. If one fails it returns
  * `COO_ERR_REFUSED` and the builder is untouched and still the caller's
  * (fix it and call again, or `coo_builder_free`). Any other status means
  * the handle is gone: `COO_OK` (written), or a failure while merging or
@@ -943,13 +972,38 @@ int coo_file_layout(const coo_file *f, coo_layout *out);
 
 /**
  * Check the whole file's content (bounds, order, duplicates, statistics,
- * checksums; O(nnz)). `COO_OK` when clean or with warnings only, else `COO_ERR_INVALID_FILE`
- * with the problems in `coo_last_error`.
+ * checksums; O(nnz)). `COO_OK` when the file is valid, else
+ * `COO_ERR_INVALID_FILE` with the problems in `coo_last_error`. What
+ * leaves a file valid (warnings: statistics that disagree with the data;
+ * notes: a tensor that carries no stored checksums, whose bytes could not
+ * be checked) is not told here: `coo_file_verify_report` tells it.
  *
  * # Safety
  * `f` is NULL or a live file.
  */
 int coo_file_verify(const coo_file *f);
+
+/**
+ * `coo_file_verify`, which also tells what leaves the file valid. The
+ * status is `coo_file_verify`'s. When not NULL, `*notes` gets the number
+ * of notes (checks that could not be made: a tensor written by another
+ * writer carries no stored checksums, so its layout and content rules
+ * were checked but not its bytes), `*warnings` the number of warnings
+ * (statistics that disagree with the data), and `text` every finding,
+ * errors too, one a line (`text_len` bytes, always NUL-terminated when
+ * `text_len > 0`; cut at a line, ending in "...", when they do not fit).
+ * A clean file of ours gives 0, 0 and "".
+ *
+ * # Safety
+ * `f` is NULL or a live file; `notes` and `warnings` are NULL or valid
+ * for writing a `uint64_t`; `text` is NULL or valid for writing
+ * `text_len` bytes.
+ */
+int coo_file_verify_report(const coo_file *f,
+                           uint64_t *notes,
+                           uint64_t *warnings,
+                           char *text,
+                           size_t text_len);
 
 /**
  * Close a file. NULL: no-op.

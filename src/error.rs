@@ -193,7 +193,7 @@ pub enum Error {
     },
 
     /// A memory allocation inside the budget could not be made.
-    #[error("out of memory: could not allocate {bytes} bytes for {what}")]
+    #[error("out of memory: could not allocate {} for {what}", size_and_bytes(*bytes))]
     OutOfMemory {
         /// What the memory was for.
         what: &'static str,
@@ -290,6 +290,17 @@ pub enum Error {
         /// What the operation serves ("COO, CSR and CSC").
         served: &'static str,
     },
+}
+
+/// A size as people read it, with the exact count after it when the
+/// unit rounds: "8 TiB (8796093022216 bytes)", "512 B".
+fn size_and_bytes(bytes: u64) -> String {
+    let size = crate::size::format_size(bytes);
+    if bytes < 1024 {
+        size
+    } else {
+        format!("{size} ({bytes} bytes)")
+    }
 }
 
 impl Error {
@@ -701,6 +712,32 @@ mod tests {
         assert_eq!(
             e,
             "tensor \"w\" is dense row-major; to_scipy serves COO, CSR and CSC"
+        );
+        // Sizes in the library's format, the exact count kept.
+        let e = Error::OutOfMemory {
+            what: "the row pointers (indptr) of a CSR matrix: rows + 1 entries",
+            bytes: 8 * ((1 << 40) + 1),
+        };
+        assert_eq!(
+            e.to_string(),
+            "out of memory: could not allocate 8 TiB (8796093022216 bytes) for the row \
+             pointers (indptr) of a CSR matrix: rows + 1 entries"
+        );
+        let e = Error::OutOfMemory {
+            what: "a run",
+            bytes: 3_258_828,
+        };
+        assert_eq!(
+            e.to_string(),
+            "out of memory: could not allocate 3.1 MiB (3258828 bytes) for a run"
+        );
+        let e = Error::OutOfMemory {
+            what: "a run",
+            bytes: 100,
+        };
+        assert_eq!(
+            e.to_string(),
+            "out of memory: could not allocate 100 B for a run"
         );
         let mut codes = std::collections::HashSet::new();
         for k in ErrorKind::ALL {

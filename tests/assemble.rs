@@ -3,7 +3,7 @@
 
 use coo_assembler::HurrayFile;
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Error, NonFinitePolicy, Value,
+    AssembleOptions, Builder, DType, DuplicatePolicy, Error, ErrorKind, NonFinitePolicy, Value,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -332,6 +332,177 @@ fn unwritable_output_fails_cleanly() {
     assert!(
         matches!(e, Error::Io { .. }) && e.to_string().contains("missing"),
         "{e}"
+    );
+}
+
+/// A builder of `tiny` budget holding 20,000 contributions in spill runs.
+fn spilled_builder(spill: &Path) -> Builder {
+    let shape = [50u64, 50];
+    let mut b = Builder::new(&shape, DType::F64, tiny(&shape, DType::F64, 1, spill)).unwrap();
+    for k in 0..20_000u64 {
+        b.push(&[k % 50, (k * 7) % 50], 1.0).unwrap();
+    }
+    b
+}
+
+/// Issue 22: an output the rename cannot replace was found only after the
+/// merge had spent the builder, losing every contribution. Each is now
+/// refused first, the builder kept, nothing created.
+#[test]
+fn an_output_that_cannot_be_published_is_refused_before_the_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let existing = tmp.path().join("out");
+    std::fs::create_dir(&existing).unwrap();
+    std::os::unix::fs::symlink(&existing, tmp.path().join("link")).unwrap();
+    let file = tmp.path().join("plain.txt");
+    std::fs::write(&file, b"a file").unwrap();
+    let with_slash = format!("{}/", tmp.path().join("new").display());
+    let dot = format!("{}/.", existing.display());
+    let long = tmp.path().join(format!("{}.hrry", "k".repeat(240)));
+    let cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (existing.clone(), "a directory, not a file"),
+        (tmp.path().join("link"), "a directory, not a file"),
+        (with_slash.into(), "names a directory, not a file"),
+        (dot.into(), "names a directory, not a file"),
+        (".".into(), "names a directory, not a file"),
+        ("".into(), "the output path is empty"),
+        (file.join("K.hrry"), "not a directory"),
+        (long, "its temporary name adds"),
+    ];
+    let mut b = spilled_builder(spill.path());
+    for (target, want) in &cases {
+        let e = b.finish(target).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains(want), "{}: {msg}", target.display());
+        assert!(
+            matches!(e.kind(), ErrorKind::Io | ErrorKind::Argument),
+            "{}: {e:?}",
+            target.display()
+        );
+        assert!(
+            !b.is_finished(),
+            "{}: the builder was spent",
+            target.display()
+        );
+    }
+    assert!(dir_is_empty(&existing));
+    let mut left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["link", "out", "plain.txt"]);
+    // The refusals kept every contribution: finish into the folder.
+    let s = b.finish(existing.join("K.hrry")).unwrap();
+    assert_eq!(s.contributions, 20_000);
+    drop(b);
+    assert!(dir_is_empty(spill.path()));
+}
+
+/// The uid the read-only folder test runs as when the tests run as root,
+/// for whom every permission check passes: `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Issue 22: a read-only output folder is refused by `finish` before the
+/// merge (the builder kept), a read-only `temp_dir` by `Builder::new`. As
+/// root the test runs itself again as `nobody`; it is skipped, saying
+/// why, only when root may not switch user.
+#[test]
+fn read_only_folders_are_refused_and_the_builder_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        let name = "read_only_folders_are_refused_and_the_builder_kept";
+        let exe = std::env::current_exe().unwrap();
+        let run = std::process::Command::new(&exe)
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output();
+        let o = match run {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                eprintln!(
+                    "SKIPPED: running as root without the right to switch to uid {NOBODY} \
+                     ({e}); the read-only folder checks need a user permissions apply to"
+                );
+                return;
+            }
+            Err(e) => panic!("cannot run {} as uid {NOBODY}: {e}", exe.display()),
+        };
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && out.contains("1 passed"),
+            "as uid {NOBODY}:\n{out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let spill = tmp.path().join("spill");
+    let ro = tmp.path().join("read-only");
+    std::fs::create_dir(&spill).unwrap();
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let shape = [50u64, 50];
+    let opts = AssembleOptions {
+        temp_dir: Some(ro.clone()),
+        ..tiny(&shape, DType::F64, 1, &spill)
+    };
+    let Err(e) = Builder::new(&shape, DType::F64, opts) else {
+        panic!("a read-only temp_dir was accepted");
+    };
+    let msg = e.to_string();
+    assert_eq!(e.kind(), ErrorKind::Io, "{msg}");
+    assert!(
+        msg.contains("temp_dir") && msg.contains("read-only"),
+        "{msg}"
+    );
+    let mut b = spilled_builder(&spill);
+    let e = b.finish(ro.join("K.hrry")).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("output directory") && msg.contains("Permission denied"),
+        "{msg}"
+    );
+    assert!(!b.is_finished());
+    let s = b.finish(tmp.path().join("K.hrry")).unwrap();
+    assert_eq!(s.contributions, 20_000);
+    drop(b);
+    assert!(dir_is_empty(&ro) && dir_is_empty(&spill));
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `finish` while a pusher is alive is refused and changes nothing: the
+/// pusher and the builder go on pushing, and a later finish has it all.
+#[test]
+fn finish_with_a_live_pusher_is_refused_and_the_builder_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spill = tempfile::tempdir().unwrap();
+    let mut b = spilled_builder(spill.path());
+    let mut p = b.pusher().unwrap();
+    p.push(&[1, 1], 2.0).unwrap();
+    let out = tmp.path().join("K.hrry");
+    let e = b.finish(&out).unwrap_err();
+    assert!(matches!(e, Error::PushersAlive { alive: 1 }), "{e:?}");
+    assert_eq!(e.kind(), ErrorKind::State);
+    assert!(e.to_string().contains("drop them before finish"), "{e}");
+    assert!(!b.is_finished());
+    assert!(!out.exists());
+    p.push(&[1, 1], 3.0).unwrap();
+    drop(p);
+    b.push(&[1, 1], 4.0).unwrap();
+    let s = b.finish(&out).unwrap();
+    assert_eq!(s.contributions, 20_003);
+    let f = HurrayFile::open(&out).unwrap();
+    let before = (0..20_000u64)
+        .filter(|k| k % 50 == 1 && (k * 7) % 50 == 1)
+        .count() as f64;
+    assert_eq!(
+        f.only_tensor().unwrap().get(&[1, 1]).unwrap(),
+        Value::Float(before + 9.0)
     );
 }
 

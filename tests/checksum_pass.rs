@@ -269,5 +269,16 @@ async fn a_file_without_our_checksums_reads_as_before() {
         &ExportOptions::default(),
     )
     .unwrap();
-    assert!(f.verify().is_empty());
+    // verify tells, from the library, that the bytes could not be checked.
+    let p = f.verify();
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(!p[0].is_error());
+    assert_eq!(p[0].severity, coo_assembler::Severity::Note);
+    assert_eq!(p[0].rule, "no-checksums");
+    assert_eq!(p[0].tensor.as_deref(), Some("ref"));
+    assert!(
+        p[0].to_string().contains("carries no stored checksums"),
+        "{}",
+        p[0]
+    );
 }

@@ -1135,3 +1135,51 @@ fn help_texts() {
     let v = ok(&["--version"]);
     assert!(v.stdout.starts_with("coo-assembler "), "{}", v.stdout);
 }
+
+/// `coo-assembler ARGS` given `limit` to exit: a hang is a failure (the
+/// child is killed), not a test run that never ends.
+fn run_within(args: &[&str], limit: std::time::Duration) -> Out {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn coo-assembler");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("{args:?} did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    Out {
+        code: o.status.code().expect("exited by a signal"),
+        stdout: String::from_utf8(o.stdout).unwrap(),
+        stderr: String::from_utf8(o.stderr).unwrap(),
+    }
+}
+
+/// Issue 22: `info` on a FIFO waited for a writer forever; on a directory
+/// it said "No such device". Both exit 1 at once, naming what the path is.
+#[test]
+fn info_on_a_fifo_or_a_directory_says_what_it_is_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.hrry");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let limit = std::time::Duration::from_secs(30);
+    for (path, what) in [
+        (&fifo, "a FIFO (named pipe), not a Hurray file"),
+        (&dir.path().to_path_buf(), "a directory, not a Hurray file"),
+    ] {
+        for cmd in ["info", "verify"] {
+            let o = run_within(&[cmd, s(path)], limit);
+            fails(&o, 1, &[what, s(path)]);
+        }
+    }
+}

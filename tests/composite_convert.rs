@@ -296,13 +296,25 @@ fn the_command_line_converts_composites_as_the_library_does() {
             );
             if layout == OutputLayout::Coo {
                 let out = dir.path().join(format!("{}.to-coo-cli.hrry", c.name));
-                cli_ok(&[
+                let said = cli_ok(&[
                     "composite".as_ref(),
                     "to-coo".as_ref(),
                     comp.as_os_str(),
                     out.as_os_str(),
                 ]);
                 assert!(std::fs::read(&out).unwrap() == want);
+                // The size as the library tells sizes, the exact count kept.
+                let n = want.len() as u64;
+                let size = coo_assembler::vocab::format_size(n);
+                let told = if n < 1024 {
+                    size
+                } else {
+                    format!("{size} ({n} bytes)")
+                };
+                assert!(
+                    said.contains(&format!("wrote {}: {told}", out.display())),
+                    "{said}"
+                );
             }
         }
     }

@@ -191,7 +191,12 @@ fn check_ours(bytes: Vec<u8>, tensors: &[Raw]) {
     let names: Vec<&str> = f.tensor_names().collect();
     let want: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, want);
-    assert!(f.verify().is_empty(), "{:?}", f.verify());
+    // The reference writer stores no checksums: a note per tensor says so.
+    let problems = f.verify();
+    assert!(
+        problems.iter().all(|p| p.rule == "no-checksums"),
+        "{problems:?}"
+    );
     for raw in tensors {
         let t = f.tensor(&raw.name).unwrap();
         let d = t.descriptor();

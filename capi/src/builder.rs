@@ -996,8 +996,9 @@ pub unsafe extern "C" fn coo_pusher_free(p: *mut coo_pusher) {
 /// file, fsync, rename); fill `out` (may be NULL).
 ///
 /// Before merging, the call checks what the caller can fix: `path` (not
-/// NULL or empty, its folder exists and is writable, it is none of the
-/// files pushed) and that every pusher was freed. If one fails it returns
+/// NULL or empty, names a file and not a directory, its folder exists and
+/// is writable, it is none of the files pushed) and that every pusher was
+/// freed. If one fails it returns
 /// `COO_ERR_REFUSED` and the builder is untouched and still the caller's
 /// (fix it and call again, or `coo_builder_free`). Any other status means
 /// the handle is gone: `COO_OK` (written), or a failure while merging or

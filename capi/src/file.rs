@@ -7,7 +7,7 @@ use crate::{
     coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
     COO_ERR_INVALID_FILE, COO_ERR_RANK,
 };
-use coo_assembler::{HurrayFile, OutputLayout, Tensor};
+use coo_assembler::{HurrayFile, OutputLayout, Problem, Severity, Tensor};
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr::NonNull;
 
@@ -506,8 +506,11 @@ pub unsafe extern "C" fn coo_file_layout(f: *const coo_file, out: *mut coo_layou
 }
 
 /// Check the whole file's content (bounds, order, duplicates, statistics,
-/// checksums; O(nnz)). `COO_OK` when clean or with warnings only, else `COO_ERR_INVALID_FILE`
-/// with the problems in `coo_last_error`.
+/// checksums; O(nnz)). `COO_OK` when the file is valid, else
+/// `COO_ERR_INVALID_FILE` with the problems in `coo_last_error`. What
+/// leaves a file valid (warnings: statistics that disagree with the data;
+/// notes: a tensor that carries no stored checksums, whose bytes could not
+/// be checked) is not told here: `coo_file_verify_report` tells it.
 ///
 /// # Safety
 /// `f` is NULL or a live file.
@@ -516,20 +519,96 @@ pub unsafe extern "C" fn coo_file_verify(f: *const coo_file) -> c_int {
     status(|| {
         let f = file(f)?;
         // SAFETY: the reader lives as long as the handle.
-        let problems = unsafe { f.file.as_ref() }.verify();
-        // Warnings (statistics that disagree with the data) leave a valid file.
-        if problems.iter().all(|p| !p.is_error()) {
-            return Ok(());
-        }
-        const SHOWN: usize = 5;
-        let mut msg = format!("{} problem(s): ", problems.len());
-        let listed: Vec<String> = problems.iter().take(SHOWN).map(|p| p.to_string()).collect();
-        msg.push_str(&listed.join("; "));
-        if problems.len() > SHOWN {
-            msg.push_str("; ...");
-        }
-        Err(Fail::new(COO_ERR_INVALID_FILE, msg))
+        verdict(&unsafe { f.file.as_ref() }.verify())
     })
+}
+
+/// `coo_file_verify`, which also tells what leaves the file valid. The
+/// status is `coo_file_verify`'s. When not NULL, `*notes` gets the number
+/// of notes (checks that could not be made: a tensor written by another
+/// writer carries no stored checksums, so its layout and content rules
+/// were checked but not its bytes), `*warnings` the number of warnings
+/// (statistics that disagree with the data), and `text` every finding,
+/// errors too, one a line (`text_len` bytes, always NUL-terminated when
+/// `text_len > 0`; cut at a line, ending in "...", when they do not fit).
+/// A clean file of ours gives 0, 0 and "".
+///
+/// # Safety
+/// `f` is NULL or a live file; `notes` and `warnings` are NULL or valid
+/// for writing a `uint64_t`; `text` is NULL or valid for writing
+/// `text_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_verify_report(
+    f: *const coo_file,
+    notes: *mut u64,
+    warnings: *mut u64,
+    text: *mut c_char,
+    text_len: usize,
+) -> c_int {
+    status(|| {
+        let f = file(f)?;
+        // SAFETY: the reader lives as long as the handle.
+        let problems = unsafe { f.file.as_ref() }.verify();
+        let count = |s: Severity| problems.iter().filter(|p| p.severity == s).count() as u64;
+        for (out, s, what) in [
+            (notes, Severity::Note, "notes"),
+            (warnings, Severity::Warning, "warnings"),
+        ] {
+            if !out.is_null() {
+                // SAFETY: non-null and writable (contract).
+                *unsafe { out_ref(out, what) }? = count(s);
+            }
+        }
+        if !text.is_null() && text_len > 0 {
+            let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            let bytes = fit_lines(&lines, text_len - 1);
+            // SAFETY: `text` is writable for `text_len` bytes (contract)
+            // and `bytes.len() < text_len`, so the NUL fits too.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), text.cast::<u8>(), bytes.len());
+                text.add(bytes.len()).write(0);
+            }
+        }
+        verdict(&problems)
+    })
+}
+
+/// `Ok` for a valid file (warnings and notes leave it valid), else
+/// `COO_ERR_INVALID_FILE` listing the first problems.
+fn verdict(problems: &[Problem]) -> Res<()> {
+    if problems.iter().all(|p| !p.is_error()) {
+        return Ok(());
+    }
+    const SHOWN: usize = 5;
+    let mut msg = format!("{} problem(s): ", problems.len());
+    let listed: Vec<String> = problems.iter().take(SHOWN).map(|p| p.to_string()).collect();
+    msg.push_str(&listed.join("; "));
+    if problems.len() > SHOWN {
+        msg.push_str("; ...");
+    }
+    Err(Fail::new(COO_ERR_INVALID_FILE, msg))
+}
+
+/// `lines`, one a line, in at most `room` bytes: whole lines (no NUL in
+/// them: they are our messages), then "..." when some did not fit.
+fn fit_lines(lines: &[String], room: usize) -> Vec<u8> {
+    const MORE: &[u8] = b"...";
+    let mut out = Vec::new();
+    for (k, line) in lines.iter().enumerate() {
+        let last = k + 1 == lines.len();
+        let need = line.len() + 1;
+        // Keep room for "..." unless this is the last line.
+        let reserve = if last { 0 } else { MORE.len() };
+        if out.len() + need + reserve > room {
+            if out.len() + MORE.len() <= room {
+                out.extend_from_slice(MORE);
+            }
+            return out;
+        }
+        out.extend(line.bytes().filter(|&b| b != 0));
+        out.push(b'\n');
+    }
+    out
 }
 
 /// Close a file. NULL: no-op.

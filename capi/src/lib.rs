@@ -57,7 +57,9 @@ pub const COO_ERR_VALUE: c_int = -5;
 pub const COO_ERR_DUPLICATE: c_int = -6;
 /// An integer sum does not fit the tensor's element type.
 pub const COO_ERR_OVERFLOW: c_int = -7;
-/// The memory budget is too small, or memory could not be allocated.
+/// The memory budget is too small for the work (the message gives the
+/// smallest that works). Memory that could not be allocated is
+/// `COO_ERR_MEMORY`.
 pub const COO_ERR_BUDGET: c_int = -8;
 /// An operating-system I/O call failed (bad path, disk full, permissions),
 /// or a temporary spill file was damaged.
@@ -65,9 +67,12 @@ pub const COO_ERR_IO: c_int = -9;
 /// The file is not a valid Hurray file, uses a feature this library does
 /// not read, holds no such tensor, or failed `coo_file_verify`.
 pub const COO_ERR_INVALID_FILE: c_int = -10;
-/// The handle cannot do this now: pushers still alive at
-/// `coo_builder_finish`, a pusher whose builder is gone, or an earlier
-/// error (I/O or internal) left the handle unusable.
+/// The handle cannot do this now: a builder that was finished or freed
+/// (push, finish, `coo_pusher_new`), a plan that was freed, a pusher whose
+/// builder was freed, or an earlier internal error left the handle
+/// unusable. (Pushers still alive at `coo_builder_finish` are
+/// `COO_ERR_REFUSED`: the builder stays yours.) Only the misuse listed at
+/// the top of this header as "Handles" is detected; the rest is undefined.
 pub const COO_ERR_STATE: c_int = -11;
 /// An internal error (a bug: please report it with the message).
 pub const COO_ERR_PANIC: c_int = -12;
@@ -76,7 +81,9 @@ pub const COO_ERR_OTHER: c_int = -13;
 /// Input data (text, MatrixMarket, npy, binary records) that cannot be
 /// read, or a contribution in it that was refused (`coo_builder_push_file`).
 pub const COO_ERR_INPUT: c_int = -14;
-/// Memory could not be allocated.
+/// Memory could not be allocated (a plan of a 2^40-row CSR matrix needs
+/// 8 TiB of row pointers): an error, never an abort. Writing such a file
+/// is `COO_ERR_IO` when its file system has no room for it.
 pub const COO_ERR_MEMORY: c_int = -15;
 /// A valid file using a feature this library does not read.
 pub const COO_ERR_UNSUPPORTED: c_int = -16;
@@ -99,8 +106,9 @@ pub const COO_ERR_REFUSED: c_int = -19;
 /// status codes -14 to -19, validated builder handles and a refused
 /// `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
 /// `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
-/// summary grew: rebuild programs built against an API-2 header).
-pub const COO_API_VERSION: u32 = 3;
+/// summary grew: rebuild programs built against an API-2 header). 4:
+/// `coo_file_verify_report` (the notes and warnings of a valid file).
+pub const COO_API_VERSION: u32 = 4;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;

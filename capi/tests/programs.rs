@@ -319,6 +319,7 @@ fn c_error_paths_give_documented_codes_and_messages() {
     );
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    write_without_checksums(&work.join("nosums.hrry"));
     let out = run(Command::new(&exe).arg(&work), "errors");
     assert!(out.ends_with("0 failed\n"), "{out}");
     // Each code the header documents for these paths was seen.
@@ -334,6 +335,7 @@ fn c_error_paths_give_documented_codes_and_messages() {
         "COO_ERR_IO",
         "COO_ERR_INVALID_FILE",
         "COO_ERR_STATE",
+        "COO_ERR_REFUSED",
     ] {
         assert!(
             out.contains(&format!(": {code} ")),
@@ -345,7 +347,7 @@ fn c_error_paths_give_documented_codes_and_messages() {
         .expect("read")
         .collect();
     assert!(left.is_empty(), "{left:?}");
-    for gone in ["overflow.hrry", "dup.hrry", "alive.hrry"] {
+    for gone in ["overflow.hrry", "dup.hrry", "alive.hrry", "newdir"] {
         assert!(!work.join(gone).exists(), "{gone} was published");
     }
     let leftovers: Vec<_> = std::fs::read_dir(&work)
@@ -363,6 +365,111 @@ fn c_error_paths_give_documented_codes_and_messages() {
     let t = f.only_tensor().expect("tensor");
     assert_eq!(t.dtype(), DType::I8);
     assert_eq!(t.get(&[0, 0]).expect("get"), Value::Int(-128));
+}
+
+/// A 4 x 4 COO tensor "coo" written as another writer would: no checksums.
+fn write_without_checksums(path: &Path) {
+    use coo_assembler::write::{FileWriter, WriteOptions};
+    let opts = WriteOptions {
+        checksums: false,
+        ..WriteOptions::default()
+    };
+    let mut fw = FileWriter::create(path, opts).expect("create");
+    let mut t = fw.begin_tensor("coo", DType::F64, &[4, 4]).expect("tensor");
+    t.push(&[0, 1], 1.5f64).expect("push");
+    t.push(&[3, 2], -2.0f64).expect("push");
+    t.finish().expect("tensor finish");
+    fw.finish().expect("finish");
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 22, "never abort" from C: a 2^40 x 2^40 CSR (8 TiB of row
+/// pointers) is COO_ERR_MEMORY in memory (a plan), COO_ERR_IO for a file
+/// (no room for it: coo_assemble_arrays, a builder); nothing left behind.
+#[test]
+fn c_a_2_40_square_csr_is_a_clean_error_and_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/huge.c")],
+        dir.path(),
+        "huge",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("spill")).expect("mkdir");
+    let out = run(Command::new(&exe).arg(&work), "huge");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    // Only the COO file; no temporary output, no spill file.
+    assert_eq!(names_in(&work), ["coo.hrry", "spill"], "{out}");
+    assert!(names_in(&work.join("spill")).is_empty(), "{out}");
+    let f = HurrayFile::open(work.join("coo.hrry")).expect("open");
+    let t = f.only_tensor().expect("tensor");
+    assert_eq!(t.shape(), [1u64 << 40, 1 << 40]);
+    assert_eq!(t.get(&[0, 0]).expect("get"), Value::Float(1.0));
+}
+
+/// The uid the unwritable-folder programs run as when the tests run as
+/// root (for whom every permission check passes): `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Issue 22: a read-only temp_dir and output folder, from C. Run as
+/// `nobody` when the test runs as root; skipped (with the reason) only
+/// when root may not switch user.
+#[test]
+fn c_read_only_folders_are_refused_and_the_builder_kept() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/unwritable.c")],
+        dir.path(),
+        "unwritable",
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&work);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        std::os::unix::fs::chown(&work, Some(NOBODY), Some(NOBODY)).expect("chown");
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    let o = match cmd.output() {
+        Ok(o) => o,
+        Err(e) if root && e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!(
+                "SKIPPED: running as root without the right to switch to uid {NOBODY} ({e}); \
+                 the read-only folder checks need a user that permissions apply to"
+            );
+            return;
+        }
+        Err(e) => panic!("cannot run {}: {e}", exe.display()),
+    };
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.contains("SKIP"), "{out}");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert_eq!(names_in(&work), ["K.hrry", "read-only", "spill"], "{out}");
+    assert!(names_in(&work.join("read-only")).is_empty());
+    assert!(names_in(&work.join("spill")).is_empty());
 }
 
 /// Replays tests/c/arrays.c's LCG: rows, columns and values of "lcg".

@@ -444,8 +444,12 @@ class Builder:
 
     def finish(self, path: PathLike) -> Summary:
         """Merge everything and write the tensor to ``path`` atomically
-        (temporary file, fsync, rename). Spill files are removed whatever
-        the outcome; the builder cannot be used afterwards."""
+        (temporary file, fsync, rename). An output that could not be
+        published (a missing or read-only folder, a directory, a file
+        pushed into this builder) is refused before the merge: the builder
+        keeps every contribution, fix the path and finish again. Once the
+        merge starts the builder is spent whatever the outcome, and its
+        spill files are removed."""
         return _summary(self._native.finish(_path(path)))
 
     def close(self) -> None:
@@ -684,9 +688,13 @@ class File:
 
     def verify(self) -> List[str]:
         """Content checks (bounds, order, duplicates, statistics,
-        checksums), O(nnz). Returns the problems found: empty means sound.
-        Of a dense tensor: its stored checksum, if any (its buffer's size
-        and place were checked when the file was opened)."""
+        checksums), O(nnz). Returns what was found, one string each: empty
+        means sound with nothing to add. Lines starting ``"warning: "``
+        (statistics that disagree with the data) and ``"note: "`` (a
+        tensor of another writer carries no stored checksums: its bytes
+        could not be checked) leave the file sound; any other line is a
+        problem. Of a dense tensor: its stored checksum, if any (its
+        buffer's size and place were checked when the file was opened)."""
         return self._native.verify()
 
     def to_scipy(self, layout: Optional[str] = None, *, index_dtype: Any = None) -> Any:

@@ -846,7 +846,8 @@ impl NativeFile {
         Ok(self.v()?.stored_checksums())
     }
 
-    /// Content checks; each problem as a string (empty: the file is sound).
+    /// Content checks; each finding as a string (empty: the file is sound;
+    /// "warning: " and "note: " lines leave it sound).
     /// A dense tensor's are its buffer's placement (checked at open) and
     /// its stored checksum, if any.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

@@ -125,12 +125,23 @@ def without_checksums(src, dst):
     Path(dst).write_bytes(raw.replace(b"coo_assembler.xxh3.", b"coo_assembler.xxhX."))
 
 
+def no_checksums_note(tensor):
+    """What verify says, from the library, of a tensor without checksums."""
+    return (
+        f'note: tensor "{tensor}" carries no stored checksums (written by another writer): '
+        "its layout and content rules were checked, its bytes could not be"
+    )
+
+
 def test_a_file_without_checksums_reads_as_before(tmp_path, rng):
     path, ref = small(tmp_path, "coo", rng)
     plain = tmp_path / "plain.hrry"
     without_checksums(path, plain)
     f = ca.open(plain)
     assert f._native.stored_checksums == 0
+    # verify says its bytes could not be checked; the file is sound.
+    assert f.verify() == [no_checksums_note(f.tensor)]
+    assert ca.open(path).verify() == []
     assert (f.to_scipy("csr") != ref).nnz == 0
     np.testing.assert_allclose(f.matvec(np.ones(40)), ref @ np.ones(40))
     assert f._native._checksum_hashes() == 0
@@ -150,7 +161,7 @@ def test_a_reference_written_file_still_reads(tmp_path):
         assert (f.to_scipy(layout) != m).nnz == 0
     np.testing.assert_allclose(f.matvec(np.ones(20)), m @ np.ones(20))
     assert f._native._checksum_hashes() == 0
-    assert f.verify() == []
+    assert f.verify() == [no_checksums_note("K")]
 
 
 def test_a_damaged_row_index_never_drives_an_allocation(tmp_path, rng):

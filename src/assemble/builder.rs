@@ -556,7 +556,10 @@ impl Builder {
     /// temporary file in the same directory, fsync, rename).
     ///
     /// A refusal the caller can fix leaves the builder as it was, every
-    /// contribution kept: pushers still alive ([`Error::PushersAlive`]).
+    /// contribution kept: pushers still alive ([`Error::PushersAlive`]),
+    /// an output that could not be published (a missing or read-only
+    /// folder, an existing directory, a path ending in `/`, one of the
+    /// files pushed).
     /// Once merging starts the builder is spent, whatever the outcome
     /// (later calls give [`Error::Finished`]), and its spill files are
     /// removed.
@@ -573,13 +576,9 @@ impl Builder {
         let inputs: Vec<_> = self.sources.iter().filter_map(|s| s.file_id()).collect();
         let io = each!(AnyCore, &self.core, c => c.opts.io.clone());
         // Refusals the caller can fix come before the merge, which spends
-        // the builder: a missing or read-only folder, an input as output.
-        crate::fs::output::check_writable_dir(
-            &io,
-            &crate::fs::names::parent_dir(path),
-            "output directory",
-        )?;
-        crate::fs::output::check_not_input(&io, path, &inputs)?;
+        // the builder: a missing or read-only folder, a directory or an
+        // input as output (the whole rule is the atomic output's).
+        crate::fs::output::check_target(&io, path, &inputs)?;
         self.finished = true;
         let ingest = self.started.elapsed();
         let r = each!(AnyCore, &self.core, c => finish_core(c, path, ingest));

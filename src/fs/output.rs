@@ -17,11 +17,14 @@
 //! the error is returned.
 //!
 //! # The output rule
-//! An output path that names one of the operation's inputs is a usage
-//! error, [`Error::OutputIsInput`], found before anything is created: the
-//! device and inode of the target (symbolic links followed; hard links
-//! share the inode) are compared with each input's [`FileId`], taken when
-//! the input was opened. An operation documented to rewrite its input in
+//! [`check_target`] refuses, before any work, an output that could not be
+//! published: a path that names a folder (`out/`, `.`), a missing or
+//! read-only folder, an existing directory, a name too long for its
+//! temporary name. An output path that names one of the operation's
+//! inputs is a usage error, [`Error::OutputIsInput`], found before
+//! anything is created: the device and inode of the target (symbolic
+//! links followed; hard links share the inode) are compared with each
+//! input's [`FileId`], taken when the input was opened. An operation documented to rewrite its input in
 //! place (`convert K.hrry K.hrry`) passes [`ReplaceInput::Allow`]: the
 //! input is then replaced only once the new content is whole, and a reader
 //! that still maps the old file keeps reading it.
@@ -37,7 +40,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::names::{parent_dir, TempName};
+use crate::fs::names::{output_temp_name, parent_dir, TempName};
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -77,27 +80,122 @@ pub enum ReplaceInput {
     Allow,
 }
 
-/// The output rule alone: [`Error::OutputIsInput`] when `target` exists
-/// and is the same file as one of `inputs` (through links too).
-pub fn check_not_input(io: &IoCtx, target: &Path, inputs: &[&FileId]) -> Result<()> {
-    if inputs.is_empty() {
-        return Ok(());
+/// What is at `target` (symbolic links followed), `None` when nothing is
+/// (or a dangling link, which the rename replaces).
+fn target_metadata(io: &IoCtx, target: &Path) -> Result<Option<Metadata>> {
+    match io.metadata(target) {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    let meta = match io.metadata(target) {
-        Ok(m) => m,
-        // Nothing there (or a dangling link, which the rename replaces).
-        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(())
-        }
-        Err(e) => return Err(e),
-    };
-    match inputs.iter().find(|i| i.is(&meta)) {
+}
+
+fn not_an_input(meta: &Metadata, target: &Path, inputs: &[&FileId]) -> Result<()> {
+    match inputs.iter().find(|i| i.is(meta)) {
         Some(input) => Err(Error::OutputIsInput {
             output: target.to_path_buf(),
             input: input.path.clone(),
         }),
         None => Ok(()),
     }
+}
+
+/// Every check of an output that can be made before the work: a writer
+/// calls it before it reads or merges anything, so that a publish that
+/// cannot happen is refused while nothing is spent (a builder's
+/// contributions are lost once merging starts). [`AtomicOutput::create`]
+/// runs it too. The target
+/// - names a file: not empty, not ending in `/`, `.` or `..`
+///   ([`Error::InvalidArgument`]);
+/// - is in an existing folder this process may create files in
+///   ([`check_writable_dir`]: an [`Error::Io`] naming the folder);
+/// - leaves room for its temporary name within the folder's limit on
+///   name length ([`Error::InvalidArgument`]);
+/// - is not a directory, through links too: a rename cannot replace one
+///   (an [`Error::Io`], `IsADirectory`);
+/// - is none of `inputs` ([`Error::OutputIsInput`]).
+pub fn check_target(io: &IoCtx, target: &Path, inputs: &[&FileId]) -> Result<()> {
+    check_names_a_file(target)?;
+    let dir = parent_dir(target);
+    check_writable_dir(io, &dir, "output directory")?;
+    check_temp_name_fits(target, &dir)?;
+    let Some(meta) = target_metadata(io, target)? else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        return Err(Error::io(
+            "output",
+            target,
+            std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                format!(
+                    "a directory, not a file: give the path of the file to write, such as {}",
+                    target.join("K.hrry").display()
+                ),
+            ),
+        ));
+    }
+    not_an_input(&meta, target, inputs)
+}
+
+/// `target`, as written, ends in a file name. `Path` drops a trailing `/`
+/// and `.` (`out/` has the file name `out`), but the rename would not: it
+/// reads `out/` as a directory.
+fn check_names_a_file(target: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = target.as_os_str().as_bytes();
+    let folder_like = bytes.is_empty()
+        || bytes.ends_with(b"/")
+        || bytes == b"."
+        || bytes.ends_with(b"/.")
+        || target.file_name().is_none();
+    if !folder_like {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(if bytes.is_empty() {
+        "the output path is empty: give the path of the file to write".to_string()
+    } else {
+        format!(
+            "output path {} names a directory, not a file: give the path of the file to \
+             write, such as {}",
+            target.display(),
+            target.join("K.hrry").display()
+        )
+    }))
+}
+
+/// The temporary name (`.<name>.tmp-<pid>-<16 hex>`) must be a name the
+/// folder accepts, or creating it would fail only after the work.
+fn check_temp_name_fits(target: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(name) = target.file_name() else {
+        return Ok(());
+    };
+    // The longest pid and random part: the name fits whichever is drawn.
+    let extra = output_temp_name("", u32::MAX, u64::MAX).len();
+    let limit = name_max(dir);
+    let len = name.as_bytes().len();
+    if len + extra <= limit {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "output file name of {} is {len} bytes long: its temporary name adds {extra} bytes \
+         and the folder takes at most {limit}; choose a name of at most {} bytes",
+        target.display(),
+        limit.saturating_sub(extra)
+    )))
+}
+
+/// The longest file name `dir` accepts (255 where the system cannot say).
+fn name_max(dir: &Path) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    const DEFAULT: usize = 255;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return DEFAULT;
+    };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call.
+    let n = unsafe { libc::pathconf(c.as_ptr(), libc::_PC_NAME_MAX) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(DEFAULT)
 }
 
 /// A temporary file beside its target, renamed over it by
@@ -135,9 +233,11 @@ impl AtomicOutput {
         replace: ReplaceInput,
         name: TempName,
     ) -> Result<(AtomicOutput, File)> {
-        if replace == ReplaceInput::Refuse {
-            check_not_input(io, target, inputs)?;
-        }
+        let inputs = match replace {
+            ReplaceInput::Refuse => inputs,
+            ReplaceInput::Allow => &[],
+        };
+        check_target(io, target, inputs)?;
         let temp = name.beside(target)?;
         let file = io.create_new(&temp)?;
         Ok((
@@ -549,6 +649,40 @@ mod tests {
         // The hard link still names the old content; the symlink the new.
         assert_eq!(std::fs::read(&hard).unwrap(), b"the input");
         assert_eq!(std::fs::read(&sym).unwrap(), b"rewritten");
+    }
+
+    #[test]
+    fn a_target_the_rename_cannot_replace_is_refused_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let io = IoCtx::new();
+        let slash = PathBuf::from(format!("{}/", dir.path().join("new").display()));
+        for (target, want) in [
+            (&sub, "a directory, not a file"),
+            (&slash, "names a directory, not a file"),
+        ] {
+            for replace in [ReplaceInput::Refuse, ReplaceInput::Allow] {
+                let e = AtomicOutput::create(&io, target, &[], replace).unwrap_err();
+                let msg = e.to_string();
+                assert!(msg.contains(want), "{msg}");
+                assert!(msg.contains(&*target.to_string_lossy()), "{msg}");
+            }
+        }
+        assert_eq!(listing(dir.path()), ["sub"]);
+        assert!(listing(&sub).is_empty());
+        // The longest name that fits, and one byte more.
+        let fits = 255 - output_temp_name("", u32::MAX, u64::MAX).len();
+        let ok = dir.path().join("k".repeat(fits));
+        let (out, f) = AtomicOutput::create(&io, &ok, &[], ReplaceInput::Refuse).unwrap();
+        out.commit(&f).unwrap();
+        let long = dir.path().join("k".repeat(fits + 1));
+        let e = AtomicOutput::create(&io, &long, &[], ReplaceInput::Refuse).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("choose a name of at most {fits} bytes")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::assemble::direct;
 use crate::assemble::finish::Summary;
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::fs::output::{check_not_input, FileId};
+use crate::fs::output::{check_target, FileId};
 use crate::fs::IoCtx;
 use crate::input::common::{input_err, InputFormat};
 use crate::input::compress::{decompress, peek, Compression};
@@ -188,14 +188,14 @@ impl Source {
         self.compression
     }
 
-    /// Refuse `output` when it names this input (the same file, through
-    /// links too): [`Error::OutputIsInput`]. [`Builder::finish`] checks it
-    /// again for every source pushed into the builder.
+    /// Refuse, before this input is read, an `output` that could not be
+    /// published: one that names this input (the same file, through links
+    /// too: [`Error::OutputIsInput`]), a directory, a missing or read-only
+    /// folder (the atomic output's whole rule). [`Builder::finish`] checks
+    /// it again for every source pushed into the builder.
     pub fn check_output(&self, output: &Path) -> Result<()> {
-        match &self.id {
-            Some(id) => check_not_input(&self.io, output, &[id]),
-            None => Ok(()),
-        }
+        let ids: Vec<&FileId> = self.id.iter().collect();
+        check_target(&self.io, output, &ids)
     }
 
     /// The shape the header states (MatrixMarket, npy), if any.

@@ -23,13 +23,22 @@ pub enum Severity {
     /// Advisory data disagrees with the content: the statistics, which the
     /// spec says readers must not rely on for correctness. The file is valid.
     Warning,
+    /// Nothing is wrong, but a check could not be made: a tensor that
+    /// carries no stored checksums (another writer's file) had its layout
+    /// and content rules checked, not its bytes. The file is valid.
+    Note,
 }
+
+/// The rule of the [`Severity::Note`] for a tensor without checksums.
+pub const NO_CHECKSUMS: &str = "no-checksums";
 
 impl Severity {
     /// The severity of the problems of `rule` (and of its `-more` summary).
     pub fn of_rule(rule: &str) -> Severity {
         if rule.starts_with("statistics-mismatch") {
             Severity::Warning
+        } else if rule == NO_CHECKSUMS {
+            Severity::Note
         } else {
             Severity::Error
         }
@@ -39,13 +48,15 @@ impl Severity {
 /// A problem found by [`CooTensor::verify`] / [`HurrayFile::verify`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
-    /// Error (the file breaks a rule) or warning (advisory data disagrees).
+    /// Error (the file breaks a rule), warning (advisory data disagrees)
+    /// or note (a check that could not be made).
     pub severity: Severity,
     /// The tensor concerned, if any.
     pub tensor: Option<String>,
     /// Short stable rule id: `index-out-of-bounds`, `not-sorted`, `duplicate`,
     /// `padding-not-zero`, `statistics-mismatch` (a warning),
-    /// `checksum-mismatch`, `checksum-orphan`; for CSR/CSC also
+    /// `checksum-mismatch`, `checksum-orphan`, `no-checksums` (a note);
+    /// for CSR/CSC also
     /// `pointer-start` (`ptr[0] != 0`), `pointer-decreasing`,
     /// `pointer-out-of-range` (a pointer past nnz) and `pointer-end` (the
     /// last pointer is not nnz); or `<rule>-more` for the summary of
@@ -82,8 +93,17 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.severity == Severity::Warning {
-            f.write_str("warning: ")?;
+        match self.severity {
+            Severity::Error => {}
+            Severity::Warning => f.write_str("warning: ")?,
+            // A sentence for the reader, not a broken rule: no rule id.
+            Severity::Note => {
+                f.write_str("note: ")?;
+                if let Some(t) = &self.tensor {
+                    write!(f, "tensor {t:?} ")?;
+                }
+                return f.write_str(&self.detail);
+            }
         }
         write!(f, "[{}]", self.rule)?;
         if let Some(t) = &self.tensor {
@@ -169,11 +189,15 @@ impl<'a> Collector<'a> {
 }
 
 impl HurrayFile {
-    /// Check the content of every tensor and the KV checksums. Empty = OK.
+    /// Check the content of every tensor and the KV checksums. Empty = OK
+    /// with nothing to add; the file is valid unless a problem
+    /// [`is_error`](Problem::is_error).
     ///
     /// O(total nnz) time, bounded memory (see [`CooTensor::verify`]). KV keys
     /// `coo_assembler.xxh3.<name>.values|indices` naming no tensor are
-    /// reported as `checksum-orphan`.
+    /// reported as `checksum-orphan`. A COO, CSR or CSC tensor that carries
+    /// no stored checksums (another writer's file) gets a
+    /// [`Severity::Note`] saying its bytes could not be checked.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
         for t in &self.tensors {
@@ -206,7 +230,24 @@ impl HurrayFile {
 
     fn verify_stored(&self, s: &Stored) -> Vec<Problem> {
         match s {
-            Stored::Served(t) => self.view(t).verify(),
+            Stored::Served(t) => {
+                let view = self.view(t);
+                let mut out = view.verify();
+                // Said here, once for every front end: a clean report of a
+                // file without checksums must not read as "every byte
+                // checked". (A dense tensor's note is its verify_note.)
+                if view.stored_checksums() == 0 {
+                    out.push(Problem::new(
+                        NO_CHECKSUMS,
+                        Some(t.name.clone()),
+                        None,
+                        "carries no stored checksums (written by another writer): its layout \
+                         and content rules were checked, its bytes could not be"
+                            .to_string(),
+                    ));
+                }
+                out
+            }
             Stored::Listed(l) => match &l.desc {
                 Listed::Dense(d) => {
                     let mut c = Collector::new(&l.name);

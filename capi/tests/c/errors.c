@@ -256,6 +256,34 @@ int main(int argc, char **argv) {
     expect(coo_builder_finish(b, in_dir("freed.hrry"), NULL), COO_ERR_STATE, "finish after free");
     coo_builder_free(b); /* double free: no-op */
 
+    /* An output the rename could not replace is refused before the merge
+     * (issue 22), not found after it with every contribution lost: the
+     * builder is kept. */
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, idx, 1.0), COO_OK, "push before the refusals");
+    expect(coo_builder_finish(b, dir, NULL), COO_ERR_REFUSED, "finish onto an existing directory");
+    expect_true(strstr(coo_last_error(), "a directory, not a file") != NULL,
+                "the message says the output is a directory");
+    expect_true(strstr(coo_last_error(), "the builder is still yours") != NULL,
+                "the message says the builder is kept");
+    expect(coo_builder_finish(b, in_dir("newdir/"), NULL), COO_ERR_REFUSED,
+           "finish onto a path ending in /");
+    expect(coo_builder_finish(b, in_dir("i8.hrry/K.hrry"), NULL), COO_ERR_REFUSED,
+           "finish under a regular file");
+    expect(coo_builder_push(b, idx, 2.0), COO_OK, "push after the refusals");
+    expect(coo_builder_finish(b, in_dir("after_dir.hrry"), &s), COO_OK, "finish after the refusals");
+    expect_true(s.contributions == 2 && s.nnz == 1, "both contributions are in the file");
+
+    /* A missing temp_dir is refused when the builder is made, not at the
+     * first spill. */
+    coo_options_default(&o);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no-such-spill", dir);
+    o.temp_dir = missing;
+    expect(status_of(coo_builder_new(2, shape, COO_F64, &o)), COO_ERR_IO,
+           "a missing temp_dir at coo_builder_new");
+    expect_true(strstr(coo_last_error(), "no-such-spill") != NULL, "the message names the temp_dir");
+
     /* A pusher that outlives its builder refuses pushes (they would go nowhere). */
     b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
     p = coo_pusher_new(b);
@@ -289,6 +317,30 @@ int main(int argc, char **argv) {
            "a huge prefix_len is refused before the array is read");
     expect(coo_file_prefix_range(f, 0, prefix3, &lo, &hi), COO_ERR_ARGUMENT, "an empty prefix");
     expect(coo_file_verify(f), COO_OK, "verify a good file");
+    uint64_t notes = 9, warnings = 9;
+    char report[512] = "unchanged";
+    expect(coo_file_verify_report(f, &notes, &warnings, report, sizeof report), COO_OK,
+           "verify_report of our file");
+    expect_true(notes == 0 && warnings == 0 && report[0] == '\0',
+                "our file: no notes, no warnings, no text");
+    coo_file_close(f);
+
+    /* A file without our checksums (the test writes it as another writer
+     * would): valid, and verify_report says its bytes were not checked. */
+    f = coo_file_open(in_dir("nosums.hrry"));
+    expect(status_of(f), COO_OK, "open a file without checksums");
+    expect(coo_file_verify(f), COO_OK, "verify a file without checksums");
+    expect(coo_file_verify_report(f, &notes, &warnings, report, sizeof report), COO_OK,
+           "verify_report of a file without checksums");
+    printf("report: %s", report);
+    expect_true(notes == 1 && warnings == 0, "one note, no warning");
+    expect_true(strstr(report, "note: tensor \"coo\" carries no stored checksums") != NULL,
+                "the note says the tensor carries no checksums");
+    char tiny[8];
+    expect(coo_file_verify_report(f, NULL, NULL, tiny, sizeof tiny), COO_OK,
+           "verify_report into a short buffer");
+    expect_true(strcmp(tiny, "...") == 0, "a report that does not fit is cut to \"...\"");
+    expect(coo_file_verify_report(f, NULL, NULL, NULL, 0), COO_OK, "verify_report with no outputs");
     coo_file_close(f);
 
     /* Options by name, with the library's tables and size grammar. */
@@ -339,6 +391,19 @@ int main(int argc, char **argv) {
     expect_true(pushed == 3, "three contributions pushed");
     expect(coo_builder_push_file(fb, in_dir("in.mtx"), "csv", NULL), COO_ERR_ARGUMENT,
            "an unknown format");
+    /* The output rule: the pushed input as output is refused, the builder
+     * and the input kept. */
+    expect(coo_builder_finish(fb, in_dir("in.mtx"), NULL), COO_ERR_REFUSED,
+           "finish onto the pushed input");
+    expect_true(strstr(coo_last_error(), "would destroy the input") != NULL,
+                "the message says the input would be destroyed");
+    char line[64] = "";
+    mtx = fopen(in_dir("in.mtx"), "r");
+    expect_true(mtx != NULL && fgets(line, sizeof line, mtx) != NULL &&
+                    strcmp(line, "%%MatrixMarket matrix coordinate real general\n") == 0,
+                "the input is untouched");
+    if (mtx)
+        fclose(mtx);
     expect(coo_builder_finish(fb, in_dir("from_mtx.hrry"), NULL), COO_OK, "finish the file input");
     f = coo_file_open(in_dir("from_mtx.hrry"));
     int64_t at00[2] = {0, 0};

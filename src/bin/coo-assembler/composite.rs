@@ -214,7 +214,11 @@ pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
             };
             let s = convert(&file, &output, &opts)
                 .with_context(|| format!("cannot convert {}", file.display()))?;
-            outln!("wrote {} ({} bytes)", s.path.display(), s.file_bytes);
+            outln!(
+                "wrote {}: {}",
+                s.path.display(),
+                size_and_bytes(s.file_bytes)
+            );
         }
         Action::Join {
             shape,
@@ -236,13 +240,24 @@ pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
             }
             let s = join(&list, &shape, &output, &name)?;
             outln!(
-                "wrote {} ({} members, nnz {}, {} bytes)",
+                "wrote {}: {} members, nnz {}, {}",
                 output.display(),
                 s.members,
-                s.nnz,
-                s.bytes
+                coo_assembler::group_digits(u128::from(s.nnz)),
+                size_and_bytes(s.bytes)
             );
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A file's size as people read it, with the exact count ("12 KiB
+/// (12288 bytes)"; "512 B" needs none).
+fn size_and_bytes(bytes: u64) -> String {
+    let size = coo_assembler::vocab::format_size(bytes);
+    if bytes < 1024 {
+        size
+    } else {
+        format!("{size} ({bytes} bytes)")
+    }
 }

@@ -61,12 +61,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
     let s = export::export_file(&f, Some(t.name()), format, &a.out, &opts)?;
     let secs = t0.elapsed().as_secs_f64();
     if !a.common.quiet {
-        // A rate is told only when there was time enough to measure one.
-        let rate = if secs >= 0.05 {
-            format!(" ({:.0} MB/s)", s.bytes as f64 / 1e6 / secs)
-        } else {
-            String::new()
-        };
+        let rate = rate_text(s.bytes, secs);
         eprintln!(
             "wrote {}: {} {}, {} in {:.2} s{rate}",
             a.out.display(),
@@ -77,4 +72,31 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// " (N MB/s)" for a summary, or nothing: a rate is told only when there
+/// was time enough to measure one and it reads as more than zero (a small
+/// export slowed by fsync would say "0 MB/s").
+fn rate_text(bytes: u64, secs: f64) -> String {
+    let mb_per_s = bytes as f64 / 1e6 / secs.max(1e-9);
+    if secs >= 0.05 && mb_per_s >= 0.5 {
+        format!(" ({mb_per_s:.0} MB/s)")
+    } else {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_text;
+
+    #[test]
+    fn a_rate_is_told_only_when_it_reads_as_more_than_zero() {
+        assert_eq!(rate_text(200_000_000, 1.0), " (200 MB/s)");
+        assert_eq!(rate_text(600_000, 1.0), " (1 MB/s)");
+        // Too fast to time, or too small to read as more than 0.
+        assert_eq!(rate_text(200_000_000, 0.01), "");
+        assert_eq!(rate_text(4_096, 0.2), "");
+        assert_eq!(rate_text(0, 1.0), "");
+    }
 }

@@ -4,7 +4,7 @@
 
 use crate::{open_any, Pick};
 use coo_assembler::raw::header::FLAG_HAS_INDEX_CRC32C;
-use coo_assembler::Opened;
+use coo_assembler::{Opened, Severity};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -25,8 +25,17 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
         None => f.verify(),
     };
     let errors = problems.iter().filter(|p| p.is_error()).count();
-    let warnings = problems.len() - errors;
-    for pr in &problems {
+    // Notes (a tensor without checksums) say what was not checked; they
+    // are printed, not counted.
+    let warnings = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Warning)
+        .count();
+    // Errors and warnings first; a tensor's notes (no checksums) come
+    // with what is said of each tensor, below.
+    let (notes, findings): (Vec<_>, Vec<_>) =
+        problems.iter().partition(|p| p.severity == Severity::Note);
+    for pr in &findings {
         outln!("{pr}");
     }
     // A file with tensors whose content is not read: say what was checked
@@ -51,15 +60,16 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
     for t in &infos {
         if let Some(note) = t.verify_note() {
             outln!("note: {note}");
-        } else if t.stored_checksums() == 0 {
-            // Another writer's file (the reference's) stores no checksums:
-            // say what was checked and what could not be.
-            outln!(
-                "note: tensor {:?} carries no stored checksums (written by another writer): \
-                 its layout and content rules were checked, its bytes could not be",
-                t.name()
-            );
         }
+        for n in notes
+            .iter()
+            .filter(|n| n.tensor.as_deref() == Some(t.name()))
+        {
+            outln!("{n}");
+        }
+    }
+    for n in notes.iter().filter(|n| n.tensor.is_none()) {
+        outln!("{n}");
     }
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     if errors == 0 && warnings == 0 {

@@ -414,7 +414,7 @@ fn read_only_folders_are_refused_and_the_builder_kept() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         use std::os::unix::process::CommandExt;
-        let name = "read_only_folders_are_refused_and_the_builder_kept";
+        let name = "assemble::read_only_folders_are_refused_and_the_builder_kept";
         let exe = std::env::current_exe().unwrap();
         let run = std::process::Command::new(&exe)
             .args(["--exact", name, "--nocapture", "--test-threads=1"])

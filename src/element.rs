@@ -729,6 +729,79 @@ impl FloatFormat {
     };
 }
 
+impl FloatFormat {
+    /// `v` rounded to the nearest value of this format (half to even);
+    /// beyond its largest finite value, infinity of `v`'s sign. Zeros,
+    /// infinities and NaN are returned as they are. The `from_f64` of a
+    /// float type that has no crate's conversion (f16, bf16 and f32 have
+    /// theirs, which the tests hold this to).
+    #[allow(dead_code)]
+    pub(crate) fn nearest(&self, v: f64) -> f64 {
+        if v == 0.0 || !v.is_finite() {
+            v
+        } else {
+            self.round_f64(v, 0)
+        }
+    }
+
+    /// Rounds finite non-zero `hi` (the correctly rounded f64 of an exact
+    /// value whose residual `exact - hi` has sign `res`) once to this
+    /// format, returning the result as an f64 (exactly representable in
+    /// the format, or ±inf): the exact sums' single rounding.
+    pub(crate) fn round_f64(&self, hi: f64, res: i8) -> f64 {
+        let neg = hi < 0.0;
+        let m = hi.abs();
+        let res = if neg { -res } else { res };
+        let qe = (ilog2(m) - self.prec + 1).max(self.min_quantum);
+        // k = m / 2^qe, exact (a power-of-two scaling that cannot underflow,
+        // since qe <= ilog2(m)).
+        let k = scale2(m, -qe);
+        let fl = k.floor();
+        let frac = k - fl;
+        let up = frac > 0.5 || (frac == 0.5 && (res > 0 || (res == 0 && (fl % 2.0) != 0.0)));
+        let r = if up { fl + 1.0 } else { fl };
+        let mut v = scale2(r, qe);
+        if v > self.max {
+            v = f64::INFINITY;
+        }
+        if neg {
+            -v
+        } else {
+            v
+        }
+    }
+}
+
+/// `2^e` for `-1022 <= e <= 1023`.
+fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+/// `m * 2^e`, exact when the result is representable; `inf` above the range.
+pub(crate) fn scale2(m: f64, e: i32) -> f64 {
+    if m == 0.0 {
+        0.0
+    } else if e > 1023 {
+        m * pow2(1023) * pow2((e - 1023).min(1023))
+    } else if e >= -1022 {
+        m * pow2(e)
+    } else {
+        m * pow2(e + 52) * pow2(-52)
+    }
+}
+
+/// floor(log2(|x|)) of a finite non-zero f64.
+pub(crate) fn ilog2(x: f64) -> i32 {
+    let bits = x.abs().to_bits();
+    let be = (bits >> 52) as i32;
+    if be == 0 {
+        // subnormal: value = frac * 2^-1074
+        63 - bits.leading_zeros() as i32 - 1074
+    } else {
+        be - 1023
+    }
+}
+
 /// A real (not complex) element type: its value travels between the
 /// reductions and a result in one u64 lane.
 pub trait RealElement: Element {
@@ -1011,6 +1084,60 @@ pub fn unpack_bools(packed: &[u8], n: usize, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The formats' own rounding is the one the half crate and an `as f32`
+    /// cast give, ties and subnormals and overflow included.
+    #[test]
+    fn a_format_rounds_as_the_crates_do() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut values = vec![
+            1.0 + f64::EPSILON,
+            65520.0,
+            65519.99,
+            5.960464477539063e-8,
+            1e-9,
+            3.4e38,
+        ];
+        for _ in 0..20000 {
+            // Bit patterns around every exponent, and exact midpoints.
+            let v = f64::from_bits(next());
+            values.push(v);
+            let h = f16::from_bits(next() as u16).to_f64();
+            let h2 = f16::from_bits((next() as u16) & 0x7bff).to_f64();
+            values.push((h + h2) / 2.0);
+            let b = bf16::from_bits(next() as u16).to_f64();
+            values.push(b * (1.0 + 2f64.powi(-9)));
+        }
+        for v in values.into_iter().filter(|v| v.is_finite()) {
+            for v in [v, -v] {
+                let f = FloatFormat::F16.nearest(v);
+                assert_eq!(
+                    f.to_bits(),
+                    f16::from_f64(v).to_f64().to_bits(),
+                    "f16 {v:e}"
+                );
+                // half's bf16::from_f64 goes through f32 (a double rounding:
+                // 1796.00024 gives 1792, not 1800), so compare where the
+                // value is an f32.
+                if v as f32 as f64 == v {
+                    let b = FloatFormat::BF16.nearest(v);
+                    assert_eq!(
+                        b.to_bits(),
+                        bf16::from_f64(v).to_f64().to_bits(),
+                        "bf16 {v:e}"
+                    );
+                }
+                let s = FloatFormat::F32.nearest(v);
+                assert_eq!(s.to_bits(), (v as f32 as f64).to_bits(), "f32 {v:e}");
+            }
+        }
+    }
 
     #[test]
     fn floats_print_like_python_repr() {

@@ -155,6 +155,12 @@ pub use refill::{refill_plan_file, Plan, PlanFile, PlanFileSummary, RefillSummar
 pub use fs::IoCtx;
 #[doc(hidden)]
 pub use half as __half;
+/// The element module's public items, for `with_element_type!` in other
+/// crates: a type added to the element table is reachable here at once.
+#[doc(hidden)]
+pub mod __element {
+    pub use crate::element::*;
+}
 pub use hurray::composite::{CompositeHead, Shard};
 pub use hurray::{KvValue, Statistics};
 /// The complex type of complex64 (`Complex<f32>`) and complex128

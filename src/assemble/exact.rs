@@ -74,7 +74,7 @@
 //! buffer's remaining length justifies.
 
 use crate::codec::{read_u64, take_le_u64, write_u64};
-use crate::element::FloatFormat;
+use crate::element::{ilog2, scale2, FloatFormat};
 #[cfg(any(test, feature = "internals"))]
 use half::{bf16, f16};
 
@@ -479,7 +479,7 @@ impl ExactSum {
         if !hi.is_finite() || hi == 0.0 {
             return hi;
         }
-        round_f64_to(hi, res, fmt)
+        fmt.round_f64(hi, res)
     }
 
     // The narrow types' roundings, by name, for the tests and the
@@ -505,36 +505,6 @@ impl ExactSum {
     }
 }
 
-/// `2^e` for `-1022 <= e <= 1023`.
-fn pow2(e: i32) -> f64 {
-    f64::from_bits(((e + 1023) as u64) << 52)
-}
-
-/// `m * 2^e`, exact when the result is representable; `inf` above the range.
-fn scale2(m: f64, e: i32) -> f64 {
-    if m == 0.0 {
-        0.0
-    } else if e > 1023 {
-        m * pow2(1023) * pow2((e - 1023).min(1023))
-    } else if e >= -1022 {
-        m * pow2(e)
-    } else {
-        m * pow2(e + 52) * pow2(-52)
-    }
-}
-
-/// floor(log2(|x|)) of a finite non-zero f64.
-fn ilog2(x: f64) -> i32 {
-    let bits = x.to_bits() & !NEG_ZERO_BITS;
-    let be = (bits >> 52) as i32;
-    if be == 0 {
-        // subnormal: value = frac * 2^-1074
-        63 - bits.leading_zeros() as i32 - 1074
-    } else {
-        be - 1023
-    }
-}
-
 /// Exponent of the lowest set bit of a finite non-zero f64.
 fn low_bit(x: f64) -> i32 {
     let bits = x.to_bits() & !NEG_ZERO_BITS;
@@ -543,31 +513,6 @@ fn low_bit(x: f64) -> i32 {
     let m = if be == 0 { frac } else { frac | (1u64 << 52) };
     let q = if be == 0 { -1074 } else { be - 1075 };
     q + m.trailing_zeros() as i32
-}
-
-/// Rounds finite non-zero `hi` (the correctly rounded f64 of an exact value
-/// whose residual `exact - hi` has sign `res`) once to `fmt`, returning the
-/// result as an f64 (exactly representable in `fmt`, or ±inf).
-fn round_f64_to(hi: f64, res: i8, fmt: &FloatFormat) -> f64 {
-    let neg = hi < 0.0;
-    let m = hi.abs();
-    let res = if neg { -res } else { res };
-    let qe = (ilog2(m) - fmt.prec + 1).max(fmt.min_quantum);
-    // k = m / 2^qe, exact (power-of-two scaling, no underflow since qe <= ilog2(m)+..).
-    let k = scale2(m, -qe);
-    let fl = k.floor();
-    let frac = k - fl;
-    let up = frac > 0.5 || (frac == 0.5 && (res > 0 || (res == 0 && (fl % 2.0) != 0.0)));
-    let r = if up { fl + 1.0 } else { fl };
-    let mut v = scale2(r, qe);
-    if v > fmt.max {
-        v = f64::INFINITY;
-    }
-    if neg {
-        -v
-    } else {
-        v
-    }
 }
 
 /// Wide two's complement fixed-point integer, units of 2^-1074.

@@ -527,6 +527,19 @@ impl CombinerKind {
             (_, DuplicatePolicy::Error) => CombinerKind::Unique,
         }
     }
+
+    /// Largest encoded accumulator the budget plans for: a two-double
+    /// exact sum (the compact form, 17 bytes), an i128 zigzag varint, or
+    /// origin + value for `last`. Rarer, longer expansions may grow an
+    /// in-memory run past it.
+    pub(crate) fn est_acc_bytes(self) -> u64 {
+        match self {
+            CombinerKind::FloatSum => 17,
+            CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
+            CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
+            CombinerKind::Last => 18,
+        }
+    }
 }
 
 /// A value that can be pushed into a tensor of some element type.

@@ -2,7 +2,6 @@
 //! between fixed buffers, ingest chunks, sort scratch and in-memory runs,
 //! and the merge fan-in that follows. Pure arithmetic, tested below.
 
-use crate::assemble::combine::CombinerKind;
 use crate::error::{Error, Result};
 use crate::options::AssembleOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,18 +147,6 @@ impl MemTracker {
     }
     pub(crate) fn sub(&self, n: u64) {
         self.now.fetch_sub(n, Ordering::Relaxed);
-    }
-}
-
-/// Largest encoded accumulator we plan for: a two-double exact sum (the
-/// compact form, 17 bytes), an i128 zigzag varint, or origin + value for
-/// `last`. Rarer, longer expansions may grow an in-memory run past it.
-pub(crate) fn est_acc_bytes(kind: CombinerKind) -> u64 {
-    match kind {
-        CombinerKind::FloatSum => 17,
-        CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
-        CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
-        CombinerKind::Last => 18,
     }
 }
 

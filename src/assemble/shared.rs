@@ -37,7 +37,7 @@
 
 use crate::assemble::combine::{with_combiner, CombinerKind};
 use crate::assemble::key::{Key, KeyLayout};
-use crate::assemble::plan::{est_acc_bytes, MemTracker, Plan, BLOCK_TARGET};
+use crate::assemble::plan::{MemTracker, Plan, BLOCK_TARGET};
 use crate::assemble::run::SortState;
 use crate::assemble::sort::Record;
 use crate::assemble::spill::{Run, RunFormat};
@@ -335,7 +335,7 @@ pub(crate) fn new_core<K: Key>(
     let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
     let key_varint = (layout.total_bits() as u64).div_ceil(7).max(1);
-    let plan = Plan::new(&opts, record_bytes, key_varint + est_acc_bytes(kind))?;
+    let plan = Plan::new(&opts, record_bytes, key_varint + kind.est_acc_bytes())?;
     let mut fp = Vec::new();
     for d in layout.shape() {
         fp.extend_from_slice(&d.to_le_bytes());

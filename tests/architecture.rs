@@ -144,3 +144,31 @@ fn the_parser_skips_comments_and_tests() {
     let code = code_of("use crate::read::X; // crate::write\n#[cfg(test)]\nuse crate::fs;");
     assert_eq!(referenced(&code), BTreeSet::from(["read".to_string()]));
 }
+
+/// docs/architecture.md names every source file (a file by its name, a
+/// folder's `mod.rs` by the folder): whoever adds one says there what it
+/// is for.
+#[test]
+fn the_architecture_doc_names_every_source_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut files = Vec::new();
+    walk(&root.join("src"), &mut files);
+    assert!(files.len() > 50, "only {} files under src/", files.len());
+    let missing: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let name = f.file_name()?.to_str()?.to_string();
+            let key = if name == "mod.rs" {
+                format!("{}/", f.parent()?.file_name()?.to_str()?)
+            } else {
+                name
+            };
+            (!doc.contains(&key)).then(|| f.display().to_string())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/architecture.md: {missing:?}"
+    );
+}

@@ -25,7 +25,7 @@ use crate::{
     c_path, coo_options, handle, quietly, status, DTypeArg, Fail, LayoutArg, Res, COO_ERR_ARGUMENT,
     COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE,
 };
-use coo_assembler::direct::{ComplexOut, DirectValue, IndexElem, OutValue};
+use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
 use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::AtomicBool;
@@ -758,42 +758,6 @@ unsafe fn refill_with<V: DirectValue, O>(
     Ok(entry(p, values, out, None)?)
 }
 
-/// [`typed`] for a complex plan: `out` of the plan's complex type,
-/// `values` of it too, or doubles (imaginary parts zero).
-///
-/// # Safety
-/// As [`coo_plan_assemble_typed`].
-unsafe fn typed_complex<O: ComplexOut + DirectValue>(
-    p: &Plan,
-    values: *const c_void,
-    value_type: DType,
-    n: usize,
-    out: *mut c_void,
-    nnz: usize,
-) -> Res<()> {
-    let out = out.cast::<O>();
-    // SAFETY (every arm): `values` holds `n` values of the C type
-    // `value_type` names (the caller's contract).
-    unsafe {
-        match value_type {
-            t if t == p.dtype() => {
-                refill_with::<O, O>(p, values.cast(), n, out, nnz, Plan::assemble_complex_into)
-            }
-            DType::F64 => {
-                refill_with::<f64, O>(p, values.cast(), n, out, nnz, Plan::assemble_complex_into)
-            }
-            other => Err(Fail::new(
-                COO_ERR_ARGUMENT,
-                format!(
-                    "value_type {other}: a plan of {} values is refilled from values of its own \
-                     type or from COO_F64 (double)",
-                    p.dtype()
-                ),
-            )),
-        }
-    }
-}
-
 /// Refill `out` with the assembly of `values` under the plan: `n` doubles,
 /// one per contribution in the order the coordinates were given (for
 /// `coo_plan_elements`, the element matrices one after the other), into
@@ -851,26 +815,25 @@ pub unsafe extern "C" fn coo_plan_assemble(
 }
 
 /// A typed refill: `out` of the plan's element type `O`, `values` of it
-/// too, or doubles, which go in as `D` (`f64` into a float type,
-/// [`Integral`] into an integer one).
+/// too (through `own`), or doubles, which go in as `D` (through `from_d`:
+/// `f64` into a float or complex type, [`Integral`] into an integer one).
 ///
 /// # Safety
 /// As [`coo_plan_assemble_typed`].
-unsafe fn typed<O: OutValue + DirectValue, D: DirectValue>(
+unsafe fn typed<O: DirectValue, D: DirectValue>(
     p: &Plan,
-    values: *const c_void,
-    value_type: DType,
-    n: usize,
-    out: *mut c_void,
-    nnz: usize,
+    (values, value_type, n): (*const c_void, DType, usize),
+    (out, nnz): (*mut c_void, usize),
+    own: Entry<O, O>,
+    from_d: Entry<D, O>,
 ) -> Res<()> {
     let out = out.cast::<O>();
     // SAFETY (every arm): `values` holds `n` values of the C type
     // `value_type` names (the caller's contract); `Integral` is an f64.
     unsafe {
         match value_type {
-            t if t == p.dtype() => refill::<O, O>(p, values.cast(), n, out, nnz),
-            DType::F64 => refill::<D, O>(p, values.cast(), n, out, nnz),
+            t if t == p.dtype() => refill_with::<O, O>(p, values.cast(), n, out, nnz, own),
+            DType::F64 => refill_with::<D, O>(p, values.cast(), n, out, nnz, from_d),
             other => Err(Fail::new(
                 COO_ERR_ARGUMENT,
                 format!(
@@ -924,12 +887,19 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
         // SAFETY (every arm): forwarded contract; `out` holds the plan's
         // element type.
         unsafe {
+            let (v, o) = ((values, vt, n), (out, nnz));
             coo_assembler::with_element_type!(p.dtype(), {
-                float T => typed::<T, f64>(p, values, vt, n, out, nnz),
-                narrow T => typed::<T, f64>(p, values, vt, n, out, nnz),
-                int T => typed::<T, Integral>(p, values, vt, n, out, nnz),
-                complex C => typed_complex::<C>(p, values, vt, n, out, nnz),
-                bool T => typed::<T, Integral>(p, values, vt, n, out, nnz),
+                float T => typed::<T, f64>(p, v, o, Plan::assemble_into, Plan::assemble_into),
+                narrow T => typed::<T, f64>(p, v, o, Plan::assemble_into, Plan::assemble_into),
+                int T => typed::<T, Integral>(p, v, o, Plan::assemble_into, Plan::assemble_into),
+                complex C => typed::<C, f64>(
+                    p,
+                    v,
+                    o,
+                    Plan::assemble_complex_into,
+                    Plan::assemble_complex_into
+                ),
+                bool T => typed::<T, Integral>(p, v, o, Plan::assemble_into, Plan::assemble_into),
             })
         }
     })

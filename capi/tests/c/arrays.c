@@ -8,6 +8,7 @@
  * "N failed" at the end; exits 1 if a check failed. The contributions of
  * "lcg" come from an LCG that tests/programs.rs replays. */
 #include <coo_assembler.h>
+#include "check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,33 +17,7 @@
 #define EXTENT 300
 #define N 100000
 
-static int failures = 0;
 static char dir[4096], spill[4096];
-
-static void expect(int got, int want, const char *label) {
-    const char *msg = got == COO_OK ? "" : coo_last_error();
-    if (got != want || (want != COO_OK && msg[0] == '\0')) {
-        printf("FAIL %s: got %s, want %s (%s)\n", label, coo_status_name(got),
-               coo_status_name(want), msg);
-        failures++;
-    } else {
-        printf("ok %s: %s %s\n", label, coo_status_name(got), msg);
-    }
-}
-
-static void expect_true(int cond, const char *label) {
-    printf("%s %s\n", cond ? "ok" : "FAIL", label);
-    if (!cond)
-        failures++;
-}
-
-/* The last error names `what`. */
-static void expect_message(const char *what, const char *label) {
-    int has = strstr(coo_last_error(), what) != NULL;
-    printf("%s %s: \"%s\" in \"%s\"\n", has ? "ok" : "FAIL", label, what, coo_last_error());
-    if (!has)
-        failures++;
-}
 
 static const char *in_dir(const char *name) {
     static char buf[8][4200];

@@ -4,23 +4,9 @@
  * value refused with COO_ERR_VALUE.
  * Usage: bool DIR. Prints one line per check and "N failed". */
 #include <coo_assembler.h>
+#include "check.h"
 #include <stdio.h>
 #include <string.h>
-
-static int failures = 0;
-
-static void expect(int got, int want, const char *label) {
-    printf("%s %s: %s %s\n", got == want ? "ok" : "FAIL", label, coo_status_name(got),
-           got == COO_OK ? "" : coo_last_error());
-    if (got != want)
-        failures++;
-}
-
-static void expect_true(int cond, const char *label) {
-    printf("%s %s\n", cond ? "ok" : "FAIL", label);
-    if (!cond)
-        failures++;
-}
 
 int main(int argc, char **argv) {
     if (argc != 2) {

@@ -2,33 +2,14 @@
  * a message. Usage: errors DIR (an empty directory for outputs and spills).
  * Prints one line per check; exits 1 if any check failed. */
 #include <coo_assembler.h>
+#include "check.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-
-/* `got` must be `want`; an error must come with a message. */
-static void expect(int got, int want, const char *label) {
-    const char *msg = got == COO_OK ? "" : coo_last_error();
-    if (got != want || (want != COO_OK && msg[0] == '\0')) {
-        printf("FAIL %s: got %s, want %s (%s)\n", label, coo_status_name(got),
-               coo_status_name(want), msg);
-        failures++;
-    } else {
-        printf("ok %s: %s %s\n", label, coo_status_name(got), msg);
-    }
-}
-
 /* For functions returning a handle: NULL means coo_last_status(). */
 static int status_of(const void *handle) { return handle ? COO_OK : coo_last_status(); }
-
-static void expect_true(int cond, const char *label) {
-    printf("%s %s\n", cond ? "ok" : "FAIL", label);
-    if (!cond)
-        failures++;
-}
 
 static char dir[4096], spill[4096];
 

@@ -13,6 +13,7 @@
 /* pthreads are POSIX, beyond -std=c11. */
 #define _POSIX_C_SOURCE 200809L
 #include <coo_assembler.h>
+#include "check.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +29,6 @@
 #define N ((size_t)ELEMENTS * K * K)
 #define REFILLERS 4
 
-static int failures = 0;
 static char dir[4096];
 
 static int64_t dofs[ELEMENTS * K];
@@ -37,31 +37,6 @@ static int64_t rows[N], cols[N];
 static int32_t rows32[N], cols32[N];
 static double vals[2][N];
 static const int64_t shape[2] = {NODES, NODES};
-
-static void expect(int got, int want, const char *label) {
-    const char *msg = got == COO_OK ? "" : coo_last_error();
-    if (got != want || (want != COO_OK && msg[0] == '\0')) {
-        printf("FAIL %s: got %s, want %s (%s)\n", label, coo_status_name(got),
-               coo_status_name(want), msg);
-        failures++;
-    } else {
-        printf("ok %s: %s %s\n", label, coo_status_name(got), msg);
-    }
-}
-
-static void expect_true(int cond, const char *label) {
-    printf("%s %s\n", cond ? "ok" : "FAIL", label);
-    if (!cond)
-        failures++;
-}
-
-/* The last error names `what`. */
-static void expect_message(const char *what, const char *label) {
-    int has = strstr(coo_last_error(), what) != NULL;
-    printf("%s %s: \"%s\" in \"%s\"\n", has ? "ok" : "FAIL", label, what, coo_last_error());
-    if (!has)
-        failures++;
-}
 
 /* A handle call that returns NULL on error: its status. */
 static int made(const void *handle) { return handle != NULL ? COO_OK : coo_last_status(); }

@@ -5,29 +5,12 @@
  * negative index is COO_ERR_INDEX with today's message.
  * Usage: skip_negative DIR. Prints one line per check and "N failed". */
 #include <coo_assembler.h>
+#include "check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
 static char dir[4096];
-
-static void expect(int got, int want, const char *label) {
-    const char *msg = got == COO_OK ? "" : coo_last_error();
-    if (got != want) {
-        printf("FAIL %s: got %s, want %s (%s)\n", label, coo_status_name(got),
-               coo_status_name(want), msg);
-        failures++;
-    } else {
-        printf("ok %s: %s %s\n", label, coo_status_name(got), msg);
-    }
-}
-
-static void expect_true(int cond, const char *label) {
-    printf("%s %s\n", cond ? "ok" : "FAIL", label);
-    if (!cond)
-        failures++;
-}
 
 static const char *in_dir(const char *name) {
     static char buf[8][4200];

@@ -210,7 +210,7 @@ impl DType {
     pub(crate) fn round_float(self, v: f64) -> f64 {
         match self {
             DType::F16 => f16::from_f64(v).to_f64(),
-            DType::BF16 => bf16::from_f64(v).to_f64(),
+            DType::BF16 => bf16_nearest(v).to_f64(),
             DType::F32 => v as f32 as f64,
             _ => v,
         }
@@ -384,7 +384,7 @@ impl Value {
             (Value::Float(v), DType::F64) => put(&v.to_le_bytes()),
             (Value::Float(v), DType::F32) => put(&(v as f32).to_le_bytes()),
             (Value::Float(v), DType::F16) => put(&f16::from_f64(v).to_le_bytes()),
-            (Value::Float(v), DType::BF16) => put(&bf16::from_f64(v).to_le_bytes()),
+            (Value::Float(v), DType::BF16) => put(&bf16_nearest(v).to_le_bytes()),
             (Value::Float(_), _) => return None,
             (_, d) if d.is_float() => return None,
             (v, d) => {
@@ -494,7 +494,7 @@ pub fn format_float(v: f64, dtype: DType) -> String {
                 Some(if dtype == DType::F16 {
                     f16::from_f64(x).to_bits().into()
                 } else {
-                    bf16::from_f64(x).to_bits().into()
+                    bf16_nearest(x).to_bits().into()
                 })
             };
             let want = back(&format!("{v:e}"));
@@ -999,8 +999,16 @@ impl FloatElement for f16 {
 impl FloatElement for bf16 {
     #[inline(always)]
     fn from_f64(v: f64) -> bf16 {
-        bf16::from_f64(v)
+        bf16_nearest(v)
     }
+}
+
+/// The bfloat16 nearest to `v`, rounded once: the half crate's
+/// `bf16::from_f64` goes through f32 and rounds twice (1796.0002 gives
+/// 1792, not 1800), so the rounding is the format's own and the
+/// conversion of its exact result is the crate's.
+fn bf16_nearest(v: f64) -> bf16 {
+    bf16::from_f64(FloatFormat::BF16.nearest(v))
 }
 
 macro_rules! real_int {
@@ -1084,6 +1092,33 @@ pub fn unpack_bools(packed: &[u8], n: usize, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value pushed or stored into a bfloat16 tensor is rounded once to
+    /// the nearest bfloat16 (through f32 it would round twice).
+    #[test]
+    fn bfloat16_values_round_once() {
+        let v = 1796.0002397298813;
+        assert_eq!(
+            bf16::from_f64(v).to_f64(),
+            1792.0,
+            "the crate's double rounding"
+        );
+        assert_eq!(DType::BF16.round_float(v), 1800.0);
+        let le = Value::Float(v).to_le(DType::BF16).unwrap();
+        assert_eq!(bf16::from_le_bytes([le[0], le[1]]).to_f64(), 1800.0);
+        assert_eq!(<bf16 as FloatElement>::from_f64(v).to_f64(), 1800.0);
+        assert_eq!(
+            <bf16 as RealElement>::from_value(Value::Float(-v)).to_f64(),
+            -1800.0
+        );
+        for x in [f64::NAN, f64::INFINITY, -0.0, 3.5e38, 1e-40] {
+            let b = bf16_nearest(x);
+            assert_eq!(b.is_nan(), x.is_nan());
+            if !x.is_nan() {
+                assert_eq!(b.to_f64(), FloatFormat::BF16.nearest(x), "{x:e}");
+            }
+        }
+    }
 
     /// The formats' own rounding is the one the half crate and an `as f32`
     /// cast give, ties and subnormals and overflow included.

@@ -5,7 +5,9 @@
 
 use coo_assembler::hurray::align_up;
 use coo_assembler::write::{FileWriter, WriteOptions};
-use coo_assembler::{DType, Error, HurrayFile, OutputLayout, Problem, ReadOptions, Tensor, Value};
+use coo_assembler::{
+    DType, Error, HurrayFile, OutputLayout, Problem, ReadOptions, Severity, Tensor, Value,
+};
 
 /// The spec's CSR example, 4 x 5 f32 (row 3 empty):
 /// row 0: 1 at col 0, 2 at col 3; row 1: 3 at col 2; row 2: 4 at col 1, 5 at col 4.
@@ -65,6 +67,15 @@ fn set_u64(b: &mut [u8], at: usize, v: u64) {
 }
 
 fn problems(bytes: &[u8]) -> Vec<Problem> {
+    all_problems(bytes)
+        .into_iter()
+        .filter(|p| p.severity != Severity::Note)
+        .collect()
+}
+
+/// Every problem, the notes too (a file written without checksums gets
+/// the `no-checksums` note).
+fn all_problems(bytes: &[u8]) -> Vec<Problem> {
     HurrayFile::from_bytes_with(
         bytes,
         ReadOptions {
@@ -96,6 +107,9 @@ fn valid_files_verify_in_both_layouts() {
         for (checksums, statistics) in [(true, true), (false, false)] {
             let f = write(layout, checksums, statistics);
             assert!(problems(&f.bytes).is_empty(), "{:?}", problems(&f.bytes));
+            let rules: Vec<&str> = all_problems(&f.bytes).iter().map(|p| p.rule).collect();
+            let want: &[&str] = if checksums { &[] } else { &["no-checksums"] };
+            assert_eq!(rules, want);
             let h = HurrayFile::from_bytes(f.bytes).unwrap();
             assert_eq!(h.only_tensor_view().unwrap().layout(), layout);
         }

@@ -8,6 +8,7 @@ those tests skip; the PETSc file is then still checked by a reader written
 from the format's documentation (``test_petsc_bytes_by_the_format_docs``).
 """
 
+import functools
 import glob
 import os
 import subprocess
@@ -206,11 +207,20 @@ def test_npz_float16_and_ints(rng, tmp_path):
         same_coo(b, f.to_scipy("coo").astype(want))
 
 
+@functools.lru_cache(maxsize=None)
 def petsc_dirs(scalar="real"):
-    """PETSc installations with petsc4py for the system Python: {int bits: PETSC_DIR}."""
+    """PETSc installations with petsc4py for the system Python: {int bits: PETSC_DIR}.
+    A PETSc without petsc4py and numpy for /usr/bin/python3 (the C
+    library alone, libpetsc-complex-dev for capi's C test) is not one."""
     out = {}
     for d in glob.glob(f"/usr/lib/petscdir/petsc*/x86_64-linux-gnu-{scalar}"):
-        out[64 if "petsc64" in d else 32] = d
+        if not os.path.exists("/usr/bin/python3"):
+            break
+        env = dict(os.environ, PETSC_DIR=d, PYTHONPATH="")
+        probe = subprocess.run(["/usr/bin/python3", "-c", "import numpy, petsc4py"],
+                               env=env, capture_output=True, timeout=60)
+        if probe.returncode == 0:
+            out[64 if "petsc64" in d else 32] = d
     return out
 
 

@@ -87,6 +87,17 @@ enum Link {
 
 /// Compile C sources against the library into `dir/exe`.
 fn compile_c(sources: &[PathBuf], dir: &Path, exe: &str, link: Link) -> PathBuf {
+    compile_c_with(sources, dir, exe, link, &[])
+}
+
+/// As `compile_c`, with more compiler and linker flags (another library's).
+fn compile_c_with(
+    sources: &[PathBuf],
+    dir: &Path,
+    exe: &str,
+    link: Link,
+    extra: &[String],
+) -> PathBuf {
     let lib = lib_dir();
     let out = dir.join(exe);
     let mut cmd = Command::new(tool("CC", "cc"));
@@ -115,6 +126,7 @@ fn compile_c(sources: &[PathBuf], dir: &Path, exe: &str, link: Link) -> PathBuf 
                 .args(["-lgcc_s", "-lutil", "-lrt", "-ldl"]);
         }
     }
+    cmd.args(extra);
     cmd.args(["-lpthread", "-lm"]);
     run(&mut cmd, &format!("compiling {exe}"));
     out
@@ -593,6 +605,206 @@ fn c_complex_values_push_and_read_back() {
     let out = run(Command::new(&exe).arg(&work), "complex");
     assert!(out.ends_with("0 failed\n"), "{out}");
     assert!(!out.contains("FAIL"), "{out}");
+}
+
+/// The `coo-assembler` command, built (once per run) with the library this
+/// test's C programs link, into the same target directory and profile:
+/// the C API has no export, so a C program's file goes to PETSc through
+/// `coo-assembler export --to petsc`, as docs/c-api.md tells C users.
+fn cli_exe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let profile_dir = lib_dir();
+        let target_dir = profile_dir.parent().expect("target dir");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev".to_string(),
+            Some(other) => other.to_string(),
+            None => panic!("no profile directory in {}", profile_dir.display()),
+        };
+        // Both packages at once, so the library keeps the features the C
+        // API's build gave it (`internals`) and is not compiled again.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "coo-assembler-capi", "-p", "coo-assembler"])
+            .args(["--lib", "--bins", "--profile", &profile])
+            .arg("--target-dir")
+            .arg(target_dir)
+            .current_dir(repo_root());
+        run(&mut cmd, "cargo build of the coo-assembler command");
+        let exe = profile_dir.join("coo-assembler");
+        assert!(exe.exists(), "{} missing", exe.display());
+        exe
+    })
+}
+
+/// A PETSc built with complex scalars: `$PETSC_DIR`, else Debian's
+/// `/usr/lib/petscdir/petsc-complex` (libpetsc-complex-dev). Its compiler
+/// and linker flags from its pkg-config file (with MPI's, whose `mpi.h`
+/// PETSc's headers include), or why there is none.
+fn complex_petsc_flags() -> Result<Vec<String>, String> {
+    let dir = std::env::var_os("PETSC_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/petscdir/petsc-complex"));
+    let conf = dir.join("include/petscconf.h");
+    let text = std::fs::read_to_string(&conf)
+        .map_err(|e| format!("no PETSc at {} ({}: {e})", dir.display(), conf.display()))?;
+    if !text
+        .lines()
+        .any(|l| l.trim() == "#define PETSC_USE_COMPLEX 1")
+    {
+        return Err(format!("the PETSc at {} has real scalars", dir.display()));
+    }
+    let pc_path = dir.join("lib/pkgconfig");
+    let pkg = |args: &[&str]| -> Result<String, String> {
+        let out = Command::new("pkg-config")
+            .args(args)
+            .env("PKG_CONFIG_PATH", &pc_path)
+            .output()
+            .map_err(|e| format!("cannot run pkg-config: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "pkg-config {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let mut flags: Vec<String> = pkg(&["--cflags", "--libs", "petsc", "mpi"])?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    flags.push(format!(
+        "-Wl,-rpath,{}",
+        pkg(&["--variable=libdir", "petsc"])?
+    ));
+    Ok(flags)
+}
+
+/// tests/c/petsc_complex.c: a complex 1D Helmholtz matrix (lossy medium,
+/// absorbing end) assembled through the C API, exported with
+/// `coo-assembler export --to petsc`, and loaded by a complex PETSc's
+/// `MatLoad` in the same C program, which checks every entry bit for bit
+/// against sums it computes itself, and `MatMult` with a complex vector.
+/// Skipped, saying so, without a complex PETSc (Debian:
+/// libpetsc-complex-dev; CI does not install it).
+#[test]
+fn c_complex_matrix_to_petsc_matload() {
+    let flags = match complex_petsc_flags() {
+        Ok(flags) => flags,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED c_complex_matrix_to_petsc_matload: {why} \
+                 (Debian: apt-get install libpetsc-complex-dev, or set PETSC_DIR)"
+            );
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c_with(
+        &[repo_root().join("capi/tests/c/petsc_complex.c")],
+        dir.path(),
+        "petsc_complex",
+        Link::Shared,
+        &flags,
+    );
+    let n = 16u64;
+    let hrry = dir.path().join("K.hrry");
+    let out = run(
+        Command::new(&exe)
+            .arg("assemble")
+            .arg(&hrry)
+            .arg(n.to_string()),
+        "petsc_complex assemble",
+    );
+    // Two dofs per element (4 entries each) and the impedance term.
+    assert_eq!(field(&out, "contributions"), 4 * n + 1, "{out}");
+    assert_eq!(field(&out, "nnz"), 3 * n + 1, "{out}");
+
+    // The file as our reader sees it: complex128, the band, and the
+    // imaginary parts the problem gives (the lossy medium everywhere, the
+    // absorbing condition at x = 1), within rounding of the formula.
+    let file = HurrayFile::open(&hrry).expect("open K.hrry");
+    let t = file.only_tensor().expect("one tensor");
+    assert_eq!(t.dtype(), DType::C128);
+    assert_eq!(t.nnz(), 3 * n + 1);
+    let (k2, h) = (49.0, 1.0 / n as f64);
+    let elem = |e: u64, diag: bool| -> (f64, f64) {
+        let (re, im) = (1.0 + 0.03 * e as f64, 0.2);
+        let (s, w) = if diag {
+            (1.0, h / 3.0)
+        } else {
+            (-1.0, h / 6.0)
+        };
+        (s / h - k2 * re * w, -k2 * im * w)
+    };
+    for (idx, v) in t.iter() {
+        let (i, j) = (idx[0], idx[1]);
+        let want = if i != j {
+            assert_eq!(i.abs_diff(j), 1, "({i},{j}) outside the band");
+            elem(i.min(j), false)
+        } else {
+            let mut s = (0.0, 0.0);
+            for (e, ok) in [(i.wrapping_sub(1), i > 0), (i, i < n)] {
+                if ok {
+                    let (re, im) = elem(e, true);
+                    s = (s.0 + re, s.1 + im);
+                }
+            }
+            if i == n {
+                s.1 -= 7.0;
+            }
+            s
+        };
+        let Value::Complex(re, im) = v else {
+            panic!("({i},{j}): {v:?} is not complex");
+        };
+        let scale = want.0.abs() + want.1.abs();
+        assert!(
+            (re - want.0).abs() <= 1e-14 * scale && (im - want.1).abs() <= 1e-14 * scale,
+            "({i},{j}) = {re}{im:+}i, want {}{:+}i",
+            want.0,
+            want.1
+        );
+    }
+    drop(file);
+
+    let petsc = dir.path().join("K.petsc");
+    run(
+        Command::new(cli_exe())
+            .arg("export")
+            .arg(&hrry)
+            .args(["--to", "petsc"])
+            .arg(&petsc),
+        "coo-assembler export --to petsc",
+    );
+    // MAT_FILE_CLASSID, rows, columns, nnz; row lengths; columns (32-bit
+    // PetscInt, Debian's build); values as (real, imaginary) doubles.
+    let rows = n + 1;
+    let nnz = 3 * n + 1;
+    let len = std::fs::metadata(&petsc).expect("K.petsc").len();
+    assert_eq!(len, 4 * 4 + 4 * rows + 4 * nnz + 16 * nnz);
+
+    let out = run(
+        Command::new(&exe)
+            .arg("check")
+            .arg(&petsc)
+            .arg(n.to_string())
+            // PETSc starts MPI; CI runs as root, which Open MPI refuses
+            // unless told.
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        "petsc_complex check",
+    );
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(out.ends_with("0 failed\n"), "{out}");
+    assert!(
+        out.contains(&format!("MatLoad: {rows} x {rows}\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("entries checked={nnz} wrong=0\n")),
+        "{out}"
+    );
 }
 
 /// tests/c/bool.c: a bool pattern pushed as 1.0 / 0.0 through the double

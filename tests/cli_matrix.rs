@@ -298,3 +298,73 @@ fn matvec_cli_on_csr_and_csc() {
         .collect();
     assert!(pngs[1] == pngs[0] && pngs[2] == pngs[0], "spy");
 }
+
+/// A complex matrix, or a complex x (.npy complex128), gives a complex128
+/// y.npy: the library's complex product, bit for bit; a .f64 output is
+/// refused for it, and nothing is written.
+#[test]
+fn matvec_cli_multiplies_complex_matrices_and_vectors() {
+    use coo_assembler::matrix::matvec_complex;
+    use coo_assembler::{AssembleOptions, Builder, Complex, DType};
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(&[3, 3], DType::C128, AssembleOptions::default()).unwrap();
+    for (i, j, re, im) in [
+        (0u64, 0u64, 1.5, -0.5),
+        (0, 2, 0.25, 2.0),
+        (2, 1, -3.0, 0.125),
+    ] {
+        b.push(&[i, j], Complex::new(re, im)).unwrap();
+    }
+    let a = dir.path().join("z.hrry");
+    b.finish(&a).unwrap();
+    let mut npy = vector::npy_header("<c16", &[3]);
+    let x: [Complex<f64>; 3] = [
+        Complex::new(0.5, 1.0),
+        Complex::new(-2.0, 0.0),
+        Complex::new(0.0, 3.0),
+    ];
+    for v in &x {
+        npy.extend(v.re.to_le_bytes());
+        npy.extend(v.im.to_le_bytes());
+    }
+    let xp = dir.path().join("x.npy");
+    std::fs::write(&xp, &npy).unwrap();
+    let f = HurrayFile::open(&a).unwrap();
+    let m = Matrix::of_file(&f, None).unwrap();
+    for transpose in [false, true] {
+        let yp = dir.path().join("y.npy");
+        let mut args = vec!["matvec", s(&a), "--x", s(&xp), "--out", s(&yp), "-q"];
+        if transpose {
+            args.push("--transpose");
+        }
+        ok(&args);
+        let want = matvec_complex(&m, &x, transpose, &MatvecOptions::default()).unwrap();
+        let bytes = std::fs::read(&yp).unwrap();
+        let header = String::from_utf8_lossy(&bytes[..64]).into_owned();
+        assert!(header.contains("'descr': '<c16'"), "{header}");
+        let got: Vec<Complex<f64>> = bytes[bytes.len() - 48..]
+            .chunks_exact(16)
+            .map(|c| {
+                Complex::new(
+                    f64::from_le_bytes(c[..8].try_into().unwrap()),
+                    f64::from_le_bytes(c[8..].try_into().unwrap()),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "transpose={transpose}");
+    }
+    // A real x against the complex matrix is a complex product too.
+    let xr = dir.path().join("xr.npy");
+    vector::write_vector(&xr, &[1.0, 2.0, 3.0]).unwrap();
+    let yp = dir.path().join("yr.npy");
+    ok(&["matvec", s(&a), "--x", s(&xr), "--out", s(&yp), "-q"]);
+    let err = vector::read_vector(&yp).unwrap_err().to_string();
+    assert!(err.contains("holds complex values"), "{err}");
+    let raw = dir.path().join("y.f64");
+    fails(
+        &["matvec", s(&a), "--x", s(&xp), "--out", s(&raw)],
+        1,
+        "name it .npy (complex128)",
+    );
+    assert!(!raw.exists());
+}

@@ -430,3 +430,142 @@ fn petsc_and_reordered_exports_of_complex_values() {
         [0.0, 0.0, 0.0, 0.0, 1.5, -2.0, 0.0, 0.0]
     );
 }
+
+/// `matvec_complex`: the complex product in every layout, `A x` and
+/// `A^T x`, the same bytes for any thread count. Small integer parts make
+/// every product and sum exact, so the expected vector (summed here in
+/// another order) must match bit for bit.
+#[test]
+fn matvec_complex_is_the_complex_product_in_every_layout() {
+    use coo_assembler::matrix::{matvec_complex, Matrix, MatvecOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, cols) = (300u64, 200u64);
+    let mut seed = 0x5eed_u64;
+    let mut next = move |m: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % m
+    };
+    let small = |v: u64, half: u64| v as f64 - half as f64;
+    // More entries than a scatter block (2^18), so several blocks meet.
+    let pushes: Vec<(u64, u64, f64, f64)> = (0..300_000)
+        .map(|_| {
+            let (i, j) = (next(rows), next(cols));
+            (i, j, small(next(17), 8), small(next(17), 8))
+        })
+        .collect();
+    let mut a: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
+    for &(i, j, re, im) in &pushes {
+        let e = a.entry((i, j)).or_default();
+        *e = (e.0 + re, e.1 + im);
+    }
+    let mut vector = |n: u64| -> Vec<Complex<f64>> {
+        (0..n)
+            .map(|_| Complex::new(small(next(9), 4), small(next(9), 4)))
+            .collect()
+    };
+    let (x, xt) = (vector(cols), vector(rows));
+    let product = |transpose: bool, x: &[Complex<f64>]| {
+        let mut y = vec![Complex::new(0.0, 0.0); if transpose { cols } else { rows } as usize];
+        for (&(i, j), &(re, im)) in &a {
+            let (o, k) = if transpose { (j, i) } else { (i, j) };
+            y[o as usize] += Complex::new(re, im) * x[k as usize];
+        }
+        y
+    };
+    let (want, want_t) = (product(false, &x), product(true, &xt));
+    for layout in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc] {
+        let mut b = Builder::new(&[rows, cols], DType::C128, opts(layout, dir.path())).unwrap();
+        for &(i, j, re, im) in &pushes {
+            b.push(&[i, j], Complex::new(re, im)).unwrap();
+        }
+        let path = dir.path().join(format!("mv-{layout}.hrry"));
+        b.finish(&path).unwrap();
+        let f = HurrayFile::open(&path).unwrap();
+        let m = Matrix::of_file(&f, None).unwrap();
+        for threads in [Some(1), Some(3)] {
+            let o = MatvecOptions {
+                threads,
+                ..MatvecOptions::default()
+            };
+            let y = matvec_complex(&m, &x, false, &o).unwrap();
+            assert_eq!(y, want, "{layout} A x, threads {threads:?}");
+            let y = matvec_complex(&m, &xt, true, &o).unwrap();
+            assert_eq!(y, want_t, "{layout} A^T x, threads {threads:?}");
+        }
+        // A real x (imaginary parts 0) against the complex matrix.
+        let xr: Vec<Complex<f64>> = x.iter().map(|v| Complex::new(v.re, 0.0)).collect();
+        let y = matvec_complex(&m, &xr, false, &MatvecOptions::default()).unwrap();
+        assert_eq!(y, product(false, &xr), "{layout} real x");
+    }
+}
+
+/// A real matrix times a complex x is its two real products bit for bit;
+/// the real `matvec` refuses a complex matrix and names the way out; bad
+/// x are refused by name.
+#[test]
+fn matvec_complex_refusals_and_real_matrices() {
+    use coo_assembler::matrix::{matvec, matvec_complex, Matrix, MatvecOptions, NonFiniteInput};
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(&[3, 2], DType::F64, opts(OutputLayout::Coo, dir.path())).unwrap();
+    for (i, j, v) in [(0u64, 0u64, 0.1f64), (0, 1, 0.7), (2, 1, -1.3), (1, 0, 2.9)] {
+        b.push(&[i, j], v).unwrap();
+    }
+    let real = dir.path().join("real.hrry");
+    b.finish(&real).unwrap();
+    let f = HurrayFile::open(&real).unwrap();
+    let m = Matrix::of_file(&f, None).unwrap();
+    let o = MatvecOptions::default();
+    let x = [Complex::new(0.3, -1.1), Complex::new(1.7, 0.9)];
+    let y = matvec_complex(&m, &x, false, &o).unwrap();
+    let re = matvec(&m, &[0.3, 1.7], false, &o).unwrap();
+    let im = matvec(&m, &[-1.1, 0.9], false, &o).unwrap();
+    let parts: Vec<(u64, u64)> = y.iter().map(|v| (v.re.to_bits(), v.im.to_bits())).collect();
+    let want: Vec<(u64, u64)> = re
+        .iter()
+        .zip(&im)
+        .map(|(r, i)| (r.to_bits(), i.to_bits()))
+        .collect();
+    assert_eq!(parts, want);
+
+    let err = matvec_complex(&m, &x[..1], false, &o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("x has 1 elements; the product needs 2"),
+        "{err}"
+    );
+    let bad = [Complex::new(0.0, 0.0), Complex::new(1.0, f64::NAN)];
+    let err = matvec_complex(&m, &bad, false, &o).unwrap_err().to_string();
+    assert!(err.contains("x[1] = NaN is not finite"), "{err}");
+    let allow = MatvecOptions {
+        non_finite: NonFiniteInput::Allow,
+        ..o
+    };
+    let y = matvec_complex(&m, &bad, false, &allow).unwrap();
+    assert!(
+        y[0].im.is_nan() && y[1].re == 0.0 && y[1].im == 0.0,
+        "{y:?}"
+    );
+
+    let mut b = Builder::new(&[2, 2], DType::C64, opts(OutputLayout::Csr, dir.path())).unwrap();
+    b.push(&[1, 0], Complex::new(1.0f32, 2.0)).unwrap();
+    let z = dir.path().join("z.hrry");
+    b.finish(&z).unwrap();
+    let f = HurrayFile::open(&z).unwrap();
+    let m = Matrix::of_file(&f, None).unwrap();
+    let err = matvec(&m, &[1.0, 1.0], false, &o).unwrap_err().to_string();
+    assert!(err.contains("matvec_complex"), "{err}");
+    let y = matvec_complex(
+        &m,
+        &[Complex::new(0.0, 1.0), Complex::new(5.0, 0.0)],
+        false,
+        &o,
+    );
+    // (1 + 2i) * i = -2 + i in row 1.
+    assert_eq!(
+        y.unwrap(),
+        [Complex::new(0.0, 0.0), Complex::new(-2.0, 1.0)]
+    );
+}

@@ -7,6 +7,7 @@ use coo_assembler::matrix::{
     self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatvecOptions,
     NonFiniteInput, Paging, SpyOptions,
 };
+use coo_assembler::Complex;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -15,7 +16,23 @@ use crate::errors::{input_error, matrix_to_py};
 use crate::file::NativeFile;
 use crate::names::canonical;
 
-/// A matrix error as the package's exception.
+/// `matvec`'s options from the Python arguments.
+fn matvec_options(
+    threads: Option<usize>,
+    allow_non_finite: bool,
+    paging_mode: &str,
+) -> PyResult<MatvecOptions> {
+    Ok(MatvecOptions {
+        threads,
+        non_finite: if allow_non_finite {
+            NonFiniteInput::Allow
+        } else {
+            NonFiniteInput::Error
+        },
+        paging: canonical::<Paging>(paging_mode)?,
+    })
+}
+
 /// `A @ x` or `A.T @ x` as a new float64 array.
 #[pyfunction]
 #[pyo3(signature = (file, x, transpose=false, threads=None, allow_non_finite=false, paging_mode="auto"))]
@@ -30,19 +47,36 @@ fn matvec<'py>(
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let (f, name) = file.get().parts("matvec")?;
     let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
-    let opts = MatvecOptions {
-        threads,
-        non_finite: if allow_non_finite {
-            NonFiniteInput::Allow
-        } else {
-            NonFiniteInput::Error
-        },
-        paging: canonical::<Paging>(paging_mode)?,
-    };
+    let opts = matvec_options(threads, allow_non_finite, paging_mode)?;
     let y = py
         .detach(|| {
             let a = Matrix::of_file(f, Some(name))?;
             matrix::matvec(&a, xs, transpose, &opts)
+        })
+        .map_err(matrix_to_py)?;
+    Ok(PyArray1::from_vec(py, y))
+}
+
+/// `A @ x` or `A.T @ x` with a complex128 x (a complex or real matrix) as
+/// a new complex128 array.
+#[pyfunction]
+#[pyo3(signature = (file, x, transpose=false, threads=None, allow_non_finite=false, paging_mode="auto"))]
+fn matvec_complex<'py>(
+    py: Python<'py>,
+    file: &Bound<'py, NativeFile>,
+    x: PyReadonlyArray1<'py, Complex<f64>>,
+    transpose: bool,
+    threads: Option<usize>,
+    allow_non_finite: bool,
+    paging_mode: &str,
+) -> PyResult<Bound<'py, PyArray1<Complex<f64>>>> {
+    let (f, name) = file.get().parts("matvec")?;
+    let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
+    let opts = matvec_options(threads, allow_non_finite, paging_mode)?;
+    let y = py
+        .detach(|| {
+            let a = Matrix::of_file(f, Some(name))?;
+            matrix::matvec_complex(&a, xs, transpose, &opts)
         })
         .map_err(matrix_to_py)?;
     Ok(PyArray1::from_vec(py, y))
@@ -116,6 +150,7 @@ fn spy<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(matvec_complex, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(spy, m)?)?;
     Ok(())

@@ -9,12 +9,12 @@
 
 mod bin;
 mod chunks;
-mod common;
+pub(crate) mod common;
 mod compress;
 mod lines;
 mod mapped;
 mod mtx;
-mod npy;
+pub(crate) mod npy;
 mod number;
 mod source;
 mod text;

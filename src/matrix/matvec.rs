@@ -19,7 +19,10 @@
 //!   most as much as the products), never from the thread count, so the
 //!   bytes are the same with 1 or 64 threads.
 //!
-//! Values of every type are widened to f64. Workers take blocks in
+//! Values of every type are widened to f64. [`matvec_complex`] multiplies a
+//! complex matrix or a complex x as real products of the parts (the real
+//! and imaginary part of every value are read by the same kernels, one
+//! pass each), so it keeps every property above. Workers take blocks in
 //! increasing order and stay within a window of the oldest unfinished one,
 //! so a file larger than memory is read once, sequentially, through a
 //! bounded set of pages (see [`Paging`]).
@@ -29,7 +32,8 @@ use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
 use crate::read::release::physical_memory;
-use crate::{CooTensor, Element};
+use crate::{CooTensor, Element, Value};
+use num_complex::Complex64;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -74,7 +78,75 @@ pub fn matvec(
     let out_len = to_usize(if transpose { a.cols() } else { a.rows() })?;
     check_x(a, x, transpose, opts)?;
     let mut y = super::memory::try_filled(out_len as u64, 0.0, "the result vector of matvec")?;
-    checked_run(a, x, &mut y, transpose, opts)?;
+    checked_run::<false>(a, x, &mut y, transpose, opts)?;
+    Ok(y)
+}
+
+/// `A x` (or `A^T x` when `transpose`) for a complex `x`, a complex matrix
+/// or both, as a new complex vector; a real matrix and a real x give a
+/// zero imaginary part. With `A = Ar + i Ai` and `x = xr + i xi`:
+/// `y = (Ar xr - Ai xi) + i (Ar xi + Ai xr)`, each product one pass of the
+/// real kernels (the matrix is read two to four times, the parts that are
+/// zero skipped), so the result is the same bytes for any thread count and
+/// a file larger than memory streams through bounded memory.
+pub fn matvec_complex(
+    a: &Matrix<'_>,
+    x: &[Complex64],
+    transpose: bool,
+    opts: &MatvecOptions,
+) -> MatrixResult<Vec<Complex64>> {
+    let need = if transpose { a.rows() } else { a.cols() };
+    if x.len() as u64 != need {
+        return Err(length_error(a, "x", x.len(), need, transpose));
+    }
+    if opts.non_finite == NonFiniteInput::Error {
+        if let Some(position) = x
+            .iter()
+            .position(|v| !v.re.is_finite() || !v.im.is_finite())
+        {
+            let v = x[position];
+            return Err(MatrixError::NonFiniteInput {
+                position,
+                value: if v.re.is_finite() { v.im } else { v.re },
+            });
+        }
+    }
+    let out_len = if transpose { a.cols() } else { a.rows() };
+    to_usize(out_len)?;
+    let xr = super::memory::try_map(x, "the real part of x", |v| v.re)?;
+    let xi = super::memory::try_map(x, "the imaginary part of x", |v| v.im)?;
+    let x_complex = xi.iter().any(|v| *v != 0.0);
+    let a_complex = a.dtype().is_complex();
+    let zeros = |what| super::memory::try_filled(out_len, 0.0, what);
+    // y = Ar xr (the pass that checks the stored checksums, once per file).
+    let mut re = zeros("the result vector of matvec")?;
+    checked_run::<false>(a, &xr, &mut re, transpose, opts)?;
+    let mut im = zeros("the imaginary part of the result")?;
+    let mut tmp = Vec::new();
+    if x_complex {
+        run::<false>(a, &xi, &mut im, transpose, opts)?;
+    }
+    if a_complex {
+        tmp = zeros("a partial product of matvec")?;
+        run::<true>(a, &xr, &mut tmp, transpose, opts)?;
+        for (i, t) in im.iter_mut().zip(&tmp) {
+            *i += *t;
+        }
+        if x_complex {
+            tmp.fill(0.0);
+            run::<true>(a, &xi, &mut tmp, transpose, opts)?;
+            for (r, t) in re.iter_mut().zip(&tmp) {
+                *r -= *t;
+            }
+        }
+    }
+    drop(tmp);
+    let mut y = super::memory::try_map(&re, "the result vector of matvec", |r| {
+        Complex64::new(*r, 0.0)
+    })?;
+    for (yk, i) in y.iter_mut().zip(&im) {
+        yk.im = *i;
+    }
     Ok(y)
 }
 
@@ -92,7 +164,7 @@ pub fn matvec_into(
     }
     check_x(a, x, transpose, opts)?;
     y.fill(0.0);
-    checked_run(a, x, y, transpose, opts)
+    checked_run::<false>(a, x, y, transpose, opts)
 }
 
 /// [`run`] on a matrix whose stored checksums are checked (once per open
@@ -101,7 +173,7 @@ pub fn matvec_into(
 /// the cores: a damaged buffer makes the product an error, whatever it
 /// computed); a file streamed through memory is hashed first, releasing
 /// its pages, so that its pages are not read twice at once.
-fn checked_run(
+fn checked_run<const IM: bool>(
     a: &Matrix<'_>,
     x: &[f64],
     y: &mut [f64],
@@ -111,9 +183,12 @@ fn checked_run(
     let t = a.tensor();
     if t.checksum_hashes() > 0 || a.stored_bytes() > physical_memory() / 4 {
         t.check_checksums()?;
-        return run(a, x, y, transpose, opts);
+        return run::<IM>(a, x, y, transpose, opts);
     }
-    let (sums, product) = rayon::join(|| t.check_checksums(), || run(a, x, y, transpose, opts));
+    let (sums, product) = rayon::join(
+        || t.check_checksums(),
+        || run::<IM>(a, x, y, transpose, opts),
+    );
     sums?;
     product
 }
@@ -140,7 +215,7 @@ fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> 
         // A product in f64 would drop the imaginary parts.
         return Err(MatrixError::Crate(crate::Error::Unsupported(format!(
             "matvec of a {} matrix: this product is real-valued; multiply it as a complex \
-             matrix (Python: File.matvec takes it, through scipy)",
+             matrix (matvec_complex; Python's File.matvec and the command's matvec do)",
             a.dtype()
         ))));
     }
@@ -159,7 +234,9 @@ fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> 
     Ok(())
 }
 
-fn run(
+/// `y = A x` into a zeroed `y`, with the real part of A's values (`IM`:
+/// their imaginary part, 0 for real values).
+fn run<const IM: bool>(
     a: &Matrix<'_>,
     x: &[f64],
     y: &mut [f64],
@@ -180,12 +257,14 @@ fn run(
         None => None,
     };
     let mut go = || match (a.layout(), transpose) {
-        (Layout::Coo { sorted: true }, false) => owned_rows(a, a.coo("matvec")?, x, y, opts.paging),
-        (Layout::Coo { .. }, _) => scatter(a, a.coo("matvec")?, x, y, transpose, opts.paging),
+        (Layout::Coo { sorted: true }, false) => {
+            owned_rows::<IM>(a, a.coo("matvec")?, x, y, opts.paging)
+        }
+        (Layout::Coo { .. }, _) => scatter::<IM>(a, a.coo("matvec")?, x, y, transpose, opts.paging),
         // The major index (row of CSR, column of CSC) is the output index:
         // each lane is one output element.
-        (Layout::Csr, false) | (Layout::Csc, true) => owned_lanes(a, x, y, opts.paging),
-        (Layout::Csr, true) | (Layout::Csc, false) => scatter_lanes(a, x, y, opts.paging),
+        (Layout::Csr, false) | (Layout::Csc, true) => owned_lanes::<IM>(a, x, y, opts.paging),
+        (Layout::Csr, true) | (Layout::Csc, false) => scatter_lanes::<IM>(a, x, y, opts.paging),
     };
     match pool {
         Some(p) => p.install(go),
@@ -261,7 +340,7 @@ fn row_blocks(nnz: usize, size: usize, row: impl Fn(usize) -> u64) -> Vec<(Range
 /// The rows of y a block owns: first row and the slice.
 type RowSlice<'y> = (usize, &'y mut [f64]);
 
-fn owned_rows(
+fn owned_rows<const IM: bool>(
     a: &Matrix<'_>,
     t: CooTensor<'_>,
     x: &[f64],
@@ -288,7 +367,7 @@ fn owned_rows(
     let ranges: Vec<Range<usize>> = blocks.iter().map(|(r, _)| r.clone()).collect();
     with_values!(t, |vals| {
         owned_blocks(a, y, &ranges, &firsts, paging, |range, row0, ys| {
-            owned_block(a, ind, vals, x, range, row0, ys)
+            owned_block::<_, IM>(a, ind, vals, x, range, row0, ys)
         })
     })
 }
@@ -334,7 +413,7 @@ fn owned_blocks(
 
 /// Rows of one block: `ys` holds rows `row0..`. Each row is one [`dot`].
 #[inline(never)]
-fn owned_block<T: Element>(
+fn owned_block<T: Element, const IM: bool>(
     a: &Matrix<'_>,
     ind: &[u64],
     vals: &[T],
@@ -355,7 +434,7 @@ fn owned_block<T: Element>(
             Some(slot) if prev.is_none_or(|pr| r > pr) => slot,
             _ => return Err(a.corrupt(p, format_args!("row {r} breaks the sorted order"))),
         };
-        match dot::<_, 2, 1>(&ind[2 * p..2 * q], &vals[p..q], x) {
+        match dot::<_, 2, 1, IM>(&ind[2 * p..2 * q], &vals[p..q], x) {
             Some(v) => *slot = v,
             None => return Err(a.corrupt(p, "a column of this row is out of range")),
         }
@@ -373,20 +452,37 @@ fn owned_block<T: Element>(
 /// only on the row, so it is the same for any blocks, threads and layout.
 /// `None` when a column is out of range.
 #[inline(always)]
-fn dot<T: Element, const S: usize, const C: usize>(ind: &[u64], v: &[T], x: &[f64]) -> Option<f64> {
+fn dot<T: Element, const S: usize, const C: usize, const IM: bool>(
+    ind: &[u64],
+    v: &[T],
+    x: &[f64],
+) -> Option<f64> {
     let mut acc = [0.0f64; 4];
     let (c4, v4) = (ind.chunks_exact(4 * S), v.chunks_exact(4));
     let (crest, vrest) = (c4.remainder(), v4.remainder());
     for (c, w) in c4.zip(v4) {
-        acc[0] += f64_of(w[0]) * *x.get(c[C] as usize)?;
-        acc[1] += f64_of(w[1]) * *x.get(c[S + C] as usize)?;
-        acc[2] += f64_of(w[2]) * *x.get(c[2 * S + C] as usize)?;
-        acc[3] += f64_of(w[3]) * *x.get(c[3 * S + C] as usize)?;
+        acc[0] += part::<_, IM>(w[0]) * *x.get(c[C] as usize)?;
+        acc[1] += part::<_, IM>(w[1]) * *x.get(c[S + C] as usize)?;
+        acc[2] += part::<_, IM>(w[2]) * *x.get(c[2 * S + C] as usize)?;
+        acc[3] += part::<_, IM>(w[3]) * *x.get(c[3 * S + C] as usize)?;
     }
     for (k, (c, w)) in crest.chunks_exact(S).zip(vrest).enumerate() {
-        acc[k] += f64_of(*w) * *x.get(c[C] as usize)?;
+        acc[k] += part::<_, IM>(*w) * *x.get(c[C] as usize)?;
     }
     Some((acc[0] + acc[1]) + (acc[2] + acc[3]))
+}
+
+/// The value as f64 (`IM`: its imaginary part, 0 for a real value).
+#[inline(always)]
+fn part<T: Element, const IM: bool>(v: T) -> f64 {
+    if IM {
+        match v.to_value() {
+            Value::Complex(_, im) => im,
+            _ => 0.0,
+        }
+    } else {
+        f64_of(v)
+    }
 }
 
 /// A block's partial vector (full output length; only `lo..hi` was touched).
@@ -401,7 +497,7 @@ struct Reduce<'y> {
     free: Vec<Vec<f64>>,
 }
 
-fn scatter(
+fn scatter<const IM: bool>(
     a: &Matrix<'_>,
     t: CooTensor<'_>,
     x: &[f64],
@@ -414,9 +510,9 @@ fn scatter(
     with_values!(t, |vals| {
         scatter_with(a, y, &blocks, paging, |_, range, buf| {
             if transpose {
-                scatter_block::<_, true>(a, ind, vals, x, range, buf)
+                scatter_block::<_, true, IM>(a, ind, vals, x, range, buf)
             } else {
-                scatter_block::<_, false>(a, ind, vals, x, range, buf)
+                scatter_block::<_, false, IM>(a, ind, vals, x, range, buf)
             }
         })
     })
@@ -487,7 +583,7 @@ fn sweep_free(sweep: &Sweep<'_, Partial, Reduce<'_>>) -> Option<Vec<f64>> {
 /// Products of one block added into `buf` at the output index; returns the
 /// span touched. `TRANSPOSE`: output index = column, input = row.
 #[inline(never)]
-fn scatter_block<T: Element, const TRANSPOSE: bool>(
+fn scatter_block<T: Element, const TRANSPOSE: bool, const IM: bool>(
     a: &Matrix<'_>,
     ind: &[u64],
     vals: &[T],
@@ -508,7 +604,7 @@ fn scatter_block<T: Element, const TRANSPOSE: bool>(
             (ij[0] as usize, ij[1] as usize)
         };
         match (buf.get_mut(i_out), x.get(i_in)) {
-            (Some(slot), Some(&xv)) => *slot += f64_of(*v) * xv,
+            (Some(slot), Some(&xv)) => *slot += part::<_, IM>(*v) * xv,
             _ => return Err(a.corrupt(s + k, format_args!("coordinate {ij:?} is out of range"))),
         }
         lo = lo.min(i_out);
@@ -542,7 +638,12 @@ fn entry_ranges(ptr: &[u64], lanes: &[Range<usize>]) -> Vec<Range<usize>> {
 }
 
 /// CSR `A x`, CSC `A^T x`: `y[m]` is lane m's [`dot`], blocks own lanes.
-fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
+fn owned_lanes<const IM: bool>(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    paging: Paging,
+) -> MatrixResult<()> {
     let Some(c) = a.compressed() else {
         return Ok(());
     };
@@ -556,7 +657,7 @@ fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matr
         owned_blocks(a, y, &ranges, &firsts, paging, |_, m0, ys| {
             for (k, slot) in ys.iter_mut().enumerate() {
                 let (lo, hi) = (ptr[m0 + k] as usize, ptr[m0 + k + 1] as usize);
-                *slot = dot::<_, 1, 0>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
+                *slot = dot::<_, 1, 0, IM>(&minor[lo..hi], &vals[lo..hi], x).ok_or_else(|| {
                     a.corrupt(lo, "an index of this row (column) is out of range")
                 })?;
             }
@@ -568,7 +669,12 @@ fn owned_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Matr
 /// CSR `A^T x`, CSC `A x`: `y[minor[p]] += v[p] * x[m]` in storage order,
 /// through the scatter kernel with the COO kernel's entry blocks (cut
 /// mid-lane if need be), so CSR `A^T x` is the sorted COO one bit for bit.
-fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> MatrixResult<()> {
+fn scatter_lanes<const IM: bool>(
+    a: &Matrix<'_>,
+    x: &[f64],
+    y: &mut [f64],
+    paging: Paging,
+) -> MatrixResult<()> {
     let Some(c) = a.compressed() else {
         return Ok(());
     };
@@ -586,7 +692,7 @@ fn scatter_lanes(a: &Matrix<'_>, x: &[f64], y: &mut [f64], paging: Paging) -> Ma
                 }
                 let i = minor[p] as usize;
                 match buf.get_mut(i) {
-                    Some(slot) => *slot += f64_of(vals[p]) * x[m],
+                    Some(slot) => *slot += part::<_, IM>(vals[p]) * x[m],
                     None => return Err(a.corrupt(p, format_args!("index {i} is out of range"))),
                 }
                 lo = lo.min(i);

@@ -2,8 +2,8 @@
 //! other programs, a picture of the sparsity pattern, the dense form of a
 //! small matrix.
 //!
-//! - [`matvec`] / [`matvec_into`]: `y = A x` or `A^T x`, every value type
-//!   computed in f64, parallel and deterministic (the same bytes for any
+//! - [`matvec`] / [`matvec_into`]: `y = A x` or `A^T x`, every real value
+//!   type ([`matvec_complex`]: a complex matrix or x), computed in f64, parallel and deterministic (the same bytes for any
 //!   thread count), streamed through the mapping of a file larger than
 //!   memory ([`Paging`]).
 //! - [`export`]: MatrixMarket, scipy `.npz` and PETSc binary, streamed with
@@ -52,7 +52,8 @@ mod view;
 pub use dense::{dense, DENSE_LIMIT};
 pub use error::{MatrixError, MatrixResult};
 pub use matvec::{
-    matvec, matvec_into, MatvecOptions, NonFiniteInput, BLOCK_ENTRIES, SCATTER_MIN_ENTRIES,
+    matvec, matvec_complex, matvec_into, MatvecOptions, NonFiniteInput, BLOCK_ENTRIES,
+    SCATTER_MIN_ENTRIES,
 };
 pub use paging::Paging;
 pub use spy::{shade as spy_shade, spy, SpyOptions, SpySummary};

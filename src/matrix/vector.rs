@@ -1,14 +1,15 @@
-//! Vectors in files: NumPy `.npy` (any 1-D little-endian float or integer
-//! array in, float64 out) and raw little-endian f64 (`.f64`).
+//! Vectors in files: NumPy `.npy` (any 1-D array in, read by the input
+//! module's `.npy` reader: bool, integer, float or complex, either byte
+//! order; float64 or complex128 out) and raw little-endian f64 (`.f64`).
 
 use super::error::{MatrixError, MatrixResult};
 use super::output::Output;
 use super::view::Matrix;
 use crate::fs::output::FileId;
-use crate::IoCtx;
+use crate::input::common::Parsed;
+use crate::input::npy::{self, NpyKind, NPY_MAGIC as MAGIC};
+use crate::{Complex, IoCtx, Value};
 use std::path::Path;
-
-const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
 /// The `.npy` header (version 1.0, or 2.0 when longer than 64 KiB) for an
 /// array of `descr` (NumPy type string such as `<f8`) and `shape`, padded
@@ -55,110 +56,64 @@ fn bad(path: &Path, detail: impl Into<String>) -> MatrixError {
     }
 }
 
-/// The value of `'key':` in a `.npy` header dict, up to the next `,` at
-/// depth 0 or the closing brace.
-fn dict_value<'h>(header: &'h str, key: &str) -> Option<&'h str> {
-    let k = header
-        .find(&format!("'{key}'"))
-        .or_else(|| header.find(&format!("\"{key}\"")))?;
-    let rest = header[k + key.len() + 2..]
-        .trim_start()
-        .strip_prefix(':')?
-        .trim_start();
-    let mut depth = 0i32;
-    for (i, c) in rest.char_indices() {
-        match c {
-            '(' | '[' => depth += 1,
-            ')' | ']' => depth -= 1,
-            ',' | '}' if depth == 0 => return Some(rest[..i].trim()),
-            _ => {}
-        }
+/// Parse a `.npy` file's bytes as a 1-D real vector, converted to f64; a
+/// complex array is refused (read it with [`VectorFile`]).
+pub fn parse_npy(bytes: &[u8], path: &Path) -> MatrixResult<Vec<f64>> {
+    let (re, im) = parse_npy_parts(bytes, path)?;
+    match im {
+        None => Ok(re),
+        Some(_) => Err(bad(path, "holds complex values: x is real here")),
     }
-    None
 }
 
-/// Parse a `.npy` file's bytes as a 1-D vector, converted to f64.
-pub fn parse_npy(bytes: &[u8], path: &Path) -> MatrixResult<Vec<f64>> {
-    if bytes.len() < 10 || &bytes[..6] != MAGIC {
-        return Err(bad(path, "not a NumPy .npy file (bad magic)"));
-    }
-    let (hlen, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(bad(path, format!(".npy version {v} is not supported"))),
+/// A 1-D `.npy` array's real parts, and its imaginary parts when it is
+/// complex. The reader is the input module's (one `.npy` grammar in the
+/// crate); the vector is allocated fallibly from the header's length.
+fn parse_npy_parts(bytes: &[u8], path: &Path) -> MatrixResult<(Vec<f64>, Option<Vec<f64>>)> {
+    let source = path.display().to_string();
+    let mut r = bytes;
+    let h = npy::read_npy_header(&mut r, &source)?;
+    let n = match h.shape.as_slice() {
+        [n] => *n,
+        s => return Err(bad(path, format!("shape {s:?}: a vector must be 1-D"))),
     };
-    let Some(h) = bytes.get(start..start + hlen) else {
-        return Err(bad(path, "header runs past the end of the file"));
-    };
-    let header = std::str::from_utf8(h).map_err(|_| bad(path, "header is not text"))?;
-    let descr = dict_value(header, "descr")
-        .map(|d| d.trim_matches(|c| c == '\'' || c == '"'))
-        .ok_or_else(|| bad(path, "header has no 'descr'"))?;
-    let shape = dict_value(header, "shape").ok_or_else(|| bad(path, "header has no 'shape'"))?;
-    let dims: Vec<&str> = shape
-        .trim_start_matches('(')
-        .trim_end_matches(')')
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    let n: usize = match dims.as_slice() {
-        [d] => d
-            .parse()
-            .map_err(|_| bad(path, format!("shape {shape} is not a length")))?,
-        _ => return Err(bad(path, format!("shape {shape}: a vector must be 1-D"))),
-    };
-    let data = &bytes[start + hlen..];
-    let conv: (usize, fn(&[u8]) -> f64) = match descr {
-        "<f8" => (8, |b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-        "<f4" => (4, |b| {
-            f32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as f64
-        }),
-        "<i8" => (8, |b| {
-            i64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f64
-        }),
-        "<u8" => (8, |b| {
-            u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as f64
-        }),
-        "<i4" => (4, |b| {
-            i32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as f64
-        }),
-        "<u4" => (4, |b| {
-            u32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as f64
-        }),
-        "<i2" => (2, |b| {
-            i16::from_le_bytes(b.try_into().unwrap_or([0; 2])) as f64
-        }),
-        "<u2" => (2, |b| {
-            u16::from_le_bytes(b.try_into().unwrap_or([0; 2])) as f64
-        }),
-        "|i1" => (1, |b| b[0] as i8 as f64),
-        "|u1" => (1, |b| b[0] as f64),
-        other => {
-            return Err(bad(
-                path,
-                format!(
-                "dtype {other:?} is not supported (use float64, float32 or little-endian integers)"
-            ),
-            ))
-        }
-    };
-    let need = n
-        .checked_mul(conv.0)
-        .ok_or_else(|| bad(path, format!("length {n} is too large")))?;
-    if data.len() < need {
+    let need = n.saturating_mul(h.width as u64);
+    if (r.len() as u64) < need {
         return Err(bad(
             path,
             format!(
-                "holds {} data bytes; shape ({n},) of {descr} needs {need}",
-                data.len()
+                "holds {} data bytes; shape ({n},) of {} needs {need}",
+                r.len(),
+                h.dtype()
             ),
         ));
     }
-    Ok(data[..need].chunks_exact(conv.0).map(conv.1).collect())
+    let mut re = super::memory::try_filled(n, 0.0, "a vector read from .npy")?;
+    let mut im = match h.kind {
+        NpyKind::Complex => Some(super::memory::try_filled(
+            n,
+            0.0,
+            "a vector read from .npy",
+        )?),
+        _ => None,
+    };
+    npy::parse_npy(r, &h, &source, &mut |_| {}, &mut |e| {
+        // In range: the reader counts indices within the header's shape.
+        let k = e.idx[0] as usize;
+        re[k] = match e.v {
+            Parsed::F(f) => f,
+            Parsed::I(i) => i as f64,
+            Parsed::U(u) => u as f64,
+            Parsed::C(a, b) => {
+                if let Some(im) = im.as_mut() {
+                    im[k] = b;
+                }
+                a
+            }
+        };
+        Ok(())
+    })?;
+    Ok((re, im))
 }
 
 /// Raw little-endian f64 bytes as a vector.
@@ -194,6 +149,8 @@ fn is_raw(path: &Path) -> MatrixResult<bool> {
 #[derive(Clone, Debug)]
 pub struct VectorFile {
     values: Vec<f64>,
+    /// The imaginary parts of a complex vector.
+    imag: Option<Vec<f64>>,
     id: FileId,
 }
 
@@ -209,19 +166,20 @@ impl VectorFile {
             .map_err(|_| MatrixError::TooLarge { extent: meta.len() })?;
         let mut bytes = vec![0u8; len];
         io.read_exact_at(&f, &mut bytes, 0, path)?;
-        let values = if raw {
-            parse_f64(&bytes, path)
+        let (values, imag) = if raw {
+            (parse_f64(&bytes, path)?, None)
         } else {
-            parse_npy(&bytes, path)
-        }?;
+            parse_npy_parts(&bytes, path)?
+        };
         Ok(VectorFile {
             values,
+            imag,
             id: FileId::of(&meta, path),
         })
     }
 
     /// Read a vector from a rank-1 dense tensor (row-major or
-    /// column-major, any element type, widened to f64) of the Hurray file
+    /// column-major, any element type, widened to f64 or complex128) of the Hurray file
     /// `path`: the tensor `tensor`, or the file's only one. A tensor of
     /// another rank or layout is an error naming it.
     pub fn from_hurray(path: impl AsRef<Path>, tensor: Option<&str>) -> MatrixResult<VectorFile> {
@@ -243,36 +201,72 @@ impl VectorFile {
                 ),
             ));
         }
-        if d.dtype().is_complex() {
-            return Err(bad(
-                path,
-                format!("tensor {name:?} holds {} values: x is real", d.dtype()),
-            ));
-        }
         let values = d.to_f64()?;
+        let imag = if d.dtype().is_complex() {
+            // to_f64 checked the stored checksum.
+            let w = d.dtype().width();
+            let mut im = super::memory::try_with_capacity(
+                values.len() as u64,
+                "the imaginary parts of a vector",
+            )?;
+            im.extend(
+                d.values_bytes()
+                    .chunks_exact(w)
+                    .map(|b| match d.dtype().decode(b) {
+                        Value::Complex(_, im) => im,
+                        _ => 0.0,
+                    }),
+            );
+            Some(im)
+        } else {
+            None
+        };
         let id = f.file_id().cloned().ok_or_else(|| {
             bad(
                 path,
                 "the file has no identity (it was not opened from a path)",
             )
         })?;
-        Ok(VectorFile { values, id })
+        Ok(VectorFile { values, imag, id })
     }
 
-    /// The values.
+    /// The values (their real parts, for a complex vector).
     pub fn values(&self) -> &[f64] {
         &self.values
     }
 
-    /// The values, taken out.
+    /// Whether the vector is complex (its file held complex values).
+    pub fn is_complex(&self) -> bool {
+        self.imag.is_some()
+    }
+
+    /// The values as complex numbers (imaginary parts 0 for a real vector).
+    pub fn complex_values(&self) -> MatrixResult<Vec<Complex<f64>>> {
+        let mut out =
+            super::memory::try_map(&self.values, "a complex vector", |r| Complex::new(*r, 0.0))?;
+        if let Some(im) = &self.imag {
+            for (o, i) in out.iter_mut().zip(im) {
+                o.im = *i;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The values (real parts), taken out.
     pub fn into_values(self) -> Vec<f64> {
         self.values
     }
 }
 
-/// Read a vector from `.npy` or `.f64` (by extension).
+/// Read a real vector from `.npy` or `.f64` (by extension); a complex one
+/// is refused (read it with [`VectorFile::read`]).
 pub fn read_vector(path: impl AsRef<Path>) -> MatrixResult<Vec<f64>> {
-    Ok(VectorFile::read(path)?.into_values())
+    let path = path.as_ref();
+    let v = VectorFile::read(path)?;
+    if v.is_complex() {
+        return Err(bad(path, "holds complex values: x is real here"));
+    }
+    Ok(v.into_values())
 }
 
 /// Write `v` as float64 `.npy` or raw `.f64` (by extension), atomically.
@@ -292,6 +286,37 @@ pub fn write_product(
     let mut inputs = vec![&x.id];
     inputs.extend(a.source());
     write(path.as_ref(), y, &inputs)
+}
+
+/// Write the complex `y`, the product of `a` and `x`, as a complex128
+/// `.npy` (a raw `.f64` file cannot hold it), under [`write_product`]'s
+/// rules.
+pub fn write_complex_product(
+    path: impl AsRef<Path>,
+    y: &[Complex<f64>],
+    a: &Matrix<'_>,
+    x: &VectorFile,
+) -> MatrixResult<u64> {
+    let path = path.as_ref();
+    let mut inputs = vec![&x.id];
+    inputs.extend(a.source());
+    let mut out = Output::create(path, &inputs)?;
+    if is_raw(path)? {
+        return Err(bad(
+            path,
+            "y is complex: name it .npy (complex128); a .f64 file holds real values only",
+        ));
+    }
+    out.write(&npy_header("<c16", &[y.len() as u64]))?;
+    for chunk in y.chunks(1 << 15) {
+        let buf = out.buffer();
+        for v in chunk {
+            buf.extend_from_slice(&v.re.to_le_bytes());
+            buf.extend_from_slice(&v.im.to_le_bytes());
+        }
+        out.maybe_flush()?;
+    }
+    Ok(out.commit()?)
 }
 
 /// `v` to `path`, which may not name one of `inputs` (whatever its
@@ -341,7 +366,10 @@ mod tests {
         assert!(parse_npy(&b, p)
             .unwrap_err()
             .to_string()
-            .contains("not supported"));
+            .contains("complex"));
+        let mut b = npy_header("<V8", &[1]);
+        b.extend([0u8; 8]);
+        assert!(parse_npy(&b, p).is_err());
         let mut b = npy_header("<f8", &[4]);
         b.extend([0u8; 8]);
         assert!(parse_npy(&b, p)
@@ -367,5 +395,25 @@ mod tests {
         let mut b = npy_header("<f4", &[1]);
         b.extend(1.5f32.to_le_bytes());
         assert_eq!(parse_npy(&b, Path::new("a.npy")).unwrap(), [1.5]);
+        let mut b = npy_header(">f8", &[2]);
+        b.extend(2.5f64.to_be_bytes());
+        b.extend((-1.0f64).to_be_bytes());
+        assert_eq!(parse_npy(&b, Path::new("a.npy")).unwrap(), [2.5, -1.0]);
+    }
+
+    #[test]
+    fn reads_complex_vectors_in_parts() {
+        let mut b = npy_header("<c16", &[3]);
+        for v in [1.5f64, -2.0, 0.0, 0.0, 0.0, 4.0] {
+            b.extend(v.to_le_bytes());
+        }
+        let (re, im) = parse_npy_parts(&b, Path::new("z.npy")).unwrap();
+        assert_eq!(re, [1.5, 0.0, 0.0]);
+        assert_eq!(im, Some(vec![-2.0, 0.0, 4.0]));
+        let mut b = npy_header("<c8", &[1]);
+        b.extend(0.5f32.to_le_bytes());
+        b.extend(0.25f32.to_le_bytes());
+        let (re, im) = parse_npy_parts(&b, Path::new("z.npy")).unwrap();
+        assert_eq!((re, im), (vec![0.5], Some(vec![0.25])));
     }
 }

@@ -1,4 +1,5 @@
-//! `coo-assembler matvec`: y = A x or A^T x, vectors in `.npy` or raw `.f64`.
+//! `coo-assembler matvec`: y = A x or A^T x, vectors in `.npy` or raw `.f64`
+//! (complex ones in `.npy`).
 
 use crate::names::named;
 use crate::{open, pick_view, Pick};
@@ -27,13 +28,14 @@ pub(crate) struct MatrixCommon {
 pub(crate) struct MatvecArgs {
     /// The Hurray file (a rank-2 tensor).
     file: PathBuf,
-    /// The vector x: NumPy .npy (1-D, float or integer), raw little-endian
-    /// .f64, or a rank-1 dense tensor of a Hurray file as FILE.hrry:TENSOR
-    /// (FILE.hrry alone when it holds one tensor).
+    /// The vector x: NumPy .npy (1-D: bool, integer, float or complex),
+    /// raw little-endian .f64, or a rank-1 dense tensor of a Hurray file as
+    /// FILE.hrry:TENSOR (FILE.hrry alone when it holds one tensor).
     #[arg(long, value_name = "PATH")]
     x: PathBuf,
-    /// Where to write y (.npy or .f64, by extension); replaced atomically.
-    /// It may not be the matrix's file or x's.
+    /// Where to write y (.npy or .f64, by extension; a complex y, from a
+    /// complex matrix or x, is complex128 .npy); replaced atomically. It
+    /// may not be the matrix's file or x's.
     #[arg(long, value_name = "PATH")]
     out: PathBuf,
     /// Compute A^T x instead of A x.
@@ -60,10 +62,19 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
         paging: a.common.paging,
     };
     let t0 = Instant::now();
-    let y = matrix::matvec(&m, x.values(), a.transpose, &opts)?;
-    let secs = t0.elapsed().as_secs_f64();
-    vector::write_product(&a.out, &y, &m, &x)
-        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    let (len, secs) = if x.is_complex() || m.dtype().is_complex() {
+        let y = matrix::matvec_complex(&m, &x.complex_values()?, a.transpose, &opts)?;
+        let secs = t0.elapsed().as_secs_f64();
+        vector::write_complex_product(&a.out, &y, &m, &x)
+            .with_context(|| format!("cannot write {}", a.out.display()))?;
+        (y.len(), secs)
+    } else {
+        let y = matrix::matvec(&m, x.values(), a.transpose, &opts)?;
+        let secs = t0.elapsed().as_secs_f64();
+        vector::write_product(&a.out, &y, &m, &x)
+            .with_context(|| format!("cannot write {}", a.out.display()))?;
+        (y.len(), secs)
+    };
     if !a.common.quiet {
         eprintln!(
             "{}: {} x {} matrix, nnz {}, {} values in {:.3} s -> {}",
@@ -71,7 +82,7 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
             m.rows(),
             m.cols(),
             m.nnz(),
-            y.len(),
+            len,
             secs,
             a.out.display()
         );

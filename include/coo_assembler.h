@@ -173,9 +173,11 @@
  * `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
  * `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
  * summary grew: rebuild programs built against an API-2 header). 4:
- * `coo_file_verify_report` (the notes and warnings of a valid file).
+ * `coo_file_verify_report` (the notes and warnings of a valid file). 5:
+ * `coo_file_export` (MatrixMarket, scipy `.npz`, PETSc binary, `.npy`)
+ * with `coo_export_options`.
  */
-#define COO_API_VERSION 4
+#define COO_API_VERSION 5
 
 /**
  * Largest rank of a tensor (the size of `coo_info.shape`).
@@ -416,6 +418,55 @@ typedef struct {
    */
   bool sorted;
 } coo_info;
+
+/**
+ * Options of `coo_file_export`; fill with `coo_export_options_default`
+ * first. Versioned by its first field, as `coo_options` is. Since API 5.
+ */
+typedef struct {
+  /**
+   * `sizeof(coo_export_options)` as the caller's header declares it;
+   * set by `coo_export_options_default`. Do not change it.
+   */
+  uint32_t size;
+  /**
+   * MatrixMarket: check that the matrix is symmetric (refused
+   * otherwise) and write one triangle with the `symmetric` header.
+   */
+  bool symmetric;
+  /**
+   * PETSc: 64-bit indices (a PETSc configured `--with-64-bit-indices`).
+   */
+  bool petsc_int64;
+  /**
+   * `.npz`: "csr", "csc", "coo", or NULL / "auto" for the stored
+   * layout (the library's names).
+   */
+  const char *npz_layout;
+  /**
+   * Bytes of entries held at once when the format's order is not the
+   * stored one; 0: 64 MiB.
+   */
+  uint64_t reorder_memory;
+  /**
+   * Page handling of the mapped file: "auto" (NULL), "stream" or "keep".
+   */
+  const char *paging;
+} coo_export_options;
+
+/**
+ * What `coo_file_export` wrote.
+ */
+typedef struct {
+  /**
+   * Entries written (one triangle for a symmetric MatrixMarket file).
+   */
+  uint64_t entries;
+  /**
+   * Bytes of the output file.
+   */
+  uint64_t bytes;
+} coo_export_summary;
 
 /**
  * What a plan is, filled by `coo_plan_info`.
@@ -1012,6 +1063,36 @@ int coo_file_verify_report(const coo_file *f,
  * `f` is NULL or a live file, not used afterwards.
  */
 void coo_file_close(coo_file *f);
+
+/**
+ * Fill `out` with the default export options (the stored layout for
+ * `.npz`, 32-bit PETSc indices, no symmetry check, 64 MiB to reorder,
+ * automatic paging). Does nothing if `out` is NULL. Since API 5.
+ *
+ * # Safety
+ * `out` is NULL or valid for writing a `coo_export_options`.
+ */
+void coo_export_options_default(coo_export_options *out);
+
+/**
+ * Write the open tensor to `path` for another program, streamed from the
+ * file with bounded memory, in `format` (the library's names): "mtx"
+ * (MatrixMarket), "npz" (scipy), "petsc" (PETSc binary: `MatLoad`, or
+ * `VecLoad` for a rank-1 tensor; complex values for a PETSc built with
+ * complex scalars) or "npy" (a rank-1 tensor as a dense vector). The
+ * output appears whole or not at all and may not be the tensor's own
+ * file. `options` NULL: the defaults; `summary` may be NULL. Since API 5.
+ *
+ * # Safety
+ * `f` is NULL or a live file; `path` and `format` are NULL or
+ * NUL-terminated; `options` is NULL or a `coo_export_options` filled by
+ * `coo_export_options_default`; `summary` is NULL or writable.
+ */
+int coo_file_export(const coo_file *f,
+                    const char *path,
+                    const char *format,
+                    const coo_export_options *options,
+                    coo_export_summary *summary);
 
 /**
  * Plan the assembly of `n` contributions at the coordinates `indices`

@@ -1,12 +1,14 @@
 //! `coo_file`: reading a tensor of a Hurray file through the validating
 //! memory-mapped reader.
 
-use crate::convert::{indices, negative_component, out_ref, slice, to_c};
-use crate::DTypeArg;
+use crate::convert::{c_str, indices, negative_component, out_ref, slice, to_c};
 use crate::{
     coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
     COO_ERR_INVALID_FILE, COO_ERR_RANK,
 };
+use crate::{BoolArg, DTypeArg};
+use coo_assembler::matrix::export::{export_file, ExportOptions, Format, NpzLayout};
+use coo_assembler::matrix::Paging;
 use coo_assembler::{HurrayFile, OutputLayout, Problem, Severity, Tensor};
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr::NonNull;
@@ -621,4 +623,144 @@ pub unsafe extern "C" fn coo_file_close(f: *mut coo_file) {
         // SAFETY: a pointer from coo_file_open*, closed once (contract).
         quietly(|| drop(unsafe { Box::from_raw(f) }));
     }
+}
+
+/// Options of `coo_file_export`; fill with `coo_export_options_default`
+/// first. Versioned by its first field, as `coo_options` is. Since API 5.
+#[repr(C)]
+pub struct coo_export_options {
+    /// `sizeof(coo_export_options)` as the caller's header declares it;
+    /// set by `coo_export_options_default`. Do not change it.
+    pub size: u32,
+    /// MatrixMarket: check that the matrix is symmetric (refused
+    /// otherwise) and write one triangle with the `symmetric` header.
+    pub symmetric: BoolArg,
+    /// PETSc: 64-bit indices (a PETSc configured `--with-64-bit-indices`).
+    pub petsc_int64: BoolArg,
+    /// `.npz`: "csr", "csc", "coo", or NULL / "auto" for the stored
+    /// layout (the library's names).
+    pub npz_layout: *const c_char,
+    /// Bytes of entries held at once when the format's order is not the
+    /// stored one; 0: 64 MiB.
+    pub reorder_memory: u64,
+    /// Page handling of the mapped file: "auto" (NULL), "stream" or "keep".
+    pub paging: *const c_char,
+}
+
+/// What `coo_file_export` wrote.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct coo_export_summary {
+    /// Entries written (one triangle for a symmetric MatrixMarket file).
+    pub entries: u64,
+    /// Bytes of the output file.
+    pub bytes: u64,
+}
+
+/// Fill `out` with the default export options (the stored layout for
+/// `.npz`, 32-bit PETSc indices, no symmetry check, 64 MiB to reorder,
+/// automatic paging). Does nothing if `out` is NULL. Since API 5.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `coo_export_options`.
+#[no_mangle]
+pub unsafe extern "C" fn coo_export_options_default(out: *mut coo_export_options) {
+    if out.is_null() {
+        return;
+    }
+    let o = coo_export_options {
+        size: std::mem::size_of::<coo_export_options>() as u32,
+        symmetric: BoolArg(0),
+        petsc_int64: BoolArg(0),
+        npz_layout: std::ptr::null(),
+        reorder_memory: 0,
+        paging: std::ptr::null(),
+    };
+    // SAFETY: non-null and writable (contract); `write` does not read the
+    // old value.
+    unsafe { out.write(o) };
+}
+
+/// A name of a library vocabulary from an optional C string (NULL: the
+/// default).
+///
+/// # Safety
+/// `s` is NULL or NUL-terminated.
+unsafe fn named<T: std::str::FromStr<Err = coo_assembler::Error> + Default>(
+    s: *const c_char,
+    what: &str,
+) -> Res<T> {
+    if s.is_null() {
+        return Ok(T::default());
+    }
+    // SAFETY: the caller's contract.
+    let text = unsafe { c_str(s, what) }?;
+    text.parse::<T>()
+        .map_err(|e| Fail::new(COO_ERR_ARGUMENT, format!("{what}: {e}")))
+}
+
+/// Write the open tensor to `path` for another program, streamed from the
+/// file with bounded memory, in `format` (the library's names): "mtx"
+/// (MatrixMarket), "npz" (scipy), "petsc" (PETSc binary: `MatLoad`, or
+/// `VecLoad` for a rank-1 tensor; complex values for a PETSc built with
+/// complex scalars) or "npy" (a rank-1 tensor as a dense vector). The
+/// output appears whole or not at all and may not be the tensor's own
+/// file. `options` NULL: the defaults; `summary` may be NULL. Since API 5.
+///
+/// # Safety
+/// `f` is NULL or a live file; `path` and `format` are NULL or
+/// NUL-terminated; `options` is NULL or a `coo_export_options` filled by
+/// `coo_export_options_default`; `summary` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn coo_file_export(
+    f: *const coo_file,
+    path: *const c_char,
+    format: *const c_char,
+    options: *const coo_export_options,
+    summary: *mut coo_export_summary,
+) -> c_int {
+    status(|| {
+        let fh = file(f)?;
+        // SAFETY: the caller's contract for each pointer.
+        let (path, format) = unsafe { (crate::c_path(path, "path")?, c_str(format, "format")?) };
+        let format: Format = format
+            .parse()
+            .map_err(|e: coo_assembler::Error| Fail::new(COO_ERR_ARGUMENT, e.to_string()))?;
+        let mut eo = ExportOptions::default();
+        // SAFETY: NULL or a filled struct (contract); fields past its
+        // `size` are not read.
+        if let Some(o) = unsafe { options.as_ref() } {
+            let size = o.size as usize;
+            if size < std::mem::size_of::<coo_export_options>() {
+                return Err(Fail::new(
+                    COO_ERR_ARGUMENT,
+                    format!(
+                        "coo_export_options.size is {size}; fill the struct with \
+                         coo_export_options_default"
+                    ),
+                ));
+            }
+            eo.symmetric = o.symmetric.0 != 0;
+            eo.petsc_int64 = o.petsc_int64.0 != 0;
+            // SAFETY: NULL or NUL-terminated (contract).
+            eo.npz_layout = unsafe { named::<NpzLayout>(o.npz_layout, "npz_layout") }?;
+            // SAFETY: as above.
+            eo.paging = unsafe { named::<Paging>(o.paging, "paging") }?;
+            eo.reorder_budget = usize::try_from(o.reorder_memory).unwrap_or(usize::MAX);
+        }
+        // SAFETY: the reader lives as long as the handle (see `coo_file`).
+        let reader: &HurrayFile = unsafe { fh.file.as_ref() };
+        let s = export_file(reader, Some(fh.tensor.name()), format, &path, &eo)
+            .map_err(|e| Fail::new(e.kind().c_status(), e.to_string()))?;
+        if !summary.is_null() {
+            // SAFETY: non-null and writable (contract).
+            unsafe {
+                summary.write(coo_export_summary {
+                    entries: s.entries,
+                    bytes: s.bytes,
+                })
+            };
+        }
+        Ok(())
+    })
 }

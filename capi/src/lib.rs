@@ -107,8 +107,10 @@ pub const COO_ERR_REFUSED: c_int = -19;
 /// `coo_builder_finish` that keeps the handle (`COO_ERR_REFUSED`). 3:
 /// `coo_options.skip_negative` and `coo_summary.skipped_negative` (the
 /// summary grew: rebuild programs built against an API-2 header). 4:
-/// `coo_file_verify_report` (the notes and warnings of a valid file).
-pub const COO_API_VERSION: u32 = 4;
+/// `coo_file_verify_report` (the notes and warnings of a valid file). 5:
+/// `coo_file_export` (MatrixMarket, scipy `.npz`, PETSc binary, `.npy`)
+/// with `coo_export_options`.
+pub const COO_API_VERSION: u32 = 5;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;

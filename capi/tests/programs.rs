@@ -607,34 +607,79 @@ fn c_complex_values_push_and_read_back() {
     assert!(!out.contains("FAIL"), "{out}");
 }
 
-/// The `coo-assembler` command, built (once per run) with the library this
-/// test's C programs link, into the same target directory and profile:
-/// the C API has no export, so a C program's file goes to PETSc through
-/// `coo-assembler export --to petsc`, as docs/c-api.md tells C users.
-fn cli_exe() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let profile_dir = lib_dir();
-        let target_dir = profile_dir.parent().expect("target dir");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(other) => other.to_string(),
-            None => panic!("no profile directory in {}", profile_dir.display()),
-        };
-        // Both packages at once, so the library keeps the features the C
-        // API's build gave it (`internals`) and is not compiled again.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "coo-assembler-capi", "-p", "coo-assembler"])
-            .args(["--lib", "--bins", "--profile", &profile])
-            .arg("--target-dir")
-            .arg(target_dir)
-            .current_dir(repo_root());
-        run(&mut cmd, "cargo build of the coo-assembler command");
-        let exe = profile_dir.join("coo-assembler");
-        assert!(exe.exists(), "{} missing", exe.display());
-        exe
-    })
+/// tests/c/export.c: `coo_file_export` writes what the library's export
+/// writes, byte for byte, for MatrixMarket, both `.npz` layouts and PETSc
+/// (32- and 64-bit indices), and refuses by name a non-symmetric matrix
+/// with `symmetric`, a matrix to `.npy`, unknown names, its own input and
+/// a short options struct.
+#[test]
+fn c_export_writes_what_the_library_writes() {
+    use coo_assembler::matrix::export::{export_file, ExportOptions, Format, NpzLayout};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/export.c")],
+        dir.path(),
+        "export",
+        Link::Shared,
+    );
+    let hrry = dir.path().join("K.hrry");
+    let mut b = Builder::new(&[5, 4], DType::F64, AssembleOptions::default()).expect("builder");
+    for (i, j, v) in [
+        (0u64, 1u64, 0.5f64),
+        (4, 3, -2.25),
+        (2, 0, 1e-300),
+        (0, 1, 1.0),
+        (3, 3, 7.0),
+    ] {
+        b.push(&[i, j], v).expect("push");
+    }
+    b.finish(&hrry).expect("finish");
+    let out = dir.path().join("c");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let printed = run(Command::new(&exe).arg(&hrry).arg(&out), "export");
+    assert!(printed.ends_with("0 failed\n"), "{printed}");
+    assert!(!printed.contains("FAIL"), "{printed}");
+    assert!(printed.contains("mtx entries=4 "), "{printed}");
+
+    let lib = dir.path().join("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    let file = HurrayFile::open(&hrry).expect("open");
+    let cases = [
+        ("K.mtx", Format::Mtx, ExportOptions::default()),
+        ("K.npz", Format::Npz, ExportOptions::default()),
+        (
+            "K-csc.npz",
+            Format::Npz,
+            ExportOptions {
+                npz_layout: NpzLayout::Csc,
+                ..ExportOptions::default()
+            },
+        ),
+        ("K.petsc", Format::Petsc, ExportOptions::default()),
+        (
+            "K64.petsc",
+            Format::Petsc,
+            ExportOptions {
+                petsc_int64: true,
+                ..ExportOptions::default()
+            },
+        ),
+    ];
+    for (name, format, opts) in cases {
+        export_file(&file, None, format, &lib.join(name), &opts).expect("library export");
+        let (c, l) = (std::fs::read(out.join(name)), std::fs::read(lib.join(name)));
+        assert_eq!(c.expect("C output"), l.expect("library output"), "{name}");
+    }
+    // Only the five files: the refusals left nothing behind.
+    let mut left: Vec<_> = std::fs::read_dir(&out)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["K-csc.npz", "K.mtx", "K.npz", "K.petsc", "K64.petsc"]
+    );
 }
 
 /// A PETSc built with complex scalars: `$PETSC_DIR`, else Debian's
@@ -682,7 +727,7 @@ fn complex_petsc_flags() -> Result<Vec<String>, String> {
 
 /// tests/c/petsc_complex.c: a complex 1D Helmholtz matrix (lossy medium,
 /// absorbing end) assembled through the C API, exported with
-/// `coo-assembler export --to petsc`, and loaded by a complex PETSc's
+/// `coo_file_export(..., "petsc", ...)`, and loaded by a complex PETSc's
 /// `MatLoad` in the same C program, which checks every entry bit for bit
 /// against sums it computes itself, and `MatMult` with a complex vector.
 /// Skipped, saying so, without a complex PETSc (Debian:
@@ -769,14 +814,15 @@ fn c_complex_matrix_to_petsc_matload() {
     drop(file);
 
     let petsc = dir.path().join("K.petsc");
-    run(
-        Command::new(cli_exe())
-            .arg("export")
-            .arg(&hrry)
-            .args(["--to", "petsc"])
-            .arg(&petsc),
-        "coo-assembler export --to petsc",
+    let out = run(
+        Command::new(&exe).arg("export").arg(&hrry).arg(&petsc),
+        "petsc_complex export",
     );
+    assert!(
+        out.ends_with("0 failed\n") && !out.contains("FAIL"),
+        "{out}"
+    );
+    assert_eq!(field(&out, "entries"), 3 * n + 1, "{out}");
     // MAT_FILE_CLASSID, rows, columns, nnz; row lengths; columns (32-bit
     // PetscInt, Debian's build); values as (real, imaginary) doubles.
     let rows = n + 1;

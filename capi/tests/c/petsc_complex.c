@@ -4,7 +4,7 @@
  *
  *   petsc_complex assemble K.hrry N   the 1D Helmholtz matrix of N linear
  *                                      elements on [0, 1] with our builder
- *   coo-assembler export K.hrry --to petsc K.petsc     (the CLI, between)
+ *   petsc_complex export K.hrry K.petsc   coo_file_export to PETSc binary
  *   petsc_complex check K.petsc N     MatLoad it, check every entry and
  *                                      a MatMult with a complex vector
  *
@@ -196,9 +196,36 @@ static PetscErrorCode check(const char *path, int n) {
     return 0;
 }
 
+/* The C API's export: the open tensor to PETSc binary. */
+static int export_petsc(const char *hrry, const char *petsc) {
+    coo_file *f = coo_file_open(hrry);
+    if (!f) {
+        printf("FAIL open: %s\n", coo_last_error());
+        return 1;
+    }
+    coo_export_options o;
+    coo_export_options_default(&o);
+    coo_export_summary s;
+    expect(coo_file_export(f, petsc, "petsc", &o, &s), COO_OK, "export to petsc");
+    printf("entries=%llu bytes=%llu\n", (unsigned long long)s.entries,
+           (unsigned long long)s.bytes);
+    /* A name outside the library's table is refused by name. */
+    expect(coo_file_export(f, petsc, "harwell-boeing", NULL, NULL), COO_ERR_ARGUMENT,
+           "unknown format");
+    expect_message("harwell-boeing", "the message names the format");
+    o.npz_layout = "diagonal";
+    expect(coo_file_export(f, petsc, "npz", &o, NULL), COO_ERR_ARGUMENT, "unknown npz layout");
+    coo_file_close(f);
+    printf("%d failed\n", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "export") == 0)
+        return export_petsc(argv[2], argv[3]);
     if (argc != 4 || (strcmp(argv[1], "assemble") != 0 && strcmp(argv[1], "check") != 0)) {
-        fprintf(stderr, "usage: petsc_complex assemble K.hrry N | check K.petsc N\n");
+        fprintf(stderr, "usage: petsc_complex assemble K.hrry N | export K.hrry K.petsc | "
+                        "check K.petsc N\n");
         return 2;
     }
     int n = atoi(argv[3]);

@@ -37,9 +37,15 @@ fn lib_dir() -> &'static Path {
             Some(other) => other.to_string(),
             None => panic!("no profile directory in {}", exe.display()),
         };
+        // The workspace's default members, libraries and tests: the same
+        // packages and targets, so the same features, as the `cargo test`
+        // at the root that runs this test, whose library builds are then
+        // reused (`-p coo-assembler-capi` alone resolves features without
+        // the root's dev-dependencies and rebuilt the library and every
+        // dependency, most of this test's time). Only the C library is new.
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
         let out = Command::new(cargo)
-            .args(["build", "-p", "coo-assembler-capi", "--profile", &profile])
+            .args(["build", "--lib", "--tests", "--profile", &profile])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(repo_root())
@@ -47,7 +53,7 @@ fn lib_dir() -> &'static Path {
             .expect("run cargo build");
         assert!(
             out.status.success(),
-            "cargo build -p coo-assembler-capi failed:\n{}",
+            "cargo build --lib --tests failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         for lib in ["libcoo_assembler.so", "libcoo_assembler.a"] {

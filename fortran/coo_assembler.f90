@@ -82,6 +82,21 @@ module coo_assembler
       logical(c_bool) :: sorted
    end type coo_info
 
+   !> Options of coo_file_export (API 5); fill with coo_export_options_default.
+   type, bind(c), public :: coo_export_options
+      integer(c_int32_t) :: size
+      logical(c_bool) :: symmetric
+      logical(c_bool) :: petsc_int64
+      type(c_ptr) :: npz_layout
+      integer(c_int64_t) :: reorder_memory
+      type(c_ptr) :: paging
+   end type coo_export_options
+
+   !> What coo_file_export wrote.
+   type, bind(c), public :: coo_export_summary
+      integer(c_int64_t) :: entries, bytes
+   end type coo_export_summary
+
    !> What a plan is (coo_plan_info): its tensor, the lengths of a refill's
    !> values (contributions) and result (nnz), of its structure's arrays.
    type, bind(c), public :: coo_plan_details
@@ -101,6 +116,7 @@ module coo_assembler
       coo_pusher_free, coo_builder_finish, coo_builder_free, coo_last_error, &
       coo_set_last_error, coo_last_status, coo_file_open, coo_file_open_tensor, coo_file_info, &
       coo_file_get, coo_file_read_entries, coo_file_verify, coo_file_close, coo_file_layout, &
+      coo_file_export, coo_export_options_default, &
       coo_options_set, coo_builder_push_file, coo_api_version, coo_assemble_arrays, &
       coo_assemble_arrays_i32, coo_plan_new, coo_plan_new_i32, coo_plan_elements, &
       coo_plan_elements_i32, coo_plan_load, coo_plan_save, coo_plan_free, coo_plan_nnz, &
@@ -401,6 +417,21 @@ module coo_assembler
          type(c_ptr), value :: f
       end subroutine coo_file_close
 
+      subroutine coo_export_options_default(o) bind(c, name="coo_export_options_default")
+         import :: coo_export_options
+         type(coo_export_options), intent(out) :: o
+      end subroutine coo_export_options_default
+
+      function coo_file_export(f, path, format, options, summary) &
+         bind(c, name="coo_file_export") result(s)
+         import :: c_ptr, c_int, c_char, coo_export_options, coo_export_summary
+         type(c_ptr), value :: f
+         character(kind=c_char), intent(in) :: path(*), format(*)
+         type(coo_export_options), intent(in) :: options
+         type(coo_export_summary), intent(out) :: summary
+         integer(c_int) :: s
+      end function coo_file_export
+
       !> indices(d) points to the n indices of dimension d (c_loc of a
       !> contiguous int64 array), as in coo_assemble_arrays.
       function coo_plan_new(rank, shape, dtype, options, n, indices) &
@@ -626,7 +657,7 @@ module coo_assembler
    end type coo_pusher_t
 
    !> An open tensor: `call f%open(path)`, `f%info`, `f%layout`, `f%get`, `f%read_entries`,
-   !> `f%verify`, `call f%close()`.
+   !> `f%verify`, `f%export`, `call f%close()`.
    type, public :: coo_file_t
       type(c_ptr) :: handle = c_null_ptr
       integer :: rank = 0
@@ -639,6 +670,7 @@ module coo_assembler
       generic :: get => get_i4, get_i8
       procedure :: read_entries => file_read_entries
       procedure :: verify => file_verify
+      procedure :: export => file_export
       procedure :: close => file_close
    end type coo_file_t
 
@@ -1398,6 +1430,40 @@ contains
       integer, intent(out), optional :: stat
       call settle(coo_file_verify(self%handle), 'coo_file_verify', stat)
    end subroutine file_verify
+
+   !> Write the tensor to `path` for another program: `format` "mtx", "npz",
+   !> "petsc" or "npy" (the library's names); `npz_layout` "csr", "csc" or
+   !> "coo" (default: the stored one); `paging` "auto", "stream" or "keep";
+   !> `entries`: how many were written.
+   subroutine file_export(self, path, format, stat, symmetric, petsc_int64, npz_layout, &
+                          reorder_memory, paging, entries)
+      class(coo_file_t), intent(in) :: self
+      character(len=*), intent(in) :: path, format
+      integer, intent(out), optional :: stat
+      logical, intent(in), optional :: symmetric, petsc_int64
+      character(len=*), intent(in), optional :: npz_layout, paging
+      integer(int64), intent(in), optional :: reorder_memory
+      integer(int64), intent(out), optional :: entries
+      type(coo_export_options) :: o
+      type(coo_export_summary) :: s
+      character(kind=c_char, len=:), allocatable, target :: layout_c, paging_c
+      call coo_export_options_default(o)
+      if (present(symmetric)) o%symmetric = logical(symmetric, c_bool)
+      if (present(petsc_int64)) o%petsc_int64 = logical(petsc_int64, c_bool)
+      if (present(npz_layout)) then
+         layout_c = c_string(npz_layout)
+         o%npz_layout = c_loc(layout_c)
+      end if
+      if (present(paging)) then
+         paging_c = c_string(paging)
+         o%paging = c_loc(paging_c)
+      end if
+      if (present(reorder_memory)) o%reorder_memory = reorder_memory
+      s = coo_export_summary(0, 0)
+      call settle(coo_file_export(self%handle, c_string(path), c_string(format), o, s), &
+                  'coo_file_export', stat)
+      if (present(entries)) entries = s%entries
+   end subroutine file_export
 
    subroutine file_close(self)
       class(coo_file_t), intent(inout) :: self

@@ -1132,6 +1132,14 @@ fn fortran_layer_indices_batches_and_errors() {
     let e = entries(&work.join("F.hrry"));
     assert_eq!(e.len(), 100);
     assert_eq!(e[&(8, 9)], 50.0);
+    // Fortran's export: a MatrixMarket file of the same entries, 1-based.
+    let mtx = std::fs::read_to_string(work.join("F.mtx")).expect("F.mtx");
+    assert!(
+        mtx.starts_with("%%MatrixMarket matrix coordinate real general"),
+        "{mtx}"
+    );
+    assert!(mtx.lines().any(|l| l == "9 10 50.0"), "{mtx}");
+    assert!(work.join("F.npz").exists() && !work.join("F-sym.mtx").exists());
     // The complex pushes: ke(a, b) at (dofs(a), dofs(b)), 1-based.
     let file = HurrayFile::open(work.join("Z.hrry")).expect("open Z.hrry");
     let t = file.only_tensor().expect("one tensor");

@@ -22,7 +22,7 @@ program checks
    real(real64) :: v, ke(2, 2)
    integer(int64) :: rows(2, 8)
    real(real64) :: rvals(8)
-   integer(int64) :: zidx(2, 2)
+   integer(int64) :: zidx(2, 2), nexp
    complex(real64) :: zvals(2), zke(2, 2)
 
    failures = 0
@@ -91,6 +91,17 @@ program checks
    call expect(stat, COO_ERR_INDEX, 'get at index 0 (1-based)')
    call f%verify(stat)
    call expect(stat, COO_OK, 'verify')
+   ! Exports through the library's table; programs.rs reads F.mtx back.
+   call f%export(trim(dir)//'/F.mtx', 'mtx', stat, entries=nexp)
+   call expect(stat, COO_OK, 'export to mtx')
+   call check(nexp == 100, 'export wrote every entry')
+   call f%export(trim(dir)//'/F.npz', 'npz', stat, npz_layout='csc', paging='keep')
+   call expect(stat, COO_OK, 'export to npz as csc')
+   call f%export(trim(dir)//'/F-sym.mtx', 'mtx', stat, symmetric=.true.)
+   call expect(stat, COO_ERR_VALUE, 'symmetric export of a matrix that is not')
+   call f%export(trim(dir)//'/F.hb', 'harwell-boeing', stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'unknown export format')
+   call check(index(coo_error_message(), 'harwell-boeing') > 0, 'the message names the format')
    call f%close()
 
    ! 0-based reading of the same file.

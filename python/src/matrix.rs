@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use coo_assembler::matrix::{
-    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatvecOptions,
-    NonFiniteInput, Paging, SpyOptions,
+    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatrixResult,
+    MatvecOptions, NonFiniteInput, Paging, SpyOptions,
 };
 use coo_assembler::Complex;
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -16,13 +16,21 @@ use crate::errors::{input_error, matrix_to_py};
 use crate::file::NativeFile;
 use crate::names::canonical;
 
-/// `matvec`'s options from the Python arguments.
-fn matvec_options(
+/// The product `kernel` computes (real or complex), with the GIL released.
+#[allow(clippy::too_many_arguments)]
+fn product<'py, T: numpy::Element + Send + Sync>(
+    py: Python<'py>,
+    file: &Bound<'py, NativeFile>,
+    x: PyReadonlyArray1<'py, T>,
+    transpose: bool,
     threads: Option<usize>,
     allow_non_finite: bool,
     paging_mode: &str,
-) -> PyResult<MatvecOptions> {
-    Ok(MatvecOptions {
+    kernel: impl FnOnce(&Matrix<'_>, &[T], bool, &MatvecOptions) -> MatrixResult<Vec<T>> + Send,
+) -> PyResult<Bound<'py, PyArray1<T>>> {
+    let (f, name) = file.get().parts("matvec")?;
+    let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
+    let opts = MatvecOptions {
         threads,
         non_finite: if allow_non_finite {
             NonFiniteInput::Allow
@@ -30,7 +38,11 @@ fn matvec_options(
             NonFiniteInput::Error
         },
         paging: canonical::<Paging>(paging_mode)?,
-    })
+    };
+    let y = py
+        .detach(|| kernel(&Matrix::of_file(f, Some(name))?, xs, transpose, &opts))
+        .map_err(matrix_to_py)?;
+    Ok(PyArray1::from_vec(py, y))
 }
 
 /// `A @ x` or `A.T @ x` as a new float64 array.
@@ -45,16 +57,17 @@ fn matvec<'py>(
     allow_non_finite: bool,
     paging_mode: &str,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let (f, name) = file.get().parts("matvec")?;
-    let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
-    let opts = matvec_options(threads, allow_non_finite, paging_mode)?;
-    let y = py
-        .detach(|| {
-            let a = Matrix::of_file(f, Some(name))?;
-            matrix::matvec(&a, xs, transpose, &opts)
-        })
-        .map_err(matrix_to_py)?;
-    Ok(PyArray1::from_vec(py, y))
+    let kernel = matrix::matvec;
+    product(
+        py,
+        file,
+        x,
+        transpose,
+        threads,
+        allow_non_finite,
+        paging_mode,
+        kernel,
+    )
 }
 
 /// `A @ x` or `A.T @ x` with a complex128 x (a complex or real matrix) as
@@ -70,16 +83,17 @@ fn matvec_complex<'py>(
     allow_non_finite: bool,
     paging_mode: &str,
 ) -> PyResult<Bound<'py, PyArray1<Complex<f64>>>> {
-    let (f, name) = file.get().parts("matvec")?;
-    let xs = x.as_slice().map_err(|e| input_error(e.to_string()))?;
-    let opts = matvec_options(threads, allow_non_finite, paging_mode)?;
-    let y = py
-        .detach(|| {
-            let a = Matrix::of_file(f, Some(name))?;
-            matrix::matvec_complex(&a, xs, transpose, &opts)
-        })
-        .map_err(matrix_to_py)?;
-    Ok(PyArray1::from_vec(py, y))
+    let kernel = matrix::matvec_complex;
+    product(
+        py,
+        file,
+        x,
+        transpose,
+        threads,
+        allow_non_finite,
+        paging_mode,
+        kernel,
+    )
 }
 
 /// Export to `path` as mtx, npz, petsc (a matrix or a rank-1 tensor) or

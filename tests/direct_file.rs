@@ -32,7 +32,7 @@ fn fe_records(elements: u64, nodes: u64, value: impl Fn(u64) -> f64) -> (Vec<u8>
 
 /// A value with many digits, so that an inexact sum would show.
 fn wobbly(k: u64) -> f64 {
-    ((k * 2_654_435_761) % 1000) as f64 / 7.0 - 70.0
+    (k.wrapping_mul(2_654_435_761) % 1000) as f64 / 7.0 - 70.0
 }
 
 fn opts(layout: OutputLayout) -> AssembleOptions {

@@ -727,10 +727,12 @@ pub unsafe extern "C" fn coo_file_export(
             .parse()
             .map_err(|e: coo_assembler::Error| Fail::new(COO_ERR_ARGUMENT, e.to_string()))?;
         let mut eo = ExportOptions::default();
-        // SAFETY: NULL or a filled struct (contract); fields past its
-        // `size` are not read.
-        if let Some(o) = unsafe { options.as_ref() } {
-            let size = o.size as usize;
+        if !options.is_null() {
+            // The size first, through its own field: a struct shorter than
+            // this version's is refused before any other field is read.
+            // SAFETY: non-null and points to at least the `size` field
+            // (contract).
+            let size = unsafe { std::ptr::addr_of!((*options).size).read_unaligned() } as usize;
             if size < std::mem::size_of::<coo_export_options>() {
                 return Err(Fail::new(
                     COO_ERR_ARGUMENT,
@@ -740,6 +742,8 @@ pub unsafe extern "C" fn coo_file_export(
                     ),
                 ));
             }
+            // SAFETY: a whole struct of this version (its size says so).
+            let o = unsafe { &*options };
             eo.symmetric = o.symmetric.0 != 0;
             eo.petsc_int64 = o.petsc_int64.0 != 0;
             // SAFETY: NULL or NUL-terminated (contract).

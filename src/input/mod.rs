@@ -99,7 +99,7 @@ pub fn locate<R: BufRead>(
         }
         InputFormat::Npy => {
             let h = read_npy_header(&mut r, source)?;
-            npy::parse_npy(r, &h, source, &mut |_| {}, &mut sink)?
+            npy::parse_npy(r, &h, source, &mut |_| {}, false, &mut sink)?
         }
         InputFormat::Bin => {
             let rec = bin::bin_record_bytes(rank, dtype);

@@ -344,7 +344,7 @@ pub fn push_npy<R: Read>(
     progress: Progress<'_>,
 ) -> Result<u64> {
     let mut pushed = 0u64;
-    parse_npy(r, h, source, progress, &mut |e| {
+    parse_npy(r, h, source, progress, false, &mut |e| {
         let (n, idx) = (e.at, e.idx);
         push_parsed(b, idx, e.v).map_err(at(source, || format!("element {n} (index {idx:?})")))?;
         pushed += 1;
@@ -353,12 +353,15 @@ pub fn push_npy<R: Read>(
     Ok(pushed)
 }
 
-/// Stream the data after the header into `sink`, skipping zeros.
+/// Stream the data after the header into `sink`, skipping zeros (an
+/// assembly's input) unless `keep_zeros` (a dense vector, where -0.0 is
+/// kept as it is).
 pub(crate) fn parse_npy<R: Read>(
     mut r: R,
     h: &NpyHeader,
     source: &str,
     progress: Progress<'_>,
+    keep_zeros: bool,
     sink: Sink<'_>,
 ) -> Result<()> {
     let total = h.elements().unwrap_or(0);
@@ -433,7 +436,7 @@ pub(crate) fn parse_npy<R: Read>(
         }
         for e in buf[..want].chunks_exact(w) {
             let v = decode(e);
-            if !v.is_zero() {
+            if keep_zeros || !v.is_zero() {
                 sink(Entry {
                     at: n,
                     idx: &idx,
@@ -495,7 +498,7 @@ mod tests {
         let mut r = file;
         let h = read_npy_header(&mut r, "t.npy")?;
         let mut out = Vec::new();
-        parse_npy(r, &h, "t.npy", &mut |_| {}, &mut |e| {
+        parse_npy(r, &h, "t.npy", &mut |_| {}, false, &mut |e| {
             out.push((e.idx.to_vec(), e.v));
             Ok(())
         })?;

@@ -97,7 +97,7 @@ fn parse_npy_parts(bytes: &[u8], path: &Path) -> MatrixResult<(Vec<f64>, Option<
         )?),
         _ => None,
     };
-    npy::parse_npy(r, &h, &source, &mut |_| {}, &mut |e| {
+    npy::parse_npy(r, &h, &source, &mut |_| {}, true, &mut |e| {
         // In range: the reader counts indices within the header's shape.
         let k = e.idx[0] as usize;
         re[k] = match e.v {

@@ -95,10 +95,7 @@ pub fn matvec_complex(
     transpose: bool,
     opts: &MatvecOptions,
 ) -> MatrixResult<Vec<Complex64>> {
-    let need = if transpose { a.rows() } else { a.cols() };
-    if x.len() as u64 != need {
-        return Err(length_error(a, "x", x.len(), need, transpose));
-    }
+    check_x_len(a, x.len(), transpose)?;
     if opts.non_finite == NonFiniteInput::Error {
         if let Some(position) = x
             .iter()
@@ -122,12 +119,11 @@ pub fn matvec_complex(
     let mut re = zeros("the result vector of matvec")?;
     checked_run::<false>(a, &xr, &mut re, transpose, opts)?;
     let mut im = zeros("the imaginary part of the result")?;
-    let mut tmp = Vec::new();
     if x_complex {
         run::<false>(a, &xi, &mut im, transpose, opts)?;
     }
     if a_complex {
-        tmp = zeros("a partial product of matvec")?;
+        let mut tmp = zeros("a partial product of matvec")?;
         run::<true>(a, &xr, &mut tmp, transpose, opts)?;
         for (i, t) in im.iter_mut().zip(&tmp) {
             *i += *t;
@@ -140,7 +136,6 @@ pub fn matvec_complex(
             }
         }
     }
-    drop(tmp);
     let mut y = super::memory::try_map(&re, "the result vector of matvec", |r| {
         Complex64::new(*r, 0.0)
     })?;
@@ -210,6 +205,15 @@ fn length_error(
     }
 }
 
+/// x has the length the product needs.
+fn check_x_len(a: &Matrix<'_>, len: usize, transpose: bool) -> MatrixResult<()> {
+    let need = if transpose { a.rows() } else { a.cols() };
+    if len as u64 != need {
+        return Err(length_error(a, "x", len, need, transpose));
+    }
+    Ok(())
+}
+
 fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> MatrixResult<()> {
     if a.dtype().is_complex() {
         // A product in f64 would drop the imaginary parts.
@@ -219,10 +223,7 @@ fn check_x(a: &Matrix<'_>, x: &[f64], transpose: bool, opts: &MatvecOptions) -> 
             a.dtype()
         ))));
     }
-    let need = if transpose { a.rows() } else { a.cols() };
-    if x.len() as u64 != need {
-        return Err(length_error(a, "x", x.len(), need, transpose));
-    }
+    check_x_len(a, x.len(), transpose)?;
     if opts.non_finite == NonFiniteInput::Error {
         if let Some(position) = x.iter().position(|v| !v.is_finite()) {
             return Err(MatrixError::NonFiniteInput {

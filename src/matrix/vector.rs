@@ -274,12 +274,13 @@ pub fn write_vector(path: impl AsRef<Path>, v: &[f64]) -> MatrixResult<u64> {
     write(path.as_ref(), v, &[])
 }
 
-/// Write `y`, the product of `a` and `x`, as [`write_vector`] does; a
+/// Write `y`, the product of `a` and `x`, as [`write_vector`] does (a
+/// complex `y` as complex128 `.npy`: a raw `.f64` file cannot hold it); a
 /// `path` that names the matrix's file or `x`'s (through links too) is
 /// [`crate::Error::OutputIsInput`], and nothing is written.
-pub fn write_product(
+pub fn write_product<T: VectorElement>(
     path: impl AsRef<Path>,
-    y: &[f64],
+    y: &[T],
     a: &Matrix<'_>,
     x: &VectorFile,
 ) -> MatrixResult<u64> {
@@ -288,49 +289,51 @@ pub fn write_product(
     write(path.as_ref(), y, &inputs)
 }
 
-/// Write the complex `y`, the product of `a` and `x`, as a complex128
-/// `.npy` (a raw `.f64` file cannot hold it), under [`write_product`]'s
-/// rules.
-pub fn write_complex_product(
-    path: impl AsRef<Path>,
-    y: &[Complex<f64>],
-    a: &Matrix<'_>,
-    x: &VectorFile,
-) -> MatrixResult<u64> {
-    let path = path.as_ref();
-    let mut inputs = vec![&x.id];
-    inputs.extend(a.source());
-    let mut out = Output::create(path, &inputs)?;
-    if is_raw(path)? {
+/// An element of a vector written to a file: f64 or complex128.
+pub trait VectorElement: Copy {
+    /// The `.npy` type string.
+    const DESCR: &'static str;
+    /// Whether a raw `.f64` file holds it.
+    const RAW: bool;
+    /// Append its little-endian bytes.
+    fn put(self, buf: &mut Vec<u8>);
+}
+
+impl VectorElement for f64 {
+    const DESCR: &'static str = "<f8";
+    const RAW: bool = true;
+    fn put(self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl VectorElement for Complex<f64> {
+    const DESCR: &'static str = "<c16";
+    const RAW: bool = false;
+    fn put(self, buf: &mut Vec<u8>) {
+        buf.extend_from_slice(&self.re.to_le_bytes());
+        buf.extend_from_slice(&self.im.to_le_bytes());
+    }
+}
+
+/// `v` to `path`, which may not name one of `inputs` (whatever its
+/// extension: checked first).
+fn write<T: VectorElement>(path: &Path, v: &[T], inputs: &[&FileId]) -> MatrixResult<u64> {
+    let mut out = Output::create(path, inputs)?;
+    let raw = is_raw(path)?;
+    if raw && !T::RAW {
         return Err(bad(
             path,
             "y is complex: name it .npy (complex128); a .f64 file holds real values only",
         ));
     }
-    out.write(&npy_header("<c16", &[y.len() as u64]))?;
-    for chunk in y.chunks(1 << 15) {
-        let buf = out.buffer();
-        for v in chunk {
-            buf.extend_from_slice(&v.re.to_le_bytes());
-            buf.extend_from_slice(&v.im.to_le_bytes());
-        }
-        out.maybe_flush()?;
-    }
-    Ok(out.commit()?)
-}
-
-/// `v` to `path`, which may not name one of `inputs` (whatever its
-/// extension: checked first).
-fn write(path: &Path, v: &[f64], inputs: &[&FileId]) -> MatrixResult<u64> {
-    let mut out = Output::create(path, inputs)?;
-    let raw = is_raw(path)?;
     if !raw {
-        out.write(&npy_header("<f8", &[v.len() as u64]))?;
+        out.write(&npy_header(T::DESCR, &[v.len() as u64]))?;
     }
     for chunk in v.chunks(1 << 16) {
         let buf = out.buffer();
         for x in chunk {
-            buf.extend_from_slice(&x.to_le_bytes());
+            x.put(buf);
         }
         out.maybe_flush()?;
     }

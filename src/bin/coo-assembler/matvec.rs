@@ -64,16 +64,10 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
     let (len, secs) = if x.is_complex() || m.dtype().is_complex() {
         let y = matrix::matvec_complex(&m, &x.complex_values()?, a.transpose, &opts)?;
-        let secs = t0.elapsed().as_secs_f64();
-        vector::write_complex_product(&a.out, &y, &m, &x)
-            .with_context(|| format!("cannot write {}", a.out.display()))?;
-        (y.len(), secs)
+        write_y(&a.out, &y, t0, &m, &x)?
     } else {
         let y = matrix::matvec(&m, x.values(), a.transpose, &opts)?;
-        let secs = t0.elapsed().as_secs_f64();
-        vector::write_product(&a.out, &y, &m, &x)
-            .with_context(|| format!("cannot write {}", a.out.display()))?;
-        (y.len(), secs)
+        write_y(&a.out, &y, t0, &m, &x)?
     };
     if !a.common.quiet {
         eprintln!(
@@ -88,6 +82,21 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write y (real or complex) to `out`: its length and the seconds the
+/// product took (from `t0`, before the write).
+fn write_y<T: vector::VectorElement>(
+    out: &Path,
+    y: &[T],
+    t0: Instant,
+    m: &Matrix<'_>,
+    x: &vector::VectorFile,
+) -> anyhow::Result<(usize, f64)> {
+    let secs = t0.elapsed().as_secs_f64();
+    vector::write_product(out, y, m, x)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok((y.len(), secs))
 }
 
 /// x from `--x`: a `.npy` or `.f64` file by its extension, else a

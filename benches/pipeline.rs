@@ -3,10 +3,12 @@
 //!
 //! - `push`: `Pusher::push` (push loop only; the chunk holds them all, so no
 //!   sorting overlaps) vs `Vec<(u64, u64, f64)>::push`;
-//! - `assemble`: Builder::new + push + finish with a 256 MiB budget (nothing
-//!   spilled; includes writing and fsyncing the output file) vs the same
-//!   records pushed into a Vec, `sort_unstable_by_key` and a naive-sum
-//!   combine (no file); and a 4 MiB budget (runs spill, several merge
+//! - `assemble`: Builder::new + push + finish with a 256 MiB budget (the
+//!   chunks kept for the in-memory kernel; includes writing and fsyncing
+//!   the output file) vs the same records pushed into a Vec,
+//!   `sort_unstable_by_key` and a naive-sum combine (no file); the same
+//!   budget with the kernel off (chunks sorted into runs as they fill,
+//!   merged in memory); and a 4 MiB budget (runs spill, several merge
 //!   passes) for the cost of spilling and merging.
 //!
 //! `cargo bench --bench pipeline`; docs/performance.md says what it times,
@@ -37,9 +39,14 @@ fn assemble(
     data: &[(u64, u64, f64)],
     nodes: u64,
     budget: u64,
+    kernel: bool,
     dir: &Path,
 ) -> coo_assembler::Summary {
-    let mut b = Builder::new(&[nodes, nodes], DType::F64, opts(budget, dir)).unwrap();
+    let o = AssembleOptions {
+        in_memory_kernel: kernel,
+        ..opts(budget, dir)
+    };
+    let mut b = Builder::new(&[nodes, nodes], DType::F64, o).unwrap();
     {
         let mut p = b.pusher().unwrap();
         for &(r, c, v) in data {
@@ -110,8 +117,12 @@ fn benches(c: &mut Criterion) {
     });
     g.finish();
 
-    for (name, budget) in [("256MiB", BIG), ("4MiB", TINY)] {
-        let s = assemble(&data, nodes, budget, dir.path());
+    for (name, budget, kernel) in [
+        ("256MiB", BIG, true),
+        ("256MiB sorted", BIG, false),
+        ("4MiB", TINY, true),
+    ] {
+        let s = assemble(&data, nodes, budget, kernel, dir.path());
         eprintln!(
             "pipeline: budget {name}: nnz {}, runs {} ({} spilled), merge passes {}, {} bytes spilled ({:.2} B/contribution), peak buffers {} B; ingest {:?}, sort (cpu) {:?}, merge {:?}, write {:?}",
             s.nnz,
@@ -132,9 +143,13 @@ fn benches(c: &mut Criterion) {
     g.bench_function("std_sort_naive_sum_baseline", |b| {
         b.iter(|| black_box(naive(&data)))
     });
-    for (name, budget) in [("in_memory_256MiB", BIG), ("spill_merge_4MiB", TINY)] {
+    for (name, budget, kernel) in [
+        ("in_memory_256MiB", BIG, true),
+        ("sorted_runs_256MiB", BIG, false),
+        ("spill_merge_4MiB", TINY, true),
+    ] {
         g.bench_function(BenchmarkId::new("assembler", name), |b| {
-            b.iter(|| black_box(assemble(&data, nodes, budget, dir.path())))
+            b.iter(|| black_box(assemble(&data, nodes, budget, kernel, dir.path())))
         });
     }
     g.finish();

@@ -155,6 +155,13 @@ pub struct AssembleOptions {
     /// fewer runs reach the final merge. Any value is safe: a wrong one
     /// only changes speed, never the memory bound or the output bytes.
     pub expected_contributions: Option<u64>,
+    /// A [`crate::Builder`] keeps its contributions unsorted while they
+    /// fit the budget and `finish` assembles them with the in-memory
+    /// kernel (default `true`); `false` sorts every chunk into a run as
+    /// it fills, as for work larger than the budget. The output bytes are
+    /// the same either way: tests and benchmarks compare the two paths.
+    #[doc(hidden)]
+    pub in_memory_kernel: bool,
     /// File operations (fault injection in tests; with the `internals`
     /// feature only, leave it at its default otherwise).
     #[doc(hidden)]
@@ -176,6 +183,7 @@ impl Default for AssembleOptions {
             tensor_name: "coo".to_string(),
             max_fan_in: 512,
             expected_contributions: None,
+            in_memory_kernel: true,
             io: IoCtx::new(),
         }
     }

@@ -48,6 +48,8 @@ fn builder_result<V: PushValue>(
     let path = dir.path().join("b.hrry");
     let opts = AssembleOptions {
         temp_dir: Some(dir.path().to_path_buf()),
+        // The reference is the sorters' path, not the kernel again.
+        in_memory_kernel: false,
         ..opts.clone()
     };
     let mut b = Builder::new(shape, dtype, opts)?;

@@ -35,6 +35,15 @@ fn wobbly(k: u64) -> f64 {
     (k.wrapping_mul(2_654_435_761) % 1000) as f64 / 7.0 - 70.0
 }
 
+/// `o` with the builder's in-memory kernel off: the reference the
+/// kernel's files are compared with is the sorters' path.
+fn sorted(o: &AssembleOptions) -> AssembleOptions {
+    AssembleOptions {
+        in_memory_kernel: false,
+        ..o.clone()
+    }
+}
+
 fn opts(layout: OutputLayout) -> AssembleOptions {
     AssembleOptions {
         memory_budget: 64 << 20,
@@ -59,7 +68,7 @@ fn both(
         .assemble_to(&a, Some(shape), dtype, o.clone(), |_| {})
         .unwrap();
     let src = Source::open(input, None).unwrap();
-    let mut bld = src.builder(Some(shape), dtype, o.clone()).unwrap();
+    let mut bld = src.builder(Some(shape), dtype, sorted(o)).unwrap();
     src.push_into(&mut bld, |_| {}).unwrap();
     bld.finish(&b).unwrap();
     (
@@ -176,11 +185,16 @@ fn scattered_input_goes_through_the_builder_with_the_same_bytes() {
         bytes.extend_from_slice(&wobbly(x).to_le_bytes());
     }
     std::fs::write(&input, &bytes).unwrap();
+    // Random coordinates are not local: the file's kernel declines them
+    // and the builder takes them, sorting (its kernel off here)...
+    let o = sorted(&opts(OutputLayout::Coo));
+    let (k, runs, b) = both(&input, &[100_000, 100_000], None, &o);
+    assert!(runs > 0, "the builder's sorters took them");
+    assert!(k == b);
+    // ...or, by default, keeping them for its own kernel (in memory, where
+    // reading them once per band costs no disk).
     let (k, runs, b) = both(&input, &[100_000, 100_000], None, &opts(OutputLayout::Coo));
-    assert!(
-        runs > 0,
-        "random coordinates are not local: the builder takes them"
-    );
+    assert_eq!(runs, 0, "the builder's kernel took them");
     assert!(k == b);
 }
 
@@ -188,7 +202,7 @@ fn scattered_input_goes_through_the_builder_with_the_same_bytes() {
 fn builder_error(input: &Path, shape: &[u64], o: &AssembleOptions) -> String {
     let out = input.with_extension("b.hrry");
     let src = Source::open(input, None).unwrap();
-    let mut b = src.builder(Some(shape), None, o.clone()).unwrap();
+    let mut b = src.builder(Some(shape), None, sorted(o)).unwrap();
     let r = src
         .push_into(&mut b, |_| {})
         .and_then(|_| b.finish(&out).map(|_| ()));
@@ -364,7 +378,7 @@ fn kernel_path_keeps_rss_within_the_budget() {
         memory_budget: 16 << 20,
         ..AssembleOptions::default()
     };
-    let mut bld = src.builder(Some(&[n, n]), None, o).unwrap();
+    let mut bld = src.builder(Some(&[n, n]), None, sorted(&o)).unwrap();
     src.push_into(&mut bld, |_| {}).unwrap();
     bld.finish(&b).unwrap();
     assert!(std::fs::read(input.with_extension("k.hrry")).unwrap() == std::fs::read(&b).unwrap());
@@ -395,7 +409,7 @@ fn arrays_to_file_is_the_builders_file() {
                 .unwrap();
         assert_eq!(s.runs, 0, "the kernel took it");
         let b = dir.path().join("b.hrry");
-        let mut bld = coo_assembler::Builder::new(&[5_000, 5_000], DType::F64, o.clone()).unwrap();
+        let mut bld = coo_assembler::Builder::new(&[5_000, 5_000], DType::F64, sorted(&o)).unwrap();
         for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&vals) {
             bld.push(&[r as u64, c as u64], v).unwrap();
         }
@@ -434,8 +448,12 @@ fn arrays_to_file_is_the_builders_file() {
     )
     .unwrap();
     let b = dir.path().join("ib.hrry");
-    let mut bld =
-        coo_assembler::Builder::new(&[5_000, 5_000], DType::I32, opts(OutputLayout::Coo)).unwrap();
+    let mut bld = coo_assembler::Builder::new(
+        &[5_000, 5_000],
+        DType::I32,
+        sorted(&opts(OutputLayout::Coo)),
+    )
+    .unwrap();
     for ((&r, &c), &v) in rows.iter().zip(&cols).zip(&ivals) {
         bld.push(&[r as u64, c as u64], v).unwrap();
     }

@@ -19,6 +19,7 @@ mod cli_refill;
 mod common;
 mod complex;
 mod composite_convert;
+mod deferred;
 mod dense;
 mod determinism;
 mod direct;

@@ -8,6 +8,7 @@
 //! in `finish.rs`.
 
 use crate::assemble::combine::PushValue;
+use crate::assemble::deferred::finish_deferred;
 use crate::assemble::finish::{finish_core, Summary};
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::assemble::run::spawn_sorters;
@@ -581,7 +582,15 @@ impl Builder {
         crate::fs::output::check_target(&io, path, &inputs)?;
         self.finished = true;
         let ingest = self.started.elapsed();
-        let r = each!(AnyCore, &self.core, c => finish_core(c, path, ingest));
+        let r = match &self.core {
+            // Every chunk kept (the work fits): the in-memory kernel.
+            AnyCore::U64(c) => match finish_deferred(c, path, ingest) {
+                Ok(Some(s)) => Ok(s),
+                Ok(None) => finish_core(c, path, ingest),
+                Err(e) => Err(e),
+            },
+            other => each!(AnyCore, other, c => finish_core(c, path, ingest)),
+        };
         // A duplicate or an overflow found while merging names a 0-based
         // coordinate: say it in the terms of the inputs it came from.
         r.map_err(|e| self.sources.iter().find_map(|s| s.locate(&e)).unwrap_or(e))

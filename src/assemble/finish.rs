@@ -63,6 +63,18 @@ pub(crate) fn finish_core<K: Key>(
     path: &Path,
     ingest: Duration,
 ) -> Result<Summary> {
+    stop_sorters(core)?;
+    let (kind, dtype) = (core.kind, core.dtype);
+    let r = with_combiner!(kind, dtype, comb => merge_and_write(core, &comb, path, ingest));
+    // Spill files and the private directory go now, success or not.
+    core.lock().spill_dir.take();
+    r
+}
+
+/// Stop the sorter threads once they have sorted every chunk sent, and
+/// give back the chunks' and the one-thread sort scratch's memory: the
+/// error that poisoned the assembly, if any.
+pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
     for _ in 0..core.plan.sorters {
         let _ = core.work_tx.send(Job::Stop);
     }
@@ -93,11 +105,7 @@ pub(crate) fn finish_core<K: Key>(
         // descriptor open in the spill folder while the builder lives.
         *state = SortState::default();
     }
-    let (kind, dtype) = (core.kind, core.dtype);
-    let r = with_combiner!(kind, dtype, comb => merge_and_write(core, &comb, path, ingest));
-    // Spill files and the private directory go now, success or not.
-    core.lock().spill_dir.take();
-    r
+    Ok(())
 }
 
 fn merge_and_write<K: Key, C: Combiner>(

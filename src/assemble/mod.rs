@@ -2,12 +2,15 @@
 //! tuples into keys ([`key`]) and fill chunks; sorter threads ([`run`])
 //! sort them ([`sort`]), combine equal keys ([`combine`], exact float sums
 //! in [`exact`]) and encode runs ([`spill`]); `finish` ([`finish`]) merges
-//! them ([`merge`]) and streams the result into the file writer. The
+//! them ([`merge`]) and streams the result into the file writer. While
+//! everything fits, the chunks wait unsorted ([`deferred`]) and `finish`
+//! gives them to the in-memory kernel ([`direct`]) instead. The
 //! budget is divided once, up front ([`plan`]); [`shared`] is what the
 //! threads share.
 
 pub(crate) mod builder;
 pub(crate) mod combine;
+pub(crate) mod deferred;
 /// In-memory assembly from arrays the caller holds (issue 23).
 pub mod direct;
 pub(crate) mod shared;

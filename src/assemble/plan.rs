@@ -73,6 +73,12 @@ pub(crate) struct Plan {
     pub(crate) record_bytes: u64,
     /// Bytes of one final-pass batch (see [`WRITE_BATCH_MAX_BYTES`]).
     pub(crate) batch_bytes: u64,
+    /// Chunk bytes (those kept and the pushers') up to which a builder
+    /// keeps chunks unsorted for the in-memory kernel (`deferred.rs`):
+    /// all the budget but the fixed buffers and the sort scratch's share.
+    /// Nothing is sorted meanwhile, so the pushers' next chunks fit in
+    /// that share; at `finish` it is what the kernel works in.
+    pub(crate) defer_bytes: u64,
 }
 
 impl Plan {
@@ -118,6 +124,11 @@ impl Plan {
         // The readers take at most half of the chunk area; the two batches
         // of the final pass fit in the other half.
         let batch_bytes = (chunk_bytes * units / 4).min(WRITE_BATCH_MAX_BYTES);
+        let defer_bytes = if spilling {
+            0
+        } else {
+            free.saturating_sub(sorters as u64 * chunk_bytes)
+        };
         Ok(Plan {
             chunk_records,
             sorters,
@@ -129,6 +140,7 @@ impl Plan {
             fan_in,
             record_bytes,
             batch_bytes,
+            defer_bytes,
         })
     }
 }
@@ -147,6 +159,9 @@ impl MemTracker {
     }
     pub(crate) fn sub(&self, n: u64) {
         self.now.fetch_sub(n, Ordering::Relaxed);
+    }
+    pub(crate) fn now(&self) -> u64 {
+        self.now.load(Ordering::Relaxed)
     }
 }
 

@@ -48,7 +48,7 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
         state.sort(core, comb, &mut chunk, origin);
         // Back in the pool before it stops counting as in flight: a pusher
         // that sees none in flight then finds it (`Core::free_chunk`).
-        let _ = core.free_tx.send(chunk);
+        core.recycle(chunk);
         core.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
     state.release(core);

@@ -36,6 +36,7 @@
 //! values pays either once.
 
 use crate::assemble::combine::{with_combiner, CombinerKind};
+use crate::assemble::deferred::Deferred;
 use crate::assemble::key::{Key, KeyLayout};
 use crate::assemble::plan::{MemTracker, Plan, BLOCK_TARGET};
 use crate::assemble::run::SortState;
@@ -164,6 +165,13 @@ pub(crate) struct Core<K: Key> {
     pub(crate) closed: Receiver<()>,
     /// Set when the builder is dropped: pushes then say so.
     pub(crate) dropped: AtomicBool,
+    /// Full chunks kept unsorted while everything fits the budget, for
+    /// the in-memory kernel at `finish` (`deferred.rs`).
+    pub(crate) deferred: Mutex<Deferred<K>>,
+    /// Chunks to take out of circulation as they come back from the
+    /// sorters: the pool got a fresh one for each deferred chunk, and
+    /// deferred chunks sorted after all come back too.
+    pub(crate) surplus: AtomicUsize,
 }
 
 impl<K: Key> Core<K> {
@@ -212,22 +220,45 @@ impl<K: Key> Core<K> {
         self.lock_guests().retain(|g| !Arc::ptr_eq(g, p));
     }
 
-    /// A full (or last) chunk made into a run: sent to a sorter thread, or
-    /// with `threads = 1` sorted here and put back in the pool empty.
-    pub(crate) fn dispatch(&self, mut chunk: Vec<Record<K>>, origin: u64) {
+    /// A full (or last) chunk made into a run: kept for the in-memory
+    /// kernel while everything fits (`deferred.rs`), else sent to a sorter
+    /// thread, or with `threads = 1` sorted here and put back in the pool
+    /// empty.
+    pub(crate) fn dispatch(&self, chunk: Vec<Record<K>>, origin: u64) {
+        if let Some((chunk, origin)) = self.defer(chunk, origin) {
+            self.sort_chunk(chunk, origin);
+        }
+    }
+
+    /// A chunk made into a run now (see [`Core::dispatch`]).
+    pub(crate) fn sort_chunk(&self, mut chunk: Vec<Record<K>>, origin: u64) {
         match &self.solo {
             Some(state) => {
                 let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
                 let (kind, dtype) = (self.kind, self.dtype);
                 with_combiner!(kind, dtype, comb => state.sort(self, &comb, &mut chunk, origin));
                 drop(state);
-                let _ = self.free_tx.send(chunk);
+                self.recycle(chunk);
             }
             None => {
                 self.in_flight.fetch_add(1, Ordering::SeqCst);
                 // The receiver lives in this core: the send cannot fail.
                 let _ = self.work_tx.send(Job::Sort { chunk, origin });
             }
+        }
+    }
+
+    /// A sorted chunk back in the pool, or dropped when the pool has one
+    /// too many (see [`Core::surplus`]).
+    pub(crate) fn recycle(&self, chunk: Vec<Record<K>>) {
+        let extra = self
+            .surplus
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if extra {
+            self.mem.sub(chunk.capacity() as u64 * self.plan.record_bytes);
+        } else {
+            let _ = self.free_tx.send(chunk);
         }
     }
 
@@ -322,6 +353,21 @@ impl<K: Key> Core<K> {
     }
 }
 
+/// Chunk bytes up to which a builder keeps chunks for the in-memory
+/// kernel: none when the kernel cannot take the work (keys wider than 64
+/// bits; complex and bool values, which its file output does not write)
+/// or the caller expects more contributions than they would hold.
+fn defer_limit<K: Key>(plan: &Plan, opts: &AssembleOptions, dtype: DType, complex: bool) -> u64 {
+    let fits = opts
+        .expected_contributions
+        .is_none_or(|n| n.saturating_mul(plan.record_bytes) <= plan.defer_bytes);
+    if opts.in_memory_kernel && K::BITS == 64 && !complex && !dtype.is_bool() && fits {
+        plan.defer_bytes
+    } else {
+        0
+    }
+}
+
 pub(crate) fn new_core<K: Key>(
     layout: KeyLayout,
     dtype: DType,
@@ -354,6 +400,7 @@ pub(crate) fn new_core<K: Key>(
     crate::fs::output::check_writable_dir(&opts.io, &base, "temp_dir")?;
     let stale_removed = remove_stale_temp_dirs(&opts.io, &base).unwrap_or_default();
     let one_thread = plan.one_thread;
+    let deferred = Deferred::new(defer_limit::<K>(&plan, &opts, dtype, complex.is_some()));
     let (free_tx, free_rx) = crossbeam_channel::unbounded();
     let (work_tx, work_rx) = crossbeam_channel::unbounded();
     for _ in 0..plan.n_chunks {
@@ -395,6 +442,8 @@ pub(crate) fn new_core<K: Key>(
         threads: Mutex::new(Vec::new()),
         closed,
         dropped: AtomicBool::new(false),
+        deferred: Mutex::new(deferred),
+        surplus: AtomicUsize::new(0),
     });
     Ok(core)
 }

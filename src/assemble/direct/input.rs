@@ -8,6 +8,7 @@
 
 use crate::assemble::builder::{raw_parts, raw_value};
 use crate::assemble::combine::PushValue;
+use crate::assemble::sort::Record;
 use crate::codec::le_u64_at;
 use crate::assemble::direct::lane::Lane;
 use crate::element::DType;
@@ -640,5 +641,134 @@ impl<S: Source<u64>> Input for Triples<'_, S> {
 
     fn release(&self, lo: usize, hi: usize) {
         (self.release)(lo * 24, hi * 24);
+    }
+}
+
+/// The records a [`crate::Builder`] kept unsorted (`assemble/deferred.rs`),
+/// read in place as one array: packed u64 keys, whose bits from `split`
+/// up are the bucket and below it the minor key, and raw lanes, every one
+/// checked by its push.
+pub(crate) struct Held<'a> {
+    chunks: &'a [&'a [Record<u64>]],
+    /// Where each chunk starts in the whole.
+    starts: Vec<usize>,
+    len: usize,
+    split: u32,
+    /// Buckets there are: a record beyond them is a bad input (the
+    /// kernel then declines the records), never skipped.
+    buckets: u64,
+}
+
+impl<'a> Held<'a> {
+    /// The records of `chunks`, in their order; the split is set by
+    /// [`Held::with_split`] once the plan's scheme is known.
+    pub(crate) fn new(chunks: &'a [&'a [Record<u64>]]) -> Held<'a> {
+        let mut starts = Vec::with_capacity(chunks.len());
+        let mut len = 0usize;
+        for c in chunks {
+            starts.push(len);
+            len += c.len();
+        }
+        Held {
+            chunks,
+            starts,
+            len,
+            split: 0,
+            buckets: 0,
+        }
+    }
+
+    /// The same records, bucketed by the key's bits from `split` up (64:
+    /// one bucket) into `buckets` buckets.
+    pub(crate) fn with_split(&self, split: u32, buckets: u64) -> Held<'a> {
+        Held {
+            chunks: self.chunks,
+            starts: self.starts.clone(),
+            len: self.len,
+            split,
+            buckets,
+        }
+    }
+
+    /// Number of records.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Call `f` on the pieces of chunks that records `lo..hi` lie in.
+    #[inline]
+    fn pieces(&self, lo: usize, hi: usize, mut f: impl FnMut(&[Record<u64>])) {
+        let mut c = self.starts.partition_point(|&s| s <= lo).saturating_sub(1);
+        let mut at = lo;
+        while at < hi {
+            let (Some(chunk), Some(&start)) = (self.chunks.get(c), self.starts.get(c)) else {
+                return;
+            };
+            let a = at - start;
+            let b = (hi - start).min(chunk.len());
+            if let Some(p) = chunk.get(a..b) {
+                f(p);
+            }
+            at = start + b.max(a + 1);
+            c += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn bucket(&self, key: u64) -> u64 {
+        key.checked_shr(self.split).unwrap_or(0)
+    }
+}
+
+impl Input for Held<'_> {
+    type L = u64;
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (mut a, mut b) = (u64::MAX, 0u64);
+        self.pieces(lo, hi, |p| {
+            for r in p {
+                let k = self.bucket(r.key);
+                a = a.min(k);
+                b = b.max(k);
+            }
+        });
+        (b < self.buckets).then_some((a, b))
+    }
+
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        self.pieces(lo, hi, |p| {
+            for r in p {
+                if let Some(h) = hist.get_mut(self.bucket(r.key).wrapping_sub(base) as usize) {
+                    *h += 1;
+                }
+            }
+        });
+    }
+
+    #[inline(always)]
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, u64, bool),
+    ) {
+        let mask = match self.split {
+            0 => 0,
+            s => u64::MAX >> (64 - s.min(64)),
+        };
+        self.pieces(lo, hi, |p| {
+            for r in p {
+                let j = self.bucket(r.key).wrapping_sub(first) as usize;
+                if j < buckets {
+                    f(j, r.key & mask, r.val, true);
+                }
+            }
+        });
     }
 }

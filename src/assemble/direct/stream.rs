@@ -21,7 +21,7 @@
 use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Checked, F64Bits, IndexElem, Input, RawChecked, RawKeep, RecordKey,
+    raw_decoder, Checked, F64Bits, Held, IndexElem, Input, RawChecked, RawKeep, RecordKey,
     Records, Source, Triples,
 };
 use crate::assemble::direct::lane::{raw_to_value, CombineReduce, ExactF64, RawReduce, Reduce};
@@ -497,6 +497,54 @@ impl DirectPlan {
         Ok(match filled {
             Filled::Done(s) => Some(s),
             // The builder names a refused record or a failed coordinate.
+            Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
+            Filled::Failed(f) => return Err(self.failure_error(f)),
+        })
+    }
+
+    /// Assemble the records a [`crate::Builder`] kept (packed by
+    /// `key_shifts`, values as raw lanes, all checked by their pushes) into
+    /// a new Hurray file at `path`, the bytes `finish` writes through its
+    /// sorters. `Ok(None)`: not this path (a value the file sink does not
+    /// write, keys packed otherwise than the plan buckets them, a bucket
+    /// too heavy, a coordinate that does not combine); nothing was
+    /// written: the sorters' path names any error.
+    pub(crate) fn assemble_held(
+        &self,
+        held: &Held<'_>,
+        key_shifts: &[u32],
+        path: &Path,
+        opts: &AssembleOptions,
+    ) -> Result<Option<Summary>> {
+        if held.len() as u64 != self.contributions {
+            return Err(Error::InvalidArgument(format!(
+                "{} records kept, the plan was made for {}",
+                held.len(),
+                self.contributions
+            )));
+        }
+        if self.dtype.is_complex() || self.dtype.is_bool() {
+            return Ok(None);
+        }
+        // The bucket is the key's bits from `split` up: the major index
+        // of a matrix (its minor index packed below it), or the top bits
+        // of a key packed as the plan packs it.
+        let split = match &self.scheme {
+            Scheme::Matrix { major } => match key_shifts {
+                // A major extent of 1 has no bits: one bucket.
+                _ if bits_of(self.shape[*major]) == 0 => 64,
+                [a, b] if [*a, *b][1 - major] == 0 => [*a, *b][*major],
+                _ => return Ok(None),
+            },
+            Scheme::Packed { layout, split, .. } if layout.shifts() == key_shifts => *split,
+            Scheme::Packed { .. } => return Ok(None),
+        };
+        let input = held.with_split(split, self.buckets);
+        let filled = self.to_file(path, opts, |sink| {
+            with_file_reducer!(self, red => self.stream(&input, red, sink, false))
+        })?;
+        Ok(match filled {
+            Filled::Done(s) => Some(s),
             Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
             Filled::Failed(f) => return Err(self.failure_error(f)),
         })

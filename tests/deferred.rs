@@ -249,3 +249,87 @@ fn the_kernel_stays_within_the_budget() {
         assert!(ks.peak_buffer_bytes <= opts.memory_budget, "{ks:?}");
     }
 }
+
+/// Peak RSS of this process (VmHWM, KiB).
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Run in a fresh process by `kept_chunks_keep_rss_within_the_budget`:
+/// push `DEFERRED_RSS_N` FE contributions (made as they are pushed, in
+/// element order) at a 64 MiB budget and print the runs and peak RSS.
+#[test]
+#[ignore = "run by kept_chunks_keep_rss_within_the_budget in a child process"]
+fn rss_child() {
+    let Ok(n) = std::env::var("DEFERRED_RSS_N") else {
+        return;
+    };
+    let elements: u64 = n.parse::<u64>().unwrap() / 64;
+    let dir = std::env::var("DEFERRED_RSS_DIR").unwrap();
+    let before = vm_hwm_kib();
+    let side = elements + 8;
+    let opts = AssembleOptions {
+        memory_budget: 64 << 20,
+        threads: 2,
+        temp_dir: Some(dir.clone().into()),
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&[side, side], DType::F64, opts).unwrap();
+    for e in 0..elements {
+        for a in 0..8 {
+            for c in 0..8 {
+                let v = ((e * 64 + a * 8 + c) % 97) as f64 / 7.0;
+                b.push(&[e + a, e + c], v).unwrap();
+            }
+        }
+    }
+    let s = b.finish(std::path::Path::new(&dir).join("k.hrry")).unwrap();
+    println!(
+        "RSS-CHILD runs={} before={before} peak={}",
+        s.runs,
+        vm_hwm_kib()
+    );
+}
+
+/// The chunks a builder keeps count against its budget: 3.2 M
+/// contributions (51 MB of records) at 64 MiB go to the kernel with the
+/// peak RSS within the budget plus 32 MiB above the start; 8 M go to the
+/// sorters mid-way, within the same bound.
+#[test]
+fn kept_chunks_keep_rss_within_the_budget() {
+    for (n, kernel) in [(3_200_000u64, true), (8_000_000, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "deferred::rss_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("DEFERRED_RSS_N", n.to_string())
+            .env("DEFERRED_RSS_DIR", dir.path())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let at = text.find("RSS-CHILD").unwrap_or_else(|| panic!("{text}"));
+        let line = text[at..].lines().next().unwrap();
+        let field = |k: &str| -> u64 {
+            let w = line.split_whitespace().find(|w| w.starts_with(k)).unwrap();
+            w[k.len()..].parse().unwrap()
+        };
+        let (runs, before, peak) = (field("runs="), field("before="), field("peak="));
+        let above = (peak - before.min(peak)) / 1024;
+        eprintln!("{n} contributions at 64 MiB: runs {runs}, peak RSS {above} MiB above the start");
+        assert_eq!(runs == 0, kernel, "{n}: runs {runs}");
+        assert!(
+            above <= 64 + 32,
+            "{n}: peak RSS {above} MiB above the start: more than the 64 MiB budget + 32 MiB"
+        );
+    }
+}

@@ -404,6 +404,10 @@ unsafe fn read_entries(
 /// # Safety
 /// `p` is non-null and writable for `n` elements.
 pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'a mut [T]> {
+    // Nothing to write: NULL is allowed, and a slice must not be made of it.
+    if n == 0 {
+        return Ok(&mut []);
+    }
     // SAFETY: checks alignment and nullness; the caller vouches for the length.
     unsafe { slice(p.cast_const(), n, what) }?;
     // SAFETY: as above, and writable (contract).

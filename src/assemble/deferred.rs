@@ -166,15 +166,29 @@ fn run_kernel(
 ) -> Result<Option<Summary>> {
     let chunks: Vec<&[Record<u64>]> = kept.iter().map(|(_, c)| c.as_slice()).collect();
     let held = Held::new(&chunks);
+    let rank = core.shape().len();
+    let shifts = core.layout.shifts();
+    // A complex tensor's keys have the part below every index: the
+    // contributions' own keys are the keys shifted down by that bit.
+    let (contributions, shifts) = if core.complex.is_some() {
+        if shifts.get(rank) != Some(&0) {
+            return Ok(None);
+        }
+        let own: Vec<u32> = shifts[..rank].iter().map(|s| s.saturating_sub(1)).collect();
+        (held.len() / 2, own)
+    } else {
+        (held.len(), shifts.to_vec())
+    };
     let mut opts = core.opts.clone();
     opts.memory_budget = opts
         .memory_budget
         .saturating_sub(held_bytes + OUTPUT_BUFFER_BYTES);
-    let Some(plan) = crate::assemble::direct::plan(core.shape(), core.dtype, held.len() as u64, &opts)
+    let dtype = core.out_dtype();
+    let Some(plan) = crate::assemble::direct::plan(core.shape(), dtype, contributions as u64, &opts)
     else {
         return Ok(None);
     };
     // The summary's budget is the caller's.
     opts.memory_budget = core.opts.memory_budget;
-    plan.assemble_held(&held, core.layout.shifts(), path, &opts)
+    plan.assemble_held(&held, &shifts, path, &opts)
 }

@@ -30,7 +30,8 @@ pub struct Summary {
     pub nnz: u64,
     /// Entries dropped because their combined value was zero.
     pub dropped_zeros: u64,
-    /// Sorted runs made from chunks.
+    /// Sorted runs made from chunks (0 when the work fit the budget and
+    /// the in-memory kernel assembled it: no run, no merge).
     pub runs: u64,
     /// Of those, runs written to disk.
     pub runs_spilled: u64,

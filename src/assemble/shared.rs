@@ -355,13 +355,14 @@ impl<K: Key> Core<K> {
 
 /// Chunk bytes up to which a builder keeps chunks for the in-memory
 /// kernel: none when the kernel cannot take the work (keys wider than 64
-/// bits; complex and bool values, which its file output does not write)
-/// or the caller expects more contributions than they would hold.
+/// bits; bool values, which its file output does not write) or the
+/// caller expects more contributions than they would hold.
 fn defer_limit<K: Key>(plan: &Plan, opts: &AssembleOptions, dtype: DType, complex: bool) -> u64 {
-    let fits = opts
-        .expected_contributions
-        .is_none_or(|n| n.saturating_mul(plan.record_bytes) <= plan.defer_bytes);
-    if opts.in_memory_kernel && K::BITS == 64 && !complex && !dtype.is_bool() && fits {
+    let records = if complex { 2 } else { 1 };
+    let fits = opts.expected_contributions.is_none_or(|n| {
+        n.saturating_mul(records * plan.record_bytes) <= plan.defer_bytes
+    });
+    if opts.in_memory_kernel && K::BITS == 64 && !dtype.is_bool() && fits {
         plan.defer_bytes
     } else {
         0

@@ -647,7 +647,9 @@ impl<S: Source<u64>> Input for Triples<'_, S> {
 /// The records a [`crate::Builder`] kept unsorted (`assemble/deferred.rs`),
 /// read in place as one array: packed u64 keys, whose bits from `split`
 /// up are the bucket and below it the minor key, and raw lanes, every one
-/// checked by its push.
+/// checked by its push. A complex tensor's records come in pairs (real
+/// part, then imaginary, the part in the key's lowest bit, always in the
+/// same chunk): [`HeldPairs`] reads them as one contribution each.
 pub(crate) struct Held<'a> {
     chunks: &'a [&'a [Record<u64>]],
     /// Where each chunk starts in the whole.
@@ -688,6 +690,12 @@ impl<'a> Held<'a> {
             split,
             buckets,
         }
+    }
+
+    /// The same records read two at a time, as one complex contribution
+    /// each (the part bit dropped from the key).
+    pub(crate) fn pairs(self) -> HeldPairs<'a> {
+        HeldPairs(self)
     }
 
     /// Number of records.
@@ -767,6 +775,83 @@ impl Input for Held<'_> {
                 let j = self.bucket(r.key).wrapping_sub(first) as usize;
                 if j < buckets {
                     f(j, r.key & mask, r.val, true);
+                }
+            }
+        });
+    }
+}
+
+/// A complex tensor's kept records, a (real, imaginary) pair per
+/// contribution: see [`Held`].
+pub(crate) struct HeldPairs<'a>(Held<'a>);
+
+impl HeldPairs<'_> {
+    /// Call `f` on the pairs of contributions `lo..hi` (chunks hold whole
+    /// pairs, so every piece does).
+    #[inline]
+    fn pairs(&self, lo: usize, hi: usize, mut f: impl FnMut(&[[Record<u64>; 2]])) {
+        self.0.pieces(2 * lo, 2 * hi, |p| {
+            let (pairs, _) = p.as_chunks::<2>();
+            f(pairs)
+        });
+    }
+
+    #[inline(always)]
+    fn bucket(&self, p: &[Record<u64>; 2]) -> u64 {
+        self.0.bucket(p[0].key >> 1)
+    }
+}
+
+impl Input for HeldPairs<'_> {
+    type L = [u64; 2];
+
+    fn len(&self) -> usize {
+        self.0.len / 2
+    }
+
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        let (mut a, mut b) = (u64::MAX, 0u64);
+        let mut whole = true;
+        self.pairs(lo, hi, |ps| {
+            for p in ps {
+                // Both parts of one coordinate, real first.
+                whole &= p[0].key | 1 == p[1].key && p[0].key & 1 == 0;
+                let k = self.bucket(p);
+                a = a.min(k);
+                b = b.max(k);
+            }
+        });
+        (whole && b < self.0.buckets).then_some((a, b))
+    }
+
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        self.pairs(lo, hi, |ps| {
+            for p in ps {
+                if let Some(h) = hist.get_mut(self.bucket(p).wrapping_sub(base) as usize) {
+                    *h += 1;
+                }
+            }
+        });
+    }
+
+    #[inline(always)]
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        mut f: impl FnMut(usize, u64, [u64; 2], bool),
+    ) {
+        let mask = match self.0.split {
+            0 => 0,
+            s => u64::MAX >> (64 - s.min(64)),
+        };
+        self.pairs(lo, hi, |ps| {
+            for p in ps {
+                let j = self.bucket(p).wrapping_sub(first) as usize;
+                if j < buckets {
+                    f(j, (p[0].key >> 1) & mask, [p[0].val, p[1].val], true);
                 }
             }
         });

@@ -24,7 +24,9 @@ use crate::assemble::direct::input::{
     raw_decoder, Checked, F64Bits, Held, IndexElem, Input, RawChecked, RawKeep, RecordKey,
     Records, Source, Triples,
 };
-use crate::assemble::direct::lane::{raw_to_value, CombineReduce, ExactF64, RawReduce, Reduce};
+use crate::assemble::direct::lane::{
+    raw_to_value, CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce,
+};
 use crate::assemble::direct::{bits_of, ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme};
 use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
@@ -207,7 +209,58 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
     const IN_ORDER: bool = false;
 
     fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
-        if minor.is_empty() {
+        self.take_band(off, minor.len(), || match &self.in_place {
+            Some(ip) => self.put_in_place(ip, off, lo, minor, lanes, ends),
+            None => self
+                .wait_turn(off)
+                .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o)),
+        })
+    }
+}
+
+/// Complex values: both parts in one lane, through `push_batch`.
+impl<M: Minor> BandSink<M, [u64; 2]> for FileSink<'_, '_, '_> {
+    const IN_ORDER: bool = false;
+
+    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[[u64; 2]], ends: &[u32]) -> Result<(), Fault> {
+        self.take_band(off, minor.len(), || {
+            self.wait_turn(off)
+                .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o))
+        })
+    }
+}
+
+/// A lane as the value the tensor writer takes.
+trait StagedLane: Copy {
+    fn value(self, dtype: DType) -> Value;
+}
+
+impl StagedLane for u64 {
+    #[inline(always)]
+    fn value(self, dtype: DType) -> Value {
+        raw_to_value(dtype, self)
+    }
+}
+
+impl StagedLane for [u64; 2] {
+    /// The parts' final values, already rounded to the part type.
+    #[inline(always)]
+    fn value(self, _: DType) -> Value {
+        Value::Complex(f64::from_bits(self[0]), f64::from_bits(self[1]))
+    }
+}
+
+impl FileSink<'_, '_, '_> {
+    /// Take the band of `w` entries at `off` by `write` (which returns
+    /// with the band's turn held), then pass the turn on; a failure stops
+    /// every later band.
+    fn take_band<'s>(
+        &'s self,
+        off: usize,
+        w: usize,
+        write: impl FnOnce() -> Result<MutexGuard<'s, Order>, Fault>,
+    ) -> Result<(), Fault> {
+        if w == 0 {
             // Nothing to write; the next band's entries start at `off` too.
             return Ok(());
         }
@@ -216,13 +269,7 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
             turn: &self.turn,
             armed: true,
         };
-        let r = match &self.in_place {
-            Some(ip) => self.put_in_place(ip, off, lo, minor, lanes, ends),
-            None => self
-                .wait_turn(off)
-                .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o)),
-        };
-        let mut o = match r {
+        let mut o = match write() {
             Ok(o) => o,
             Err(f) => {
                 let mut o = self.order.lock().unwrap_or_else(|e| e.into_inner());
@@ -233,7 +280,7 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
                 return Err(f);
             }
         };
-        o.next = off + minor.len();
+        o.next = off + w;
         drop(o);
         guard.armed = false;
         self.turn.notify_all();
@@ -363,7 +410,7 @@ impl FileSink<'_, '_, '_> {
     }
 
     /// One band through the tensor writer's `push_batch`, in its turn.
-    fn put_staged<M: Minor>(&self, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
+    fn put_staged<M: Minor, L: StagedLane>(&self, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault> {
         let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *g;
         let rank = self.rank;
@@ -389,7 +436,7 @@ impl FileSink<'_, '_, '_> {
                     }
                 }
                 st.idx.extend_from_slice(&tuple[..rank]);
-                st.vals.push(raw_to_value(self.dtype, l));
+                st.vals.push(l.value(self.dtype));
                 if st.vals.len() == STAGE {
                     if let Err(e) = st.flush() {
                         return Err(self.failed(e));
@@ -503,12 +550,13 @@ impl DirectPlan {
     }
 
     /// Assemble the records a [`crate::Builder`] kept (packed by
-    /// `key_shifts`, values as raw lanes, all checked by their pushes) into
-    /// a new Hurray file at `path`, the bytes `finish` writes through its
-    /// sorters. `Ok(None)`: not this path (a value the file sink does not
-    /// write, keys packed otherwise than the plan buckets them, a bucket
-    /// too heavy, a coordinate that does not combine); nothing was
-    /// written: the sorters' path names any error.
+    /// `key_shifts`, values as raw lanes, all checked by their pushes; a
+    /// complex tensor's in (real, imaginary) pairs, the part in the key's
+    /// lowest bit) into a new Hurray file at `path`, the bytes `finish`
+    /// writes through its sorters. `Ok(None)`: not this path (bool values,
+    /// keys packed otherwise than the plan buckets them, a bucket too
+    /// heavy, a coordinate that does not combine); nothing was written:
+    /// the sorters' path names any error.
     pub(crate) fn assemble_held(
         &self,
         held: &Held<'_>,
@@ -516,14 +564,16 @@ impl DirectPlan {
         path: &Path,
         opts: &AssembleOptions,
     ) -> Result<Option<Summary>> {
-        if held.len() as u64 != self.contributions {
+        let part = self.dtype.complex_part();
+        let per = if part.is_some() { 2 } else { 1 };
+        if held.len() as u64 != self.contributions * per {
             return Err(Error::InvalidArgument(format!(
-                "{} records kept, the plan was made for {}",
+                "{} records kept, the plan was made for {} contributions",
                 held.len(),
                 self.contributions
             )));
         }
-        if self.dtype.is_complex() || self.dtype.is_bool() {
+        if self.dtype.is_bool() {
             return Ok(None);
         }
         // The bucket is the key's bits from `split` up: the major index
@@ -540,9 +590,29 @@ impl DirectPlan {
             Scheme::Packed { .. } => return Ok(None),
         };
         let input = held.with_split(split, self.buckets);
-        let filled = self.to_file(path, opts, |sink| {
-            with_file_reducer!(self, red => self.stream(&input, red, sink, false))
-        })?;
+        let filled = match part {
+            None => self.to_file(path, opts, |sink| {
+                with_file_reducer!(self, red => self.stream(&input, red, sink, false))
+            })?,
+            Some(part) => {
+                let input = input.pairs();
+                self.to_file(path, opts, |sink| {
+                    if self.kind == CombinerKind::FloatSum && part == DType::F64 {
+                        let general = ComplexReduce {
+                            comb: &FloatSum(DType::F64),
+                            drop_zeros: self.drop_zeros,
+                            exact_f64: true,
+                        };
+                        self.stream(&input, &ComplexExactF64 { general }, sink, false)
+                    } else {
+                        with_combiner!(self.kind, part, comb => {
+                            let red = ComplexReduce { comb: &comb, drop_zeros: self.drop_zeros, exact_f64: false };
+                            self.stream(&input, &red, sink, false)
+                        })
+                    }
+                })?
+            }
+        };
         Ok(match filled {
             Filled::Done(s) => Some(s),
             Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
@@ -753,16 +823,17 @@ impl DirectPlan {
     /// dropped, most bytes the kernel's buffers held), or None when an
     /// input file is not local enough for a stream or a bucket is too
     /// heavy.
-    fn stream<In, R>(
+    fn stream<In, R, S>(
         &self,
         input: &In,
         red: &R,
-        sink: &FileSink<'_, '_, '_>,
+        sink: &S,
         file: bool,
     ) -> Result<Option<(u64, u64, u64)>, Failure>
     where
-        In: Input<L = u64>,
-        R: Reduce<u64>,
+        In: Input,
+        R: Reduce<In::L>,
+        S: BandSink<u32, In::L> + BandSink<u64, In::L>,
     {
         // A file is read again by every band that meets a chunk: only local
         // input takes this path. Arrays in memory take it whatever they hold.
@@ -774,23 +845,24 @@ impl DirectPlan {
             Scheme::Packed { .. } => false,
         };
         if minor_u32 {
-            self.stream_as::<In, R, u32>(input, red, sink, file)
+            self.stream_as::<In, R, u32, S>(input, red, sink, file)
         } else {
-            self.stream_as::<In, R, u64>(input, red, sink, file)
+            self.stream_as::<In, R, u64, S>(input, red, sink, file)
         }
     }
 
-    fn stream_as<In, R, M>(
+    fn stream_as<In, R, M, S>(
         &self,
         input: &In,
         red: &R,
-        sink: &FileSink<'_, '_, '_>,
+        sink: &S,
         file: bool,
     ) -> Result<Option<(u64, u64, u64)>, Failure>
     where
-        In: Input<L = u64>,
-        R: Reduce<u64>,
+        In: Input,
+        R: Reduce<In::L>,
         M: Minor,
+        S: BandSink<M, In::L>,
     {
         let Some((counts, bands)) = self.bands::<In, M>(input, None)? else {
             return Ok(None);
@@ -803,8 +875,9 @@ impl DirectPlan {
         // What the buffers hold at most: the counts, the chunk ranges, the
         // other counting threads' histograms, and each worker's scratch.
         let threads = self.threads.clamp(1, bands.len().max(1)) as u64;
-        let entry = (std::mem::size_of::<M>() + 8) as u64;
-        let sort_entry = (std::mem::size_of::<M::Packed>() + 8) as u64;
+        let lane = std::mem::size_of::<In::L>();
+        let entry = (std::mem::size_of::<M>() + lane) as u64;
+        let sort_entry = (std::mem::size_of::<M::Packed>() + lane) as u64;
         let scratch = bands.max_entries as u64 * entry
             + bands.max_buckets as u64 * 4
             + bands.max_bucket as u64 * sort_entry;

@@ -789,16 +789,17 @@ impl HeldPairs<'_> {
     /// Call `f` on the pairs of contributions `lo..hi` (chunks hold whole
     /// pairs, so every piece does).
     #[inline]
-    fn pairs(&self, lo: usize, hi: usize, mut f: impl FnMut(&[[Record<u64>; 2]])) {
+    fn pairs(&self, lo: usize, hi: usize, mut f: impl FnMut(&Record<u64>, &Record<u64>)) {
         self.0.pieces(2 * lo, 2 * hi, |p| {
-            let (pairs, _) = p.as_chunks::<2>();
-            f(pairs)
+            for pair in p.chunks_exact(2) {
+                f(&pair[0], &pair[1]);
+            }
         });
     }
 
     #[inline(always)]
-    fn bucket(&self, p: &[Record<u64>; 2]) -> u64 {
-        self.0.bucket(p[0].key >> 1)
+    fn bucket(&self, re: &Record<u64>) -> u64 {
+        self.0.bucket(re.key >> 1)
     }
 }
 
@@ -812,24 +813,20 @@ impl Input for HeldPairs<'_> {
     fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
         let (mut a, mut b) = (u64::MAX, 0u64);
         let mut whole = true;
-        self.pairs(lo, hi, |ps| {
-            for p in ps {
-                // Both parts of one coordinate, real first.
-                whole &= p[0].key | 1 == p[1].key && p[0].key & 1 == 0;
-                let k = self.bucket(p);
-                a = a.min(k);
-                b = b.max(k);
-            }
+        self.pairs(lo, hi, |re, im| {
+            // Both parts of one coordinate, real first.
+            whole &= re.key | 1 == im.key && re.key & 1 == 0;
+            let k = self.bucket(re);
+            a = a.min(k);
+            b = b.max(k);
         });
         (whole && b < self.0.buckets).then_some((a, b))
     }
 
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
-        self.pairs(lo, hi, |ps| {
-            for p in ps {
-                if let Some(h) = hist.get_mut(self.bucket(p).wrapping_sub(base) as usize) {
-                    *h += 1;
-                }
+        self.pairs(lo, hi, |re, _| {
+            if let Some(h) = hist.get_mut(self.bucket(re).wrapping_sub(base) as usize) {
+                *h += 1;
             }
         });
     }
@@ -847,12 +844,10 @@ impl Input for HeldPairs<'_> {
             0 => 0,
             s => u64::MAX >> (64 - s.min(64)),
         };
-        self.pairs(lo, hi, |ps| {
-            for p in ps {
-                let j = self.bucket(p).wrapping_sub(first) as usize;
-                if j < buckets {
-                    f(j, (p[0].key >> 1) & mask, [p[0].val, p[1].val], true);
-                }
+        self.pairs(lo, hi, |re, im| {
+            let j = self.bucket(re).wrapping_sub(first) as usize;
+            if j < buckets {
+                f(j, (re.key >> 1) & mask, [re.val, im.val], true);
             }
         });
     }

@@ -82,10 +82,14 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// `deferrable`: records per contribution when the builder may keep its
+    /// chunks for the in-memory kernel (`deferred.rs`), None when it may
+    /// not.
     pub(crate) fn new(
         opts: &AssembleOptions,
         record_bytes: u64,
         est_bytes_per_record: u64,
+        deferrable: Option<u64>,
     ) -> Result<Plan> {
         let sorters = opts.threads;
         let resident_pushers = opts.threads;
@@ -103,12 +107,21 @@ impl Plan {
         }
         let free = opts.memory_budget - fixed;
         let share = ((free as f64 * CHUNK_SHARE) as u64) / units;
+        // The chunks are kept for the kernel unless the caller expects
+        // more contributions than they would hold: then never (no chunk
+        // is kept in vain).
+        let defer_capped = free.saturating_sub(sorters as u64 * share.min(CHUNK_MAX_BYTES));
+        let deferred = deferrable.is_some_and(|k| {
+            opts.expected_contributions
+                .is_none_or(|n| n.saturating_mul(k * record_bytes) <= defer_capped)
+        });
         // Runs of all the expected contributions would not fit beside the
         // capped chunks: most will spill, so make them longer.
         let room_beside_capped = free - share.min(CHUNK_MAX_BYTES) * units;
-        let spilling = opts
-            .expected_contributions
-            .is_some_and(|n| n.saturating_mul(est_bytes_per_record) > room_beside_capped);
+        let spilling = !deferred
+            && opts
+                .expected_contributions
+                .is_some_and(|n| n.saturating_mul(est_bytes_per_record) > room_beside_capped);
         let cap = if spilling {
             CHUNK_MAX_SPILLING_BYTES
         } else {
@@ -124,11 +137,7 @@ impl Plan {
         // The readers take at most half of the chunk area; the two batches
         // of the final pass fit in the other half.
         let batch_bytes = (chunk_bytes * units / 4).min(WRITE_BATCH_MAX_BYTES);
-        let defer_bytes = if spilling {
-            0
-        } else {
-            free.saturating_sub(sorters as u64 * chunk_bytes)
-        };
+        let defer_bytes = if deferred { defer_capped } else { 0 };
         Ok(Plan {
             chunk_records,
             sorters,
@@ -180,7 +189,7 @@ mod tests {
 
     /// The minimum a too-small budget reports.
     fn minimum(threads: usize, record_bytes: u64) -> u64 {
-        match Plan::new(&opts(0, threads, 64), record_bytes, 8) {
+        match Plan::new(&opts(0, threads, 64), record_bytes, 8, None) {
             Err(Error::BudgetTooSmall { budget: 0, minimum }) => minimum,
             other => panic!("expected BudgetTooSmall, got {other:?}"),
         }
@@ -194,7 +203,7 @@ mod tests {
                 let fixed = OUTPUT_BUFFER_BYTES
                     + threads as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
                 assert!(min > fixed, "the minimum covers the fixed buffers");
-                let p = Plan::new(&opts(min, threads, 64), record_bytes, 8).unwrap();
+                let p = Plan::new(&opts(min, threads, 64), record_bytes, 8, None).unwrap();
                 assert!(
                     p.chunk_records as u64 >= MIN_CHUNK_RECORDS,
                     "threads {threads}, record {record_bytes}: {} records",
@@ -202,7 +211,7 @@ mod tests {
                 );
                 assert_eq!(p.sorters, threads);
                 assert_eq!(p.n_chunks, 2 * threads);
-                match Plan::new(&opts(min - 1, threads, 64), record_bytes, 8) {
+                match Plan::new(&opts(min - 1, threads, 64), record_bytes, 8, None) {
                     Err(Error::BudgetTooSmall { budget, minimum }) => {
                         assert_eq!((budget, minimum), (min - 1, min));
                     }
@@ -215,7 +224,7 @@ mod tests {
     #[test]
     fn budget_shares_add_up() {
         let budget = 64 << 20;
-        let p = Plan::new(&opts(budget, 2, 64), 16, 8).unwrap();
+        let p = Plan::new(&opts(budget, 2, 64), 16, 8, None).unwrap();
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let units = (p.n_chunks + p.sorters) as u64;
         let chunk_area = p.chunk_records as u64 * 16 * units;
@@ -229,13 +238,13 @@ mod tests {
     #[test]
     fn fan_in_is_clamped_to_the_option_and_to_two() {
         // A large budget pays for many readers: the option caps them.
-        let big = Plan::new(&opts(4 << 30, 2, 8), 16, 8).unwrap();
+        let big = Plan::new(&opts(4 << 30, 2, 8), 16, 8, None).unwrap();
         assert_eq!(big.fan_in, 8);
-        let big = Plan::new(&opts(4 << 30, 2, 1000), 16, 8).unwrap();
+        let big = Plan::new(&opts(4 << 30, 2, 1000), 16, 8, None).unwrap();
         assert_eq!(big.fan_in, 1000);
         // The smallest budget still merges two runs at a time.
         let min = minimum(1, 40);
-        let small = Plan::new(&opts(min, 1, 64), 40, 8).unwrap();
+        let small = Plan::new(&opts(min, 1, 64), 40, 8, None).unwrap();
         assert!((2..=64).contains(&small.fan_in), "fan-in {}", small.fan_in);
         let reader_bytes = (BLOCK_TARGET + 4096) as u64 * 2;
         let chunk_area = small.chunk_records as u64 * 40 * 3;
@@ -249,14 +258,14 @@ mod tests {
     fn chunks_are_capped_and_the_rest_holds_runs() {
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         // 256 MiB: 60 % of the free budget over 6 units, below the cap.
-        let small = Plan::new(&opts(256 << 20, 2, 64), 16, 8).unwrap();
+        let small = Plan::new(&opts(256 << 20, 2, 64), 16, 8, None).unwrap();
         let free = (256u64 << 20) - fixed;
         assert_eq!(
             small.chunk_records as u64,
             ((free as f64 * CHUNK_SHARE) as u64) / 6 / 16
         );
         // 4 GiB: capped; everything else holds in-memory runs.
-        let big = Plan::new(&opts(4 << 30, 2, 64), 16, 8).unwrap();
+        let big = Plan::new(&opts(4 << 30, 2, 64), 16, 8, None).unwrap();
         assert_eq!(big.chunk_records as u64, CHUNK_MAX_BYTES / 16);
         assert_eq!(big.held_limit, (4u64 << 30) - fixed - 6 * CHUNK_MAX_BYTES);
         assert!(big.fan_in >= small.fan_in);
@@ -270,7 +279,7 @@ mod tests {
                 expected_contributions: n,
                 ..opts(budget, 2, 512)
             };
-            Plan::new(&o, 16, 8).unwrap()
+            Plan::new(&o, 16, 8, None).unwrap()
         };
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let free = (1u64 << 30) - fixed;
@@ -297,6 +306,32 @@ mod tests {
         assert_eq!(huge.chunk_records as u64, CHUNK_MAX_SPILLING_BYTES / 16);
         let small = with(256 << 20, Some(u64::MAX));
         assert_eq!(small.chunk_records, with(256 << 20, None).chunk_records);
+    }
+
+    #[test]
+    fn chunks_are_kept_for_the_kernel_only_when_the_expected_ones_fit() {
+        let with = |n: Option<u64>, deferrable: Option<u64>| {
+            let o = AssembleOptions {
+                expected_contributions: n,
+                ..opts(256 << 20, 2, 512)
+            };
+            Plan::new(&o, 16, 8, deferrable).unwrap()
+        };
+        let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
+        let free = (256u64 << 20) - fixed;
+        let unknown = with(None, Some(1));
+        // All but the fixed buffers and the sort scratch's share.
+        let share = ((free as f64 * CHUNK_SHARE) as u64) / 6;
+        let limit = free - 2 * share;
+        assert_eq!(unknown.defer_bytes, limit);
+        assert_eq!(with(None, None).defer_bytes, 0, "not deferrable");
+        // Expected records that fit are kept, even where their runs would
+        // have made the chunks long; one more and nothing is kept.
+        let fit = with(Some(limit / 16), Some(1));
+        assert_eq!(fit.defer_bytes, limit);
+        assert_eq!(fit.chunk_records, unknown.chunk_records);
+        assert_eq!(with(Some(limit / 16 + 1), Some(1)).defer_bytes, 0);
+        assert_eq!(with(Some(limit / 32 + 1), Some(2)).defer_bytes, 0, "complex: two records");
     }
 
     #[test]

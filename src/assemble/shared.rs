@@ -353,20 +353,13 @@ impl<K: Key> Core<K> {
     }
 }
 
-/// Chunk bytes up to which a builder keeps chunks for the in-memory
-/// kernel: none when the kernel cannot take the work (keys wider than 64
-/// bits; bool values, which its file output does not write) or the
-/// caller expects more contributions than they would hold.
-fn defer_limit<K: Key>(plan: &Plan, opts: &AssembleOptions, dtype: DType, complex: bool) -> u64 {
-    let records = if complex { 2 } else { 1 };
-    let fits = opts.expected_contributions.is_none_or(|n| {
-        n.saturating_mul(records * plan.record_bytes) <= plan.defer_bytes
-    });
-    if opts.in_memory_kernel && K::BITS == 64 && !dtype.is_bool() && fits {
-        plan.defer_bytes
-    } else {
-        0
-    }
+/// Records per contribution when a builder may keep its chunks for the
+/// in-memory kernel; None when the kernel cannot take the work (keys
+/// wider than 64 bits; bool values, which its file output does not write)
+/// or the caller turned it off.
+fn deferrable<K: Key>(opts: &AssembleOptions, dtype: DType, complex: bool) -> Option<u64> {
+    let ok = opts.in_memory_kernel && K::BITS == 64 && !dtype.is_bool();
+    ok.then_some(if complex { 2 } else { 1 })
 }
 
 pub(crate) fn new_core<K: Key>(
@@ -382,7 +375,12 @@ pub(crate) fn new_core<K: Key>(
     let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
     let key_varint = (layout.total_bits() as u64).div_ceil(7).max(1);
-    let plan = Plan::new(&opts, record_bytes, key_varint + kind.est_acc_bytes())?;
+    let plan = Plan::new(
+        &opts,
+        record_bytes,
+        key_varint + kind.est_acc_bytes(),
+        deferrable::<K>(&opts, dtype, complex.is_some()),
+    )?;
     let mut fp = Vec::new();
     for d in layout.shape() {
         fp.extend_from_slice(&d.to_le_bytes());
@@ -401,7 +399,7 @@ pub(crate) fn new_core<K: Key>(
     crate::fs::output::check_writable_dir(&opts.io, &base, "temp_dir")?;
     let stale_removed = remove_stale_temp_dirs(&opts.io, &base).unwrap_or_default();
     let one_thread = plan.one_thread;
-    let deferred = Deferred::new(defer_limit::<K>(&plan, &opts, dtype, complex.is_some()));
+    let deferred = Deferred::new(plan.defer_bytes);
     let (free_tx, free_rx) = crossbeam_channel::unbounded();
     let (work_tx, work_rx) = crossbeam_channel::unbounded();
     for _ in 0..plan.n_chunks {

@@ -8,8 +8,9 @@
 //!   the output file) vs the same records pushed into a Vec,
 //!   `sort_unstable_by_key` and a naive-sum combine (no file); the same
 //!   budget with the kernel off (chunks sorted into runs as they fill,
-//!   merged in memory); and a 4 MiB budget (runs spill, several merge
-//!   passes) for the cost of spilling and merging.
+//!   merged in memory); a 4 MiB budget (runs spill, several merge
+//!   passes) for the cost of spilling and merging; and complex128 values
+//!   at 256 MiB, kernel and sorted runs.
 //!
 //! `cargo bench --bench pipeline`; docs/performance.md says what it times,
 //! docs/log/baseline-a78653b.md ("pipeline") has its last recorded figures.
@@ -150,6 +151,31 @@ fn benches(c: &mut Criterion) {
     ] {
         g.bench_function(BenchmarkId::new("assembler", name), |b| {
             b.iter(|| black_box(assemble(&data, nodes, budget, kernel, dir.path())))
+        });
+    }
+    // Complex128 values (a part each of the same value and its negative
+    // halved): two records per contribution on the sorters' path, one
+    // 16-byte lane in the kernel.
+    for (name, kernel) in [
+        ("complex_in_memory_256MiB", true),
+        ("complex_sorted_runs_256MiB", false),
+    ] {
+        g.bench_function(BenchmarkId::new("assembler", name), |b| {
+            b.iter(|| {
+                let o = AssembleOptions {
+                    in_memory_kernel: kernel,
+                    ..opts(BIG, dir.path())
+                };
+                let mut bld = Builder::new(&[nodes, nodes], DType::C128, o).unwrap();
+                {
+                    let mut p = bld.pusher().unwrap();
+                    for &(r, c, v) in &data {
+                        p.push(&[r, c], num_complex::Complex::new(v, -0.5 * v))
+                            .unwrap();
+                    }
+                }
+                black_box(bld.finish(dir.path().join("c.hrry")).unwrap())
+            })
         });
     }
     g.finish();

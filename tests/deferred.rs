@@ -5,6 +5,7 @@
 //! every rank, element type, layout, policy, thread and pusher count; a
 //! budget the chunks outgrow sends them to the sorters mid-way.
 
+use crate::direct_file::{rss_child_run, vm_hwm_kib};
 use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, OutputLayout, Summary};
 use proptest::prelude::*;
 
@@ -13,6 +14,7 @@ enum V {
     F(f64),
     I(i64),
     C(num_complex::Complex<f64>),
+    B(bool),
 }
 
 /// A file's bytes and its summary, or an error's message.
@@ -51,6 +53,7 @@ fn run(
                             V::F(f) => p.push(idx, f),
                             V::I(i) => p.push(idx, i),
                             V::C(c) => p.push(idx, c),
+                            V::B(b) => p.push(idx, b),
                         }
                         .map_err(|e| e.to_string())?;
                     }
@@ -121,7 +124,9 @@ fn value(dtype: DType, r: u64) -> V {
         let m = [3.0e4, 1.0, -1.0, 1e-4, -3.0e4, 0.0, 0.5, 7.25][(r % 8) as usize];
         m * (1.0 + ((r >> 8) % 1024) as f64 / 1024.0)
     };
-    if dtype.is_complex() {
+    if dtype.is_bool() {
+        V::B(r % 5 == 0)
+    } else if dtype.is_complex() {
         // A real value now and then: a push of one is a complex one.
         if r % 5 == 0 {
             V::F(m(r >> 3))
@@ -174,6 +179,7 @@ fn dtype() -> impl Strategy<Value = DType> {
         Just(DType::U8),
         Just(DType::C128),
         Just(DType::C64),
+        Just(DType::Bool),
     ]
 }
 
@@ -273,13 +279,6 @@ fn the_kernel_stays_within_the_budget() {
     }
 }
 
-/// Peak RSS of this process (VmHWM, KiB).
-fn vm_hwm_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Run in a fresh process by `kept_chunks_keep_rss_within_the_budget`:
 /// push `DEFERRED_RSS_N` FE contributions (made as they are pushed, in
 /// element order) at a 64 MiB budget and print the runs and peak RSS.
@@ -324,29 +323,14 @@ fn rss_child() {
 fn kept_chunks_keep_rss_within_the_budget() {
     for (n, kernel) in [(3_200_000u64, true), (8_000_000, false)] {
         let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "deferred::rss_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("DEFERRED_RSS_N", n.to_string())
-            .env("DEFERRED_RSS_DIR", dir.path())
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{text}");
-        let at = text.find("RSS-CHILD").unwrap_or_else(|| panic!("{text}"));
-        let line = text[at..].lines().next().unwrap();
-        let field = |k: &str| -> u64 {
-            let w = line.split_whitespace().find(|w| w.starts_with(k)).unwrap();
-            w[k.len()..].parse().unwrap()
-        };
-        let (runs, before, peak) = (field("runs="), field("before="), field("peak="));
+        let n_text = n.to_string();
+        let (runs, before, peak) = rss_child_run(
+            "deferred::rss_child",
+            &[
+                ("DEFERRED_RSS_N", n_text.as_ref()),
+                ("DEFERRED_RSS_DIR", dir.path().as_os_str()),
+            ],
+        );
         let above = (peak - before.min(peak)) / 1024;
         eprintln!("{n} contributions at 64 MiB: runs {runs}, peak RSS {above} MiB above the start");
         assert_eq!(runs == 0, kernel, "{n}: runs {runs}");

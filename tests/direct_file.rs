@@ -269,7 +269,7 @@ fn refused_records_and_duplicates_give_the_builders_errors() {
 
 /// Peak RSS of this process (VmHWM, KiB): the process's own high-water
 /// mark (wait4's `ru_maxrss` of a child would include its parent's).
-fn vm_hwm_kib() -> u64 {
+pub(crate) fn vm_hwm_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -307,6 +307,34 @@ fn rss_child() {
     );
 }
 
+/// Run the ignored test `test` of this binary in a child process with
+/// `env`, and read back its line `RSS-CHILD runs=R before=B peak=P`
+/// (peak RSS in KiB, the child's own): (R, B, P).
+pub(crate) fn rss_child_run(test: &str, env: &[(&str, &std::ffi::OsStr)]) -> (u64, u64, u64) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        test,
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.stderr(Stdio::inherit()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let at = text.find("RSS-CHILD").unwrap_or_else(|| panic!("{text}"));
+    let line = text[at..].lines().next().unwrap();
+    let field = |k: &str| -> u64 {
+        let w = line.split_whitespace().find(|w| w.starts_with(k)).unwrap();
+        w[k.len()..].parse().unwrap()
+    };
+    (field("runs="), field("before="), field("peak="))
+}
+
 /// A 123 MiB input under a 16 MiB budget: the kernel takes it (no run)
 /// and the peak RSS stays within the budget plus 32 MiB above the start:
 /// the mapped records are given back as they are read. Then the file is
@@ -336,29 +364,14 @@ fn kernel_path_keeps_rss_within_the_budget() {
     }
     let len = std::fs::metadata(&input).unwrap().len();
     assert!(len > 100 << 20);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "direct_file::rss_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("DIRECT_FILE_RSS_INPUT", &input)
-        .env("DIRECT_FILE_RSS_N", n.to_string())
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let at = text.find("RSS-CHILD").unwrap_or_else(|| panic!("{text}"));
-    let line = text[at..].lines().next().unwrap();
-    let field = |k: &str| -> u64 {
-        let w = line.split_whitespace().find(|w| w.starts_with(k)).unwrap();
-        w[k.len()..].parse().unwrap()
-    };
-    let (runs, before, peak) = (field("runs="), field("before="), field("peak="));
+    let n_text = n.to_string();
+    let (runs, before, peak) = rss_child_run(
+        "direct_file::rss_child",
+        &[
+            ("DIRECT_FILE_RSS_INPUT", input.as_os_str()),
+            ("DIRECT_FILE_RSS_N", n_text.as_ref()),
+        ],
+    );
     eprintln!(
         "input {} MiB: peak RSS {} MiB, {} MiB at the start",
         len >> 20,

@@ -355,10 +355,9 @@ impl<K: Key> Core<K> {
 
 /// Records per contribution when a builder may keep its chunks for the
 /// in-memory kernel; None when the kernel cannot take the work (keys
-/// wider than 64 bits; bool values, which its file output does not write)
-/// or the caller turned it off.
-fn deferrable<K: Key>(opts: &AssembleOptions, dtype: DType, complex: bool) -> Option<u64> {
-    let ok = opts.in_memory_kernel && K::BITS == 64 && !dtype.is_bool();
+/// wider than 64 bits) or the caller turned it off.
+fn deferrable<K: Key>(opts: &AssembleOptions, complex: bool) -> Option<u64> {
+    let ok = opts.in_memory_kernel && K::BITS == 64;
     ok.then_some(if complex { 2 } else { 1 })
 }
 
@@ -379,7 +378,7 @@ pub(crate) fn new_core<K: Key>(
         &opts,
         record_bytes,
         key_varint + kind.est_acc_bytes(),
-        deferrable::<K>(&opts, dtype, complex.is_some()),
+        deferrable::<K>(&opts, complex.is_some()),
     )?;
     let mut fp = Vec::new();
     for d in layout.shape() {

@@ -649,63 +649,120 @@ impl<S: Source<u64>> Input for Triples<'_, S> {
 /// up are the bucket and below it the minor key, and raw lanes, every one
 /// checked by its push. A complex tensor's records come in pairs (real
 /// part, then imaginary, the part in the key's lowest bit, always in the
-/// same chunk): [`HeldPairs`] reads them as one contribution each.
-pub(crate) struct Held<'a> {
+/// same chunk): `Held<Pair>` reads them as one contribution each, `Held<One>`
+/// reads one record per contribution.
+pub(crate) struct Held<'a, G = One> {
     chunks: &'a [&'a [Record<u64>]],
-    /// Where each chunk starts in the whole.
+    /// Where each chunk starts in the whole, in records.
     starts: Vec<usize>,
-    len: usize,
+    /// Records in all.
+    records: usize,
     split: u32,
     /// Buckets there are: a record beyond them is a bad input (the
     /// kernel then declines the records), never skipped.
     buckets: u64,
+    group: std::marker::PhantomData<G>,
 }
 
-impl<'a> Held<'a> {
+/// How many kept records make one contribution, and what it is made of.
+pub(crate) trait Grouping: Sync {
+    /// Records per contribution.
+    const N: usize;
+    /// The lane of a contribution.
+    type L: Lane;
+    /// The contribution's own key (the part bit dropped).
+    fn key(g: &[Record<u64>]) -> u64;
+    fn lane(g: &[Record<u64>]) -> Self::L;
+    /// The group is one contribution's records.
+    fn whole(g: &[Record<u64>]) -> bool;
+}
+
+/// One record per contribution.
+pub(crate) struct One;
+
+impl Grouping for One {
+    const N: usize = 1;
+    type L = u64;
+    #[inline(always)]
+    fn key(g: &[Record<u64>]) -> u64 {
+        g[0].key
+    }
+    #[inline(always)]
+    fn lane(g: &[Record<u64>]) -> u64 {
+        g[0].val
+    }
+    #[inline(always)]
+    fn whole(_: &[Record<u64>]) -> bool {
+        true
+    }
+}
+
+/// A complex contribution: its real and imaginary records.
+pub(crate) struct Pair;
+
+impl Grouping for Pair {
+    const N: usize = 2;
+    type L = [u64; 2];
+    #[inline(always)]
+    fn key(g: &[Record<u64>]) -> u64 {
+        g[0].key >> 1
+    }
+    #[inline(always)]
+    fn lane(g: &[Record<u64>]) -> [u64; 2] {
+        [g[0].val, g[1].val]
+    }
+    /// Both parts of one coordinate, real first.
+    #[inline(always)]
+    fn whole(g: &[Record<u64>]) -> bool {
+        g[0].key | 1 == g[1].key && g[0].key & 1 == 0
+    }
+}
+
+impl<'a> Held<'a, One> {
     /// The records of `chunks`, in their order; the split is set by
     /// [`Held::with_split`] once the plan's scheme is known.
-    pub(crate) fn new(chunks: &'a [&'a [Record<u64>]]) -> Held<'a> {
+    pub(crate) fn new(chunks: &'a [&'a [Record<u64>]]) -> Held<'a, One> {
         let mut starts = Vec::with_capacity(chunks.len());
-        let mut len = 0usize;
+        let mut records = 0usize;
         for c in chunks {
-            starts.push(len);
-            len += c.len();
+            starts.push(records);
+            records += c.len();
         }
         Held {
             chunks,
             starts,
-            len,
+            records,
             split: 0,
             buckets: 0,
+            group: std::marker::PhantomData,
         }
     }
 
-    /// The same records, bucketed by the key's bits from `split` up (64:
-    /// one bucket) into `buckets` buckets.
-    pub(crate) fn with_split(&self, split: u32, buckets: u64) -> Held<'a> {
+    /// Records kept.
+    pub(crate) fn len(&self) -> usize {
+        self.records
+    }
+
+    /// The same records grouped by `G`, bucketed by the contribution
+    /// key's bits from `split` up (64: one bucket) into `buckets` buckets.
+    pub(crate) fn with_split<G: Grouping>(&self, split: u32, buckets: u64) -> Held<'a, G> {
         Held {
             chunks: self.chunks,
             starts: self.starts.clone(),
-            len: self.len,
+            records: self.records,
             split,
             buckets,
+            group: std::marker::PhantomData,
         }
     }
+}
 
-    /// The same records read two at a time, as one complex contribution
-    /// each (the part bit dropped from the key).
-    pub(crate) fn pairs(self) -> HeldPairs<'a> {
-        HeldPairs(self)
-    }
-
-    /// Number of records.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Call `f` on the pieces of chunks that records `lo..hi` lie in.
+impl<G: Grouping> Held<'_, G> {
+    /// Call `f` on each group of the contributions `lo..hi` (chunks hold
+    /// whole groups, so every piece of a chunk does).
     #[inline]
-    fn pieces(&self, lo: usize, hi: usize, mut f: impl FnMut(&[Record<u64>])) {
+    fn groups(&self, lo: usize, hi: usize, mut f: impl FnMut(&[Record<u64>])) {
+        let (lo, hi) = (lo * G::N, hi * G::N);
         let mut c = self.starts.partition_point(|&s| s <= lo).saturating_sub(1);
         let mut at = lo;
         while at < hi {
@@ -715,7 +772,7 @@ impl<'a> Held<'a> {
             let a = at - start;
             let b = (hi - start).min(chunk.len());
             if let Some(p) = chunk.get(a..b) {
-                f(p);
+                p.chunks_exact(G::N).for_each(&mut f);
             }
             at = start + b.max(a + 1);
             c += 1;
@@ -723,109 +780,33 @@ impl<'a> Held<'a> {
     }
 
     #[inline(always)]
-    fn bucket(&self, key: u64) -> u64 {
-        key.checked_shr(self.split).unwrap_or(0)
+    fn bucket(&self, g: &[Record<u64>]) -> u64 {
+        G::key(g).checked_shr(self.split).unwrap_or(0)
     }
 }
 
-impl Input for Held<'_> {
-    type L = u64;
+impl<G: Grouping> Input for Held<'_, G> {
+    type L = G::L;
 
     fn len(&self) -> usize {
-        self.len
-    }
-
-    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
-        let (mut a, mut b) = (u64::MAX, 0u64);
-        self.pieces(lo, hi, |p| {
-            for r in p {
-                let k = self.bucket(r.key);
-                a = a.min(k);
-                b = b.max(k);
-            }
-        });
-        (b < self.buckets).then_some((a, b))
-    }
-
-    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
-        self.pieces(lo, hi, |p| {
-            for r in p {
-                if let Some(h) = hist.get_mut(self.bucket(r.key).wrapping_sub(base) as usize) {
-                    *h += 1;
-                }
-            }
-        });
-    }
-
-    #[inline(always)]
-    fn entries(
-        &self,
-        lo: usize,
-        hi: usize,
-        first: u64,
-        buckets: usize,
-        mut f: impl FnMut(usize, u64, u64, bool),
-    ) {
-        let mask = match self.split {
-            0 => 0,
-            s => u64::MAX >> (64 - s.min(64)),
-        };
-        self.pieces(lo, hi, |p| {
-            for r in p {
-                let j = self.bucket(r.key).wrapping_sub(first) as usize;
-                if j < buckets {
-                    f(j, r.key & mask, r.val, true);
-                }
-            }
-        });
-    }
-}
-
-/// A complex tensor's kept records, a (real, imaginary) pair per
-/// contribution: see [`Held`].
-pub(crate) struct HeldPairs<'a>(Held<'a>);
-
-impl HeldPairs<'_> {
-    /// Call `f` on the pairs of contributions `lo..hi` (chunks hold whole
-    /// pairs, so every piece does).
-    #[inline]
-    fn pairs(&self, lo: usize, hi: usize, mut f: impl FnMut(&Record<u64>, &Record<u64>)) {
-        self.0.pieces(2 * lo, 2 * hi, |p| {
-            for pair in p.chunks_exact(2) {
-                f(&pair[0], &pair[1]);
-            }
-        });
-    }
-
-    #[inline(always)]
-    fn bucket(&self, re: &Record<u64>) -> u64 {
-        self.0.bucket(re.key >> 1)
-    }
-}
-
-impl Input for HeldPairs<'_> {
-    type L = [u64; 2];
-
-    fn len(&self) -> usize {
-        self.0.len / 2
+        self.records / G::N
     }
 
     fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
         let (mut a, mut b) = (u64::MAX, 0u64);
         let mut whole = true;
-        self.pairs(lo, hi, |re, im| {
-            // Both parts of one coordinate, real first.
-            whole &= re.key | 1 == im.key && re.key & 1 == 0;
-            let k = self.bucket(re);
+        self.groups(lo, hi, |g| {
+            whole &= G::whole(g);
+            let k = self.bucket(g);
             a = a.min(k);
             b = b.max(k);
         });
-        (whole && b < self.0.buckets).then_some((a, b))
+        (whole && b < self.buckets).then_some((a, b))
     }
 
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
-        self.pairs(lo, hi, |re, _| {
-            if let Some(h) = hist.get_mut(self.bucket(re).wrapping_sub(base) as usize) {
+        self.groups(lo, hi, |g| {
+            if let Some(h) = hist.get_mut(self.bucket(g).wrapping_sub(base) as usize) {
                 *h += 1;
             }
         });
@@ -838,16 +819,16 @@ impl Input for HeldPairs<'_> {
         hi: usize,
         first: u64,
         buckets: usize,
-        mut f: impl FnMut(usize, u64, [u64; 2], bool),
+        mut f: impl FnMut(usize, u64, G::L, bool),
     ) {
-        let mask = match self.0.split {
+        let mask = match self.split {
             0 => 0,
             s => u64::MAX >> (64 - s.min(64)),
         };
-        self.pairs(lo, hi, |re, im| {
-            let j = self.bucket(re).wrapping_sub(first) as usize;
+        self.groups(lo, hi, |g| {
+            let j = self.bucket(g).wrapping_sub(first) as usize;
             if j < buckets {
-                f(j, (re.key >> 1) & mask, [re.val, im.val], true);
+                f(j, G::key(g) & mask, G::lane(g), true);
             }
         });
     }

@@ -21,7 +21,7 @@
 use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Checked, F64Bits, Held, IndexElem, Input, RawChecked, RawKeep, RecordKey,
+    raw_decoder, Checked, F64Bits, Held, IndexElem, One, Pair, Input, RawChecked, RawKeep, RecordKey,
     Records, Source, Triples,
 };
 use crate::assemble::direct::lane::{
@@ -553,10 +553,11 @@ impl DirectPlan {
     /// `key_shifts`, values as raw lanes, all checked by their pushes; a
     /// complex tensor's in (real, imaginary) pairs, the part in the key's
     /// lowest bit) into a new Hurray file at `path`, the bytes `finish`
-    /// writes through its sorters. `Ok(None)`: not this path (bool values,
-    /// keys packed otherwise than the plan buckets them, a bucket too
-    /// heavy, a coordinate that does not combine); nothing was written:
-    /// the sorters' path names any error.
+    /// writes through its sorters (a bool value's lane is 0 or 1, written
+    /// as a bit). `Ok(None)`: not this path (keys packed otherwise than
+    /// the plan buckets them, a bucket too heavy, a coordinate that does
+    /// not combine); nothing was written: the sorters' path names any
+    /// error.
     pub(crate) fn assemble_held(
         &self,
         held: &Held<'_>,
@@ -573,9 +574,6 @@ impl DirectPlan {
                 self.contributions
             )));
         }
-        if self.dtype.is_bool() {
-            return Ok(None);
-        }
         // The bucket is the key's bits from `split` up: the major index
         // of a matrix (its minor index packed below it), or the top bits
         // of a key packed as the plan packs it.
@@ -589,13 +587,13 @@ impl DirectPlan {
             Scheme::Packed { layout, split, .. } if layout.shifts() == key_shifts => *split,
             Scheme::Packed { .. } => return Ok(None),
         };
-        let input = held.with_split(split, self.buckets);
         let filled = match part {
             None => self.to_file(path, opts, |sink| {
+                let input = held.with_split::<One>(split, self.buckets);
                 with_file_reducer!(self, red => self.stream(&input, red, sink, false))
             })?,
             Some(part) => {
-                let input = input.pairs();
+                let input = held.with_split::<Pair>(split, self.buckets);
                 self.to_file(path, opts, |sink| {
                     if self.kind == CombinerKind::FloatSum && part == DType::F64 {
                         let general = ComplexReduce {

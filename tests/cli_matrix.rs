@@ -367,4 +367,14 @@ fn matvec_cli_multiplies_complex_matrices_and_vectors() {
         "name it .npy (complex128)",
     );
     assert!(!raw.exists());
+    // The command refuses those outputs before the product: the library's
+    // check, which it calls first, needs no y.
+    let xf = vector::VectorFile::read(&xp).unwrap();
+    let err = vector::check_product_output(&raw, true, &m, &xf).unwrap_err();
+    assert!(err.to_string().contains("name it .npy"), "{err}");
+    vector::check_product_output(&raw, false, &m, &xf).unwrap();
+    vector::check_product_output(dir.path().join("y2.npy"), true, &m, &xf).unwrap();
+    let err = vector::check_product_output(&xp, true, &m, &xf).unwrap_err();
+    assert_eq!(err.kind(), coo_assembler::ErrorKind::Argument, "{err}");
+    assert!(!raw.exists() && !dir.path().join("y2.npy").exists());
 }

@@ -284,9 +284,43 @@ pub fn write_product<T: VectorElement>(
     a: &Matrix<'_>,
     x: &VectorFile,
 ) -> MatrixResult<u64> {
+    write(path.as_ref(), y, &product_inputs(a, x))
+}
+
+/// Every check of [`write_product`]'s `path` that can be made before the
+/// product is computed, so that a refused output costs nothing: its
+/// format can hold y (`complex`: a complex y needs `.npy`), and it is a
+/// file this process may write that names neither the matrix's file nor
+/// `x`'s.
+pub fn check_product_output(
+    path: impl AsRef<Path>,
+    complex: bool,
+    a: &Matrix<'_>,
+    x: &VectorFile,
+) -> MatrixResult<()> {
+    let path = path.as_ref();
+    check_holds(path, complex)?;
+    crate::fs::output::check_target(&IoCtx::new(), path, &product_inputs(a, x))?;
+    Ok(())
+}
+
+fn product_inputs<'a>(a: &'a Matrix<'_>, x: &'a VectorFile) -> Vec<&'a FileId> {
     let mut inputs = vec![&x.id];
     inputs.extend(a.source());
-    write(path.as_ref(), y, &inputs)
+    inputs
+}
+
+/// Whether `path` names a raw `.f64` file (else `.npy`), refusing a raw
+/// file for `complex` values.
+fn check_holds(path: &Path, complex: bool) -> MatrixResult<bool> {
+    let raw = is_raw(path)?;
+    if raw && complex {
+        return Err(bad(
+            path,
+            "y is complex: name it .npy (complex128); a .f64 file holds real values only",
+        ));
+    }
+    Ok(raw)
 }
 
 /// An element of a vector written to a file: f64 or complex128.
@@ -320,13 +354,7 @@ impl VectorElement for Complex<f64> {
 /// extension: checked first).
 fn write<T: VectorElement>(path: &Path, v: &[T], inputs: &[&FileId]) -> MatrixResult<u64> {
     let mut out = Output::create(path, inputs)?;
-    let raw = is_raw(path)?;
-    if raw && !T::RAW {
-        return Err(bad(
-            path,
-            "y is complex: name it .npy (complex128); a .f64 file holds real values only",
-        ));
-    }
+    let raw = check_holds(path, !T::RAW)?;
     if !raw {
         out.write(&npy_header(T::DESCR, &[v.len() as u64]))?;
     }

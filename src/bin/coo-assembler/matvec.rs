@@ -61,8 +61,12 @@ pub(crate) fn run(a: MatvecArgs) -> anyhow::Result<ExitCode> {
         non_finite: a.non_finite,
         paging: a.common.paging,
     };
+    let complex = x.is_complex() || m.dtype().is_complex();
+    // A refused output is refused before the product's time is spent.
+    vector::check_product_output(&a.out, complex, &m, &x)
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
     let t0 = Instant::now();
-    let (len, secs) = if x.is_complex() || m.dtype().is_complex() {
+    let (len, secs) = if complex {
         let y = matrix::matvec_complex(&m, &x.complex_values()?, a.transpose, &opts)?;
         write_y(&a.out, &y, t0, &m, &x)?
     } else {

@@ -66,11 +66,13 @@ const PARALLEL_MIN: usize = 1 << 16;
 /// Bucket bits of a packed key (any rank but 2, or a matrix too tall for
 /// a count per row): up to 4 Mi buckets of counts.
 const PACKED_BUCKET_BITS: u32 = 22;
-/// Default scratch per worker. Chosen by measurement (docs/log/issue-23.md):
-/// bands that stay in the last-level cache make the scatter and the
-/// reduction cheaper, and for input in element order cost few extra
-/// reads of the arrays.
-pub const DEFAULT_BAND_BYTES: u64 = 32 << 20;
+/// Default scratch per worker, the first band size tried. Chosen by
+/// measurement (docs/log/issue-23.md): bands that stay in the last-level
+/// cache (two workers' within 32 MiB) make the scatter and the reduction
+/// cheaper, and for input in element order cost few extra reads of the
+/// arrays; input whose chunks span too many such bands takes larger ones
+/// (`DirectPlan::bands`).
+pub const DEFAULT_BAND_BYTES: u64 = 16 << 20;
 
 /// Why a pass stopped early (turned into an [`Error`] by the entry point).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -758,18 +760,26 @@ impl DirectPlan {
         } else {
             u64::MAX
         };
-        let mut bands: Bands =
-            band::cut(&counts.per_bucket, entry, self.band_bytes.min(left), even)?;
-        // Input whose chunks span many bands (random coordinates) reads the
-        // arrays once per band: then take bands as large as the budget
-        // allows, fewer passes over the arrays.
+        // Input whose chunks span many bands reads those chunks once per
+        // band: when the bands would read more than 1.5x the chunks, take
+        // bands twice as large (FE input of a larger mesh: its chunks span
+        // more buckets), then as large as the budget allows (random
+        // coordinates: every chunk meets every band), fewer passes.
         let chunks = counts.ranges.len() as u64;
-        if self.band_bytes < left
-            && bands
+        let mut band_bytes = self.band_bytes.min(left);
+        let mut bands: Bands = band::cut(&counts.per_bucket, entry, band_bytes, even)?;
+        for larger in [self.band_bytes.saturating_mul(2).min(left), left] {
+            let spread = bands
                 .chunk_visits(&counts.ranges)
-                .is_some_and(|v| v * 2 > chunks * 3)
-        {
-            bands = band::cut(&counts.per_bucket, entry, left, even)?;
+                .is_some_and(|v| v * 2 > chunks * 3);
+            if !spread {
+                break;
+            }
+            if larger <= band_bytes {
+                continue;
+            }
+            band_bytes = larger;
+            bands = band::cut(&counts.per_bucket, entry, band_bytes, even)?;
         }
         Ok(Some((counts, bands)))
     }
@@ -889,4 +899,48 @@ where
         return Ok(None);
     };
     p.assemble(&[rows, cols], values, stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bands of a 1100 x 1000 matrix of 40 000 contributions whose row is
+    /// `row(i)`: chunks of 400 contributions, default bands of about 4 000
+    /// (100 rows of 40).
+    fn bands_of(row: impl Fn(usize) -> u32) -> usize {
+        let n = 40_000;
+        let rows: Vec<u32> = (0..n).map(&row).collect();
+        let cols: Vec<u32> = (0..n).map(|i| (i % 1000) as u32).collect();
+        let vals = vec![1.0f64; n];
+        let p = plan(&[1100, 1000], DType::F64, n as u64, &AssembleOptions::default())
+            .expect("fits")
+            .with_threads(1)
+            .with_chunk(400)
+            .with_band_bytes(100 * (40 * 12 + 4));
+        let input = Matrix {
+            major: &rows,
+            minor: &cols,
+            values: &vals,
+            major_extent: 1100,
+            minor_extent: 1000,
+            source: F64Bits,
+        };
+        let Ok(Some((_, bands))) = p.bands::<_, u32>(&input, None) else {
+            panic!("no bands");
+        };
+        bands.len()
+    }
+
+    #[test]
+    fn bands_grow_only_as_far_as_the_chunks_spread() {
+        // In order: each chunk spans 10 rows; the default bands (the last
+        // one holding the empty rows).
+        assert_eq!(bands_of(|i| (i / 40) as u32), 11);
+        // Each chunk spans 80 rows: 100-row bands would read 1.8x the
+        // chunks, bands twice as large 1.4x.
+        assert_eq!(bands_of(|i| (i / 40 + (i % 8) * 10) as u32), 6);
+        // Every chunk spans every row: one band, as large as the budget allows.
+        assert_eq!(bands_of(|i| ((i * 7919) % 1000) as u32), 1);
+    }
 }

@@ -288,10 +288,10 @@ pub fn write_product<T: VectorElement>(
 }
 
 /// Every check of [`write_product`]'s `path` that can be made before the
-/// product is computed, so that a refused output costs nothing: its
-/// format can hold y (`complex`: a complex y needs `.npy`), and it is a
-/// file this process may write that names neither the matrix's file nor
-/// `x`'s.
+/// product is computed, so that a refused output costs nothing, in
+/// [`write_product`]'s order (the same refusal either way): it is a file
+/// this process may write that names neither the matrix's file nor `x`'s,
+/// then its format can hold y (`complex`: a complex y needs `.npy`).
 pub fn check_product_output(
     path: impl AsRef<Path>,
     complex: bool,
@@ -299,8 +299,8 @@ pub fn check_product_output(
     x: &VectorFile,
 ) -> MatrixResult<()> {
     let path = path.as_ref();
-    check_holds(path, complex)?;
     crate::fs::output::check_target(&IoCtx::new(), path, &product_inputs(a, x))?;
+    check_holds(path, complex)?;
     Ok(())
 }
 

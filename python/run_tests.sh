@@ -2,18 +2,13 @@
 # Build the Python package into a fresh venv and run its pytest suite.
 #   bash python/run_tests.sh            # venv in target/python-venv (reused if present)
 #   PYTHON=python3.12 bash python/run_tests.sh
-#   PY_STEP=build bash python/run_tests.sh     # only the venv and the package
-#   PY_STEP=test bash python/run_tests.sh      # only pytest, on what is installed
 # Needs python3 with venv (Debian: python3-venv, installed here when missing
 # and running as root) and network access to PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-target/python-venv}
-PY_STEP=${PY_STEP:-all}
-PY="$VENV/bin/python"
 
-if [ "$PY_STEP" != test ]; then
 if ! "$PYTHON" -m venv --help >/dev/null 2>&1 || ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq
@@ -26,12 +21,11 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
+PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q maturin numpy scipy pytest scikit-fem pyhurray
 # The package exactly as a user installs it (PEP 517 build through maturin).
 "$PY" -m pip install -q --force-reinstall --no-deps ./python
-fi
-[ "$PY_STEP" = build ] && exit 0
 # Run from outside the source tree so the installed package is imported.
 cd python/tests
 "../../$PY" -m pytest -q "$@"

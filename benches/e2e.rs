@@ -177,8 +177,21 @@ fn cli_bin() -> PathBuf {
     if let Ok(p) = std::env::var("COO_ASSEMBLER_BIN") {
         return p.into();
     }
-    // Cargo builds the binary for benches and tells us where it is.
-    PathBuf::from(env!("CARGO_BIN_EXE_coo-assembler"))
+    // The command is another crate's binary: beside this bench's own
+    // directory (`target/release/deps/e2e-*` -> `target/release/`).
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("coo-assembler"))
+        .unwrap();
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build --release -p coo-assembler-cli` \
+         (or name one with COO_ASSEMBLER_BIN)",
+        bin.display()
+    );
+    bin
 }
 
 fn parent() {

@@ -1,7 +1,7 @@
 //! Per-element cost of exact summation vs naive `+=` on FE-like groups.
 #![allow(missing_docs)]
 
-use coo_assembler::assemble::exact::{sum_exact, ExactSum};
+use coo_assembler::internals::assemble::exact::{sum_exact, ExactSum};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 
 /// Groups of 1..=8 contributions of similar magnitude and mixed sign.

@@ -1,8 +1,8 @@
 //! Criterion bench: `sort_records` vs the std sorts on (u64 key, u64 value)
 //! records from an FE-like assembly pattern and from uniform random keys.
 
-use coo_assembler::assemble::key::KeyLayout;
-use coo_assembler::assemble::sort::{sort_records, Record};
+use coo_assembler::internals::assemble::key::KeyLayout;
+use coo_assembler::internals::assemble::sort::{sort_records, Record};
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
 

@@ -20,8 +20,8 @@ mod fe;
 #[path = "sort_msd/msd.rs"]
 mod msd;
 
-use coo_assembler::assemble::key::KeyLayout;
-use coo_assembler::assemble::sort::{sort_records, Record};
+use coo_assembler::internals::assemble::key::KeyLayout;
+use coo_assembler::internals::assemble::sort::{sort_records, Record};
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use std::time::{Duration, Instant};
 

@@ -44,16 +44,16 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// data_buffer_alignment of the composites written here.
-pub(crate) const ALIGNMENT: u64 = MIN_ALIGNMENT as u64;
+pub const ALIGNMENT: u64 = MIN_ALIGNMENT as u64;
 
 /// The name of member `k` of the composite `head`.
-pub(crate) fn member_name(head: &str, k: usize) -> String {
+pub fn member_name(head: &str, k: usize) -> String {
     format!("{head}.part{k}")
 }
 
 /// Offset of the first member: right after the head (which follows the
 /// file header), at the next descriptor boundary.
-pub(crate) fn first_member_offset(rank: usize) -> u64 {
+pub fn first_member_offset(rank: usize) -> u64 {
     first_member_at(HEADER_LEN + CompositeHead::encoded_len(rank) as u64).unwrap_or(u64::MAX)
 }
 
@@ -65,9 +65,9 @@ const COPY_CHUNK: usize = 4 << 20;
 /// One member ready to be placed: its sharded descriptor and where its
 /// buffers are in a plain single-tensor source file (read with positioned
 /// reads, never mapped while copying).
-pub(crate) struct Prepared {
+pub struct Prepared {
     /// Index name.
-    pub(crate) name: String,
+    pub name: String,
     desc: Vec<u8>,
     nnz: u64,
     layout: OutputLayout,
@@ -85,7 +85,7 @@ impl Prepared {
     /// or CSC), whose box starts at `offset` in `parent_shape`. Its indices
     /// must be local to the box (for CSR, `row_ptr` over the box's rows).
     /// The file is read through `io`.
-    pub(crate) fn from_file(
+    pub fn from_file(
         io: &IoCtx,
         name: String,
         path: &Path,
@@ -160,14 +160,14 @@ impl Prepared {
     }
 
     /// Entries in the member.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
-    pub(crate) fn nnz(&self) -> u64 {
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
+    pub fn nnz(&self) -> u64 {
         self.nnz
     }
 
     /// Bytes the member occupies when it starts at `start` (the next
     /// member starts right after).
-    pub(crate) fn size_at(&self, start: u64) -> u64 {
+    pub fn size_at(&self, start: u64) -> u64 {
         self.place(start).end - start
     }
 
@@ -237,24 +237,24 @@ struct Placement {
 
 /// Where a member went and the checksums of its buffers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Placed {
+pub struct Placed {
     /// Its index entry.
-    pub(crate) entry: IndexEntry,
+    pub entry: IndexEntry,
     /// Its layout (which names its buffers).
-    pub(crate) layout: OutputLayout,
+    pub layout: OutputLayout,
     /// xxh3-64 of each buffer, in buffer order.
-    pub(crate) checksums: Vec<u64>,
+    pub checksums: Vec<u64>,
 }
 
 /// Words of [`Placed::to_words`].
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
-pub(crate) const PLACED_WORDS: usize = 8;
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
+pub const PLACED_WORDS: usize = 8;
 
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
 impl Placed {
     /// The placement as fixed-size words (everything but the name), for
     /// gathering over MPI.
-    pub(crate) fn to_words(&self) -> [u64; PLACED_WORDS] {
+    pub fn to_words(&self) -> [u64; PLACED_WORDS] {
         let mut w = [0u64; PLACED_WORDS];
         w[0] = self.entry.descriptor_offset;
         w[1] = u64::from(self.entry.descriptor_length);
@@ -268,7 +268,7 @@ impl Placed {
     }
 
     /// The placement of member `name` from [`Placed::to_words`].
-    pub(crate) fn from_words(name: String, w: &[u64]) -> Result<Placed> {
+    pub fn from_words(name: String, w: &[u64]) -> Result<Placed> {
         if w.len() < PLACED_WORDS {
             return Err(Error::InvalidArgument(format!(
                 "member {name:?}: {} placement words, {PLACED_WORDS} needed",
@@ -300,7 +300,7 @@ impl Placed {
 /// processes may be writing other members of the same file). The buffers
 /// stream through a bounded copy buffer; their checksums come from the
 /// source's KV when it has them, and are computed while copying otherwise.
-pub(crate) fn write_member(
+pub fn write_member(
     io: &IoCtx,
     file: &File,
     path: &Path,
@@ -330,7 +330,7 @@ pub(crate) fn write_member(
 
 /// Write the header, the head and, at `members_end` (where the last member
 /// ends), the KV section, index and trailer. Returns the file length.
-pub(crate) fn write_frame(
+pub fn write_frame(
     io: &IoCtx,
     file: &File,
     path: &Path,

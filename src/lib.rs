@@ -85,31 +85,25 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
-/// Declares a module that is public with the `internals` feature (for the
-/// benches, examples and fault tests that need the parts) and private to
-/// the crate otherwise.
-macro_rules! internal_mod {
-    ($(#[$m:meta])* $name:ident) => {
-        $(#[$m])*
-        #[cfg(feature = "internals")]
-        #[doc(hidden)]
-        pub mod $name;
-        $(#[$m])*
-        #[cfg(not(feature = "internals"))]
-        pub(crate) mod $name;
-    };
+// The parts behind the public API: public under `internals` (feature
+// `internals`, for the front ends, the MPI crate, the benches and the
+// tests that drive them directly), private otherwise; the crate refers to
+// them by their short paths (`crate::assemble`, ...).
+#[cfg(feature = "internals")]
+pub mod internals;
+#[cfg(not(feature = "internals"))]
+mod internals;
+use internals::{assemble, codec, fs, hurray, read, stats};
+
+pub mod composite {
+    //! Partition composites (issue 13): [`join`] makes one from per-rank
+    //! files; reading is [`crate::CompositeFile`]'s.
+    pub use crate::internals::composite::{join, JoinSummary};
 }
 
-internal_mod!(assemble);
-internal_mod!(codec);
-// Issue 13: partition composites: `join` (the bytes are hurray/composite.rs's,
-// reading is read/composite.rs's, conversion convert.rs's).
-pub mod composite;
 pub mod convert;
 mod element;
 mod error;
-internal_mod!(fs);
-internal_mod!(hurray);
 pub mod raw {
     //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
     //! descriptors, KV section and our keys in it, statistics, their field
@@ -126,13 +120,8 @@ mod options;
 pub mod refill;
 mod size;
 pub mod vocab;
-internal_mod!(read);
-internal_mod!(stats);
 pub mod write;
 mod xxh3;
-// Issue 13: distributed assembly over MPI.
-#[cfg(feature = "mpi")]
-pub mod mpi;
 
 // Issue 10: products, exports and pictures of stored matrices.
 pub mod matrix;

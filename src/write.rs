@@ -275,7 +275,7 @@ pub(crate) fn encode_tail(
         index_length: index.len() as u64,
         kv_offset,
         kv_length,
-        index_crc32c: crc32c::crc32c(&index),
+        index_crc32c: crate::hurray::crc32c::crc32c(&index),
     };
     out.extend_from_slice(&trailer.encode());
     Ok((out, flags))

@@ -174,7 +174,7 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
         assert_eq!(idx.as_slice(), k.as_slice());
         assert_eq!(
             *v,
-            Value::Float(coo_assembler::assemble::exact::sum_exact(vals).round_f64())
+            Value::Float(coo_assembler::internals::assemble::exact::sum_exact(vals).round_f64())
         );
     }
 }

@@ -14,7 +14,7 @@
 //! descriptors that point into this test's own directories, so other test
 //! binaries do not matter, but a second sweep in this binary would).
 
-use coo_assembler::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
+use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
 use coo_assembler::{AssembleOptions, Builder, DType, Error};
 use coo_assembler::{HurrayFile, ReadOptions};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! `GOLDEN_REGENERATE=1 cargo test --test suite -- golden::` and record it in the
 //! version log of `docs/format.md`.
 
-use coo_assembler::hurray::KvValue;
+use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Element, HurrayFile, OutputLayout, Value,

@@ -16,8 +16,8 @@
 //! Long run (a million random mutations, a few minutes):
 //!   MUTATIONS=1000000 cargo test --release --test mutation -- --ignored --nocapture
 
-use coo_assembler::hurray::descriptor::descriptor_len;
-use coo_assembler::hurray::{align_up, KvValue, TRAILER_LEN};
+use coo_assembler::internals::hurray::descriptor::descriptor_len;
+use coo_assembler::internals::hurray::{align_up, KvValue, TRAILER_LEN};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{DType, OutputLayout, Tensor};
 use coo_assembler::{HurrayFile, ReadOptions, Severity};

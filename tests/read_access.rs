@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use coo_assembler::hurray::KvValue;
+use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::{DType, Element, Error, Value};
 use coo_assembler::{HurrayFile, Problem, ReadOptions, Severity};
 use half::f16;

@@ -3,7 +3,7 @@
 //! rule and the row (column), and the accessors (get, rows and columns as
 //! slices, iteration, typed views) against the dense matrix.
 
-use coo_assembler::hurray::align_up;
+use coo_assembler::internals::hurray::align_up;
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{
     DType, Error, HurrayFile, OutputLayout, Problem, ReadOptions, Severity, Tensor, Value,
@@ -360,7 +360,7 @@ fn structural_rules_are_refused_at_open() {
     // The index has a CRC: recompute it so the entry itself is judged.
     let tl = b.len() - 40;
     let il = h.trailer().index_length as usize;
-    let crc = crc32c::crc32c(&b[io..io + il]);
+    let crc = coo_assembler::internals::hurray::crc32c::crc32c(&b[io..io + il]);
     b[tl + 28..tl + 32].copy_from_slice(&crc.to_le_bytes());
     let e = open(&b);
     assert!(

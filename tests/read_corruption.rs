@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use coo_assembler::hurray::{KvValue, Statistics};
+use coo_assembler::internals::hurray::{KvValue, Statistics};
 use coo_assembler::{DType, Error, Value};
 use coo_assembler::{HurrayFile, ReadOptions};
 
@@ -127,8 +127,8 @@ fn small_t() -> T {
 }
 
 fn build_t(
-    tamper_desc: impl FnMut(usize, &mut coo_assembler::hurray::CooDescriptor),
-    tamper_index: impl FnOnce(&mut Vec<coo_assembler::hurray::IndexEntry>),
+    tamper_desc: impl FnMut(usize, &mut coo_assembler::internals::hurray::CooDescriptor),
+    tamper_index: impl FnOnce(&mut Vec<coo_assembler::internals::hurray::IndexEntry>),
 ) -> Vec<u8> {
     let t = small_t();
     build_with(

@@ -3,8 +3,8 @@
 //! case no temporary file may remain and a pre-existing target must be
 //! byte-identical.
 
-use coo_assembler::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
-use coo_assembler::hurray::KvValue;
+use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
+use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{DType, Error, Result};
 use std::path::Path;

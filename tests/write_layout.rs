@@ -1,12 +1,14 @@
 //! Layout of the files the streaming writer produces, checked by decoding
 //! them with the codec in `hurray/` and by raw bytes.
 
-use coo_assembler::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
-use coo_assembler::hurray::kv::{checksum_key, KEY_WRITER};
-use coo_assembler::hurray::statistics::{
+use coo_assembler::internals::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use coo_assembler::internals::hurray::kv::{checksum_key, KEY_WRITER};
+use coo_assembler::internals::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
-use coo_assembler::hurray::{index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer};
+use coo_assembler::internals::hurray::{
+    index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
+};
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::DType;
 use half::f16;
@@ -33,7 +35,10 @@ impl Decoded {
         assert!(io + il <= bytes.len() - 40);
         let ib = &bytes[io..io + il];
         assert_ne!(header.flags & FLAG_HAS_INDEX_CRC32C, 0);
-        assert_eq!(trailer.index_crc32c, crc32c::crc32c(ib));
+        assert_eq!(
+            trailer.index_crc32c,
+            coo_assembler::internals::hurray::crc32c::crc32c(ib)
+        );
         let index = index::decode(ib, trailer.index_offset).unwrap();
         let kv = if trailer.kv_offset == 0 {
             assert_eq!(trailer.kv_length, 0);

@@ -16,9 +16,9 @@
 //!    within a band of rows) is squeezed out, which often saves a pass.
 //!
 //! Stable throughout; uses exactly `records.len()` records of scratch, like
-//! `coo_assembler::assemble::sort::sort_records`.
+//! `coo_assembler::internals::assemble::sort::sort_records`.
 
-use coo_assembler::assemble::sort::Record;
+use coo_assembler::internals::assemble::sort::Record;
 
 /// Buffers shorter than this skip the MSD pass.
 const MSD_MIN: usize = 1 << 15;

@@ -129,7 +129,7 @@ unsafe fn assemble<I: IndexElem>(
             extents, dtype, dims, values, path, opts,
         ))
     }
-    // SAFETY (every arm): `values` holds `n` of the type `value_type`
+    // SAFETY: (every arm) `values` holds `n` of the type `value_type`
     // names, by the caller's contract.
     let done = unsafe {
         match value_type {
@@ -281,6 +281,8 @@ pub unsafe extern "C" fn coo_assemble_arrays_i32(
 }
 
 #[cfg(test)]
+// Tests call the C functions with pointers to their own live buffers.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
     use crate::{COO_ERR_NULL, COO_ERR_VALUE, COO_OK};

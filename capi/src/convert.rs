@@ -202,6 +202,8 @@ pub(crate) fn to_u64(v: f64, n: u64) -> Res<u64> {
 }
 
 #[cfg(test)]
+// Tests call the C functions with pointers to their own live buffers.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
     use crate::COO_ERR_NULL;

@@ -470,6 +470,8 @@ pub extern "C" fn coo_version() -> *const c_char {
 }
 
 #[cfg(test)]
+// Tests call the C functions with pointers to their own live buffers.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
 

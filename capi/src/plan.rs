@@ -828,7 +828,7 @@ unsafe fn typed<O: DirectValue, D: DirectValue>(
     from_d: Entry<D, O>,
 ) -> Res<()> {
     let out = out.cast::<O>();
-    // SAFETY (every arm): `values` holds `n` values of the C type
+    // SAFETY: (every arm) `values` holds `n` values of the C type
     // `value_type` names (the caller's contract); `Integral` is an f64.
     unsafe {
         match value_type {
@@ -884,7 +884,7 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
         let p = live_plan(plan)?;
         let vt: DType = from_c(value_type.0)
             .map_err(|f| Fail::new(f.code, format!("value_type: {}", f.msg)))?;
-        // SAFETY (every arm): forwarded contract; `out` holds the plan's
+        // SAFETY: (every arm) forwarded contract; `out` holds the plan's
         // element type.
         unsafe {
             let (v, o) = ((values, vt, n), (out, nnz));
@@ -906,6 +906,8 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
 }
 
 #[cfg(test)]
+// Tests call the C functions with pointers to their own live buffers.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
     use crate::{COO_ERR_NULL, COO_OK};

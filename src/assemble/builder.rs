@@ -1023,7 +1023,7 @@ pub(crate) trait Locator: Send + Sync {
 /// Contribution `n`'s index tuple checked against `shape`: its rank, then
 /// every index against its extent. Shared by every pusher (local and MPI).
 #[inline]
-pub(crate) fn check_coordinate(shape: &[u64], idx: &[u64], n: u64) -> Result<()> {
+pub fn check_coordinate(shape: &[u64], idx: &[u64], n: u64) -> Result<()> {
     if idx.len() != shape.len() {
         return Err(Error::WrongRank {
             contribution: n,
@@ -1047,12 +1047,7 @@ pub(crate) fn check_coordinate(shape: &[u64], idx: &[u64], n: u64) -> Result<()>
 /// Contribution `n`'s value as the 8 raw bits a run stores for `dtype`,
 /// after the non-finite `policy`. Shared by every pusher (local and MPI).
 #[inline]
-pub(crate) fn raw_value<V: PushValue>(
-    v: V,
-    dtype: DType,
-    policy: NonFinitePolicy,
-    n: u64,
-) -> Result<u64> {
+pub fn raw_value<V: PushValue>(v: V, dtype: DType, policy: NonFinitePolicy, n: u64) -> Result<u64> {
     check_finite(v.as_float(), policy, n)?;
     v.to_raw(dtype).map_err(|reason| refused(v, n, reason))
 }

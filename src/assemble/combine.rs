@@ -9,13 +9,13 @@
 //! across runs, encodes them into spill runs, and finally rounds once to the
 //! element type.
 
-use crate::element::{DType, Element, FloatFormat, Value};
 use crate::assemble::exact::{finite_header, grow_expansion, sum_exact, two_sum, ExactSum};
-use crate::options::DuplicatePolicy;
 use crate::codec::{
     read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
     write_u64,
 };
+use crate::element::{DType, Element, FloatFormat, Value};
+use crate::options::DuplicatePolicy;
 use std::fmt;
 
 /// Why combining failed; the caller adds the coordinate.
@@ -499,18 +499,32 @@ impl Combiner for Unique {
 
 /// Which combiner a dtype and policy use (for dispatch in the builder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CombinerKind {
+pub enum CombinerKind {
+    /// Float sum, exact (the correctly rounded sum of every term).
     FloatSum,
+    /// Float sum in push order (`exact_sums = false`).
     FloatFastSum,
-    FloatExtreme { max: bool },
+    /// Float min (`max: false`) or max, NaN-aware.
+    FloatExtreme {
+        /// Keep the largest.
+        max: bool,
+    },
+    /// Integer sum, checked for overflow.
     IntSum,
-    IntExtreme { max: bool },
+    /// Integer min (`max: false`) or max.
+    IntExtreme {
+        /// Keep the largest.
+        max: bool,
+    },
+    /// The last contribution (pusher creation order, then push order).
     Last,
+    /// One contribution per coordinate; a second one is an error.
     Unique,
 }
 
 impl CombinerKind {
-    pub(crate) fn of(dtype: DType, policy: DuplicatePolicy, exact_sums: bool) -> CombinerKind {
+    /// The combiner of `dtype` under `policy` (`exact_sums` off: plain float sums).
+    pub fn of(dtype: DType, policy: DuplicatePolicy, exact_sums: bool) -> CombinerKind {
         if dtype.is_bool() && policy == DuplicatePolicy::Sum {
             // scipy's reading of a sum of bools: true if any term is.
             return CombinerKind::IntExtreme { max: true };
@@ -535,7 +549,9 @@ impl CombinerKind {
     pub(crate) fn est_acc_bytes(self) -> u64 {
         match self {
             CombinerKind::FloatSum => 17,
-            CombinerKind::FloatFastSum | CombinerKind::FloatExtreme { .. } | CombinerKind::Unique => 8,
+            CombinerKind::FloatFastSum
+            | CombinerKind::FloatExtreme { .. }
+            | CombinerKind::Unique => 8,
             CombinerKind::IntSum | CombinerKind::IntExtreme { .. } => 19,
             CombinerKind::Last => 18,
         }
@@ -655,7 +671,11 @@ fn int_to_raw(v: i128, dtype: DType) -> Result<u64, &'static str> {
     if v < lo || v > hi {
         return Err(dtype.int_range_text());
     }
-    Ok(if dtype.is_signed_int() { v as i64 as u64 } else { v as u64 })
+    Ok(if dtype.is_signed_int() {
+        v as i64 as u64
+    } else {
+        v as u64
+    })
 }
 
 macro_rules! push_index_int {
@@ -842,7 +862,10 @@ mod tests {
         assert_eq!(1.5f32.to_raw(DType::F64), Ok(1.5f64.to_bits()));
         assert!(1.5f64.to_raw(DType::I32).is_err());
         assert_eq!(300i32.to_raw(DType::U8), Err("does not fit u8 (0..=255)"));
-        assert_eq!((-1i64).to_raw(DType::U16), Err("does not fit u16 (0..=65535)"));
+        assert_eq!(
+            (-1i64).to_raw(DType::U16),
+            Err("does not fit u16 (0..=65535)")
+        );
         assert_eq!((-1i32).to_raw(DType::I8), Ok(u64::MAX));
         assert_eq!(7u64.to_raw(DType::F32), Ok(7f64.to_bits()));
         assert!(u64::MAX.to_raw(DType::F64).is_err());

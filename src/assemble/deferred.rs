@@ -63,7 +63,11 @@ impl<K: Key> Core<K> {
     /// and when it is the one too many, every chunk kept so far is sent
     /// to be sorted first (the order the runs are made in does not
     /// matter: their origins order them).
-    pub(crate) fn defer(&self, chunk: Vec<Record<K>>, origin: u64) -> Option<(Vec<Record<K>>, u64)> {
+    pub(crate) fn defer(
+        &self,
+        chunk: Vec<Record<K>>,
+        origin: u64,
+    ) -> Option<(Vec<Record<K>>, u64)> {
         let mut d = self.lock_deferred();
         if !d.open {
             return Some((chunk, origin));
@@ -132,7 +136,11 @@ pub(crate) fn finish_deferred(
             core.mem.sub(held_bytes);
             s.contributions = core.contributions.load(Ordering::Relaxed);
             s.skipped_negative = core.skipped_negative.load(Ordering::Relaxed);
-            s.peak_buffer_bytes = core.mem.peak.load(Ordering::Relaxed).max(held_bytes + s.peak_buffer_bytes);
+            s.peak_buffer_bytes = core
+                .mem
+                .peak
+                .load(Ordering::Relaxed)
+                .max(held_bytes + s.peak_buffer_bytes);
             s.time_ingest = ingest;
             let mut stale = std::mem::take(&mut core.lock().stale_removed);
             stale.append(&mut s.stale_removed);
@@ -184,7 +192,8 @@ fn run_kernel(
         .memory_budget
         .saturating_sub(held_bytes + OUTPUT_BUFFER_BYTES);
     let dtype = core.out_dtype();
-    let Some(plan) = crate::assemble::direct::plan(core.shape(), dtype, contributions as u64, &opts)
+    let Some(plan) =
+        crate::assemble::direct::plan(core.shape(), dtype, contributions as u64, &opts)
     else {
         return Ok(None);
     };

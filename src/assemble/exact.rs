@@ -188,7 +188,11 @@ pub(crate) struct GrowOverflow {
 /// error terms at the front. Returns how many were kept and the new top
 /// sum, which the caller appends when non-zero (it knows where room is).
 #[inline(always)]
-pub(crate) fn grow_expansion(buf: &mut [f64], n: usize, x: f64) -> Result<(usize, f64), GrowOverflow> {
+pub(crate) fn grow_expansion(
+    buf: &mut [f64],
+    n: usize,
+    x: f64,
+) -> Result<(usize, f64), GrowOverflow> {
     let mut q = x;
     let mut i = 0;
     for j in 0..n {
@@ -911,7 +915,7 @@ fn sum_exact_slow(s: f64, c: f64, rest: &[f64], z: u8) -> ExactSum {
 /// The one copy: the expansion and the in-memory kernel's lanes use it.
 #[inline(always)]
 pub(crate) fn round_parts(p: &[f64]) -> Option<(f64, i8)> {
-        let n = p.len();
+    let n = p.len();
     if n <= 1 {
         return Some((p.first().copied().unwrap_or(0.0), 0));
     }
@@ -950,7 +954,6 @@ pub(crate) fn round_parts(p: &[f64]) -> Option<(f64, i8)> {
     }
     Some((hi, if lo < 0.0 { -1 } else { 1 }))
 }
-
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

@@ -11,9 +11,9 @@
 //! in the accumulator, `error` fails on any tie.
 
 use crate::assemble::combine::{CombineError, Combiner};
-use crate::assemble::shared::Core;
 use crate::assemble::key::{Key, KeyLayout};
 use crate::assemble::plan::{BLOCK_TARGET, RUN_READER_BYTES, SPILL_BUFFER};
+use crate::assemble::shared::Core;
 use crate::assemble::spill::{Run, RunReader, RunWriter, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -413,7 +413,13 @@ mod tests {
         // a tie apart.
         let c = FloatFastSum(DType::F64);
         let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15u64);
-        for (n, band, overlap) in [(1usize, 50u64, 0u64), (2, 40, 5), (5, 100, 30), (24, 64, 16), (33, 10, 25)] {
+        for (n, band, overlap) in [
+            (1usize, 50u64, 0u64),
+            (2, 40, 5),
+            (5, 100, 30),
+            (24, 64, 16),
+            (33, 10, 25),
+        ] {
             let mut data: Vec<Vec<(u64, f64)>> = Vec::new();
             let mut want: BTreeMap<u64, f64> = BTreeMap::new();
             for r in 0..n as u64 {
@@ -425,7 +431,16 @@ mod tests {
                 }
                 let recs: Vec<(u64, f64)> = keys
                     .iter()
-                    .map(|&k| (k, if rnd(2) == 0 { 9.007_199_254_740_992e15 } else { rnd(9) as f64 - 4.0 }))
+                    .map(|&k| {
+                        (
+                            k,
+                            if rnd(2) == 0 {
+                                9.007_199_254_740_992e15
+                            } else {
+                                rnd(9) as f64 - 4.0
+                            },
+                        )
+                    })
                     .collect();
                 for &(k, v) in &recs {
                     want.entry(k).and_modify(|a| *a += v).or_insert(v);

@@ -8,20 +8,20 @@
 //! budget is divided once, up front ([`plan`]); [`shared`] is what the
 //! threads share.
 
-pub(crate) mod builder;
-pub(crate) mod combine;
-pub(crate) mod deferred;
+pub mod builder;
+pub mod combine;
+pub mod deferred;
 /// In-memory assembly from arrays the caller holds (issue 23).
 pub mod direct;
-pub(crate) mod shared;
-internal_mod!(exact);
-pub(crate) mod finish;
-internal_mod!(key);
-pub(crate) mod merge;
-pub(crate) mod plan;
-pub(crate) mod run;
-internal_mod!(sort);
-pub(crate) mod spill;
+pub mod exact;
+pub mod finish;
+pub mod key;
+pub mod merge;
+pub mod plan;
+pub mod run;
+pub mod shared;
+pub mod sort;
+pub mod spill;
 
 /// Whether a tensor of `shape` can be stored in `layout`: a rank in
 /// 1..=64 (2 for CSR and CSC) and no extent u64::MAX (which Hurray

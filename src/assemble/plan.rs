@@ -331,7 +331,11 @@ mod tests {
         assert_eq!(fit.defer_bytes, limit);
         assert_eq!(fit.chunk_records, unknown.chunk_records);
         assert_eq!(with(Some(limit / 16 + 1), Some(1)).defer_bytes, 0);
-        assert_eq!(with(Some(limit / 32 + 1), Some(2)).defer_bytes, 0, "complex: two records");
+        assert_eq!(
+            with(Some(limit / 32 + 1), Some(2)).defer_bytes,
+            0,
+            "complex: two records"
+        );
     }
 
     #[test]

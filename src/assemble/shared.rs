@@ -256,7 +256,8 @@ impl<K: Key> Core<K> {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if extra {
-            self.mem.sub(chunk.capacity() as u64 * self.plan.record_bytes);
+            self.mem
+                .sub(chunk.capacity() as u64 * self.plan.record_bytes);
         } else {
             let _ = self.free_tx.send(chunk);
         }

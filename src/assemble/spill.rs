@@ -15,11 +15,11 @@
 //! different run. The fingerprint ties a run to the tensor's layout, type
 //! and policy.
 
-use crate::codec::{le_u32_at, le_u64_at};
 use crate::assemble::combine::Combiner;
+use crate::assemble::key::Key;
+use crate::codec::{le_u32_at, le_u64_at};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::assemble::key::Key;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

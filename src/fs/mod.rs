@@ -4,9 +4,9 @@
 //! formats of the temporary names, and [`sweep`] removes what killed runs
 //! left behind.
 
-internal_mod!(ctx);
-internal_mod!(names);
-internal_mod!(output);
-internal_mod!(sweep);
+pub mod ctx;
+pub mod names;
+pub mod output;
+pub mod sweep;
 
 pub use ctx::IoCtx;

@@ -30,7 +30,7 @@ pub(crate) fn spill_dir_pid(name: &str) -> Option<u32> {
 }
 
 /// The temporary output name for `target_name` written by process `pid`.
-pub(crate) fn output_temp_name(target_name: &str, pid: u32, random: u64) -> String {
+pub fn output_temp_name(target_name: &str, pid: u32, random: u64) -> String {
     format!(".{target_name}.tmp-{pid}-{random:016x}")
 }
 
@@ -71,13 +71,13 @@ impl TempName {
     }
 
     /// The name as two words (for a broadcast).
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
     pub fn to_words(self) -> [u64; 2] {
         [u64::from(self.pid), self.random]
     }
 
     /// The name from [`TempName::to_words`].
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
     pub fn from_words(w: [u64; 2]) -> TempName {
         TempName {
             pid: w[0] as u32,
@@ -88,7 +88,7 @@ impl TempName {
 
 /// A random number for temporary names (no extra dependency: the standard
 /// hasher is randomly keyed per process; the time separates calls).
-pub(crate) fn random_u64() -> u64 {
+pub fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()

@@ -195,7 +195,10 @@ fn name_max(dir: &Path) -> usize {
     };
     // SAFETY: `c` is a NUL-terminated path that lives across the call.
     let n = unsafe { libc::pathconf(c.as_ptr(), libc::_PC_NAME_MAX) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(DEFAULT)
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT)
 }
 
 /// A temporary file beside its target, renamed over it by
@@ -256,7 +259,7 @@ impl AtomicOutput {
     /// (a [`crate::write::FileWriter`] output at a temporary name, in the
     /// target's directory), to publish it at `target`; removed on drop
     /// unless published.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
     pub fn adopt(io: &IoCtx, target: &Path, temp: PathBuf) -> AtomicOutput {
         AtomicOutput {
             io: io.clone(),
@@ -298,7 +301,7 @@ impl AtomicOutput {
     /// hard link, or, where the file system has none, moved aside (the
     /// target is then absent until the rename). On an error nothing has
     /// changed: the earlier file is back, the temporary file removed.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
     pub fn commit_revocable(mut self, file: Option<&File>) -> Result<Revocable> {
         if let Some(f) = file {
             self.io.sync(f, &self.temp)?;
@@ -347,7 +350,7 @@ impl Drop for AtomicOutput {
 }
 
 /// How [`AtomicOutput::commit_revocable`] kept the earlier file.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kept {
     /// There was none.
@@ -360,7 +363,7 @@ enum Kept {
 
 /// A published output that can still be taken back; see
 /// [`AtomicOutput::commit_revocable`].
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
 #[derive(Debug)]
 #[must_use = "settle or revoke it: the earlier file is kept until then"]
 pub struct Revocable {
@@ -372,7 +375,7 @@ pub struct Revocable {
     renamed: bool,
 }
 
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
 impl Revocable {
     /// Keep the new file: the earlier one goes (best effort; a leftover is
     /// a temporary name the sweep removes).
@@ -406,7 +409,7 @@ impl Revocable {
 /// 0 of an MPI job) created with [`AtomicOutput::create_as`], to write a
 /// part of it; that process commits or removes it. Returns the file and
 /// its path; fsync the file when the part is written.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by crate::mpi
+#[cfg_attr(not(feature = "internals"), allow(dead_code))] // used by the MPI crate
 pub fn open_shared(io: &IoCtx, target: &Path, name: TempName) -> Result<(File, PathBuf)> {
     let path = name.beside(target)?;
     let f = io.open_write(&path)?;

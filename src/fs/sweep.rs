@@ -140,9 +140,13 @@ mod tests {
         let dead = dead_pid();
         let me = std::process::id();
         let target = d.path().join("k.hrry");
-        let stale = d.path().join(format!(".k.hrry.tmp-{dead}-0123456789abcdef"));
+        let stale = d
+            .path()
+            .join(format!(".k.hrry.tmp-{dead}-0123456789abcdef"));
         let live = d.path().join(format!(".k.hrry.tmp-{me}-0123456789abcdef"));
-        let other = d.path().join(format!(".j.hrry.tmp-{dead}-0123456789abcdef"));
+        let other = d
+            .path()
+            .join(format!(".j.hrry.tmp-{dead}-0123456789abcdef"));
         for p in [&stale, &live, &other, &target] {
             fs::write(p, b"x").unwrap();
         }

@@ -7,6 +7,7 @@
 
 pub mod composite;
 pub mod compressed;
+pub mod crc32c;
 pub mod dense;
 pub mod descriptor;
 pub mod header;

@@ -87,17 +87,37 @@ pub fn decompress<'a, R: Read + Send + 'a>(
     let c = detect(&head, source)?;
     let out: Box<dyn Read + Send + 'a> = match c {
         Compression::None => Box::new(r),
+        #[cfg(feature = "compressed")]
         // Multi-member: `cat a.gz b.gz` is a valid gzip stream.
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(r)),
+        #[cfg(feature = "compressed")]
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::new(r)
                 .map_err(|e| input_err(source, "start".into(), format!("zstd: {e}")))?,
         ),
+        #[cfg(not(feature = "compressed"))]
+        Compression::Gzip | Compression::Zstd => {
+            let (name, tool) = match c {
+                Compression::Gzip => ("gzip", "gzip -dc"),
+                _ => ("zstd", "zstd -dc"),
+            };
+            let shown = if source == "<stdin>" { "..." } else { source };
+            return Err(input_err(
+                source,
+                "start".into(),
+                format!(
+                    "the input is {name}-compressed, and this build of coo-assembler has no \
+                     decompression (the `compressed` feature, on by default, is off); decompress \
+                     it through a pipe: `{tool} {shown} | coo-assembler assemble --input - ...`"
+                ),
+            ));
+        }
     };
     Ok((out, c))
 }
 
 #[cfg(test)]
+#[cfg(feature = "compressed")]
 mod tests {
     use super::*;
     use std::io::Write;

@@ -1,3 +1,4 @@
+#![cfg_attr(not(feature = "spy"), allow(dead_code))]
 //! A 5x7 bitmap font for the caption of the sparsity picture: digits, the
 //! few lowercase letters the caption uses, and some punctuation. Each glyph
 //! is seven rows of five bits, the leftmost pixel in bit 4.

@@ -1,3 +1,5 @@
+// Without the `spy` feature only `spy` itself (which refuses) is compiled in use.
+#![cfg_attr(not(feature = "spy"), allow(unused_imports, dead_code))]
 //! A picture of the sparsity pattern: a grayscale PNG where each pixel's
 //! shade is the number of stored entries in its block of the matrix (log
 //! scale: light gray for one entry, black for the fullest block, white for
@@ -78,6 +80,27 @@ pub fn shade(c: u32, max: u32) -> u8 {
 /// `out` that names `file` itself (through links too) is
 /// [`crate::Error::OutputIsInput`], before anything is written.
 pub fn spy(
+    file: &HurrayFile,
+    name: Option<&str>,
+    out: &Path,
+    opts: &SpyOptions,
+) -> MatrixResult<SpySummary> {
+    #[cfg(feature = "spy")]
+    return draw(file, name, out, opts);
+    #[cfg(not(feature = "spy"))]
+    {
+        let _ = (file, name, out, opts);
+        Err(MatrixError::Options(
+            "this build of coo-assembler draws no pictures: the `spy` feature (on by default, \
+             it adds the PNG encoder) is off"
+                .into(),
+        ))
+    }
+}
+
+/// [`spy`]'s work.
+#[cfg(feature = "spy")]
+fn draw(
     file: &HurrayFile,
     name: Option<&str>,
     out: &Path,
@@ -178,6 +201,7 @@ pub fn spy(
     })
 }
 
+#[cfg(feature = "spy")]
 fn encode_png(img: &[u8], width: u32, height: u32) -> MatrixResult<Vec<u8>> {
     let mut png = Vec::new();
     let err = |e: png::EncodingError| MatrixError::Options(format!("PNG encoding failed: {e}"));

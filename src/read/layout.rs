@@ -152,7 +152,7 @@ pub(super) fn container(bytes: &[u8]) -> Result<Container> {
     }
     let index_bytes = &bytes[io as usize..index_end as usize];
     if has_crc {
-        let crc = crc32c::crc32c(index_bytes);
+        let crc = crate::hurray::crc32c::crc32c(index_bytes);
         if crc != trailer.index_crc32c {
             return Err(Error::invalid(
                 "trailer",

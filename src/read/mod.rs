@@ -91,10 +91,10 @@ compile_error!("coo_assembler::read casts file bytes to u64 / element slices in 
 mod checksum;
 pub mod composite;
 mod compressed;
-pub(crate) mod coo;
+pub mod coo;
 mod dense;
 mod layout;
-pub(crate) mod release;
+pub mod release;
 mod tensor;
 mod verify;
 

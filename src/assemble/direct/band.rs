@@ -27,7 +27,9 @@ const TABLE_BITS: u32 = 9;
 const TABLE: usize = 1 << TABLE_BITS;
 
 /// A minor key as the scratch holds it: u32 when the minor field fits.
-pub(crate) trait Minor: Copy + Default + Eq + Send + Sync + bytemuck::Zeroable + 'static {
+pub(crate) trait Minor:
+    Copy + Default + Eq + Send + Sync + bytemuck::Zeroable + 'static
+{
     /// The key with the contribution's place in its bucket, so that an
     /// unstable sort of these is stable in effect.
     type Packed: Copy + Ord + Send + Sync + Default;
@@ -122,7 +124,12 @@ impl Bands {
 /// Cut `counts` into bands of at most `band_bytes` of scratch (`entry`
 /// bytes per contribution, 4 per bucket) and `max_entries` contributions
 /// (a single bucket beyond either gets a band of its own).
-pub(crate) fn cut(counts: &[u32], entry: u64, band_bytes: u64, max_entries: u64) -> Result<Bands, Fault> {
+pub(crate) fn cut(
+    counts: &[u32],
+    entry: u64,
+    band_bytes: u64,
+    max_entries: u64,
+) -> Result<Bands, Fault> {
     let mut bounds = filled(0, 0u64, "the band bounds")?;
     let try_push = |b: &mut Vec<u64>, x: u64| -> Result<(), Fault> {
         b.try_reserve(1).map_err(|_| Fault::OutOfMemory)?;
@@ -439,11 +446,18 @@ where
         };
         dropped += d;
         let rows = (hi - lo) as usize;
-        let (minor, lanes, ends) = (&scratch.minor[..w], &scratch.lanes[..w], &scratch.pos[..rows]);
+        let (minor, lanes, ends) = (
+            &scratch.minor[..w],
+            &scratch.lanes[..w],
+            &scratch.pos[..rows],
+        );
         // Wait for the band before this one to take its place.
         let (off, put) = {
             let mut p = Shared2::lock(&sh.publish);
-            while p.next != b && !sh.stopped() && sh.failed_band.load(Ordering::SeqCst) == usize::MAX {
+            while p.next != b
+                && !sh.stopped()
+                && sh.failed_band.load(Ordering::SeqCst) == usize::MAX
+            {
                 p = sh.turn.wait(p).unwrap_or_else(|e| e.into_inner());
             }
             if p.next != b {
@@ -463,7 +477,11 @@ where
             }
             (off, put)
         };
-        let put = if S::IN_ORDER { put } else { sink.put(off, lo, minor, lanes, ends) };
+        let put = if S::IN_ORDER {
+            put
+        } else {
+            sink.put(off, lo, minor, lanes, ends)
+        };
         if let Err(f) = put {
             sh.fail(f);
             break;
@@ -687,13 +705,23 @@ pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
     /// Take one band's `minor.len()` compacted entries, which start at
     /// entry `off` of the result: buckets `lo..lo + ends.len()`, bucket
     /// `lo + j` ending at entry `ends[j]` of the band.
-    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault>;
+    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32])
+        -> Result<(), Fault>;
 }
 
-impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L> for Sink<'_, O, J> {
+impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L>
+    for Sink<'_, O, J>
+{
     const IN_ORDER: bool = false;
 
-    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault> {
+    fn put(
+        &self,
+        off: usize,
+        lo: u64,
+        minor: &[M],
+        lanes: &[L],
+        ends: &[u32],
+    ) -> Result<(), Fault> {
         let (w, rows) = (minor.len(), ends.len());
         let sink = self;
         // SAFETY: the publish protocol gives this band entries off..off+w
@@ -713,7 +741,8 @@ impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> B
                 }
                 // SAFETY: pointer lo + 1 + j belongs to bucket lo + j of
                 // this band; pointer 0 to the band that starts at 0.
-                let ptr = unsafe { pointers.range(lo as usize + 1, rows) }.ok_or(Fault::BadInput)?;
+                let ptr =
+                    unsafe { pointers.range(lo as usize + 1, rows) }.ok_or(Fault::BadInput)?;
                 for (d, &p) in ptr.iter_mut().zip(ends) {
                     d.write(J::from_u64((off + p as usize) as u64));
                 }
@@ -736,7 +765,11 @@ impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> B
                     }
                 }
             }
-            Form::CooPacked { shifts, bits, split } => {
+            Form::CooPacked {
+                shifts,
+                bits,
+                split,
+            } => {
                 let rank = shifts.len();
                 // SAFETY: as above, `rank` indices per entry.
                 let idx =
@@ -780,9 +813,15 @@ impl<M: Minor, L: Lane> Grouper<M, L> {
             group: filled(0, L::default(), "a bucket's values")?,
             out: filled(0, (M::default(), 0, 0), "a bucket's groups")?,
         };
-        g.packed.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
-        g.group.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
-        g.out.try_reserve_exact(max).map_err(|_| Fault::OutOfMemory)?;
+        g.packed
+            .try_reserve_exact(max)
+            .map_err(|_| Fault::OutOfMemory)?;
+        g.group
+            .try_reserve_exact(max)
+            .map_err(|_| Fault::OutOfMemory)?;
+        g.out
+            .try_reserve_exact(max)
+            .map_err(|_| Fault::OutOfMemory)?;
         Ok(g)
     }
 
@@ -822,7 +861,9 @@ impl<M: Minor, L: Lane> Grouper<M, L> {
         for v in [p.try_reserve(ms.len()), self.group.try_reserve(ms.len())] {
             v.map_err(|_| Fault::OutOfMemory)?;
         }
-        self.out.try_reserve(ms.len()).map_err(|_| Fault::OutOfMemory)?;
+        self.out
+            .try_reserve(ms.len())
+            .map_err(|_| Fault::OutOfMemory)?;
         p.extend(ms.iter().enumerate().map(|(i, &m)| m.pack(i as u32)));
         if p.len() <= INSERTION_MAX {
             insertion_sort(p);
@@ -888,7 +929,11 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         for &t in &self.tpos[..nd] {
             self.tab_group[t as usize] = 0;
         }
-        for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
+        for (g, (o, &m)) in self.order[..nd]
+            .iter_mut()
+            .zip(&self.dkey[..nd])
+            .enumerate()
+        {
             *o = m.pack(g as u32);
         }
         sort_distinct::<M>(&mut self.order[..nd]);
@@ -933,7 +978,11 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
             self.cnt[g & H] += 1;
         }
         let nd = nd.min(HASH_MAX);
-        for (g, (o, &m)) in self.order[..nd].iter_mut().zip(&self.dkey[..nd]).enumerate() {
+        for (g, (o, &m)) in self.order[..nd]
+            .iter_mut()
+            .zip(&self.dkey[..nd])
+            .enumerate()
+        {
             *o = m.pack(g as u32);
         }
         sort_distinct::<M>(&mut self.order[..nd]);

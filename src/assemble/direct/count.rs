@@ -35,7 +35,14 @@ impl Counts {
 pub(crate) const RELEASE_CHUNKS: usize = 32;
 
 /// [`Input::count`] over `lo..hi`, releasing the input as it goes.
-fn count_part<In: Input>(input: &In, lo: usize, hi: usize, base: u64, hist: &mut [u32], chunk: usize) {
+fn count_part<In: Input>(
+    input: &In,
+    lo: usize,
+    hi: usize,
+    base: u64,
+    hist: &mut [u32],
+    chunk: usize,
+) {
     let step = RELEASE_CHUNKS * chunk;
     let mut a = lo;
     while a < hi {
@@ -64,7 +71,11 @@ pub(crate) fn count<In: Input>(
 ) -> Result<Counts, Fault> {
     let n = input.len();
     let n_chunks = n.div_ceil(chunk);
-    let mut ranges = filled(n_chunks, (0u64, 0u64), "the chunk ranges of the counting pass")?;
+    let mut ranges = filled(
+        n_chunks,
+        (0u64, 0u64),
+        "the chunk ranges of the counting pass",
+    )?;
     let mut per_bucket = zeroed(buckets as usize, "the bucket counts")?;
     let threads = threads.clamp(1, n_chunks.max(1));
     // Contiguous parts of whole chunks, one per thread.
@@ -192,7 +203,10 @@ pub(crate) fn count<In: Input>(
             .collect();
         let mut locals = Vec::new();
         for &(a, b) in spans.iter().skip(1).flatten() {
-            locals.push((a, zeroed((b - a + 1) as usize, "a counting thread's histogram")?));
+            locals.push((
+                a,
+                zeroed((b - a + 1) as usize, "a counting thread's histogram")?,
+            ));
         }
         std::thread::scope(|s| {
             let (p0, rest) = parts.split_at(1);

@@ -8,9 +8,9 @@
 
 use crate::assemble::builder::{raw_parts, raw_value};
 use crate::assemble::combine::PushValue;
+use crate::assemble::direct::lane::Lane;
 use crate::assemble::sort::Record;
 use crate::codec::le_u64_at;
-use crate::assemble::direct::lane::Lane;
 use crate::element::DType;
 use crate::options::NonFinitePolicy;
 
@@ -126,7 +126,9 @@ impl<V: PushValue> Source<V> for ComplexChecked {
     type L = [u64; 2];
     #[inline(always)]
     fn lane(&self, v: V) -> Option<[u64; 2]> {
-        raw_parts(v, self.part, self.policy, 0).ok().map(|(re, im)| [re, im])
+        raw_parts(v, self.part, self.policy, 0)
+            .ok()
+            .map(|(re, im)| [re, im])
     }
 }
 
@@ -274,7 +276,11 @@ fn packed_minor(
     bucket_dims: usize,
     x: impl Fn(usize) -> u64,
 ) -> (u64, bool) {
-    let mask = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
+    let mask = if split == 0 {
+        0
+    } else {
+        u64::MAX >> (64 - split)
+    };
     let mut key = 0u64;
     let mut ok = true;
     for (d, (&e, &s)) in shape.iter().zip(shifts).enumerate() {
@@ -357,9 +363,10 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
             if j >= buckets {
                 continue;
             }
-            let (m, ok) = packed_minor(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
-                self.dims[d][i].widen()
-            });
+            let (m, ok) =
+                packed_minor(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
+                    self.dims[d][i].widen()
+                });
             let lane = self.source.lane(self.values[i]);
             let ok = ok & lane.is_some();
             f(j, m, lane.unwrap_or_default(), ok);

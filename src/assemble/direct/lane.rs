@@ -181,7 +181,10 @@ impl Reduce<[u64; 2]> for ComplexExactF64<'_> {
     const ONLINE: bool = true;
     #[inline(always)]
     fn start(l: [u64; 2]) -> (TwoTerm, TwoTerm) {
-        (TwoTerm::of(f64::from_bits(l[0])), TwoTerm::of(f64::from_bits(l[1])))
+        (
+            TwoTerm::of(f64::from_bits(l[0])),
+            TwoTerm::of(f64::from_bits(l[1])),
+        )
     }
     #[inline(always)]
     fn add(acc: &mut (TwoTerm, TwoTerm), l: [u64; 2]) {
@@ -421,8 +424,6 @@ impl Reduce<u64> for ExactF64<'_> {
     }
 }
 
-
-
 /// An element of a result made from the lane its reduction wrote (a
 /// wider lane, for complex values say, brings its own impls).
 pub trait FromLane<L: Lane> {
@@ -454,7 +455,11 @@ mod tests {
     #[test]
     fn complex_exact_f64_online_matches_the_general_reducer() {
         let comb = FloatSum(DType::F64);
-        let general = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64: false };
+        let general = ComplexReduce {
+            comb: &comb,
+            drop_zeros: false,
+            exact_f64: false,
+        };
         let mut s = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
             s ^= s << 13;
@@ -472,8 +477,9 @@ mod tests {
         let mut claimed = 0;
         for _ in 0..100_000 {
             let k = 1 + (next() % 9) as usize;
-            let g: Vec<[u64; 2]> =
-                (0..k).map(|_| [pick(next()).to_bits(), pick(next()).to_bits()]).collect();
+            let g: Vec<[u64; 2]> = (0..k)
+                .map(|_| [pick(next()).to_bits(), pick(next()).to_bits()])
+                .collect();
             let want = general.reduce(&g).unwrap();
             let mut acc = ComplexExactF64::start(g[0]);
             for &l in &g[1..] {
@@ -489,7 +495,10 @@ mod tests {
                 }
             }
         }
-        assert!(claimed > 10_000, "the online path claimed only {claimed} groups");
+        assert!(
+            claimed > 10_000,
+            "the online path claimed only {claimed} groups"
+        );
     }
 
     /// The fast exact path gives the builder's bits (combine_group then
@@ -517,7 +526,16 @@ mod tests {
             s ^= s << 17;
             s
         };
-        let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MAX, f64::MIN_POSITIVE, 5e-324];
+        let specials = [
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+        ];
         for _ in 0..200_000 {
             let k = 1 + (next() % 12) as usize;
             let mut g = Vec::with_capacity(k);
@@ -542,10 +560,16 @@ mod tests {
             let want = general.reduce(&g).unwrap();
             let got = fast.reduce(&g).unwrap();
             let same = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                (Some(a), Some(b)) => a == b || (f64::from_bits(a).is_nan() && f64::from_bits(b).is_nan()),
+                (Some(a), Some(b)) => {
+                    a == b || (f64::from_bits(a).is_nan() && f64::from_bits(b).is_nan())
+                }
                 (a, b) => a == b,
             };
-            assert!(same(got, want), "{:?}: {got:?} vs {want:?}", g.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>());
+            assert!(
+                same(got, want),
+                "{:?}: {got:?} vs {want:?}",
+                g.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>()
+            );
             let mut acc = ExactF64::start(g[0]);
             for &l in &g[1..] {
                 ExactF64::add(&mut acc, l);

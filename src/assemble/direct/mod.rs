@@ -43,6 +43,7 @@ pub use lane::{FromLane, Lane, OutValue};
 pub use out::OutIndex;
 
 use crate::assemble::builder::value_refusal;
+use crate::assemble::combine::FloatSum;
 use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, PushValue};
 use crate::assemble::key::KeyLayout;
 use crate::element::DType;
@@ -51,7 +52,6 @@ use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
 use band::{Bands, Form, Minor, Sink};
 use count::Counts;
 use input::{C128Bits, Checked, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
-use crate::assemble::combine::FloatSum;
 use lane::{CombineReduce, ExactF64};
 use out::{commit, room, Shared};
 use std::marker::PhantomData;
@@ -260,7 +260,11 @@ pub fn plan(
             1u64 << bbits,
         )
     };
-    let threads = if n < PARALLEL_MIN as u64 { 1 } else { opts.threads };
+    let threads = if n < PARALLEL_MIN as u64 {
+        1
+    } else {
+        opts.threads
+    };
     let ranges = n.div_ceil(CHUNK as u64) * 16;
     let fixed = buckets * 4 + ranges;
     let hist_limit = (budget / 16).min(budget.saturating_sub(fixed) / 4);
@@ -375,7 +379,10 @@ impl DirectPlan {
                     self.with_input(indices, v, F64Bits, &red, stop)
                 }
                 _ => {
-                    let src = Checked { dtype: self.dtype, policy: self.non_finite };
+                    let src = Checked {
+                        dtype: self.dtype,
+                        policy: self.non_finite,
+                    };
                     self.with_input(indices, values, src, &red, stop)
                 }
             };
@@ -435,7 +442,10 @@ impl DirectPlan {
                         self.with_input(indices, v, C128Bits, $red, stop)
                     }
                     _ => {
-                        let src = ComplexChecked { part, policy: self.non_finite };
+                        let src = ComplexChecked {
+                            part,
+                            policy: self.non_finite,
+                        };
                         self.with_input(indices, values, src, $red, stop)
                     }
                 }
@@ -522,7 +532,11 @@ impl DirectPlan {
     }
 
     /// The argument checks that need no pass over the data.
-    fn check_args<O: crate::element::Element, J: OutIndex>(&self, rank: usize, n: usize) -> Result<()> {
+    fn check_args<O: crate::element::Element, J: OutIndex>(
+        &self,
+        rank: usize,
+        n: usize,
+    ) -> Result<()> {
         if rank != self.shape.len() {
             return Err(Error::InvalidArgument(format!(
                 "{rank} index arrays for a rank-{} tensor",
@@ -655,11 +669,19 @@ impl DirectPlan {
         // the gathered lanes).
         let mut values: Vec<O> = room(n, "the result's values")?;
         let mut idx: Vec<J> = room(
-            if form == FormKind::Compressed { n } else { n * rank },
+            if form == FormKind::Compressed {
+                n
+            } else {
+                n * rank
+            },
             "the result's indices",
         )?;
         let mut ptr: Vec<J> = room(
-            if form == FormKind::Compressed { self.buckets as usize + 1 } else { 0 },
+            if form == FormKind::Compressed {
+                self.buckets as usize + 1
+            } else {
+                0
+            },
             "the result's pointers",
         )?;
         let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
@@ -702,7 +724,11 @@ impl DirectPlan {
         // bands covering every bucket, and the first band pointer 0.
         unsafe {
             commit(&mut values, done.nnz);
-            let per = if form == FormKind::Compressed { 1 } else { rank };
+            let per = if form == FormKind::Compressed {
+                1
+            } else {
+                rank
+            };
             commit(&mut idx, done.nnz * per);
             if form == FormKind::Compressed {
                 commit(&mut ptr, self.buckets as usize + 1);
@@ -726,7 +752,11 @@ impl DirectPlan {
 
     /// Count the contributions and cut the buckets into bands; None when
     /// a bucket holds more than a worker's share of the budget.
-    fn bands<In, M>(&self, input: &In, stop: Option<&AtomicBool>) -> Result<Option<(Counts, Bands)>, Failure>
+    fn bands<In, M>(
+        &self,
+        input: &In,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<(Counts, Bands)>, Failure>
     where
         In: Input,
         M: Minor,
@@ -756,7 +786,10 @@ impl DirectPlan {
         };
         // At least two bands per thread, so that every thread has work.
         let even = if self.threads > 1 {
-            (n as u64).div_ceil(2 * self.threads as u64).max(max_bucket).max(1)
+            (n as u64)
+                .div_ceil(2 * self.threads as u64)
+                .max(max_bucket)
+                .max(1)
         } else {
             u64::MAX
         };
@@ -913,11 +946,16 @@ mod tests {
         let rows: Vec<u32> = (0..n).map(&row).collect();
         let cols: Vec<u32> = (0..n).map(|i| (i % 1000) as u32).collect();
         let vals = vec![1.0f64; n];
-        let p = plan(&[1100, 1000], DType::F64, n as u64, &AssembleOptions::default())
-            .expect("fits")
-            .with_threads(1)
-            .with_chunk(400)
-            .with_band_bytes(100 * (40 * 12 + 4));
+        let p = plan(
+            &[1100, 1000],
+            DType::F64,
+            n as u64,
+            &AssembleOptions::default(),
+        )
+        .expect("fits")
+        .with_threads(1)
+        .with_chunk(400)
+        .with_band_bytes(100 * (40 * 12 + 4));
         let input = Matrix {
             major: &rows,
             minor: &cols,

@@ -21,13 +21,15 @@
 use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Checked, F64Bits, Held, IndexElem, One, Pair, Input, RawChecked, RawKeep, RecordKey,
-    Records, Source, Triples,
+    raw_decoder, Checked, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep,
+    RecordKey, Records, Source, Triples,
 };
 use crate::assemble::direct::lane::{
     raw_to_value, CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce,
 };
-use crate::assemble::direct::{bits_of, ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme};
+use crate::assemble::direct::{
+    bits_of, ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme,
+};
 use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::element::{DType, Value};
@@ -184,7 +186,14 @@ impl Drop for TurnGuard<'_> {
 
 /// The coordinates of band entries `from..` (bucket `lo + j` ending at
 /// `ends[j]`), two little-endian words each, into `out`, at most `n`.
-fn encode_entries<M: Minor>(lo: u64, minor: &[M], ends: &[u32], from: usize, n: usize, out: &mut Vec<u64>) {
+fn encode_entries<M: Minor>(
+    lo: u64,
+    minor: &[M],
+    ends: &[u32],
+    from: usize,
+    n: usize,
+    out: &mut Vec<u64>,
+) {
     out.clear();
     let to = (from + n).min(minor.len());
     let mut j = ends.partition_point(|&e| e as usize <= from);
@@ -208,7 +217,14 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
     // Bands are ordered by the sink itself (`Order`), by their offsets.
     const IN_ORDER: bool = false;
 
-    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[u64], ends: &[u32]) -> Result<(), Fault> {
+    fn put(
+        &self,
+        off: usize,
+        lo: u64,
+        minor: &[M],
+        lanes: &[u64],
+        ends: &[u32],
+    ) -> Result<(), Fault> {
         self.take_band(off, minor.len(), || match &self.in_place {
             Some(ip) => self.put_in_place(ip, off, lo, minor, lanes, ends),
             None => self
@@ -222,7 +238,14 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
 impl<M: Minor> BandSink<M, [u64; 2]> for FileSink<'_, '_, '_> {
     const IN_ORDER: bool = false;
 
-    fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[[u64; 2]], ends: &[u32]) -> Result<(), Fault> {
+    fn put(
+        &self,
+        off: usize,
+        lo: u64,
+        minor: &[M],
+        lanes: &[[u64; 2]],
+        ends: &[u32],
+    ) -> Result<(), Fault> {
         self.take_band(off, minor.len(), || {
             self.wait_turn(off)
                 .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o))
@@ -328,7 +351,9 @@ impl FileSink<'_, '_, '_> {
             let Some(b) = minor.get(start..end) else {
                 return Err(Fault::BadInput);
             };
-            if b.iter().any(|m| m.to_u64() >= ip.shape[1]) || b.windows(2).any(|p| p[0].to_u64() >= p[1].to_u64()) {
+            if b.iter().any(|m| m.to_u64() >= ip.shape[1])
+                || b.windows(2).any(|p| p[0].to_u64() >= p[1].to_u64())
+            {
                 return Err(Fault::BadInput);
             }
             start = end;
@@ -341,23 +366,36 @@ impl FileSink<'_, '_, '_> {
             .unwrap_or_default();
         let r = self.write_in_place(ip, &mut sc, off, lo, minor, lanes, ends);
         let r = r.and_then(|()| {
-            let first = (lo + ends.partition_point(|&e| e == 0) as u64, minor[0].to_u64());
+            let first = (
+                lo + ends.partition_point(|&e| e == 0) as u64,
+                minor[0].to_u64(),
+            );
             let last = (lo + rows as u64 - 1, minor[w - 1].to_u64());
             let mut o = self.wait_turn(off)?;
             if o.last.is_some_and(|l| l >= first) {
                 return Err(Fault::BadInput);
             }
             let vt = w.min(128);
-            let vlast: Vec<u8> = lanes[w - vt..].iter().flat_map(|l| l.to_le_bytes()).collect();
+            let vlast: Vec<u8> = lanes[w - vt..]
+                .iter()
+                .flat_map(|l| l.to_le_bytes())
+                .collect();
             let mut ilast = Vec::new();
             let it = w.min(64);
             encode_entries(lo, minor, ends, w - it, it, &mut ilast);
-            let ibytes: Vec<u8> = ilast.iter().flat_map(|x| u64::from_le(*x).to_le_bytes()).collect();
+            let ibytes: Vec<u8> = ilast
+                .iter()
+                .flat_map(|x| u64::from_le(*x).to_le_bytes())
+                .collect();
             o.values.append(&sc.values, &vlast);
             o.indices.append(&sc.indices, &ibytes);
             o.last = Some(last);
             let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = g.tw.placed_commit(w as u64, &[last.0, last.1], lanes.iter().map(|&l| f64::from_bits(l))) {
+            if let Err(e) = g.tw.placed_commit(
+                w as u64,
+                &[last.0, last.1],
+                lanes.iter().map(|&l| f64::from_bits(l)),
+            ) {
                 return Err(self.failed(e));
             }
             drop(g);
@@ -392,7 +430,10 @@ impl FileSink<'_, '_, '_> {
                 sc.words.extend(c.iter().map(|l| l.to_le()));
                 sc.values.push_le(&sc.words);
                 ip.placed
-                    .write_values((off + k * PLACE_CHUNK) as u64, bytemuck::cast_slice(&sc.words))
+                    .write_values(
+                        (off + k * PLACE_CHUNK) as u64,
+                        bytemuck::cast_slice(&sc.words),
+                    )
                     .map_err(|e| self.failed(e))?;
             }
         }
@@ -410,7 +451,13 @@ impl FileSink<'_, '_, '_> {
     }
 
     /// One band through the tensor writer's `push_batch`, in its turn.
-    fn put_staged<M: Minor, L: StagedLane>(&self, lo: u64, minor: &[M], lanes: &[L], ends: &[u32]) -> Result<(), Fault> {
+    fn put_staged<M: Minor, L: StagedLane>(
+        &self,
+        lo: u64,
+        minor: &[M],
+        lanes: &[L],
+        ends: &[u32],
+    ) -> Result<(), Fault> {
         let mut g = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *g;
         let rank = self.rank;
@@ -427,7 +474,11 @@ impl FileSink<'_, '_, '_> {
                         tuple[*major] = bucket;
                         tuple[1 - major] = m.to_u64();
                     }
-                    Tuple::Packed { shifts, bits, split } => {
+                    Tuple::Packed {
+                        shifts,
+                        bits,
+                        split,
+                    } => {
                         let key = (bucket << split) | m.to_u64();
                         for (d, (&s, &b)) in shifts.iter().zip(bits.iter()).enumerate() {
                             let mask = if b == 0 { 0 } else { u64::MAX >> (64 - b) };
@@ -507,44 +558,61 @@ impl DirectPlan {
             },
         };
         let filled = self.to_file(path, opts, |sink| {
-        let proto = Records {
-            bytes,
-            rec,
-            shape: &self.shape,
-            key,
-            decode,
-            source: (),
-            release,
-        };
-        
-        let checked = self.dtype.is_float() && self.non_finite != NonFinitePolicy::Keep;
-        // Row, column, f64 records lying aligned: read as [u64; 3].
-        let triples = match (&self.scheme, self.dtype) {
-            (Scheme::Matrix { major }, DType::F64) => Triples::<()>::cast(bytes).map(|recs| Triples {
-                recs,
-                major: *major,
-                shape: [self.shape[0], self.shape[1]],
+            let proto = Records {
+                bytes,
+                rec,
+                shape: &self.shape,
+                key,
+                decode,
                 source: (),
                 release,
-            }),
-            _ => None,
-        };
-        macro_rules! run_with {
-            ($red:expr) => {
-                match (&triples, checked) {
-                    (Some(t), true) => self.stream(&t.with_source(RawChecked { policy: self.non_finite }), $red, sink, true),
-                    (Some(t), false) => self.stream(&t.with_source(RawKeep), $red, sink, true),
-                    (None, true) => self.stream(&proto.with_source(RawChecked { policy: self.non_finite }), $red, sink, true),
-                    (None, false) => self.stream(&proto.with_source(RawKeep), $red, sink, true),
-                }
             };
-        }
-        with_file_reducer!(self, red => run_with!(red))
+
+            let checked = self.dtype.is_float() && self.non_finite != NonFinitePolicy::Keep;
+            // Row, column, f64 records lying aligned: read as [u64; 3].
+            let triples = match (&self.scheme, self.dtype) {
+                (Scheme::Matrix { major }, DType::F64) => {
+                    Triples::<()>::cast(bytes).map(|recs| Triples {
+                        recs,
+                        major: *major,
+                        shape: [self.shape[0], self.shape[1]],
+                        source: (),
+                        release,
+                    })
+                }
+                _ => None,
+            };
+            macro_rules! run_with {
+                ($red:expr) => {
+                    match (&triples, checked) {
+                        (Some(t), true) => self.stream(
+                            &t.with_source(RawChecked {
+                                policy: self.non_finite,
+                            }),
+                            $red,
+                            sink,
+                            true,
+                        ),
+                        (Some(t), false) => self.stream(&t.with_source(RawKeep), $red, sink, true),
+                        (None, true) => self.stream(
+                            &proto.with_source(RawChecked {
+                                policy: self.non_finite,
+                            }),
+                            $red,
+                            sink,
+                            true,
+                        ),
+                        (None, false) => self.stream(&proto.with_source(RawKeep), $red, sink, true),
+                    }
+                };
+            }
+            with_file_reducer!(self, red => run_with!(red))
         })?;
         Ok(match filled {
             Filled::Done(s) => Some(s),
             // The builder names a refused record or a failed coordinate.
-            Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
+            Filled::NotHere
+            | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
             Filled::Failed(f) => return Err(self.failure_error(f)),
         })
     }
@@ -613,7 +681,8 @@ impl DirectPlan {
         };
         Ok(match filled {
             Filled::Done(s) => Some(s),
-            Filled::NotHere | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
+            Filled::NotHere
+            | Filled::Failed(Failure::Fault(Fault::BadInput) | Failure::Combine { .. }) => None,
             Filled::Failed(f) => return Err(self.failure_error(f)),
         })
     }
@@ -681,7 +750,9 @@ impl DirectPlan {
             // The builder's error for the same contributions.
             Filled::Failed(f) => match self.outcome::<I, V, f64, u64>(Err(f), indices, values) {
                 Err(e) => Err(e),
-                Ok(_) => Err(Error::Poisoned("in-memory assembly (a failure without an error)")),
+                Ok(_) => Err(Error::Poisoned(
+                    "in-memory assembly (a failure without an error)",
+                )),
             },
         }
     }
@@ -739,7 +810,9 @@ impl DirectPlan {
         };
         // A COO f64 matrix in row order: written in place by every thread.
         let in_place = match (&tuple, self.shape.as_slice()) {
-            (Tuple::Matrix { major: 0 }, &[rows, cols]) if self.layout == crate::options::OutputLayout::Coo => {
+            (Tuple::Matrix { major: 0 }, &[rows, cols])
+                if self.layout == crate::options::OutputLayout::Coo =>
+            {
                 tw.placed()?.map(|placed| InPlace {
                     placed,
                     shape: [rows, cols],
@@ -788,7 +861,9 @@ impl DirectPlan {
         };
         staged.flush()?;
         if in_place.is_some() {
-            staged.tw.placed_end(order.values.digest(), order.indices.digest())?;
+            staged
+                .tw
+                .placed_end(order.values.digest(), order.indices.digest())?;
         }
         drop(staged);
         let t_write = Instant::now();
@@ -867,7 +942,11 @@ impl DirectPlan {
         };
         // More than two reads of an input file in all: not this path.
         let chunks = counts.ranges.len() as u64;
-        if file && bands.chunk_visits(&counts.ranges).is_none_or(|v| v > 2 * chunks.max(1)) {
+        if file
+            && bands
+                .chunk_visits(&counts.ranges)
+                .is_none_or(|v| v > 2 * chunks.max(1))
+        {
             return Ok(None);
         }
         // What the buffers hold at most: the counts, the chunk ranges, the
@@ -879,7 +958,9 @@ impl DirectPlan {
         let scratch = bands.max_entries as u64 * entry
             + bands.max_buckets as u64 * 4
             + bands.max_bucket as u64 * sort_entry;
-        let hist = self.hist_limit.min((self.threads as u64 - 1) * self.buckets * 4);
+        let hist = self
+            .hist_limit
+            .min((self.threads as u64 - 1) * self.buckets * 4);
         let peak = self.buckets * 4 + chunks * 16 + hist + threads * scratch;
         match band::run::<In, R, M, _>(input, red, &counts, &bands, self.threads, sink, None) {
             Ok(d) => Ok(Some((d.nnz as u64, d.dropped, peak))),
@@ -957,7 +1038,12 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
             if x.is_negative() {
                 if !opts.skip_negative {
                     let extent = shape[d];
-                    return Err(Error::bad_index(i as u64, d, x.widen() as i64 as i128, extent));
+                    return Err(Error::bad_index(
+                        i as u64,
+                        d,
+                        x.widen() as i64 as i128,
+                        extent,
+                    ));
                 }
                 negative = true;
             }

@@ -1,5 +1,5 @@
 //! MPI tests of the distributed builder (issue 13), run by
-//! `cargo test --release --features mpi --test mpi`.
+//! `cargo test --release -p coo-assembler-mpi`.
 //!
 //! This file is both the driver and the MPI program (`harness = false`):
 //! run plainly, it starts `mpirun -n K <this executable> worker <case> <dir>`
@@ -28,21 +28,18 @@
 //!   the member write) makes every rank return an error, and nothing is
 //!   left in the output directory; in per-rank mode, files that were at
 //!   the targets before are left as they were.
-//! - CLI (driven from here, not a worker case): `mpirun -n K coo-assembler
-//!   assemble --mpi` on a bin file (f64 sums, i32 max), converted with
-//!   `composite to-coo`, is byte-identical to the single-process
-//!   `assemble` (at 2 ranks also with `--per-rank-files` and the printed
-//!   `composite join`); the same with `--layout csr` (converted with
-//!   `convert --to csr`, and `--to csc` against `assemble --layout csc`);
-//!   an out-of-range record on one rank's share fails every rank and leaves
-//!   only the input.
+//!
+//! The command line's `assemble --mpi` is tested in the CLI crate
+//! (`cli/tests/mpi.rs`, feature `mpi`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use coo_assembler::mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
 use coo_assembler::{
     AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error, HurrayFile, OutputLayout,
 };
+use coo_assembler_mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
+use coo_assembler_testkit::reference::composite_members;
+use coo_assembler_testkit::{clustered, find_program};
 use mpi::traits::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,14 +50,7 @@ const N: u64 = 200_000;
 /// Contribution `i`: a clustered coordinate (many duplicates) and a value
 /// whose magnitude varies wildly.
 fn contribution(i: u64) -> ([u64; 2], f64) {
-    let mut z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z ^= z >> 29;
-    let row = (z % 400) * (z % 3 + 1) % SHAPE[0];
-    let col = (z >> 20) % 60 + row % 7 * 60;
-    let mant = ((z >> 40) % 1_000_003) as f64 / 1_000_003.0 - 0.5;
-    let exp = ((z >> 8) % 41) as i32 - 20;
-    ([row, col], mant * 10f64.powi(exp))
+    clustered(i, SHAPE)
 }
 
 /// Which rank pushes contribution `i`, and in which order (reversed on odd ranks).
@@ -91,16 +81,9 @@ fn single(path: &Path, layout: OutputLayout) {
 }
 
 fn reference_accepts(path: &Path, members: usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let file = tokio::fs::File::open(path).await.unwrap();
-        let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
-        let c = r.read_composite("K").await.unwrap();
-        assert_eq!(c.members.len(), members);
-        assert_eq!(c.head.shape.dims(), &SHAPE[..]);
-    });
+    let (shape, n) = composite_members(path, "K");
+    assert_eq!(n, members);
+    assert_eq!(shape, SHAPE);
 }
 
 /// Options of a run: `budget` per rank, `layout` members, spills in `dir`.
@@ -456,196 +439,6 @@ fn worker(case: &str, dir: &Path) {
     println!("worker {case} rank {rank} OK");
 }
 
-/// A bin input of `n` records (two u64 indices, then an f64 or i32 value)
-/// with many duplicates.
-fn bin_input(path: &Path, n: u64, dtype: &str) {
-    let mut bytes = Vec::new();
-    for i in 0..n {
-        let ([r, c], v) = contribution(i);
-        bytes.extend_from_slice(&r.to_le_bytes());
-        bytes.extend_from_slice(&c.to_le_bytes());
-        if dtype == "i32" {
-            bytes.extend_from_slice(&((v * 1e6) as i32).to_le_bytes());
-        } else {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-    std::fs::write(path, bytes).unwrap();
-}
-
-/// `assemble --mpi` under mpirun against the single-process `assemble`.
-fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str, layout: &str) -> Result<(), String> {
-    let exe = Path::new(env!("CARGO_BIN_EXE_coo-assembler"));
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.bin");
-    bin_input(&input, 60_000, dtype);
-    let run = |cmd: &mut Command| -> Result<String, String> {
-        let out = cmd
-            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if out.status.success() {
-            Ok(text)
-        } else {
-            Err(text)
-        }
-    };
-    let common = |shape: &str| -> Vec<String> {
-        [
-            "assemble",
-            "--input",
-            "in.bin",
-            "--shape",
-            shape,
-            "--dtype",
-            dtype,
-            "--duplicates",
-            dup,
-            "--name",
-            "K",
-            "--memory-budget",
-            "6MiB",
-            "--layout",
-            layout,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let shape = format!("{},{}", SHAPE[0], SHAPE[1]);
-    run(Command::new(mpirun)
-        .current_dir(dir.path())
-        .args(["-n", &k.to_string(), "--oversubscribe"])
-        .arg(exe)
-        .args(common(&shape))
-        .args(["--mpi", "-o", "comp.hrry"]))?;
-    run(Command::new(exe)
-        .current_dir(dir.path())
-        .args(common(&shape))
-        .args(["-q", "-o", "single.hrry"]))?;
-    // To one tensor of the members' layout.
-    let to_plain = |from: &str, to: &str| {
-        run(Command::new(exe)
-            .current_dir(dir.path())
-            .args(["convert", "-q", from, to, "--to", layout]))
-    };
-    to_plain("comp.hrry", "conv.hrry")?;
-    let read = |n: &str| std::fs::read(dir.path().join(n)).unwrap();
-    if read("conv.hrry") != read("single.hrry") {
-        return Err("the converted composite differs from the single-process file".into());
-    }
-    reference_accepts(&dir.path().join("comp.hrry"), k);
-    if layout != "coo" {
-        let info = run(Command::new(exe)
-            .current_dir(dir.path())
-            .args(["info", "comp.hrry"]))?;
-        if !info.contains(&format!("\"K.part0\": {} box", layout.to_uppercase())) {
-            return Err(format!("info does not show {layout} members: {info}"));
-        }
-        // And to CSC, by way of COO, as `assemble --layout csc` writes it.
-        let mut args = common(&shape);
-        let at = args.iter().position(|a| a == layout).unwrap();
-        args[at] = "csc".into();
-        run(Command::new(exe).current_dir(dir.path()).args(args).args([
-            "-q",
-            "-o",
-            "single-csc.hrry",
-        ]))?;
-        run(Command::new(exe).current_dir(dir.path()).args([
-            "convert",
-            "-q",
-            "comp.hrry",
-            "csc.hrry",
-            "--to",
-            "csc",
-        ]))?;
-        if read("csc.hrry") != read("single-csc.hrry") {
-            return Err(
-                "the composite converted to CSC differs from the single-process CSC".into(),
-            );
-        }
-        for f in ["csc.hrry", "single-csc.hrry"] {
-            std::fs::remove_file(dir.path().join(f)).map_err(|e| format!("{f}: {e}"))?;
-        }
-    } else {
-        // The composite's own command gives the same COO.
-        run(Command::new(exe).current_dir(dir.path()).args([
-            "composite",
-            "to-coo",
-            "comp.hrry",
-            "conv2.hrry",
-        ]))?;
-        if read("conv2.hrry") != read("single.hrry") {
-            return Err("composite to-coo differs from the single-process file".into());
-        }
-        std::fs::remove_file(dir.path().join("conv2.hrry")).map_err(|e| e.to_string())?;
-    }
-    if k == 2 {
-        // Per-rank files, then the join command rank 0 prints.
-        let text = run(Command::new(mpirun)
-            .current_dir(dir.path())
-            .args(["-n", &k.to_string(), "--oversubscribe"])
-            .arg(exe)
-            .args(common(&shape))
-            .args(["--mpi", "--per-rank-files", "-q", "-o", "pr.hrry"]))?;
-        let join = text
-            .lines()
-            .find_map(|l| l.strip_prefix("coo-assembler composite join "))
-            .ok_or(format!("no join command printed: {text}"))?;
-        run(Command::new(exe)
-            .current_dir(dir.path())
-            .args(["composite", "join"])
-            .args(join.split(' ')))?;
-        to_plain("pr.hrry", "prconv.hrry")?;
-        if read("prconv.hrry") != read("single.hrry") {
-            return Err("per-rank files joined differ from the single-process file".into());
-        }
-        for f in ["pr.hrry", "pr.part0.hrry", "pr.part1.hrry", "prconv.hrry"] {
-            std::fs::remove_file(dir.path().join(f)).map_err(|e| format!("{f}: {e}"))?;
-        }
-    }
-    // Rows beyond a smaller shape sit in some rank's share: every rank
-    // fails, nothing is written.
-    for f in ["comp.hrry", "conv.hrry", "single.hrry"] {
-        std::fs::remove_file(dir.path().join(f)).unwrap();
-    }
-    let small = format!("{},{}", SHAPE[0] / 2, SHAPE[1]);
-    match run(Command::new(mpirun)
-        .current_dir(dir.path())
-        .args(["-n", &k.to_string(), "--oversubscribe"])
-        .arg(exe)
-        .args(common(&small))
-        .args(["--mpi", "-o", "bad.hrry"]))
-    {
-        Ok(_) => return Err("an out-of-range record was accepted".into()),
-        Err(text) if !text.contains("out of range") => {
-            return Err(format!("unexpected failure: {text}"))
-        }
-        Err(_) => {}
-    }
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    if left.len() != 1 {
-        return Err(format!("a failed run left {left:?}"));
-    }
-    Ok(())
-}
-
-fn mpirun() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("mpirun"))
-        .find(|p| p.is_file())
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("worker") {
@@ -653,7 +446,7 @@ fn main() {
         return;
     }
     // `cargo test` passes harness flags (e.g. --nocapture): ignored.
-    let Some(mpirun) = mpirun() else {
+    let Some(mpirun) = find_program("mpirun") else {
         println!("SKIPPED: mpirun is not on the PATH (install openmpi-bin and libopenmpi-dev)");
         return;
     };
@@ -690,17 +483,6 @@ fn main() {
             if case == "fail" && !left.is_empty() {
                 failed.push(format!("{case} with {k} ranks left {} files", left.len()));
             }
-        }
-    }
-    for (k, dtype, dup, layout) in [
-        (2, "f64", "sum", "coo"),
-        (3, "i32", "max", "coo"),
-        (4, "f64", "sum", "coo"),
-        (2, "f64", "sum", "csr"),
-    ] {
-        match cli(&mpirun, k, dtype, dup, layout) {
-            Ok(()) => println!("test mpi cli {dtype} {dup} {layout} x{k} ... ok"),
-            Err(e) => failed.push(format!("cli {dtype} {dup} {layout} with {k} ranks: {e}")),
         }
     }
     if !failed.is_empty() {

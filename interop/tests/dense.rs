@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::mixed;
-use coo_assembler::hurray::descriptor::field;
+use coo_assembler::internals::hurray::descriptor::field;
 use coo_assembler::{Error, ErrorKind, HurrayFile, Layout, LayoutKind, ReadOptions, Tensor, Value};
 
 fn permissive() -> ReadOptions {

@@ -7,10 +7,10 @@
 //! than that buffer of it.
 
 use super::DistBuilder;
-use crate::element::Element;
-use crate::error::{Error, Result};
-use crate::fs::ctx::IoCtx;
-use crate::input::check_bin_length;
+use coo_assembler::input::check_bin_length;
+use coo_assembler::internals::fs::ctx::IoCtx;
+use coo_assembler::Element;
+use coo_assembler::{Error, Result};
 use mpi::traits::Communicator;
 use std::path::Path;
 
@@ -81,7 +81,7 @@ impl<C: Communicator> DistBuilder<'_, C> {
                     *i = u64::from_le_bytes(le(&r[8 * d..]));
                 }
                 let v = &r[8 * rank..];
-                let pushed = crate::with_element_type!(dtype, T => self.push(&idx, <T as Element>::from_le(v)));
+                let pushed = coo_assembler::with_element_type!(dtype, T => self.push(&idx, <T as Element>::from_le(v)));
                 if let Err(e) = pushed {
                     let record = at + j as u64;
                     return Err(Error::Input {

@@ -1,13 +1,9 @@
-//! Test helper: assemble Hurray files from the codec's `encode` functions,
+//! Hand-built Hurray files: assemble them from the codec's `encode` functions,
 //! with hooks to tamper with descriptors and index entries.
-#![allow(dead_code)]
 
-pub mod mixed;
-pub mod reference;
-
-use coo_assembler::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
-use coo_assembler::hurray::statistics::*;
-use coo_assembler::hurray::{
+use coo_assembler::internals::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
+use coo_assembler::internals::hurray::statistics::*;
+use coo_assembler::internals::hurray::{
     align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics,
     Trailer,
 };
@@ -263,7 +259,11 @@ pub fn build_with(
         index_length: lay.index_len,
         kv_offset: lay.kv_offset,
         kv_length: lay.kv_len as u32,
-        index_crc32c: if opts.crc { crc32c::crc32c(&ib) } else { 0 },
+        index_crc32c: if opts.crc {
+            coo_assembler::internals::hurray::crc32c::crc32c(&ib)
+        } else {
+            0
+        },
     };
     lay.trailer_offset = out.len() as u64;
     out.extend_from_slice(&tr.encode());
@@ -280,7 +280,7 @@ pub fn fix_crc(bytes: &mut [u8]) -> bool {
     let Some(end) = io.checked_add(il).filter(|&e| e <= t as u64) else {
         return false;
     };
-    let crc = crc32c::crc32c(&bytes[io as usize..end as usize]);
+    let crc = coo_assembler::internals::hurray::crc32c::crc32c(&bytes[io as usize..end as usize]);
     bytes[t + 28..t + 32].copy_from_slice(&crc.to_le_bytes());
     true
 }

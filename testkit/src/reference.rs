@@ -96,3 +96,15 @@ impl RefFile {
         self.rt.block_on(self.reader.read_composite(name)).unwrap()
     }
 }
+
+/// The shape and the member count of the partition composite `name` in
+/// the file at `path`, as the reference reader (`read_composite`) decodes
+/// it: it panics when the reader refuses the file.
+pub fn composite_members(path: &Path, name: &str) -> (Vec<u64>, usize) {
+    block_on(async {
+        let file = tokio::fs::File::open(path).await.unwrap();
+        let mut r = FileReader::open(file).await.unwrap();
+        let c = r.read_composite(name).await.unwrap();
+        (c.head.shape.dims().to_vec(), c.members.len())
+    })
+}

@@ -2,7 +2,7 @@
 //! the pushed rows so that every rank receives about as many entries.
 //! Pure functions (no MPI), unit-tested here.
 
-use crate::error::{Error, Result};
+use coo_assembler::{Error, Result};
 
 /// Rows kept per rank for choosing the ranges.
 pub const SAMPLE_ROWS: usize = 4096;

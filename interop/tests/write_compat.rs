@@ -1,7 +1,7 @@
 //! Files from our writer read back through the reference reader
 //! (hurray-io 0.1.0), under both tail paddings.
 
-use coo_assembler::hurray::KvValue;
+use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::DType;
 

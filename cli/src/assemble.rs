@@ -267,9 +267,9 @@ mod mpi_run {
     use super::{assemble_options, open_source, AssembleArgs};
     use crate::{parse_list, usage};
     use coo_assembler::input::{Compression, InputFormat};
-    use coo_assembler::mpi::{DistBuilder, DistOptions};
     use coo_assembler::vocab::format_size;
     use coo_assembler::{AssembleOptions, DType};
+    use coo_assembler_mpi::{DistBuilder, DistOptions};
     use mpi::traits::*;
     use std::path::Path;
     use std::process::ExitCode;

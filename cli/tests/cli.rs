@@ -1030,7 +1030,7 @@ fn verify_reports_each_broken_content_rule() {
     st.value_max = 9.0;
     t.stats = Some(st);
     let mut kv = checksums(&t);
-    kv[1].1 = coo_assembler::hurray::KvValue::U64(42);
+    kv[1].1 = coo_assembler::internals::hurray::KvValue::U64(42);
     let (b, _) = build(std::slice::from_ref(&t), &kv, Opts::default());
     let p = w.input("stats.hrry", &b);
     let o = run(&["verify", s(&p)]);

@@ -22,7 +22,7 @@
 //!    budget and stay below 2^31 - 1 words (MPI counts and displacements
 //!    are C ints);
 //! 3. **assembly**: the owner pushes what it receives (local row indices)
-//!    into an ordinary [`crate::Builder`] over its row band, which sorts,
+//!    into an ordinary [`coo_assembler::Builder`] over its row band, which sorts,
 //!    spills and merges under half the budget with exact sums, and writes a
 //!    private plain file;
 //! 4. **write**: member sizes are exchanged (exclusive scan), every rank
@@ -65,20 +65,20 @@ pub mod ranges;
 mod runs;
 mod stash;
 
-use crate::assemble::builder::{check_coordinate, raw_value};
-use crate::assemble::combine::{CombinerKind, PushValue};
-use crate::composite::{
+use combine::{sort_and_combine, Precombine};
+use coo_assembler::internals::assemble::builder::{check_coordinate, raw_value};
+use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
+use coo_assembler::internals::composite::{
     first_member_offset, member_name, write_frame, write_member, Placed, Prepared, PLACED_WORDS,
 };
-use crate::element::DType;
-use crate::error::{Error, Result};
-use crate::fs::ctx::IoCtx;
-use crate::fs::names::{output_temp_name, parent_dir, random_u64, TempName};
-use crate::fs::output::{open_shared, AtomicOutput, ReplaceInput};
-use crate::hurray::composite::{CompositeHead, RULE_PARTITION};
-use crate::options::{AssembleOptions, DuplicatePolicy};
-use crate::{Builder, Summary};
-use combine::{sort_and_combine, Precombine};
+use coo_assembler::internals::fs::ctx::IoCtx;
+use coo_assembler::internals::fs::names::{output_temp_name, parent_dir, random_u64, TempName};
+use coo_assembler::internals::fs::output::{open_shared, AtomicOutput, ReplaceInput};
+use coo_assembler::internals::hurray::composite::{CompositeHead, RULE_PARTITION};
+use coo_assembler::DType;
+use coo_assembler::{AssembleOptions, DuplicatePolicy};
+use coo_assembler::{Builder, Summary};
+use coo_assembler::{Error, Result};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
@@ -267,7 +267,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             }
             // CSR and CSC members hold matrices only.
             opts.assemble.layout.check_rank(shape.len())?;
-            if shape.len() < 2 || shape.len() > crate::hurray::MAX_RANK {
+            if shape.len() < 2 || shape.len() > coo_assembler::internals::hurray::MAX_RANK {
                 return Err(Error::InvalidOptions(format!(
                     "distributed assembly partitions rows: rank {} must be 2..=64",
                     shape.len()
@@ -372,7 +372,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     /// node-local disk): one tensor named `<tensor_name>.part<rank>` of
     /// shape `[rows owned, ...]` with row indices local to the band, which
     /// starts at global row `DistSummary::rows.start`. `coo-assembler
-    /// composite join` (or [`crate::composite::join`]) combines the files
+    /// composite join` (or [`coo_assembler::internals::composite::join`]) combines the files
     /// into the composite `finish` would have written. The files are
     /// published only if every rank succeeded; otherwise every rank returns
     /// an error and removes its file.

@@ -15,14 +15,14 @@
 //!   mpirun -n 4 --oversubscribe target/release/examples/assemble_fem_mpi -- --n 30 --compare
 //! ```
 
-#[path = "assemble_fem.rs"]
+#[path = "../../examples/assemble_fem.rs"]
 #[allow(dead_code)]
 mod fem;
 
-use coo_assembler::mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
 use coo_assembler::{
     parse_size, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, OutputLayout, Value,
 };
+use coo_assembler_mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
 use fem::{elasticity, laplace, CORNERS};
 use mpi::traits::*;
 use std::path::PathBuf;

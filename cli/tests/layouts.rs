@@ -185,7 +185,7 @@ fn check_against_reference(
     assert_eq!(t.stats_nnz, Some(oracle.len() as u64));
     let want = expected_buffers(oracle, shape, dt, csc);
     assert_eq!(t.buffers.len(), 3);
-    for (k, name) in coo_assembler::hurray::kv::buffer_names(layout)
+    for (k, name) in coo_assembler::internals::hurray::kv::buffer_names(layout)
         .iter()
         .enumerate()
     {
@@ -193,7 +193,7 @@ fn check_against_reference(
             t.buffers[k] == want[k],
             "{layout} {dt} {shape:?}: buffer {name} differs"
         );
-        let key = coo_assembler::hurray::kv::checksum_key("M", name);
+        let key = coo_assembler::internals::hurray::kv::checksum_key("M", name);
         let h =
             t.kv.iter()
                 .find(|(k, _)| *k == key)

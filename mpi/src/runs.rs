@@ -21,9 +21,9 @@
 //! outgoing buffer it no longer needs once the stash is drained.
 
 use super::combine::{sort_and_combine, Precombine};
-use crate::element::DType;
-use crate::error::Result;
-use crate::fs::ctx::IoCtx;
+use coo_assembler::internals::fs::ctx::IoCtx;
+use coo_assembler::DType;
+use coo_assembler::Result;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -24,9 +24,9 @@
 //! see. `last` is refused by the distributed builder (the order of
 //! contributions from different ranks is not defined).
 
-use crate::assemble::combine::{CombinerKind, PushValue};
-use crate::assemble::exact::ExactSum;
-use crate::element::DType;
+use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
+use coo_assembler::internals::assemble::exact::ExactSum;
+use coo_assembler::DType;
 
 /// How a rank may combine the records it sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -185,7 +185,7 @@ fn read_back(path: &Path) -> BTreeMap<Vec<u64>, Value> {
 }
 
 fn manifest_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/composites.txt")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden/composites.txt")
 }
 
 /// `name length xxh3-64` of a file.
@@ -406,7 +406,7 @@ fn open_tells_plain_from_composite() {
     ));
     // A broken composite is the composite reader's error, not a plain one.
     let mut broken = std::fs::read(&comp).unwrap();
-    let head_rule = coo_assembler::hurray::composite::head_field::composition_rule(2);
+    let head_rule = coo_assembler::internals::hurray::composite::head_field::composition_rule(2);
     broken[(64 + head_rule) as usize] = 0x09;
     let b = dir.path().join("broken.hrry");
     std::fs::write(&b, &broken).unwrap();

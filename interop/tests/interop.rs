@@ -114,7 +114,7 @@ impl Raw {
             .flat_map(|(i, _)| i.iter().flat_map(|x| x.to_le_bytes()))
             .collect()
     }
-    fn our_stats(&self) -> coo_assembler::hurray::Statistics {
+    fn our_stats(&self) -> coo_assembler::internals::hurray::Statistics {
         let t = common::T {
             name: self.name.clone(),
             dtype: self.dtype,

@@ -1,7 +1,7 @@
 //! Element types: the Hurray type tag, width, names, and typed access.
 
 use crate::error::{Error, Result};
-use half::{bf16, f16};
+pub use crate::narrow::{BF16, F16};
 use std::fmt;
 
 crate::vocab::vocabulary! {
@@ -209,8 +209,8 @@ impl DType {
     /// even), widened back to f64; `v` itself for any other type.
     pub(crate) fn round_float(self, v: f64) -> f64 {
         match self {
-            DType::F16 => f16::from_f64(v).to_f64(),
-            DType::BF16 => bf16_nearest(v).to_f64(),
+            DType::F16 => F16::from_f64(v).to_f64(),
+            DType::BF16 => BF16::from_f64(v).to_f64(),
             DType::F32 => v as f32 as f64,
             _ => v,
         }
@@ -280,8 +280,8 @@ impl DType {
             a
         };
         match self {
-            DType::F16 => Value::Float(f16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
-            DType::BF16 => Value::Float(bf16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
+            DType::F16 => Value::Float(F16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
+            DType::BF16 => Value::Float(BF16::from_le_bytes([bytes[0], bytes[1]]).to_f64()),
             DType::F32 => {
                 Value::Float(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64)
             }
@@ -383,8 +383,8 @@ impl Value {
             (Value::Complex(..), _) | (_, DType::C64 | DType::C128) => return None,
             (Value::Float(v), DType::F64) => put(&v.to_le_bytes()),
             (Value::Float(v), DType::F32) => put(&(v as f32).to_le_bytes()),
-            (Value::Float(v), DType::F16) => put(&f16::from_f64(v).to_le_bytes()),
-            (Value::Float(v), DType::BF16) => put(&bf16_nearest(v).to_le_bytes()),
+            (Value::Float(v), DType::F16) => put(&F16::from_f64(v).to_le_bytes()),
+            (Value::Float(v), DType::BF16) => put(&BF16::from_f64(v).to_le_bytes()),
             (Value::Float(_), _) => return None,
             (_, d) if d.is_float() => return None,
             (v, d) => {
@@ -492,9 +492,9 @@ pub fn format_float(v: f64, dtype: DType) -> String {
             let back = |t: &str| -> Option<u64> {
                 let x: f64 = t.parse().ok()?;
                 Some(if dtype == DType::F16 {
-                    f16::from_f64(x).to_bits().into()
+                    F16::from_f64(x).to_bits().into()
                 } else {
-                    bf16_nearest(x).to_bits().into()
+                    BF16::from_f64(x).to_bits().into()
                 })
             };
             let want = back(&format!("{v:e}"));
@@ -563,7 +563,7 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 
 /// Run code generic over [`Element`] for a run-time element type: the one
 /// dispatch from a [`DType`] to its Rust type (`f64` for [`DType::F64`],
-/// `half::f16`, `half::bf16`, `i8` ... `u64`, [`crate::Complex`]`<f32>` /
+/// [`F16`], [`BF16`], `i8` ... `u64`, [`crate::Complex`]`<f32>` /
 /// `<f64>`, [`Bit`]), so a new element type is one arm here.
 ///
 /// - `with_element_type!(d, T => body)`: `body` once per type, `T` the
@@ -618,12 +618,12 @@ macro_rules! with_element_type {
         match $dtype {
             $crate::DType::F16 => {
                 #[allow(dead_code)]
-                type $H = $crate::__half::f16;
+                type $H = $crate::__element::F16;
                 $narrow
             }
             $crate::DType::BF16 => {
                 #[allow(dead_code)]
-                type $H = $crate::__half::bf16;
+                type $H = $crate::__element::BF16;
                 $narrow
             }
             $crate::DType::F32 => {
@@ -856,7 +856,7 @@ impl_element!(u16, DType::U16, UInt, u64);
 impl_element!(u32, DType::U32, UInt, u64);
 impl_element!(u64, DType::U64, UInt, u64);
 
-impl Element for f16 {
+impl Element for F16 {
     const DTYPE: DType = DType::F16;
     fn to_value(self) -> Value {
         Value::Float(self.to_f64())
@@ -865,11 +865,11 @@ impl Element for f16 {
         out.extend_from_slice(&self.to_le_bytes());
     }
     fn from_le(bytes: &[u8]) -> Self {
-        f16::from_le_bytes(le_array(bytes))
+        F16::from_le_bytes(le_array(bytes))
     }
 }
 
-impl Element for bf16 {
+impl Element for BF16 {
     const DTYPE: DType = DType::BF16;
     fn to_value(self) -> Value {
         Value::Float(self.to_f64())
@@ -878,7 +878,7 @@ impl Element for bf16 {
         out.extend_from_slice(&self.to_le_bytes());
     }
     fn from_le(bytes: &[u8]) -> Self {
-        bf16::from_le_bytes(le_array(bytes))
+        BF16::from_le_bytes(le_array(bytes))
     }
 }
 
@@ -976,7 +976,7 @@ macro_rules! real_float {
         }
     )*};
 }
-real_float!(f64: u64, f32: u32, f16: u16, bf16: u16);
+real_float!(f64: u64, f32: u32, F16: u16, BF16: u16);
 
 impl FloatElement for f64 {
     #[inline(always)]
@@ -990,26 +990,19 @@ impl FloatElement for f32 {
         v as f32
     }
 }
-impl FloatElement for f16 {
+impl FloatElement for F16 {
     #[inline(always)]
-    fn from_f64(v: f64) -> f16 {
-        f16::from_f64(v)
+    fn from_f64(v: f64) -> F16 {
+        F16::from_f64(v)
     }
 }
-impl FloatElement for bf16 {
+impl FloatElement for BF16 {
     #[inline(always)]
-    fn from_f64(v: f64) -> bf16 {
-        bf16_nearest(v)
+    fn from_f64(v: f64) -> BF16 {
+        BF16::from_f64(v)
     }
 }
 
-/// The bfloat16 nearest to `v`, rounded once: the half crate's
-/// `bf16::from_f64` goes through f32 and rounds twice (1796.0002 gives
-/// 1792, not 1800), so the rounding is the format's own and the
-/// conversion of its exact result is the crate's.
-fn bf16_nearest(v: f64) -> bf16 {
-    bf16::from_f64(FloatFormat::BF16.nearest(v))
-}
 
 macro_rules! real_int {
     ($($t:ty),*) => {$(
@@ -1092,6 +1085,8 @@ pub fn unpack_bools(packed: &[u8], n: usize, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The half crate, as an independent oracle of the narrow floats.
+    use half::{bf16 as half_bf16, f16 as half_f16};
 
     /// A value pushed or stored into a bfloat16 tensor is rounded once to
     /// the nearest bfloat16 (through f32 it would round twice).
@@ -1099,20 +1094,20 @@ mod tests {
     fn bfloat16_values_round_once() {
         let v = 1796.0002397298813;
         assert_eq!(
-            bf16::from_f64(v).to_f64(),
+            half_bf16::from_f64(v).to_f64(),
             1792.0,
             "the crate's double rounding"
         );
         assert_eq!(DType::BF16.round_float(v), 1800.0);
         let le = Value::Float(v).to_le(DType::BF16).unwrap();
-        assert_eq!(bf16::from_le_bytes([le[0], le[1]]).to_f64(), 1800.0);
-        assert_eq!(<bf16 as FloatElement>::from_f64(v).to_f64(), 1800.0);
+        assert_eq!(BF16::from_le_bytes([le[0], le[1]]).to_f64(), 1800.0);
+        assert_eq!(<BF16 as FloatElement>::from_f64(v).to_f64(), 1800.0);
         assert_eq!(
-            <bf16 as RealElement>::from_value(Value::Float(-v)).to_f64(),
+            <BF16 as RealElement>::from_value(Value::Float(-v)).to_f64(),
             -1800.0
         );
         for x in [f64::NAN, f64::INFINITY, -0.0, 3.5e38, 1e-40] {
-            let b = bf16_nearest(x);
+            let b = BF16::from_f64(x);
             assert_eq!(b.is_nan(), x.is_nan());
             if !x.is_nan() {
                 assert_eq!(b.to_f64(), FloatFormat::BF16.nearest(x), "{x:e}");
@@ -1143,10 +1138,10 @@ mod tests {
             // Bit patterns around every exponent, and exact midpoints.
             let v = f64::from_bits(next());
             values.push(v);
-            let h = f16::from_bits(next() as u16).to_f64();
-            let h2 = f16::from_bits((next() as u16) & 0x7bff).to_f64();
+            let h = half_f16::from_bits(next() as u16).to_f64();
+            let h2 = half_f16::from_bits((next() as u16) & 0x7bff).to_f64();
             values.push((h + h2) / 2.0);
-            let b = bf16::from_bits(next() as u16).to_f64();
+            let b = half_bf16::from_bits(next() as u16).to_f64();
             values.push(b * (1.0 + 2f64.powi(-9)));
         }
         for v in values.into_iter().filter(|v| v.is_finite()) {
@@ -1154,7 +1149,7 @@ mod tests {
                 let f = FloatFormat::F16.nearest(v);
                 assert_eq!(
                     f.to_bits(),
-                    f16::from_f64(v).to_f64().to_bits(),
+                    half_f16::from_f64(v).to_f64().to_bits(),
                     "f16 {v:e}"
                 );
                 // half's bf16::from_f64 goes through f32 (a double rounding:
@@ -1164,7 +1159,7 @@ mod tests {
                     let b = FloatFormat::BF16.nearest(v);
                     assert_eq!(
                         b.to_bits(),
-                        bf16::from_f64(v).to_f64().to_bits(),
+                        half_bf16::from_f64(v).to_f64().to_bits(),
                         "bf16 {v:e}"
                     );
                 }
@@ -1206,9 +1201,9 @@ mod tests {
         // The shortest digits of the element type, not of the widened f64.
         assert_eq!(format_float(f64::from(0.1f32), DType::F32), "0.1");
         assert_eq!(format_float(f64::from(1e-30f32), DType::F32), "1e-30");
-        assert_eq!(format_float(f16::from_f32(0.1).to_f64(), DType::F16), "0.1");
+        assert_eq!(format_float(F16::from_f32(0.1).to_f64(), DType::F16), "0.1");
         assert_eq!(
-            format_float(bf16::from_f32(2.71).to_f64(), DType::BF16),
+            format_float(BF16::from_f32(2.71).to_f64(), DType::BF16),
             "2.7"
         );
         assert_eq!(Value::Float(1e-300).to_string(), "1e-300");
@@ -1281,7 +1276,7 @@ mod tests {
         (-3i16).write_le(&mut buf);
         assert_eq!(DType::I16.decode(&buf), Value::Int(-3));
         buf.clear();
-        f16::from_f64(1.5).write_le(&mut buf);
+        F16::from_f64(1.5).write_le(&mut buf);
         assert_eq!(DType::F16.decode(&buf), Value::Float(1.5));
         buf.clear();
         u64::MAX.write_le(&mut buf);

@@ -104,6 +104,7 @@ pub mod composite {
 pub mod convert;
 mod element;
 mod error;
+mod narrow;
 pub mod raw {
     //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
     //! descriptors, KV section and our keys in it, statistics, their field
@@ -132,7 +133,7 @@ pub use assemble::direct;
 pub use assemble::finish::Summary;
 pub use convert::{convert, ConvertOptions, ConvertSummary};
 pub use element::{
-    format_float, group_digits, pack_bools, unpack_bools, Bit, DType, Element, Value,
+    format_float, group_digits, pack_bools, unpack_bools, Bit, DType, Element, Value, BF16, F16,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
@@ -142,8 +143,6 @@ pub use refill::{refill_plan_file, Plan, PlanFile, PlanFileSummary, RefillSummar
 // syntax keeps working); its fault plans are nameable with `internals` only.
 #[doc(hidden)]
 pub use fs::IoCtx;
-#[doc(hidden)]
-pub use half as __half;
 /// The element module's public items, for `with_element_type!` in other
 /// crates: a type added to the element table is reachable here at once.
 #[doc(hidden)]

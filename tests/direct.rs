@@ -11,7 +11,7 @@ use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
     OutputLayout, PushValue, Tensor,
 };
-use half::{bf16, f16};
+use coo_assembler::{BF16 as bf16, F16 as f16};
 use num_complex::Complex;
 use proptest::prelude::*;
 

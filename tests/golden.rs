@@ -10,7 +10,7 @@ use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::{
     AssembleOptions, Builder, DType, DuplicatePolicy, Element, HurrayFile, OutputLayout, Value,
 };
-use half::{bf16, f16};
+use coo_assembler::{BF16 as bf16, F16 as f16};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

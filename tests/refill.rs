@@ -251,8 +251,8 @@ proptest! {
         let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
         check::<coo_assembler::Bit, bool>(&c, &opts(l, p, 2), |x| x % 3 == 0)?;
         check::<coo_assembler::Bit, u8>(&c, &opts(l, p, 1), |x| x % 2)?;
-        check::<half::f16, f64>(&c, &opts(l, p, 2), |x| float_of(x) / 1e290)?;
-        check::<half::bf16, f32>(&c, &opts(l, p, 1), |x| float_of(x) as f32)?;
+        check::<coo_assembler::F16, f64>(&c, &opts(l, p, 2), |x| float_of(x) / 1e290)?;
+        check::<coo_assembler::BF16, f32>(&c, &opts(l, p, 1), |x| float_of(x) as f32)?;
     }
 
     #[test]

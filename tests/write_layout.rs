@@ -11,7 +11,7 @@ use coo_assembler::internals::hurray::{
 };
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::DType;
-use half::f16;
+use coo_assembler::F16 as f16;
 use std::path::Path;
 
 /// A decoded file: raw bytes and every section.

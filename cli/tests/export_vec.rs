@@ -188,7 +188,7 @@ fn npy_vector_header_and_data() {
         dir.path(),
         "bf.hrry",
         &[2],
-        &[(vec![1], half::bf16::from_f32(-3.5))],
+        &[(vec![1], coo_assembler::BF16::from_f32(-3.5))],
         true,
     );
     export_to(&pb, Format::Npy, &out, &ExportOptions::default()).unwrap();

@@ -5,7 +5,6 @@
 //! the type wanted (no copy), and is converted into a small reusable buffer
 //! otherwise, so memory stays bounded whatever the caller passes.
 
-use half::f16;
 use numpy::ndarray::{ArrayView1, ArrayView2, Axis};
 use numpy::{
     Element as NpElement, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyReadonlyArray1,
@@ -374,7 +373,6 @@ impl<'py> IntArr2<'py> {
 pub trait Num: coo_assembler::PushValue + NpElement + Send + Sync + 'static {}
 impl Num for f64 {}
 impl Num for f32 {}
-impl Num for f16 {}
 impl Num for i8 {}
 impl Num for u8 {}
 impl Num for i16 {}
@@ -403,11 +401,20 @@ pub fn chunk_of<'s, T: Copy>(
     buf
 }
 
+/// A float16 array as float32 (exact: every float16 is a float32), which
+/// the library takes for a float16 tensor with the same result; None for
+/// any other object.
+fn widen_float16<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if dtype_name(obj) == "float16" {
+        return Ok(Some(obj.call_method1("astype", ("float32",))?));
+    }
+    Ok(None)
+}
+
 /// Readonly borrows of a 1-D value array, one variant per dtype.
 pub enum ValArr1<'py> {
     F64(PyReadonlyArray1<'py, f64>),
     F32(PyReadonlyArray1<'py, f32>),
-    F16(PyReadonlyArray1<'py, f16>),
     I8(PyReadonlyArray1<'py, i8>),
     U8(PyReadonlyArray1<'py, u8>),
     I16(PyReadonlyArray1<'py, i16>),
@@ -425,7 +432,6 @@ pub enum ValArr1<'py> {
 pub enum ValArr3<'py> {
     F64(PyReadonlyArray3<'py, f64>),
     F32(PyReadonlyArray3<'py, f32>),
-    F16(PyReadonlyArray3<'py, f16>),
     I8(PyReadonlyArray3<'py, i8>),
     U8(PyReadonlyArray3<'py, u8>),
     I16(PyReadonlyArray3<'py, i16>),
@@ -444,8 +450,10 @@ const VALUE_TYPES: &str =
 
 impl<'py> ValArr1<'py> {
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let widened = widen_float16(obj)?;
+        let obj = widened.as_ref().unwrap_or(obj);
         borrow_as!(obj, PyArray1, ValArr1,
-            [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
+            [F64: f64, F32: f32, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
              C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
@@ -459,8 +467,10 @@ impl<'py> ValArr1<'py> {
 
 impl<'py> ValArr3<'py> {
     pub fn borrow(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let widened = widen_float16(obj)?;
+        let obj = widened.as_ref().unwrap_or(obj);
         borrow_as!(obj, PyArray3, ValArr3,
-            [F64: f64, F32: f32, F16: f16, I8: i8, U8: u8, I16: i16, U16: u16,
+            [F64: f64, F32: f32, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
              C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
@@ -482,10 +492,6 @@ macro_rules! with_values {
                 $body
             }
             $enum::F32(a) => {
-                let $v = a.as_array();
-                $body
-            }
-            $enum::F16(a) => {
                 let $v = a.as_array();
                 $body
             }

@@ -176,7 +176,22 @@ fn values_array<'py>(
     coo_assembler::with_element_type!(dtype, {
         float T => view_values::<T>(owner, range),
         narrow _H => match dtype {
-            DType::F16 => view_values::<half::f16>(owner, range),
+            DType::F16 => {
+                // half's f16 is NumPy's float16 for rust-numpy; the file's
+                // values are the same bits.
+                let vals = match owner.get().v()? {
+                    Tensor::Coo(t) => t.values::<coo_assembler::F16>(),
+                    Tensor::Compressed(t) => t.values::<coo_assembler::F16>(),
+                }
+                .map_err(to_py)?;
+                let vals = &vals[range];
+                // SAFETY: `half::f16` and `coo_assembler::F16` are both a
+                // `#[repr(transparent)]` u16 of the binary16 bits, so the
+                // slice has the same size, alignment and valid values.
+                let same: &[half::f16] =
+                    unsafe { std::slice::from_raw_parts(vals.as_ptr().cast(), vals.len()) };
+                borrowed(owner, same)
+            }
             _ => widened(),
         },
         int T => view_values::<T>(owner, range),

@@ -76,7 +76,7 @@
 use crate::codec::{read_u64, take_le_u64, write_u64};
 use crate::element::{ilog2, scale2, FloatFormat};
 #[cfg(any(test, feature = "internals"))]
-use half::{bf16, f16};
+use crate::narrow::{BF16, F16};
 
 const SPECIAL_NONE: u8 = 0;
 const SPECIAL_POS_INF: u8 = 1;
@@ -498,14 +498,14 @@ impl ExactSum {
 
     /// Exact sum rounded once (round-half-even) to IEEE binary16.
     #[cfg(any(test, feature = "internals"))]
-    pub fn round_f16(&self) -> f16 {
-        f16::from_f64(self.round_to(&FloatFormat::F16))
+    pub fn round_f16(&self) -> F16 {
+        F16::from_f64(self.round_to(&FloatFormat::F16))
     }
 
     /// Exact sum rounded once (round-half-even) to bfloat16.
     #[cfg(any(test, feature = "internals"))]
-    pub fn round_bf16(&self) -> bf16 {
-        bf16::from_f64(self.round_to(&FloatFormat::BF16))
+    pub fn round_bf16(&self) -> BF16 {
+        BF16::from_f64(self.round_to(&FloatFormat::BF16))
     }
 }
 
@@ -1054,7 +1054,7 @@ mod tests {
             s.round_bf16().to_f64(),
             8,
             -133,
-            bf16::MAX.to_f64(),
+            BF16::MAX.to_f64(),
             "bf16",
         );
     }
@@ -1299,11 +1299,11 @@ mod tests {
         assert_eq!(by_add(&[1.0, p2(-24)]).round_f32(), 1.0);
         // f16 and bf16
         let s = by_add(&[1.0, p2(-11), p2(-60)]);
-        assert_eq!(s.round_f16(), f16::from_f64(1.0 + p2(-10)));
+        assert_eq!(s.round_f16(), F16::from_f64(1.0 + p2(-10)));
         let s = by_add(&[1.0, p2(-8), p2(-80)]);
-        assert_eq!(s.round_bf16(), bf16::from_f64(1.0 + p2(-7)));
+        assert_eq!(s.round_bf16(), BF16::from_f64(1.0 + p2(-7)));
         let s = by_add(&[1.0, p2(-8), -p2(-80)]);
-        assert_eq!(s.round_bf16(), bf16::ONE);
+        assert_eq!(s.round_bf16(), BF16::ONE);
         // f32 overflow threshold MAX + ulp/2 = 2^128 - 2^103
         let m = f32::MAX as f64;
         assert_eq!(by_add(&[m, p2(103)]).round_f32(), f32::INFINITY);
@@ -1318,8 +1318,8 @@ mod tests {
         );
         assert_eq!(by_add(&[p2(-149), p2(-150)]).round_f32().to_bits(), 2);
         // f16: overflow threshold 65520, subnormal midpoint 2^-25
-        assert_eq!(by_add(&[65520.0]).round_f16(), f16::INFINITY);
-        assert_eq!(by_add(&[65520.0, -p2(-40)]).round_f16(), f16::MAX);
+        assert_eq!(by_add(&[65520.0]).round_f16(), F16::INFINITY);
+        assert_eq!(by_add(&[65520.0, -p2(-40)]).round_f16(), F16::MAX);
         assert_eq!(by_add(&[p2(-25), p2(-70)]).round_f16().to_bits(), 1);
         assert_eq!(by_add(&[p2(-25)]).round_f16().to_bits(), 0);
     }
@@ -1329,13 +1329,13 @@ mod tests {
         // Our narrow rounding never relies on half's rounding (it passes an
         // exactly representable f64), but verify half round-trips exactly.
         for b in 0..=u16::MAX {
-            let h = f16::from_bits(b);
+            let h = F16::from_bits(b);
             if h.is_finite() {
-                assert_eq!(f16::from_f64(h.to_f64()).to_bits(), b);
+                assert_eq!(F16::from_f64(h.to_f64()).to_bits(), b);
             }
-            let g = bf16::from_bits(b);
+            let g = BF16::from_bits(b);
             if g.is_finite() {
-                assert_eq!(bf16::from_f64(g.to_f64()).to_bits(), b);
+                assert_eq!(BF16::from_f64(g.to_f64()).to_bits(), b);
             }
         }
     }

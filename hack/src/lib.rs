@@ -1,0 +1,1 @@
+//! Nothing to use: this crate only pins features (see its Cargo.toml).

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The library's build is shared by every cargo command of a CI run only if
+# each command resolves the same features for the library and every crate
+# it depends on (a proc macro's or build script's own dependencies
+# included). This prints the resolved `crate features` of that closure for
+# each command CI and the README run, and fails when two differ.
+#   bash scripts/build_features.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+closure() {
+    # The library's own tree (normal and build edges), as package ids.
+    cargo tree -p coo-assembler -e normal,build --prefix none -f '{p}' "$@" 2>/dev/null |
+        sed 's/ (\*)//; s/ (proc-macro)//' | sort -u
+}
+features() {
+    # `name version|features` for every crate the selection resolves.
+    cargo tree "$@" -f '{p}|{f}' --prefix none 2>/dev/null |
+        sed 's/ (\*)//; s/ (proc-macro)//' | sort -u
+}
+CLOSURE=$(closure)
+declare -A RUNS=(
+    ["cargo test (default members)"]="-e normal,build,dev"
+    ["cargo run --example (the library)"]="-p coo-assembler -e normal,build,dev"
+    ["MPI tests"]="-p coo-assembler-mpi -p coo-assembler-cli -F coo-assembler-cli/mpi -e normal,build,dev"
+    ["the wheel"]="-p coo-assembler-python -e normal,build"
+    ["cargo build (default members)"]="-e normal,build"
+    ["the C library"]="-p coo-assembler-capi -e normal,build"
+)
+ref=""
+status=0
+for name in "${!RUNS[@]}"; do
+    # shellcheck disable=SC2086
+    got=$(features ${RUNS[$name]} | grep -F -f <(echo "$CLOSURE" | sed 's/$/|/'))
+    if [ -z "$ref" ]; then
+        ref=$got; refname=$name
+        continue
+    fi
+    if [ "$got" != "$ref" ]; then
+        echo "DIFFER: \"$name\" against \"$refname\":"
+        diff <(echo "$ref") <(echo "$got") | sed 's/^/    /' || true
+        status=1
+    fi
+done
+[ $status = 0 ] && echo "OK: every command resolves the library's closure ($(echo "$CLOSURE" | wc -l) crates) alike"
+exit $status

@@ -9,7 +9,7 @@ mod fe;
 
 use coo_assembler::direct::{self, Assembled};
 use coo_assembler::{AssembleOptions, DType, OutputLayout};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 
 /// Contributions as three arrays.

@@ -23,7 +23,7 @@
 mod fe;
 
 use coo_assembler::HurrayFile;
-use coo_assembler::{input, AssembleOptions, Builder, DType};
+use coo_assembler::{AssembleOptions, Builder, DType, input};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -52,10 +52,10 @@ fn env_n() -> u64 {
         .unwrap_or_else(|_| panic!("E2E_N={s:?} is not a number")) as u64
 }
 
-fn write_bin(path: &Path, gen: impl FnOnce(&mut dyn FnMut(u64, u64, f64))) {
+fn write_bin(path: &Path, r#gen: impl FnOnce(&mut dyn FnMut(u64, u64, f64))) {
     let mut w = BufWriter::with_capacity(8 << 20, File::create(path).unwrap());
     let mut err = None;
-    gen(&mut |r, c, v| {
+    r#gen(&mut |r, c, v| {
         let mut rec = [0u8; 24];
         rec[..8].copy_from_slice(&r.to_le_bytes());
         rec[8..16].copy_from_slice(&c.to_le_bytes());
@@ -334,21 +334,45 @@ fn parent() {
             println!(
                 "| {name} | {} | {} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {} |",
                 r.mode,
-                if r.budget == 0 { "-".into() } else { format!("{} MiB", r.budget >> 20) },
+                if r.budget == 0 {
+                    "-".into()
+                } else {
+                    format!("{} MiB", r.budget >> 20)
+                },
                 r.wall,
                 n as f64 / r.wall / 1e6,
                 r.wall / base,
                 cpu(r),
                 cpu(r) / base_cpu,
                 mib,
-                if r.budget == 0 { "-".into() } else { format!("{:+.0}", mib - (r.budget >> 20) as f64) },
-                if r.budget == 0 { "-".into() } else { format!("{} ({})", g("runs"), g("runs_spilled")) },
+                if r.budget == 0 {
+                    "-".into()
+                } else {
+                    format!("{:+.0}", mib - (r.budget >> 20) as f64)
+                },
+                if r.budget == 0 {
+                    "-".into()
+                } else {
+                    format!("{} ({})", g("runs"), g("runs_spilled"))
+                },
                 g("merge_passes"),
                 spilled_per,
                 if r.mode == "lib" {
-                    format!("{} / {} / {} / {}", g("time_ingest"), g("time_sort"), g("time_merge"), g("time_write"))
+                    format!(
+                        "{} / {} / {} / {}",
+                        g("time_ingest"),
+                        g("time_sort"),
+                        g("time_merge"),
+                        g("time_write")
+                    )
                 } else if r.mode == "baseline" {
-                    format!("read {} sort {} combine {} write {}", g("t_read"), g("t_sort"), g("t_combine"), g("t_write"))
+                    format!(
+                        "read {} sort {} combine {} write {}",
+                        g("t_read"),
+                        g("t_sort"),
+                        g("t_combine"),
+                        g("t_write")
+                    )
                 } else {
                     "-".into()
                 },

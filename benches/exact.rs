@@ -1,8 +1,8 @@
 //! Per-element cost of exact summation vs naive `+=` on FE-like groups.
 #![allow(missing_docs)]
 
-use coo_assembler::internals::assemble::exact::{sum_exact, ExactSum};
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use coo_assembler::internals::assemble::exact::{ExactSum, sum_exact};
+use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 
 /// Groups of 1..=8 contributions of similar magnitude and mixed sign.
 fn fe_groups(n_groups: usize) -> (Vec<f64>, Vec<(usize, usize)>) {

@@ -19,7 +19,7 @@
 mod fe;
 
 use coo_assembler::{AssembleOptions, Builder, DType};
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@ mod fe;
 
 use coo_assembler::direct::{self, Assembled};
 use coo_assembler::{AssembleOptions, DType, OutputLayout, Plan};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 
 fn n_of_env() -> u64 {

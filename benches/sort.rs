@@ -2,8 +2,8 @@
 //! records from an FE-like assembly pattern and from uniform random keys.
 
 use coo_assembler::internals::assemble::key::KeyLayout;
-use coo_assembler::internals::assemble::sort::{sort_records, Record};
-use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
+use coo_assembler::internals::assemble::sort::{Record, sort_records};
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group};
 use std::time::{Duration, Instant};
 
 /// Rank-2 keys in FE assembly order: trilinear hex elements of a structured

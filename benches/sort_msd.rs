@@ -21,8 +21,8 @@ mod fe;
 mod msd;
 
 use coo_assembler::internals::assemble::key::KeyLayout;
-use coo_assembler::internals::assemble::sort::{sort_records, Record};
-use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
+use coo_assembler::internals::assemble::sort::{Record, sort_records};
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group};
 use std::time::{Duration, Instant};
 
 fn fe_records(n: u64) -> (Vec<Record<u64>>, u32) {

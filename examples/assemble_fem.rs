@@ -18,8 +18,8 @@
 //! cargo run --release --example assemble_fem -- --elasticity --n 30
 //! ```
 
-use coo_assembler::parse_size;
 use coo_assembler::HurrayFile;
+use coo_assembler::parse_size;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use std::time::Instant;
 
@@ -245,7 +245,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let contributions = (elements * per_element) as u64;
     println!(
         "mesh {n}x{n}x{n} Q1 hexahedra ({} problem): {elements} elements, {ndof} dofs, {contributions} contributions ({:.0} MiB as 24-byte records), budget {:.0} MiB, {} threads, {} pushers",
-        if a.elasticity { "elasticity" } else { "Laplace" },
+        if a.elasticity {
+            "elasticity"
+        } else {
+            "Laplace"
+        },
         contributions as f64 * 24.0 / 1048576.0,
         a.budget as f64 / 1048576.0,
         a.threads,
@@ -410,7 +414,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "checked in {:.2} s: verify OK, {} asymmetric of {checked} off-diagonal entries looked up{}, largest |row sum| / max|row entry| = {worst_row:.2e}",
         t1.elapsed().as_secs_f64(),
         asym,
-        if stride > 1 { format!(" (every {stride}th)") } else { String::new() }
+        if stride > 1 {
+            format!(" (every {stride}th)")
+        } else {
+            String::new()
+        }
     );
     if !a.keep {
         std::fs::remove_file(&a.output)?;

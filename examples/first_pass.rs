@@ -16,11 +16,11 @@
 //! issue 22), timed on fresh opens in the same rounds: the first pass's
 //! price is `first / unchecked first`.
 
-use coo_assembler::matrix::export::{export, ExportOptions, Format};
-use coo_assembler::matrix::{matvec, Matrix, MatvecOptions};
+use coo_assembler::matrix::export::{ExportOptions, Format, export};
+use coo_assembler::matrix::{Matrix, MatvecOptions, matvec};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{
-    convert, AssembleOptions, Builder, ConvertOptions, DType, HurrayFile, OutputLayout,
+    AssembleOptions, Builder, ConvertOptions, DType, HurrayFile, OutputLayout, convert,
 };
 use std::time::Instant;
 

@@ -33,10 +33,10 @@ use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::output::{AtomicOutput, ReplaceInput};
 use crate::hurray::composite::{
-    check_partition, encode_member, first_member_at, CompositeHead, Shard, RULE_PARTITION,
+    CompositeHead, RULE_PARTITION, Shard, check_partition, encode_member, first_member_at,
 };
 use crate::hurray::kv::{buffer_names, checksum_key};
-use crate::hurray::{align_up, FileHeader, IndexEntry, KvValue, HEADER_LEN, MIN_ALIGNMENT};
+use crate::hurray::{FileHeader, HEADER_LEN, IndexEntry, KvValue, MIN_ALIGNMENT, align_up};
 use crate::options::OutputLayout;
 use crate::write::{encode_tail, provenance};
 use crate::{HurrayFile, ReadOptions, Tensor};
@@ -412,7 +412,7 @@ pub fn join(
         None => {
             return Err(Error::InvalidArgument(
                 "join needs at least one part".into(),
-            ))
+            ));
         }
     };
     let boxes: Vec<(&[u64], &[u64])> = tensors
@@ -469,9 +469,9 @@ pub fn join(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::hurray::LAYOUT_COO;
     use crate::hurray::composite::ShardFields;
     use crate::hurray::descriptor::descriptor_len;
-    use crate::hurray::LAYOUT_COO;
     use crate::read::composite::CompositeFile;
     use crate::{AssembleOptions, Builder, ConvertOptions, DType, ReadOptions, Value};
 

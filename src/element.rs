@@ -583,10 +583,10 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! with_element_type {
-    ($dtype:expr, $T:ident => $body:expr) => {
+    ($dtype:expr_2021, $T:ident => $body:expr_2021) => {
         $crate::with_element_type!($dtype, $T => $body, bool as $crate::Bit)
     };
-    ($dtype:expr, $T:ident => $body:expr, bool as $B:ty) => {
+    ($dtype:expr_2021, $T:ident => $body:expr_2021, bool as $B:ty) => {
         $crate::with_element_type!($dtype, {
             float $T => $body,
             narrow $T => $body,
@@ -599,7 +599,7 @@ macro_rules! with_element_type {
             },
         })
     };
-    ($dtype:expr, real $T:ident => $real:expr, complex $C:ident => $complex:expr) => {
+    ($dtype:expr_2021, real $T:ident => $real:expr_2021, complex $C:ident => $complex:expr_2021) => {
         $crate::with_element_type!($dtype, {
             float $T => $real,
             narrow $T => $real,
@@ -608,12 +608,12 @@ macro_rules! with_element_type {
             bool $T => $real,
         })
     };
-    ($dtype:expr, {
-        float $F:ident => $float:expr,
-        narrow $H:ident => $narrow:expr,
-        int $I:ident => $int:expr,
-        complex $C:ident => $complex:expr,
-        bool $B:ident => $bool:expr $(,)?
+    ($dtype:expr_2021, {
+        float $F:ident => $float:expr_2021,
+        narrow $H:ident => $narrow:expr_2021,
+        int $I:ident => $int:expr_2021,
+        complex $C:ident => $complex:expr_2021,
+        bool $B:ident => $bool:expr_2021 $(,)?
     }) => {
         match $dtype {
             $crate::DType::F16 => {
@@ -764,11 +764,7 @@ impl FloatFormat {
         if v > self.max {
             v = f64::INFINITY;
         }
-        if neg {
-            -v
-        } else {
-            v
-        }
+        if neg { -v } else { v }
     }
 }
 
@@ -829,7 +825,7 @@ pub trait ComplexElement: Element {
 }
 
 macro_rules! impl_element {
-    ($t:ty, $d:expr, $variant:ident, $conv:ty) => {
+    ($t:ty, $d:expr_2021, $variant:ident, $conv:ty) => {
         impl Element for $t {
             const DTYPE: DType = $d;
             fn to_value(self) -> Value {
@@ -883,7 +879,7 @@ impl Element for BF16 {
 }
 
 macro_rules! impl_complex_element {
-    ($t:ty, $d:expr, $w:expr) => {
+    ($t:ty, $d:expr_2021, $w:expr_2021) => {
         impl Element for num_complex::Complex<$t> {
             const DTYPE: DType = $d;
             fn to_value(self) -> Value {
@@ -1002,7 +998,6 @@ impl FloatElement for BF16 {
         BF16::from_f64(v)
     }
 }
-
 
 macro_rules! real_int {
     ($($t:ty),*) => {$(

@@ -107,7 +107,9 @@ pub enum Error {
     InvalidArgument(String),
 
     /// An index component is outside the tensor's shape.
-    #[error("contribution {contribution}: index {index} in dimension {dim} is out of range (extent {extent})")]
+    #[error(
+        "contribution {contribution}: index {index} in dimension {dim} is out of range (extent {extent})"
+    )]
     IndexOutOfRange {
         /// 0-based number of the contribution (or query) in its stream.
         contribution: u64,
@@ -248,7 +250,9 @@ pub enum Error {
 
     /// `finish` was called while pushers made from the builder are still
     /// alive; drop them (their contributions are kept) and call it again.
-    #[error("{alive} pusher(s) of this builder are still alive: drop them before finish (what they pushed is kept; the builder is still usable)")]
+    #[error(
+        "{alive} pusher(s) of this builder are still alive: drop them before finish (what they pushed is kept; the builder is still usable)"
+    )]
     PushersAlive {
         /// How many.
         alive: usize,
@@ -261,7 +265,9 @@ pub enum Error {
 
     /// A composite reader ([`crate::CompositeFile`]) was given a file that
     /// holds no composite head: a plain Hurray file.
-    #[error("the file holds no composite head: it is a plain Hurray file (read it with HurrayFile, or open it with coo_assembler::open, which reads both)")]
+    #[error(
+        "the file holds no composite head: it is a plain Hurray file (read it with HurrayFile, or open it with coo_assembler::open, which reads both)"
+    )]
     NotComposite,
 
     /// An output path names a file the same operation reads (the same

@@ -98,7 +98,7 @@ use internals::{assemble, codec, fs, hurray, read, stats};
 pub mod composite {
     //! Partition composites (issue 13): [`join`] makes one from per-rank
     //! files; reading is [`crate::CompositeFile`]'s.
-    pub use crate::internals::composite::{join, JoinSummary};
+    pub use crate::internals::composite::{JoinSummary, join};
 }
 
 pub mod convert;
@@ -131,14 +131,14 @@ pub use assemble::builder::{Builder, Pusher};
 pub use assemble::combine::PushValue;
 pub use assemble::direct;
 pub use assemble::finish::Summary;
-pub use convert::{convert, ConvertOptions, ConvertSummary};
+pub use convert::{ConvertOptions, ConvertSummary, convert};
 pub use element::{
-    format_float, group_digits, pack_bools, unpack_bools, Bit, DType, Element, Value, BF16, F16,
+    BF16, Bit, DType, Element, F16, Value, format_float, group_digits, pack_bools, unpack_bools,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use fs::sweep::remove_own_leftovers;
 pub use layout::{Layout, LayoutKind};
-pub use refill::{refill_plan_file, Plan, PlanFile, PlanFileSummary, RefillSummary};
+pub use refill::{Plan, PlanFile, PlanFileSummary, RefillSummary, refill_plan_file};
 // The handle's type rides in `AssembleOptions::io` (so struct-update
 // syntax keeps working); its fault plans are nameable with `internals` only.
 #[doc(hidden)]
@@ -157,10 +157,10 @@ pub use num_complex::Complex;
 #[doc(hidden)]
 pub use options::threads_out_of_range;
 pub use options::{
-    AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout, DEFAULT_MEMORY_BUDGET,
+    AssembleOptions, DEFAULT_MEMORY_BUDGET, DuplicatePolicy, NonFinitePolicy, OutputLayout,
 };
 pub use read::{
-    open, CompositeFile, CompressedEntries, CompressedTensor, CooTensor, DenseTensor, HurrayFile,
-    Opened, Problem, ReadOptions, Severity, Tensor, TensorInfo,
+    CompositeFile, CompressedEntries, CompressedTensor, CooTensor, DenseTensor, HurrayFile, Opened,
+    Problem, ReadOptions, Severity, Tensor, TensorInfo, open,
 };
-pub use vocab::{parse_size, Vocabulary};
+pub use vocab::{Vocabulary, parse_size};

@@ -41,10 +41,10 @@
 //! - Integer values enter as `f64` (rounded beyond 2^53).
 //! - N:M sparsity is never computed.
 
+use crate::hurray::Statistics;
 use crate::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
-use crate::hurray::Statistics;
 
 /// Values summarised together; small enough to stay in L1 cache.
 pub const BLOCK: usize = 1024;

@@ -88,14 +88,14 @@
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::{IoCtx, Writeback};
-use crate::fs::output::{check_room, AtomicOutput, FileId, ReplaceInput};
+use crate::fs::output::{AtomicOutput, FileId, ReplaceInput, check_room};
 use crate::fs::sweep::remove_stale_output_temps;
-use crate::hurray::compressed::{compressed_descriptor_len, CompressedDescriptor};
+use crate::hurray::compressed::{CompressedDescriptor, compressed_descriptor_len};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
-use crate::hurray::kv::{buffer_names, checksum_key, KEY_WRITER};
+use crate::hurray::kv::{KEY_WRITER, buffer_names, checksum_key};
 use crate::hurray::{
-    self, align_up, descriptor::descriptor_len, BufferHandle, CooDescriptor, FileHeader,
-    IndexEntry, KvValue, Statistics, Trailer, HEADER_LEN, MAX_ALIGNMENT, MAX_RANK, MIN_ALIGNMENT,
+    self, BufferHandle, CooDescriptor, FileHeader, HEADER_LEN, IndexEntry, KvValue, MAX_ALIGNMENT,
+    MAX_RANK, MIN_ALIGNMENT, Statistics, Trailer, align_up, descriptor::descriptor_len,
 };
 pub use crate::options::OutputLayout;
 use crate::stats::StatsAccumulator;

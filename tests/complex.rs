@@ -369,7 +369,7 @@ fn read_petsc_complex(path: &std::path::Path) -> BTreeMap<(u64, u64), (f64, f64)
 /// the bounded reordering, which holds 16-byte values.
 #[test]
 fn petsc_and_reordered_exports_of_complex_values() {
-    use coo_assembler::matrix::export::{export_file, ExportOptions, Format};
+    use coo_assembler::matrix::export::{ExportOptions, Format, export_file};
     let dir = tempfile::tempdir().unwrap();
     for (dtype, layout) in [
         (DType::C128, OutputLayout::Coo),
@@ -437,7 +437,7 @@ fn petsc_and_reordered_exports_of_complex_values() {
 /// another order) must match bit for bit.
 #[test]
 fn matvec_complex_is_the_complex_product_in_every_layout() {
-    use coo_assembler::matrix::{matvec_complex, Matrix, MatvecOptions};
+    use coo_assembler::matrix::{Matrix, MatvecOptions, matvec_complex};
     let dir = tempfile::tempdir().unwrap();
     let (rows, cols) = (300u64, 200u64);
     let mut seed = 0x5eed_u64;
@@ -506,7 +506,7 @@ fn matvec_complex_is_the_complex_product_in_every_layout() {
 /// x are refused by name.
 #[test]
 fn matvec_complex_refusals_and_real_matrices() {
-    use coo_assembler::matrix::{matvec, matvec_complex, Matrix, MatvecOptions, NonFiniteInput};
+    use coo_assembler::matrix::{Matrix, MatvecOptions, NonFiniteInput, matvec, matvec_complex};
     let dir = tempfile::tempdir().unwrap();
     let mut b = Builder::new(&[3, 2], DType::F64, opts(OutputLayout::Coo, dir.path())).unwrap();
     for (i, j, v) in [(0u64, 0u64, 0.1f64), (0, 1, 0.7), (2, 1, -1.3), (1, 0, 2.9)] {

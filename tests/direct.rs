@@ -219,11 +219,7 @@ fn float_of(c: u8) -> f64 {
     ];
     // Specials rarely: most values are finite.
     let v = F[(c % 16) as usize];
-    if !v.is_finite() && c < 200 {
-        1.25
-    } else {
-        v
-    }
+    if !v.is_finite() && c < 200 { 1.25 } else { v }
 }
 
 fn int_of(c: u8) -> i64 {

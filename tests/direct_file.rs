@@ -480,8 +480,8 @@ fn arrays_to_file_is_the_builders_file() {
 /// taking complex tensors must not send it to that sink).
 #[test]
 fn complex_arrays_to_file_are_the_builders_file() {
-    use coo_assembler::direct::assemble_arrays_to_file;
     use coo_assembler::Complex;
+    use coo_assembler::direct::assemble_arrays_to_file;
     let dir = tempfile::tempdir().unwrap();
     let n = 20_000usize;
     let rows: Vec<i64> = (0..n).map(|k| (k * 7 % 301) as i64).collect();

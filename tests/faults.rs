@@ -18,8 +18,8 @@ use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
 use coo_assembler::{AssembleOptions, Builder, DType, Error};
 use coo_assembler::{HurrayFile, ReadOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 static PANICS: AtomicUsize = AtomicUsize::new(0);

@@ -3,10 +3,10 @@
 
 use crate::common;
 
-use coo_assembler::matrix::export::{export, ExportOptions, Format};
+use coo_assembler::matrix::export::{ExportOptions, Format, export};
 use coo_assembler::matrix::{
-    dense, matvec, matvec_into, spy, Matrix, MatrixError, MatvecOptions, NonFiniteInput, Paging,
-    SpyOptions, BLOCK_ENTRIES, SCATTER_MIN_ENTRIES,
+    BLOCK_ENTRIES, Matrix, MatrixError, MatvecOptions, NonFiniteInput, Paging, SCATTER_MIN_ENTRIES,
+    SpyOptions, dense, matvec, matvec_into, spy,
 };
 use coo_assembler::{Element, HurrayFile, ReadOptions, Value};
 use std::path::{Path, PathBuf};
@@ -335,7 +335,9 @@ fn symmetric_mtx_check() {
     let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('%')).collect();
     assert_eq!(
         body,
-        ["4 4 5", "1 1 4.0", "2 2 4.0", "3 1 -1.0", "3 3 4.0", "4 3 0.5"]
+        [
+            "4 4 5", "1 1 4.0", "2 2 4.0", "3 1 -1.0", "3 3 4.0", "4 3 0.5"
+        ]
     );
 
     let bad = [

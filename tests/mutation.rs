@@ -17,14 +17,14 @@
 //!   MUTATIONS=1000000 cargo test --release --test mutation -- --ignored --nocapture
 
 use coo_assembler::internals::hurray::descriptor::descriptor_len;
-use coo_assembler::internals::hurray::{align_up, KvValue, TRAILER_LEN};
+use coo_assembler::internals::hurray::{KvValue, TRAILER_LEN, align_up};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{DType, OutputLayout, Tensor};
 use coo_assembler::{HurrayFile, ReadOptions, Severity};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 // ---- counting allocator (per thread, only while armed) ----
@@ -408,7 +408,13 @@ where
         .unwrap_or_else(|_| panic!("{what}: panicked (see above)"));
     eprintln!(
         "{what}: {} cases: {} refused at open, {} flagged by verify, {} accepted ({} of them in covered bytes); largest allocation {} B, peak live heap {} B",
-        t.cases, t.refused_at_open, t.flagged_by_verify, t.accepted, t.undetected, t.largest, t.peak
+        t.cases,
+        t.refused_at_open,
+        t.flagged_by_verify,
+        t.accepted,
+        t.undetected,
+        t.largest,
+        t.peak
     );
     t
 }

@@ -5,7 +5,7 @@
 
 use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error, Pusher};
 use std::path::Path;
-use std::sync::{mpsc, Barrier};
+use std::sync::{Barrier, mpsc};
 use std::time::Duration;
 
 const SHAPE: [u64; 2] = [64, 80];

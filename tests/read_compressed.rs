@@ -236,9 +236,10 @@ fn checksums_and_statistics_of_the_three_buffers() {
         assert!(pr.iter().any(|p| p.rule == "checksum-mismatch"
             && p.is_error()
             && p.detail.contains("values buffer")));
-        assert!(pr
-            .iter()
-            .any(|p| p.rule == "statistics-mismatch" && !p.is_error()));
+        assert!(
+            pr.iter()
+                .any(|p| p.rule == "statistics-mismatch" && !p.is_error())
+        );
         // A pointer and an index changed: their checksums name them.
         let mut b = f.bytes.clone();
         b[f.indices] ^= 1;
@@ -340,14 +341,16 @@ fn structural_rules_are_refused_at_open() {
         e.contains("layout tag 0x33 is not one the Hurray specification names"),
         "{e}"
     );
-    assert!(HurrayFile::from_bytes_with(
-        &b,
-        ReadOptions {
-            permissive: true,
-            ..ReadOptions::default()
-        }
-    )
-    .is_ok());
+    assert!(
+        HurrayFile::from_bytes_with(
+            &b,
+            ReadOptions {
+                permissive: true,
+                ..ReadOptions::default()
+            }
+        )
+        .is_ok()
+    );
     // The index entry's data_length must reach the end of row_ptr.
     let h = HurrayFile::from_bytes(f.bytes.clone()).unwrap();
     let io = h.trailer().index_offset as usize;
@@ -525,14 +528,15 @@ fn nnz_beyond_the_shape_needs_permissive() {
         .to_string();
     assert!(e.contains("nnz 3 exceeds the 2 elements"), "{e}");
     let pr = problems(&b);
-    assert!(pr
-        .iter()
-        .any(|p| p.rule == "index-out-of-bounds" && p.detail.contains("row 0")));
+    assert!(
+        pr.iter()
+            .any(|p| p.rule == "index-out-of-bounds" && p.detail.contains("row 0"))
+    );
 }
 
 #[test]
 fn convert_reads_its_input_through_the_validating_reader() {
-    use coo_assembler::convert::{convert, ConvertOptions};
+    use coo_assembler::convert::{ConvertOptions, convert};
     let dir = tempfile::tempdir().unwrap();
     let f = write(OutputLayout::Csr, false, false);
     let run = |b: &[u8]| {

@@ -1,17 +1,17 @@
 //! Layout of the files the streaming writer produces, checked by decoding
 //! them with the codec in `hurray/` and by raw bytes.
 
+use coo_assembler::DType;
+use coo_assembler::F16 as f16;
 use coo_assembler::internals::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
-use coo_assembler::internals::hurray::kv::{checksum_key, KEY_WRITER};
+use coo_assembler::internals::hurray::kv::{KEY_WRITER, checksum_key};
 use coo_assembler::internals::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
 use coo_assembler::internals::hurray::{
-    index, kv, CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer,
+    CooDescriptor, FileHeader, IndexEntry, KvValue, Trailer, index, kv,
 };
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
-use coo_assembler::DType;
-use coo_assembler::F16 as f16;
 use std::path::Path;
 
 /// A decoded file: raw bytes and every section.

@@ -13,10 +13,10 @@
 //! index as `COO_ERR_INDEX`, the C convention (the library calls it an
 //! invalid argument).
 
+use crate::COO_ERR_INDEX;
 use crate::builder::{options_or_default, shape_from_c, summary_to_c};
 use crate::convert::{from_c, index_arrays, integral_i64, integral_u64, negative_index, slice};
-use crate::COO_ERR_INDEX;
-use crate::{c_path, coo_options, coo_summary, status, DTypeArg, Fail, Res, COO_ERR_ARGUMENT};
+use crate::{COO_ERR_ARGUMENT, DTypeArg, Fail, Res, c_path, coo_options, coo_summary, status};
 use coo_assembler::direct::{self, DirectValue, IndexElem};
 use coo_assembler::{Complex, DType, ErrorKind, PushValue, Summary};
 use std::ffi::{c_char, c_int, c_void};
@@ -227,7 +227,7 @@ unsafe fn assemble<I: IndexElem>(
 /// `values` is NULL or points to `n` values of the type `value_type`
 /// names; `path` is NULL or NUL-terminated; `out` is NULL or valid for
 /// writing a `coo_summary`. No array changes during the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_assemble_arrays(
     rank: u32,
     shape: *const i64,
@@ -257,7 +257,7 @@ pub unsafe extern "C" fn coo_assemble_arrays(
 /// # Safety
 /// As `coo_assemble_arrays`, with each `indices[d]` NULL or pointing to
 /// `n` int32.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_assemble_arrays_i32(
     rank: u32,
     shape: *const i64,

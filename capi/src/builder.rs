@@ -18,9 +18,9 @@ use crate::convert::{
 };
 use crate::live::Registry;
 use crate::{
-    coo_options, coo_summary, handle, quietly, status, BoolArg, DTypeArg, DuplicatesArg, Fail,
-    LayoutArg, NonFiniteArg, Res, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED,
-    COO_ERR_STATE, COO_MAX_RANK,
+    BoolArg, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED, COO_ERR_STATE,
+    COO_MAX_RANK, DTypeArg, DuplicatesArg, Fail, LayoutArg, NonFiniteArg, Res, coo_options,
+    coo_summary, handle, quietly, status,
 };
 use coo_assembler::Complex;
 use coo_assembler::{
@@ -91,7 +91,7 @@ enum Idx<'a> {
 
 /// Call the pusher's unsigned push `$u` or signed push `$s` after `$idx`.
 macro_rules! by_sign {
-    ($p:expr, $idx:expr, $u:ident, $s:ident, $($arg:expr),*) => {
+    ($p:expr_2021, $idx:expr_2021, $u:ident, $s:ident, $($arg:expr_2021),*) => {
         match $idx {
             Idx::Unsigned(i) => $p.$u(i, $($arg),*),
             Idx::Signed(i) => $p.$s(i, $($arg),*),
@@ -346,7 +346,7 @@ pub struct coo_pusher {
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `coo_options`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
     if out.is_null() {
         return;
@@ -498,7 +498,7 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
 /// # Safety
 /// `o` is NULL or points to a `coo_options` filled by
 /// `coo_options_default`; `name` and `value` are NULL or NUL-terminated.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_options_set(
     o: *mut coo_options,
     name: *const c_char,
@@ -553,7 +553,7 @@ pub unsafe extern "C" fn coo_options_set(
                          non_finite, layout, drop_zeros, skip_negative, exact_sums, \
                          expected_contributions, temp_dir or tensor_name"
                     ),
-                ))
+                ));
             }
         }
         Ok(())
@@ -567,7 +567,7 @@ pub unsafe extern "C" fn coo_options_set(
 /// # Safety
 /// `kind` and `value` are NULL or NUL-terminated; `out` is NULL or valid
 /// for writing an `int`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_parse_name(
     kind: *const c_char,
     value: *const c_char,
@@ -588,7 +588,7 @@ pub unsafe extern "C" fn coo_parse_name(
                 return Err(Fail::new(
                     COO_ERR_ARGUMENT,
                     format!("unknown kind {kind:?}; use dtype, duplicates, non_finite or layout"),
-                ))
+                ));
             }
         };
         Ok(())
@@ -603,7 +603,7 @@ pub unsafe extern "C" fn coo_parse_name(
 /// # Safety
 /// `shape` is NULL or points to `rank` int64; `options` is NULL or points
 /// to a `coo_options` (its `temp_dir` NULL or a NUL-terminated string).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_new(
     rank: u32,
     shape: *const i64,
@@ -660,7 +660,7 @@ fn lock_builder(b: &coo_builder) -> Res<std::sync::MutexGuard<'_, Builder>> {
 /// # Safety
 /// `b` is NULL or a live builder; `path` and `format` are NULL or
 /// NUL-terminated; `count` is NULL or valid for writing a `uint64_t`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_file(
     b: *mut coo_builder,
     path: *const c_char,
@@ -746,7 +746,7 @@ fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int 
 ///
 /// # Safety
 /// `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push(
     b: *mut coo_builder,
     idx: *const i64,
@@ -763,7 +763,7 @@ pub unsafe extern "C" fn coo_builder_push(
 /// # Safety
 /// `b` is NULL or a live builder; `idx` and `values` are NULL or point to
 /// `n * rank` int64 and `n` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_many(
     b: *mut coo_builder,
     n: usize,
@@ -780,7 +780,7 @@ pub unsafe extern "C" fn coo_builder_push_many(
 /// # Safety
 /// `b` is NULL or a live builder; `dofs` and `ke` are NULL or point to `k`
 /// int64 and `k * k` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_element(
     b: *mut coo_builder,
     k: usize,
@@ -797,7 +797,7 @@ pub unsafe extern "C" fn coo_builder_push_element(
 ///
 /// # Safety
 /// `b` is NULL or a live builder; `idx` is NULL or points to `rank` int64.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_complex(
     b: *mut coo_builder,
     idx: *const i64,
@@ -815,7 +815,7 @@ pub unsafe extern "C" fn coo_builder_push_complex(
 /// # Safety
 /// `b` is NULL or a live builder; `idx` and `values` are NULL or point to
 /// `n * rank` int64 and `2 * n` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_many_complex(
     b: *mut coo_builder,
     n: usize,
@@ -833,7 +833,7 @@ pub unsafe extern "C" fn coo_builder_push_many_complex(
 /// # Safety
 /// `b` is NULL or a live builder; `dofs` and `ke` are NULL or point to `k`
 /// int64 and `2 * k * k` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_push_element_complex(
     b: *mut coo_builder,
     k: usize,
@@ -853,7 +853,7 @@ pub unsafe extern "C" fn coo_builder_push_element_complex(
 ///
 /// # Safety
 /// `b` is NULL or a live builder.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_new(b: *mut coo_builder) -> *mut coo_pusher {
     register(handle(|| {
         let b = live_builder(b)?;
@@ -891,7 +891,7 @@ fn with_pusher(p: *mut coo_pusher, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_in
 /// # Safety
 /// `p` is NULL or a live pusher not used by another thread during the
 /// call; `idx` is NULL or points to `rank` int64.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push(p: *mut coo_pusher, idx: *const i64, value: f64) -> c_int {
     // SAFETY: forwarded contract.
     with_pusher(p, |f| unsafe { f.push(idx, value) })
@@ -902,7 +902,7 @@ pub unsafe extern "C" fn coo_pusher_push(p: *mut coo_pusher, idx: *const i64, va
 /// # Safety
 /// As `coo_pusher_push`, with `idx` and `values` NULL or pointing to
 /// `n * rank` int64 and `n` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push_many(
     p: *mut coo_pusher,
     n: usize,
@@ -918,7 +918,7 @@ pub unsafe extern "C" fn coo_pusher_push_many(
 /// # Safety
 /// As `coo_pusher_push`, with `dofs` and `ke` NULL or pointing to `k`
 /// int64 and `k * k` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push_element(
     p: *mut coo_pusher,
     k: usize,
@@ -933,7 +933,7 @@ pub unsafe extern "C" fn coo_pusher_push_element(
 ///
 /// # Safety
 /// As `coo_pusher_push`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push_complex(
     p: *mut coo_pusher,
     idx: *const i64,
@@ -949,7 +949,7 @@ pub unsafe extern "C" fn coo_pusher_push_complex(
 /// # Safety
 /// As `coo_pusher_push`, with `idx` and `values` NULL or pointing to
 /// `n * rank` int64 and `2 * n` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push_many_complex(
     p: *mut coo_pusher,
     n: usize,
@@ -965,7 +965,7 @@ pub unsafe extern "C" fn coo_pusher_push_many_complex(
 /// # Safety
 /// As `coo_pusher_push`, with `dofs` and `ke` NULL or pointing to `k`
 /// int64 and `2 * k * k` doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push_element_complex(
     p: *mut coo_pusher,
     k: usize,
@@ -983,7 +983,7 @@ pub unsafe extern "C" fn coo_pusher_push_element_complex(
 /// # Safety
 /// `p` is NULL or a pusher handle, not used by another thread during the
 /// call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_free(p: *mut coo_pusher) {
     if !p.is_null() && unregister(p) {
         // SAFETY: registered by coo_pusher_new and unregistered just now,
@@ -1009,7 +1009,7 @@ pub unsafe extern "C" fn coo_pusher_free(p: *mut coo_pusher) {
 /// `b` is NULL or a builder handle, not used by another thread during the
 /// call; `path` is NULL or NUL-terminated; `out` is NULL or valid for
 /// writing a `coo_summary`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_finish(
     b: *mut coo_builder,
     path: *const c_char,
@@ -1092,7 +1092,7 @@ fn consume(b: *mut coo_builder) {
 /// # Safety
 /// `b` is NULL or a builder handle, not used by another thread during the
 /// call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_builder_free(b: *mut coo_builder) {
     if !b.is_null() && unregister(b) {
         // SAFETY: registered by coo_builder_new and unregistered just now,

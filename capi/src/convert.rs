@@ -1,9 +1,9 @@
 //! Checked conversions between the C types and the library's: enums given
 //! as ints, `int64_t` indices, `double` values for integer tensors.
 
-use crate::{Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE};
+use crate::{COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE, Fail, Res};
 use coo_assembler::Vocabulary;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{CStr, c_char, c_int};
 
 /// A vocabulary value given as its C code, which is its position in the
 /// library's table (`coo_dtype`, `coo_duplicates`, `coo_non_finite`,

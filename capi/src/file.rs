@@ -2,15 +2,15 @@
 //! memory-mapped reader.
 
 use crate::convert::{c_str, indices, negative_component, out_ref, slice, to_c};
-use crate::{
-    coo_info, handle, quietly, status, Fail, Res, COO_ERR_ARGUMENT, COO_ERR_INDEX,
-    COO_ERR_INVALID_FILE, COO_ERR_RANK,
-};
 use crate::{BoolArg, DTypeArg};
-use coo_assembler::matrix::export::{export_file, ExportOptions, Format, NpzLayout};
+use crate::{
+    COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_RANK, Fail, Res, coo_info,
+    handle, quietly, status,
+};
 use coo_assembler::matrix::Paging;
+use coo_assembler::matrix::export::{ExportOptions, Format, NpzLayout, export_file};
 use coo_assembler::{HurrayFile, OutputLayout, Problem, Severity, Tensor};
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{CStr, c_char, c_int};
 use std::ptr::NonNull;
 
 // Readers may share a coo_file across threads.
@@ -111,7 +111,7 @@ impl Drop for FileGuard {
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_open(path: *const c_char) -> *mut coo_file {
     handle(|| open(path, std::ptr::null()))
 }
@@ -120,7 +120,7 @@ pub unsafe extern "C" fn coo_file_open(path: *const c_char) -> *mut coo_file {
 ///
 /// # Safety
 /// `path` and `name` are NULL or NUL-terminated strings.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_open_tensor(
     path: *const c_char,
     name: *const c_char,
@@ -147,7 +147,7 @@ fn too_large(v: u64) -> Fail {
 ///
 /// # Safety
 /// `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_info`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -> c_int {
     status(|| {
         let t = file(f)?.tensor;
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -
 /// # Safety
 /// `f` is NULL or a live file; `idx` is NULL or points to `rank` int64;
 /// `value` is NULL or valid for writing a double.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_get(
     f: *const coo_file,
     idx: *const i64,
@@ -228,7 +228,7 @@ fn real_only(t: &Tensor<'_>, instead: &str) -> Res<()> {
 /// # Safety
 /// `f` is NULL or a live file; `idx` is NULL or points to `rank` int64;
 /// `re` and `im` are NULL or valid for writing a double.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_get_complex(
     f: *const coo_file,
     idx: *const i64,
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn coo_file_get_complex(
 /// # Safety
 /// `f` is NULL or a live file; `idx` and `values` are NULL or writable for
 /// `n * rank` int64 and `n` doubles; `n_read` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_read_entries(
     f: *const coo_file,
     first: u64,
@@ -279,7 +279,7 @@ pub unsafe extern "C" fn coo_file_read_entries(
 /// # Safety
 /// As `coo_file_read_entries`, with `values` NULL or writable for `2 * n`
 /// doubles.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_read_entries_complex(
     f: *const coo_file,
     first: u64,
@@ -423,7 +423,7 @@ pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'
 /// # Safety
 /// `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`
 /// int64; `begin` and `end` are NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_prefix_range(
     f: *const coo_file,
     prefix_len: usize,
@@ -485,7 +485,7 @@ pub unsafe extern "C" fn coo_file_prefix_range(
                         c.name(),
                         c.layout().to_string().to_uppercase()
                     ),
-                ))
+                ));
             }
         };
         (*b, *e) = (r.start, r.end);
@@ -497,7 +497,7 @@ pub unsafe extern "C" fn coo_file_prefix_range(
 ///
 /// # Safety
 /// `f` is NULL or a live file; `out` is NULL or valid for writing a `coo_layout`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_layout(f: *const coo_file, out: *mut coo_layout) -> c_int {
     status(|| {
         let layout = match file(f)?.tensor.layout() {
@@ -520,7 +520,7 @@ pub unsafe extern "C" fn coo_file_layout(f: *const coo_file, out: *mut coo_layou
 ///
 /// # Safety
 /// `f` is NULL or a live file.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_verify(f: *const coo_file) -> c_int {
     status(|| {
         let f = file(f)?;
@@ -543,7 +543,7 @@ pub unsafe extern "C" fn coo_file_verify(f: *const coo_file) -> c_int {
 /// `f` is NULL or a live file; `notes` and `warnings` are NULL or valid
 /// for writing a `uint64_t`; `text` is NULL or valid for writing
 /// `text_len` bytes.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_verify_report(
     f: *const coo_file,
     notes: *mut u64,
@@ -621,7 +621,7 @@ fn fit_lines(lines: &[String], room: usize) -> Vec<u8> {
 ///
 /// # Safety
 /// `f` is NULL or a live file, not used afterwards.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_close(f: *mut coo_file) {
     if !f.is_null() {
         // SAFETY: a pointer from coo_file_open*, closed once (contract).
@@ -667,7 +667,7 @@ pub struct coo_export_summary {
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `coo_export_options`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_export_options_default(out: *mut coo_export_options) {
     if out.is_null() {
         return;
@@ -715,7 +715,7 @@ unsafe fn named<T: std::str::FromStr<Err = coo_assembler::Error> + Default>(
 /// `f` is NULL or a live file; `path` and `format` are NULL or
 /// NUL-terminated; `options` is NULL or a `coo_export_options` filled by
 /// `coo_export_options_default`; `summary` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_file_export(
     f: *const coo_file,
     path: *const c_char,

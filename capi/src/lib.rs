@@ -35,8 +35,8 @@ pub use file::*;
 pub use plan::*;
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, CStr, CString};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Success.
 pub const COO_OK: c_int = 0;
@@ -391,7 +391,7 @@ pub(crate) unsafe fn c_path(s: *const c_char, what: &str) -> Res<std::path::Path
 
 /// The message of this thread's last failed call, or "" if none failed yet.
 /// The pointer stays valid until the next failing call on this thread.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn coo_last_error() -> *const c_char {
     // A thread being torn down has no message left: give a static "".
     LAST.try_with(|l| l.borrow().1.as_ptr())
@@ -400,7 +400,7 @@ pub extern "C" fn coo_last_error() -> *const c_char {
 
 /// The status code of this thread's last failed call, or `COO_OK` if none
 /// failed yet. Useful after a function that returns NULL on error.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn coo_last_status() -> c_int {
     LAST.try_with(|l| l.borrow().0).unwrap_or(COO_OK)
 }
@@ -411,7 +411,7 @@ pub extern "C" fn coo_last_status() -> c_int {
 ///
 /// # Safety
 /// `message` is NULL or a NUL-terminated string.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_set_last_error(status: c_int, message: *const c_char) {
     let msg = if message.is_null() {
         String::new()
@@ -426,7 +426,7 @@ pub unsafe extern "C" fn coo_set_last_error(status: c_int, message: *const c_cha
 
 /// A constant name for a status code: "COO_OK", "COO_ERR_INDEX", ...;
 /// "unknown status" for any other value.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn coo_status_name(status: c_int) -> *const c_char {
     let s: &'static CStr = match status {
         COO_OK => c"COO_OK",
@@ -457,13 +457,13 @@ pub extern "C" fn coo_status_name(status: c_int) -> *const c_char {
 /// The C API version of the library (compare with the header's
 /// `COO_API_VERSION`: a program built against another version's header
 /// may not work).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn coo_api_version() -> u32 {
     COO_API_VERSION
 }
 
 /// The library version, e.g. "0.1.0".
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn coo_version() -> *const c_char {
     const V: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
     V.as_ptr().cast()

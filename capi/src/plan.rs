@@ -16,14 +16,14 @@
 //! takes a `const coo_plan *`, and any number of threads may refill from
 //! one plan at once, each into its own output.
 
-use crate::arrays::{first_negative, Integral};
+use crate::arrays::{Integral, first_negative};
 use crate::builder::{options_or_default, shape_from_c};
 use crate::convert::{from_c, index_arrays, out_ref, slice, to_c};
 use crate::file::out_slice;
 use crate::live::Registry;
 use crate::{
-    c_path, coo_options, handle, quietly, status, DTypeArg, Fail, LayoutArg, Res, COO_ERR_ARGUMENT,
-    COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE,
+    COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE, DTypeArg, Fail,
+    LayoutArg, Res, c_path, coo_options, handle, quietly, status,
 };
 use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
 use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
@@ -282,7 +282,7 @@ unsafe fn plan_elements<I: IndexElem>(
 /// to a `coo_options` filled by `coo_options_default`; `indices` is NULL
 /// or points to `rank` pointers, each NULL or pointing to `n` int64 that
 /// do not change during the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_new(
     rank: u32,
     shape: *const i64,
@@ -301,7 +301,7 @@ pub unsafe extern "C" fn coo_plan_new(
 /// # Safety
 /// As `coo_plan_new`, with each `indices[d]` NULL or pointing to `n`
 /// int32.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_new_i32(
     rank: u32,
     shape: *const i64,
@@ -331,7 +331,7 @@ pub unsafe extern "C" fn coo_plan_new_i32(
 /// `shape` is NULL or points to 2 int64; `options` as in
 /// `coo_plan_new`; `dofs` is NULL or points to `elements * k` int64 that
 /// do not change during the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_elements(
     shape: *const i64,
     dtype: DTypeArg,
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn coo_plan_elements(
 /// # Safety
 /// As `coo_plan_elements`, with `dofs` NULL or pointing to `elements * k`
 /// int32.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_elements_i32(
     shape: *const i64,
     dtype: DTypeArg,
@@ -374,7 +374,7 @@ pub unsafe extern "C" fn coo_plan_elements_i32(
 ///
 /// # Safety
 /// `path` is NULL or NUL-terminated.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_load(path: *const c_char) -> *mut coo_plan {
     new_handle(|| {
         // SAFETY: NULL or NUL-terminated (the caller's contract).
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn coo_plan_load(path: *const c_char) -> *mut coo_plan {
 ///
 /// # Safety
 /// `plan` is NULL or a plan handle; `path` is NULL or NUL-terminated.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_save(plan: *const coo_plan, path: *const c_char) -> c_int {
     status(|| {
         let p = live_plan(plan)?;
@@ -420,7 +420,7 @@ pub unsafe extern "C" fn coo_plan_save(plan: *const coo_plan, path: *const c_cha
 ///
 /// # Safety
 /// As `coo_plan_new`; `path` is NULL or NUL-terminated.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_file_new(
     rank: u32,
     shape: *const i64,
@@ -440,7 +440,7 @@ pub unsafe extern "C" fn coo_plan_file_new(
 /// # Safety
 /// As `coo_plan_file_new`, with each `indices[d]` NULL or pointing to `n`
 /// int32.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_file_new_i32(
     rank: u32,
     shape: *const i64,
@@ -504,7 +504,7 @@ unsafe fn plan_file<I: IndexElem>(
 /// # Safety
 /// `plan`, `values` and `output` are NULL or NUL-terminated; `options` is
 /// NULL or points to a `coo_options` filled by `coo_options_default`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_refill_file(
     plan: *const c_char,
     values: *const c_char,
@@ -534,7 +534,7 @@ pub unsafe extern "C" fn coo_refill_file(
 /// # Safety
 /// `plan` is NULL or a plan handle, not used by another thread during or
 /// after the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_free(plan: *mut coo_plan) {
     if !plan.is_null() && PLANS.unregister(plan) {
         // SAFETY: registered when made and unregistered just now, so this
@@ -558,7 +558,7 @@ fn structure_lengths(p: &Plan) -> (u64, u64) {
 /// # Safety
 /// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
 /// `uint64_t`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_nnz(plan: *const coo_plan, out: *mut u64) -> c_int {
     status(|| {
         let p = live_plan(plan)?;
@@ -574,7 +574,7 @@ pub unsafe extern "C" fn coo_plan_nnz(plan: *const coo_plan, out: *mut u64) -> c
 /// # Safety
 /// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
 /// `uint64_t`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_contributions(plan: *const coo_plan, out: *mut u64) -> c_int {
     status(|| {
         let p = live_plan(plan)?;
@@ -590,7 +590,7 @@ pub unsafe extern "C" fn coo_plan_contributions(plan: *const coo_plan, out: *mut
 /// # Safety
 /// `plan` is NULL or a plan handle; `out` is NULL or valid for writing a
 /// `coo_plan_details`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_info(plan: *const coo_plan, out: *mut coo_plan_details) -> c_int {
     status(|| {
         let p = live_plan(plan)?;
@@ -639,7 +639,7 @@ pub unsafe extern "C" fn coo_plan_info(plan: *const coo_plan, out: *mut coo_plan
 /// # Safety
 /// `plan` is NULL or a plan handle; `indices` and `pointers` are NULL or
 /// writable for `indices_len` and `pointers_len` int64.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_structure(
     plan: *const coo_plan,
     indices: *mut i64,
@@ -657,7 +657,9 @@ pub unsafe extern "C" fn coo_plan_structure(
             } else {
                 Err(Fail::new(
                     COO_ERR_ARGUMENT,
-                    format!("{what}_len = {got}: this {layout} plan's structure has {want} {what} ({rule})"),
+                    format!(
+                        "{what}_len = {got}: this {layout} plan's structure has {want} {what} ({rule})"
+                    ),
                 ))
             }
         };
@@ -789,7 +791,7 @@ unsafe fn refill_with<V: DirectValue, O>(
 /// NULL or points to `n` doubles that do not change during the call;
 /// `out` is NULL or writable for `nnz` doubles, not used by anything else
 /// during the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_assemble(
     plan: *const coo_plan,
     values: *const f64,
@@ -871,7 +873,7 @@ unsafe fn typed<O: DirectValue, D: DirectValue>(
 /// NULL or points to `n` values of the type `value_type` names, which do
 /// not change during the call; `out` is NULL or writable for `nnz` values
 /// of the plan's element type, not used by anything else during the call.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_plan_assemble_typed(
     plan: *const coo_plan,
     values: *const c_void,

@@ -620,7 +620,7 @@ fn c_complex_values_push_and_read_back() {
 /// a short options struct.
 #[test]
 fn c_export_writes_what_the_library_writes() {
-    use coo_assembler::matrix::export::{export_file, ExportOptions, Format, NpzLayout};
+    use coo_assembler::matrix::export::{ExportOptions, Format, NpzLayout, export_file};
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile_c(
         &[repo_root().join("capi/tests/c/export.c")],
@@ -899,11 +899,7 @@ fn plan_mesh() -> (Vec<u64>, [Vec<f64>; 2]) {
                 let e = ((s >> 3) % 41) as i64 - 20;
                 let scale = f64::from_bits(((1023 + e - 53) as u64) << 52);
                 let v = (s >> 11) as f64 * scale;
-                if s & 1 == 1 {
-                    -v
-                } else {
-                    v
-                }
+                if s & 1 == 1 { -v } else { v }
             })
             .collect::<Vec<f64>>()
     };

@@ -264,7 +264,7 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
 /// `assemble --mpi`: one rank of a distributed assembly (issue 13).
 #[cfg(feature = "mpi")]
 mod mpi_run {
-    use super::{assemble_options, open_source, AssembleArgs};
+    use super::{AssembleArgs, assemble_options, open_source};
     use crate::{parse_list, usage};
     use coo_assembler::input::{Compression, InputFormat};
     use coo_assembler::vocab::format_size;
@@ -321,7 +321,9 @@ mod mpi_run {
         );
         let (shape, dtype, assemble) = checked?;
         if all_ok == 0 {
-            anyhow::bail!("another rank of the MPI job refused the arguments or the input; nothing was written");
+            anyhow::bail!(
+                "another rank of the MPI job refused the arguments or the input; nothing was written"
+            );
         }
         let opts = DistOptions {
             assemble,

@@ -5,7 +5,7 @@ use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use coo_assembler::composite::join;
-use coo_assembler::{convert, CompositeFile, ConvertOptions, OutputLayout, ReadOptions};
+use coo_assembler::{CompositeFile, ConvertOptions, OutputLayout, ReadOptions, convert};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 
 use crate::names::{named, size};
 use clap::Args;
-use coo_assembler::{convert, ConvertOptions, DuplicatePolicy, OutputLayout};
+use coo_assembler::{ConvertOptions, DuplicatePolicy, OutputLayout, convert};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,8 +1,8 @@
 //! `coo-assembler dump`: every entry, one per line (`i j value` for CSR and
 //! CSC, whatever the storage order; the whole coordinate for COO).
 
-use crate::{open_any, pick_view, Pick};
-use coo_assembler::matrix::{self, Matrix, DENSE_LIMIT};
+use crate::{Pick, open_any, pick_view};
+use coo_assembler::matrix::{self, DENSE_LIMIT, Matrix};
 use coo_assembler::{Opened, Tensor, Value};
 use std::fmt::Write as _;
 use std::io::{self, Write};

@@ -1,7 +1,7 @@
 //! `coo-assembler get`: the value at one coordinate (COO, CSR or CSC, or a
 //! partition composite at a global coordinate).
 
-use crate::{open_any, parse_list, pick_view, usage, Pick};
+use crate::{Pick, open_any, parse_list, pick_view, usage};
 use coo_assembler::{Error, Opened};
 use std::path::Path;
 use std::process::ExitCode;

@@ -4,10 +4,10 @@
 use crate::open_any;
 use coo_assembler::vocab::format_size;
 use coo_assembler::{
-    format_float, group_digits, DType, HurrayFile, KvValue, Layout, Opened, OutputLayout,
-    Statistics, Tensor, TensorInfo, Vocabulary,
+    DType, HurrayFile, KvValue, Layout, Opened, OutputLayout, Statistics, Tensor, TensorInfo,
+    Vocabulary, format_float, group_digits,
 };
-use serde_json::{json, Map, Value as Json};
+use serde_json::{Map, Value as Json, json};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -235,7 +235,9 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
             _ if t.layout() == OutputLayout::Csr => {
                 "CSR (compressed rows: row_ptr, col_indices, values; columns increase within each row)"
             }
-            _ => "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)",
+            _ => {
+                "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)"
+            }
         };
         let _ = writeln!(o, "  layout:      {layout}");
         match t.statistics() {

@@ -2,10 +2,10 @@
 //! (complex ones in `.npy`).
 
 use crate::names::named;
-use crate::{open, pick_view, Pick};
+use crate::{Pick, open, pick_view};
 use anyhow::Context;
 use clap::Args;
-use coo_assembler::matrix::{self, vector, Matrix, MatvecOptions, NonFiniteInput, Paging};
+use coo_assembler::matrix::{self, Matrix, MatvecOptions, NonFiniteInput, Paging, vector};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;

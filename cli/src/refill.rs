@@ -5,8 +5,8 @@
 
 use crate::resources::Resources;
 use clap::Args;
-use coo_assembler::vocab::format_size;
 use coo_assembler::AssembleOptions;
+use coo_assembler::vocab::format_size;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! Broken rules are errors (exit 1); advisory data that disagrees with the
 //! content (statistics) gives warnings (exit 0, or 1 with `--strict`).
 
-use crate::{open_any, Pick};
+use crate::{Pick, open_any};
 use coo_assembler::raw::header::FLAG_HAS_INDEX_CRC32C;
 use coo_assembler::{Opened, Severity};
 use std::path::Path;

@@ -10,8 +10,8 @@ mod input;
 #[path = "cli/signals.rs"]
 mod signals;
 
-use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::HurrayFile;
+use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{DType, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,8 @@
 //! always prints `i j value`, in the file's storage order), the layout
 //! shown by `info`, and a broken CSR file named by rule and row.
 
-use coo_assembler::internals::hurray::align_up;
 use coo_assembler::HurrayFile;
+use coo_assembler::internals::hurray::align_up;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

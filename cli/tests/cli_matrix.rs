@@ -1,7 +1,7 @@
 //! The matrix subcommands of the CLI: matvec, export, spy, dump --dense.
 
-use coo_assembler::matrix::{matvec, vector, Matrix, MatvecOptions};
 use coo_assembler::HurrayFile;
+use coo_assembler::matrix::{Matrix, MatvecOptions, matvec, vector};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

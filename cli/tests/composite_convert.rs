@@ -13,8 +13,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::{
-    convert, open, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error,
-    ErrorKind, HurrayFile, Opened, OutputLayout, ReadOptions, Value,
+    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error, ErrorKind, HurrayFile,
+    Opened, OutputLayout, ReadOptions, Value, convert, open,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use coo_assembler::matrix::export::{export, export_file, ExportOptions, Format};
+use coo_assembler::matrix::export::{ExportOptions, Format, export, export_file};
 use coo_assembler::matrix::{Matrix, MatrixError};
 use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile};
 use std::path::{Path, PathBuf};
@@ -302,9 +302,11 @@ fn integers_beyond_2_pow_53_are_refused_for_petsc() {
         &ExportOptions::default(),
     )
     .unwrap();
-    assert!(std::fs::read_to_string(dir.path().join("m.mtx"))
-        .unwrap()
-        .contains("-9007199254740995"));
+    assert!(
+        std::fs::read_to_string(dir.path().join("m.mtx"))
+            .unwrap()
+            .contains("-9007199254740995")
+    );
     let keep = [
         ok.as_path(),
         bad.as_path(),

@@ -3,9 +3,9 @@
 //! Memory, or Io for an output the disk cannot hold), before anything is
 //! allocated or written, and nothing is left behind.
 
-use coo_assembler::convert::{convert, ConvertOptions};
-use coo_assembler::matrix::export::{export, ExportOptions, Format, NpzLayout};
-use coo_assembler::matrix::{dense, memory, Matrix};
+use coo_assembler::convert::{ConvertOptions, convert};
+use coo_assembler::matrix::export::{ExportOptions, Format, NpzLayout, export};
+use coo_assembler::matrix::{Matrix, dense, memory};
 use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile, OutputLayout};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -315,9 +315,10 @@ fn compressed_layouts_refuse_other_ranks_up_front() {
         let dir = tempfile::tempdir().unwrap();
         let mut fw =
             FileWriter::create(dir.path().join("x.hrry"), WriteOptions::default()).unwrap();
-        assert!(fw
-            .begin_tensor_as("t", DType::F64, &[2, 2, 2], layout)
-            .is_err());
+        assert!(
+            fw.begin_tensor_as("t", DType::F64, &[2, 2, 2], layout)
+                .is_err()
+        );
     }
 }
 
@@ -341,7 +342,7 @@ fn writer_checks_the_layout_order() {
 
 // ------------------------------------------------------------------ convert
 
-use coo_assembler::{convert, ConvertOptions, DuplicatePolicy};
+use coo_assembler::{ConvertOptions, DuplicatePolicy, convert};
 use proptest::prelude::*;
 
 fn convert_to(

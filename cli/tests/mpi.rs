@@ -196,7 +196,7 @@ fn cli(mpirun: &Path, k: usize, dtype: &str, dup: &str, layout: &str) -> Result<
     {
         Ok(_) => return Err("an out-of-range record was accepted".into()),
         Err(text) if !text.contains("out of range") => {
-            return Err(format!("unexpected failure: {text}"))
+            return Err(format!("unexpected failure: {text}"));
         }
         Err(_) => {}
     }

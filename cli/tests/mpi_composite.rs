@@ -8,12 +8,12 @@
 
 use coo_assembler::composite::join;
 use coo_assembler::{
-    convert, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, ReadOptions, Value,
+    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, ReadOptions, Value, convert,
 };
 use hurray_core::{
+    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, MIN_BUFFER_ALIGNMENT, Shape,
+    ShardDescriptor, SyncMode, TensorDescriptor,
     layout::{CompositeLayout, CompositionRule, CooLayout, CsrLayout},
-    BufferHandle, DeviceTag, ElementType, LayoutDescriptor, Shape, ShardDescriptor, SyncMode,
-    TensorDescriptor, MIN_BUFFER_ALIGNMENT,
 };
 use hurray_io::file::{FileCompositeNode, FileReader, FileWriter};
 use std::collections::BTreeMap;
@@ -335,9 +335,10 @@ fn reference_csr_composites_read_through_ours() {
     let (r0, r1, r2) = (slices(&b0), slices(&b1), slices(&b2));
     let bytes = reference_composite(&[("W.a", &m0, &r0), ("W.b", &m1, &r1), ("W.c", &m2, &r2)]);
     let comp = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
-    assert!(comp
-        .members()
-        .all(|(t, _)| t.layout() == coo_assembler::OutputLayout::Csr));
+    assert!(
+        comp.members()
+            .all(|(t, _)| t.layout() == coo_assembler::OutputLayout::Csr)
+    );
     assert!(comp.verify().is_empty(), "{:?}", comp.verify());
     assert_eq!(comp.nnz(), 6);
     let got: Vec<(Vec<u64>, Value)> = comp.iter().map(Result::unwrap).collect();

@@ -8,9 +8,9 @@
 //! was, with no temporary file behind.
 
 use coo_assembler::matrix::export::{self, ExportOptions, Format};
-use coo_assembler::matrix::{self, vector, Matrix, MatrixError, MatvecOptions, SpyOptions};
+use coo_assembler::matrix::{self, Matrix, MatrixError, MatvecOptions, SpyOptions, vector};
 use coo_assembler::{
-    convert, CompositeFile, ConvertOptions, Error, HurrayFile, OutputLayout, ReadOptions,
+    CompositeFile, ConvertOptions, Error, HurrayFile, OutputLayout, ReadOptions, convert,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

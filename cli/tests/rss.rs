@@ -3,8 +3,8 @@
 //! released. Ignored by default (it writes ~500 MB); run with
 //! `cargo test --release --test rss -- --ignored --nocapture`.
 
-use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::DType;
+use coo_assembler::write::{FileWriter, WriteOptions};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");

@@ -6,9 +6,9 @@ use crate::common;
 
 use common::reference;
 use coo_assembler::{HurrayFile, Severity};
+use hurray_core::LayoutDescriptor;
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;
-use hurray_core::LayoutDescriptor;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");

@@ -4,11 +4,11 @@
 //! InvalidFile naming it, and files without our checksums (the reference
 //! writer's) read as before.
 
-use coo_assembler::matrix::export::{export, ExportOptions, Format};
-use coo_assembler::matrix::{dense, matvec, Matrix, MatvecOptions};
+use coo_assembler::matrix::export::{ExportOptions, Format, export};
+use coo_assembler::matrix::{Matrix, MatvecOptions, dense, matvec};
 use coo_assembler::{
-    convert, AssembleOptions, Builder, ConvertOptions, DType, ErrorKind, HurrayFile, OutputLayout,
-    Tensor,
+    AssembleOptions, Builder, ConvertOptions, DType, ErrorKind, HurrayFile, OutputLayout, Tensor,
+    convert,
 };
 use std::path::{Path, PathBuf};
 

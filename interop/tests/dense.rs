@@ -323,12 +323,13 @@ fn a_stored_checksum_of_a_dense_buffer_is_checked() {
             let e = d.to_f64().unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidFile);
         }
-        assert!(f
-            .tensor_info("x")
-            .unwrap()
-            .verify_note()
-            .unwrap()
-            .contains("its stored checksum was compared"));
+        assert!(
+            f.tensor_info("x")
+                .unwrap()
+                .verify_note()
+                .unwrap()
+                .contains("its stored checksum was compared")
+        );
     }
 }
 

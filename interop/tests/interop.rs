@@ -7,8 +7,8 @@ use crate::common;
 
 use common::reference;
 
-use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::HurrayFile;
+use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;

@@ -9,8 +9,8 @@ use crate::common;
 
 use common::reference;
 use coo_assembler::{DType, HurrayFile, OutputLayout, Tensor, Value};
-use hurray_core::layout::{CscLayout, CsrLayout};
 use hurray_core::LayoutDescriptor;
+use hurray_core::layout::{CscLayout, CsrLayout};
 use std::collections::BTreeMap;
 
 type Entries = BTreeMap<(u64, u64), Value>;

@@ -1,9 +1,9 @@
 //! Files from our writer read back through the reference reader
 //! (hurray-io 0.1.0), under both tail paddings.
 
+use coo_assembler::DType;
 use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
-use coo_assembler::DType;
 
 #[tokio::test]
 async fn reference_reader_reads_our_files() {
@@ -35,10 +35,11 @@ async fn reference_reader_reads_our_files() {
         let mut r = hurray_io::file::FileReader::open(file).await.unwrap();
         let names: Vec<&str> = r.tensor_names().collect();
         assert_eq!(names, ["a", "empty", "c"]);
-        assert!(r
-            .kv()
-            .iter()
-            .any(|(k, v)| k == "note" && *v == hurray_io::file::KvValue::String("compat".into())));
+        assert!(
+            r.kv().iter().any(
+                |(k, v)| k == "note" && *v == hurray_io::file::KvValue::String("compat".into())
+            )
+        );
         for (name, summary) in [("a", &a), ("c", &c)] {
             let t = r.read_tensor(name).await.unwrap();
             assert_eq!(t.buffers.len(), 2);

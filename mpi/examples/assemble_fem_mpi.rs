@@ -20,10 +20,10 @@
 mod fem;
 
 use coo_assembler::{
-    parse_size, AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, OutputLayout, Value,
+    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, OutputLayout, Value, parse_size,
 };
 use coo_assembler_mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
-use fem::{elasticity, laplace, CORNERS};
+use fem::{CORNERS, elasticity, laplace};
 use mpi::traits::*;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -69,7 +69,9 @@ fn parse_args() -> Result<Args, String> {
             "--output" => a.output = Some(val()?.into()),
             "--layout" => a.layout = val()?.parse().map_err(|e| format!("--layout: {e}"))?,
             "-h" | "--help" => {
-                println!("assemble_fem_mpi [--n ELEMENTS_PER_EDGE (30)] [--budget PER_RANK (64MiB)] [--threads N (1)] [--elasticity] [--compare] [--even-rows] [--no-check] [--layout coo|csr|csc (coo)] [--output FILE]");
+                println!(
+                    "assemble_fem_mpi [--n ELEMENTS_PER_EDGE (30)] [--budget PER_RANK (64MiB)] [--threads N (1)] [--elasticity] [--compare] [--even-rows] [--no-check] [--layout coo|csr|csc (coo)] [--output FILE]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -186,7 +188,11 @@ fn run(world: &mpi::topology::SimpleCommunicator) -> Result<(), Box<dyn std::err
     if rank == 0 {
         println!(
             "mesh {n}^3 Q1 hexahedra ({}), {ndof} dofs, {ranks} ranks, budget {:.0} MiB per rank, {} threads per rank, {} members",
-            if a.elasticity { "elasticity" } else { "Laplace" },
+            if a.elasticity {
+                "elasticity"
+            } else {
+                "Laplace"
+            },
             a.budget as f64 / 1048576.0,
             a.threads,
             a.layout
@@ -243,12 +249,29 @@ fn report(world: &mpi::topology::SimpleCommunicator, s: &DistSummary, wall: f64)
     if world.rank() != 0 {
         return;
     }
-    println!("rank   rows     pushed  off-rank      sent  received  bytes sent       nnz rounds  push s exch s  asm s write s | peak RSS MiB after push exch  asm write");
+    println!(
+        "rank   rows     pushed  off-rank      sent  received  bytes sent       nnz rounds  push s exch s  asm s write s | peak RSS MiB after push exch  asm write"
+    );
     let (mut pushed, mut off, mut sent, mut bytes) = (0.0, 0.0, 0.0, 0.0);
     for (r, m) in all.chunks_exact(k).enumerate() {
         println!(
             "{r:>4} {:>6} {:>10} {:>9} {:>9} {:>9} {:>11} {:>9} {:>6} {:>7.2} {:>6.2} {:>6.2} {:>7.2} |                   {:>5.0} {:>5.0} {:>5.0} {:>5.0}",
-            m[12], m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[9], m[10], m[11], m[13], m[14], m[15], m[16]
+            m[12],
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            m[6],
+            m[7],
+            m[9],
+            m[10],
+            m[11],
+            m[13],
+            m[14],
+            m[15],
+            m[16]
         );
         pushed += m[0];
         off += m[1];

@@ -24,9 +24,9 @@
 //! see. `last` is refused by the distributed builder (the order of
 //! contributions from different ranks is not defined).
 
+use coo_assembler::DType;
 use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
 use coo_assembler::internals::assemble::exact::ExactSum;
-use coo_assembler::DType;
 
 /// How a rank may combine the records it sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,10 +249,11 @@ mod tests {
         assert!(n < 5000, "{n}");
         assert_eq!(sums(&out), sums(&recs));
         // Sorted by index tuple.
-        assert!(out
-            .chunks_exact(3)
-            .zip(out.chunks_exact(3).skip(1))
-            .all(|(a, b)| a[..2] <= b[..2]));
+        assert!(
+            out.chunks_exact(3)
+                .zip(out.chunks_exact(3).skip(1))
+                .all(|(a, b)| a[..2] <= b[..2])
+        );
         // The cancelled group is one +0.0, the -0.0 group one -0.0.
         let of = |i: u64| -> Vec<u64> {
             out.chunks_exact(3)

@@ -7,9 +7,9 @@
 //! than that buffer of it.
 
 use super::DistBuilder;
+use coo_assembler::Element;
 use coo_assembler::input::check_bin_length;
 use coo_assembler::internals::fs::ctx::IoCtx;
-use coo_assembler::Element;
 use coo_assembler::{Error, Result};
 use mpi::traits::Communicator;
 use std::path::Path;

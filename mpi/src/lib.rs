@@ -65,24 +65,24 @@ pub mod ranges;
 mod runs;
 mod stash;
 
-use combine::{sort_and_combine, Precombine};
+use combine::{Precombine, sort_and_combine};
+use coo_assembler::DType;
 use coo_assembler::internals::assemble::builder::{check_coordinate, raw_value};
 use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
 use coo_assembler::internals::composite::{
-    first_member_offset, member_name, write_frame, write_member, Placed, Prepared, PLACED_WORDS,
+    PLACED_WORDS, Placed, Prepared, first_member_offset, member_name, write_frame, write_member,
 };
 use coo_assembler::internals::fs::ctx::IoCtx;
-use coo_assembler::internals::fs::names::{output_temp_name, parent_dir, random_u64, TempName};
-use coo_assembler::internals::fs::output::{open_shared, AtomicOutput, ReplaceInput};
+use coo_assembler::internals::fs::names::{TempName, output_temp_name, parent_dir, random_u64};
+use coo_assembler::internals::fs::output::{AtomicOutput, ReplaceInput, open_shared};
 use coo_assembler::internals::hurray::composite::{CompositeHead, RULE_PARTITION};
-use coo_assembler::DType;
 use coo_assembler::{AssembleOptions, DuplicatePolicy};
 use coo_assembler::{Builder, Summary};
 use coo_assembler::{Error, Result};
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
-use ranges::{check_starts, owner, starts_from_sample, RowSample};
+use ranges::{RowSample, check_starts, owner, starts_from_sample};
 use runs::Runs;
 use stash::Stash;
 use std::path::{Path, PathBuf};

@@ -20,10 +20,10 @@
 //! the part not yet handed out), which the exchange takes from the
 //! outgoing buffer it no longer needs once the stash is drained.
 
-use super::combine::{sort_and_combine, Precombine};
-use coo_assembler::internals::fs::ctx::IoCtx;
+use super::combine::{Precombine, sort_and_combine};
 use coo_assembler::DType;
 use coo_assembler::Result;
+use coo_assembler::internals::fs::ctx::IoCtx;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,8 +9,8 @@
 //! same process only, so the words go out in native byte order without a
 //! converted copy. The memory is released as soon as it has been read.
 
-use coo_assembler::internals::fs::ctx::IoCtx;
 use coo_assembler::Result;
+use coo_assembler::internals::fs::ctx::IoCtx;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 

@@ -388,9 +388,10 @@ fn worker(case: &str, dir: &Path) {
                 ..options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo)
             };
             let b = pushed(&world, opts);
-            assert!(b
-                .finish_per_rank(dir.join(format!("F.part{rank}.hrry")))
-                .is_err());
+            assert!(
+                b.finish_per_rank(dir.join(format!("F.part{rank}.hrry")))
+                    .is_err()
+            );
             world.barrier();
             let left: Vec<PathBuf> = std::fs::read_dir(dir)
                 .unwrap()

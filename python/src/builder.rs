@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::arrays::{
-    as_signed, chunk_of, with_values, BadIndex, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1,
-    ValArr3, CHUNK,
+    BadIndex, CHUNK, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1, ValArr3, as_signed, chunk_of,
+    with_values,
 };
 use crate::errors::{input_error, state_error, to_py};
 use crate::names::{canonical, parse_size};

@@ -11,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::{input_error, raise, to_py};
-use coo_assembler::matrix::memory;
 use coo_assembler::ErrorKind;
+use coo_assembler::matrix::memory;
 
 /// Columns and entry positions of a CSC row.
 type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);

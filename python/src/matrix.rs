@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use coo_assembler::matrix::{
-    self, export::ExportOptions, export::Format, export::NpzLayout, Matrix, MatrixResult,
-    MatvecOptions, NonFiniteInput, Paging, SpyOptions,
-};
 use coo_assembler::Complex;
+use coo_assembler::matrix::{
+    self, Matrix, MatrixResult, MatvecOptions, NonFiniteInput, Paging, SpyOptions,
+    export::ExportOptions, export::Format, export::NpzLayout,
+};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

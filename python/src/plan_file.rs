@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::builder::options;
 use crate::errors::to_py;
-use crate::plan::{plan_cols, plan_dofs, Planner};
+use crate::plan::{Planner, plan_cols, plan_dofs};
 
 /// Plans written to the plan file at the path.
 struct ToFile<'a>(&'a Path);

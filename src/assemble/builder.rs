@@ -9,18 +9,18 @@
 
 use crate::assemble::combine::PushValue;
 use crate::assemble::deferred::finish_deferred;
-use crate::assemble::finish::{finish_core, Summary};
+use crate::assemble::finish::{Summary, finish_core};
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::assemble::run::spawn_sorters;
-use crate::assemble::shared::{new_core, Core, Job, Parked};
+use crate::assemble::shared::{Core, Job, Parked, new_core};
 use crate::assemble::sort::Record;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};
 use crossbeam_channel::Sender;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// How a pusher holds its chunk between calls (see `shared.rs`).
@@ -334,7 +334,7 @@ enum AnyLocal {
 }
 
 macro_rules! each {
-    ($enum:ident, $x:expr, $v:ident => $body:expr) => {
+    ($enum:ident, $x:expr_2021, $v:ident => $body:expr_2021) => {
         match $x {
             $enum::U64($v) => $body,
             $enum::U128($v) => $body,

@@ -9,7 +9,7 @@
 //! across runs, encodes them into spill runs, and finally rounds once to the
 //! element type.
 
-use crate::assemble::exact::{finite_header, grow_expansion, sum_exact, two_sum, ExactSum};
+use crate::assemble::exact::{ExactSum, finite_header, grow_expansion, sum_exact, two_sum};
 use crate::codec::{
     read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
     write_u64,
@@ -710,7 +710,7 @@ impl PushValue for bool {
 
 /// Run `$body` with `$c` bound to the combiner for `$kind` and `$dtype`.
 macro_rules! with_combiner {
-    ($kind:expr, $dtype:expr, $c:ident => $body:expr) => {
+    ($kind:expr_2021, $dtype:expr_2021, $c:ident => $body:expr_2021) => {
         match $kind {
             $crate::assemble::combine::CombinerKind::FloatSum => {
                 let $c = $crate::assemble::combine::FloatSum($dtype);

@@ -19,7 +19,7 @@
 //! ([`Core::surplus`]).
 
 use crate::assemble::direct::input::Held;
-use crate::assemble::finish::{stop_sorters, Summary};
+use crate::assemble::finish::{Summary, stop_sorters};
 use crate::assemble::key::Key;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::assemble::shared::Core;

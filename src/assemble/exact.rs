@@ -74,7 +74,7 @@
 //! buffer's remaining length justifies.
 
 use crate::codec::{read_u64, take_le_u64, write_u64};
-use crate::element::{ilog2, scale2, FloatFormat};
+use crate::element::{FloatFormat, ilog2, scale2};
 #[cfg(any(test, feature = "internals"))]
 use crate::narrow::{BF16, F16};
 
@@ -424,11 +424,7 @@ impl ExactSum {
     }
 
     fn zero_value(&self) -> f64 {
-        if self.zero == Z_ANY {
-            -0.0
-        } else {
-            0.0
-        }
+        if self.zero == Z_ANY { -0.0 } else { 0.0 }
     }
 
     /// Rounds the finite expansion to f64; returns `(hi, sign of exact - hi)`,
@@ -651,11 +647,7 @@ impl Wide {
         if v > fmt.max {
             v = f64::INFINITY;
         }
-        if neg {
-            -v
-        } else {
-            v
-        }
+        if neg { -v } else { v }
     }
 }
 
@@ -975,11 +967,7 @@ mod tests {
             (frac | (1 << 52), be - 1)
         };
         let v = BigInt::from(m) << sh;
-        if bits >> 63 != 0 {
-            -v
-        } else {
-            v
-        }
+        if bits >> 63 != 0 { -v } else { v }
     }
 
     fn oracle_sum(xs: &[f64]) -> BigInt {
@@ -1101,11 +1089,7 @@ mod tests {
         let m = u64::from_str_radix(&format!("{int}{frac}"), 16).unwrap();
         let e: i32 = exp.parse::<i32>().unwrap() - 4 * frac.len() as i32;
         let v = scale2(m as f64, e);
-        if neg {
-            -v
-        } else {
-            v
-        }
+        if neg { -v } else { v }
     }
 
     // ---------- known cases ----------

@@ -1,9 +1,9 @@
 //! `finish`: stop the sorters, merge the runs (intermediate passes in
 //! `merge.rs`), and the final merge pipelined into the file writer.
 
-use crate::assemble::combine::{with_combiner, Combiner};
+use crate::assemble::combine::{Combiner, with_combiner};
 use crate::assemble::key::Key;
-use crate::assemble::merge::{combine_error, merge_passes, open_readers, Merger};
+use crate::assemble::merge::{Merger, combine_error, merge_passes, open_readers};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
 use crate::assemble::run::SortState;
 use crate::assemble::shared::{Core, Job};
@@ -11,8 +11,8 @@ use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::write::{FileSummary, FileWriter, TensorWriter, WriteOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// What an assembly did, returned by [`crate::Builder::finish`].

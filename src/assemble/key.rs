@@ -6,7 +6,7 @@
 //! index tuples equals the integer order of their keys. The total width picks
 //! the smallest [`Key`] type that holds it (see [`KeyWidth`]).
 
-use crate::codec::{read_leb, write_leb, LebWord};
+use crate::codec::{LebWord, read_leb, write_leb};
 use std::fmt::Debug;
 
 /// An unsigned integer wide enough to hold a packed index tuple.

@@ -248,11 +248,7 @@ pub(crate) fn first_pass_width(n: usize, fan_in: usize) -> usize {
     // Each pass turns w runs into 1 (removes w - 1). Make (n - 1) a multiple
     // of (fan_in - 1) after the first pass.
     let r = (n - 1) % (fan_in - 1);
-    if r == 0 {
-        fan_in
-    } else {
-        r + 1
-    }
+    if r == 0 { fan_in } else { r + 1 }
 }
 
 /// Open a reader on each run; `dir` names where spilled runs live, for

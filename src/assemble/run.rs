@@ -2,16 +2,16 @@
 //! keys into accumulators, and encode the result as a run kept in memory
 //! or appended to the sorter's spill file.
 
-use crate::assemble::combine::{with_combiner, Combiner};
+use crate::assemble::combine::{Combiner, with_combiner};
 use crate::assemble::key::Key;
 use crate::assemble::merge::combine_error;
 use crate::assemble::plan::SPILL_BUFFER;
 use crate::assemble::shared::{Core, Job};
-use crate::assemble::sort::{sort_records, Record};
+use crate::assemble::sort::{Record, sort_records};
 use crate::assemble::spill::{Run, RunWriter, SpillFile};
 use crate::error::{Error, Result};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Start the sorter threads of `core` (none with `threads = 1`: the

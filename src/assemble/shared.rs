@@ -35,10 +35,10 @@
 //! 5 ns; best of 7 runs of 1.5e6 pushes each); an element push of 64
 //! values pays either once.
 
-use crate::assemble::combine::{with_combiner, CombinerKind};
+use crate::assemble::combine::{CombinerKind, with_combiner};
 use crate::assemble::deferred::Deferred;
 use crate::assemble::key::{Key, KeyLayout};
-use crate::assemble::plan::{MemTracker, Plan, BLOCK_TARGET};
+use crate::assemble::plan::{BLOCK_TARGET, MemTracker, Plan};
 use crate::assemble::run::SortState;
 use crate::assemble::sort::Record;
 use crate::assemble::spill::{Run, RunFormat};

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which calls a [`FaultPlan`] fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -40,7 +40,7 @@
 
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
-use crate::fs::names::{output_temp_name, parent_dir, TempName};
+use crate::fs::names::{TempName, output_temp_name, parent_dir};
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -27,14 +27,14 @@
 
 use super::compressed::compressed_descriptor_len;
 use super::descriptor::{
-    descriptor_len, field, layout_tag, length_and_flags, read_dtype, read_prelude,
-    set_length_and_flags, write_head, DESC_COMPOSITE_MEMBER, DESC_EXTENSION_TYPE, DESC_HAS_SHARD,
-    DESC_HAS_STATISTICS, DESC_QUANTIZED,
+    DESC_COMPOSITE_MEMBER, DESC_EXTENSION_TYPE, DESC_HAS_SHARD, DESC_HAS_STATISTICS,
+    DESC_QUANTIZED, descriptor_len, field, layout_tag, length_and_flags, read_dtype, read_prelude,
+    set_length_and_flags, write_head,
 };
 use super::statistics::STATISTICS_LEN;
 use super::{
-    align_up, ByteReader, DESCRIPTOR_ALIGNMENT, LAYOUT_COMPOSITE, LAYOUT_COO, LAYOUT_CSC,
-    LAYOUT_CSR, MAX_RANK,
+    ByteReader, DESCRIPTOR_ALIGNMENT, LAYOUT_COMPOSITE, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR,
+    MAX_RANK, align_up,
 };
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -196,20 +196,20 @@ impl CompositeHead {
                 return Err(r.err_at(
                     op_at,
                     format!("combine_op {combine_op} must be 0 for rule {rule}"),
-                ))
+                ));
             }
             RULE_OVERLAY if !(COMBINE_REPLACE..=COMBINE_ADD).contains(&combine_op) => {
                 return Err(r.err_at(
                     op_at,
                     format!("overlay combine_op {combine_op} must be 1 or 2"),
-                ))
+                ));
             }
             RULE_PARTITION | RULE_OVERLAY | RULE_GROUP => {}
             _ => {
                 return Err(r.err_at(
                     at(head_field::composition_rule(rank)),
                     format!("composition_rule 0x{rule:02x} is reserved or invalid"),
-                ))
+                ));
             }
         }
         if member_count == u32::MAX {
@@ -602,9 +602,11 @@ mod tests {
         let ok: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[6, 0], &[4, 4])];
         assert_eq!(check_partition(&shape, &ok), None);
         let gap: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[7, 0], &[3, 4])];
-        assert!(check_partition(&shape, &gap)
-            .unwrap()
-            .contains("exact cover"));
+        assert!(
+            check_partition(&shape, &gap)
+                .unwrap()
+                .contains("exact cover")
+        );
         let over: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[5, 0], &[5, 4])];
         assert!(check_partition(&shape, &over).unwrap().contains("overlap"));
         let out: Vec<(&[u64], &[u64])> = vec![(&[0, 0], &[6, 4]), (&[6, 0], &[5, 4])];

@@ -7,10 +7,10 @@
 //! (`row_ptr` / `col_ptr`, u64, extent of the major dimension + 1).
 
 use super::descriptor::{
-    field, read_dtype, read_extent, read_prelude, read_statistics, write_head, BufferHandle,
-    DESC_HAS_STATISTICS, HANDLE_LEN,
+    BufferHandle, DESC_HAS_STATISTICS, HANDLE_LEN, field, read_dtype, read_extent, read_prelude,
+    read_statistics, write_head,
 };
-use super::statistics::{Statistics, STATISTICS_LEN};
+use super::statistics::{STATISTICS_LEN, Statistics};
 use super::{ByteReader, LAYOUT_CSC, LAYOUT_CSR};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -118,7 +118,7 @@ impl CompressedDescriptor {
                 return Err(r.err_at(
                     field::LAYOUT_TAG as usize,
                     format!("layout tag 0x{t:02x} is not CSR or CSC"),
-                ))
+                ));
             }
         };
         let name = if column_major { "CSC" } else { "CSR" };

@@ -9,10 +9,10 @@
 //! `byte_offset + product(shape) * width` bytes.
 
 use super::descriptor::{
-    field, read_dtype, read_extent, read_prelude, write_head, BufferHandle, DESC_HAS_STATISTICS,
-    HANDLE_LEN,
+    BufferHandle, DESC_HAS_STATISTICS, HANDLE_LEN, field, read_dtype, read_extent, read_prelude,
+    write_head,
 };
-use super::statistics::{Statistics, STATISTICS_LEN};
+use super::statistics::{STATISTICS_LEN, Statistics};
 use super::{ByteReader, LAYOUT_COLUMN_MAJOR, LAYOUT_ROW_MAJOR, MAX_RANK};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -239,7 +239,7 @@ impl DenseDescriptor {
                 return Err(r.err_at(
                     field::LAYOUT_TAG as usize,
                     format!("layout tag 0x{t:02x} is not row-major or column-major"),
-                ))
+                ));
             }
         };
         let name = if column_major {

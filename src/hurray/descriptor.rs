@@ -1,6 +1,6 @@
 //! The COO tensor descriptor and its buffer handles.
 
-use super::statistics::{Statistics, NNZ_VALID, STATISTICS_LEN};
+use super::statistics::{NNZ_VALID, STATISTICS_LEN, Statistics};
 use super::{ByteReader, LAYOUT_COO, MAGIC, MAX_RANK};
 use crate::element::DType;
 use crate::error::{Error, Result};

@@ -122,10 +122,12 @@ mod tests {
         assert!(FileHeader::decode(&bad).is_err());
         let mut bad = b;
         bad[40] = 1;
-        assert!(FileHeader::decode(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("byte 40"));
+        assert!(
+            FileHeader::decode(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("byte 40")
+        );
         let mut bad = b;
         bad[15] = 0x80;
         assert!(FileHeader::decode(&bad).is_err());

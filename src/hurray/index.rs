@@ -155,10 +155,12 @@ mod tests {
         assert_eq!(decode(&b, 8240).unwrap(), e);
         let mut two = e.clone();
         two.push(e[0].clone());
-        assert!(decode(&encode(&two), 0)
-            .unwrap_err()
-            .to_string()
-            .contains("twice"));
+        assert!(
+            decode(&encode(&two), 0)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
         // The named field offsets agree with the encoder.
         let f = EntryFields::at(EntryFields::first(100), 3);
         let at = |o: u64| (o - 100) as usize;

@@ -150,7 +150,7 @@ impl KvValue {
                 return Err(r.err_at(
                     p.saturating_sub(1),
                     format!("key {key:?}: KV type tag 0x{t:02x} is reserved or invalid"),
-                ))
+                ));
             }
         })
     }

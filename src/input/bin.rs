@@ -7,7 +7,7 @@ use crate::assemble::sort::Record;
 use crate::codec::le_u64_at;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
-use crate::input::common::{at, input_err, Progress};
+use crate::input::common::{Progress, at, input_err};
 use std::io::Read;
 
 /// Push binary records from `r`. Returns the number of records.

@@ -10,7 +10,7 @@ use crate::assemble::builder::Packer;
 use crate::assemble::sort::Record;
 use crate::error::{Error, Result};
 use crate::input::common::Parsed;
-use crate::input::common::{input_err, Entry, Progress};
+use crate::input::common::{Entry, Progress, input_err};
 use crate::input::lines::read_error;
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read};

@@ -4,7 +4,7 @@
 //! name is common); only data lines must be ASCII, checked by [`ascii`].
 
 use crate::error::{Error, Result};
-use crate::input::common::{input_err, Progress};
+use crate::input::common::{Progress, input_err};
 use std::io::{BufRead, ErrorKind};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";

@@ -11,7 +11,7 @@ use crate::fs::IoCtx;
 use crate::input::bin::push_bin_bytes;
 use crate::input::chunks::Text;
 use crate::input::common::Progress;
-use crate::input::mtx::{push_mtx_from, read_mtx_header, MtxHeader};
+use crate::input::mtx::{MtxHeader, push_mtx_from, read_mtx_header};
 use crate::input::text::push_text_from;
 use std::fs::File;
 use std::path::Path;

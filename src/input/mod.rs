@@ -21,10 +21,10 @@ mod text;
 
 pub use bin::{bin_record_bytes, check_bin_length, push_bin, push_bin_bytes};
 pub use common::{InputFormat, Progress};
-pub use compress::{decompress, detect, peek, Compression, PeekReader};
+pub use compress::{Compression, PeekReader, decompress, detect, peek};
 pub use mapped::MappedInput;
-pub use mtx::{push_mtx, read_mtx_header, MtxField, MtxHeader, MtxLayout, MtxSymmetry};
-pub use npy::{push_npy, read_npy_header, NpyHeader, NpyKind, NPY_MAGIC};
+pub use mtx::{MtxField, MtxHeader, MtxLayout, MtxSymmetry, push_mtx, read_mtx_header};
+pub use npy::{NPY_MAGIC, NpyHeader, NpyKind, push_npy, read_npy_header};
 pub use source::Source;
 pub use text::push_text;
 

@@ -9,12 +9,12 @@ use crate::element::DType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::input::chunks::{
-    line_end, parse_lines, skip_blanks, Batch, BatchSink, Entries, LineError, LineParser, Order,
-    Text,
+    Batch, BatchSink, Entries, LineError, LineParser, Order, Text, line_end, parse_lines,
+    skip_blanks,
 };
 use crate::input::common::Parsed;
-use crate::input::common::{at, input_err, Entry, Progress, Sink};
-use crate::input::lines::{ascii, ascii_detail, for_lines, mtx_skip, LineReader};
+use crate::input::common::{Entry, Progress, Sink, at, input_err};
+use crate::input::lines::{LineReader, ascii, ascii_detail, for_lines, mtx_skip};
 use crate::input::number::index_prefix;
 use crate::input::text::{packer_for, parse_index, parse_value, push_entries, value_at};
 use std::io::BufRead;
@@ -107,9 +107,9 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 source,
                 line1(),
                 format!(
-                "only 'matrix coordinate' and 'matrix array' files are supported, not '{a} {b}'"
-            ),
-            ))
+                    "only 'matrix coordinate' and 'matrix array' files are supported, not '{a} {b}'"
+                ),
+            ));
         }
     };
     let field = match banner[3].as_str() {
@@ -122,7 +122,7 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 source,
                 line1(),
                 "complex 'array' files are not read (complex 'coordinate' files are)",
-            ))
+            ));
         }
         f => {
             let allowed = match layout {
@@ -146,7 +146,7 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 source,
                 line1(),
                 "a hermitian file must be 'complex' (a real hermitian matrix is 'symmetric')",
-            ))
+            ));
         }
         s => {
             return Err(input_err(
@@ -155,7 +155,7 @@ pub fn read_mtx_header<R: BufRead>(r: &mut R, source: &str) -> Result<MtxHeader>
                 format!(
                     "symmetry '{s}' is not supported (use general, symmetric, skew-symmetric or hermitian)"
                 ),
-            ))
+            ));
         }
     };
     loop {
@@ -450,7 +450,7 @@ fn mirror_of(h: &MtxHeader, v: Parsed) -> std::result::Result<Option<Parsed>, St
             Parsed::F(f) => Parsed::F(-f),
             Parsed::I(x) => Parsed::I(x.checked_neg().ok_or("value cannot be negated")?),
             Parsed::U(_) => {
-                return Err("value too large to negate for a skew-symmetric file".into())
+                return Err("value too large to negate for a skew-symmetric file".into());
             }
         }),
     })
@@ -567,7 +567,9 @@ impl CoordLines<'_> {
                 return Err(format!("{what} is 0; MatrixMarket indices start at 1"));
             }
             if v > extent {
-                return Err(format!("{what} {v} is out of range: the matrix has {extent} {noun} (1-based, 1..={extent})"));
+                return Err(format!(
+                    "{what} {v} is out of range: the matrix has {extent} {noun} (1-based, 1..={extent})"
+                ));
             }
             Ok(v - 1)
         };

@@ -8,7 +8,7 @@ use crate::assemble::builder::Builder;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::input::common::Parsed;
-use crate::input::common::{at, input_err, Entry, Progress, Sink};
+use crate::input::common::{Entry, Progress, Sink, at, input_err};
 use crate::input::text::push_parsed;
 use std::io::{ErrorKind, Read};
 
@@ -110,7 +110,7 @@ pub fn read_npy_header<R: Read>(r: &mut R, source: &str) -> Result<NpyHeader> {
             return Err(bad(format!(
                 "format version {v}.{} is not supported (1 to 3 are)",
                 pre[7]
-            )))
+            )));
         }
     };
     if len > MAX_HEADER {
@@ -132,7 +132,7 @@ pub fn read_npy_header<R: Read>(r: &mut R, source: &str) -> Result<NpyHeader> {
                 return Err(bad(
                     "structured (record) arrays are not supported: only plain numeric dtypes"
                         .into(),
-                ))
+                ));
             }
             ("fortran_order", Py::Bool(b)) => fortran = Some(b),
             ("shape", Py::Tuple(t)) => shape = Some(t),
@@ -427,7 +427,7 @@ pub(crate) fn parse_npy<R: Read>(
                             "the file ends after {} of the {total} elements the header announces",
                             n + (got / w) as u64
                         ),
-                    ))
+                    ));
                 }
                 Ok(k) => got += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -465,7 +465,7 @@ pub(crate) fn parse_npy<R: Read>(
                     source,
                     "data".into(),
                     format!("bytes follow the {total} elements the header announces"),
-                ))
+                ));
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::io("read", source, e)),

@@ -11,21 +11,21 @@
 //! while merging is told as the input writes the coordinate (1-based for
 //! MatrixMarket) with the lines or records it came from.
 
+use crate::Builder;
 use crate::assemble::builder::Locator;
 use crate::assemble::direct;
 use crate::assemble::finish::Summary;
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::fs::output::{check_target, FileId};
 use crate::fs::IoCtx;
-use crate::input::common::{input_err, InputFormat};
-use crate::input::compress::{decompress, peek, Compression};
+use crate::fs::output::{FileId, check_target};
+use crate::input::common::{InputFormat, input_err};
+use crate::input::compress::{Compression, decompress, peek};
 use crate::input::mapped::MappedInput;
-use crate::input::mtx::{read_mtx_header, MtxHeader, MtxSymmetry};
-use crate::input::npy::{read_npy_header, NpyHeader, NPY_MAGIC};
+use crate::input::mtx::{MtxHeader, MtxSymmetry, read_mtx_header};
+use crate::input::npy::{NPY_MAGIC, NpyHeader, read_npy_header};
 use crate::input::{bin, locate, push_bin, push_mtx, push_npy, push_text};
 use crate::options::AssembleOptions;
-use crate::Builder;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -149,7 +149,7 @@ impl Source {
             (Some(InputFormat::Bin), Some(InputFormat::Npy)) => {
                 return Err(Error::InvalidArgument(format!(
                     "{name} is a NumPy .npy file, not bin records: use the format npy (or leave the format out to have it recognised)"
-                )))
+                )));
             }
             (Some(f), _) | (None, Some(f)) => f,
             (None, None) => InputFormat::Bin,
@@ -398,7 +398,7 @@ impl Source {
                     &name,
                     "start".into(),
                     "npy input is read, not mapped",
-                ))
+                ));
             }
             (Header::None, Body::Mapped(mut m)) if self.format == InputFormat::Text => {
                 m.push_text(b, rank, dtype, &name, p)?

@@ -6,10 +6,10 @@ use crate::element::DType;
 use crate::error::Result;
 use crate::hurray::MAX_RANK;
 use crate::input::chunks::{
-    line_end, parse_lines, skip_blanks, AnyOrder, Batch, BatchSink, Entries, LineError, LineParser,
-    Text,
+    AnyOrder, Batch, BatchSink, Entries, LineError, LineParser, Text, line_end, parse_lines,
+    skip_blanks,
 };
-use crate::input::common::{at, Parsed, Progress};
+use crate::input::common::{Parsed, Progress, at};
 use crate::input::lines::ascii_detail;
 use crate::input::number::{ends_field, f64_prefix, i64_prefix, index_prefix};
 use std::io::{BufRead, Read};
@@ -259,7 +259,7 @@ impl TextLines {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::chunks::{parse_as_block, Batch};
+    use crate::input::chunks::{Batch, parse_as_block};
 
     /// The fast path takes only lines on which it agrees with the exact
     /// path; it leaves the others (errors and comments included) to it.

@@ -27,7 +27,9 @@ pub enum MatrixError {
     },
 
     /// A vector does not have the length the product needs.
-    #[error("{what} has {got} elements; the product needs {expected} (the matrix is {rows} x {cols}{transposed})")]
+    #[error(
+        "{what} has {got} elements; the product needs {expected} (the matrix is {rows} x {cols}{transposed})"
+    )]
     VectorLength {
         /// Which vector ("x").
         what: &'static str,
@@ -44,7 +46,9 @@ pub enum MatrixError {
     },
 
     /// A NaN or infinity in an input vector under the `error` policy.
-    #[error("x[{position}] = {value} is not finite (non-finite policy is `error`; allow it to let NaN and infinity propagate)")]
+    #[error(
+        "x[{position}] = {value} is not finite (non-finite policy is `error`; allow it to let NaN and infinity propagate)"
+    )]
     NonFiniteInput {
         /// Position of the first non-finite element.
         position: usize,
@@ -109,7 +113,9 @@ pub enum MatrixError {
 
     /// An integer value that a float64 format (PETSc) would round: beyond
     /// 2^53 in magnitude.
-    #[error("{tensor:?} entry {entry} at {index}: the value {value} is beyond 2^53 in magnitude, which {format} (float64 values) would round; export it to {exact} to keep it exact")]
+    #[error(
+        "{tensor:?} entry {entry} at {index}: the value {value} is beyond 2^53 in magnitude, which {format} (float64 values) would round; export it to {exact} to keep it exact"
+    )]
     NotExactInDouble {
         /// The target format.
         format: &'static str,
@@ -141,7 +147,9 @@ pub enum MatrixError {
     /// A CSR or CSC matrix given to an operation that reads COO only
     /// (every public operation reads every layout today; kept for
     /// operations added later).
-    #[error("tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only; convert it first (coo-assembler convert FILE OUT --to coo)")]
+    #[error(
+        "tensor {tensor:?} is stored as {layout}: {op} reads COO matrices only; convert it first (coo-assembler convert FILE OUT --to coo)"
+    )]
     LayoutNotSupported {
         /// The operation.
         op: &'static str,

@@ -30,7 +30,7 @@
 use super::entries::{checked_pointers, lane_of};
 use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
-use super::view::{f64_of, fixed_blocks, to_usize, with_values, Layout, Matrix};
+use super::view::{Layout, Matrix, f64_of, fixed_blocks, to_usize, with_values};
 use crate::read::release::physical_memory;
 use crate::{CooTensor, Element, Value};
 use num_complex::Complex64;

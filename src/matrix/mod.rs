@@ -49,12 +49,12 @@ mod spy;
 pub mod vector;
 mod view;
 
-pub use dense::{dense, DENSE_LIMIT};
+pub use dense::{DENSE_LIMIT, dense};
 pub use error::{MatrixError, MatrixResult};
 pub use matvec::{
-    matvec, matvec_complex, matvec_into, MatvecOptions, NonFiniteInput, BLOCK_ENTRIES,
-    SCATTER_MIN_ENTRIES,
+    BLOCK_ENTRIES, MatvecOptions, NonFiniteInput, SCATTER_MIN_ENTRIES, matvec, matvec_complex,
+    matvec_into,
 };
 pub use paging::Paging;
-pub use spy::{shade as spy_shade, spy, SpyOptions, SpySummary};
+pub use spy::{SpyOptions, SpySummary, shade as spy_shade, spy};
 pub use view::{Layout, Matrix};

@@ -12,8 +12,8 @@ use super::entries::Coords;
 use super::error::{MatrixError, MatrixResult};
 use super::font;
 use super::output::Output;
-use super::paging::{for_each_block, Paging};
-use super::view::{fixed_blocks, pick, Matrix};
+use super::paging::{Paging, for_each_block};
+use super::view::{Matrix, fixed_blocks, pick};
 use crate::HurrayFile;
 use std::path::Path;
 

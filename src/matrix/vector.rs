@@ -7,7 +7,7 @@ use super::output::Output;
 use super::view::Matrix;
 use crate::fs::output::FileId;
 use crate::input::common::Parsed;
-use crate::input::npy::{self, NpyKind, NPY_MAGIC as MAGIC};
+use crate::input::npy::{self, NPY_MAGIC as MAGIC, NpyKind};
 use crate::{Complex, IoCtx, Value};
 use std::path::Path;
 
@@ -394,27 +394,33 @@ mod tests {
         assert!(parse_npy(b"hello world", p).is_err());
         let mut b = npy_header("<c16", &[1]);
         b.extend([0u8; 16]);
-        assert!(parse_npy(&b, p)
-            .unwrap_err()
-            .to_string()
-            .contains("complex"));
+        assert!(
+            parse_npy(&b, p)
+                .unwrap_err()
+                .to_string()
+                .contains("complex")
+        );
         let mut b = npy_header("<V8", &[1]);
         b.extend([0u8; 8]);
         assert!(parse_npy(&b, p).is_err());
         let mut b = npy_header("<f8", &[4]);
         b.extend([0u8; 8]);
-        assert!(parse_npy(&b, p)
-            .unwrap_err()
-            .to_string()
-            .contains("needs 32"));
+        assert!(
+            parse_npy(&b, p)
+                .unwrap_err()
+                .to_string()
+                .contains("needs 32")
+        );
         let mut b = npy_header("<f8", &[2, 2]);
         b.extend([0u8; 32]);
         assert!(parse_npy(&b, p).unwrap_err().to_string().contains("1-D"));
         assert!(parse_f64(&[0u8; 9], p).is_err());
-        assert!(read_vector("x.txt")
-            .unwrap_err()
-            .to_string()
-            .contains(".npy"));
+        assert!(
+            read_vector("x.txt")
+                .unwrap_err()
+                .to_string()
+                .contains(".npy")
+        );
     }
 
     #[test]

@@ -18,13 +18,13 @@
 //! hash (as a streaming pass would), otherwise they stay cached for the
 //! pass that follows.
 
-use super::release::{physical_memory, Mapped};
+use super::release::{Mapped, physical_memory};
 use crate::error::{Error, Result};
-use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::KvValue;
+use crate::hurray::kv::parse_checksum_key;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What is wrong with a buffer, kept to make the same error every time.
 #[derive(Clone, Debug)]

@@ -19,24 +19,24 @@
 //! warning in [`CompositeFile::warnings`].
 
 // The container and per-tensor rules are the plain reader's own.
-use super::layout::{check_decoded, container, Container};
-use super::{view_of, Backing, Desc, ReadOptions, Tensor, TensorMeta};
+use super::layout::{Container, check_decoded, container};
+use super::{Backing, Desc, ReadOptions, Tensor, TensorMeta, view_of};
+use crate::Value;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::hurray::composite::{
-    check_partition, first_member_at, split_member, CompositeHead, MemberBytes, Shard, ShardFields,
-    RULE_PARTITION,
+    CompositeHead, MemberBytes, RULE_PARTITION, Shard, ShardFields, check_partition,
+    first_member_at, split_member,
 };
 use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::descriptor::{field, layout_tag};
 use crate::hurray::index::EntryFields;
 use crate::hurray::{
-    CooDescriptor, IndexEntry, KvValue, DESCRIPTOR_ALIGNMENT, LAYOUT_COMPOSITE, LAYOUT_CSC,
+    CooDescriptor, DESCRIPTOR_ALIGNMENT, IndexEntry, KvValue, LAYOUT_COMPOSITE, LAYOUT_CSC,
     LAYOUT_CSR, TRAILER_LEN,
 };
 use crate::read::Problem;
-use crate::Value;
 use std::path::Path;
 
 /// A member descriptor, decoded.

@@ -10,9 +10,9 @@
 //! naming the row or column), so a hostile file cannot make it panic or
 //! read out of bounds, in either mode.
 
+use super::Problem;
 use super::coo::{check_position, typed, zero_of};
 use super::verify::{Collector, Content};
-use super::Problem;
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::hurray::compressed::CompressedDescriptor;

@@ -330,7 +330,9 @@ impl<'a> CooTensor<'a> {
         Error::invalid(
             format!("indices of tensor {:?}", self.name),
             at,
-            format!("coordinate {idx:?} is stored twice (entries {a} and {b}); open with permissive to read it anyway"),
+            format!(
+                "coordinate {idx:?} is stored twice (entries {a} and {b}); open with permissive to read it anyway"
+            ),
         )
     }
 
@@ -404,7 +406,7 @@ impl<'a> CooTensor<'a> {
     /// Every entry in storage order: (coordinate, value). On a mapped file
     /// the pages behind the iterator leave the resident set as it advances
     /// (slices it returned stay valid: they read back from the file).
-    pub fn iter(&self) -> impl Iterator<Item = (&'a [u64], Value)> + 'a {
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u64], Value)> + 'a + use<'a> {
         let d = self.desc.dtype;
         let (r, w) = (self.rank, d.width());
         let mut behind_i = self.mapped.cursor(self.indices_bytes());

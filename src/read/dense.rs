@@ -13,11 +13,11 @@
 
 use super::checksum::{self, SumCheck};
 use super::{Backing, Desc, Listed, Stored};
-use crate::element::{group_digits, DType};
+use crate::element::{DType, group_digits};
 use crate::error::{Error, Result};
 use crate::hurray::kv::{buffer_names, parse_checksum_key};
-use crate::hurray::{DenseDescriptor, KvValue, Statistics, LAYOUT_COO};
-use crate::layout::{describe_tag, Layout};
+use crate::hurray::{DenseDescriptor, KvValue, LAYOUT_COO, Statistics};
+use crate::layout::{Layout, describe_tag};
 use std::path::Path;
 
 /// One tensor of an open file as its descriptor describes it, whatever
@@ -266,7 +266,7 @@ impl<'a> DenseTensor<'a> {
         let l = match s {
             Stored::Listed(l) => l,
             Stored::Served(t) => {
-                return Err(not_dense(&t.name, TensorInfo::new(s, kv).layout_tag()))
+                return Err(not_dense(&t.name, TensorInfo::new(s, kv).layout_tag()));
             }
         };
         let Listed::Dense(desc) = &l.desc else {

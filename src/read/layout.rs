@@ -3,19 +3,20 @@
 //! [`crate::read`]). O(index + KV + descriptors), independent of `nnz`.
 
 use super::{
-    close, shape_product, too_short, Desc, Listed, ListedMeta, ReadOptions, Stored, TensorMeta,
+    Desc, Listed, ListedMeta, ReadOptions, Stored, TensorMeta, close, shape_product, too_short,
 };
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
 use crate::hurray::dense::dense_field;
-use crate::hurray::descriptor::{coo_field, descriptor_len, layout_tag, HANDLE_LEN};
+use crate::hurray::descriptor::{HANDLE_LEN, coo_field, descriptor_len, layout_tag};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::index::EntryFields;
 use crate::hurray::statistics::SPARSITY_VALID;
 use crate::hurray::trailer;
 use crate::hurray::{
-    align_up, index, kv, BufferHandle, CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader,
-    IndexEntry, KvValue, Trailer, HEADER_LEN, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR, TRAILER_LEN,
+    BufferHandle, CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN,
+    IndexEntry, KvValue, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR, TRAILER_LEN, Trailer, align_up, index,
+    kv,
 };
 use crate::layout::Layout;
 use std::ops::Range;
@@ -139,8 +140,10 @@ pub(super) fn container(bytes: &[u8]) -> Result<Container> {
             return Err(Error::invalid(
                 "trailer",
                 tstart,
-                format!("index section {io}+{il} is not inside bytes {region_start}..{tstart} (between first_descriptor_offset and the trailer)"),
-            ))
+                format!(
+                    "index section {io}+{il} is not inside bytes {region_start}..{tstart} (between first_descriptor_offset and the trailer)"
+                ),
+            ));
         }
     };
     if io % 8 != 0 {
@@ -199,7 +202,7 @@ pub(super) fn container(bytes: &[u8]) -> Result<Container> {
                     "trailer",
                     tstart + trailer::field::KV_OFFSET,
                     format!("KV section {ko}+{kl} is not inside bytes {region_start}..{tstart}"),
-                ))
+                ));
             }
         };
         if ko % 8 != 0 {
@@ -418,7 +421,11 @@ fn decode_descriptor(
                 return Err(Error::Unsupported(format!(
                     "{dsec}: layout tag 0x{:02x} is not one the Hurray specification names ({}); a reader refuses a layout it does not recognise unless permissive (open with permissive to list it)",
                     h.layout_tag,
-                    if h.layout_tag >= 0xF0 { "an implementation-private extension" } else { "unassigned" }
+                    if h.layout_tag >= 0xF0 {
+                        "an implementation-private extension"
+                    } else {
+                        "unassigned"
+                    }
                 )));
             }
             Decoded::Listed(Listed::Other(h))
@@ -453,7 +460,7 @@ fn check_entry(
     let desc = match decode_descriptor(bytes, d_off, tstart, &dsec, opts)? {
         Decoded::Served(desc) => desc,
         Decoded::Listed(l) => {
-            return check_listed(bytes, e, i, fields, tstart, align, opts, l).map(Stored::Listed)
+            return check_listed(bytes, e, i, fields, tstart, align, opts, l).map(Stored::Listed);
         }
     };
     if let Desc::Coo(d) = &desc {
@@ -537,7 +544,7 @@ fn check_listed(
                         format!(
                             "data {off}+{len} is not inside bytes {d_end}..{tstart} (after the descriptor, before the trailer)"
                         ),
-                    ))
+                    ));
                 }
             }
         }

@@ -86,7 +86,9 @@
 //! little-endian); the crate refuses to compile elsewhere.
 
 #[cfg(not(target_endian = "little"))]
-compile_error!("coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target");
+compile_error!(
+    "coo_assembler::read casts file bytes to u64 / element slices in place and needs a little-endian target"
+);
 
 mod checksum;
 pub mod composite;
@@ -105,7 +107,7 @@ pub use dense::{DenseTensor, TensorInfo};
 pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
-pub use verify::{Problem, Severity, DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE};
+pub use verify::{DUPLICATE_MEMORY_CAP, MAX_PROBLEMS_PER_RULE, Problem, Severity};
 
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -113,8 +115,8 @@ use crate::fs::ctx::IoCtx;
 use crate::fs::output::FileId;
 use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::{
-    CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, KvValue, Trailer, HEADER_LEN,
-    TRAILER_LEN,
+    CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN, KvValue, TRAILER_LEN,
+    Trailer,
 };
 use std::collections::HashMap;
 use std::fmt;

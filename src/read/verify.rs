@@ -2,14 +2,14 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use super::{close, shape_product, CooTensor, Desc, HurrayFile, Listed, Stored};
-use crate::element::{format_float, group_digits, DType};
+use super::{CooTensor, Desc, HurrayFile, Listed, Stored, close, shape_product};
+use crate::element::{DType, format_float, group_digits};
+use crate::hurray::KvValue;
+use crate::hurray::Statistics;
 use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::statistics::{
     NAN_INF_VALID, NNZ_VALID, SPARSITY_VALID, VALUE_RANGE_VALID, VALUE_STATS_VALID,
 };
-use crate::hurray::KvValue;
-use crate::hurray::Statistics;
 use crate::hurray::{HEADER_LEN, TRAILER_LEN};
 use std::cmp::Ordering;
 use std::fmt;
@@ -589,7 +589,7 @@ impl<'a> Content<'a> {
     }
 
     /// The stored values in order, releasing the pages read.
-    fn values(&self) -> impl Iterator<Item = crate::element::Value> + 'a {
+    fn values(&self) -> impl Iterator<Item = crate::element::Value> + 'a + use<'a> {
         let d = self.dtype;
         let w = d.width();
         let values = self.values;

@@ -6,9 +6,9 @@
 
 use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::CombineError;
+use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::Source;
 use crate::assemble::direct::lane::{FromLane, Reduce};
-use crate::assemble::direct::DirectValue;
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;

@@ -31,11 +31,11 @@ mod fill;
 mod parted;
 mod pattern;
 mod store;
-pub use file::{refill_plan_file, RefillSummary};
+pub use file::{RefillSummary, refill_plan_file};
 pub use parted::{PlanFile, PlanFileSummary};
 pub use store::{PARTED_VERSION, PLAN_VERSION};
 
-use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, FloatSum};
+use crate::assemble::combine::{CombineError, CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::input::{C128Bits, Checked, ComplexChecked, F64Bits, Source};
 use crate::assemble::direct::lane::{
     CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, FromLane, Reduce,
@@ -593,7 +593,7 @@ where
         return Err(Stop::Dropped);
     };
     macro_rules! with_source {
-        ($red:expr) => {
+        ($red:expr_2021) => {
             match V::as_c128s(values) {
                 Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
                     fill_lanes(how, v, order, starts, out, &C128Bits, $red, stop)

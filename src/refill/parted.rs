@@ -28,13 +28,13 @@
 //! counts and result, plus buffers; the plan file's pages are given back
 //! behind the cursors.
 
-use super::file::{decode, id_of, input_error, RefillSummary, ValuesFile};
+use super::file::{RefillSummary, ValuesFile, decode, id_of, input_error};
 use super::pattern::{self, Coords, KeyShape};
 use super::store::{
-    refused, Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT,
-    KEY_NON_FINITE, KEY_VERSION, ORDER, PARTED_VERSION, PATTERN,
+    Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT, KEY_NON_FINITE,
+    KEY_VERSION, ORDER, PARTED_VERSION, PATTERN, refused,
 };
-use super::{check_plannable, fill::Stop, reduce_slices, reduce_slices_complex, How};
+use super::{How, check_plannable, fill::Stop, reduce_slices, reduce_slices_complex};
 use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::{CombineError, CombinerKind};
 use crate::assemble::direct::{DirectValue, IndexElem};
@@ -721,7 +721,7 @@ fn u32s_checked(bytes: &[u8], c: usize, name: &str, p: usize) -> Result<Vec<u32>
                 return Err(refused(
                     name,
                     format!("the order of part {p} repeats or exceeds position {k}"),
-                ))
+                ));
             }
         }
         v.push(k);

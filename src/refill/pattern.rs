@@ -9,7 +9,7 @@
 //! (key, position) in cache and cut it into entries.
 
 use super::{Ix, Structure};
-use crate::assemble::direct::{bits_of, IndexElem};
+use crate::assemble::direct::{IndexElem, bits_of};
 use crate::error::{Error, Result};
 use crate::options::OutputLayout;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

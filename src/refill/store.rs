@@ -212,7 +212,7 @@ impl Plan {
                     return Err(refused(
                         name,
                         format!("the order repeats or exceeds position {k}"),
-                    ))
+                    ));
                 }
             }
         }
@@ -348,14 +348,16 @@ impl Header {
                 return Err(refused(
                     name,
                     "not a plan file (no plan version in its KV section)".into(),
-                ))
+                ));
             }
         };
         if version != PLAN_VERSION && version != PARTED_VERSION {
             return Err(refused(
-                    name,
-                    format!("plan file version {version}; this coo-assembler reads versions {PLAN_VERSION} and {PARTED_VERSION}: plan again"),
-                ));
+                name,
+                format!(
+                    "plan file version {version}; this coo-assembler reads versions {PLAN_VERSION} and {PARTED_VERSION}: plan again"
+                ),
+            ));
         }
         let text = |k: &str| match kv(k) {
             Some(KvValue::String(s)) => Ok(s.clone()),

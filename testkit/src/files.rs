@@ -4,8 +4,8 @@
 use coo_assembler::internals::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use coo_assembler::internals::hurray::statistics::*;
 use coo_assembler::internals::hurray::{
-    align_up, index, kv, BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics,
-    Trailer,
+    BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics, Trailer, align_up,
+    index, kv,
 };
 use coo_assembler::{DType, Element};
 

@@ -5,8 +5,8 @@
 
 use super::reference::{block_on, descriptor};
 use coo_assembler::DType;
-use hurray_core::layout::CooLayout;
 use hurray_core::LayoutDescriptor;
+use hurray_core::layout::CooLayout;
 use hurray_io::file::{FileWriter, KvValue};
 
 /// `weights`: f32 2 x 2, row-major.

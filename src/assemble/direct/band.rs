@@ -8,11 +8,11 @@
 //! order, which gives it its place in the result, and copies itself there.
 
 use crate::assemble::combine::CombineError;
+use crate::assemble::direct::Fault;
 use crate::assemble::direct::count::{Counts, RELEASE_CHUNKS};
 use crate::assemble::direct::input::Input;
 use crate::assemble::direct::lane::{FromLane, Lane, Reduce};
-use crate::assemble::direct::out::{filled, zeroed, OutIndex, Shared};
-use crate::assemble::direct::Fault;
+use crate::assemble::direct::out::{OutIndex, Shared, filled, zeroed};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -706,7 +706,7 @@ pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
     /// entry `off` of the result: buckets `lo..lo + ends.len()`, bucket
     /// `lo + j` ending at entry `ends[j]` of the band.
     fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32])
-        -> Result<(), Fault>;
+    -> Result<(), Fault>;
 }
 
 impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L>

@@ -5,9 +5,9 @@
 //! just the buckets its part touches (for input in element order, about
 //! half of them), which are added up at the end.
 
+use crate::assemble::direct::Fault;
 use crate::assemble::direct::input::Input;
 use crate::assemble::direct::out::{filled, zeroed};
-use crate::assemble::direct::Fault;
 use crate::error::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
 

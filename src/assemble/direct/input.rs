@@ -35,7 +35,7 @@ pub trait IndexElem: Copy + Send + Sync + std::fmt::Display + 'static {
 }
 
 macro_rules! index_elem {
-    ($($t:ty: $signed:expr),*) => {$(
+    ($($t:ty: $signed:expr_2021),*) => {$(
         impl IndexElem for $t {
             #[inline(always)]
             fn widen(self) -> u64 {

@@ -44,7 +44,7 @@ pub use out::OutIndex;
 
 use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::FloatSum;
-use crate::assemble::combine::{with_combiner, CombineError, CombinerKind, PushValue};
+use crate::assemble::combine::{CombineError, CombinerKind, PushValue, with_combiner};
 use crate::assemble::key::KeyLayout;
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -53,7 +53,7 @@ use band::{Bands, Form, Minor, Sink};
 use count::Counts;
 use input::{C128Bits, Checked, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
 use lane::{CombineReduce, ExactF64};
-use out::{commit, room, Shared};
+use out::{Shared, commit, room};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 
@@ -436,7 +436,7 @@ impl DirectPlan {
             return Ok(None);
         }
         macro_rules! with_source {
-            ($red:expr) => {
+            ($red:expr_2021) => {
                 match V::as_c128s(values) {
                     Some(v) if part == DType::F64 && self.non_finite == NonFinitePolicy::Keep => {
                         self.with_input(indices, v, C128Bits, $red, stop)

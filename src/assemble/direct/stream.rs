@@ -18,17 +18,17 @@
 //! combine, the caller runs the builder, which reports such errors naming
 //! the record.
 
-use crate::assemble::combine::{with_combiner, CombinerKind, FloatSum};
+use crate::assemble::combine::{CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    raw_decoder, Checked, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep,
-    RecordKey, Records, Source, Triples,
+    Checked, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep, RecordKey, Records,
+    Source, Triples, raw_decoder,
 };
 use crate::assemble::direct::lane::{
-    raw_to_value, CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce,
+    CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce, raw_to_value,
 };
 use crate::assemble::direct::{
-    bits_of, ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme,
+    ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme, bits_of,
 };
 use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
@@ -52,7 +52,7 @@ const SAMPLES: usize = 32;
 /// needs, its final values as raw lanes (`stream`'s sink turns them back
 /// into values): the exact f64 fast path, or any combiner.
 macro_rules! with_file_reducer {
-    ($plan:expr, $red:ident => $body:expr) => {
+    ($plan:expr_2021, $red:ident => $body:expr_2021) => {
         if $plan.kind == CombinerKind::FloatSum && $plan.dtype == DType::F64 {
             let $red = &ExactF64 {
                 general: CombineReduce {
@@ -583,7 +583,7 @@ impl DirectPlan {
                 _ => None,
             };
             macro_rules! run_with {
-                ($red:expr) => {
+                ($red:expr_2021) => {
                     match (&triples, checked) {
                         (Some(t), true) => self.stream(
                             &t.with_source(RawChecked {
@@ -735,7 +735,7 @@ impl DirectPlan {
                 policy: self.non_finite,
             };
             macro_rules! run_with {
-                ($red:expr) => {
+                ($red:expr_2021) => {
                     match V::as_f64s(values) {
                         Some(v) if bits_kept => self.stream_arrays(indices, v, F64Bits, $red, sink),
                         _ => self.stream_arrays(indices, values, checked, $red, sink),

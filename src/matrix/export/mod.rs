@@ -34,8 +34,8 @@ mod vector;
 use super::entries::Coords;
 use super::error::{MatrixError, MatrixResult};
 use super::output::Output;
-use super::paging::{for_each_block, Paging};
-use super::view::{fixed_blocks, pick, Matrix};
+use super::paging::{Paging, for_each_block};
+use super::view::{Matrix, fixed_blocks, pick};
 use crate::{HurrayFile, Value};
 use std::ops::Range;
 use std::path::Path;
@@ -135,10 +135,10 @@ pub fn export(
             return refuse(
                 "1",
                 "a .npy export is a dense vector; write a matrix to npz (scipy), mtx or petsc",
-            )
+            );
         }
         Format::Mtx | Format::Npz if vector => {
-            return refuse("2", "write a vector to npy (NumPy) or petsc (a PETSc Vec)")
+            return refuse("2", "write a vector to npy (NumPy) or petsc (a PETSc Vec)");
         }
         _ => {}
     }

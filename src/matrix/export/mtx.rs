@@ -18,9 +18,9 @@
 use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
-use super::super::view::{to_usize, Matrix};
+use super::super::view::{Matrix, to_usize};
 use super::reorder::{Keep, Reorder};
-use super::{pass, pass_blocks, ExportOptions, ExportSummary};
+use super::{ExportOptions, ExportSummary, pass, pass_blocks};
 use crate::{CooTensor, Value};
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {

@@ -17,10 +17,10 @@ use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
 use super::super::vector::npy_header;
-use super::super::view::{with_values, Layout, Matrix};
+use super::super::view::{Layout, Matrix, with_values};
 use super::reorder::{Keep, Reorder};
 use super::zip::ZipWriter;
-use super::{pass, ExportOptions, ExportSummary};
+use super::{ExportOptions, ExportSummary, pass};
 use crate::{DType, Element};
 
 crate::vocab::vocabulary! {

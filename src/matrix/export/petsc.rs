@@ -15,11 +15,11 @@
 use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::output::Output;
-use super::super::view::{f64_of, with_values, Layout, Matrix};
+use super::super::view::{Layout, Matrix, f64_of, with_values};
 use super::reorder::{Keep, Reorder};
-use super::{pass, ExportOptions, ExportSummary};
-use crate::element::Value;
+use super::{ExportOptions, ExportSummary, pass};
 use crate::DType;
+use crate::element::Value;
 
 /// PETSc's class id of a matrix in a binary file.
 pub const MAT_FILE_CLASSID: i64 = 1211216;
@@ -195,11 +195,7 @@ const VALUE_CHUNK: usize = 1 << 17;
 /// Bytes of one PetscScalar for values of `dtype`: a float64, or a pair of
 /// them for a complex type.
 pub(super) fn scalar_width(dtype: DType) -> usize {
-    if dtype.is_complex() {
-        16
-    } else {
-        8
-    }
+    if dtype.is_complex() { 16 } else { 8 }
 }
 
 /// `v` as a big-endian PetscScalar in the first [`scalar_width`] bytes: a

@@ -17,7 +17,7 @@
 use super::super::entries::Coords;
 use super::super::error::{MatrixError, MatrixResult};
 use super::super::paging::Paging;
-use super::super::view::{to_usize, Matrix};
+use super::super::view::{Matrix, to_usize};
 use super::pass;
 use std::ops::Range;
 

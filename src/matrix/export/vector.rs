@@ -19,7 +19,7 @@ use super::super::output::Output;
 use super::super::view::Matrix;
 use super::petsc::{scalar_bytes, scalar_width};
 use super::reorder::DEFAULT_BUDGET;
-use super::{pass, ExportOptions, ExportSummary};
+use super::{ExportOptions, ExportSummary, pass};
 use crate::DType;
 
 /// PETSc's class id of a vector in a binary file.

@@ -104,7 +104,7 @@ pub mod composite {
 pub mod convert;
 mod element;
 mod error;
-mod narrow;
+mod float;
 pub mod raw {
     //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
     //! descriptors, KV section and our keys in it, statistics, their field

@@ -14,7 +14,8 @@ use crate::codec::{
     read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
     write_u64,
 };
-use crate::element::{DType, Element, FloatFormat, Value};
+use crate::element::{DType, Element, Value};
+use crate::float::FloatFormat;
 use crate::options::DuplicatePolicy;
 use std::fmt;
 

@@ -74,9 +74,9 @@
 //! buffer's remaining length justifies.
 
 use crate::codec::{read_u64, take_le_u64, write_u64};
-use crate::element::{FloatFormat, ilog2, scale2};
 #[cfg(any(test, feature = "internals"))]
-use crate::narrow::{BF16, F16};
+use crate::float::{BF16, F16};
+use crate::float::{FloatFormat, ilog2, scale2};
 
 const SPECIAL_NONE: u8 = 0;
 const SPECIAL_POS_INF: u8 = 1;

@@ -5,7 +5,7 @@
 //! the CLI's `refill` runs.
 
 use super::Plan;
-use crate::assemble::direct::DirectValue;
+use super::lanes::{Lanes, Target};
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
@@ -96,61 +96,31 @@ impl Plan {
                 "the file shrank while it was read".into(),
             ));
         }
-        let not_read = |other: DType| {
-            Err(input_error(
-                values,
-                format!("values of type {} are not read", other.name()),
-            ))
+        let target = Target {
+            dtype: self.dtype,
+            policy: self.non_finite,
         };
-        if self.dtype.is_complex() {
-            // Complex values, or real ones (imaginary part 0).
-            return crate::with_element_type!(dtype, T => self.refill_complex::<T>(
-                &decode::<T>(&bytes, big_endian),
+        target.check_readable(dtype, values)?;
+        let mut lanes = target.empty();
+        target.append(&bytes, dtype, big_endian, 0, &mut lanes)?;
+        drop(bytes);
+        let n = self.contributions();
+        match lanes {
+            Lanes::Real(l) => {
+                crate::with_element_type!(self.dtype, real T => self.write_refill::<T>(
+                n,
                 values,
                 output,
-                inputs
-            ));
+                inputs,
+                |out: &mut [T]| self.assemble_lanes_into(&l, out)
+            ), complex _C => Err(super::lanes::changed()))
+            }
+            Lanes::Complex(l) => crate::with_element_type!(self.dtype, real _T => {
+                Err(super::lanes::changed())
+            }, complex C => self.write_refill::<C>(n, values, output, inputs, |o| {
+                self.assemble_complex_lanes_into(&l, o)
+            })),
         }
-        crate::with_element_type!(dtype, real T => self.refill_values::<T>(
-            &decode::<T>(&bytes, big_endian),
-            values,
-            output,
-            inputs
-        ), complex _C => not_read(dtype))
-    }
-
-    fn refill_values<V: DirectValue>(
-        &self,
-        v: &[V],
-        values: &Path,
-        output: &Path,
-        inputs: &[&Path],
-    ) -> Result<RefillSummary> {
-        crate::with_element_type!(self.dtype, real T => self.write_refill::<T>(
-            v.len(),
-            values,
-            output,
-            inputs,
-            |out: &mut [T]| self.assemble_into(v, out, None)
-        ), complex _C => Err(Error::Unsupported(format!(
-            "refilling a plan of {} values",
-            self.dtype.name()
-        ))))
-    }
-
-    fn refill_complex<V: DirectValue>(
-        &self,
-        v: &[V],
-        values: &Path,
-        output: &Path,
-        inputs: &[&Path],
-    ) -> Result<RefillSummary> {
-        crate::with_element_type!(self.dtype, real _T => Err(Error::Unsupported(format!(
-            "a complex refill of a plan of {} values",
-            self.dtype.name()
-        ))), complex C => self.write_refill::<C>(v.len(), values, output, inputs, |o| {
-            self.assemble_complex_into(v, o, None)
-        }))
     }
 
     /// Write the result `fill` makes (from `n` values read from `values`)

@@ -28,6 +28,7 @@
 
 mod file;
 mod fill;
+mod lanes;
 mod parted;
 mod pattern;
 mod store;
@@ -37,9 +38,7 @@ pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{CombineError, CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::input::{C128Bits, Checked, ComplexChecked, F64Bits, Source};
-use crate::assemble::direct::lane::{
-    CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, FromLane, Reduce,
-};
+use crate::assemble::direct::lane::{CombineReduce, ComplexExactF64, ComplexReduce, ExactF64};
 use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutIndex, OutValue};
 use crate::element::DType;
 use crate::error::{Error, Result};
@@ -354,7 +353,9 @@ impl Plan {
     {
         self.check_refill::<O>(values.len(), out.len())?;
         let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
-        self.refill_outcome(r, values)
+        self.refill_outcome(r, || {
+            fill::first_bad_value(values, self.dtype, self.non_finite)
+        })
     }
 
     /// [`Plan::assemble_into`] for a complex plan: each part of an entry
@@ -371,7 +372,32 @@ impl Plan {
     {
         self.check_refill::<O>(values.len(), out.len())?;
         let r = reduce_slices_complex(&self.how(), values, &self.order, &self.starts, out, stop);
-        self.refill_outcome(r, values)
+        self.refill_outcome(r, || {
+            fill::first_bad_value(values, self.dtype, self.non_finite)
+        })
+    }
+
+    /// [`Plan::assemble_into`] of values given as lanes, each already
+    /// checked ([`lanes::Lanes`]).
+    pub(crate) fn assemble_lanes_into<O: OutValue>(
+        &self,
+        lanes: &[u64],
+        out: &mut [O],
+    ) -> Result<()> {
+        self.check_refill::<O>(lanes.len(), out.len())?;
+        let r = reduce_lanes(&self.how(), lanes, &self.order, &self.starts, out, None);
+        self.refill_outcome(r, lanes::changed)
+    }
+
+    /// [`Plan::assemble_complex_into`] of values given as lanes.
+    pub(crate) fn assemble_complex_lanes_into<O: ComplexOut>(
+        &self,
+        lanes: &[[u64; 2]],
+        out: &mut [O],
+    ) -> Result<()> {
+        self.check_refill::<O>(lanes.len(), out.len())?;
+        let r = reduce_lanes_complex(&self.how(), lanes, &self.order, &self.starts, out, None);
+        self.refill_outcome(r, lanes::changed)
     }
 
     /// [`Plan::assemble`] for a complex plan.
@@ -441,14 +467,14 @@ impl Plan {
     }
 
     /// The error a refill's stop stands for.
-    fn refill_outcome<V: DirectValue>(
+    fn refill_outcome(
         &self,
         r: std::result::Result<(), Stop>,
-        values: &[V],
+        bad_value: impl FnOnce() -> Error,
     ) -> Result<()> {
         match r {
             Ok(()) => Ok(()),
-            Err(Stop::BadValue) => Err(fill::first_bad_value(values, self.dtype, self.non_finite)),
+            Err(Stop::BadValue) => Err(bad_value()),
             Err(Stop::Combine { entry, why }) => {
                 let coordinate = self.coordinate(entry);
                 Err(match why {
@@ -514,10 +540,55 @@ pub(crate) struct How {
     pub(crate) threads: usize,
 }
 
+/// Run `$body` with `$red` bound to the reducer of `how`'s real values
+/// (the exact f64 sum for f64 sums).
+macro_rules! with_real_reducer {
+    ($how:expr, $O:ty, $red:ident => $body:expr) => {{
+        let how: &How = $how;
+        if how.kind == CombinerKind::FloatSum && how.dtype == DType::F64 {
+            let $red = &ExactF64 {
+                general: CombineReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: false,
+                    out: PhantomData,
+                },
+            };
+            $body
+        } else {
+            with_combiner!(how.kind, how.dtype, comb => {
+                let $red = &CombineReduce::<_, $O> { comb: &comb, drop_zeros: false, out: PhantomData };
+                $body
+            })
+        }
+    }};
+}
+
+/// Run `$body` with `$red` bound to the reducer of `how`'s complex values
+/// (each part by the combiner of the part type `$part`).
+macro_rules! with_complex_reducer {
+    ($how:expr, $part:expr, $red:ident => $body:expr) => {{
+        let how: &How = $how;
+        let part: DType = $part;
+        if how.kind == CombinerKind::FloatSum && part == DType::F64 {
+            let general = ComplexReduce {
+                comb: &FloatSum(DType::F64),
+                drop_zeros: false,
+                exact_f64: true,
+            };
+            let $red = &ComplexExactF64 { general };
+            $body
+        } else {
+            with_combiner!(how.kind, part, comb => {
+                let $red = &ComplexReduce { comb: &comb, drop_zeros: false, exact_f64: false };
+                $body
+            })
+        }
+    }};
+}
+
 /// Reduce every entry of `starts` (offsets into `order`, positions into
 /// `values`) into `out` with `how`'s combiner, the exact f64 sum for f64
-/// sums: the one refill kernel of in-memory plans and of each part of a
-/// plan on disk.
+/// sums: the one refill kernel of in-memory plans.
 pub(crate) fn reduce_slices<V, O>(
     how: &How,
     values: &[V],
@@ -530,49 +601,15 @@ where
     V: DirectValue,
     O: OutValue,
 {
-    if how.kind == CombinerKind::FloatSum && how.dtype == DType::F64 {
-        let red = ExactF64 {
-            general: CombineReduce {
-                comb: &FloatSum(DType::F64),
-                drop_zeros: false,
-                out: PhantomData,
-            },
-        };
-        fill_with(how, values, order, starts, out, &red, stop)
-    } else {
-        with_combiner!(how.kind, how.dtype, comb => {
-            let red = CombineReduce::<_, O> { comb: &comb, drop_zeros: false, out: PhantomData };
-            fill_with(how, values, order, starts, out, &red, stop)
-        })
-    }
-}
-
-fn fill_with<V, R, O>(
-    how: &How,
-    values: &[V],
-    order: &[u32],
-    starts: &[u32],
-    out: &mut [O],
-    red: &R,
-    stop: Option<&AtomicBool>,
-) -> std::result::Result<(), Stop>
-where
-    V: DirectValue,
-    R: Reduce<u64>,
-    O: OutValue,
-{
-    match V::as_f64s(values) {
+    with_real_reducer!(how, O, red => match V::as_f64s(values) {
         Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
             fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)
         }
         _ => {
-            let to = Checked {
-                dtype: how.dtype,
-                policy: how.non_finite,
-            };
+            let to = Checked { dtype: how.dtype, policy: how.non_finite };
             fill::fill(values, order, starts, out, &to, red, how.threads, stop)
         }
-    }
+    })
 }
 
 /// [`reduce_slices`] for a complex plan: both parts of a value in one
@@ -592,56 +629,63 @@ where
     let Some(part) = how.dtype.complex_part() else {
         return Err(Stop::Dropped);
     };
-    macro_rules! with_source {
-        ($red:expr_2021) => {
-            match V::as_c128s(values) {
-                Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
-                    fill_lanes(how, v, order, starts, out, &C128Bits, $red, stop)
-                }
-                _ => {
-                    let to = ComplexChecked {
-                        part,
-                        policy: how.non_finite,
-                    };
-                    fill_lanes(how, values, order, starts, out, &to, $red, stop)
-                }
-            }
-        };
-    }
-    if how.kind == CombinerKind::FloatSum && part == DType::F64 {
-        let general = ComplexReduce {
-            comb: &FloatSum(DType::F64),
-            drop_zeros: false,
-            exact_f64: true,
-        };
-        with_source!(&ComplexExactF64 { general })
-    } else {
-        with_combiner!(how.kind, part, comb => {
-            let red = ComplexReduce { comb: &comb, drop_zeros: false, exact_f64: false };
-            with_source!(&red)
-        })
+    with_complex_reducer!(how, part, red => match V::as_c128s(values) {
+        Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
+            fill::fill(v, order, starts, out, &C128Bits, red, how.threads, stop)
+        }
+        _ => {
+            let to = ComplexChecked { part, policy: how.non_finite };
+            fill::fill(values, order, starts, out, &to, red, how.threads, stop)
+        }
+    })
+}
+
+/// Values already turned into the reducers' lanes, each checked as a push
+/// checks it ([`lanes::Lanes`]): the source of a refill from a file.
+pub(crate) struct Raw;
+
+impl Source<u64> for Raw {
+    type L = u64;
+    #[inline(always)]
+    fn lane(&self, v: u64) -> Option<u64> {
+        Some(v)
     }
 }
 
-/// [`fill::fill`] on `how`'s threads.
-#[allow(clippy::too_many_arguments)]
-fn fill_lanes<V, T, R, O>(
+impl Source<[u64; 2]> for Raw {
+    type L = [u64; 2];
+    #[inline(always)]
+    fn lane(&self, v: [u64; 2]) -> Option<[u64; 2]> {
+        Some(v)
+    }
+}
+
+/// [`reduce_slices`] of values given as lanes: compiled once per plan
+/// type, whatever the type the values came in.
+pub(crate) fn reduce_lanes<O: OutValue>(
     how: &How,
-    values: &[V],
+    lanes: &[u64],
     order: &[u32],
     starts: &[u32],
     out: &mut [O],
-    to: &T,
-    red: &R,
     stop: Option<&AtomicBool>,
-) -> std::result::Result<(), Stop>
-where
-    V: Copy + Sync,
-    T: Source<V>,
-    R: Reduce<T::L>,
-    O: FromLane<T::L> + Send,
-{
-    fill::fill(values, order, starts, out, to, red, how.threads, stop)
+) -> std::result::Result<(), Stop> {
+    with_real_reducer!(how, O, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop))
+}
+
+/// [`reduce_slices_complex`] of values given as lanes.
+pub(crate) fn reduce_lanes_complex<O: ComplexOut>(
+    how: &How,
+    lanes: &[[u64; 2]],
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [O],
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop> {
+    let Some(part) = how.dtype.complex_part() else {
+        return Err(Stop::Dropped);
+    };
+    with_complex_reducer!(how, part, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop))
 }
 
 /// The combiner of a plan's values: for a complex type, its parts'.

@@ -28,16 +28,16 @@
 //! counts and result, plus buffers; the plan file's pages are given back
 //! behind the cursors.
 
-use super::file::{RefillSummary, ValuesFile, decode, id_of, input_error};
+use super::file::{RefillSummary, ValuesFile, id_of};
+use super::lanes::{LaneOf, Target};
 use super::pattern::{self, Coords, KeyShape};
 use super::store::{
     Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT, KEY_NON_FINITE,
     KEY_VERSION, ORDER, PARTED_VERSION, PATTERN, refused,
 };
-use super::{How, check_plannable, fill::Stop, reduce_slices, reduce_slices_complex};
-use crate::assemble::builder::value_refusal;
+use super::{How, check_plannable, fill::Stop, reduce_lanes, reduce_lanes_complex};
 use crate::assemble::combine::{CombineError, CombinerKind};
-use crate::assemble::direct::{DirectValue, IndexElem};
+use crate::assemble::direct::IndexElem;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
@@ -68,8 +68,7 @@ const CHUNK: usize = 1 << 16;
 
 /// A part's reduction: [`reduce_slices`], or [`reduce_slices_complex`]
 /// for a complex plan.
-type Reduce<V, O> =
-    fn(&How, &[V], &[u32], &[u32], &mut [O], Option<&AtomicBool>) -> std::result::Result<(), Stop>;
+type Reduce<L, O> = fn(&How, &[L], &[u32], &[u32], &mut [O]) -> std::result::Result<(), Stop>;
 
 /// What [`PlanFile::create`] wrote.
 #[derive(Clone, Debug)]
@@ -454,64 +453,33 @@ impl PlanFile {
             });
         }
         let src = ValuesFile::open(values, self.dtype, self.n)?;
-        let not_read = |other: DType| {
-            Err(input_error(
-                values,
-                format!("values of type {} are not read", other.name()),
-            ))
+        let target = Target {
+            dtype: self.dtype,
+            policy: self.non_finite,
         };
-        if self.dtype.is_complex() {
-            // Complex values, or real ones (imaginary part 0).
-            return crate::with_element_type!(src.dtype, T => {
-                self.refill_complex_from::<T>(src, values, output, inputs, opts)
-            });
-        }
-        crate::with_element_type!(src.dtype, real T => {
-            self.refill_from::<T>(src, values, output, inputs, opts)
-        }, complex _C => not_read(src.dtype))
-    }
-
-    fn refill_complex_from<V: DirectValue + bytemuck::Pod + Element>(
-        &self,
-        src: ValuesFile,
-        values: &Path,
-        output: &Path,
-        inputs: &[&Path],
-        opts: &AssembleOptions,
-    ) -> Result<RefillSummary> {
-        let files = (values, output, inputs);
-        crate::with_element_type!(self.dtype, real _T => Err(Error::Unsupported(format!(
-            "a complex refill of a plan of {} values",
-            self.dtype.name()
-        ))), complex C => self.refill_typed::<V, C>(src, files, opts, reduce_slices_complex))
-    }
-
-    fn refill_from<V: DirectValue + bytemuck::Pod + Element>(
-        &self,
-        src: ValuesFile,
-        values: &Path,
-        output: &Path,
-        inputs: &[&Path],
-        opts: &AssembleOptions,
-    ) -> Result<RefillSummary> {
+        target.check_readable(src.dtype, values)?;
         let files = (values, output, inputs);
         crate::with_element_type!(self.dtype, real T => {
-            self.refill_typed::<V, T>(src, files, opts, reduce_slices)
-        }, complex _C => Err(Error::Unsupported(format!(
-            "refilling a plan of {} values",
-            self.dtype.name()
-        ))))
+            self.refill_typed::<u64, T>(src, target, files, opts, |how, l, ord, st, out| {
+                reduce_lanes(how, l, ord, st, out, None)
+            })
+        }, complex C => {
+            self.refill_typed::<[u64; 2], C>(src, target, files, opts, |how, l, ord, st, out| {
+                reduce_lanes_complex(how, l, ord, st, out, None)
+            })
+        })
     }
 
     /// Refill with `src`'s values (`files`: the values file, the output and
     /// the files it may not name), each part reduced by `reduce` (the real
     /// or the complex reduction of [`super`]).
-    fn refill_typed<V: DirectValue + bytemuck::Pod + Element, O: Element + Default>(
+    fn refill_typed<L: LaneOf, O: Element + Default>(
         &self,
         mut src: ValuesFile,
+        target: Target,
         files: (&Path, &Path, &[&Path]),
         opts: &AssembleOptions,
-        reduce: Reduce<V, O>,
+        reduce: Reduce<L, O>,
     ) -> Result<RefillSummary> {
         let (values, output, inputs) = files;
         let name = self.path.display().to_string();
@@ -530,7 +498,10 @@ impl PlanFile {
         let (pattern, order, part) = (view(PATTERN)?, view(ORDER)?, view(PART)?);
         let nparts = self.parts.len();
         let dir = temp_dir(opts);
-        let width = std::mem::size_of::<V>();
+        // Each value becomes a lane as it is read (checked as a push
+        // checks it), so what is spilled and reduced is lanes.
+        let width = std::mem::size_of::<L>();
+        let in_width = src.dtype.width().max(1);
 
         // 1. The values in contribution order, to their parts.
         let one = nparts == 1;
@@ -541,7 +512,7 @@ impl PlanFile {
                 spills.push(Spill::new(&dir, buffer)?);
             }
         }
-        let mut whole: Vec<V> = Vec::new();
+        let mut whole: Vec<L> = Vec::new();
         if one {
             whole
                 .try_reserve_exact(self.n as usize)
@@ -550,31 +521,23 @@ impl PlanFile {
                     bytes: self.n.saturating_mul(width as u64),
                 })?;
         }
-        let check = !(V::as_f64s(&[] as &[V]).is_some()
-            && self.dtype.is_float()
-            && self.non_finite == NonFinitePolicy::Keep);
         let ids_bytes = part.values_bytes();
         let mut seen = vec![0u64; nparts];
         let stage_cap = (2 * CHUNK * width / nparts.max(1)).max(4096);
         let mut stage: Vec<Vec<u8>> = (0..if one { 0 } else { nparts })
             .map(|_| Vec::new())
             .collect();
-        let mut raw = vec![0u8; CHUNK * width];
+        let mut raw = vec![0u8; CHUNK * in_width];
         let mut at = 0u64;
         while at < self.n {
             let m = (self.n - at).min(CHUNK as u64) as usize;
-            let buf = &mut raw[..m * width];
+            let buf = &mut raw[..m * in_width];
             src.reader
                 .read_exact(buf)
                 .map_err(|e| Error::io("read", values, e))?;
-            let vals: Vec<V> = decode::<V>(buf, src.big_endian);
-            if check {
-                for (i, &v) in vals.iter().enumerate() {
-                    if let Some(e) = value_refusal(v, self.dtype, self.non_finite, at + i as u64) {
-                        return Err(e);
-                    }
-                }
-            }
+            let mut lanes = target.empty();
+            target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
+            let vals: Vec<L> = L::of(lanes);
             let ids = &ids_bytes[at as usize * 2..(at as usize + m) * 2];
             if one {
                 whole.extend_from_slice(&vals);
@@ -634,21 +597,24 @@ impl PlanFile {
         let mut spills = spills.into_iter();
         for (p, &(c, e)) in self.parts.iter().enumerate() {
             let (c, e) = (c as usize, e as usize);
-            let vals: Vec<V> = if one {
+            let vals: Vec<L> = if one {
                 std::mem::take(&mut whole)
             } else {
                 let s = spills
                     .next()
                     .ok_or(Error::Poisoned("refill (a part's spill)"))?;
                 let bytes = s.read_all("a part's values")?;
-                decode::<V>(&bytes, false)
+                bytes
+                    .chunks_exact(width)
+                    .map(bytemuck::pod_read_unaligned)
+                    .collect()
             };
             let ob = &order_bytes[c0 * 4..(c0 + c) * 4];
             let cb = &counts_bytes[e0 * 4..(e0 + e) * 4];
             let ord = u32s_checked(ob, c, &name, p)?;
             let starts = starts_of(cb, c, &name, p)?;
             let mut out = crate::assemble::direct::out::filled(e, O::default(), "a part's result")?;
-            let r = reduce(&how, &vals, &ord, &starts, &mut out, None);
+            let r = reduce(&how, &vals, &ord, &starts, &mut out);
             if let Err(stop) = r {
                 return Err(match stop {
                     Stop::Combine { entry, why } => {

@@ -1,16 +1,119 @@
-//! The floats narrower than f32, [`F16`] (IEEE 754 binary16) and [`BF16`]
-//! (bfloat16), as their bits. Conversions from f64 round once, to nearest
-//! with ties to even, through the library's own rounding
-//! (`FloatFormat::nearest`); conversions to f64 are exact. A NaN keeps its
+//! Binary floating-point formats: [`FloatFormat`], the one rounding of an
+//! exact value into f64, f32, f16 or bf16 (round half to even, once), and
+//! the floats narrower than f32, [`F16`] (IEEE 754 binary16) and [`BF16`]
+//! (bfloat16), as their bits. Conversions from f64 round once through
+//! `FloatFormat::nearest`; conversions to f64 are exact. A NaN keeps its
 //! sign and the top bits of its payload, and is made quiet.
 //!
 //! Our own types rather than a crate's: the library then depends on no
 //! procedural macro but `thiserror`'s, which keeps its build the same in
 //! every front end's build (docs/architecture.md, "Crates").
 
-use crate::element::FloatFormat;
 use std::cmp::Ordering;
 use std::fmt;
+
+/// A binary floating-point format: what an exact sum is rounded into.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FloatFormat {
+    /// Precision in bits (including the implicit bit).
+    pub(crate) prec: i32,
+    /// Exponent of the smallest subnormal (its quantum).
+    pub(crate) min_quantum: i32,
+    /// Largest finite value.
+    pub(crate) max: f64,
+}
+
+impl FloatFormat {
+    pub(crate) const F64: FloatFormat = FloatFormat {
+        prec: 53,
+        min_quantum: -1074,
+        max: f64::MAX,
+    };
+    pub(crate) const F32: FloatFormat = FloatFormat {
+        prec: 24,
+        min_quantum: -149,
+        max: f32::MAX as f64,
+    };
+    pub(crate) const F16: FloatFormat = FloatFormat {
+        prec: 11,
+        min_quantum: -24,
+        max: 65504.0,
+    };
+    pub(crate) const BF16: FloatFormat = FloatFormat {
+        prec: 8,
+        min_quantum: -133,
+        max: 3.3895313892515355e38,
+    };
+}
+
+impl FloatFormat {
+    /// `v` rounded to the nearest value of this format (half to even);
+    /// beyond its largest finite value, infinity of `v`'s sign. Zeros,
+    /// infinities and NaN are returned as they are. The `from_f64` of a
+    /// float type that has no crate's conversion (f16, bf16 and f32 have
+    /// theirs, which the tests hold this to).
+    #[allow(dead_code)]
+    pub(crate) fn nearest(&self, v: f64) -> f64 {
+        if v == 0.0 || !v.is_finite() {
+            v
+        } else {
+            self.round_f64(v, 0)
+        }
+    }
+
+    /// Rounds finite non-zero `hi` (the correctly rounded f64 of an exact
+    /// value whose residual `exact - hi` has sign `res`) once to this
+    /// format, returning the result as an f64 (exactly representable in
+    /// the format, or ±inf): the exact sums' single rounding.
+    pub(crate) fn round_f64(&self, hi: f64, res: i8) -> f64 {
+        let neg = hi < 0.0;
+        let m = hi.abs();
+        let res = if neg { -res } else { res };
+        let qe = (ilog2(m) - self.prec + 1).max(self.min_quantum);
+        // k = m / 2^qe, exact (a power-of-two scaling that cannot underflow,
+        // since qe <= ilog2(m)).
+        let k = scale2(m, -qe);
+        let fl = k.floor();
+        let frac = k - fl;
+        let up = frac > 0.5 || (frac == 0.5 && (res > 0 || (res == 0 && (fl % 2.0) != 0.0)));
+        let r = if up { fl + 1.0 } else { fl };
+        let mut v = scale2(r, qe);
+        if v > self.max {
+            v = f64::INFINITY;
+        }
+        if neg { -v } else { v }
+    }
+}
+
+/// `2^e` for `-1022 <= e <= 1023`.
+fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+/// `m * 2^e`, exact when the result is representable; `inf` above the range.
+pub(crate) fn scale2(m: f64, e: i32) -> f64 {
+    if m == 0.0 {
+        0.0
+    } else if e > 1023 {
+        m * pow2(1023) * pow2((e - 1023).min(1023))
+    } else if e >= -1022 {
+        m * pow2(e)
+    } else {
+        m * pow2(e + 52) * pow2(-52)
+    }
+}
+
+/// floor(log2(|x|)) of a finite non-zero f64.
+pub(crate) fn ilog2(x: f64) -> i32 {
+    let bits = x.abs().to_bits();
+    let be = (bits >> 52) as i32;
+    if be == 0 {
+        // subnormal: value = frac * 2^-1074
+        63 - bits.leading_zeros() as i32 - 1074
+    } else {
+        be - 1023
+    }
+}
 
 /// The bit layout of a narrow format.
 struct Layout {
@@ -90,11 +193,6 @@ impl Layout {
         };
         f64::from_bits(sign | mag)
     }
-}
-
-/// `2^e`, exact, for `-1022 <= e <= 1023`.
-fn pow2(e: i32) -> f64 {
-    f64::from_bits(((e + 1023) as u64) << 52)
 }
 
 macro_rules! narrow_float {

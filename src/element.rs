@@ -584,10 +584,10 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! with_element_type {
-    ($dtype:expr_2021, $T:ident => $body:expr_2021) => {
+    ($dtype:expr, $T:ident => $body:expr) => {
         $crate::with_element_type!($dtype, $T => $body, bool as $crate::Bit)
     };
-    ($dtype:expr_2021, $T:ident => $body:expr_2021, bool as $B:ty) => {
+    ($dtype:expr, $T:ident => $body:expr, bool as $B:ty) => {
         $crate::with_element_type!($dtype, {
             float $T => $body,
             narrow $T => $body,
@@ -600,7 +600,7 @@ macro_rules! with_element_type {
             },
         })
     };
-    ($dtype:expr_2021, real $T:ident => $real:expr_2021, complex $C:ident => $complex:expr_2021) => {
+    ($dtype:expr, real $T:ident => $real:expr, complex $C:ident => $complex:expr) => {
         $crate::with_element_type!($dtype, {
             float $T => $real,
             narrow $T => $real,
@@ -609,12 +609,12 @@ macro_rules! with_element_type {
             bool $T => $real,
         })
     };
-    ($dtype:expr_2021, {
-        float $F:ident => $float:expr_2021,
-        narrow $H:ident => $narrow:expr_2021,
-        int $I:ident => $int:expr_2021,
-        complex $C:ident => $complex:expr_2021,
-        bool $B:ident => $bool:expr_2021 $(,)?
+    ($dtype:expr, {
+        float $F:ident => $float:expr,
+        narrow $H:ident => $narrow:expr,
+        int $I:ident => $int:expr,
+        complex $C:ident => $complex:expr,
+        bool $B:ident => $bool:expr $(,)?
     }) => {
         match $dtype {
             $crate::DType::F16 => {
@@ -723,7 +723,7 @@ pub trait ComplexElement: Element {
 }
 
 macro_rules! impl_element {
-    ($t:ty, $d:expr_2021, $variant:ident, $conv:ty) => {
+    ($t:ty, $d:expr, $variant:ident, $conv:ty) => {
         impl Element for $t {
             const DTYPE: DType = $d;
             fn to_value(self) -> Value {
@@ -777,7 +777,7 @@ impl Element for BF16 {
 }
 
 macro_rules! impl_complex_element {
-    ($t:ty, $d:expr_2021, $w:expr_2021) => {
+    ($t:ty, $d:expr, $w:expr) => {
         impl Element for num_complex::Complex<$t> {
             const DTYPE: DType = $d;
             fn to_value(self) -> Value {

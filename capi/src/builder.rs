@@ -91,7 +91,7 @@ enum Idx<'a> {
 
 /// Call the pusher's unsigned push `$u` or signed push `$s` after `$idx`.
 macro_rules! by_sign {
-    ($p:expr_2021, $idx:expr_2021, $u:ident, $s:ident, $($arg:expr_2021),*) => {
+    ($p:expr, $idx:expr, $u:ident, $s:ident, $($arg:expr),*) => {
         match $idx {
             Idx::Unsigned(i) => $p.$u(i, $($arg),*),
             Idx::Signed(i) => $p.$s(i, $($arg),*),

@@ -69,7 +69,7 @@ pub enum Ints<'a> {
 }
 
 macro_rules! each_int {
-    ($x:expr_2021, $v:ident => $body:expr_2021) => {
+    ($x:expr, $v:ident => $body:expr) => {
         match $x {
             Ints::U8($v) => $body,
             Ints::I8($v) => $body,
@@ -201,7 +201,7 @@ fn dtype_name(a: &Bound<'_, PyAny>) -> String {
 /// Try each listed element type in turn: the first whose array type the
 /// object is gets its readonly borrow wrapped in the matching variant.
 macro_rules! borrow_as {
-    ($obj:expr_2021, $arr:ident, $enum:ident, [$($var:ident: $t:ty),*]) => {{
+    ($obj:expr, $arr:ident, $enum:ident, [$($var:ident: $t:ty),*]) => {{
         let obj = $obj;
         $(
             if let Ok(a) = obj.cast::<$arr<$t>>() {
@@ -252,7 +252,7 @@ pub enum Ints2<'a> {
 }
 
 macro_rules! each_int2 {
-    ($x:expr_2021, $v:ident => $body:expr_2021) => {
+    ($x:expr, $v:ident => $body:expr) => {
         match $x {
             Ints2::U8($v) => $body,
             Ints2::I8($v) => $body,
@@ -267,7 +267,7 @@ macro_rules! each_int2 {
 }
 
 macro_rules! int2_column {
-    ($x:expr_2021, $j:expr_2021, [$($var:ident),*]) => {
+    ($x:expr, $j:expr, [$($var:ident),*]) => {
         match $x {
             $(Ints2::$var(v) => Ints::$var(v.index_axis_move(Axis(1), $j)),)*
         }
@@ -485,7 +485,7 @@ impl<'py> ValArr3<'py> {
 /// Run `$body` with `$v` bound to the typed array view of `$arr`
 /// (a `ValArr1` or `ValArr3`).
 macro_rules! with_values {
-    ($enum:ident, $arr:expr_2021, $v:ident => $body:expr_2021) => {
+    ($enum:ident, $arr:expr, $v:ident => $body:expr) => {
         match $arr {
             $enum::F64(a) => {
                 let $v = a.as_array();

@@ -179,7 +179,7 @@ pub fn assemble_arrays<'py>(
     // `$o` elements through `DirectPlan::$entry`, handed to NumPy as `$to`
     // makes them.
     macro_rules! by_index {
-        ($v:ty, $o:ty, $entry:ident, $to:expr_2021, [$($name:literal => $i:ty),*]) => {
+        ($v:ty, $o:ty, $entry:ident, $to:expr, [$($name:literal => $i:ty),*]) => {
             match (it.as_str(), wide) {
                 $(
                     ($name, false) => {

@@ -334,7 +334,7 @@ enum AnyLocal {
 }
 
 macro_rules! each {
-    ($enum:ident, $x:expr_2021, $v:ident => $body:expr_2021) => {
+    ($enum:ident, $x:expr, $v:ident => $body:expr) => {
         match $x {
             $enum::U64($v) => $body,
             $enum::U128($v) => $body,

@@ -711,7 +711,7 @@ impl PushValue for bool {
 
 /// Run `$body` with `$c` bound to the combiner for `$kind` and `$dtype`.
 macro_rules! with_combiner {
-    ($kind:expr_2021, $dtype:expr_2021, $c:ident => $body:expr_2021) => {
+    ($kind:expr, $dtype:expr, $c:ident => $body:expr) => {
         match $kind {
             $crate::assemble::combine::CombinerKind::FloatSum => {
                 let $c = $crate::assemble::combine::FloatSum($dtype);

@@ -272,7 +272,7 @@ pub(crate) fn fixed_blocks(n: usize, size: usize) -> Vec<Range<usize>> {
 
 /// Run `$body` with `$v` bound to the tensor's values as a typed slice.
 macro_rules! with_values {
-    ($t:expr_2021, |$v:ident| $body:expr_2021) => {{
+    ($t:expr, |$v:ident| $body:expr) => {{
         let t = $t;
         $crate::with_element_type!(t.dtype(), T => {
             let $v = t.values::<T>()?;

@@ -32,10 +32,64 @@ pub trait IndexElem: Copy + Send + Sync + std::fmt::Display + 'static {
     /// Smallest and largest element of a non-empty slice, widened (a
     /// negative minimum comes out at or above 2^63).
     fn min_max(s: &[Self]) -> (u64, u64);
+    /// Index arrays of this type as [`Cols`].
+    fn cols<'a>(arrays: &'a [&'a [Self]]) -> Cols<'a>;
+}
+
+/// The caller's index arrays (one per dimension, all of one integer
+/// type) as one type: the kernel is compiled once for the four index
+/// types; each pass matches the type once per chunk and runs its loop for
+/// that type (`with_cols!`), so reading them costs what reading a typed
+/// array costs.
+#[derive(Clone, Copy, Debug)]
+pub enum Cols<'a> {
+    /// `int32` indices.
+    I32(&'a [&'a [i32]]),
+    /// `int64` indices.
+    I64(&'a [&'a [i64]]),
+    /// `uint32` indices.
+    U32(&'a [&'a [u32]]),
+    /// `uint64` indices.
+    U64(&'a [&'a [u64]]),
+}
+
+/// Run `$body` with `$c` bound to the typed index arrays of `$cols`.
+macro_rules! with_cols {
+    ($cols:expr, $c:ident => $body:expr) => {
+        match $cols {
+            $crate::assemble::direct::input::Cols::I32($c) => $body,
+            $crate::assemble::direct::input::Cols::I64($c) => $body,
+            $crate::assemble::direct::input::Cols::U32($c) => $body,
+            $crate::assemble::direct::input::Cols::U64($c) => $body,
+        }
+    };
+}
+
+impl Cols<'_> {
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        with_cols!(self, c => c.len())
+    }
+
+    /// The length of dimension `d`'s array.
+    pub fn len_of(&self, d: usize) -> usize {
+        with_cols!(self, c => c[d].len())
+    }
+
+    /// Whether any index is negative.
+    pub fn any_negative(&self) -> bool {
+        with_cols!(self, c => c.iter().any(|d| d.iter().any(|x| x.is_negative())))
+    }
+
+    /// Index `i` of dimension `d`, widened (a negative one comes out at or
+    /// above 2^63), and whether it is negative.
+    pub fn get(&self, d: usize, i: usize) -> (u64, bool) {
+        with_cols!(self, c => (c[d][i].widen(), c[d][i].is_negative()))
+    }
 }
 
 macro_rules! index_elem {
-    ($($t:ty: $signed:expr_2021),*) => {$(
+    ($($t:ty: $signed:expr, $var:ident),*) => {$(
         impl IndexElem for $t {
             #[inline(always)]
             fn widen(self) -> u64 {
@@ -72,10 +126,14 @@ macro_rules! index_elem {
                 }
                 (lo.widen(), hi.widen())
             }
+            #[inline]
+            fn cols<'a>(arrays: &'a [&'a [$t]]) -> Cols<'a> {
+                Cols::$var(arrays)
+            }
         }
     )*};
 }
-index_elem!(i32: true, i64: true, u32: false, u64: false);
+index_elem!(i32: true, I32, i64: true, I64, u32: false, U32, u64: false, U64);
 
 /// Turns a caller's value into the lane the kernel moves, as
 /// [`crate::Builder::push`] would store it.
@@ -184,16 +242,55 @@ pub(crate) trait Input: Sync {
 
 /// A matrix given as two index arrays: buckets are the major indices
 /// (rows for CSR and COO, columns for CSC), minor keys the other ones.
-pub(crate) struct Matrix<'a, I, V, S> {
-    pub(crate) major: &'a [I],
-    pub(crate) minor: &'a [I],
+pub(crate) struct Matrix<'a, V, S> {
+    pub(crate) cols: Cols<'a>,
+    /// The dimension of the major indices (the minor's is the other).
+    pub(crate) major: usize,
     pub(crate) values: &'a [V],
     pub(crate) major_extent: u64,
     pub(crate) minor_extent: u64,
     pub(crate) source: S,
 }
 
-impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
+/// [`Matrix::count`]'s loop, for one index type.
+#[inline(always)]
+fn count_major<I: IndexElem>(major: &[I], base: u64, hist: &mut [u32]) {
+    for &x in major {
+        if let Some(h) = hist.get_mut(x.widen().wrapping_sub(base) as usize) {
+            *h += 1;
+        }
+    }
+}
+
+/// [`Matrix::entries`]'s loop, for one index type.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn matrix_entries<I: IndexElem, V: Copy, S: Source<V>>(
+    major: &[I],
+    minor: &[I],
+    values: &[V],
+    minor_extent: u64,
+    source: &S,
+    first: u64,
+    buckets: usize,
+    mut f: impl FnMut(usize, u64, S::L, bool),
+) {
+    // Cut to the same length, so that one loop bound covers all three.
+    let minor = &minor[..major.len()];
+    let values = &values[..major.len()];
+    for i in 0..major.len() {
+        let j = major[i].widen().wrapping_sub(first) as usize;
+        if j >= buckets {
+            continue;
+        }
+        let m = minor[i].widen();
+        let l = source.lane(values[i]);
+        let ok = l.is_some() & (m < minor_extent);
+        f(j, m, l.unwrap_or_default(), ok);
+    }
+}
+
+impl<V: Copy + Sync, S: Source<V>> Input for Matrix<'_, V, S> {
     type L = S::L;
 
     fn len(&self) -> usize {
@@ -202,17 +299,13 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
 
     #[inline]
     fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
-        let (a, b) = I::min_max(self.major.get(lo..hi)?);
+        let (a, b) = with_cols!(self.cols, c => IndexElem::min_max(c[self.major].get(lo..hi)?));
         (b < self.major_extent).then_some((a, b))
     }
 
     #[inline]
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
-        for &x in &self.major[lo..hi] {
-            if let Some(h) = hist.get_mut(x.widen().wrapping_sub(base) as usize) {
-                *h += 1;
-            }
-        }
+        with_cols!(self.cols, c => count_major(&c[self.major][lo..hi], base, hist))
     }
 
     #[inline(always)]
@@ -222,22 +315,19 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Matrix<'_, I, V, S> {
         hi: usize,
         first: u64,
         buckets: usize,
-        mut f: impl FnMut(usize, u64, S::L, bool),
+        f: impl FnMut(usize, u64, S::L, bool),
     ) {
-        let major = &self.major[lo..hi];
-        // Cut to the same length, so that one loop bound covers all three.
-        let minor = &self.minor[lo..lo + major.len()];
-        let values = &self.values[lo..lo + major.len()];
-        for i in 0..major.len() {
-            let j = major[i].widen().wrapping_sub(first) as usize;
-            if j >= buckets {
-                continue;
-            }
-            let m = minor[i].widen();
-            let l = self.source.lane(values[i]);
-            let ok = l.is_some() & (m < self.minor_extent);
-            f(j, m, l.unwrap_or_default(), ok);
-        }
+        let (major, minor) = (self.major, 1 - self.major);
+        with_cols!(self.cols, c => matrix_entries(
+            &c[major][lo..hi],
+            &c[minor][lo..hi],
+            &self.values[lo..hi],
+            self.minor_extent,
+            &self.source,
+            first,
+            buckets,
+            f,
+        ))
     }
 }
 
@@ -296,8 +386,8 @@ fn packed_minor(
 /// Any rank, one index array per dimension: the index tuple is packed
 /// into a u64 key (dimension 0 in the high bits, as the builder packs
 /// it); the bucket is the key's top bits, the minor key the rest.
-pub(crate) struct Packed<'a, I, V, S> {
-    pub(crate) dims: &'a [&'a [I]],
+pub(crate) struct Packed<'a, V, S> {
+    pub(crate) cols: Cols<'a>,
     pub(crate) values: &'a [V],
     pub(crate) shape: &'a [u64],
     /// Bit offset of each dimension's field.
@@ -310,45 +400,51 @@ pub(crate) struct Packed<'a, I, V, S> {
     pub(crate) source: S,
 }
 
-impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Packed<'_, I, V, S> {
-    /// The bucket of contribution `i`, or None when one of the indices
-    /// it depends on is out of range.
+impl<V: Copy + Sync, S: Source<V>> Packed<'_, V, S> {
+    /// The bucket of contribution `i` of `dims`, or None when one of the
+    /// indices it depends on is out of range.
     #[inline(always)]
-    fn bucket_of(&self, i: usize) -> Option<u64> {
+    fn bucket_of<I: IndexElem>(&self, dims: &[&[I]], i: usize) -> Option<u64> {
         packed_bucket(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
-            self.dims[d][i].widen()
+            dims[d][i].widen()
         })
     }
-}
 
-impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
-    type L = S::L;
-
-    fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+    fn bucket_range_of<I: IndexElem>(
+        &self,
+        dims: &[&[I]],
+        lo: usize,
+        hi: usize,
+    ) -> Option<(u64, u64)> {
         let (mut a, mut b) = (u64::MAX, 0u64);
         for i in lo..hi {
-            let k = self.bucket_of(i)?;
+            let k = self.bucket_of(dims, i)?;
             a = a.min(k);
             b = b.max(k);
         }
         Some((a, b))
     }
 
-    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+    fn count_of<I: IndexElem>(
+        &self,
+        dims: &[&[I]],
+        lo: usize,
+        hi: usize,
+        base: u64,
+        hist: &mut [u32],
+    ) {
         for i in lo..hi {
-            let k = self.bucket_of(i).unwrap_or(INVALID);
+            let k = self.bucket_of(dims, i).unwrap_or(INVALID);
             if let Some(h) = hist.get_mut(k.wrapping_sub(base) as usize) {
                 *h += 1;
             }
         }
     }
 
-    fn entries(
+    #[allow(clippy::too_many_arguments)]
+    fn entries_of<I: IndexElem>(
         &self,
+        dims: &[&[I]],
         lo: usize,
         hi: usize,
         first: u64,
@@ -356,7 +452,7 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
         mut f: impl FnMut(usize, u64, S::L, bool),
     ) {
         for i in lo..hi {
-            let Some(b) = self.bucket_of(i) else {
+            let Some(b) = self.bucket_of(dims, i) else {
                 continue;
             };
             let j = b.wrapping_sub(first) as usize;
@@ -365,12 +461,39 @@ impl<I: IndexElem, V: Copy + Sync, S: Source<V>> Input for Packed<'_, I, V, S> {
             }
             let (m, ok) =
                 packed_minor(self.shape, self.shifts, self.split, self.bucket_dims, |d| {
-                    self.dims[d][i].widen()
+                    dims[d][i].widen()
                 });
             let lane = self.source.lane(self.values[i]);
             let ok = ok & lane.is_some();
             f(j, m, lane.unwrap_or_default(), ok);
         }
+    }
+}
+
+impl<V: Copy + Sync, S: Source<V>> Input for Packed<'_, V, S> {
+    type L = S::L;
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
+        with_cols!(self.cols, c => self.bucket_range_of(c, lo, hi))
+    }
+
+    fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
+        with_cols!(self.cols, c => self.count_of(c, lo, hi, base, hist))
+    }
+
+    fn entries(
+        &self,
+        lo: usize,
+        hi: usize,
+        first: u64,
+        buckets: usize,
+        f: impl FnMut(usize, u64, S::L, bool),
+    ) {
+        with_cols!(self.cols, c => self.entries_of(c, lo, hi, first, buckets, f))
     }
 }
 

@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
 use band::{Bands, Form, Minor, Sink};
 use count::Counts;
-use input::{C128Bits, Checked, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
+use input::{C128Bits, Checked, Cols, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
 use lane::{CombineReduce, ExactF64};
 use out::{Shared, commit, room};
 use std::marker::PhantomData;
@@ -360,7 +360,22 @@ impl DirectPlan {
         O: OutValue,
         J: OutIndex,
     {
-        self.check_args::<O, J>(indices.len(), values.len())?;
+        self.assemble_cols(I::cols(indices), values, stop)
+    }
+
+    /// [`DirectPlan::assemble`] of index arrays of any type.
+    fn assemble_cols<V, O, J>(
+        &self,
+        indices: Cols<'_>,
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>>
+    where
+        V: DirectValue,
+        O: OutValue,
+        J: OutIndex,
+    {
+        self.check_args::<O, J>(indices.rank(), values.len())?;
         self.check_lengths(indices, values.len())?;
         if self.declines(indices) {
             return Ok(None);
@@ -424,7 +439,22 @@ impl DirectPlan {
         O: ComplexOut,
         J: OutIndex,
     {
-        self.check_args::<O, J>(indices.len(), values.len())?;
+        self.assemble_complex_cols(I::cols(indices), values, stop)
+    }
+
+    /// [`DirectPlan::assemble_complex`] of index arrays of any type.
+    fn assemble_complex_cols<V, O, J>(
+        &self,
+        indices: Cols<'_>,
+        values: &[V],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<Assembled<O, J>>>
+    where
+        V: DirectValue,
+        O: ComplexOut,
+        J: OutIndex,
+    {
+        self.check_args::<O, J>(indices.rank(), values.len())?;
         self.check_lengths(indices, values.len())?;
         let Some(part) = self.dtype.complex_part() else {
             return Err(Error::InvalidArgument(format!(
@@ -436,7 +466,7 @@ impl DirectPlan {
             return Ok(None);
         }
         macro_rules! with_source {
-            ($red:expr_2021) => {
+            ($red:expr) => {
                 match V::as_c128s(values) {
                     Some(v) if part == DType::F64 && self.non_finite == NonFinitePolicy::Keep => {
                         self.with_input(indices, v, C128Bits, $red, stop)
@@ -469,21 +499,21 @@ impl DirectPlan {
     }
 
     /// Every index array as long as the values.
-    fn check_lengths<I>(&self, indices: &[&[I]], n: usize) -> Result<()> {
-        match indices.iter().position(|x| x.len() != n) {
+    fn check_lengths(&self, indices: Cols<'_>, n: usize) -> Result<()> {
+        match (0..indices.rank()).find(|&d| indices.len_of(d) != n) {
             Some(d) => Err(Error::InvalidArgument(format!(
                 "index array {d} has {} entries, the values {n}",
-                indices[d].len(),
+                indices.len_of(d),
             ))),
             None => Ok(()),
         }
     }
 
     /// The result, or the error a failure stands for.
-    fn outcome<I: IndexElem, V: DirectValue, O, J>(
+    fn outcome<V: DirectValue, O, J>(
         &self,
         r: Result<Option<Assembled<O, J>>, Failure>,
-        indices: &[&[I]],
+        indices: Cols<'_>,
         values: &[V],
     ) -> Result<Option<Assembled<O, J>>> {
         match r {
@@ -573,16 +603,15 @@ impl DirectPlan {
         Ok(())
     }
 
-    fn with_input<I, V, S, R, O, J>(
+    fn with_input<V, S, R, O, J>(
         &self,
-        indices: &[&[I]],
+        indices: Cols<'_>,
         values: &[V],
         source: S,
         red: &R,
         stop: Option<&AtomicBool>,
     ) -> Result<Option<Assembled<O, J>>, Failure>
     where
-        I: IndexElem,
         V: Copy + Sync,
         S: Source<V>,
         R: lane::Reduce<S::L>,
@@ -610,18 +639,18 @@ impl DirectPlan {
 
     /// The caller's arrays as the kernel reads them under this plan's
     /// scheme.
-    fn array_input<'a, I, V, S>(
+    fn array_input<'a, V, S>(
         &'a self,
-        indices: &'a [&'a [I]],
+        indices: Cols<'a>,
         values: &'a [V],
         source: S,
-    ) -> ArrayInput<'a, I, V, S> {
+    ) -> ArrayInput<'a, V, S> {
         match &self.scheme {
             Scheme::Matrix { major } => {
                 let minor = 1 - major;
                 ArrayInput::Matrix(Matrix {
-                    major: indices[*major],
-                    minor: indices[minor],
+                    cols: indices,
+                    major: *major,
                     values,
                     major_extent: self.shape[*major],
                     minor_extent: self.shape[minor],
@@ -633,7 +662,7 @@ impl DirectPlan {
                 split,
                 bucket_dims,
             } => ArrayInput::Packed(Packed {
-                dims: indices,
+                cols: indices,
                 values,
                 shape: &self.shape,
                 shifts: layout.shifts(),
@@ -746,8 +775,8 @@ impl DirectPlan {
     /// `skip_negative` must skip some of them: the kernel's passes have no
     /// notion of a skipped contribution, and one scan (only under the
     /// option) is cheaper than teaching every pass one.
-    pub(crate) fn declines<I: IndexElem>(&self, indices: &[&[I]]) -> bool {
-        self.skip_negative && indices.iter().any(|d| d.iter().any(|x| x.is_negative()))
+    pub(crate) fn declines(&self, indices: Cols<'_>) -> bool {
+        self.skip_negative && indices.any_negative()
     }
 
     /// Count the contributions and cut the buckets into bands; None when
@@ -837,7 +866,7 @@ impl DirectPlan {
     /// The error a push of the first refused contribution gives; an
     /// `InvalidArgument` when none is refused (the arrays changed while
     /// they were read).
-    fn first_bad<I: IndexElem, V: DirectValue>(&self, indices: &[&[I]], values: &[V]) -> Error {
+    fn first_bad<V: DirectValue>(&self, indices: Cols<'_>, values: &[V]) -> Error {
         self.try_first_bad(indices, values).unwrap_or_else(|| {
             Error::InvalidArgument(
                 "the index or value arrays changed while they were assembled".into(),
@@ -848,19 +877,15 @@ impl DirectPlan {
     /// The error of the first contribution a push would refuse, if any:
     /// its indices in dimension order (a negative one, or one beyond its
     /// extent), then its value.
-    fn try_first_bad<I: IndexElem, V: DirectValue>(
-        &self,
-        indices: &[&[I]],
-        values: &[V],
-    ) -> Option<Error> {
+    fn try_first_bad<V: DirectValue>(&self, indices: Cols<'_>, values: &[V]) -> Option<Error> {
         for (i, &v) in values.iter().enumerate() {
-            for (d, (dim, &extent)) in indices.iter().zip(&self.shape).enumerate() {
-                let x = dim[i];
-                if x.is_negative() || x.widen() >= extent {
-                    let signed = if x.is_negative() {
-                        x.widen() as i64 as i128
+            for (d, &extent) in self.shape.iter().enumerate() {
+                let (x, negative) = indices.get(d, i);
+                if negative || x >= extent {
+                    let signed = if negative {
+                        x as i64 as i128
                     } else {
-                        x.widen() as i128
+                        x as i128
                     };
                     return Some(Error::bad_index(i as u64, d, signed, extent));
                 }
@@ -874,9 +899,9 @@ impl DirectPlan {
 }
 
 /// The caller's arrays as one of the kernel's inputs.
-enum ArrayInput<'a, I, V, S> {
-    Matrix(Matrix<'a, I, V, S>),
-    Packed(Packed<'a, I, V, S>),
+enum ArrayInput<'a, V, S> {
+    Matrix(Matrix<'a, V, S>),
+    Packed(Packed<'a, V, S>),
 }
 
 /// The result layout, before its vectors exist.
@@ -956,9 +981,10 @@ mod tests {
         .with_threads(1)
         .with_chunk(400)
         .with_band_bytes(100 * (40 * 12 + 4));
+        let arrays = [&rows[..], &cols[..]];
         let input = Matrix {
-            major: &rows,
-            minor: &cols,
+            cols: Cols::U32(&arrays),
+            major: 0,
             values: &vals,
             major_extent: 1100,
             minor_extent: 1000,

@@ -21,8 +21,8 @@
 use crate::assemble::combine::{CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::band::{self, BandSink, Minor};
 use crate::assemble::direct::input::{
-    Checked, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep, RecordKey, Records,
-    Source, Triples, raw_decoder,
+    Checked, Cols, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep, RecordKey,
+    Records, Source, Triples, raw_decoder,
 };
 use crate::assemble::direct::lane::{
     CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce, raw_to_value,
@@ -52,7 +52,7 @@ const SAMPLES: usize = 32;
 /// needs, its final values as raw lanes (`stream`'s sink turns them back
 /// into values): the exact f64 fast path, or any combiner.
 macro_rules! with_file_reducer {
-    ($plan:expr_2021, $red:ident => $body:expr_2021) => {
+    ($plan:expr, $red:ident => $body:expr) => {
         if $plan.kind == CombinerKind::FloatSum && $plan.dtype == DType::F64 {
             let $red = &ExactF64 {
                 general: CombineReduce {
@@ -583,7 +583,7 @@ impl DirectPlan {
                 _ => None,
             };
             macro_rules! run_with {
-                ($red:expr_2021) => {
+                ($red:expr) => {
                     match (&triples, checked) {
                         (Some(t), true) => self.stream(
                             &t.with_source(RawChecked {
@@ -701,10 +701,21 @@ impl DirectPlan {
         path: &Path,
         opts: &AssembleOptions,
     ) -> Result<Option<Summary>> {
-        if indices.len() != self.shape.len() {
+        self.cols_to_file(I::cols(indices), values, path, opts)
+    }
+
+    /// [`DirectPlan::assemble_to_file`] of index arrays of any type.
+    fn cols_to_file<V: DirectValue>(
+        &self,
+        indices: Cols<'_>,
+        values: &[V],
+        path: &Path,
+        opts: &AssembleOptions,
+    ) -> Result<Option<Summary>> {
+        if indices.rank() != self.shape.len() {
             return Err(Error::InvalidArgument(format!(
                 "{} index arrays for a rank-{} tensor",
-                indices.len(),
+                indices.rank(),
                 self.shape.len()
             )));
         }
@@ -715,10 +726,10 @@ impl DirectPlan {
                 self.contributions
             )));
         }
-        if let Some(d) = indices.iter().position(|x| x.len() != values.len()) {
+        if let Some(d) = (0..indices.rank()).find(|&d| indices.len_of(d) != values.len()) {
             return Err(Error::InvalidArgument(format!(
                 "index array {d} has {} entries, the values {}",
-                indices[d].len(),
+                indices.len_of(d),
                 values.len()
             )));
         }
@@ -735,7 +746,7 @@ impl DirectPlan {
                 policy: self.non_finite,
             };
             macro_rules! run_with {
-                ($red:expr_2021) => {
+                ($red:expr) => {
                     match V::as_f64s(values) {
                         Some(v) if bits_kept => self.stream_arrays(indices, v, F64Bits, $red, sink),
                         _ => self.stream_arrays(indices, values, checked, $red, sink),
@@ -748,7 +759,7 @@ impl DirectPlan {
             Filled::Done(s) => Ok(Some(s)),
             Filled::NotHere => Ok(None),
             // The builder's error for the same contributions.
-            Filled::Failed(f) => match self.outcome::<I, V, f64, u64>(Err(f), indices, values) {
+            Filled::Failed(f) => match self.outcome::<V, f64, u64>(Err(f), indices, values) {
                 Err(e) => Err(e),
                 Ok(_) => Err(Error::Poisoned(
                     "in-memory assembly (a failure without an error)",
@@ -758,16 +769,15 @@ impl DirectPlan {
     }
 
     /// The caller's arrays as the kernel's input, streamed into `sink`.
-    fn stream_arrays<I, V, S, R>(
+    fn stream_arrays<V, S, R>(
         &self,
-        indices: &[&[I]],
+        indices: Cols<'_>,
         values: &[V],
         source: S,
         red: &R,
         sink: &FileSink<'_, '_, '_>,
     ) -> Result<Option<(u64, u64, u64)>, Failure>
     where
-        I: IndexElem,
         V: Copy + Sync,
         S: Source<V, L = u64>,
         R: Reduce<u64>,

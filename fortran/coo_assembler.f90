@@ -49,6 +49,10 @@ module coo_assembler
    ! coo_layout (from coo_file_layout)
    integer(c_int), parameter, public :: COO_LAYOUT_COO = 0, COO_LAYOUT_CSR = 1, &
       COO_LAYOUT_CSC = 2
+   ! coo_push_form and coo_value_kind (coo_builder_push_values)
+   integer(c_int), parameter, public :: COO_PUSH_ONE = 0, COO_PUSH_MANY = 1, &
+      COO_PUSH_ELEMENT = 2
+   integer(c_int), parameter, public :: COO_VALUES_REAL = 0, COO_VALUES_COMPLEX = 1
 
    ! The C structs. Unsigned C fields are signed here (Fortran has no
    ! unsigned integers); the values involved stay far below 2^63.
@@ -110,6 +114,7 @@ module coo_assembler
    ! ------------------------------------------------------------------
    ! The C API (see include/coo_assembler.h for each function's contract)
    ! ------------------------------------------------------------------
+   public :: coo_builder_push_values, coo_pusher_push_values
    public :: coo_options_default, coo_builder_new, coo_builder_push, &
       coo_builder_push_many, coo_builder_push_element, coo_pusher_new, &
       coo_pusher_push, coo_pusher_push_many, coo_pusher_push_element, &
@@ -171,6 +176,31 @@ module coo_assembler
          real(c_double), value :: value
          integer(c_int) :: s
       end function coo_builder_push
+
+      ! The one push of a builder (the others call it): `form` and `kind`
+      ! say what idx and values hold for n (COO_PUSH_*, COO_VALUES_*).
+      function coo_builder_push_values(b, form, kind, n, idx, values) &
+         bind(c, name="coo_builder_push_values") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_int), value :: form, kind
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_builder_push_values
+
+      ! As coo_builder_push_values, through this thread's pusher.
+      function coo_pusher_push_values(p, form, kind, n, idx, values) &
+         bind(c, name="coo_pusher_push_values") result(s)
+         import :: c_ptr, c_size_t, c_int64_t, c_double, c_int
+         type(c_ptr), value :: p
+         integer(c_int), value :: form, kind
+         integer(c_size_t), value :: n
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), intent(in) :: values(*)
+         integer(c_int) :: s
+      end function coo_pusher_push_values
 
       function coo_builder_push_many(b, n, idx, values) &
          bind(c, name="coo_builder_push_many") result(s)

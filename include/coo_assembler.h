@@ -175,9 +175,12 @@
  * summary grew: rebuild programs built against an API-2 header). 4:
  * `coo_file_verify_report` (the notes and warnings of a valid file). 5:
  * `coo_file_export` (MatrixMarket, scipy `.npz`, PETSc binary, `.npy`)
- * with `coo_export_options`.
+ * with `coo_export_options`. 6: every enum value spelt out and frozen
+ * (the values of 5 unchanged), `coo_builder_push_values` and
+ * `coo_pusher_push_values` (one push taking a `coo_push_form` and a
+ * `coo_value_kind`, which the twelve push functions call).
  */
-#define COO_API_VERSION 5
+#define COO_API_VERSION 6
 
 /**
  * Largest rank of a tensor (the size of `coo_info.shape`).
@@ -191,97 +194,134 @@ typedef enum {
   /**
    * Coordinate list, any rank (`coo_info.sorted`: row-major order).
    */
-  COO_LAYOUT_COO,
+  COO_LAYOUT_COO = 0,
   /**
    * Compressed sparse rows (a matrix; entries row by row).
    */
-  COO_LAYOUT_CSR,
+  COO_LAYOUT_CSR = 1,
   /**
    * Compressed sparse columns (a matrix; entries column by column).
    */
-  COO_LAYOUT_CSC,
+  COO_LAYOUT_CSC = 2,
 } coo_layout;
 
 /**
  * Element type of a tensor. Values are passed as `double` and converted
  * to this type with the library's rules (see `docs/c-api.md`). Each code
- * is the type's position in the library's table (`coo_parse_name` reads
- * the names); new types are appended.
+ * is fixed (`coo_parse_name` reads the names); a new type takes a new
+ * number.
  */
 typedef enum {
-  COO_F16,
-  COO_BF16,
-  COO_F32,
-  COO_F64,
-  COO_I8,
-  COO_U8,
-  COO_I16,
-  COO_U16,
-  COO_I32,
-  COO_U32,
-  COO_I64,
-  COO_U64,
+  COO_F16 = 0,
+  COO_BF16 = 1,
+  COO_F32 = 2,
+  COO_F64 = 3,
+  COO_I8 = 4,
+  COO_U8 = 5,
+  COO_I16 = 6,
+  COO_U16 = 7,
+  COO_I32 = 8,
+  COO_U32 = 9,
+  COO_I64 = 10,
+  COO_U64 = 11,
   /**
    * complex64: two floats (real, imaginary). Push with the `_complex`
    * functions (a `double` pushed is a real value, imaginary part 0).
    */
-  COO_C64,
+  COO_C64 = 12,
   /**
    * complex128: two doubles (real, imaginary).
    */
-  COO_C128,
+  COO_C128 = 13,
   /**
    * bool, 8 per byte in the file: push 1.0 (true) or 0.0 (false); a
    * duplicate is true if any contribution is; read back as 1.0 / 0.0.
    */
-  COO_BOOL,
+  COO_BOOL = 14,
 } coo_dtype;
 
 /**
- * How contributions to the same coordinate combine (the library's table
- * order).
+ * How contributions to the same coordinate combine (fixed codes).
  */
 typedef enum {
   /**
    * Add them (floats: the correctly rounded exact sum).
    */
-  COO_DUP_SUM,
+  COO_DUP_SUM = 0,
   /**
    * Keep the smallest.
    */
-  COO_DUP_MIN,
+  COO_DUP_MIN = 1,
   /**
    * Keep the largest.
    */
-  COO_DUP_MAX,
+  COO_DUP_MAX = 2,
   /**
    * Keep the last one (by pusher creation order, then push order).
    */
-  COO_DUP_LAST,
+  COO_DUP_LAST = 3,
   /**
    * A second contribution to a coordinate is an error.
    */
-  COO_DUP_ERROR,
+  COO_DUP_ERROR = 4,
 } coo_duplicates;
 
 /**
- * What to do with NaN and infinite contributions (the library's table
- * order).
+ * What to do with NaN and infinite contributions (fixed codes).
  */
 typedef enum {
   /**
    * Keep them (they propagate through sums).
    */
-  COO_KEEP,
+  COO_KEEP = 0,
   /**
    * Refuse NaN.
    */
-  COO_REJECT_NAN,
+  COO_REJECT_NAN = 1,
   /**
    * Refuse NaN and infinities.
    */
-  COO_REJECT_NON_FINITE,
+  COO_REJECT_NON_FINITE = 2,
 } coo_non_finite;
+
+/**
+ * What a push holds (`coo_builder_push_values`, `coo_pusher_push_values`).
+ */
+typedef enum {
+  /**
+   * One contribution: `idx` holds `rank` indices, `values` one value;
+   * `n` is 1.
+   */
+  COO_PUSH_ONE = 0,
+  /**
+   * `n` contributions: contribution `i` has the indices
+   * `idx[i*rank .. (i+1)*rank]` and value `i` of `values`. On error, the
+   * contributions before the failing one may have been pushed.
+   */
+  COO_PUSH_MANY = 1,
+  /**
+   * A dense element matrix of a rank-2 tensor over `n` dofs: `idx`
+   * holds the dofs, value `a*n + b` goes to `(idx[a], idx[b])`. All or
+   * nothing: on error none of it is pushed.
+   */
+  COO_PUSH_ELEMENT = 2,
+} coo_push_form;
+
+/**
+ * How a push's values are given.
+ */
+typedef enum {
+  /**
+   * One `double` per value (into a complex tensor: imaginary part 0).
+   */
+  COO_VALUES_REAL = 0,
+  /**
+   * Two `double`s per value, its real then its imaginary part (a C99
+   * `double _Complex` array, a Fortran `complex(c_double_complex)`
+   * array); complex tensors only.
+   */
+  COO_VALUES_COMPLEX = 1,
+} coo_value_kind;
 
 /**
  * An assembly in progress (opaque). Create with `coo_builder_new`; end
@@ -733,6 +773,26 @@ coo_builder *coo_builder_new(uint32_t rank,
 int coo_builder_push_file(coo_builder *b, const char *path, const char *format, uint64_t *count);
 
 /**
+ * Push contributions into `b`, in any form (`form`: one contribution,
+ * `n` of them, or an element matrix over `n` dofs) with real or complex
+ * values (`kind`): the one push of a builder, which the other
+ * `coo_builder_push*` functions call with a fixed form and kind. Calls on
+ * one builder are serialised by a lock; give each thread a `coo_pusher`
+ * to push in parallel.
+ *
+ * # Safety
+ * `b` is NULL or a live builder; `idx` and `values` are NULL or point to
+ * the indices and doubles `form` and `kind` say for `n` (see
+ * `coo_push_form`, `coo_value_kind`).
+ */
+int coo_builder_push_values(coo_builder *b,
+                            coo_push_form form,
+                            coo_value_kind kind,
+                            size_t n,
+                            const int64_t *idx,
+                            const double *values);
+
+/**
  * Push one contribution: `idx` holds `rank` components. Calls on one
  * builder are serialised (a lock); for parallel pushing give each thread
  * a `coo_pusher`. The builder's own pusher, made by the first push,
@@ -814,6 +874,22 @@ int coo_builder_push_element_complex(coo_builder *b,
  * `b` is NULL or a live builder.
  */
 coo_pusher *coo_pusher_new(coo_builder *b);
+
+/**
+ * As `coo_builder_push_values`, through this thread's pusher (no lock):
+ * the one push of a pusher, which the other `coo_pusher_push*` functions
+ * call with a fixed form and kind.
+ *
+ * # Safety
+ * `p` is NULL or a live pusher used by this thread only; `idx` and
+ * `values` as for `coo_builder_push_values`.
+ */
+int coo_pusher_push_values(coo_pusher *p,
+                           coo_push_form form,
+                           coo_value_kind kind,
+                           size_t n,
+                           const int64_t *idx,
+                           const double *values);
 
 /**
  * As `coo_builder_push`, through this thread's pusher (no lock).

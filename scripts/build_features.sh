@@ -20,7 +20,8 @@ features() {
 CLOSURE=$(closure)
 declare -A RUNS=(
     ["cargo test (default members)"]="-e normal,build,dev"
-    ["cargo run --example (the library)"]="-p coo-assembler -e normal,build,dev"
+    ["cargo run -p coo-assembler-examples --example ..."]="-p coo-assembler-examples -e normal,build,dev"
+    ["the library alone, tested"]="-p coo-assembler -e normal,build,dev"
     ["MPI tests"]="-p coo-assembler-mpi -p coo-assembler-cli -F coo-assembler-cli/mpi -e normal,build,dev"
     ["the wheel"]="-p coo-assembler-python -e normal,build"
     ["cargo build (default members)"]="-e normal,build"

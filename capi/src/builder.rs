@@ -19,8 +19,8 @@ use crate::convert::{
 use crate::live::Registry;
 use crate::{
     BoolArg, COO_ERR_ARGUMENT, COO_ERR_NULL, COO_ERR_PANIC, COO_ERR_REFUSED, COO_ERR_STATE,
-    COO_MAX_RANK, DTypeArg, DuplicatesArg, Fail, LayoutArg, NonFiniteArg, Res, coo_options,
-    coo_summary, handle, quietly, status,
+    COO_MAX_RANK, DTypeArg, DuplicatesArg, Fail, LayoutArg, NonFiniteArg, PushFormArg, Res,
+    ValueKindArg, coo_options, coo_push_form, coo_summary, coo_value_kind, handle, quietly, status,
 };
 use coo_assembler::Complex;
 use coo_assembler::{
@@ -154,6 +154,49 @@ impl Feed {
             signed: Vec::new(),
             unsigned: Vec::new(),
         })
+    }
+
+    /// Any push: `form` and `kind` say what `idx` and `values` hold (see
+    /// `coo_push_form`, `coo_value_kind`).
+    ///
+    /// # Safety
+    /// `idx` and `values` are NULL or point to what `form` and `kind` say
+    /// for `n`.
+    unsafe fn push_values(
+        &mut self,
+        form: PushFormArg,
+        kind: ValueKindArg,
+        n: usize,
+        idx: *const i64,
+        values: *const f64,
+    ) -> Res<()> {
+        let form = push_form(form.0)?;
+        let complex = value_kind(kind.0)?;
+        if form == coo_push_form::COO_PUSH_ONE && n != 1 {
+            return Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!("n = {n} with COO_PUSH_ONE (one contribution: n = 1)"),
+            ));
+        }
+        // SAFETY: (every arm) forwarded contract.
+        unsafe {
+            match (form, complex) {
+                (coo_push_form::COO_PUSH_ONE, false) => {
+                    let v = slice(values, 1, "values")?;
+                    self.push(idx, v[0])
+                }
+                (coo_push_form::COO_PUSH_ONE, true) => {
+                    let v = slice(values, 2, "values")?;
+                    self.push_complex(idx, Complex::new(v[0], v[1]))
+                }
+                (coo_push_form::COO_PUSH_MANY, false) => self.push_many(n, idx, values),
+                (coo_push_form::COO_PUSH_MANY, true) => self.push_many_complex(n, idx, values),
+                (coo_push_form::COO_PUSH_ELEMENT, false) => self.push_element(n, idx, values),
+                (coo_push_form::COO_PUSH_ELEMENT, true) => {
+                    self.push_element_complex(n, idx, values)
+                }
+            }
+        }
     }
 
     /// # Safety
@@ -719,6 +762,38 @@ unsafe fn complex_slice<'a>(p: *const f64, n: usize, what: &str) -> Res<&'a [Com
 }
 
 /// Run `f` on the builder's own pusher (made on first use).
+/// The `coo_push_form` of the C code `code`.
+fn push_form(code: c_int) -> Res<coo_push_form> {
+    [
+        coo_push_form::COO_PUSH_ONE,
+        coo_push_form::COO_PUSH_MANY,
+        coo_push_form::COO_PUSH_ELEMENT,
+    ]
+    .into_iter()
+    .find(|&f| f as c_int == code)
+    .ok_or_else(|| {
+        Fail::new(
+            COO_ERR_ARGUMENT,
+            format!(
+                "{code} is not a push form (0 = COO_PUSH_ONE, 1 = COO_PUSH_MANY, \
+                 2 = COO_PUSH_ELEMENT)"
+            ),
+        )
+    })
+}
+
+/// Whether the C code `code` is `COO_VALUES_COMPLEX` (or `COO_VALUES_REAL`).
+fn value_kind(code: c_int) -> Res<bool> {
+    match code {
+        c if c == coo_value_kind::COO_VALUES_REAL as c_int => Ok(false),
+        c if c == coo_value_kind::COO_VALUES_COMPLEX as c_int => Ok(true),
+        _ => Err(Fail::new(
+            COO_ERR_ARGUMENT,
+            format!("{code} is not a value kind (0 = COO_VALUES_REAL, 1 = COO_VALUES_COMPLEX)"),
+        )),
+    }
+}
+
 fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int {
     status(|| {
         // Only shared access is taken; the Mutex serialises.
@@ -739,6 +814,30 @@ fn with_own(b: *mut coo_builder, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_int 
     })
 }
 
+/// Push contributions into `b`, in any form (`form`: one contribution,
+/// `n` of them, or an element matrix over `n` dofs) with real or complex
+/// values (`kind`): the one push of a builder, which the other
+/// `coo_builder_push*` functions call with a fixed form and kind. Calls on
+/// one builder are serialised by a lock; give each thread a `coo_pusher`
+/// to push in parallel.
+///
+/// # Safety
+/// `b` is NULL or a live builder; `idx` and `values` are NULL or point to
+/// the indices and doubles `form` and `kind` say for `n` (see
+/// `coo_push_form`, `coo_value_kind`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_builder_push_values(
+    b: *mut coo_builder,
+    form: PushFormArg,
+    kind: ValueKindArg,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_own(b, |f| unsafe { f.push_values(form, kind, n, idx, values) })
+}
+
 /// Push one contribution: `idx` holds `rank` components. Calls on one
 /// builder are serialised (a lock); for parallel pushing give each thread
 /// a `coo_pusher`. The builder's own pusher, made by the first push,
@@ -753,7 +852,16 @@ pub unsafe extern "C" fn coo_builder_push(
     value: f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push(idx, value) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_ONE as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            1,
+            idx,
+            &value,
+        )
+    }
 }
 
 /// Push `n` contributions: contribution `i` has index
@@ -771,7 +879,16 @@ pub unsafe extern "C" fn coo_builder_push_many(
     values: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push_many(n, idx, values) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_MANY as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            n,
+            idx,
+            values,
+        )
+    }
 }
 
 /// Push a dense element matrix (rank-2 tensors): `ke[a*k + b]` goes to
@@ -788,7 +905,16 @@ pub unsafe extern "C" fn coo_builder_push_element(
     ke: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push_element(k, dofs, ke) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_ELEMENT as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            k,
+            dofs,
+            ke,
+        )
+    }
 }
 
 /// Push one complex contribution `re + im i` (complex64 and complex128
@@ -805,7 +931,16 @@ pub unsafe extern "C" fn coo_builder_push_complex(
     im: f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push_complex(idx, Complex::new(re, im)) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_ONE as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            1,
+            idx,
+            [re, im].as_ptr(),
+        )
+    }
 }
 
 /// As `coo_builder_push_many` with `n` complex values: `values` holds `2 *
@@ -823,7 +958,16 @@ pub unsafe extern "C" fn coo_builder_push_many_complex(
     values: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push_many_complex(n, idx, values) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_MANY as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            n,
+            idx,
+            values,
+        )
+    }
 }
 
 /// As `coo_builder_push_element` with a complex element matrix: `ke`
@@ -841,7 +985,16 @@ pub unsafe extern "C" fn coo_builder_push_element_complex(
     ke: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_own(b, |f| unsafe { f.push_element_complex(k, dofs, ke) })
+    unsafe {
+        coo_builder_push_values(
+            b,
+            PushFormArg(coo_push_form::COO_PUSH_ELEMENT as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            k,
+            dofs,
+            ke,
+        )
+    }
 }
 
 /// A pusher for one thread. Several threads may call this at once on the
@@ -886,6 +1039,26 @@ fn with_pusher(p: *mut coo_pusher, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_in
     code
 }
 
+/// As `coo_builder_push_values`, through this thread's pusher (no lock):
+/// the one push of a pusher, which the other `coo_pusher_push*` functions
+/// call with a fixed form and kind.
+///
+/// # Safety
+/// `p` is NULL or a live pusher used by this thread only; `idx` and
+/// `values` as for `coo_builder_push_values`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_pusher_push_values(
+    p: *mut coo_pusher,
+    form: PushFormArg,
+    kind: ValueKindArg,
+    n: usize,
+    idx: *const i64,
+    values: *const f64,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    with_pusher(p, |f| unsafe { f.push_values(form, kind, n, idx, values) })
+}
+
 /// As `coo_builder_push`, through this thread's pusher (no lock).
 ///
 /// # Safety
@@ -894,7 +1067,16 @@ fn with_pusher(p: *mut coo_pusher, f: impl FnOnce(&mut Feed) -> Res<()>) -> c_in
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn coo_pusher_push(p: *mut coo_pusher, idx: *const i64, value: f64) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push(idx, value) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_ONE as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            1,
+            idx,
+            &value,
+        )
+    }
 }
 
 /// As `coo_builder_push_many`, through this thread's pusher.
@@ -910,7 +1092,16 @@ pub unsafe extern "C" fn coo_pusher_push_many(
     values: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push_many(n, idx, values) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_MANY as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            n,
+            idx,
+            values,
+        )
+    }
 }
 
 /// As `coo_builder_push_element`, through this thread's pusher.
@@ -926,7 +1117,16 @@ pub unsafe extern "C" fn coo_pusher_push_element(
     ke: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push_element(k, dofs, ke) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_ELEMENT as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_REAL as c_int),
+            k,
+            dofs,
+            ke,
+        )
+    }
 }
 
 /// As `coo_builder_push_complex`, through this thread's pusher.
@@ -941,7 +1141,16 @@ pub unsafe extern "C" fn coo_pusher_push_complex(
     im: f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push_complex(idx, Complex::new(re, im)) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_ONE as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            1,
+            idx,
+            [re, im].as_ptr(),
+        )
+    }
 }
 
 /// As `coo_builder_push_many_complex`, through this thread's pusher.
@@ -957,7 +1166,16 @@ pub unsafe extern "C" fn coo_pusher_push_many_complex(
     values: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push_many_complex(n, idx, values) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_MANY as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            n,
+            idx,
+            values,
+        )
+    }
 }
 
 /// As `coo_builder_push_element_complex`, through this thread's pusher.
@@ -973,7 +1191,16 @@ pub unsafe extern "C" fn coo_pusher_push_element_complex(
     ke: *const f64,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    with_pusher(p, |f| unsafe { f.push_element_complex(k, dofs, ke) })
+    unsafe {
+        coo_pusher_push_values(
+            p,
+            PushFormArg(coo_push_form::COO_PUSH_ELEMENT as c_int),
+            ValueKindArg(coo_value_kind::COO_VALUES_COMPLEX as c_int),
+            k,
+            dofs,
+            ke,
+        )
+    }
 }
 
 /// Release a pusher, handing its buffered contributions to the builder.

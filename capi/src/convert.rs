@@ -1,24 +1,79 @@
 //! Checked conversions between the C types and the library's: enums given
 //! as ints, `int64_t` indices, `double` values for integer tensors.
 
-use crate::{COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE, Fail, Res};
+use crate::file::coo_layout;
+use crate::{
+    COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE, Fail, Res, coo_dtype, coo_duplicates,
+    coo_non_finite,
+};
 use coo_assembler::Vocabulary;
+use coo_assembler::{DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use std::ffi::{CStr, c_char, c_int};
 
-/// A vocabulary value given as its C code, which is its position in the
-/// library's table (`coo_dtype`, `coo_duplicates`, `coo_non_finite`,
-/// `coo_layout`): one rule for every enum, no table of our own. The tables
-/// only grow at their end, so a code keeps its meaning.
-pub(crate) fn from_c<T: Vocabulary>(code: c_int) -> Res<T> {
-    usize::try_from(code)
-        .ok()
-        .and_then(|i| T::TERMS.get(i))
-        .map(|t| t.value)
+/// A library value that crosses the C boundary as a code: the code of
+/// each value is the explicit number of its name in the header's enum
+/// (`coo_dtype`, `coo_duplicates`, `coo_non_finite`, `coo_layout`),
+/// frozen once released (`tests/abi.rs`), never a position in a table.
+pub(crate) trait CCode: Vocabulary + 'static {
+    /// Every value with its code.
+    const CODES: &'static [(c_int, Self)];
+}
+
+/// `$lib`'s values named by the variants of the C enum `$c`: the code is
+/// the variant's number.
+macro_rules! c_codes {
+    ($lib:ty, $c:ident { $($cv:ident => $lv:expr),* $(,)? }) => {
+        impl CCode for $lib {
+            const CODES: &'static [(c_int, $lib)] = &[$(($c::$cv as c_int, $lv)),*];
+        }
+    };
+}
+
+c_codes!(DType, coo_dtype {
+    COO_F16 => DType::F16,
+    COO_BF16 => DType::BF16,
+    COO_F32 => DType::F32,
+    COO_F64 => DType::F64,
+    COO_I8 => DType::I8,
+    COO_U8 => DType::U8,
+    COO_I16 => DType::I16,
+    COO_U16 => DType::U16,
+    COO_I32 => DType::I32,
+    COO_U32 => DType::U32,
+    COO_I64 => DType::I64,
+    COO_U64 => DType::U64,
+    COO_C64 => DType::C64,
+    COO_C128 => DType::C128,
+    COO_BOOL => DType::Bool,
+});
+c_codes!(DuplicatePolicy, coo_duplicates {
+    COO_DUP_SUM => DuplicatePolicy::Sum,
+    COO_DUP_MIN => DuplicatePolicy::Min,
+    COO_DUP_MAX => DuplicatePolicy::Max,
+    COO_DUP_LAST => DuplicatePolicy::Last,
+    COO_DUP_ERROR => DuplicatePolicy::Error,
+});
+c_codes!(NonFinitePolicy, coo_non_finite {
+    COO_KEEP => NonFinitePolicy::Keep,
+    COO_REJECT_NAN => NonFinitePolicy::RejectNan,
+    COO_REJECT_NON_FINITE => NonFinitePolicy::RejectNonFinite,
+});
+c_codes!(OutputLayout, coo_layout {
+    COO_LAYOUT_COO => OutputLayout::Coo,
+    COO_LAYOUT_CSR => OutputLayout::Csr,
+    COO_LAYOUT_CSC => OutputLayout::Csc,
+});
+
+/// The library value of the C code `code`.
+pub(crate) fn from_c<T: CCode>(code: c_int) -> Res<T> {
+    T::CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|&(_, v)| v)
         .ok_or_else(|| {
-            let names: Vec<String> = T::TERMS
+            let names: Vec<String> = T::CODES
                 .iter()
-                .enumerate()
-                .map(|(i, t)| format!("{i} = {}", t.name))
+                .map(|&(c, v)| format!("{c} = {}", v.name()))
                 .collect();
             Fail::new(
                 COO_ERR_ARGUMENT,
@@ -27,12 +82,12 @@ pub(crate) fn from_c<T: Vocabulary>(code: c_int) -> Res<T> {
         })
 }
 
-/// The C code of `v` (its position in the library's table).
-pub(crate) fn to_c<T: Vocabulary>(v: T) -> c_int {
-    T::TERMS
+/// The C code of `v` (-1 for a value the C API has no code for yet).
+pub(crate) fn to_c<T: CCode>(v: T) -> c_int {
+    T::CODES
         .iter()
-        .position(|t| t.value == v)
-        .map_or(-1, |i| i as c_int)
+        .find(|(_, x)| *x == v)
+        .map_or(-1, |&(c, _)| c)
 }
 
 /// A NUL-terminated string as text (not a path: names and sizes).
@@ -206,6 +261,45 @@ pub(crate) fn to_u64(v: f64, n: u64) -> Res<u64> {
 #[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
+
+    /// Every value of the library's tables has a C code, codes are
+    /// unique, and the header names each one `COO_<PREFIX><NAME> = code`:
+    /// a value added to a library table fails here until it gets a new
+    /// number of its own.
+    #[test]
+    fn every_library_value_has_its_own_code_in_the_header() {
+        let header = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../include/coo_assembler.h"),
+        )
+        .unwrap();
+        fn check<T: CCode>(header: &str, prefix: &str) {
+            let mut codes: Vec<c_int> = T::CODES.iter().map(|&(c, _)| c).collect();
+            codes.sort_unstable();
+            codes.dedup();
+            assert_eq!(
+                codes.len(),
+                T::CODES.len(),
+                "{}: a code used twice",
+                T::WHAT
+            );
+            for t in T::TERMS {
+                let code = to_c(t.value);
+                assert!(code >= 0, "{} {} has no C code", T::WHAT, t.name);
+                assert!(from_c::<T>(code).ok() == Some(t.value));
+                let line = format!(
+                    "{prefix}{} = {code},",
+                    t.name.to_ascii_uppercase().replace('-', "_")
+                );
+                assert!(header.contains(&line), "the header lacks `{line}`");
+            }
+            assert!(from_c::<T>(-1).is_err() && from_c::<T>(1000).is_err());
+        }
+        check::<DType>(&header, "COO_");
+        check::<DuplicatePolicy>(&header, "COO_DUP_");
+        check::<NonFinitePolicy>(&header, "COO_");
+        check::<OutputLayout>(&header, "COO_LAYOUT_");
+    }
+
     use crate::COO_ERR_NULL;
 
     #[test]

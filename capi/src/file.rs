@@ -24,11 +24,11 @@ const _: () = {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_layout {
     /// Coordinate list, any rank (`coo_info.sorted`: row-major order).
-    COO_LAYOUT_COO,
+    COO_LAYOUT_COO = 0,
     /// Compressed sparse rows (a matrix; entries row by row).
-    COO_LAYOUT_CSR,
+    COO_LAYOUT_CSR = 1,
     /// Compressed sparse columns (a matrix; entries column by column).
-    COO_LAYOUT_CSC,
+    COO_LAYOUT_CSC = 2,
 }
 
 /// An open tensor of a Hurray file (opaque); `coo_file_close` releases it.

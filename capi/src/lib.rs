@@ -109,70 +109,110 @@ pub const COO_ERR_REFUSED: c_int = -19;
 /// summary grew: rebuild programs built against an API-2 header). 4:
 /// `coo_file_verify_report` (the notes and warnings of a valid file). 5:
 /// `coo_file_export` (MatrixMarket, scipy `.npz`, PETSc binary, `.npy`)
-/// with `coo_export_options`.
-pub const COO_API_VERSION: u32 = 5;
+/// with `coo_export_options`. 6: every enum value spelt out and frozen
+/// (the values of 5 unchanged), `coo_builder_push_values` and
+/// `coo_pusher_push_values` (one push taking a `coo_push_form` and a
+/// `coo_value_kind`, which the twelve push functions call).
+pub const COO_API_VERSION: u32 = 6;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;
 
 /// Element type of a tensor. Values are passed as `double` and converted
 /// to this type with the library's rules (see `docs/c-api.md`). Each code
-/// is the type's position in the library's table (`coo_parse_name` reads
-/// the names); new types are appended.
+/// is fixed (`coo_parse_name` reads the names); a new type takes a new
+/// number.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_dtype {
-    COO_F16,
-    COO_BF16,
-    COO_F32,
-    COO_F64,
-    COO_I8,
-    COO_U8,
-    COO_I16,
-    COO_U16,
-    COO_I32,
-    COO_U32,
-    COO_I64,
-    COO_U64,
+    COO_F16 = 0,
+    COO_BF16 = 1,
+    COO_F32 = 2,
+    COO_F64 = 3,
+    COO_I8 = 4,
+    COO_U8 = 5,
+    COO_I16 = 6,
+    COO_U16 = 7,
+    COO_I32 = 8,
+    COO_U32 = 9,
+    COO_I64 = 10,
+    COO_U64 = 11,
     /// complex64: two floats (real, imaginary). Push with the `_complex`
     /// functions (a `double` pushed is a real value, imaginary part 0).
-    COO_C64,
+    COO_C64 = 12,
     /// complex128: two doubles (real, imaginary).
-    COO_C128,
+    COO_C128 = 13,
     /// bool, 8 per byte in the file: push 1.0 (true) or 0.0 (false); a
     /// duplicate is true if any contribution is; read back as 1.0 / 0.0.
-    COO_BOOL,
+    COO_BOOL = 14,
 }
 
-/// How contributions to the same coordinate combine (the library's table
-/// order).
+/// How contributions to the same coordinate combine (fixed codes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_duplicates {
     /// Add them (floats: the correctly rounded exact sum).
-    COO_DUP_SUM,
+    COO_DUP_SUM = 0,
     /// Keep the smallest.
-    COO_DUP_MIN,
+    COO_DUP_MIN = 1,
     /// Keep the largest.
-    COO_DUP_MAX,
+    COO_DUP_MAX = 2,
     /// Keep the last one (by pusher creation order, then push order).
-    COO_DUP_LAST,
+    COO_DUP_LAST = 3,
     /// A second contribution to a coordinate is an error.
-    COO_DUP_ERROR,
+    COO_DUP_ERROR = 4,
 }
 
-/// What to do with NaN and infinite contributions (the library's table
-/// order).
+/// What to do with NaN and infinite contributions (fixed codes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum coo_non_finite {
     /// Keep them (they propagate through sums).
-    COO_KEEP,
+    COO_KEEP = 0,
     /// Refuse NaN.
-    COO_REJECT_NAN,
+    COO_REJECT_NAN = 1,
     /// Refuse NaN and infinities.
-    COO_REJECT_NON_FINITE,
+    COO_REJECT_NON_FINITE = 2,
 }
+
+/// What a push holds (`coo_builder_push_values`, `coo_pusher_push_values`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_push_form {
+    /// One contribution: `idx` holds `rank` indices, `values` one value;
+    /// `n` is 1.
+    COO_PUSH_ONE = 0,
+    /// `n` contributions: contribution `i` has the indices
+    /// `idx[i*rank .. (i+1)*rank]` and value `i` of `values`. On error, the
+    /// contributions before the failing one may have been pushed.
+    COO_PUSH_MANY = 1,
+    /// A dense element matrix of a rank-2 tensor over `n` dofs: `idx`
+    /// holds the dofs, value `a*n + b` goes to `(idx[a], idx[b])`. All or
+    /// nothing: on error none of it is pushed.
+    COO_PUSH_ELEMENT = 2,
+}
+
+/// How a push's values are given.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum coo_value_kind {
+    /// One `double` per value (into a complex tensor: imaginary part 0).
+    COO_VALUES_REAL = 0,
+    /// Two `double`s per value, its real then its imaginary part (a C99
+    /// `double _Complex` array, a Fortran `complex(c_double_complex)`
+    /// array); complex tensors only.
+    COO_VALUES_COMPLEX = 1,
+}
+
+/// A `coo_push_form` as it crosses the boundary (see [`DTypeArg`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct PushFormArg(pub c_int);
+
+/// A `coo_value_kind` as it crosses the boundary (see [`DTypeArg`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct ValueKindArg(pub c_int);
 
 /// A `coo_dtype` as it crosses the boundary: a plain `int`, so that a value
 /// outside the enum is an error rather than undefined behaviour. The header

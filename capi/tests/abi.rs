@@ -128,10 +128,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-#[test]
-fn released_abi_is_unchanged() {
-    let header = std::fs::read_to_string(root().join("../include/coo_assembler.h")).unwrap();
-    let now = items(&header);
+/// The items of the baselines in capi/abi/ that `header` lacks.
+fn broken(header: &str) -> Vec<String> {
+    let now = items(header);
     let mut baselines: Vec<_> = std::fs::read_dir(root().join("abi"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -139,21 +138,31 @@ fn released_abi_is_unchanged() {
         .collect();
     baselines.sort();
     assert!(!baselines.is_empty(), "no baseline in capi/abi/");
-    let mut broken = Vec::new();
+    let mut out = Vec::new();
     for b in &baselines {
         let text = std::fs::read_to_string(b).unwrap();
         for line in text
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
         {
-            if !now.contains(line) {
-                broken.push(format!(
+            if !now.contains(line) && !line.starts_with("const COO_API_VERSION ") {
+                out.push(format!(
                     "{}: {line}",
                     b.file_name().unwrap().to_string_lossy()
                 ));
             }
         }
     }
+    out
+}
+
+fn header() -> String {
+    std::fs::read_to_string(root().join("../include/coo_assembler.h")).unwrap()
+}
+
+#[test]
+fn released_abi_is_unchanged() {
+    let broken = broken(&header());
     assert!(
         broken.is_empty(),
         "released C ABI items changed or removed (compiled programs would break; \
@@ -162,10 +171,54 @@ fn released_abi_is_unchanged() {
     );
 }
 
+/// The check sees a renumbered value, a removed function, a changed
+/// prototype and a reordered struct.
+#[test]
+fn the_check_sees_breaking_changes() {
+    let h = header();
+    for (from, to) in [
+        ("COO_F64 = 3,", "COO_F64 = 4,"),
+        ("#define COO_ERR_IO -9", "#define COO_ERR_IO -90"),
+        ("int coo_builder_push(", "int coo_builder_push_one("),
+        ("double value);", "float value);"),
+        ("uint64_t memory_budget;", "uint64_t memory_budget_bytes;"),
+    ] {
+        assert!(h.contains(from), "{from}");
+        let changed = h.replacen(from, to, 1);
+        assert!(!broken(&changed).is_empty(), "{from} -> {to} not caught");
+    }
+}
+
+/// The header's `COO_API_VERSION` is at least every baseline's
+/// (`api-N.txt` is version N as released).
+#[test]
+fn the_version_is_not_older_than_a_release() {
+    let now = items(&header());
+    let version: u32 = now
+        .iter()
+        .find_map(|l| l.strip_prefix("const COO_API_VERSION = "))
+        .expect("COO_API_VERSION in the header")
+        .parse()
+        .unwrap();
+    for e in std::fs::read_dir(root().join("abi")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(n) = name
+            .strip_prefix("api-")
+            .and_then(|n| n.strip_suffix(".txt"))
+        {
+            let released: u32 = n.parse().unwrap();
+            assert!(
+                version >= released,
+                "COO_API_VERSION {version} is older than {name}"
+            );
+        }
+    }
+}
+
 /// Within an enum, every name has a number of its own.
 #[test]
 fn enum_numbers_are_unique() {
-    let header = std::fs::read_to_string(root().join("../include/coo_assembler.h")).unwrap();
+    let header = header();
     let mut seen: BTreeMap<(String, i64), String> = BTreeMap::new();
     for line in items(&header) {
         let Some(rest) = line.strip_prefix("enum ") else {
@@ -189,8 +242,7 @@ fn enum_numbers_are_unique() {
 /// of the Rust source renumbers them.
 #[test]
 fn enum_values_are_explicit() {
-    let header = std::fs::read_to_string(root().join("../include/coo_assembler.h")).unwrap();
-    let text = strip(&header);
+    let text = strip(&header());
     let mut in_enum = false;
     for line in text.lines().map(str::trim) {
         if line.starts_with("typedef enum") {
@@ -231,7 +283,11 @@ fn the_parser_reads_declarations() {
 fn dump() {
     if let Some(path) = std::env::var_os("COO_ABI_DUMP") {
         let header = std::fs::read_to_string(path).unwrap();
-        for line in items(&header) {
+        // The version itself moves on with every release.
+        for line in items(&header)
+            .into_iter()
+            .filter(|l| !l.starts_with("const COO_API_VERSION "))
+        {
             println!("{line}");
         }
     }

@@ -150,6 +150,64 @@ int main(int argc, char **argv) {
                 "a complex plan with duplicates=min is refused");
     coo_options_default(&o);
 
+    /* The same eleven pushes through the one push of each handle,
+     * coo_builder_push_values and coo_pusher_push_values (what the twelve
+     * push functions call): the same entries. */
+    coo_builder *u = coo_builder_new(2, shape, COO_C128, &o);
+    expect_true(u != NULL, "builder_new for push_values");
+    if (u) {
+        double one_c[2] = {1e16, 0.5};
+        expect(coo_builder_push_values(u, COO_PUSH_ONE, COO_VALUES_COMPLEX, 1, i01, one_c), COO_OK,
+               "push_values one complex");
+        double one_c2[2] = {1.0, 0.25};
+        expect(coo_builder_push_values(u, COO_PUSH_ONE, COO_VALUES_COMPLEX, 1, i01, one_c2),
+               COO_OK, "push_values one complex again");
+        double one_r = -1e16;
+        expect(coo_builder_push_values(u, COO_PUSH_ONE, COO_VALUES_REAL, 1, i01, &one_r), COO_OK,
+               "push_values one real");
+        expect(coo_builder_push_values(u, COO_PUSH_MANY, COO_VALUES_COMPLEX, 2, idx,
+                                       (const double *)many),
+               COO_OK, "push_values many complex");
+        coo_pusher *q = coo_pusher_new(u);
+        expect(coo_pusher_push_values(q, COO_PUSH_ELEMENT, COO_VALUES_COMPLEX, 2, dofs,
+                                      (const double *)ke),
+               COO_OK, "pusher_push_values element complex");
+        double im1[2] = {0.0, 1.0};
+        expect(coo_pusher_push_values(q, COO_PUSH_ONE, COO_VALUES_COMPLEX, 1, i22, im1), COO_OK,
+               "pusher_push_values one complex");
+        expect(coo_pusher_push_values(q, COO_PUSH_MANY, COO_VALUES_COMPLEX, 1, i22,
+                                      (const double *)many),
+               COO_OK, "pusher_push_values many complex");
+        /* Misuse: unknown codes, n other than 1 for one contribution. */
+        expect(coo_pusher_push_values(q, 7, COO_VALUES_REAL, 1, i22, &one_r), COO_ERR_ARGUMENT,
+               "an unknown push form");
+        expect_message("COO_PUSH_ELEMENT", "the message lists the forms");
+        expect(coo_pusher_push_values(q, COO_PUSH_ONE, 9, 1, i22, &one_r), COO_ERR_ARGUMENT,
+               "an unknown value kind");
+        expect_message("COO_VALUES_COMPLEX", "the message lists the kinds");
+        expect(coo_pusher_push_values(q, COO_PUSH_ONE, COO_VALUES_REAL, 2, i22, &one_r),
+               COO_ERR_ARGUMENT, "COO_PUSH_ONE with n = 2");
+        coo_pusher_free(q);
+        char path3[4200];
+        snprintf(path3, sizeof path3, "%s/z3.hrry", argv[1]);
+        coo_summary s3;
+        expect(coo_builder_finish(u, path3, &s3), COO_OK, "finish push_values");
+        coo_file *f3 = coo_file_open(path3);
+        expect_true(f3 != NULL && s3.contributions == 11 && s3.nnz == 6,
+                    "push_values: 11 contributions, 6 entries");
+        if (f3) {
+            int64_t idx3[12];
+            double _Complex got3[6];
+            size_t n3 = 0;
+            expect(coo_file_read_entries_complex(f3, 0, 6, idx3, (double *)got3, &n3), COO_OK,
+                   "read_entries_complex of push_values");
+            expect_true(n3 == 6 && memcmp(idx3, got_idx, sizeof idx3) == 0 &&
+                            memcmp(got3, got, sizeof got3) == 0,
+                        "push_values gives the twelve pushes' entries, bit for bit");
+            coo_file_close(f3);
+        }
+    }
+
     /* A complex value into a real tensor. */
     coo_builder *r = coo_builder_new(2, shape, COO_F64, &o);
     expect(coo_builder_push_complex(r, i01, 1.0, 2.0), COO_ERR_VALUE,

@@ -7,8 +7,8 @@
 #[path = "common/fe.rs"]
 mod fe;
 
-use coo_assembler::direct::{self, Assembled};
-use coo_assembler::{AssembleOptions, DType, OutputLayout};
+use coo_assembler::internals::assemble::direct::{self, Assembled};
+use coo_assembler::{AssembleOptions, DType, options::OutputLayout};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 

@@ -42,7 +42,7 @@ fn assemble(
     budget: u64,
     kernel: bool,
     dir: &Path,
-) -> coo_assembler::Summary {
+) -> coo_assembler::builder::Summary {
     let o = AssembleOptions {
         in_memory_kernel: kernel,
         ..opts(budget, dir)

@@ -9,8 +9,8 @@
 #[path = "common/fe.rs"]
 mod fe;
 
-use coo_assembler::direct::{self, Assembled};
-use coo_assembler::{AssembleOptions, DType, OutputLayout, Plan};
+use coo_assembler::internals::assemble::direct::{self, Assembled};
+use coo_assembler::{AssembleOptions, DType, Plan, options::OutputLayout};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 

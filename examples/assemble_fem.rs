@@ -19,7 +19,7 @@
 //! ```
 
 use coo_assembler::HurrayFile;
-use coo_assembler::parse_size;
+use coo_assembler::vocab::parse_size;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ struct Args {
     pushers: Option<usize>,
     elasticity: bool,
     fast_sums: bool,
-    layout: coo_assembler::OutputLayout,
+    layout: coo_assembler::options::OutputLayout,
     output: std::path::PathBuf,
     keep: bool,
 }
@@ -44,7 +44,7 @@ fn parse_args() -> Result<Args, String> {
         pushers: None,
         elasticity: false,
         fast_sums: false,
-        layout: coo_assembler::OutputLayout::Coo,
+        layout: coo_assembler::options::OutputLayout::Coo,
         output: std::env::temp_dir().join(format!("assemble_fem-{}.hrry", std::process::id())),
         keep: false,
     };

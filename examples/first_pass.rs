@@ -20,7 +20,8 @@ use coo_assembler::matrix::export::{ExportOptions, Format, export};
 use coo_assembler::matrix::{Matrix, MatvecOptions, matvec};
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{
-    AssembleOptions, Builder, ConvertOptions, DType, HurrayFile, OutputLayout, convert,
+    AssembleOptions, Builder, DType, HurrayFile, convert, convert::ConvertOptions,
+    options::OutputLayout,
 };
 use std::time::Instant;
 

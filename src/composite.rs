@@ -39,7 +39,7 @@ use crate::hurray::kv::{buffer_names, checksum_key};
 use crate::hurray::{FileHeader, HEADER_LEN, IndexEntry, KvValue, MIN_ALIGNMENT, align_up};
 use crate::options::OutputLayout;
 use crate::write::{encode_tail, provenance};
-use crate::{HurrayFile, ReadOptions, Tensor};
+use crate::{HurrayFile, read::ReadOptions, read::Tensor};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -473,7 +473,9 @@ mod tests {
     use crate::hurray::composite::ShardFields;
     use crate::hurray::descriptor::descriptor_len;
     use crate::read::composite::CompositeFile;
-    use crate::{AssembleOptions, Builder, ConvertOptions, DType, ReadOptions, Value};
+    use crate::{
+        AssembleOptions, Builder, DType, Value, convert::ConvertOptions, read::ReadOptions,
+    };
 
     fn assemble(path: &Path, shape: &[u64], entries: &[(u64, u64, f64)], name: &str) {
         let opts = AssembleOptions {

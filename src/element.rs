@@ -3,6 +3,9 @@
 use crate::error::{Error, Result};
 use crate::float::FloatFormat;
 pub use crate::float::{BF16, F16};
+/// The complex type of complex64 (`Complex<f32>`) and complex128
+/// (`Complex<f64>`) elements, num-complex's.
+pub use num_complex::Complex;
 use std::fmt;
 
 crate::vocab::vocabulary! {
@@ -564,7 +567,7 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 
 /// Run code generic over [`Element`] for a run-time element type: the one
 /// dispatch from a [`DType`] to its Rust type (`f64` for [`DType::F64`],
-/// [`F16`], [`BF16`], `i8` ... `u64`, [`crate::Complex`]`<f32>` /
+/// [`F16`], [`BF16`], `i8` ... `u64`, [`crate::element::Complex`]`<f32>` /
 /// `<f64>`, [`Bit`]), so a new element type is one arm here.
 ///
 /// - `with_element_type!(d, T => body)`: `body` once per type, `T` the
@@ -585,7 +588,7 @@ fn le_array<const N: usize>(b: &[u8]) -> [u8; N] {
 #[macro_export]
 macro_rules! with_element_type {
     ($dtype:expr, $T:ident => $body:expr) => {
-        $crate::with_element_type!($dtype, $T => $body, bool as $crate::Bit)
+        $crate::with_element_type!($dtype, $T => $body, bool as $crate::element::Bit)
     };
     ($dtype:expr, $T:ident => $body:expr, bool as $B:ty) => {
         $crate::with_element_type!($dtype, {
@@ -619,12 +622,12 @@ macro_rules! with_element_type {
         match $dtype {
             $crate::DType::F16 => {
                 #[allow(dead_code)]
-                type $H = $crate::__element::F16;
+                type $H = $crate::element::F16;
                 $narrow
             }
             $crate::DType::BF16 => {
                 #[allow(dead_code)]
-                type $H = $crate::__element::BF16;
+                type $H = $crate::element::BF16;
                 $narrow
             }
             $crate::DType::F32 => {
@@ -679,17 +682,17 @@ macro_rules! with_element_type {
             }
             $crate::DType::C64 => {
                 #[allow(dead_code)]
-                type $C = $crate::Complex<f32>;
+                type $C = $crate::element::Complex<f32>;
                 $complex
             }
             $crate::DType::C128 => {
                 #[allow(dead_code)]
-                type $C = $crate::Complex<f64>;
+                type $C = $crate::element::Complex<f64>;
                 $complex
             }
             $crate::DType::Bool => {
                 #[allow(dead_code)]
-                type $B = $crate::Bit;
+                type $B = $crate::element::Bit;
                 $bool
             }
         }

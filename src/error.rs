@@ -263,7 +263,7 @@ pub enum Error {
     #[error("this builder has finished or was dropped; make a new one")]
     Finished,
 
-    /// A composite reader ([`crate::CompositeFile`]) was given a file that
+    /// A composite reader ([`crate::read::CompositeFile`]) was given a file that
     /// holds no composite head: a plain Hurray file.
     #[error(
         "the file holds no composite head: it is a plain Hurray file (read it with HurrayFile, or open it with coo_assembler::open, which reads both)"

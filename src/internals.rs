@@ -13,7 +13,5 @@ pub mod composite;
 pub mod fs;
 #[path = "hurray/mod.rs"]
 pub mod hurray;
-#[path = "read/mod.rs"]
-pub mod read;
 #[path = "stats.rs"]
 pub mod stats;

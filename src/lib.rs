@@ -6,26 +6,32 @@
 //! in a [Hurray](https://github.com/pgillet/hurray) file, under a fixed
 //! memory budget; read it back through a validating memory map.
 //!
-//! ## The types at a glance
+//! ## The crate at a glance
 //!
-//! - [`Builder`]: created with a shape, an element type ([`DType`]) and
-//!   [`AssembleOptions`] (memory budget in bytes, temp dir, threads,
-//!   [`DuplicatePolicy`], zero and NaN policies). `push`, `push_many`,
-//!   `push_coo`, `push_element`; [`Builder::pusher`] gives a [`Pusher`] per
-//!   thread; [`Builder::finish`] merges, writes and returns a [`Summary`].
-//! - [`HurrayFile`] / [`CooTensor`]: open (structure validated), `get`,
-//!   `prefix_range` (rows), `lower_bound`, `iter`, zero-copy typed
-//!   `values` and `indices`, and `verify` (content checks, O(nnz)).
-//!   [`HurrayFile::tensor_infos`] lists every tensor, dense ones included
-//!   ([`TensorInfo`], [`Layout`]); [`DenseTensor`] reads a dense buffer.
-//! - [`open`]: any Hurray file, as [`Opened`]: plain tensors
-//!   ([`HurrayFile`]) or a partition composite ([`CompositeFile`], one
-//!   logical tensor over its members); [`convert()`] rewrites either into
-//!   one tensor of another layout.
-//! - [`write::FileWriter`]: the streaming container writer, for sorted
-//!   entries you already have.
-//! - [`Error`]: one `#[non_exhaustive]` error type; every variant names
-//!   what was wrong and where.
+//! - [`Builder`] ([`builder`]): created with a shape, an element type
+//!   ([`DType`]) and [`AssembleOptions`] ([`options`]: memory budget in
+//!   bytes, temp dir, threads, duplicate, zero and NaN policies, layout).
+//!   `push`, `push_many`, `push_coo`, `push_element`; a
+//!   [`Pusher`](builder::Pusher) per thread; [`Builder::finish`] merges,
+//!   writes and returns a [`Summary`](builder::Summary).
+//! - [`assemble()`]: arrays you already hold, into a file in one call
+//!   (the in-memory kernel when the work fits the budget, the builder
+//!   otherwise; the same bytes either way).
+//! - [`Plan`] ([`plan`]): plan once from the coordinates, refill with new
+//!   values at every Newton or time step, bit for bit a full assembly.
+//! - [`open`] / [`HurrayFile`] ([`read`]): the validating memory-mapped
+//!   reader: `get`, rows, `iter`, zero-copy typed `values` and `indices`,
+//!   every tensor's [`TensorInfo`](read::TensorInfo), partition
+//!   composites, and `verify` (content checks, O(nnz)).
+//! - [`convert()`]: one tensor into another layout (COO, CSR, CSC), out
+//!   of core; [`matrix`]: products, exports, pictures of stored matrices;
+//!   [`input`]: the contribution file readers; [`write`]: the streaming
+//!   container writer and partition composites.
+//! - [`Error`] / [`ErrorKind`]: one `#[non_exhaustive]` error type; every
+//!   variant names what was wrong and where. [`element`] and [`vocab`]:
+//!   the element types and the names every front end parses.
+//! - Escape hatches: [`raw`] (the byte codec) and, with the `internals`
+//!   feature, `internals` (the parts; not a stable API).
 //!
 //! ## Example
 //!
@@ -79,7 +85,7 @@
 //! - Bad input is a typed error, never a panic; spill runs and files are
 //!   checksummed, so damage is reported, never read as data.
 //! - Memory-mapped reading: a file truncated by another process while
-//!   mapped raises SIGBUS; open with [`ReadOptions::in_memory`] files
+//!   mapped raises SIGBUS; open with [`read::ReadOptions::in_memory`] files
 //!   in untrusted locations.
 
 #![deny(missing_docs)]
@@ -93,18 +99,27 @@
 pub mod internals;
 #[cfg(not(feature = "internals"))]
 mod internals;
-use internals::{assemble, codec, fs, hurray, read, stats};
+use internals::{assemble, codec, composite, fs, hurray, stats};
 
-pub mod composite {
-    //! Partition composites (issue 13): [`join`] makes one from per-rank
-    //! files; reading is [`crate::CompositeFile`]'s.
-    pub use crate::internals::composite::{JoinSummary, join};
+pub mod builder {
+    //! Assembly from pushes: [`Builder`] (and a [`Pusher`] per thread)
+    //! takes contributions one by one, an element matrix or a batch at a
+    //! time; [`Builder::finish`] merges, writes and returns a [`Summary`].
+    pub use crate::assemble::builder::{Builder, Pusher};
+    pub use crate::assemble::combine::PushValue;
+    pub use crate::assemble::finish::Summary;
+    pub use crate::fs::sweep::remove_own_leftovers;
 }
-
 pub mod convert;
-mod element;
+pub mod element;
 mod error;
 mod float;
+pub mod input;
+mod layout;
+pub mod matrix;
+pub mod options;
+// Issue 24: plan once from the coordinates, refill with new values.
+pub mod plan;
 pub mod raw {
     //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
     //! descriptors, KV section and our keys in it, statistics, their field
@@ -114,53 +129,17 @@ pub mod raw {
     //! release.
     pub use crate::hurray::*;
 }
-pub mod input;
-pub mod layout;
-mod options;
-// Issue 24: plan once from the coordinates, refill with new values.
-pub mod refill;
+pub mod read;
 mod size;
 pub mod vocab;
 pub mod write;
 mod xxh3;
 
-// Issue 10: products, exports and pictures of stored matrices.
-pub mod matrix;
-
-pub use assemble::builder::{Builder, Pusher};
-pub use assemble::combine::PushValue;
-pub use assemble::direct;
-pub use assemble::finish::Summary;
-pub use convert::{ConvertOptions, ConvertSummary, convert};
-pub use element::{
-    BF16, Bit, DType, Element, F16, Value, format_float, group_digits, pack_bools, unpack_bools,
-};
+pub use assemble::builder::Builder;
+pub use assemble::direct::assemble_arrays_to_file as assemble;
+pub use convert::convert;
+pub use element::{DType, Value};
 pub use error::{Error, ErrorKind, Result};
-pub use fs::sweep::remove_own_leftovers;
-pub use layout::{Layout, LayoutKind};
-pub use refill::{Plan, PlanFile, PlanFileSummary, RefillSummary, refill_plan_file};
-// The handle's type rides in `AssembleOptions::io` (so struct-update
-// syntax keeps working); its fault plans are nameable with `internals` only.
-#[doc(hidden)]
-pub use fs::IoCtx;
-/// The element module's public items, for `with_element_type!` in other
-/// crates: a type added to the element table is reachable here at once.
-#[doc(hidden)]
-pub mod __element {
-    pub use crate::element::*;
-}
-pub use hurray::composite::{CompositeHead, Shard};
-pub use hurray::{KvValue, Statistics};
-/// The complex type of complex64 (`Complex<f32>`) and complex128
-/// (`Complex<f64>`) elements, num-complex's.
-pub use num_complex::Complex;
-#[doc(hidden)]
-pub use options::threads_out_of_range;
-pub use options::{
-    AssembleOptions, DEFAULT_MEMORY_BUDGET, DuplicatePolicy, NonFinitePolicy, OutputLayout,
-};
-pub use read::{
-    CompositeFile, CompressedEntries, CompressedTensor, CooTensor, DenseTensor, HurrayFile, Opened,
-    Problem, ReadOptions, Severity, Tensor, TensorInfo, open,
-};
-pub use vocab::{Vocabulary, parse_size};
+pub use options::AssembleOptions;
+pub use plan::Plan;
+pub use read::{HurrayFile, open};

@@ -1,7 +1,10 @@
 //! The assembler's knobs, validated before any work starts.
 
+// The handle's type rides in `AssembleOptions::io` (so struct-update
+// syntax keeps working); its fault plans are nameable with `internals` only.
 use crate::error::{Error, Result};
-use crate::fs::ctx::IoCtx;
+#[doc(hidden)]
+pub use crate::fs::IoCtx;
 use std::path::PathBuf;
 
 crate::vocab::vocabulary! {
@@ -129,9 +132,9 @@ pub struct AssembleOptions {
     /// Skip contributions with a negative index instead of refusing them
     /// (PETSc's `MatSetValues` convention; sfepy marks removed Dirichlet
     /// dofs so). Only signed indices can be negative: the `*_signed`
-    /// pushes of [`crate::Builder`] and [`crate::Pusher`], and the front
+    /// pushes of [`crate::Builder`] and [`crate::builder::Pusher`], and the front
     /// ends' signed arrays. Skipped contributions are counted in
-    /// [`crate::Summary::skipped_negative`]. Default `false`: a negative
+    /// [`crate::builder::Summary::skipped_negative`]. Default `false`: a negative
     /// index is an error naming the contribution.
     pub skip_negative: bool,
     /// NaN / infinity policy for float contributions. Default: keep.

@@ -3,7 +3,8 @@
 
 use coo_assembler::HurrayFile;
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Error, ErrorKind, NonFinitePolicy, Value,
+    AssembleOptions, Builder, DType, Error, ErrorKind, Value, options::DuplicatePolicy,
+    options::NonFinitePolicy,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;

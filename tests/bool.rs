@@ -3,7 +3,8 @@
 //! file stores them 8 per byte, least significant bit first; every layout.
 
 use coo_assembler::{
-    AssembleOptions, Bit, Builder, DType, DuplicatePolicy, Error, HurrayFile, OutputLayout, Value,
+    AssembleOptions, Builder, DType, Error, HurrayFile, Value, element::Bit,
+    options::DuplicatePolicy, options::OutputLayout,
 };
 use std::collections::BTreeMap;
 

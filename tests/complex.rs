@@ -3,8 +3,8 @@
 //! meaning for them, spills, and the files the reference reader reads.
 
 use coo_assembler::{
-    AssembleOptions, Builder, Complex, DType, DuplicatePolicy, Error, HurrayFile, OutputLayout,
-    Value,
+    AssembleOptions, Builder, DType, Error, HurrayFile, Value, element::Complex,
+    options::DuplicatePolicy, options::OutputLayout,
 };
 use std::collections::BTreeMap;
 
@@ -202,7 +202,7 @@ fn policies_complex_values_refuse() {
         "{e}"
     );
     let o = AssembleOptions {
-        non_finite: coo_assembler::NonFinitePolicy::RejectNan,
+        non_finite: coo_assembler::options::NonFinitePolicy::RejectNan,
         ..AssembleOptions::default()
     };
     let mut b = Builder::new(&[2, 2], DType::C64, o).unwrap();

@@ -6,7 +6,10 @@
 //! budget the chunks outgrow sends them to the sorters mid-way.
 
 use crate::direct_file::{rss_child_run, vm_hwm_kib};
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, OutputLayout, Summary};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, builder::Summary, options::DuplicatePolicy,
+    options::OutputLayout,
+};
 use proptest::prelude::*;
 
 #[derive(Clone, Copy, Debug)]

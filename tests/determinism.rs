@@ -6,7 +6,7 @@
 //! creation order, which is what `last` is defined on) and drop_zeros.
 
 use coo_assembler::HurrayFile;
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error};
+use coo_assembler::{AssembleOptions, Builder, DType, Error, options::DuplicatePolicy};
 use std::path::Path;
 
 fn min_budget(shape: &[u64], dtype: DType, threads: usize) -> u64 {

@@ -1,4 +1,4 @@
-//! The in-memory path (`coo_assembler::direct`, issue 23) against the
+//! The in-memory path (`coo_assembler::internals::assemble::direct`, issue 23) against the
 //! builder: for random small inputs with heavy duplicates, every
 //! duplicate policy, several element types, zeros dropped or kept, every
 //! non-finite policy, one and two threads, bands and chunks small enough
@@ -6,12 +6,14 @@
 //! neighbours, the result is what `Builder` + `finish` write, read back
 //! bit for bit; and a failing input fails with the builder's error.
 
-use coo_assembler::direct::{self, Assembled, ComplexOut, DirectValue, OutIndex, OutValue};
-use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
-    OutputLayout, PushValue, Tensor,
+use coo_assembler::internals::assemble::direct::{
+    self, Assembled, ComplexOut, DirectValue, OutIndex, OutValue,
 };
-use coo_assembler::{BF16 as bf16, F16 as f16};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, Error, HurrayFile, builder::PushValue,
+    options::DuplicatePolicy, options::NonFinitePolicy, options::OutputLayout, read::Tensor,
+};
+use coo_assembler::{element::BF16 as bf16, element::F16 as f16};
 use num_complex::Complex;
 use proptest::prelude::*;
 
@@ -24,7 +26,7 @@ struct Flat {
     pointers: Vec<u64>,
 }
 
-fn flat_of<O: coo_assembler::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
+fn flat_of<O: coo_assembler::element::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
     let mut values = Vec::new();
     for &v in &a.values {
         v.write_le(&mut values);
@@ -459,9 +461,9 @@ proptest! {
         let v: Vec<bool> = c.codes.iter().map(|&k| k % 3 == 0).collect();
         if from_ints {
             let v: Vec<u8> = v.iter().map(|&b| u8::from(b)).collect();
-            check::<coo_assembler::Bit, u8>(&c, DType::Bool, &opts, &v, t)?;
+            check::<coo_assembler::element::Bit, u8>(&c, DType::Bool, &opts, &v, t)?;
         } else {
-            check::<coo_assembler::Bit, bool>(&c, DType::Bool, &opts, &v, t)?;
+            check::<coo_assembler::element::Bit, bool>(&c, DType::Bool, &opts, &v, t)?;
         }
     }
 }

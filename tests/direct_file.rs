@@ -6,7 +6,10 @@
 //! read).
 
 use coo_assembler::input::Source;
-use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use coo_assembler::{
+    AssembleOptions, DType, options::DuplicatePolicy, options::NonFinitePolicy,
+    options::OutputLayout,
+};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -399,7 +402,7 @@ fn kernel_path_keeps_rss_within_the_budget() {
 
 #[test]
 fn arrays_to_file_is_the_builders_file() {
-    use coo_assembler::direct::assemble_arrays_to_file;
+    use coo_assembler::internals::assemble::direct::assemble_arrays_to_file;
     let dir = tempfile::tempdir().unwrap();
     // Random coordinates (arrays in memory take the kernel whatever their
     // order), with many duplicates.
@@ -480,8 +483,8 @@ fn arrays_to_file_is_the_builders_file() {
 /// taking complex tensors must not send it to that sink).
 #[test]
 fn complex_arrays_to_file_are_the_builders_file() {
-    use coo_assembler::Complex;
-    use coo_assembler::direct::assemble_arrays_to_file;
+    use coo_assembler::element::Complex;
+    use coo_assembler::internals::assemble::direct::assemble_arrays_to_file;
     let dir = tempfile::tempdir().unwrap();
     let n = 20_000usize;
     let rows: Vec<i64> = (0..n).map(|k| (k * 7 % 301) as i64).collect();
@@ -520,7 +523,7 @@ fn complex_arrays_to_file_are_the_builders_file() {
 /// bytes as pushing them.
 #[test]
 fn bool_arrays_to_file_are_the_builders_file() {
-    use coo_assembler::direct::assemble_arrays_to_file;
+    use coo_assembler::internals::assemble::direct::assemble_arrays_to_file;
     let dir = tempfile::tempdir().unwrap();
     let n = 20_000usize;
     let rows: Vec<i64> = (0..n).map(|k| (k * 7 % 301) as i64).collect();

@@ -16,7 +16,7 @@
 
 use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
 use coo_assembler::{AssembleOptions, Builder, DType, Error};
-use coo_assembler::{HurrayFile, ReadOptions};
+use coo_assembler::{HurrayFile, read::ReadOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -527,10 +527,10 @@ fn reader_operations_fail_cleanly() {
         b.push(&[k % 10, k / 5], k as f64).unwrap();
     }
     b.finish(&path).unwrap();
-    let opts = coo_assembler::ReadOptions::default();
+    let opts = coo_assembler::read::ReadOptions::default();
     type OpenFn = fn(
         &std::path::Path,
-        coo_assembler::ReadOptions,
+        coo_assembler::read::ReadOptions,
         &IoCtx,
     ) -> coo_assembler::Result<HurrayFile>;
     let readers: [(&str, OpenFn); 2] = [

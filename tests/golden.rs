@@ -8,9 +8,10 @@
 use coo_assembler::internals::hurray::KvValue;
 use coo_assembler::write::{FileWriter, TailPadding, WriteOptions};
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Element, HurrayFile, OutputLayout, Value,
+    AssembleOptions, Builder, DType, HurrayFile, Value, element::Element, options::DuplicatePolicy,
+    options::OutputLayout,
 };
-use coo_assembler::{BF16 as bf16, F16 as f16};
+use coo_assembler::{element::BF16 as bf16, element::F16 as f16};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@ use coo_assembler::matrix::{
     BLOCK_ENTRIES, Matrix, MatrixError, MatvecOptions, NonFiniteInput, Paging, SCATTER_MIN_ENTRIES,
     SpyOptions, dense, matvec, matvec_into, spy,
 };
-use coo_assembler::{Element, HurrayFile, ReadOptions, Value};
+use coo_assembler::{HurrayFile, Value, element::Element, read::ReadOptions};
 use std::path::{Path, PathBuf};
 
 /// splitmix64.
@@ -292,7 +292,7 @@ fn damaged_content_is_an_error() {
     let p = write(dir.path(), "lie.hrry", &[4, 3], &unsorted, true);
     let f = HurrayFile::open_with(
         &p,
-        coo_assembler::ReadOptions {
+        coo_assembler::read::ReadOptions {
             permissive: true,
             ..ReadOptions::default()
         },
@@ -575,7 +575,7 @@ fn three_layouts(
     shape: [u64; 2],
     contributions: &[(u64, u64, f64)],
 ) -> [PathBuf; 3] {
-    use coo_assembler::{AssembleOptions, Builder, DType, OutputLayout};
+    use coo_assembler::{AssembleOptions, Builder, DType, options::OutputLayout};
     [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc].map(|layout| {
         let p = dir.join(format!("{tag}-{layout}.hrry"));
         let o = AssembleOptions {
@@ -961,7 +961,7 @@ fn damaged_csr_csc_is_an_error() {
         let open = |b: Vec<u8>| {
             HurrayFile::from_bytes_with(
                 &b,
-                coo_assembler::ReadOptions {
+                coo_assembler::read::ReadOptions {
                     permissive: true,
                     ..ReadOptions::default()
                 },

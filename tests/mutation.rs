@@ -19,8 +19,8 @@
 use coo_assembler::internals::hurray::descriptor::descriptor_len;
 use coo_assembler::internals::hurray::{KvValue, TRAILER_LEN, align_up};
 use coo_assembler::write::{FileWriter, WriteOptions};
-use coo_assembler::{DType, OutputLayout, Tensor};
-use coo_assembler::{HurrayFile, ReadOptions, Severity};
+use coo_assembler::{DType, options::OutputLayout, read::Tensor};
+use coo_assembler::{HurrayFile, read::ReadOptions, read::Severity};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -326,7 +326,7 @@ fn exercise(bytes: &[u8]) -> (bool, bool) {
 /// The CSR/CSC accessors on a hostile matrix: every iterator item (the
 /// iterator is bounded by the buffers), lookups of what it yields and of
 /// fixed probes, rows and columns as slices.
-fn exercise_compressed(c: coo_assembler::CompressedTensor<'_>) {
+fn exercise_compressed(c: coo_assembler::read::CompressedTensor<'_>) {
     let _ = c.verify();
     for (n, e) in c.iter().enumerate() {
         if let (true, Ok((i, j, _))) = (n < 4, e) {

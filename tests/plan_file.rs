@@ -7,8 +7,8 @@
 //! outputs naming an input are refused, and no spill file stays behind.
 
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
-    OutputLayout, Plan, PlanFile, Tensor,
+    AssembleOptions, Builder, DType, Error, HurrayFile, Plan, options::DuplicatePolicy,
+    options::NonFinitePolicy, options::OutputLayout, plan::PlanFile, read::Tensor,
 };
 use std::path::{Path, PathBuf};
 
@@ -522,7 +522,7 @@ fn both_plans(
 /// in every layout, for complex128 and complex64.
 #[test]
 fn complex_plans_in_parts() {
-    use coo_assembler::Complex;
+    use coo_assembler::element::Complex;
     let dir = tempfile::tempdir().expect("tempdir");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).expect("tmp");

@@ -3,7 +3,9 @@
 //! with the budget shared among however many pushers are alive, the same
 //! bytes as one pusher, and no pusher waiting on one that is idle.
 
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Error, Pusher};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, Error, builder::Pusher, options::DuplicatePolicy,
+};
 use std::path::Path;
 use std::sync::{Barrier, mpsc};
 use std::time::Duration;

@@ -3,10 +3,10 @@
 use crate::common;
 
 use common::*;
-use coo_assembler::F16 as f16;
+use coo_assembler::element::F16 as f16;
 use coo_assembler::internals::hurray::KvValue;
-use coo_assembler::{DType, Element, Error, Value};
-use coo_assembler::{HurrayFile, Problem, ReadOptions, Severity};
+use coo_assembler::{DType, Error, Value, element::Element};
+use coo_assembler::{HurrayFile, read::Problem, read::ReadOptions, read::Severity};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

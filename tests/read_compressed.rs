@@ -6,7 +6,8 @@
 use coo_assembler::internals::hurray::align_up;
 use coo_assembler::write::{FileWriter, WriteOptions};
 use coo_assembler::{
-    DType, Error, HurrayFile, OutputLayout, Problem, ReadOptions, Severity, Tensor, Value,
+    DType, Error, HurrayFile, Value, options::OutputLayout, read::Problem, read::ReadOptions,
+    read::Severity, read::Tensor,
 };
 
 /// The spec's CSR example, 4 x 5 f32 (row 3 empty):

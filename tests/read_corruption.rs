@@ -5,7 +5,7 @@ use crate::common;
 use common::*;
 use coo_assembler::internals::hurray::{KvValue, Statistics};
 use coo_assembler::{DType, Error, Value};
-use coo_assembler::{HurrayFile, ReadOptions};
+use coo_assembler::{HurrayFile, read::ReadOptions};
 
 type Snapshot = (Vec<u64>, Vec<Value>, Vec<u64>, DType);
 

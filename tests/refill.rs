@@ -6,10 +6,12 @@
 //! values gives their assembly; on many threads as on one; errors name
 //! what a push names.
 
-use coo_assembler::direct::{Assembled, ComplexOut, DirectValue, OutIndex, OutValue};
+use coo_assembler::internals::assemble::direct::{
+    Assembled, ComplexOut, DirectValue, OutIndex, OutValue,
+};
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, Error, HurrayFile, NonFinitePolicy,
-    OutputLayout, Plan, PushValue, Tensor,
+    AssembleOptions, Builder, DType, Error, HurrayFile, Plan, builder::PushValue,
+    options::DuplicatePolicy, options::NonFinitePolicy, options::OutputLayout, read::Tensor,
 };
 use num_complex::Complex;
 use proptest::prelude::*;
@@ -21,7 +23,7 @@ struct Flat {
     pointers: Vec<u64>,
 }
 
-fn flat_of<O: coo_assembler::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
+fn flat_of<O: coo_assembler::element::Element, J: OutIndex>(a: &Assembled<O, J>) -> Flat {
     let mut values = Vec::new();
     for &v in &a.values {
         v.write_le(&mut values);
@@ -159,7 +161,7 @@ fn opts(layout: OutputLayout, duplicates: DuplicatePolicy, threads: usize) -> As
 }
 
 /// Both value sets through one plan give what the builder writes for each.
-fn check<O: OutValue, V: PushValue + coo_assembler::direct::DirectValue>(
+fn check<O: OutValue, V: PushValue + coo_assembler::internals::assemble::direct::DirectValue>(
     c: &Case,
     opts: &AssembleOptions,
     of: fn(u8) -> V,
@@ -249,10 +251,10 @@ proptest! {
     #[test]
     fn bools_and_halves_refill_as_the_builder_assembles(c in (1usize..4).prop_flat_map(case), l in layout(), p in policy()) {
         let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
-        check::<coo_assembler::Bit, bool>(&c, &opts(l, p, 2), |x| x % 3 == 0)?;
-        check::<coo_assembler::Bit, u8>(&c, &opts(l, p, 1), |x| x % 2)?;
-        check::<coo_assembler::F16, f64>(&c, &opts(l, p, 2), |x| float_of(x) / 1e290)?;
-        check::<coo_assembler::BF16, f32>(&c, &opts(l, p, 1), |x| float_of(x) as f32)?;
+        check::<coo_assembler::element::Bit, bool>(&c, &opts(l, p, 2), |x| x % 3 == 0)?;
+        check::<coo_assembler::element::Bit, u8>(&c, &opts(l, p, 1), |x| x % 2)?;
+        check::<coo_assembler::element::F16, f64>(&c, &opts(l, p, 2), |x| float_of(x) / 1e290)?;
+        check::<coo_assembler::element::BF16, f32>(&c, &opts(l, p, 1), |x| float_of(x) as f32)?;
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! counted by the signed pushes, the arrays-to-file kernel path and the C
 //! and Python front ends' library calls; without it, the error of today.
 
-use coo_assembler::direct::{self, Assembled};
-use coo_assembler::{AssembleOptions, Builder, DType, DuplicatePolicy, Plan};
+use coo_assembler::internals::assemble::direct::{self, Assembled};
+use coo_assembler::{AssembleOptions, Builder, DType, Plan, options::DuplicatePolicy};
 use std::path::Path;
 
 fn opts(skip: bool, dir: &Path) -> AssembleOptions {

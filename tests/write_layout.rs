@@ -2,7 +2,7 @@
 //! them with the codec in `hurray/` and by raw bytes.
 
 use coo_assembler::DType;
-use coo_assembler::F16 as f16;
+use coo_assembler::element::F16 as f16;
 use coo_assembler::internals::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use coo_assembler::internals::hurray::kv::{KEY_WRITER, checksum_key};
 use coo_assembler::internals::hurray::statistics::{

@@ -22,9 +22,10 @@ use crate::{
     COO_MAX_RANK, DTypeArg, DuplicatesArg, Fail, LayoutArg, NonFiniteArg, PushFormArg, Res,
     ValueKindArg, coo_options, coo_push_form, coo_summary, coo_value_kind, handle, quietly, status,
 };
-use coo_assembler::Complex;
+use coo_assembler::element::Complex;
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
+    AssembleOptions, Builder, DType, builder::Pusher, options::DuplicatePolicy,
+    options::NonFinitePolicy, options::OutputLayout,
 };
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
@@ -454,7 +455,7 @@ pub(crate) unsafe fn options_or_default(o: *const coo_options) -> Res<AssembleOp
 }
 
 /// What an assembly did, as C sees it; `seconds` since it started.
-pub(crate) fn summary_to_c(s: &coo_assembler::Summary, seconds: f64) -> coo_summary {
+pub(crate) fn summary_to_c(s: &coo_assembler::builder::Summary, seconds: f64) -> coo_summary {
     coo_summary {
         contributions: s.contributions,
         nnz: s.nnz,
@@ -564,9 +565,11 @@ pub unsafe extern "C" fn coo_options_set(
             )),
         };
         match key {
-            "memory_budget" => o.memory_budget = coo_assembler::parse_size(text).map_err(lib)?,
+            "memory_budget" => {
+                o.memory_budget = coo_assembler::vocab::parse_size(text).map_err(lib)?
+            }
             "expected_contributions" => {
-                o.expected_contributions = coo_assembler::parse_size(text).map_err(lib)?
+                o.expected_contributions = coo_assembler::vocab::parse_size(text).map_err(lib)?
             }
             "threads" => {
                 o.threads = text.parse().map_err(|_| {

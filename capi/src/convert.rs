@@ -6,8 +6,10 @@ use crate::{
     COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_VALUE, Fail, Res, coo_dtype, coo_duplicates,
     coo_non_finite,
 };
-use coo_assembler::Vocabulary;
-use coo_assembler::{DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use coo_assembler::vocab::Vocabulary;
+use coo_assembler::{
+    DType, options::DuplicatePolicy, options::NonFinitePolicy, options::OutputLayout,
+};
 use std::ffi::{CStr, c_char, c_int};
 
 /// A library value that crosses the C boundary as a code: the code of
@@ -304,7 +306,7 @@ mod tests {
 
     #[test]
     fn enums_round_trip_and_reject_unknown_values() {
-        use coo_assembler::{DType, DuplicatePolicy};
+        use coo_assembler::{DType, options::DuplicatePolicy};
         for t in DType::TERMS {
             assert_eq!(from_c::<DType>(to_c(t.value)).unwrap(), t.value);
         }

@@ -9,7 +9,9 @@ use crate::{
 };
 use coo_assembler::matrix::Paging;
 use coo_assembler::matrix::export::{ExportOptions, Format, NpzLayout, export_file};
-use coo_assembler::{HurrayFile, OutputLayout, Problem, Severity, Tensor};
+use coo_assembler::{
+    HurrayFile, options::OutputLayout, read::Problem, read::Severity, read::Tensor,
+};
 use std::ffi::{CStr, c_char, c_int};
 use std::ptr::NonNull;
 

@@ -25,8 +25,10 @@ use crate::{
     COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE, DTypeArg, Fail,
     LayoutArg, Res, c_path, coo_options, handle, quietly, status,
 };
-use coo_assembler::direct::{DirectValue, IndexElem, OutValue};
-use coo_assembler::{AssembleOptions, DType, Error, ErrorKind, OutputLayout, Plan, PlanFile};
+use coo_assembler::internals::assemble::direct::{DirectValue, IndexElem, OutValue};
+use coo_assembler::{
+    AssembleOptions, DType, Error, ErrorKind, Plan, options::OutputLayout, plan::PlanFile,
+};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
@@ -523,7 +525,7 @@ pub unsafe extern "C" fn coo_refill_file(
         // SAFETY: the caller's contract.
         let opts = unsafe { options_or_default(options) }?;
         opts.validate()?;
-        coo_assembler::refill_plan_file(&plan, &values, &output, &opts)?;
+        coo_assembler::plan::refill_plan_file(&plan, &values, &output, &opts)?;
         Ok(())
     })
 }

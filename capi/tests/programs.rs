@@ -925,7 +925,7 @@ fn stored_f64s(path: &Path) -> Vec<f64> {
 /// replayed mesh has the digest the C plans printed.
 #[test]
 fn c_plans_refill_bit_for_bit() {
-    use coo_assembler::{OutputLayout, Plan};
+    use coo_assembler::{Plan, options::OutputLayout};
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile_c(
         &[repo_root().join("capi/tests/c/plan.c")],
@@ -1258,7 +1258,7 @@ fn docs_show_the_tested_examples_verbatim() {
 /// refusal (CSC).
 #[test]
 fn c_reads_csr_and_csc_files() {
-    use coo_assembler::OutputLayout;
+    use coo_assembler::options::OutputLayout;
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = compile_c(
         &[repo_root().join("capi/tests/c/layouts.c")],

@@ -6,10 +6,13 @@ use crate::names::named;
 use crate::resources::Resources;
 use crate::{parse_list, usage};
 use clap::Args;
-use coo_assembler::group_digits;
+use coo_assembler::element::group_digits;
 use coo_assembler::input::{InputFormat, Source};
 use coo_assembler::vocab::format_size;
-use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use coo_assembler::{
+    AssembleOptions, DType, options::DuplicatePolicy, options::NonFinitePolicy,
+    options::OutputLayout,
+};
 use std::io::{self, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -84,7 +87,7 @@ pub(crate) struct AssembleArgs {
 /// The one line `assemble` ends with: what was written, from how much, and
 /// only the parts of the story that happened (no "0 spilled", no rate of a
 /// run too short to time).
-fn summary_line(s: &coo_assembler::Summary, seconds: f64) -> String {
+fn summary_line(s: &coo_assembler::builder::Summary, seconds: f64) -> String {
     let plural = |n: u64, one: &str, many: &str| {
         format!(
             "{} {}",
@@ -141,7 +144,7 @@ fn clean_up_on_signals(output: &Path, temp_base: PathBuf) -> anyhow::Result<()> 
         .name("signals".into())
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
-                coo_assembler::remove_own_leftovers(&output, &temp_base);
+                coo_assembler::builder::remove_own_leftovers(&output, &temp_base);
                 let name = if sig == SIGINT {
                     "interrupted"
                 } else {

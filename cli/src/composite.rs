@@ -4,8 +4,10 @@
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use coo_assembler::composite::join;
-use coo_assembler::{CompositeFile, ConvertOptions, OutputLayout, ReadOptions, convert};
+use coo_assembler::write::join;
+use coo_assembler::{
+    convert, convert::ConvertOptions, options::OutputLayout, read::CompositeFile, read::ReadOptions,
+};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -243,7 +245,7 @@ pub(crate) fn run(a: CompositeArgs) -> anyhow::Result<ExitCode> {
                 "wrote {}: {} members, nnz {}, {}",
                 output.display(),
                 s.members,
-                coo_assembler::group_digits(u128::from(s.nnz)),
+                coo_assembler::element::group_digits(u128::from(s.nnz)),
                 size_and_bytes(s.bytes)
             );
         }

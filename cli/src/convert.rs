@@ -2,7 +2,9 @@
 
 use crate::names::{named, size};
 use clap::Args;
-use coo_assembler::{ConvertOptions, DuplicatePolicy, OutputLayout, convert};
+use coo_assembler::{
+    convert, convert::ConvertOptions, options::DuplicatePolicy, options::OutputLayout,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

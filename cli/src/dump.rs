@@ -3,7 +3,7 @@
 
 use crate::{Pick, open_any, pick_view};
 use coo_assembler::matrix::{self, DENSE_LIMIT, Matrix};
-use coo_assembler::{Opened, Tensor, Value};
+use coo_assembler::{Value, read::Opened, read::Tensor};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
@@ -108,7 +108,9 @@ fn dense_rows(t: Tensor<'_>) -> anyhow::Result<ExitCode> {
 }
 
 /// The dense form of a small CSR/CSC matrix, row-major.
-fn compressed_dense(c: coo_assembler::CompressedTensor<'_>) -> anyhow::Result<(Vec<Value>, usize)> {
+fn compressed_dense(
+    c: coo_assembler::read::CompressedTensor<'_>,
+) -> anyhow::Result<(Vec<Value>, usize)> {
     let (rows, cols) = (c.shape()[0], c.shape()[1]);
     let elements = u128::from(rows) * u128::from(cols);
     if elements > u128::from(DENSE_LIMIT) {

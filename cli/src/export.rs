@@ -65,7 +65,7 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "wrote {}: {} {}, {} in {:.2} s{rate}",
             a.out.display(),
-            coo_assembler::group_digits(u128::from(s.entries)),
+            coo_assembler::element::group_digits(u128::from(s.entries)),
             if s.entries == 1 { "entry" } else { "entries" },
             coo_assembler::vocab::format_size(s.bytes),
             secs,

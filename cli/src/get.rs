@@ -2,7 +2,7 @@
 //! partition composite at a global coordinate).
 
 use crate::{Pick, open_any, parse_list, pick_view, usage};
-use coo_assembler::{Error, Opened};
+use coo_assembler::{Error, read::Opened};
 use std::path::Path;
 use std::process::ExitCode;
 

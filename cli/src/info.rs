@@ -4,8 +4,9 @@
 use crate::open_any;
 use coo_assembler::vocab::format_size;
 use coo_assembler::{
-    DType, HurrayFile, KvValue, Layout, Opened, OutputLayout, Statistics, Tensor, TensorInfo,
-    Vocabulary, format_float, group_digits,
+    DType, HurrayFile, element::format_float, element::group_digits, options::OutputLayout,
+    read::KvValue, read::Layout, read::Opened, read::Statistics, read::Tensor, read::TensorInfo,
+    vocab::Vocabulary,
 };
 use serde_json::{Map, Value as Json, json};
 use std::fmt::Write as _;
@@ -339,7 +340,7 @@ fn listed_text(o: &mut String, info: &TensorInfo<'_>, verbose: bool) {
         o,
         "  read by:     info and verify (its placement{}); the other commands serve {}",
         if dense { " and buffer size" } else { "" },
-        coo_assembler::layout::SERVED
+        coo_assembler::read::SERVED
     );
     match info.statistics() {
         Some(s) => {

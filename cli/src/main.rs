@@ -28,7 +28,7 @@ mod verify;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use coo_assembler::{HurrayFile, Opened, ReadOptions, Tensor};
+use coo_assembler::{HurrayFile, read::Opened, read::ReadOptions, read::Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

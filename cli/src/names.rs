@@ -5,7 +5,7 @@
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
-use coo_assembler::Vocabulary;
+use coo_assembler::vocab::Vocabulary;
 use std::ffi::OsStr;
 use std::marker::PhantomData;
 
@@ -42,7 +42,7 @@ impl<T: Vocabulary + Send + Sync> TypedValueParser for Named<T> {
 
 /// A byte size in the library's grammar (`value_parser = size`).
 pub(crate) fn size(s: &str) -> Result<u64, String> {
-    coo_assembler::parse_size(s).map_err(|e| e.to_string())
+    coo_assembler::vocab::parse_size(s).map_err(|e| e.to_string())
 }
 
 fn invalid(cmd: &clap::Command, arg: Option<&clap::Arg>, msg: &str) -> clap::Error {

@@ -7,7 +7,10 @@ use crate::parse_list;
 use crate::resources::Resources;
 use clap::Args;
 use coo_assembler::vocab::format_size;
-use coo_assembler::{AssembleOptions, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout};
+use coo_assembler::{
+    AssembleOptions, DType, options::DuplicatePolicy, options::NonFinitePolicy,
+    options::OutputLayout,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -60,15 +63,15 @@ pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
         non_finite: a.non_finite,
         ..AssembleOptions::default()
     })?;
-    let s = coo_assembler::PlanFile::create_from_bin(
+    let s = coo_assembler::plan::PlanFile::create_from_bin(
         &a.input, a.dtype, &shape, a.dtype, &opts, &a.output, None,
     )?;
     if !a.quiet {
         eprintln!(
             "wrote {}: {} contributions into {} entries, {} parts within {}, in {:.2} s",
             s.path.display(),
-            coo_assembler::group_digits(s.contributions.into()),
-            coo_assembler::group_digits(s.nnz.into()),
+            coo_assembler::element::group_digits(s.contributions.into()),
+            coo_assembler::element::group_digits(s.nnz.into()),
             s.parts,
             format_size(opts.memory_budget),
             t0.elapsed().as_secs_f64(),

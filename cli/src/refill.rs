@@ -38,7 +38,7 @@ pub(crate) struct RefillArgs {
 pub(crate) fn run(a: RefillArgs) -> anyhow::Result<ExitCode> {
     let t0 = Instant::now();
     let opts = a.resources.options(AssembleOptions::default())?;
-    let s = coo_assembler::refill_plan_file(&a.plan, &a.values, &a.output, &opts)?;
+    let s = coo_assembler::plan::refill_plan_file(&a.plan, &a.values, &a.output, &opts)?;
     if !a.quiet {
         let parts = if s.parts > 1 {
             format!(
@@ -52,8 +52,8 @@ pub(crate) fn run(a: RefillArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "wrote {}: {} entries from {} values in {:.2} s ({} {} plan{parts})",
             s.path.display(),
-            coo_assembler::group_digits(s.nnz.into()),
-            coo_assembler::group_digits(s.contributions.into()),
+            coo_assembler::element::group_digits(s.nnz.into()),
+            coo_assembler::element::group_digits(s.contributions.into()),
             t0.elapsed().as_secs_f64(),
             s.layout,
             s.dtype.name(),

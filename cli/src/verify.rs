@@ -4,7 +4,7 @@
 
 use crate::{Pick, open_any};
 use coo_assembler::raw::header::FLAG_HAS_INDEX_CRC32C;
-use coo_assembler::{Opened, Severity};
+use coo_assembler::{read::Opened, read::Severity};
 use std::path::Path;
 use std::process::ExitCode;
 

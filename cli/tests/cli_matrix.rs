@@ -305,7 +305,7 @@ fn matvec_cli_on_csr_and_csc() {
 #[test]
 fn matvec_cli_multiplies_complex_matrices_and_vectors() {
     use coo_assembler::matrix::matvec_complex;
-    use coo_assembler::{AssembleOptions, Builder, Complex, DType};
+    use coo_assembler::{AssembleOptions, Builder, DType, element::Complex};
     let dir = tempfile::tempdir().unwrap();
     let mut b = Builder::new(&[3, 3], DType::C128, AssembleOptions::default()).unwrap();
     for (i, j, re, im) in [

@@ -4,7 +4,9 @@
 //! values of the wrong length, an output naming an input and a damaged
 //! plan each get an error that says what is wrong, and leave no output.
 
-use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile, OutputLayout, Plan, Tensor};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, HurrayFile, Plan, options::OutputLayout, read::Tensor,
+};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -95,7 +97,7 @@ fn refill_writes_what_the_builder_writes() {
     assert!(
         err.contains(&format!(
             "{} entries",
-            coo_assembler::group_digits(plan.nnz() as u128)
+            coo_assembler::element::group_digits(plan.nnz() as u128)
         )),
         "{err}"
     );

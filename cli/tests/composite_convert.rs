@@ -13,8 +13,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::{
-    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error, ErrorKind, HurrayFile,
-    Opened, OutputLayout, ReadOptions, Value, convert, open,
+    AssembleOptions, Builder, DType, Error, ErrorKind, HurrayFile, Value, convert,
+    convert::ConvertOptions, open, options::OutputLayout, read::CompositeFile, read::Opened,
+    read::ReadOptions,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,7 +154,7 @@ fn make(dir: &Path, c: &Case) -> (PathBuf, BTreeMap<Vec<u64>, Value>) {
         parts.push((path, p.offset.clone()));
     }
     let out = dir.join(format!("{}.hrry", c.name));
-    coo_assembler::composite::join(&parts, &c.shape, &out, c.name).unwrap();
+    coo_assembler::write::join(&parts, &c.shape, &out, c.name).unwrap();
     (out, whole)
 }
 

@@ -33,7 +33,7 @@ fn assemble_i64(dir: &Path, name: &str, shape: &[u64], entries: &[(Vec<u64>, i64
 }
 
 /// A file written by the test helper, entries in the order given.
-fn helper_file<E: coo_assembler::Element>(
+fn helper_file<E: coo_assembler::element::Element>(
     dir: &Path,
     name: &str,
     shape: &[u64],
@@ -188,7 +188,7 @@ fn npy_vector_header_and_data() {
         dir.path(),
         "bf.hrry",
         &[2],
-        &[(vec![1], coo_assembler::BF16::from_f32(-3.5))],
+        &[(vec![1], coo_assembler::element::BF16::from_f32(-3.5))],
         true,
     );
     export_to(&pb, Format::Npy, &out, &ExportOptions::default()).unwrap();
@@ -267,7 +267,7 @@ fn integers_beyond_2_pow_53_are_refused_for_petsc() {
         &[3, 3],
         DType::I64,
         AssembleOptions {
-            layout: coo_assembler::OutputLayout::Csr,
+            layout: coo_assembler::options::OutputLayout::Csr,
             ..AssembleOptions::default()
         },
     )

@@ -6,7 +6,9 @@
 use coo_assembler::convert::{ConvertOptions, convert};
 use coo_assembler::matrix::export::{ExportOptions, Format, NpzLayout, export};
 use coo_assembler::matrix::{Matrix, dense, memory};
-use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile, OutputLayout};
+use coo_assembler::{
+    AssembleOptions, Builder, DType, ErrorKind, HurrayFile, options::OutputLayout,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

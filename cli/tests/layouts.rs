@@ -8,7 +8,7 @@ use crate::common;
 
 use common::reference;
 use coo_assembler::write::{FileWriter, WriteOptions};
-use coo_assembler::{AssembleOptions, Builder, DType, Error, OutputLayout, Value};
+use coo_assembler::{AssembleOptions, Builder, DType, Error, Value, options::OutputLayout};
 use hurray_core::LayoutDescriptor;
 use hurray_io::file::KvValue as RefKv;
 use std::collections::BTreeMap;
@@ -150,7 +150,7 @@ fn assemble(
     layout: OutputLayout,
     threads: usize,
     tiny: bool,
-) -> coo_assembler::Summary {
+) -> coo_assembler::builder::Summary {
     let mut opts = AssembleOptions {
         layout,
         threads,
@@ -342,7 +342,7 @@ fn writer_checks_the_layout_order() {
 
 // ------------------------------------------------------------------ convert
 
-use coo_assembler::{ConvertOptions, DuplicatePolicy, convert};
+use coo_assembler::{convert, convert::ConvertOptions, options::DuplicatePolicy};
 use proptest::prelude::*;
 
 fn convert_to(
@@ -350,7 +350,7 @@ fn convert_to(
     output: &Path,
     to: OutputLayout,
     budget: u64,
-) -> coo_assembler::ConvertSummary {
+) -> coo_assembler::convert::ConvertSummary {
     let opts = ConvertOptions {
         to,
         memory_budget: budget,

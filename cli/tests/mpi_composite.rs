@@ -6,9 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use coo_assembler::composite::join;
+use coo_assembler::write::join;
 use coo_assembler::{
-    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, ReadOptions, Value, convert,
+    AssembleOptions, Builder, DType, Value, convert, convert::ConvertOptions, read::CompositeFile,
+    read::ReadOptions,
 };
 use hurray_core::{
     BufferHandle, DeviceTag, ElementType, LayoutDescriptor, MIN_BUFFER_ALIGNMENT, Shape,
@@ -159,7 +160,7 @@ type Parts = Vec<(std::path::PathBuf, Vec<u64>)>;
 /// the entries, and the bands' files with their offsets.
 fn joined_bands(
     dir: &std::path::Path,
-    layout: coo_assembler::OutputLayout,
+    layout: coo_assembler::options::OutputLayout,
     keep: impl Fn(usize, u64, u64) -> bool,
 ) -> (std::path::PathBuf, BTreeMap<(u64, u64), f64>, Parts) {
     let shape = [40u64, 30];
@@ -215,8 +216,11 @@ fn reference_read(path: &std::path::Path) -> hurray_io::file::FileComposite {
 fn our_composites_pass_the_reference_reader() {
     let dir = tempfile::tempdir().unwrap();
     let shape = [40u64, 30];
-    let (out, whole, parts) =
-        joined_bands(dir.path(), coo_assembler::OutputLayout::Coo, |_, _, _| true);
+    let (out, whole, parts) = joined_bands(
+        dir.path(),
+        coo_assembler::options::OutputLayout::Coo,
+        |_, _, _| true,
+    );
     let comp = reference_read(&out);
     assert_eq!(comp.members.len(), 3);
     assert_eq!(comp.head.shape.dims(), &shape[..]);
@@ -337,7 +341,7 @@ fn reference_csr_composites_read_through_ours() {
     let comp = CompositeFile::from_bytes(&bytes, ReadOptions::default()).unwrap();
     assert!(
         comp.members()
-            .all(|(t, _)| t.layout() == coo_assembler::OutputLayout::Csr)
+            .all(|(t, _)| t.layout() == coo_assembler::options::OutputLayout::Csr)
     );
     assert!(comp.verify().is_empty(), "{:?}", comp.verify());
     assert_eq!(comp.nnz(), 6);
@@ -357,9 +361,9 @@ fn reference_csr_composites_read_through_ours() {
     let file = dir.path().join("W.hrry");
     std::fs::write(&file, &bytes).unwrap();
     for layout in [
-        coo_assembler::OutputLayout::Csr,
-        coo_assembler::OutputLayout::Coo,
-        coo_assembler::OutputLayout::Csc,
+        coo_assembler::options::OutputLayout::Csr,
+        coo_assembler::options::OutputLayout::Coo,
+        coo_assembler::options::OutputLayout::Csc,
     ] {
         let out = dir.path().join(format!("{layout}.hrry"));
         let opts = ConvertOptions {
@@ -377,7 +381,7 @@ fn reference_csr_composites_read_through_ours() {
             Ok(())
         })
         .unwrap();
-        if layout == coo_assembler::OutputLayout::Csc {
+        if layout == coo_assembler::options::OutputLayout::Csc {
             plain.sort_by(|a, b| a.0.cmp(&b.0));
         }
         assert_eq!(plain, want);
@@ -409,9 +413,11 @@ fn reference_csr_composites_read_through_ours() {
 fn our_csr_composites_pass_the_reference_reader() {
     let dir = tempfile::tempdir().unwrap();
     // Rows 9..25 hold nothing past column 0 but row 12.
-    let (out, whole, _) = joined_bands(dir.path(), coo_assembler::OutputLayout::Csr, |k, r, c| {
-        k != 1 || c == 0 || r == 12
-    });
+    let (out, whole, _) = joined_bands(
+        dir.path(),
+        coo_assembler::options::OutputLayout::Csr,
+        |k, r, c| k != 1 || c == 0 || r == 12,
+    );
     let comp = reference_read(&out);
     assert_eq!(comp.members.len(), 3);
     // What the reference decodes: each member's row_ptr over its own rows,

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::reference;
-use coo_assembler::{HurrayFile, Severity};
+use coo_assembler::{HurrayFile, read::Severity};
 use hurray_core::LayoutDescriptor;
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;
@@ -151,7 +151,7 @@ fn a_non_zero_padding_byte_anywhere_fails_verify_with_its_offset() {
         std::fs::write(&bad, &b).unwrap();
         let f = HurrayFile::open_with(
             &bad,
-            coo_assembler::ReadOptions {
+            coo_assembler::read::ReadOptions {
                 permissive: true,
                 in_memory: false,
             },

@@ -7,8 +7,8 @@
 use coo_assembler::matrix::export::{ExportOptions, Format, export};
 use coo_assembler::matrix::{Matrix, MatvecOptions, dense, matvec};
 use coo_assembler::{
-    AssembleOptions, Builder, ConvertOptions, DType, ErrorKind, HurrayFile, OutputLayout, Tensor,
-    convert,
+    AssembleOptions, Builder, DType, ErrorKind, HurrayFile, convert, convert::ConvertOptions,
+    options::OutputLayout, read::Tensor,
 };
 use std::path::{Path, PathBuf};
 
@@ -273,7 +273,7 @@ async fn a_file_without_our_checksums_reads_as_before() {
     let p = f.verify();
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(!p[0].is_error());
-    assert_eq!(p[0].severity, coo_assembler::Severity::Note);
+    assert_eq!(p[0].severity, coo_assembler::read::Severity::Note);
     assert_eq!(p[0].rule, "no-checksums");
     assert_eq!(p[0].tensor.as_deref(), Some("ref"));
     assert!(

@@ -9,7 +9,10 @@ use crate::common;
 
 use common::mixed;
 use coo_assembler::internals::hurray::descriptor::field;
-use coo_assembler::{Error, ErrorKind, HurrayFile, Layout, LayoutKind, ReadOptions, Tensor, Value};
+use coo_assembler::{
+    Error, ErrorKind, HurrayFile, Value, read::Layout, read::LayoutKind, read::ReadOptions,
+    read::Tensor,
+};
 
 fn permissive() -> ReadOptions {
     ReadOptions {

@@ -87,7 +87,7 @@ fn stored(e: &[(Vec<u64>, Value)], dt: DType) -> Vec<u8> {
     let bytes: Vec<u8> = e.iter().flat_map(|(_, v)| le(*v, dt)).collect();
     if dt.is_bool() {
         let mut packed = Vec::new();
-        coo_assembler::pack_bools(&bytes, &mut packed);
+        coo_assembler::element::pack_bools(&bytes, &mut packed);
         packed
     } else {
         bytes

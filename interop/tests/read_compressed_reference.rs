@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::reference;
-use coo_assembler::{DType, HurrayFile, OutputLayout, Tensor, Value};
+use coo_assembler::{DType, HurrayFile, Value, options::OutputLayout, read::Tensor};
 use hurray_core::LayoutDescriptor;
 use hurray_core::layout::{CscLayout, CsrLayout};
 use std::collections::BTreeMap;

@@ -68,7 +68,7 @@ async fn worked_example_from_the_reference_writer() {
     // No checksums stored: verify says so in a note, and nothing else.
     let p = f.verify();
     assert_eq!(p.len(), 1, "{p:?}");
-    assert_eq!(p[0].severity, coo_assembler::Severity::Note);
+    assert_eq!(p[0].severity, coo_assembler::read::Severity::Note);
     assert_eq!(
         p[0].to_string(),
         "note: tensor \"coo\" carries no stored checksums (written by another writer): its \

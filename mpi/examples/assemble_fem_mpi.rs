@@ -20,7 +20,8 @@
 mod fem;
 
 use coo_assembler::{
-    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, OutputLayout, Value, parse_size,
+    AssembleOptions, Builder, DType, Value, convert::ConvertOptions, options::OutputLayout,
+    read::CompositeFile, vocab::parse_size,
 };
 use coo_assembler_mpi::{DistBuilder, DistOptions, DistSummary, RowOwnership};
 use fem::{CORNERS, elasticity, laplace};

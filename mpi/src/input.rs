@@ -7,7 +7,7 @@
 //! than that buffer of it.
 
 use super::DistBuilder;
-use coo_assembler::Element;
+use coo_assembler::element::Element;
 use coo_assembler::input::check_bin_length;
 use coo_assembler::internals::fs::ctx::IoCtx;
 use coo_assembler::{Error, Result};

@@ -35,7 +35,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use coo_assembler::{
-    AssembleOptions, Builder, CompositeFile, ConvertOptions, DType, Error, HurrayFile, OutputLayout,
+    AssembleOptions, Builder, DType, Error, HurrayFile, convert::ConvertOptions,
+    options::OutputLayout, read::CompositeFile,
 };
 use coo_assembler_mpi::{DistBuilder, DistOptions, InjectedFailure, RowOwnership};
 use coo_assembler_testkit::reference::composite_members;
@@ -199,7 +200,7 @@ fn per_rank_joined(
         .map(|(k, &f)| (dir.join(format!("{prefix}.part{k}.hrry")), vec![f, 0]))
         .collect();
     let joined = dir.join("joined.hrry");
-    coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
+    coo_assembler::write::join(&parts, &SHAPE, &joined, "K").unwrap();
     let conv = dir.join("conv.hrry");
     to_plain(&joined, &conv, layout);
     Some(conv)

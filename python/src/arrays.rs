@@ -370,7 +370,7 @@ impl<'py> IntArr2<'py> {
 }
 
 /// A value type NumPy and the builder both know.
-pub trait Num: coo_assembler::PushValue + NpElement + Send + Sync + 'static {}
+pub trait Num: coo_assembler::builder::PushValue + NpElement + Send + Sync + 'static {}
 impl Num for f64 {}
 impl Num for f32 {}
 impl Num for i8 {}
@@ -381,8 +381,8 @@ impl Num for i32 {}
 impl Num for u32 {}
 impl Num for i64 {}
 impl Num for u64 {}
-impl Num for coo_assembler::Complex<f32> {}
-impl Num for coo_assembler::Complex<f64> {}
+impl Num for coo_assembler::element::Complex<f32> {}
+impl Num for coo_assembler::element::Complex<f64> {}
 impl Num for bool {}
 
 /// Entries `start..end` of a 1-D view: borrowed when contiguous, gathered
@@ -423,8 +423,8 @@ pub enum ValArr1<'py> {
     U32(PyReadonlyArray1<'py, u32>),
     I64(PyReadonlyArray1<'py, i64>),
     U64(PyReadonlyArray1<'py, u64>),
-    C64(PyReadonlyArray1<'py, coo_assembler::Complex<f32>>),
-    C128(PyReadonlyArray1<'py, coo_assembler::Complex<f64>>),
+    C64(PyReadonlyArray1<'py, coo_assembler::element::Complex<f32>>),
+    C128(PyReadonlyArray1<'py, coo_assembler::element::Complex<f64>>),
     Bool(PyReadonlyArray1<'py, bool>),
 }
 
@@ -440,8 +440,8 @@ pub enum ValArr3<'py> {
     U32(PyReadonlyArray3<'py, u32>),
     I64(PyReadonlyArray3<'py, i64>),
     U64(PyReadonlyArray3<'py, u64>),
-    C64(PyReadonlyArray3<'py, coo_assembler::Complex<f32>>),
-    C128(PyReadonlyArray3<'py, coo_assembler::Complex<f64>>),
+    C64(PyReadonlyArray3<'py, coo_assembler::element::Complex<f32>>),
+    C128(PyReadonlyArray3<'py, coo_assembler::element::Complex<f64>>),
     Bool(PyReadonlyArray3<'py, bool>),
 }
 
@@ -455,7 +455,7 @@ impl<'py> ValArr1<'py> {
         borrow_as!(obj, PyArray1, ValArr1,
             [F64: f64, F32: f32, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
-             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
+             C64: coo_assembler::element::Complex<f32>, C128: coo_assembler::element::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
             input_error(format!(
                 "values must be a 1-D array of {VALUE_TYPES}, got {}",
@@ -472,7 +472,7 @@ impl<'py> ValArr3<'py> {
         borrow_as!(obj, PyArray3, ValArr3,
             [F64: f64, F32: f32, I8: i8, U8: u8, I16: i16, U16: u16,
              I32: i32, U32: u32, I64: i64, U64: u64,
-             C64: coo_assembler::Complex<f32>, C128: coo_assembler::Complex<f64>, Bool: bool])
+             C64: coo_assembler::element::Complex<f32>, C128: coo_assembler::element::Complex<f64>, Bool: bool])
         .ok_or_else(|| {
             input_error(format!(
                 "element matrices must be a 3-D array of {VALUE_TYPES}, got {}",

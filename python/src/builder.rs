@@ -7,8 +7,8 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use coo_assembler::input::{InputFormat, Source};
 use coo_assembler::{
-    AssembleOptions, Builder, DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Pusher,
-    Summary,
+    AssembleOptions, Builder, DType, builder::Pusher, builder::Summary, options::DuplicatePolicy,
+    options::NonFinitePolicy, options::OutputLayout,
 };
 use numpy::ndarray::{ArrayView1, ArrayView3, Axis};
 use pyo3::prelude::*;
@@ -354,7 +354,7 @@ pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
                     input_error(format!("threads must be an int in 1..=1024, got {v}"))
                 })?;
                 o.threads = usize::try_from(n)
-                    .map_err(|_| to_py(coo_assembler::threads_out_of_range(n)))?;
+                    .map_err(|_| to_py(coo_assembler::options::threads_out_of_range(n)))?;
             }
             "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
             "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,
@@ -550,7 +550,7 @@ impl NativeBuilder {
 
     /// Merge, write `path` atomically and return the summary as a dict.
     fn finish<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-        let s = py.detach(|| -> R<coo_assembler::Summary> {
+        let s = py.detach(|| -> R<coo_assembler::builder::Summary> {
             let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
             let live = g.as_mut().ok_or(Fail::Closed)?;
             // Dropping the pool's pushers hands their partial chunks over.

@@ -12,8 +12,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use coo_assembler::direct::{self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex};
-use coo_assembler::{Bit, DType, Element, Vocabulary};
+use coo_assembler::internals::assemble::direct::{
+    self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex,
+};
+use coo_assembler::{DType, element::Bit, element::Element, vocab::Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use coo_assembler::{
-    CompressedTensor, CooTensor, DType, Element, HurrayFile, ReadOptions, Tensor, TensorInfo, Value,
+    DType, HurrayFile, Value, element::Element, read::CompressedTensor, read::CooTensor,
+    read::ReadOptions, read::Tensor, read::TensorInfo,
 };
 use numpy::ndarray::{Array2, ArrayView1};
 use numpy::{PyArray1, PyArray2};
@@ -180,12 +181,12 @@ fn values_array<'py>(
                 // half's f16 is NumPy's float16 for rust-numpy; the file's
                 // values are the same bits.
                 let vals = match owner.get().v()? {
-                    Tensor::Coo(t) => t.values::<coo_assembler::F16>(),
-                    Tensor::Compressed(t) => t.values::<coo_assembler::F16>(),
+                    Tensor::Coo(t) => t.values::<coo_assembler::element::F16>(),
+                    Tensor::Compressed(t) => t.values::<coo_assembler::element::F16>(),
                 }
                 .map_err(to_py)?;
                 let vals = &vals[range];
-                // SAFETY: `half::f16` and `coo_assembler::F16` are both a
+                // SAFETY: `half::f16` and `coo_assembler::element::F16` are both a
                 // `#[repr(transparent)]` u16 of the binary16 bits, so the
                 // slice has the same size, alignment and valid values.
                 let same: &[half::f16] =

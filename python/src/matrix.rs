@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use coo_assembler::Complex;
+use coo_assembler::element::Complex;
 use coo_assembler::matrix::{
     self, Matrix, MatrixResult, MatvecOptions, NonFiniteInput, Paging, SpyOptions,
     export::ExportOptions, export::Format, export::NpzLayout,

@@ -7,7 +7,10 @@ use coo_assembler::input::InputFormat;
 use coo_assembler::matrix::export::{Format, NpzLayout};
 use coo_assembler::matrix::{NonFiniteInput, Paging};
 use coo_assembler::vocab::Term;
-use coo_assembler::{DType, DuplicatePolicy, NonFinitePolicy, OutputLayout, Vocabulary};
+use coo_assembler::{
+    DType, options::DuplicatePolicy, options::NonFinitePolicy, options::OutputLayout,
+    vocab::Vocabulary,
+};
 use pyo3::prelude::*;
 
 use crate::errors::{input_error, to_py};
@@ -15,7 +18,7 @@ use crate::errors::{input_error, to_py};
 /// Bytes in `size` (the library's grammar: `256MiB`, `1.5 GiB`, `1e9`, ...).
 #[pyfunction]
 pub fn parse_size(size: &str) -> PyResult<u64> {
-    coo_assembler::parse_size(size).map_err(to_py)
+    coo_assembler::vocab::parse_size(size).map_err(to_py)
 }
 
 fn rows<T: Vocabulary>() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {

@@ -3,8 +3,8 @@
 //! run without the GIL (Ctrl-C stops them, as `assemble` does); a refill
 //! writes into the caller's NumPy array in place.
 
-use coo_assembler::direct::{DirectValue, IndexElem, OutIndex, OutValue};
-use coo_assembler::{AssembleOptions, DType, Plan, Vocabulary};
+use coo_assembler::internals::assemble::direct::{DirectValue, IndexElem, OutIndex, OutValue};
+use coo_assembler::{AssembleOptions, DType, Plan, vocab::Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,

@@ -1,13 +1,15 @@
 //! `_native.plan_to_file`, `plan_elements_to_file` and `refill_file`: the
-//! library's [`coo_assembler::PlanFile`] (a plan kept in parts on disk,
+//! library's [`coo_assembler::plan::PlanFile`] (a plan kept in parts on disk,
 //! planned and refilled within the memory budget) and
-//! [`coo_assembler::refill_plan_file`] (either kind of plan file) behind
+//! [`coo_assembler::plan::refill_plan_file`] (either kind of plan file) behind
 //! `coo_assembler.plan_to_file`, `plan_elements_to_file` and `refill_file`.
 //! All run without the GIL; planning stops on Ctrl-C (the argument
 //! handling is `crate::plan`'s, shared with plans held in memory).
 
-use coo_assembler::direct::IndexElem;
-use coo_assembler::{AssembleOptions, DType, PlanFile, PlanFileSummary, RefillSummary};
+use coo_assembler::internals::assemble::direct::IndexElem;
+use coo_assembler::{
+    AssembleOptions, DType, plan::PlanFile, plan::PlanFileSummary, plan::RefillSummary,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::{Path, PathBuf};
@@ -98,7 +100,7 @@ pub fn refill_file(
 ) -> PyResult<Refilled> {
     let opts = options(kw)?;
     let s: RefillSummary = py
-        .detach(|| coo_assembler::refill_plan_file(&plan, &values, &output, &opts))
+        .detach(|| coo_assembler::plan::refill_plan_file(&plan, &values, &output, &opts))
         .map_err(to_py)?;
     Ok((
         s.path,

@@ -106,7 +106,7 @@ impl PushValue for Parsed {
             Parsed::F(v) => v.to_raw(dtype),
             Parsed::I(v) => v.to_raw(dtype),
             Parsed::U(v) => v.to_raw(dtype),
-            Parsed::C(re, im) => crate::Complex::new(re, im).to_raw(dtype),
+            Parsed::C(re, im) => crate::element::Complex::new(re, im).to_raw(dtype),
         }
     }
 
@@ -123,7 +123,7 @@ impl PushValue for Parsed {
     #[inline]
     fn to_raw_parts(self, part: DType) -> std::result::Result<(u64, u64), &'static str> {
         match self {
-            Parsed::C(re, im) => crate::Complex::new(re, im).to_raw_parts(part),
+            Parsed::C(re, im) => crate::element::Complex::new(re, im).to_raw_parts(part),
             v => Ok((v.to_raw(part)?, 0)),
         }
     }

@@ -52,7 +52,7 @@ pub(crate) fn push_parsed(b: &mut Builder, idx: &[u64], v: Parsed) -> Result<()>
         Parsed::F(f) => b.push(idx, f),
         Parsed::I(i) => b.push(idx, i),
         Parsed::U(u) => b.push(idx, u),
-        Parsed::C(re, im) => b.push(idx, crate::Complex::new(re, im)),
+        Parsed::C(re, im) => b.push(idx, crate::element::Complex::new(re, im)),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::error::{MatrixError, MatrixResult};
 use super::view::Matrix;
-use crate::CompressedTensor;
+use crate::read::CompressedTensor;
 use std::ops::Range;
 
 /// Where the coordinates are.
@@ -25,11 +25,11 @@ impl<'a> Coords<'a> {
     /// The coordinates of `a` (CSR/CSC pointers checked whole first).
     pub(crate) fn of(a: &Matrix<'a>) -> MatrixResult<Coords<'a>> {
         Ok(match a.tensor() {
-            crate::Tensor::Coo(t) => Coords::Coo {
+            crate::read::Tensor::Coo(t) => Coords::Coo {
                 ind: t.indices(),
                 rank: t.rank().max(1),
             },
-            crate::Tensor::Compressed(c) => Coords::Lanes {
+            crate::read::Tensor::Compressed(c) => Coords::Lanes {
                 ptr: checked_pointers(&c)?,
                 minor: c.indices(),
                 column_major: c.major_dim() == 1,

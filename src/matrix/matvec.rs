@@ -32,7 +32,7 @@ use super::error::{MatrixError, MatrixResult};
 use super::paging::{Paging, Sweep};
 use super::view::{Layout, Matrix, f64_of, fixed_blocks, to_usize, with_values};
 use crate::read::release::physical_memory;
-use crate::{CooTensor, Element, Value};
+use crate::{Value, element::Element, read::CooTensor};
 use num_complex::Complex64;
 use std::ops::Range;
 use std::sync::Mutex;

@@ -4,9 +4,9 @@
 //! (or another input of the operation) is refused before anything is
 //! written.
 
-use crate::IoCtx;
 use crate::Result;
 use crate::fs::output::{AtomicOutput, FileId, ReplaceInput, check_room};
+use crate::options::IoCtx;
 use std::fs::File;
 use std::path::Path;
 

@@ -8,7 +8,7 @@ use super::view::Matrix;
 use crate::fs::output::FileId;
 use crate::input::common::Parsed;
 use crate::input::npy::{self, NPY_MAGIC as MAGIC, NpyKind};
-use crate::{Complex, IoCtx, Value};
+use crate::{Value, element::Complex, options::IoCtx};
 use std::path::Path;
 
 /// The `.npy` header (version 1.0, or 2.0 when longer than 64 KiB) for an

@@ -6,7 +6,10 @@
 
 use super::error::{MatrixError, MatrixResult};
 use crate::fs::output::FileId;
-use crate::{CompressedTensor, CooTensor, DType, Element, HurrayFile, OutputLayout, Tensor};
+use crate::{
+    DType, HurrayFile, element::Element, options::OutputLayout, read::CompressedTensor,
+    read::CooTensor, read::Tensor,
+};
 use std::ops::Range;
 
 /// How the entries of a matrix are stored.

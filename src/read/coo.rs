@@ -431,11 +431,7 @@ pub(super) mod tests {
     use super::*;
     use crate::hurray::BufferHandle;
 
-    pub(in crate::internals::read) fn desc(
-        shape: Vec<u64>,
-        nnz: u64,
-        sorted: bool,
-    ) -> CooDescriptor {
+    pub(in crate::read) fn desc(shape: Vec<u64>, nnz: u64, sorted: bool) -> CooDescriptor {
         CooDescriptor {
             dtype: DType::U8,
             shape: shape.clone(),
@@ -447,7 +443,7 @@ pub(super) mod tests {
         }
     }
 
-    pub(in crate::internals::read) fn view<'a>(
+    pub(in crate::read) fn view<'a>(
         d: &'a CooDescriptor,
         ind: &'a [u64],
         vals: &'a [u8],

@@ -100,6 +100,9 @@ pub mod release;
 mod tensor;
 mod verify;
 
+pub use crate::hurray::composite::{CompositeHead, Shard};
+pub use crate::hurray::{KvValue, Statistics};
+pub use crate::layout::{Layout, LayoutKind, SERVED, describe_tag};
 pub use composite::CompositeFile;
 pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
@@ -115,8 +118,7 @@ use crate::fs::ctx::IoCtx;
 use crate::fs::output::FileId;
 use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::{
-    CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN, KvValue, TRAILER_LEN,
-    Trailer,
+    CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN, TRAILER_LEN, Trailer,
 };
 use std::collections::HashMap;
 use std::fmt;

@@ -7,7 +7,7 @@ use coo_assembler::internals::hurray::{
     BufferHandle, CooDescriptor, FileHeader, IndexEntry, KvValue, Statistics, Trailer, align_up,
     index, kv,
 };
-use coo_assembler::{DType, Element};
+use coo_assembler::{DType, element::Element};
 
 /// One tensor to write.
 #[derive(Clone, Debug)]
@@ -54,7 +54,7 @@ pub fn stats_for(t: &T) -> Statistics {
         // Stored 8 per byte.
         let n = t.indices.len() / t.shape.len().max(1);
         let mut bits = Vec::new();
-        coo_assembler::unpack_bools(&t.values, n, &mut bits);
+        coo_assembler::element::unpack_bools(&t.values, n, &mut bits);
         bits.into_iter().map(f64::from).collect()
     } else {
         t.values

@@ -1,3 +1,6 @@
+// The in-memory results (arrays the caller gets back) serve the front ends
+// through `internals`; a build without it compiles them unused.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 //! Bands: consecutive buckets whose contributions fit one worker's
 //! scratch. For each band a worker makes one pass over the chunks of the
 //! caller's arrays whose bucket range meets the band (the others are

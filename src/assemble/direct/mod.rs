@@ -1,3 +1,6 @@
+// The in-memory results (arrays the caller gets back) serve the front ends
+// through `internals`; a build without it compiles them unused.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 //! In-memory assembly from arrays the caller holds (issue 23): the common
 //! case, where the contributions are already index and value arrays and
 //! the result is wanted in memory. No run, no temporary file, no fsync.

@@ -1,3 +1,6 @@
+// The in-memory results (arrays the caller gets back) serve the front ends
+// through `internals`; a build without it compiles them unused.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 //! The result vectors: index element types ([`OutIndex`]), fallible
 //! allocation, and [`Shared`], through which the band workers write
 //! disjoint ranges of one vector at once.

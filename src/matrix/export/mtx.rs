@@ -21,7 +21,7 @@ use super::super::output::Output;
 use super::super::view::{Matrix, to_usize};
 use super::reorder::{Keep, Reorder};
 use super::{ExportOptions, ExportSummary, pass, pass_blocks};
-use crate::{CooTensor, Value};
+use crate::{Value, read::CooTensor};
 
 fn put_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];

@@ -21,7 +21,7 @@ use super::super::view::{Layout, Matrix, with_values};
 use super::reorder::{Keep, Reorder};
 use super::zip::ZipWriter;
 use super::{ExportOptions, ExportSummary, pass};
-use crate::{DType, Element};
+use crate::{DType, element::Element};
 
 crate::vocab::vocabulary! {
     /// Which scipy sparse array an `.npz` export holds.

@@ -423,7 +423,7 @@ impl Plan {
     }
 
     /// [`Plan::assemble_into`] for a bool plan whose values and result are
-    /// Rust `bool`s (a NumPy bool array, say) rather than [`crate::Bit`]s:
+    /// Rust `bool`s (a NumPy bool array, say) rather than [`crate::element::Bit`]s:
     /// `out` is refilled in place, nothing allocated.
     pub fn assemble_bools_into(
         &self,
@@ -435,7 +435,7 @@ impl Plan {
         // or 1, so the slice has the layout of `[Bit]`; a refill writes
         // only `Bit::from_lane` values, which are 0 or 1 (`OutValue for
         // Bit`), so every byte stays a valid bool, on an error too.
-        let bits: &mut [crate::Bit] =
+        let bits: &mut [crate::element::Bit] =
             unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) };
         self.assemble_into(values, bits, stop)
     }

@@ -1,0 +1,255 @@
+"""The scipy hand-off: :func:`assemble` and :func:`assemble_file`, whose
+results are scipy sparse arrays (in memory when the work fits the budget,
+through a :class:`Builder` and a temporary file otherwise)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _native
+from ._errors import InputError
+from ._builder import Builder, Summary, _summary
+from ._common import DTYPES, PathLike, Size, _DTYPE_NAMES, _LIBRARY_NAME, _dtype_name, _extent, _index_array, _options, _path, _values
+from ._file import File, _index_dtype
+
+
+#: The index dtype scipy's ``tocsr`` gives, by the kind of input (index
+#: dtypes, empty or not): asked of the installed scipy once per kind.
+_SCIPY_INDEX_DTYPES: dict = {}
+
+
+def _scipy_index_dtype(dtypes: List[np.dtype], n: int, shape: Tuple[int, ...]) -> type:
+    """The index type ``scipy.sparse.coo_array((data, cols), shape).tocsr()``
+    gives for index arrays of ``dtypes`` and ``n`` contributions: int64 when the
+    sizes do not fit int32; otherwise the installed scipy's own answer for
+    inputs of these dtypes (its rule changed between versions: 1.17 keeps
+    int64 for non-empty int64 input and gives int32 for empty input), found
+    by a one-entry probe and cached."""
+    if _index_dtype(n, shape) is np.int64:
+        return np.int64
+    if len(shape) != 2 or len(dtypes) != 2:
+        return np.int32
+    key = (tuple(dtypes), n == 0)
+    hit = _SCIPY_INDEX_DTYPES.get(key)
+    if hit is None:
+        import scipy.sparse as sp
+
+        m = min(n, 1)
+        # Zeros of the caller's dtypes: any scipy that looks at the
+        # contents sees indices that fit int32, as they do here.
+        probe = tuple(np.zeros(m, dtype=d) for d in dtypes)
+        try:
+            got = sp.coo_array((np.zeros(m), probe), shape=shape).tocsr().indices.dtype
+        except Exception:  # a dtype scipy refuses: its error comes later
+            got = np.dtype(np.int32)
+        hit = _SCIPY_INDEX_DTYPES[key] = np.int64 if got == np.int64 else np.int32
+    return hit
+
+
+def _index_dtypes(coords: Any, rank: int) -> List[np.dtype]:
+    """The dtype of each dimension's indices in any form ``push`` takes."""
+    if isinstance(coords, (tuple, list)):
+        return [_index_array(c).dtype for c in coords]
+    return [_index_array(coords).dtype] * rank
+
+
+def _columns(coords: Any, rank: int, n: int) -> Optional[List[np.ndarray]]:
+    """One 1-D index array per dimension, as ``coords`` gives them without
+    a copy, or None for the forms the Builder reads instead."""
+    if isinstance(coords, (tuple, list)):
+        cols = [_index_array(c) for c in coords]
+    else:
+        a = _index_array(coords)
+        if a.ndim == 2 and a.shape == (rank, n):
+            cols = [a[d] for d in range(rank)]
+        else:
+            return None
+    if len(cols) != rank or any(c.ndim != 1 or c.shape[0] != n for c in cols):
+        return None
+    return cols
+
+
+def _scipy_of(parts: Tuple[np.ndarray, np.ndarray, np.ndarray], layout: str, shape: Tuple[int, ...]) -> Any:
+    """The scipy array of the in-memory path's result, without a copy."""
+    import scipy.sparse as sp
+
+    data, indices, indptr = parts
+    if layout == "coo":
+        ix = indices.reshape(-1, len(shape))
+        a = sp.coo_array((data, tuple(ix[:, d] for d in range(len(shape)))), shape=shape)
+        a.has_canonical_format = True
+        return a
+    cls = sp.csr_array if layout == "csr" else sp.csc_array
+    a = cls((data, indices, indptr), shape=shape)
+    # The constructor may narrow int64 indices; keep what scipy's tocsr gives.
+    a.indices, a.indptr = indices, indptr
+    a.has_sorted_indices = True
+    a.has_canonical_format = True
+    return a
+
+
+def _default_dtype(values: np.ndarray) -> str:
+    name = _DTYPE_NAMES.get(values.dtype) or values.dtype.name
+    if name in DTYPES:
+        _DTYPE_NAMES[values.dtype] = name
+        return name
+    raise InputError(f"values of dtype {values.dtype} cannot be assembled; pass dtype=")
+
+
+def assemble(
+    data: Any,
+    coords: Any,
+    shape: Sequence[int],
+    *,
+    layout: str = "csr",
+    dtype: Any = None,
+    memory_budget: Size = "256MiB",
+    temp_dir: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    drop_zeros: bool = False,
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+    skip_negative: bool = False,
+) -> Any:
+    """Assemble contributions into a scipy sparse array in one call.
+
+    The drop-in replacement for
+    ``scipy.sparse.coo_array((data, (row, col)), shape).tocsr()``
+    (``layout="csc"`` for ``tocsc()``, ``"coo"`` for a canonical COO):
+    duplicates summed exactly, memory bounded by ``memory_budget`` while
+    assembling (plus the result), sorted indices. ``coords`` takes the forms
+    :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
+    the other options are :class:`Builder`'s.
+
+    Work that fits the budget is assembled in memory, straight into the
+    result's arrays (no file; the caller's arrays are only read): index
+    arrays of int32, int64, uint32 or uint64, contiguous, and float64,
+    float32, complex128 or complex64 values of the tensor's type (each
+    part of a complex value summed exactly on its own), and bool values
+    with int32 or int64 indices. Anything else -- other forms, or
+    work too large for the budget -- goes through the out-of-core
+    :class:`Builder` and a temporary file in ``temp_dir``. Both give the
+    same values, bit for bit. The GIL is released; Ctrl-C stops a long
+    call with ``KeyboardInterrupt``, leaving nothing behind.
+    """
+    values = _values(data)
+    dtype = _default_dtype(values) if dtype is None else dtype
+    layout = _native.parse_name("layout", layout)
+    shape_t = tuple(_extent(s) for s in shape)
+    cols = _columns(coords, len(shape_t), values.shape[0])
+    dtypes = [c.dtype for c in cols] if cols is not None else _index_dtypes(coords, len(shape_t))
+    index_dtype = _scipy_index_dtype(dtypes, values.shape[0], shape_t)
+    if cols is not None:
+        parts = _native.assemble_arrays(
+            values,
+            cols,
+            list(shape_t),
+            _LIBRARY_NAME[_dtype_name(dtype)],
+            "int64" if index_dtype is np.int64 else "int32",
+            _options(
+                memory_budget=memory_budget,
+                threads=threads,
+                duplicates=duplicates,
+                drop_zeros=drop_zeros,
+                exact_sums=exact_sums,
+                non_finite=non_finite,
+                layout=layout,
+                skip_negative=skip_negative,
+            ),
+        )
+        if parts is not None:
+            return _scipy_of(parts, layout, shape_t)
+    with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+        path = os.path.join(tmp, "assembled.hrry")
+        with Builder(
+            shape,
+            dtype,
+            memory_budget=memory_budget,
+            temp_dir=tmp,
+            threads=threads,
+            duplicates=duplicates,
+            drop_zeros=drop_zeros,
+            exact_sums=exact_sums,
+            non_finite=non_finite,
+            skip_negative=skip_negative,
+        ) as b:
+            b.push(values, coords)
+            b.finish(path)
+        f = File(path)
+        a = f.to_scipy(layout, index_dtype=index_dtype)
+        # Own the values, so nothing refers to the temporary file any more.
+        if not a.data.flags.owndata or not a.data.flags.writeable:
+            a.data = np.array(a.data)
+        del f
+    return a
+
+
+def assemble_file(
+    path: PathLike,
+    *,
+    format: Optional[str] = None,
+    shape: Optional[Sequence[int]] = None,
+    dtype: Any = None,
+    layout: Optional[str] = None,
+    output: Optional[PathLike] = None,
+    memory_budget: Size = "256MiB",
+    temp_dir: Optional[PathLike] = None,
+    threads: Optional[int] = None,
+    duplicates: str = "sum",
+    drop_zeros: bool = False,
+    exact_sums: bool = True,
+    non_finite: str = "keep",
+) -> Any:
+    """Assemble an input file -- MatrixMarket, ``.npy``, whitespace text or
+    binary records (``format``, recognised when None) -- exactly as
+    ``coo-assembler assemble`` does (same bytes, same 1-based,
+    line-numbered errors). ``shape`` and ``dtype`` default to what the
+    file's header says (MatrixMarket, npy), else ``dtype`` float64 and
+    ``shape`` is required.
+
+    With ``output``, the tensor is written there (a Hurray file in
+    ``layout``, COO by default as the CLI writes) and the :class:`Summary`
+    is returned; without, the scipy sparse array in ``layout`` (``"csr"``
+    by default, ``"csc"``, ``"coo"``) is returned, as :func:`assemble`
+    does."""
+    opts = _options(
+        memory_budget=memory_budget,
+        temp_dir=temp_dir,
+        threads=threads,
+        duplicates=duplicates,
+        drop_zeros=drop_zeros,
+        exact_sums=exact_sums,
+        non_finite=non_finite,
+        layout=(layout or "coo") if output is not None else "coo",
+    )
+    # The library's one file-to-file path (the CLI's): a bin input whose
+    # work fits the budget goes through the in-memory kernel, read in place.
+    def run(out: Any) -> Summary:
+        return _summary(
+            _native.assemble_file(
+                _path(path),
+                _path(out),
+                format,
+                None if shape is None else [int(_extent(s)) for s in shape],
+                None if dtype is None else _LIBRARY_NAME[_dtype_name(dtype)],
+                opts,
+            )
+        )
+
+    if output is not None:
+        return run(output)
+    with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+        out = os.path.join(tmp, "assembled.hrry")
+        opts["temp_dir"] = tmp
+        run(out)
+        f = File(out)
+        a = f.to_scipy(layout or "csr")
+        if not a.data.flags.owndata or not a.data.flags.writeable:
+            a.data = np.array(a.data)
+        del f
+    return a

@@ -11,21 +11,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The smallest budget the planner accepts for this shape and thread count.
-fn min_budget(shape: &[u64], dtype: DType, threads: usize) -> u64 {
-    let opts = AssembleOptions {
-        memory_budget: 1,
-        threads,
-        ..AssembleOptions::default()
-    };
-    match Builder::new(shape, dtype, opts) {
-        Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
-        other => panic!("expected BudgetTooSmall, got {:?}", other.err()),
-    }
-}
-
 fn tiny(shape: &[u64], dtype: DType, threads: usize, dir: &Path) -> AssembleOptions {
     AssembleOptions {
-        memory_budget: min_budget(shape, dtype, threads),
+        memory_budget: crate::common::min_budget(shape, dtype, threads),
         threads,
         temp_dir: Some(dir.to_path_buf()),
         max_fan_in: 3,
@@ -128,13 +116,7 @@ fn output_is_bitwise_identical_across_orders_budgets_and_threads() {
         // A different order each round.
         let mut order = contribs.clone();
         let n = order.len();
-        let mut r = 12345u64 + round as u64;
-        for i in (1..n).rev() {
-            r = r
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            order.swap(i, (r >> 33) as usize % (i + 1));
-        }
+        crate::common::Rng::new(12345 + round as u64).shuffle(&mut order);
         let mut opts = tiny(&shape, DType::F64, threads, tmp.path());
         if big {
             opts.memory_budget = 64 << 20;

@@ -440,13 +440,8 @@ fn matvec_complex_is_the_complex_product_in_every_layout() {
     use coo_assembler::matrix::{Matrix, MatvecOptions, matvec_complex};
     let dir = tempfile::tempdir().unwrap();
     let (rows, cols) = (300u64, 200u64);
-    let mut seed = 0x5eed_u64;
-    let mut next = move |m: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % m
-    };
+    let mut rng = crate::common::Rng::new(0x5eed);
+    let mut next = move |m: u64| rng.below(m);
     let small = |v: u64, half: u64| v as f64 - half as f64;
     // More entries than a scatter block (2^18), so several blocks meet.
     let pushes: Vec<(u64, u64, f64, f64)> = (0..300_000)

@@ -145,19 +145,12 @@ fn value(dtype: DType, r: u64) -> V {
     }
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 fn contributions(shape: &[u64], dtype: DType, n: usize, seed: u64) -> Vec<(Vec<u64>, V)> {
-    let mut s = seed | 1;
+    let mut rng = crate::common::Rng::new(seed);
     (0..n)
         .map(|_| {
-            let idx = shape.iter().map(|&e| xorshift(&mut s) % e).collect();
-            (idx, value(dtype, xorshift(&mut s)))
+            let idx = shape.iter().map(|&e| rng.below(e)).collect();
+            (idx, value(dtype, rng.next_u64()))
         })
         .collect()
 }

@@ -6,20 +6,8 @@
 //! creation order, which is what `last` is defined on) and drop_zeros.
 
 use coo_assembler::HurrayFile;
-use coo_assembler::{AssembleOptions, Builder, DType, Error, options::DuplicatePolicy};
+use coo_assembler::{AssembleOptions, Builder, DType, options::DuplicatePolicy};
 use std::path::Path;
-
-fn min_budget(shape: &[u64], dtype: DType, threads: usize) -> u64 {
-    let opts = AssembleOptions {
-        memory_budget: 1,
-        threads,
-        ..AssembleOptions::default()
-    };
-    match Builder::new(shape, dtype, opts) {
-        Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
-        other => panic!("expected BudgetTooSmall, got {:?}", other.err()),
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum V {
@@ -27,21 +15,14 @@ enum V {
     I(i64),
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Contributions with many duplicates, values chosen so that the exact
 /// float sum differs from naive summation and includes zeros, negatives,
 /// subnormal-ish tiny values, huge values and cancellations to zero.
 fn contributions(shape: [u64; 2], n: usize, float: bool, seed: u64) -> Vec<([u64; 2], V)> {
-    let mut s = seed | 1;
+    let mut rng = crate::common::Rng::new(seed);
     let mut v = Vec::with_capacity(n);
     for k in 0..n {
-        let r = xorshift(&mut s);
+        let r = rng.next_u64();
         let idx = [r % shape[0], (r >> 20) % shape[1]];
         let val = if float {
             let m = [3.0e4, 1.0, -1.0, 1e-4, -3.0e4, 0.0, 0.5, 7.25][k % 8];
@@ -55,13 +36,7 @@ fn contributions(shape: [u64; 2], n: usize, float: bool, seed: u64) -> Vec<([u64
 }
 
 fn shuffle<T>(v: &mut [T], seed: u64) {
-    let mut r = seed;
-    for i in (1..v.len()).rev() {
-        r = r
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        v.swap(i, (r >> 33) as usize % (i + 1));
-    }
+    crate::common::Rng::new(seed).shuffle(v);
 }
 
 struct Cfg {
@@ -85,7 +60,7 @@ fn assemble(
         memory_budget: if c.budget_big {
             256 << 20
         } else {
-            min_budget(&shape, dtype, c.threads)
+            crate::common::min_budget(&shape, dtype, c.threads)
         },
         threads: c.threads,
         temp_dir: Some(dir.to_path_buf()),

@@ -17,6 +17,7 @@
 use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
 use coo_assembler::{AssembleOptions, Builder, DType, Error};
 use coo_assembler::{HurrayFile, read::ReadOptions};
+use coo_assembler_testkit::listing;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,15 +41,7 @@ const N: u64 = 100_000;
 const PREVIOUS: &[u8] = b"the previous file at the target: must survive every failed run\n";
 
 fn min_budget(threads: usize) -> u64 {
-    let opts = AssembleOptions {
-        memory_budget: 1,
-        threads,
-        ..AssembleOptions::default()
-    };
-    match Builder::new(&SHAPE, DType::I64, opts) {
-        Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
-        other => panic!("expected BudgetTooSmall, got {:?}", other.err()),
-    }
+    coo_assembler_testkit::min_budget(&SHAPE, DType::I64, threads)
 }
 
 struct Setup {
@@ -91,15 +84,6 @@ fn assemble(s: &Setup, io: IoCtx, spill: &Path, out: &Path) -> coo_assembler::Re
     assert!(sum.runs_spilled >= 2, "setup must spill: {sum:?}");
     assert!(sum.merge_passes >= 2, "setup must merge in passes: {sum:?}");
     Ok(sum.merge_passes)
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// Open descriptors of this process that point into one of `dirs`.

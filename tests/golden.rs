@@ -19,21 +19,9 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// A small deterministic generator (SplitMix64), so the inputs need no file.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+// The tests' SplitMix64, so the inputs need no file (the golden files
+// were made from its sequences).
+use crate::common::Rng;
 
 /// One tensor of a golden file: name, type, shape, sorted entries.
 struct Expected {
@@ -121,12 +109,12 @@ fn tight_builder_as(shape: &[u64], dtype: DType, name: &str, layout: OutputLayou
 fn builder_f64_rank2(path: &Path) -> Vec<Expected> {
     let shape = [24u64, 20];
     let mut b = tight_builder(&shape, DType::F64, "K");
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut want: BTreeMap<Vec<u64>, Vec<f64>> = BTreeMap::new();
     for _ in 0..200_000 {
         let idx = vec![rng.below(shape[0]), rng.below(shape[1])];
         // Values with many bits, so that only an exact sum is order free.
-        let v = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let v = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let v = v * 10f64.powi((rng.below(7) as i32) - 3);
         b.push(&idx, v).unwrap();
         want.entry(idx).or_default().push(v);
@@ -169,11 +157,11 @@ fn exact_sum(vs: &[f64]) -> f64 {
 fn builder_f64_csr(path: &Path) -> Vec<Expected> {
     let shape = [30u64, 25];
     let mut b = tight_builder_as(&shape, DType::F64, "A", OutputLayout::Csr);
-    let mut rng = Rng(13);
+    let mut rng = Rng::new(13);
     let mut want: BTreeMap<Vec<u64>, Vec<f64>> = BTreeMap::new();
     for _ in 0..100_000 {
         let idx = vec![rng.below(20), rng.below(shape[1])];
-        let v = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let v = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         b.push(&idx, v).unwrap();
         want.entry(idx).or_default().push(v);
     }
@@ -195,7 +183,7 @@ fn builder_f64_csr(path: &Path) -> Vec<Expected> {
 /// empty), through the writer. Expected entries are in storage order.
 fn writer_csc_csr(path: &Path) -> Vec<Expected> {
     let mut fw = FileWriter::create(path, WriteOptions::default()).unwrap();
-    let mut rng = Rng(17);
+    let mut rng = Rng::new(17);
     let mut out = Vec::new();
     for (name, layout, shape, n) in [
         ("csc_i32", OutputLayout::Csc, [9u64, 14], 40),
@@ -245,7 +233,7 @@ fn writer_csc_csr(path: &Path) -> Vec<Expected> {
 fn builder_i32_rank3(path: &Path) -> Vec<Expected> {
     let shape = [5u64, 6, 7];
     let mut b = tight_builder(&shape, DType::I32, "T3");
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let mut want: BTreeMap<Vec<u64>, i64> = BTreeMap::new();
     for _ in 0..20_000 {
         let idx = vec![rng.below(5), rng.below(6), rng.below(7)];
@@ -321,7 +309,7 @@ fn writer_mixed(path: &Path) -> Vec<Expected> {
     let mut fw = FileWriter::create(path, WriteOptions::default()).unwrap();
     fw.add_metadata("units", KvValue::String("N/m".into()))
         .unwrap();
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let c1 = sorted_coords(&mut rng, &[300], 40);
     let c2 = sorted_coords(&mut rng, &[9, 8, 7], 60);
     let c3 = sorted_coords(&mut rng, &[16, 16], 50);
@@ -388,7 +376,7 @@ fn writer_no_stats(path: &Path) -> Vec<Expected> {
         ..WriteOptions::default()
     };
     let mut fw = FileWriter::create(path, opts).unwrap();
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let c1 = sorted_coords(&mut rng, &[50, 50], 70);
     let c2 = sorted_coords(&mut rng, &[1 << 40, 3], 20);
     let out = vec![

@@ -509,30 +509,23 @@ fn truncations_and_extensions_of(kind: Kind) {
     eprintln!("MUTATIONS (extensions): {}", t.cases);
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Mutation `i` of the random family: 1 to 8 edits, each a byte set to a
 /// random or boundary value, a u64 field overwritten with an interesting
 /// value at an 8-aligned offset, a chunk copied elsewhere, or a cut.
 fn random_mutation(orig: &[u8], seed: u64, i: u64, buf: &mut Vec<u8>) {
     buf.clear();
     buf.extend_from_slice(orig);
-    let mut s = seed ^ i.wrapping_mul(0x9e3779b97f4a7c15) | 1;
-    let edits = 1 + xorshift(&mut s) % 8;
+    let mut rng = coo_assembler_testkit::Rng::new(seed ^ i.wrapping_mul(0x9e3779b97f4a7c15));
+    let edits = 1 + rng.next_u64() % 8;
     for _ in 0..edits {
         if buf.is_empty() {
             break;
         }
         let len = buf.len() as u64;
-        let at = (xorshift(&mut s) % len) as usize;
-        match xorshift(&mut s) % 6 {
-            0 => buf[at] = xorshift(&mut s) as u8,
-            1 => buf[at] = [0, 0xff, 0x7f, 0x80, 1][(xorshift(&mut s) % 5) as usize],
+        let at = (rng.next_u64() % len) as usize;
+        match rng.next_u64() % 6 {
+            0 => buf[at] = rng.next_u64() as u8,
+            1 => buf[at] = [0, 0xff, 0x7f, 0x80, 1][(rng.next_u64() % 5) as usize],
             2 => {
                 let at = at & !7;
                 if at + 8 <= buf.len() {
@@ -546,21 +539,21 @@ fn random_mutation(orig: &[u8], seed: u64, i: u64, buf: &mut Vec<u8>) {
                         len - 1,
                         len + 1,
                         4096,
-                        xorshift(&mut s),
-                    ][(xorshift(&mut s) % 10) as usize];
+                        rng.next_u64(),
+                    ][(rng.next_u64() % 10) as usize];
                     buf[at..at + 8].copy_from_slice(&v.to_le_bytes());
                 }
             }
             3 => {
-                let from = (xorshift(&mut s) % len) as usize;
-                let n = (xorshift(&mut s) % 64) as usize;
+                let from = (rng.next_u64() % len) as usize;
+                let n = (rng.next_u64() % 64) as usize;
                 let n = n.min(buf.len() - from).min(buf.len() - at);
                 buf.copy_within(from..from + n, at);
             }
             4 => {
                 let at = at & !3;
                 if at + 4 <= buf.len() {
-                    let v = [0u32, u32::MAX, 1, 64, 65, 4096][(xorshift(&mut s) % 6) as usize];
+                    let v = [0u32, u32::MAX, 1, 64, 65, 4096][(rng.next_u64() % 6) as usize];
                     buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
                 }
             }

@@ -12,22 +12,11 @@ use coo_assembler::{
 };
 use std::path::{Path, PathBuf};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::common::Rng;
 
 /// `n` coordinates in `shape`, clustered so that most repeat.
 fn coords(shape: &[u64], n: usize, seed: u64) -> Vec<Vec<u32>> {
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::new(seed);
     let mut out = vec![Vec::with_capacity(n); shape.len()];
     for _ in 0..n {
         let base = r.below(shape[0]);
@@ -44,7 +33,7 @@ fn coords(shape: &[u64], n: usize, seed: u64) -> Vec<Vec<u32>> {
 }
 
 fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::new(seed);
     (0..n)
         .map(|_| {
             // Cancellation-prone magnitudes: exact sums must matter.
@@ -172,7 +161,7 @@ fn element_plans_in_parts_equal_element_plans_in_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).expect("tmp");
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let (ndof, per, nel) = (20_000u64, 8usize, 6_000usize);
     let dofs: Vec<u32> = (0..nel * per)
         .map(|k| ((k / per) as u64 * 3 + r.below(24)) as u32 % ndof as u32)
@@ -232,7 +221,7 @@ fn integer_values_and_npy_input() {
     )
     .expect("plan in memory");
     // An npy of int32 values: converted as a push converts.
-    let mut r = Rng(11);
+    let mut r = Rng::new(11);
     let v: Vec<i32> = (0..100_000).map(|_| r.below(2000) as i32 - 1000).collect();
     let mut npy = b"\x93NUMPY\x01\x00".to_vec();
     let mut header = format!(
@@ -371,7 +360,7 @@ fn a_damaged_plan_file_is_refused() {
         .refill_file(&vp, &want_path, &[], &o)
         .expect("refill");
     let want = std::fs::read(&want_path).expect("read");
-    let mut r = Rng(5);
+    let mut r = Rng::new(5);
     let mut refused = 0;
     for _ in 0..40 {
         let mut bad = good.clone();

@@ -13,21 +13,9 @@ use std::time::Duration;
 const SHAPE: [u64; 2] = [64, 80];
 
 /// The smallest budget the planner accepts for `threads`.
-fn min_budget(dtype: DType, threads: usize) -> u64 {
-    let opts = AssembleOptions {
-        memory_budget: 1,
-        threads,
-        ..AssembleOptions::default()
-    };
-    match Builder::new(&SHAPE, dtype, opts) {
-        Err(Error::BudgetTooSmall { minimum, .. }) => minimum,
-        other => panic!("expected BudgetTooSmall, got {:?}", other.err()),
-    }
-}
-
 fn opts(policy: DuplicatePolicy, dtype: DType, threads: usize, dir: &Path) -> AssembleOptions {
     AssembleOptions {
-        memory_budget: min_budget(dtype, threads),
+        memory_budget: crate::common::min_budget(&SHAPE, dtype, threads),
         threads,
         duplicates: policy,
         temp_dir: Some(dir.to_path_buf()),

@@ -527,14 +527,11 @@ fn get_throughput_10m() {
     let f = HurrayFile::from_bytes(b).unwrap();
     let c = f.only_tensor().unwrap();
     let q = 2_000_000u64;
-    let mut x = 1u64;
+    let mut rng = common::Rng::new(1);
     let start = std::time::Instant::now();
     let mut hits = 0u64;
     for _ in 0..q {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let lin = (x >> 11) % (n * 97);
+        let lin = rng.below(n * 97);
         if !c.get(&[lin / side, lin % side]).unwrap().is_zero() {
             hits += 1;
         }

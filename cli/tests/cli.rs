@@ -3,6 +3,7 @@
 //! path (exit code, message, no panic text, no leftover files).
 
 use crate::common;
+use crate::common::{listing, s};
 
 // Issue 8 (input formats and messages), beside these helpers.
 #[path = "cli/input.rs"]
@@ -17,82 +18,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run_in(args: &[&str], stdin: Option<&[u8]>) -> Out {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("RUST_LIB_BACKTRACE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    let mut child = cmd.spawn().expect("spawn coo-assembler");
-    if let Some(data) = stdin {
-        let mut si = child.stdin.take().unwrap();
-        si.write_all(data).unwrap();
-    }
-    let o = child.wait_with_output().unwrap();
-    Out {
-        code: o.status.code().expect("exited by a signal"),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    }
-}
-
-fn run(args: &[&str]) -> Out {
-    run_in(args, None)
-}
-
-fn ok(args: &[&str]) -> Out {
-    let o = run(args);
-    assert_eq!(
-        o.code, 0,
-        "{args:?}\nstdout: {}\nstderr: {}",
-        o.stdout, o.stderr
-    );
-    o
-}
-
-/// A failure with `code`, a message holding every needle, no panic text.
-fn fails(o: &Out, code: i32, needles: &[&str]) {
-    assert_eq!(o.code, code, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    for bad in [
-        "panicked",
-        "RUST_BACKTRACE",
-        "stack backtrace",
-        "internal error",
-    ] {
-        assert!(!o.stderr.contains(bad), "{bad:?} in stderr: {}", o.stderr);
-    }
-    for n in needles {
-        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
-    }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Names in a directory, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use crate::{ok, run};
+use common::Ran as Out;
 
 /// A work directory with `in/`, `out/` and `tmp/` (spill) subdirectories.
 struct Work {
@@ -136,7 +63,10 @@ impl Work {
             s(&tmp),
         ];
         args.extend_from_slice(extra);
-        run_in(&args, stdin)
+        match stdin {
+            Some(data) => crate::cli().run_with_input(&args, data),
+            None => run(&args),
+        }
     }
     /// Nothing but `expected` in out/, nothing in tmp/.
     fn clean(&self, expected: &[&str]) {
@@ -193,19 +123,19 @@ fn text_input_with_duplicates_and_comments() {
         entries(&out),
         fl(&[(&[0, 0], 2.0), (&[1, 2], 1e-3), (&[2, 1], 1.75)])
     );
-    assert_eq!(ok(&["get", s(&out), "2,1"]).stdout, "1.75\n");
-    assert_eq!(ok(&["get", s(&out), "0, 0"]).stdout, "2.0\n");
-    assert_eq!(ok(&["get", s(&out), "1,1"]).stdout, "0.0\n", "a miss is 0");
+    assert_eq!(ok(["get", s(&out), "2,1"]).stdout, "1.75\n");
+    assert_eq!(ok(["get", s(&out), "0, 0"]).stdout, "2.0\n");
+    assert_eq!(ok(["get", s(&out), "1,1"]).stdout, "0.0\n", "a miss is 0");
     assert_eq!(
-        ok(&["dump", s(&out)]).stdout,
+        ok(["dump", s(&out)]).stdout,
         "0 0 2.0\n1 2 0.001\n2 1 1.75\n"
     );
     assert_eq!(
-        ok(&["dump", s(&out), "--limit", "2"]).stdout,
+        ok(["dump", s(&out), "--limit", "2"]).stdout,
         "0 0 2.0\n1 2 0.001\n"
     );
-    assert_eq!(ok(&["dump", s(&out), "--limit", "0"]).stdout, "");
-    assert_eq!(ok(&["verify", s(&out)]).stdout, "OK\n");
+    assert_eq!(ok(["dump", s(&out), "--limit", "0"]).stdout, "");
+    assert_eq!(ok(["verify", s(&out)]).stdout, "OK\n");
 }
 
 #[test]
@@ -221,7 +151,7 @@ fn summary_without_quiet() {
         "{}",
         o.stderr
     );
-    assert_eq!(ok(&["get", s(&out), "0"]).stdout, "6.0\n");
+    assert_eq!(ok(["get", s(&out), "0"]).stdout, "6.0\n");
     // Only what happened: no spill story without spills, no rate of a run
     // too short to time, singular for one.
     for noise in [
@@ -242,14 +172,14 @@ fn text_input_is_recognised_without_format() {
     let out = w.out("k.hrry");
     let o = w.assemble(s(&inp), &out, &["--shape", "3,3", "-q"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(ok(&["get", s(&out), "0,0"]).stdout, "2.0\n");
+    assert_eq!(ok(["get", s(&out), "0,0"]).stdout, "2.0\n");
     // A binary file is still read as records.
     let mut b = Vec::new();
     b.extend(bin_record_f64(2, 1, 4.0));
     let inp = w.input("k.bin", &b);
     let o = w.assemble(s(&inp), &out, &["--shape", "3,3", "-q"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(ok(&["get", s(&out), "2,1"]).stdout, "4.0\n");
+    assert_eq!(ok(["get", s(&out), "2,1"]).stdout, "4.0\n");
     w.clean(&["k.hrry"]);
 }
 
@@ -306,7 +236,7 @@ fn bin_input_i32_rank3_and_f32() {
     assert_eq!(t.dtype(), DType::I32);
     assert_eq!(t.values::<i32>().unwrap(), &[12, 0, -3]);
     assert_eq!(t.indices(), &[0, 1, 2, 1, 1, 1, 2, 0, 1]);
-    assert_eq!(ok(&["get", s(&out), "2,0,1"]).stdout, "-3\n");
+    assert_eq!(ok(["get", s(&out), "2,0,1"]).stdout, "-3\n");
 
     let mut b = Vec::new();
     for (i, v) in [(3u64, 1.5f32), (0, -2.0), (3, 0.25)] {
@@ -320,7 +250,7 @@ fn bin_input_i32_rank3_and_f32() {
     let f = HurrayFile::open(&out).unwrap();
     let t = f.only_tensor().unwrap();
     assert_eq!(t.values::<f32>().unwrap(), &[-2.0, 1.75]);
-    assert_eq!(ok(&["dump", s(&out)]).stdout, "0 -2.0\n3 1.75\n");
+    assert_eq!(ok(["dump", s(&out)]).stdout, "0 -2.0\n3 1.75\n");
     w.clean(&["a.hrry", "b.hrry"]);
 }
 
@@ -352,15 +282,12 @@ fn mtx_real_general() {
         &w.out("c.hrry"),
         &["--format", "mtx", "-q", "--shape", "4,4"],
     );
-    fails(&o, 2, &["--shape", "MatrixMarket header"]);
+    o.fails(2, &["--shape", "MatrixMarket header"]);
     // The file's own (1-based) numbers with --one-based; 0-based otherwise.
-    assert_eq!(
-        ok(&["get", s(&out), "--one-based", "2,3"]).stdout,
-        "100.0\n"
-    );
-    assert_eq!(ok(&["get", s(&out), "1,2"]).stdout, "100.0\n");
-    let o = run(&["get", s(&out), "--one-based", "0,3"]);
-    fails(&o, 2, &["--one-based counts from 1"]);
+    assert_eq!(ok(["get", s(&out), "--one-based", "2,3"]).stdout, "100.0\n");
+    assert_eq!(ok(["get", s(&out), "1,2"]).stdout, "100.0\n");
+    let o = run(["get", s(&out), "--one-based", "0,3"]);
+    o.fails(2, &["--one-based counts from 1"]);
     w.clean(&["a.hrry", "b.hrry"]);
 }
 
@@ -378,8 +305,8 @@ fn mtx_integer_symmetric() {
     let t = f.only_tensor().unwrap();
     assert_eq!(t.values::<i64>().unwrap(), &[4, -2, 7, -2, 7]);
     assert_eq!(t.indices(), &[0, 0, 0, 2, 1, 2, 2, 0, 2, 1]);
-    assert_eq!(ok(&["get", s(&out), "0,2"]).stdout, "-2\n");
-    assert_eq!(ok(&["get", s(&out), "2,2"]).stdout, "0\n");
+    assert_eq!(ok(["get", s(&out), "0,2"]).stdout, "-2\n");
+    assert_eq!(ok(["get", s(&out), "2,2"]).stdout, "0\n");
 }
 
 #[test]
@@ -416,7 +343,7 @@ fn mtx_pattern_and_skew_symmetric() {
         b"%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 1\n2 2 1\n",
     );
     let o = w.assemble(s(&inp), &w.out("d.hrry"), &["--format", "mtx", "-q"]);
-    fails(&o, 1, &["d.mtx:line 3", "diagonal"]);
+    o.fails(1, &["d.mtx:line 3", "diagonal"]);
     w.clean(&["p.hrry", "s.hrry"]);
 }
 
@@ -439,7 +366,7 @@ fn stdin_input() {
         &["--shape", "2,2", "--format", "text", "-q"],
         Some(b"1 1 2\n1 x 3\n"),
     );
-    fails(&o, 1, &["<stdin>:line 2", "\"x\""]);
+    o.fails(1, &["<stdin>:line 2", "\"x\""]);
     w.clean(&["a.hrry"]);
 }
 
@@ -481,7 +408,7 @@ fn duplicate_policies_and_drop_zeros() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(entries(&out), fl(&[(&[0], 6.0), (&[2], 7.0)]));
-    assert_eq!(ok(&["get", s(&out), "1"]).stdout, "0.0\n");
+    assert_eq!(ok(["get", s(&out), "1"]).stdout, "0.0\n");
 
     let o = w.assemble(
         s(&inp),
@@ -496,7 +423,7 @@ fn duplicate_policies_and_drop_zeros() {
             "error",
         ],
     );
-    fails(&o, 1, &["duplicate", "at (0) (0-based"]);
+    o.fails(1, &["duplicate", "at (0) (0-based"]);
     let o = w.assemble(
         s(&inp),
         &w.out("bad.hrry"),
@@ -510,7 +437,7 @@ fn duplicate_policies_and_drop_zeros() {
             "mean",
         ],
     );
-    fails(&o, 2, &["mean"]);
+    o.fails(2, &["mean"]);
     w.clean(&["dz.hrry", "last.hrry", "max.hrry", "min.hrry", "sum.hrry"]);
 }
 
@@ -519,12 +446,9 @@ fn small_budget_spills_and_gives_the_same_bytes() {
     let w = Work::new();
     let n = 600_000u64;
     let mut b = Vec::with_capacity(n as usize * 24);
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = common::Rng::new(0x9E37_79B9_7F4A_7C15);
     for k in 0..n {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let c = (x >> 33) % 1_000_000; // mostly distinct coordinates, some repeated
+        let c = rng.below(1_000_000); // mostly distinct coordinates, some repeated
         b.extend(bin_record_f64(
             c / 1000,
             c % 1000,
@@ -580,8 +504,8 @@ fn info_text_and_json() {
     let w = Work::new();
     let p = w.out("m.hrry");
     multi_file(&p);
-    let o = ok(&["info", s(&p)]);
-    let v = ok(&["info", "--verbose", s(&p)]);
+    let o = ok(["info", s(&p)]);
+    let v = ok(["info", "--verbose", s(&p)]);
     for needle in [
         "Hurray file, 2 tensors,",
         "tensor \"A\"\n",
@@ -608,7 +532,7 @@ fn info_text_and_json() {
         assert!(!o.stdout.contains(needle), "{needle:?} in\n{}", o.stdout);
         assert!(v.stdout.contains(needle), "{needle:?} not in\n{}", v.stdout);
     }
-    let j = ok(&["info", "--json", s(&p)]).stdout;
+    let j = ok(["info", "--json", s(&p)]).stdout;
     let j = j.trim();
     assert!(j.starts_with('{') && j.ends_with('}'), "{j}");
     // Balanced braces and brackets outside strings.
@@ -658,26 +582,26 @@ fn tensor_choice_on_a_multi_tensor_file() {
     multi_file(&p);
     for args in [vec!["get", s(&p), "0,1"], vec!["dump", s(&p)]] {
         let o = run(&args);
-        fails(&o, 2, &["--tensor"]);
+        o.fails(2, &["--tensor"]);
         assert_eq!(o.stdout, "");
     }
-    assert_eq!(ok(&["get", s(&p), "0,1", "--tensor", "A"]).stdout, "1.5\n");
-    assert_eq!(ok(&["get", s(&p), "7", "--tensor", "b vec"]).stdout, "9\n");
-    assert_eq!(ok(&["get", s(&p), "6", "--tensor", "b vec"]).stdout, "0\n");
+    assert_eq!(ok(["get", s(&p), "0,1", "--tensor", "A"]).stdout, "1.5\n");
+    assert_eq!(ok(["get", s(&p), "7", "--tensor", "b vec"]).stdout, "9\n");
+    assert_eq!(ok(["get", s(&p), "6", "--tensor", "b vec"]).stdout, "0\n");
     assert_eq!(
-        ok(&["dump", s(&p), "--tensor", "A"]).stdout,
+        ok(["dump", s(&p), "--tensor", "A"]).stdout,
         "0 1 1.5\n2 2 -4.0\n"
     );
     assert_eq!(
-        ok(&["dump", s(&p), "--tensor", "b vec", "--limit", "5"]).stdout,
+        ok(["dump", s(&p), "--tensor", "b vec", "--limit", "5"]).stdout,
         "7 9\n"
     );
     // verify without --tensor checks every tensor; with it, one.
-    assert_eq!(ok(&["verify", s(&p)]).stdout, "OK\n");
-    assert_eq!(ok(&["verify", s(&p), "--tensor", "A"]).stdout, "OK\n");
-    let o = run(&["get", s(&p), "0", "--tensor", "nope"]);
+    assert_eq!(ok(["verify", s(&p)]).stdout, "OK\n");
+    assert_eq!(ok(["verify", s(&p), "--tensor", "A"]).stdout, "OK\n");
+    let o = run(["get", s(&p), "0", "--tensor", "nope"]);
     assert_ne!(o.code, 0);
-    fails(&o, o.code, &["\"nope\"", "\"A\""]);
+    o.fails(o.code, &["\"nope\"", "\"A\""]);
 }
 
 #[test]
@@ -685,12 +609,12 @@ fn get_usage_errors() {
     let w = Work::new();
     let p = w.out("m.hrry");
     multi_file(&p);
-    let o = run(&["get", s(&p), "0", "--tensor", "A"]);
-    fails(&o, 2, &["expected 2 indices, got 1"]);
-    let o = run(&["get", s(&p), "0,3", "--tensor", "A"]);
-    fails(&o, 2, &["3"]);
-    let o = run(&["get", s(&p), "0,x", "--tensor", "A"]);
-    fails(&o, 2, &["\"x\""]);
+    let o = run(["get", s(&p), "0", "--tensor", "A"]);
+    o.fails(2, &["expected 2 indices, got 1"]);
+    let o = run(["get", s(&p), "0,3", "--tensor", "A"]);
+    o.fails(2, &["3"]);
+    let o = run(["get", s(&p), "0,x", "--tensor", "A"]);
+    o.fails(2, &["\"x\""]);
     assert_eq!(o.stdout, "");
 }
 
@@ -745,7 +669,7 @@ fn assemble_usage_errors() {
     ];
     for (extra, needles) in cases {
         let o = w.assemble(s(&inp), &out, extra);
-        fails(&o, 2, needles);
+        o.fails(2, needles);
         w.clean(&[]);
     }
     // The minimum the message gives is accepted.
@@ -800,7 +724,7 @@ fn assemble_data_errors_leave_nothing() {
     let text = |name: &str, body: &[u8], shape: &str, needles: &[&str]| {
         let inp = w.input(name, body);
         let o = w.assemble(s(&inp), &out, &["--format", "text", "--shape", shape, "-q"]);
-        fails(&o, 1, needles);
+        o.fails(1, needles);
         w.clean(&[]);
     };
     text(
@@ -829,14 +753,14 @@ fn assemble_data_errors_leave_nothing() {
             &out,
             &["--format", "text", "--shape", "3,3", "--dtype", "i32", "-q"],
         );
-        fails(&o, 1, &["int2.txt:line 2", "not an integer"]);
+        o.fails(1, &["int2.txt:line 2", "not an integer"]);
         let inp = w.input("range.txt", b"0 0 300\n");
         let o = w.assemble(
             s(&inp),
             &out,
             &["--format", "text", "--shape", "3,3", "--dtype", "u8", "-q"],
         );
-        fails(&o, 1, &["range.txt:line 1", "300"]);
+        o.fails(1, &["range.txt:line 1", "300"]);
         w.clean(&[]);
     }
 
@@ -847,14 +771,13 @@ fn assemble_data_errors_leave_nothing() {
     let inp = w.input("t.bin", &b);
     // A file is refused up front (its size is known), a stream at the end.
     let o = w.assemble(s(&inp), &out, &["--shape", "2,2", "-q"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &["t.bin:start", "58 bytes is not a whole number", "24 bytes"],
     );
     w.clean(&[]);
-    let o = run_in(
-        &[
+    let o = crate::cli().run_with_input(
+        [
             "assemble",
             "--shape",
             "2,2",
@@ -864,10 +787,9 @@ fn assemble_data_errors_leave_nothing() {
             "-o",
             s(&out),
         ],
-        Some(&b),
+        &b,
     );
-    fails(
-        &o,
+    o.fails(
         1,
         &[
             "<stdin>:record 2",
@@ -882,7 +804,7 @@ fn assemble_data_errors_leave_nothing() {
     b.extend(bin_record_f64(0, 9, 2.0));
     let inp = w.input("r.bin", &b);
     let o = w.assemble(s(&inp), &out, &["--shape", "2,2", "-q"]);
-    fails(&o, 1, &["r.bin:record 1", "out of range"]);
+    o.fails(1, &["r.bin:record 1", "out of range"]);
     w.clean(&[]);
 
     // MatrixMarket with the wrong entry count, both ways.
@@ -891,8 +813,7 @@ fn assemble_data_errors_leave_nothing() {
         b"%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1\n2 2 1\n",
     );
     let o = w.assemble(s(&inp), &out, &["--format", "mtx", "-q"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &["few.mtx:end of input", "2 entries found", "announces 3"],
     );
@@ -901,19 +822,19 @@ fn assemble_data_errors_leave_nothing() {
         b"%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 1\n",
     );
     let o = w.assemble(s(&inp), &out, &["--format", "mtx", "-q"]);
-    fails(&o, 1, &["many.mtx:line 4", "more entries"]);
+    o.fails(1, &["many.mtx:line 4", "more entries"]);
     let inp = w.input(
         "bad.mtx",
         b"%%MatrixMarket vector array real general\n2 2\n",
     );
     let o = w.assemble(s(&inp), &out, &["--format", "mtx", "-q"]);
-    fails(&o, 1, &["bad.mtx:line 1", "coordinate"]);
+    o.fails(1, &["bad.mtx:line 1", "coordinate"]);
     let inp = w.input(
         "zero.mtx",
         b"%%MatrixMarket matrix coordinate real general\n2 2 1\n0 1 1\n",
     );
     let o = w.assemble(s(&inp), &out, &["--format", "mtx", "-q"]);
-    fails(&o, 1, &["zero.mtx:line 3", "start at 1"]);
+    o.fails(1, &["zero.mtx:line 3", "start at 1"]);
     w.clean(&[]);
 
     // Nonexistent input.
@@ -923,7 +844,7 @@ fn assemble_data_errors_leave_nothing() {
         &out,
         &["--format", "text", "--shape", "2", "-q"],
     );
-    fails(&o, 1, &["missing.txt"]);
+    o.fails(1, &["missing.txt"]);
     w.clean(&[]);
 }
 
@@ -939,14 +860,14 @@ fn unwritable_output_leaves_nothing() {
         &nodir,
         &["--format", "text", "--shape", "2,2", "-q"],
     );
-    fails(&o, 1, &["nope"]);
+    o.fails(1, &["nope"]);
     let notdir = inp.join("a.hrry");
     let o = w.assemble(
         s(&inp),
         &notdir,
         &["--format", "text", "--shape", "2,2", "-q"],
     );
-    fails(&o, 1, &["a.txt"]);
+    o.fails(1, &["a.txt"]);
     w.clean(&[]);
     assert_eq!(listing(&w.root.join("in")), ["a.txt"]);
     // The output path is an existing directory.
@@ -956,7 +877,7 @@ fn unwritable_output_leaves_nothing() {
         &["--format", "text", "--shape", "2,2", "-q"],
     );
     assert_eq!(o.code, 1, "{}", o.stderr);
-    fails(&o, 1, &[]);
+    o.fails(1, &[]);
     w.clean(&[]);
     assert_eq!(listing(&w.root), ["in", "out", "tmp"]);
 }
@@ -973,15 +894,15 @@ fn inspecting_bad_files() {
     let dir = w.root.join("in");
     for p in [&trunc, &garbage, &empty, &dir] {
         for cmd in ["info", "verify", "dump"] {
-            let o = run(&[cmd, s(p)]);
-            fails(&o, 1, &["cannot read", s(p)]);
+            let o = run([cmd, s(p)]);
+            o.fails(1, &["cannot read", s(p)]);
             assert_eq!(o.stdout, "", "{cmd} {p:?}");
         }
-        let o = run(&["info", "--json", s(p)]);
-        fails(&o, 1, &["cannot read"]);
+        let o = run(["info", "--json", s(p)]);
+        o.fails(1, &["cannot read"]);
     }
-    let o = run(&["info", s(&w.root.join("missing.hrry"))]);
-    fails(&o, 1, &["missing.hrry"]);
+    let o = run(["info", s(&w.root.join("missing.hrry"))]);
+    o.fails(1, &["missing.hrry"]);
 }
 
 #[test]
@@ -1005,8 +926,8 @@ fn verify_reports_each_broken_content_rule() {
     t.stats = Some(stats_for(&t));
     let (b, _) = build(std::slice::from_ref(&t), &checksums(&t), Opts::default());
     let p = w.input("content.hrry", &b);
-    let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["error"]);
+    let o = run(["verify", s(&p)]);
+    o.fails(1, &["error"]);
     let lines: Vec<&str> = o.stdout.lines().collect();
     for needle in [
         "[not-sorted] tensor \"coo\" entry 2",
@@ -1033,9 +954,9 @@ fn verify_reports_each_broken_content_rule() {
     kv[1].1 = coo_assembler::internals::hurray::KvValue::U64(42);
     let (b, _) = build(std::slice::from_ref(&t), &kv, Opts::default());
     let p = w.input("stats.hrry", &b);
-    let o = run(&["verify", s(&p)]);
+    let o = run(["verify", s(&p)]);
     // The checksum is an error; the statistics only a warning.
-    fails(&o, 1, &["1 error and 1 warning"]);
+    o.fails(1, &["1 error and 1 warning"]);
     assert!(
         o.stdout
             .contains("warning: [statistics-mismatch] tensor \"coo\""),
@@ -1050,7 +971,7 @@ fn verify_reports_each_broken_content_rule() {
     );
     assert!(o.stdout.contains("indices"), "{}", o.stdout);
     // get and dump still work on such a file (permissive open).
-    assert_eq!(ok(&["get", s(&p), "2,0"]).stdout, "2.0\n");
+    assert_eq!(ok(["get", s(&p), "2,0"]).stdout, "2.0\n");
 }
 
 #[test]
@@ -1063,8 +984,8 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
     let off = lay.indices_offsets[0] as usize + 3 * 8;
     b[off] = 7;
     let p = w.input("flip.hrry", &b);
-    let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["error"]);
+    let o = run(["verify", s(&p)]);
+    o.fails(1, &["error"]);
     assert!(
         o.stdout
             .contains("[index-out-of-bounds] tensor \"coo\" entry 1"),
@@ -1079,12 +1000,12 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
     assert_eq!(b[name_at], b'c');
     b[name_at] = b'k';
     let p = w.input("broken-crc.hrry", &b);
-    let o = run(&["info", s(&p)]);
-    fails(&o, 1, &["CRC"]);
+    let o = run(["info", s(&p)]);
+    o.fails(1, &["CRC"]);
     assert!(fix_crc(&mut b));
     let p = w.input("renamed.hrry", &b);
-    let o = run(&["verify", s(&p)]);
-    fails(&o, 1, &["error"]);
+    let o = run(["verify", s(&p)]);
+    o.fails(1, &["error"]);
     assert!(o.stdout.contains("[checksum-orphan]"), "{}", o.stdout);
     assert!(o.stdout.contains("coo_assembler.xxh3.coo."), "{}", o.stdout);
 }
@@ -1093,7 +1014,7 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
 
 #[test]
 fn help_texts() {
-    let o = ok(&["--help"]);
+    let o = ok(["--help"]);
     for needle in [
         "assemble",
         "info",
@@ -1105,7 +1026,7 @@ fn help_texts() {
     ] {
         assert!(o.stdout.contains(needle), "{needle:?} not in\n{}", o.stdout);
     }
-    let o = ok(&["assemble", "--help"]);
+    let o = ok(["assemble", "--help"]);
     for needle in [
         "--shape",
         "--dtype",
@@ -1126,21 +1047,21 @@ fn help_texts() {
         assert!(o.stdout.contains(needle), "{needle:?} not in\n{}", o.stdout);
     }
     for sub in ["info", "get", "dump", "verify"] {
-        let o = ok(&[sub, "--help"]);
+        let o = ok([sub, "--help"]);
         assert!(o.stdout.contains("Usage: coo-assembler "), "{}", o.stdout);
     }
     // No subcommand: usage on stderr, exit 2.
-    let o = run(&[]);
-    fails(&o, 2, &["Usage"]);
-    let v = ok(&["--version"]);
+    let o = run::<&str>([]);
+    o.fails(2, &["Usage"]);
+    let v = ok(["--version"]);
     assert!(v.stdout.starts_with("coo-assembler "), "{}", v.stdout);
 }
 
 /// `coo-assembler ARGS` given `limit` to exit: a hang is a failure (the
 /// child is killed), not a test run that never ends.
 fn run_within(args: &[&str], limit: std::time::Duration) -> Out {
-    let mut child = Command::new(BIN)
-        .args(args)
+    let mut child = crate::cli()
+        .command(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1179,7 +1100,7 @@ fn info_on_a_fifo_or_a_directory_says_what_it_is_without_waiting() {
     ] {
         for cmd in ["info", "verify"] {
             let o = run_within(&[cmd, s(path)], limit);
-            fails(&o, 1, &[what, s(path)]);
+            o.fails(1, &[what, s(path)]);
         }
     }
 }

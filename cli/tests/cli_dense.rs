@@ -6,51 +6,18 @@
 //! takes a rank-1 dense tensor as x.
 
 use crate::common;
+use crate::common::s;
 
 use common::mixed;
-use std::path::Path;
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Out {
-    let o = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let out = Out {
-        code: o.status.code().expect("exited by a signal"),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    };
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    out
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert_eq!(o.code, 0, "{args:?}\n{}\n{}", o.stdout, o.stderr);
-    o.stdout
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use crate::{ok_text as ok, run};
 
 #[test]
 fn info_lists_every_tensor_with_its_layout() {
     let d = tempfile::tempdir().unwrap();
     let basic = d.path().join("basic.hrry");
     std::fs::write(&basic, mixed::basic()).unwrap();
-    let out = ok(&["info", s(&basic)]);
+    let out = ok(["info", s(&basic)]);
     assert!(out.contains("Hurray file, 2 tensors"), "{out}");
     assert!(out.contains("tensor \"weights\"\n  type:        f32\n  shape:       2 x 2 (4 elements)\n  stored:      every element, 16 B\n  layout:      dense row-major: "), "{out}");
     assert!(
@@ -58,8 +25,7 @@ fn info_lists_every_tensor_with_its_layout() {
         "{out}"
     );
     assert!(out.contains("producer = hurray-conformance"), "{out}");
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(&["info", "--json", s(&basic)])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(["info", "--json", s(&basic)])).unwrap();
     let w = &json["tensors"][0];
     assert_eq!(
         (&w["name"], &w["layout"], &w["layout_kind"], &w["dtype"]),
@@ -76,11 +42,11 @@ fn info_lists_every_tensor_with_its_layout() {
 
     let mixed_path = d.path().join("mixed.hrry");
     std::fs::write(&mixed_path, mixed::mixed()).unwrap();
-    let out = ok(&["info", s(&mixed_path)]);
+    let out = ok(["info", s(&mixed_path)]);
     assert!(out.contains("Hurray file, 5 tensors"), "{out}");
     assert!(out.contains("tensor \"K\"\n  type:        f64\n  shape:       3 x 3 (9 elements)\n  stored:      3 entries"), "{out}");
     assert!(out.contains("layout:      dense column-major: "), "{out}");
-    let v = ok(&["info", "-v", s(&mixed_path)]);
+    let v = ok(["info", "-v", s(&mixed_path)]);
     assert!(
         v.contains(
             "buffers:     values 16 B at byte 4096 (layout tag 0x01, element type tag 0x03)"
@@ -94,7 +60,7 @@ fn verify_checks_the_container_and_says_what_it_checked() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("mixed.hrry");
     std::fs::write(&p, mixed::mixed()).unwrap();
-    let out = ok(&["verify", s(&p)]);
+    let out = ok(["verify", s(&p)]);
     let lines: Vec<&str> = out.lines().collect();
     assert!(
         lines[0].starts_with("note: container checked: header, trailer, index"),
@@ -106,7 +72,7 @@ fn verify_checks_the_container_and_says_what_it_checked() {
         "{out}"
     );
     assert_eq!(lines.last(), Some(&"OK"), "{out}");
-    let one = ok(&["verify", s(&p), "--tensor", "bias"]);
+    let one = ok(["verify", s(&p), "--tensor", "bias"]);
     assert!(
         one.contains("tensor \"bias\" (i8, 3) is dense row-major"),
         "{one}"
@@ -117,7 +83,7 @@ fn verify_checks_the_container_and_says_what_it_checked() {
     b[64 + 45..64 + 53].copy_from_slice(&8u64.to_le_bytes());
     let bad = d.path().join("bad.hrry");
     std::fs::write(&bad, b).unwrap();
-    let o = run(&["verify", s(&bad)]);
+    let o = run(["verify", s(&bad)]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
         o.stderr.contains("values byte_size 8 is not at least"),
@@ -180,7 +146,7 @@ fn commands_on_a_dense_tensor_name_its_layout() {
         assert!(o.stderr.contains(&want), "{args:?}: {}", o.stderr);
     }
     let conv = d.path().join("c.hrry");
-    let o = run(&[
+    let o = run([
         "convert",
         s(&p),
         s(&conv),
@@ -200,7 +166,7 @@ fn commands_on_a_dense_tensor_name_its_layout() {
         assert!(!out.exists(), "{}", out.display());
     }
     // Without --tensor: a file of several tensors asks for one (exit 2).
-    let o = run(&["dump", s(&p)]);
+    let o = run(["dump", s(&p)]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("--tensor NAME"), "{}", o.stderr);
     // The only tensor of a file, dense: refused by name, not "choose one".
@@ -220,7 +186,7 @@ fn commands_on_a_dense_tensor_name_its_layout() {
         )]),
     )
     .unwrap();
-    let o = run(&["get", s(&one), "0"]);
+    let o = run(["get", s(&one), "0"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
         o.stderr
@@ -235,13 +201,13 @@ fn the_coo_matrix_beside_dense_tensors_works() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("mixed.hrry");
     std::fs::write(&p, mixed::mixed()).unwrap();
-    assert_eq!(ok(&["get", s(&p), "1,2", "--tensor", "K"]).trim(), "-1.0");
-    assert_eq!(ok(&["dump", s(&p), "--tensor", "K"]).lines().count(), 3);
-    assert!(ok(&["verify", s(&p), "--tensor", "K"]).ends_with("OK\n"));
+    assert_eq!(ok(["get", s(&p), "1,2", "--tensor", "K"]).trim(), "-1.0");
+    assert_eq!(ok(["dump", s(&p), "--tensor", "K"]).lines().count(), 3);
+    assert!(ok(["verify", s(&p), "--tensor", "K"]).ends_with("OK\n"));
     // x from the file's own rank-1 dense tensor: y = K x.
     let y = d.path().join("y.f64");
     let x = format!("{}:x", s(&p));
-    ok(&[
+    ok([
         "matvec",
         s(&p),
         "--tensor",
@@ -265,7 +231,7 @@ fn the_coo_matrix_beside_dense_tensors_works() {
         ("nope", "no tensor named \"nope\""),
     ] {
         let x = format!("{}:{name}", s(&p));
-        let o = run(&["matvec", s(&p), "--tensor", "K", "--x", &x, "--out", s(&y)]);
+        let o = run(["matvec", s(&p), "--tensor", "K", "--x", &x, "--out", s(&y)]);
         assert_ne!(o.code, 0);
         assert!(o.stderr.contains(want), "{name}: {}", o.stderr);
     }

@@ -3,45 +3,13 @@
 //! always prints `i j value`, in the file's storage order), the layout
 //! shown by `info`, and a broken CSR file named by rule and row.
 
+use crate::common::s;
 use coo_assembler::HurrayFile;
 use coo_assembler::internals::hurray::align_up;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Out {
-    let o = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let out = Out {
-        code: o.status.code().expect("exited by a signal"),
-        stdout: String::from_utf8(o.stdout).unwrap(),
-        stderr: String::from_utf8(o.stderr).unwrap(),
-    };
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    out
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert_eq!(o.code, 0, "{args:?}\n{}\n{}", o.stdout, o.stderr);
-    o.stdout
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use crate::{ok_text as ok, run};
 
 /// The same contributions (duplicates summed, one row and one column
 /// empty) assembled into each layout.
@@ -56,7 +24,7 @@ fn assemble_all(dir: &Path) -> [(&'static str, PathBuf); 3] {
     std::fs::write(&input, text).unwrap();
     ["coo", "csr", "csc"].map(|l| {
         let out = dir.join(format!("{l}.hrry"));
-        ok(&[
+        ok([
             "assemble",
             "--shape",
             "7,9",
@@ -80,24 +48,24 @@ fn assemble_all(dir: &Path) -> [(&'static str, PathBuf); 3] {
 fn info_get_dump_verify_agree_across_layouts() {
     let d = tempfile::tempdir().unwrap();
     let files = assemble_all(d.path());
-    let coo_dump = ok(&["dump", s(&files[0].1)]);
+    let coo_dump = ok(["dump", s(&files[0].1)]);
     let coo_lines: BTreeSet<&str> = coo_dump.lines().collect();
     assert!(coo_lines.len() > 20);
-    let dense = ok(&["dump", "--dense", s(&files[0].1)]);
+    let dense = ok(["dump", "--dense", s(&files[0].1)]);
     for (l, f) in &files {
-        let info = ok(&["info", s(f)]);
+        let info = ok(["info", s(f)]);
         let want = match *l {
             "coo" => "layout:      COO",
             "csr" => "layout:      CSR",
             _ => "layout:      CSC",
         };
         assert!(info.contains(want), "{l}: {info}");
-        let json: serde_json::Value = serde_json::from_str(&ok(&["info", "--json", s(f)])).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&ok(["info", "--json", s(f)])).unwrap();
         assert_eq!(json["tensors"][0]["layout"], *l);
-        assert_eq!(ok(&["verify", s(f)]).trim(), "OK");
-        assert_eq!(ok(&["dump", "--dense", s(f)]), dense, "{l}");
+        assert_eq!(ok(["verify", s(f)]).trim(), "OK");
+        assert_eq!(ok(["dump", "--dense", s(f)]), dense, "{l}");
         // dump: i j value, the same entries; CSC in column order.
-        let out = ok(&["dump", s(f)]);
+        let out = ok(["dump", s(f)]);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines.iter().copied().collect::<BTreeSet<_>>(),
@@ -122,21 +90,21 @@ fn info_get_dump_verify_agree_across_layouts() {
             sorted.sort();
         }
         assert_eq!(keys, sorted, "{l}: storage order");
-        assert_eq!(ok(&["dump", "--limit", "3", s(f)]).lines().count(), 3);
+        assert_eq!(ok(["dump", "--limit", "3", s(f)]).lines().count(), 3);
         // get: every element, the same as COO.
         for i in 0..7 {
             for j in 0..9 {
                 let at = format!("{i},{j}");
                 assert_eq!(
-                    ok(&["get", s(f), &at]),
-                    ok(&["get", s(&files[0].1), &at]),
+                    ok(["get", s(f), &at]),
+                    ok(["get", s(&files[0].1), &at]),
                     "{l} {at}"
                 );
             }
         }
-        let o = run(&["get", s(f), "7,0"]);
+        let o = run(["get", s(f), "7,0"]);
         assert_eq!(o.code, 2, "{l}: {}", o.stderr);
-        let o = run(&["get", s(f), "1"]);
+        let o = run(["get", s(f), "1"]);
         assert_eq!(o.code, 2, "{l}: {}", o.stderr);
     }
 }
@@ -171,20 +139,20 @@ fn a_broken_csr_file_is_named_by_rule_and_row() {
     bytes[ptr + 16..ptr + 24].copy_from_slice(&0u64.to_le_bytes());
     let bad = d.path().join("bad.hrry");
     std::fs::write(&bad, &bytes).unwrap();
-    let o = run(&["verify", s(&bad)]);
+    let o = run(["verify", s(&bad)]);
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(o.stdout.contains("[pointer-decreasing]"), "{}", o.stdout);
     assert!(o.stdout.contains("row 1:"), "{}", o.stdout);
     assert!(o.stdout.contains("[checksum-mismatch]"), "{}", o.stdout);
     assert!(o.stdout.contains("row_ptr buffer"), "{}", o.stdout);
-    let o = run(&["dump", s(&bad)]);
+    let o = run(["dump", s(&bad)]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("row"), "{}", o.stderr);
-    let o = run(&["get", s(&bad), "1,1"]);
+    let o = run(["get", s(&bad), "1,1"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("row_ptr"), "{}", o.stderr);
     // info still describes it (permissive inspection).
-    assert!(ok(&["info", s(&bad)]).contains("CSR"));
+    assert!(ok(["info", s(&bad)]).contains("CSR"));
 }
 
 /// The first 8 pointers as file bytes.
@@ -203,7 +171,7 @@ fn matvec_and_export_read_csr_and_csc() {
     let ones: Vec<u8> = (0..9).flat_map(|_| 1f64.to_le_bytes()).collect();
     std::fs::write(&x, ones).unwrap();
     let y_coo = d.path().join("y-coo.f64");
-    ok(&[
+    ok([
         "matvec",
         s(&files[0].1),
         "--x",
@@ -215,10 +183,10 @@ fn matvec_and_export_read_csr_and_csc() {
     let want = std::fs::read(&y_coo).unwrap();
     for (l, f) in &files[1..] {
         let y = d.path().join(format!("y-{l}.f64"));
-        ok(&["matvec", s(f), "--x", s(&x), "--out", s(&y), "-q"]);
+        ok(["matvec", s(f), "--x", s(&x), "--out", s(&y), "-q"]);
         assert_eq!(std::fs::read(&y).unwrap(), want, "{l}");
         let npz = d.path().join(format!("{l}.npz"));
-        ok(&[
+        ok([
             "export",
             s(f),
             "--to",
@@ -229,7 +197,7 @@ fn matvec_and_export_read_csr_and_csc() {
             "-q",
         ]);
         let coo = d.path().join("coo.npz");
-        ok(&["export", s(&files[0].1), "--to", "npz", s(&coo), "-q"]);
+        ok(["export", s(&files[0].1), "--to", "npz", s(&coo), "-q"]);
         assert_eq!(
             std::fs::read(&npz).unwrap(),
             std::fs::read(&coo).unwrap(),

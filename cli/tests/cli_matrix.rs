@@ -1,37 +1,11 @@
 //! The matrix subcommands of the CLI: matvec, export, spy, dump --dense.
 
+use crate::common::s;
 use coo_assembler::HurrayFile;
 use coo_assembler::matrix::{Matrix, MatvecOptions, matvec, vector};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
-        .args(args)
-        .output()
-        .expect("run coo-assembler")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = cli(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fails(args: &[&str], code: i32, text: &str) {
-    let o = cli(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
-    assert!(err.contains(text), "{args:?}: {err}");
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use crate::{fails_with as fails, ok_text as ok};
 
 /// A banded n x n matrix with a few off-band entries, assembled by the CLI.
 fn assemble(dir: &Path, n: u64) -> PathBuf {
@@ -46,7 +20,7 @@ fn assemble(dir: &Path, n: u64) -> PathBuf {
     std::fs::write(&input, text).unwrap();
     let out = dir.join("a.hrry");
     let shape = format!("{n},{n}");
-    ok(&[
+    ok([
         "assemble",
         "--shape",
         &shape,
@@ -102,7 +76,7 @@ fn matvec_cli_matches_the_library_for_any_thread_count() {
     std::fs::write(&short, [0u8; 16]).unwrap();
     let out = dir.path().join("bad.npy");
     fails(
-        &["matvec", s(&a), "--x", s(&short), "--out", s(&out)],
+        ["matvec", s(&a), "--x", s(&short), "--out", s(&out)],
         1,
         "x has 2 elements; the product needs 300000",
     );
@@ -112,11 +86,11 @@ fn matvec_cli_matches_the_library_for_any_thread_count() {
     b[8 * 5..8 * 6].copy_from_slice(&f64::NAN.to_le_bytes());
     std::fs::write(&nan, &b).unwrap();
     fails(
-        &["matvec", s(&a), "--x", s(&nan), "--out", s(&out)],
+        ["matvec", s(&a), "--x", s(&nan), "--out", s(&out)],
         1,
         "x[5] = NaN is not finite",
     );
-    ok(&[
+    ok([
         "matvec",
         s(&a),
         "--x",
@@ -128,7 +102,7 @@ fn matvec_cli_matches_the_library_for_any_thread_count() {
         "-q",
     ]);
     fails(
-        &[
+        [
             "matvec",
             s(&a),
             "--x",
@@ -148,7 +122,7 @@ fn export_spy_and_dense() {
     let dir = tempfile::tempdir().unwrap();
     let a = assemble(dir.path(), 40);
     let mtx = dir.path().join("a.mtx");
-    ok(&["export", s(&a), "--to", "mtx", s(&mtx), "-q"]);
+    ok(["export", s(&a), "--to", "mtx", s(&mtx), "-q"]);
     let text = std::fs::read_to_string(&mtx).unwrap();
     assert!(text.starts_with("%%MatrixMarket matrix coordinate real general\n"));
     assert!(text.contains("\n40 40 195\n"), "{text}");
@@ -156,21 +130,21 @@ fn export_spy_and_dense() {
     // Not symmetric (values and the corner entry): refused, nothing written.
     let sym = dir.path().join("s.mtx");
     fails(
-        &["export", s(&a), "--to", "mtx", s(&sym), "--symmetric"],
+        ["export", s(&a), "--to", "mtx", s(&sym), "--symmetric"],
         1,
         "not symmetric",
     );
     assert!(!sym.exists());
     fails(
-        &["export", s(&a), "--to", "npz", s(&sym), "--symmetric"],
+        ["export", s(&a), "--to", "npz", s(&sym), "--symmetric"],
         2,
         "MatrixMarket option",
     );
     let npz = dir.path().join("a.npz");
-    ok(&["export", s(&a), "--to", "npz", s(&npz), "-q"]);
+    ok(["export", s(&a), "--to", "npz", s(&npz), "-q"]);
     assert_eq!(&std::fs::read(&npz).unwrap()[..4], b"PK\x03\x04");
     let petsc = dir.path().join("a.petsc");
-    ok(&[
+    ok([
         "export",
         s(&a),
         "--to",
@@ -183,15 +157,15 @@ fn export_spy_and_dense() {
     assert_eq!(i64::from_be_bytes(b[..8].try_into().unwrap()), 1211216);
     assert_eq!(b.len(), 8 * (4 + 40 + 195) + 8 * 195);
     let png = dir.path().join("a.png");
-    ok(&["spy", s(&a), "--out", s(&png), "--size", "200", "-q"]);
+    ok(["spy", s(&a), "--out", s(&png), "--size", "200", "-q"]);
     assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
     fails(
-        &["spy", s(&a), "--out", s(&png), "--size", "8"],
+        ["spy", s(&a), "--out", s(&png), "--size", "8"],
         2,
         "picture size 8",
     );
 
-    let d = ok(&["dump", s(&a), "--dense"]);
+    let d = ok(["dump", s(&a), "--dense"]);
     let rows: Vec<&str> = d.lines().collect();
     assert_eq!(rows.len(), 40);
     assert_eq!(rows[0].split_whitespace().count(), 40);
@@ -199,7 +173,7 @@ fn export_spy_and_dense() {
     assert_eq!(rows[39].split_whitespace().next(), Some("0.0"));
     let big = assemble(dir.path(), 101);
     fails(
-        &["dump", s(&big), "--dense"],
+        ["dump", s(&big), "--dense"],
         1,
         "10201 elements (101 x 101), more than the limit of 10000",
     );
@@ -225,7 +199,7 @@ fn matvec_cli_on_csr_and_csc() {
         .iter()
         .map(|layout| {
             let out = dir.path().join(format!("a-{layout}.hrry"));
-            ok(&[
+            ok([
                 "assemble",
                 "--shape",
                 &shape,
@@ -262,8 +236,8 @@ fn matvec_cli_on_csr_and_csc() {
         assert!(y.iter().any(|v| *v != 0.0));
     }
     let (m0, m1) = (dir.path().join("coo.mtx"), dir.path().join("csr.mtx"));
-    ok(&["export", s(&files[0]), "--to", "mtx", s(&m0), "-q"]);
-    ok(&["export", s(&files[1]), "--to", "mtx", s(&m1), "-q"]);
+    ok(["export", s(&files[0]), "--to", "mtx", s(&m0), "-q"]);
+    ok(["export", s(&files[1]), "--to", "mtx", s(&m1), "-q"]);
     assert_eq!(std::fs::read(&m1).unwrap(), std::fs::read(&m0).unwrap());
     // npz, PETSc and spy read CSR/CSC too: the same files as from COO.
     for (to, ext) in [("npz", "npz"), ("petsc", "petsc")] {
@@ -272,7 +246,7 @@ fn matvec_cli_on_csr_and_csc() {
             .enumerate()
             .map(|(k, f)| {
                 let out = dir.path().join(format!("a{k}.{ext}"));
-                ok(&[
+                ok([
                     "export",
                     s(f),
                     "--to",
@@ -292,7 +266,7 @@ fn matvec_cli_on_csr_and_csc() {
         .enumerate()
         .map(|(k, f)| {
             let out = dir.path().join(format!("a{k}.png"));
-            ok(&["spy", s(f), "--out", s(&out), "--size", "64", "-q"]);
+            ok(["spy", s(f), "--out", s(&out), "--size", "64", "-q"]);
             std::fs::read(&out).unwrap()
         })
         .collect();
@@ -357,12 +331,12 @@ fn matvec_cli_multiplies_complex_matrices_and_vectors() {
     let xr = dir.path().join("xr.npy");
     vector::write_vector(&xr, &[1.0, 2.0, 3.0]).unwrap();
     let yp = dir.path().join("yr.npy");
-    ok(&["matvec", s(&a), "--x", s(&xr), "--out", s(&yp), "-q"]);
+    ok(["matvec", s(&a), "--x", s(&xr), "--out", s(&yp), "-q"]);
     let err = vector::read_vector(&yp).unwrap_err().to_string();
     assert!(err.contains("holds complex values"), "{err}");
     let raw = dir.path().join("y.f64");
     fails(
-        &["matvec", s(&a), "--x", s(&xp), "--out", s(&raw)],
+        ["matvec", s(&a), "--x", s(&xp), "--out", s(&raw)],
         1,
         "name it .npy (complex128)",
     );

@@ -8,21 +8,11 @@ use coo_assembler::{
     AssembleOptions, Builder, DType, HurrayFile, Plan, options::OutputLayout, read::Tensor,
 };
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
-
+/// `coo-assembler refill ARGS`: its exit code and standard error.
 fn run(args: &[&std::ffi::OsStr]) -> (i32, String) {
-    let o = Command::new(BIN)
-        .arg("refill")
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the CLI");
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(!err.contains("panicked"), "{err}");
-    (o.status.code().expect("exited by a signal"), err)
+    let o = crate::run(std::iter::once("refill".as_ref()).chain(args.iter().copied()));
+    (o.code, o.stderr)
 }
 
 /// A 1-D little-endian `.npy` of f32 values, written by hand.
@@ -179,22 +169,12 @@ fn assemble_plan_and_refill_share_their_resource_flags() {
             ("--threads", "1025", "threads must be in 1..=1024, got 1025"),
             ("--memory-budget", "12 parsecs", "--memory-budget"),
         ] {
-            let o = Command::new(BIN)
-                .args(args)
-                .args([flag, value])
-                .stdin(Stdio::null())
-                .output()
-                .expect("run the CLI");
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{args:?} {flag} {value}: {err}");
+            let o = crate::run(args.iter().copied().chain([flag, value]));
+            let err = &o.stderr;
+            assert_eq!(o.code, 2, "{args:?} {flag} {value}: {err}");
             assert!(err.contains(want), "{args:?} {flag} {value}: {err}");
         }
-        let o = Command::new(BIN)
-            .arg(args[0])
-            .arg("--help")
-            .output()
-            .expect("run the CLI");
-        let help = String::from_utf8_lossy(&o.stdout);
+        let help = crate::ok_text([args[0], "--help"]);
         for flag in [
             "--memory-budget <SIZE>",
             "--threads <N>",

@@ -228,21 +228,12 @@ fn composites_and_their_conversions_keep_their_bytes() {
     assert_eq!(text, want, "bytes differ from tests/golden/composites.txt");
 }
 
-fn cli(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use crate::run as cli;
 
+/// What the command printed, both streams, asserting it succeeded.
 fn cli_ok(args: &[&std::ffi::OsStr]) -> String {
-    let o = cli(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap() + &String::from_utf8(o.stderr).unwrap()
+    let o = crate::ok(args);
+    o.stdout + &o.stderr
 }
 
 /// The command line's `convert` (and `composite to-coo`) of a composite,
@@ -415,7 +406,7 @@ fn open_tells_plain_from_composite() {
     assert!(e.contains("composition_rule"), "{e}");
     // The CLI reads both through it: a composite's --tensor names its head.
     let tensor = |name: &str| {
-        let o = cli(&[
+        let o = cli([
             "convert".as_ref(),
             comp.as_os_str(),
             dir.path().join("x.hrry").as_os_str(),
@@ -424,25 +415,22 @@ fn open_tells_plain_from_composite() {
             "--tensor".as_ref(),
             name.as_ref(),
         ]);
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        (Some(o.code), o.stderr.clone())
     };
     assert_eq!(tensor("bands").0, Some(0));
     let (code, msg) = tensor("bands.part1");
     assert_eq!(code, Some(2), "{msg}");
     assert!(msg.contains("partition composite"), "{msg}");
-    let o = cli(&["composite".as_ref(), "info".as_ref(), part.as_os_str()]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no composite head"));
-    let o = cli(&[
+    let o = cli(["composite".as_ref(), "info".as_ref(), part.as_os_str()]);
+    assert_eq!(Some(o.code), Some(2));
+    assert!(o.stderr.contains("no composite head"));
+    let o = cli([
         "export".as_ref(),
         comp.as_os_str(),
         "--to".as_ref(),
         "mtx".as_ref(),
         dir.path().join("x.mtx").as_os_str(),
     ]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("convert it first"));
+    assert_eq!(Some(o.code), Some(1));
+    assert!(o.stderr.contains("convert it first"));
 }

@@ -482,12 +482,7 @@ fn convert_refuses_bad_requests() {
 
 // ---------------------------------------------------------------------- CLI
 
-fn cli(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use crate::run as cli;
 
 #[test]
 fn cli_assemble_layout_and_convert() {
@@ -495,7 +490,7 @@ fn cli_assemble_layout_and_convert() {
     let d = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
     std::fs::write(d("in.txt"), "0 1 2.5\n2 0 -1\n0 1 0.5\n1 3 4\n").unwrap();
     for layout in ["coo", "csr", "csc"] {
-        let o = cli(&[
+        let o = cli([
             "assemble",
             "--shape",
             "3,4",
@@ -509,11 +504,7 @@ fn cli_assemble_layout_and_convert() {
             "-o",
             &d(&format!("{layout}.hrry")),
         ]);
-        assert!(
-            o.status.success(),
-            "{layout}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(o.code == 0, "{layout}: {}", o.stderr);
     }
     for (from, to) in [
         ("coo", "csc"),
@@ -522,7 +513,7 @@ fn cli_assemble_layout_and_convert() {
         ("csr", "coo"),
     ] {
         let out = d(&format!("{from}_to_{to}.hrry"));
-        let o = cli(&[
+        let o = cli([
             "convert",
             &d(&format!("{from}.hrry")),
             &out,
@@ -531,17 +522,13 @@ fn cli_assemble_layout_and_convert() {
             "--memory-budget",
             "64MiB",
         ]);
-        assert!(
-            o.status.success(),
-            "{from}->{to}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let msg = String::from_utf8_lossy(&o.stderr);
+        assert!(o.code == 0, "{from}->{to}: {}", o.stderr);
+        let msg = o.stderr;
         assert!(msg.contains(&format!("{from} -> {to}")), "{msg}");
         let want = std::fs::read(d(&format!("{to}.hrry"))).unwrap();
         assert!(std::fs::read(&out).unwrap() == want, "{from} -> {to}");
     }
-    let o = cli(&[
+    let o = cli([
         "assemble",
         "--shape",
         "3,4,5",
@@ -556,8 +543,8 @@ fn cli_assemble_layout_and_convert() {
         &d("r3.hrry"),
     ]);
     // A usage error (exit 2), refused before any input is read.
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("rank 3"));
-    let o = cli(&["convert", &d("coo.hrry"), &d("x.hrry"), "--to", "dense"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(Some(o.code), Some(2));
+    assert!(o.stderr.contains("rank 3"));
+    let o = cli(["convert", &d("coo.hrry"), &d("x.hrry"), "--to", "dense"]);
+    assert_eq!(Some(o.code), Some(2));
 }

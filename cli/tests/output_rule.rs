@@ -7,6 +7,7 @@
 //! (library), name both paths, and leave the input byte for byte as it
 //! was, with no temporary file behind.
 
+use crate::common::{listing, s};
 use coo_assembler::matrix::export::{self, ExportOptions, Format};
 use coo_assembler::matrix::{self, Matrix, MatrixError, MatvecOptions, SpyOptions, vector};
 use coo_assembler::{
@@ -14,44 +15,15 @@ use coo_assembler::{
     read::CompositeFile, read::ReadOptions,
 };
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
-        .args(args)
-        .output()
-        .expect("run coo-assembler")
-}
-
-fn ok(args: &[&str]) {
-    let o = cli(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use crate::{ok, run as cli};
 
 /// Assemble `text` (one `i j value` a line) of `shape` with the CLI.
 fn assemble(dir: &Path, name: &str, shape: &str, text: &str) -> PathBuf {
     let input = dir.join(format!("{name}.txt"));
     std::fs::write(&input, text).unwrap();
     let out = dir.join(format!("{name}.hrry"));
-    ok(&[
+    ok([
         "assemble",
         "--shape",
         shape,
@@ -113,8 +85,8 @@ impl Setup {
         let before = std::fs::read(input).unwrap();
         let names = listing(self.dir.path());
         let o = cli(args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let err = &o.stderr;
+        assert_eq!(o.code, 2, "{args:?}: {err}");
         assert!(err.contains("is the input"), "{args:?}: {err}");
         assert!(err.contains(s(output)), "{args:?}: output not named: {err}");
         assert!(err.contains(s(input)), "{args:?}: input not named: {err}");
@@ -160,8 +132,8 @@ fn spy_and_export_onto_the_matrix_are_refused() {
         }
     }
     // The same commands onto another file work.
-    ok(&["spy", k, "--out", s(&st.p("K.png")), "-q"]);
-    ok(&["export", k, "--to", "mtx", s(&st.p("K.mtx")), "-q"]);
+    ok(["spy", k, "--out", s(&st.p("K.png")), "-q"]);
+    ok(["export", k, "--to", "mtx", s(&st.p("K.mtx")), "-q"]);
 }
 
 #[test]
@@ -184,7 +156,7 @@ fn matvec_onto_the_matrix_or_onto_x_is_refused() {
         );
     }
     let y = st.p("y.npy");
-    ok(&["matvec", k, "--x", x, "--out", s(&y), "-q"]);
+    ok(["matvec", k, "--x", x, "--out", s(&y), "-q"]);
     assert_eq!(vector::read_vector(&y).unwrap().len(), 20);
 }
 
@@ -195,12 +167,12 @@ fn convert_rewrites_its_input_in_place() {
     let original = std::fs::read(&st.k).unwrap();
     // The reference: the same conversion into another file.
     let want = st.p("want.hrry");
-    ok(&["convert", k, s(&want), "--to", "csr", "-q"]);
-    ok(&["convert", k, k, "--to", "csr", "-q"]);
+    ok(["convert", k, s(&want), "--to", "csr", "-q"]);
+    ok(["convert", k, k, "--to", "csr", "-q"]);
     assert!(std::fs::read(&st.k).unwrap() == std::fs::read(&want).unwrap());
     assert!(HurrayFile::open(&st.k).unwrap().verify().is_empty());
     // And back: the sorted COO file assembled at the start.
-    ok(&["convert", k, k, "--to", "coo", "-q"]);
+    ok(["convert", k, k, "--to", "coo", "-q"]);
     assert!(std::fs::read(&st.k).unwrap() == original);
     // Through the library, and through the external sort (CSC).
     let opts = ConvertOptions {
@@ -242,7 +214,7 @@ fn parts(st: &Setup, name: &str) -> (PathBuf, PathBuf, PathBuf) {
 
 /// `composite join` of the two bands into `out`.
 fn join(out: &Path, p0: &Path, p1: &Path) {
-    ok(&[
+    ok([
         "composite",
         "join",
         "--shape",
@@ -284,12 +256,12 @@ fn composite_join_onto_a_part_is_refused_and_to_coo_converts_in_place() {
     let copy = st.p("C-copy.hrry");
     std::fs::copy(&c, &copy).unwrap();
     let want = st.p("want.hrry");
-    ok(&["composite", "to-coo", s(&c), s(&want)]);
-    ok(&["composite", "to-coo", s(&c), s(&c)]);
+    ok(["composite", "to-coo", s(&c), s(&want)]);
+    ok(["composite", "to-coo", s(&c), s(&c)]);
     assert!(std::fs::read(&c).unwrap() == std::fs::read(&want).unwrap());
     let want_csr = st.p("want-csr.hrry");
-    ok(&["convert", s(&copy), s(&want_csr), "--to", "csr", "-q"]);
-    ok(&["convert", s(&copy), s(&copy), "--to", "csr", "-q"]);
+    ok(["convert", s(&copy), s(&want_csr), "--to", "csr", "-q"]);
+    ok(["convert", s(&copy), s(&copy), "--to", "csr", "-q"]);
     assert!(std::fs::read(&copy).unwrap() == std::fs::read(&want_csr).unwrap());
     // The library's conversion of an open composite onto its own file.
     let c3 = st.p("C3.hrry");

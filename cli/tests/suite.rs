@@ -5,9 +5,33 @@
 
 use coo_assembler_testkit as common;
 
+use common::Ran;
+use std::ffi::OsStr;
+
 /// The command under test.
 pub fn cli() -> common::Cli {
     common::Cli::new(env!("CARGO_BIN_EXE_coo-assembler"))
+}
+
+/// Runs the command with `args`.
+pub fn run<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Ran {
+    cli().run(args)
+}
+
+/// Runs the command with `args` and asserts it succeeded.
+pub fn ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Ran {
+    cli().ok(args)
+}
+
+/// [`ok`]'s standard output.
+pub fn ok_text<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    cli().ok(args).stdout
+}
+
+/// Runs the command with `args` and asserts it failed with `code`, saying
+/// `needle`.
+pub fn fails_with<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>, code: i32, needle: &str) {
+    cli().run(args).fails(code, &[needle]);
 }
 
 mod cli;

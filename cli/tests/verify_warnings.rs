@@ -9,9 +9,6 @@ use coo_assembler::{HurrayFile, read::Severity};
 use hurray_core::LayoutDescriptor;
 use hurray_core::descriptor::{Statistics as RefStats, StatisticsMask};
 use hurray_core::layout::CooLayout;
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_coo-assembler");
 
 /// A 300 x 300 f64 tensor with 10 stored values 1..=10, written by the
 /// reference writer (hurray-io 0.1.0) with statistics computed the way its
@@ -50,12 +47,8 @@ fn reference_file_with_stored_value_statistics() -> Vec<u8> {
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(BIN).args(args).output().unwrap();
-    (
-        o.status.code().unwrap(),
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
-    )
+    let o = crate::run(args);
+    (o.code, o.stdout, o.stderr)
 }
 
 #[test]

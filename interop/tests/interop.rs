@@ -50,13 +50,10 @@ fn unravel(mut lin: u64, shape: &[u64]) -> Vec<u64> {
 /// Up to `n` distinct entries, sorted, values exact in every type.
 fn entries(dt: DType, shape: &[u64], seed: u64, n: usize) -> Vec<(Vec<u64>, Value)> {
     let total: u64 = shape.iter().product();
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = crate::common::Rng::new(seed);
     let mut lin = BTreeSet::new();
     for _ in 0..n {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        lin.insert((x >> 29) % total);
+        lin.insert(rng.below(total));
     }
     lin.into_iter()
         .enumerate()

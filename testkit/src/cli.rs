@@ -26,11 +26,44 @@ pub struct Ran {
 
 impl Ran {
     fn of(o: Output) -> Ran {
-        Ran {
+        let r = Ran {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        // Whatever the outcome, the command never panics.
+        assert!(!r.stderr.contains("panicked"), "a panic: {}", r.stderr);
+        r
+    }
+
+    /// Asserts the run exited with `code` and a message holding every
+    /// needle, and no panic or backtrace text.
+    pub fn fails(&self, code: i32, needles: &[&str]) -> &Ran {
+        assert_eq!(
+            self.code, code,
+            "stdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        for bad in [
+            "panicked",
+            "RUST_BACKTRACE",
+            "stack backtrace",
+            "internal error",
+        ] {
+            assert!(
+                !self.stderr.contains(bad),
+                "{bad:?} in stderr: {}",
+                self.stderr
+            );
         }
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "stderr lacks {n:?}: {}",
+                self.stderr
+            );
+        }
+        self
     }
 }
 
@@ -51,7 +84,11 @@ impl Cli {
     /// working directory.
     pub fn command<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> Command {
         let mut c = Command::new(&self.exe);
-        c.args(args);
+        // Messages as users see them, without a backtrace the caller's
+        // environment may ask for.
+        c.args(args)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE");
         c
     }
 
@@ -92,33 +129,19 @@ impl Cli {
         Ran::of(o)
     }
 
-    /// Runs it with `args`, asserts it succeeded, and gives its standard
-    /// output.
-    pub fn ok<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> String {
+    /// Runs it with `args` and asserts it succeeded.
+    pub fn ok<S: AsRef<OsStr>>(&self, args: impl IntoIterator<Item = S>) -> Ran {
         let args: Vec<S> = args.into_iter().collect();
         let r = self.run(&args);
-        assert_eq!(r.code, 0, "{}: {}", show(&args), r.stderr);
-        r.stdout
-    }
-
-    /// Runs it with `args`, asserts it exited with `code` and that its
-    /// standard error contains `text`, and gives its standard error.
-    pub fn fails<S: AsRef<OsStr>>(
-        &self,
-        args: impl IntoIterator<Item = S>,
-        code: i32,
-        text: &str,
-    ) -> String {
-        let args: Vec<S> = args.into_iter().collect();
-        let r = self.run(&args);
-        assert_eq!(r.code, code, "{}: {}", show(&args), r.stderr);
-        assert!(
-            r.stderr.contains(text),
-            "{}: expected {text:?} in: {}",
+        assert_eq!(
+            r.code,
+            0,
+            "{}\nstdout: {}\nstderr: {}",
             show(&args),
+            r.stdout,
             r.stderr
         );
-        r.stderr
+        r
     }
 }
 

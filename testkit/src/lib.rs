@@ -64,3 +64,18 @@ pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// The names in `dir`, sorted (what a run left behind).
+pub fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `p` as text, for a command line (test paths are UTF-8).
+pub fn s(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}

@@ -48,8 +48,7 @@ fn mtx_errors_use_the_files_numbering() {
         b"%%MatrixMarket matrix coordinate real general\n5 5 2\n1 1 1.0\n6 1 1.0\n",
     );
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &["r.mtx:line 4", "row 6 is out of range", "5 rows", "1-based"],
     );
@@ -60,8 +59,7 @@ fn mtx_errors_use_the_files_numbering() {
         b"%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n2 1 1.0\n1 2 1.0\n",
     );
     let o = w.assemble(s(&i), &out, &["-q", "--duplicates", "error"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &[
             "d.mtx: duplicate",
@@ -77,8 +75,7 @@ fn mtx_errors_use_the_files_numbering() {
         b"%%MatrixMarket matrix coordinate integer general\n2 2 2\n2 1 100\n2 1 100\n",
     );
     let o = w.assemble(s(&i), &out, &["-q", "--dtype", "i8"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &[
             "o.mtx: integer overflow",
@@ -103,7 +100,7 @@ fn mtx_errors_use_the_files_numbering() {
             "error",
         ],
     );
-    fails(&o, 1, &["at (0, 1) (0-based", "line 1, line 3"]);
+    o.fails(1, &["at (0, 1) (0-based", "line 1, line 3"]);
     w.clean(&[]);
 }
 
@@ -152,7 +149,7 @@ fn comments_hold_any_bytes_and_line_ends_vary() {
         b"%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 2.\xB55\n",
     );
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["bad.mtx:line 3", "0xB5", "not ASCII"]);
+    o.fails(1, &["bad.mtx:line 3", "0xB5", "not ASCII"]);
 }
 
 // Item 5: gzip and zstd by magic bytes, files and stdin; others named.
@@ -192,11 +189,11 @@ fn compressed_input_is_read_transparently() {
     let i = w.input("cut.mtx.gz", &bad);
     std::fs::remove_file(&out).unwrap();
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["cut.mtx.gz"]);
+    o.fails(1, &["cut.mtx.gz"]);
     w.clean(&[]);
     let i = w.input("m.mtx.bz2", b"BZh91AY&SY\x00\x00");
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["bzip2-compressed", "bzip2 -dc", "--input -"]);
+    o.fails(1, &["bzip2-compressed", "bzip2 -dc", "--input -"]);
 }
 
 // Item 7: an extent the format cannot hold is bad input at its line.
@@ -209,7 +206,7 @@ fn huge_header_extent_is_bad_input_with_its_line() {
         b"%%MatrixMarket matrix coordinate real general\n% c\n18446744073709551615 2 1\n1 1 1\n",
     );
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["h.mtx:line 3", "18446744073709551615"]);
+    o.fails(1, &["h.mtx:line 3", "18446744073709551615"]);
     w.clean(&[]);
 }
 
@@ -224,8 +221,7 @@ fn bin_layout_mismatch_is_explained() {
     b.extend(bin_record_f64(2, 2, 1.5));
     let i = w.input("r.bin", &b);
     let o = w.assemble(s(&i), &out, &["-q", "--shape", "3,3,3"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &[
             "r.bin:start",
@@ -238,8 +234,7 @@ fn bin_layout_mismatch_is_explained() {
     b.extend(bin_record_f64(0, 1, 1.5));
     let i = w.input("r4.bin", &b);
     let o = w.assemble(s(&i), &out, &["-q", "--shape", "3,3,3"]);
-    fails(
-        &o,
+    o.fails(
         1,
         &[
             "r4.bin:record 0",
@@ -322,7 +317,7 @@ fn mtx_arrays_store_their_non_zeros() {
     ] {
         let i = w.input(name, text.as_bytes());
         let o = w.assemble(s(&i), &out, &["-q"]);
-        fails(&o, 1, &[name, needle]);
+        o.fails(1, &[name, needle]);
     }
 }
 
@@ -407,7 +402,7 @@ fn npy_arrays_any_dtype_order_and_rank() {
     }
     let i = w.input("c.npy", &npy("<c16", false, "(1,)", &[0; 16]));
     let o = w.assemble(s(&i), &out, &["-q", "--format", "bin", "--shape", "1"]);
-    fails(&o, 2, &["NumPy .npy file", "--format bin", "format npy"]);
+    o.fails(2, &["NumPy .npy file", "--format bin", "format npy"]);
     w.clean(&[]);
 }
 
@@ -421,13 +416,13 @@ fn extra_fields_and_empty_input() {
         b"%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1.0 7\n",
     );
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["e.mtx:line 3", "unexpected field \"7\""]);
+    o.fails(1, &["e.mtx:line 3", "unexpected field \"7\""]);
     let i = w.input(
         "p.mtx",
         b"%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1 1.0\n",
     );
     let o = w.assemble(s(&i), &out, &["-q"]);
-    fails(&o, 1, &["p.mtx:line 3", "unexpected field \"1.0\""]);
+    o.fails(1, &["p.mtx:line 3", "unexpected field \"1.0\""]);
     w.clean(&[]);
     let i = w.input("empty.txt", b"# nothing\n");
     let o = w.assemble(s(&i), &out, &["--format", "text", "--shape", "4"]);
@@ -451,7 +446,7 @@ fn output_cannot_be_the_input() {
     std::fs::hard_link(&i, &link).unwrap();
     for out in [i.clone(), dotted, link] {
         let o = w.assemble(s(&i), &out, &["-q"]);
-        fails(&o, 2, &["is the input", "destroy the input"]);
+        o.fails(2, &["is the input", "destroy the input"]);
         assert_eq!(std::fs::read(&i).unwrap(), SYM.as_bytes());
     }
 }
@@ -468,11 +463,11 @@ fn dump_and_get_print_shortest_python_style_floats() {
     let o = w.assemble(s(&i), &out, &["-q", "--format", "text", "--shape", "6"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
-        ok(&["dump", s(&out)]).stdout,
+        ok(["dump", s(&out)]).stdout,
         "0 1e-300\n1 5e-324\n2 1e+16\n3 0.0001\n4 1234.5\n5 1e-05\n"
     );
-    assert_eq!(ok(&["get", s(&out), "1"]).stdout, "5e-324\n");
-    let info = ok(&["info", s(&out)]).stdout;
+    assert_eq!(ok(["get", s(&out), "1"]).stdout, "5e-324\n");
+    let info = ok(["info", s(&out)]).stdout;
     assert!(info.contains("largest 1e+16"), "{info}");
     // f32 values in their own shortest digits.
     let i = w.input("f.txt", b"0 0.1\n");
@@ -482,7 +477,7 @@ fn dump_and_get_print_shortest_python_style_floats() {
         &["-q", "--format", "text", "--shape", "1", "--dtype", "f32"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(ok(&["dump", s(&out)]).stdout, "0 0.1\n");
+    assert_eq!(ok(["dump", s(&out)]).stdout, "0 0.1\n");
 }
 
 // Item 14: the small messages.
@@ -496,15 +491,15 @@ fn small_messages() {
             .code,
         0
     );
-    let o = run(&["get", s(&out), "1"]);
-    fails(&o, 2, &["expected 2 indices", "got 1"]);
+    let o = run(["get", s(&out), "1"]);
+    o.fails(2, &["expected 2 indices", "got 1"]);
     let i = w.input("n.txt", b"0 -1\n");
     let o = w.assemble(
         s(&i),
         &out,
         &["-q", "--format", "text", "--shape", "2", "--dtype", "u8"],
     );
-    fails(&o, 1, &["n.txt:line 1", "-1 refused", "does not fit u8"]);
+    o.fails(1, &["n.txt:line 1", "-1 refused", "does not fit u8"]);
     // -q silences the stale-leftover message too; without it, it is shown.
     let mut c = Command::new("true").spawn().unwrap();
     let dead = c.id();
@@ -608,13 +603,9 @@ fn mapped_and_streamed_input_agree() {
         let out = w.out("o.hrry");
         let o = w.assemble(s(&i), &out, &extra);
         let want = format!("line {bad_line}");
-        fails(&o, 1, &["bad.mtx:", &want, "row 301 is out of range"]);
+        o.fails(1, &["bad.mtx:", &want, "row 301 is out of range"]);
         let streamed = w.assemble_in("-", &out, &extra, Some(bad.as_bytes()));
-        fails(
-            &streamed,
-            1,
-            &["<stdin>:", &want, "row 301 is out of range"],
-        );
+        streamed.fails(1, &["<stdin>:", &want, "row 301 is out of range"]);
         assert_eq!(
             o.stderr.replace(s(&i), "<stdin>"),
             streamed.stderr,

@@ -39,8 +39,8 @@ fn records(n: u64, side: u64) -> Vec<u8> {
 fn sigterm_while_reading_removes_the_spill_directory() {
     let w = Work::new();
     let out = w.out("o.hrry");
-    let mut child = Command::new(BIN)
-        .args([
+    let mut child = crate::cli()
+        .command([
             "assemble",
             "--shape",
             "100000,100000",
@@ -94,8 +94,8 @@ fn sigint_while_writing_removes_the_partial_output() {
     let w = Work::new();
     let out = w.out("o.hrry");
     let input = w.input("big.bin", &records(3_000_000, 1 << 20));
-    let mut child = Command::new(BIN)
-        .args([
+    let mut child = crate::cli()
+        .command([
             "assemble",
             "--shape",
             "1048576,1048576",

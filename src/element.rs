@@ -700,15 +700,12 @@ macro_rules! with_element_type {
 }
 
 /// A real (not complex) element type: its value travels between the
-/// reductions and a result in one u64 lane.
+/// reductions and a result in one u64 lane, as its raw form (f64 bits for
+/// a float, i64 / u64 bits for an integer).
 pub trait RealElement: Element {
     /// The stored element for a final value of this element type (the
     /// combiners' `finish` gives values that fit).
     fn from_value(v: Value) -> Self;
-    /// The element's bits in a lane.
-    fn to_lane(self) -> u64;
-    /// The element back from [`RealElement::to_lane`].
-    fn from_lane(l: u64) -> Self;
 }
 
 /// A float element type.
@@ -856,24 +853,16 @@ impl Element for Bit {
 }
 
 macro_rules! real_float {
-    ($($t:ty: $bits:ty),*) => {$(
+    ($($t:ty),*) => {$(
         impl RealElement for $t {
             #[inline(always)]
             fn from_value(v: Value) -> $t {
                 <$t as FloatElement>::from_f64(v.to_f64())
             }
-            #[inline(always)]
-            fn to_lane(self) -> u64 {
-                self.to_bits() as u64
-            }
-            #[inline(always)]
-            fn from_lane(l: u64) -> $t {
-                <$t>::from_bits(l as $bits)
-            }
         }
     )*};
 }
-real_float!(f64: u64, f32: u32, F16: u16, BF16: u16);
+real_float!(f64, f32, F16, BF16);
 
 impl FloatElement for f64 {
     #[inline(always)]
@@ -911,14 +900,6 @@ macro_rules! real_int {
                     Value::Float(f) | Value::Complex(f, _) => f as $t,
                 }
             }
-            #[inline(always)]
-            fn to_lane(self) -> u64 {
-                self as u64
-            }
-            #[inline(always)]
-            fn from_lane(l: u64) -> $t {
-                l as $t
-            }
         }
     )*};
 }
@@ -934,14 +915,6 @@ impl RealElement for Bit {
             Value::UInt(u) => u != 0,
             Value::Float(f) | Value::Complex(f, _) => f != 0.0,
         })
-    }
-    #[inline(always)]
-    fn to_lane(self) -> u64 {
-        u64::from(self.get())
-    }
-    #[inline(always)]
-    fn from_lane(l: u64) -> Bit {
-        Bit::from(l != 0)
     }
 }
 

@@ -26,7 +26,8 @@
 //! - [`convert()`]: one tensor into another layout (COO, CSR, CSC), out
 //!   of core; [`matrix`]: products, exports, pictures of stored matrices;
 //!   [`input`]: the contribution file readers; [`write`]: the streaming
-//!   container writer and partition composites.
+//!   container writer; [`composite`]: partition composites joined from
+//!   per-rank files.
 //! - [`Error`] / [`ErrorKind`]: one `#[non_exhaustive]` error type; every
 //!   variant names what was wrong and where. [`element`] and [`vocab`]:
 //!   the element types and the names every front end parses.
@@ -99,7 +100,7 @@
 pub mod internals;
 #[cfg(not(feature = "internals"))]
 mod internals;
-use internals::{assemble, codec, composite, fs, hurray, stats};
+use internals::{assemble, codec, fs, hurray, stats};
 
 pub mod builder {
     //! Assembly from pushes: [`Builder`] (and a [`Pusher`] per thread)
@@ -109,6 +110,12 @@ pub mod builder {
     pub use crate::assemble::combine::PushValue;
     pub use crate::assemble::finish::Summary;
     pub use crate::fs::sweep::remove_own_leftovers;
+}
+pub mod composite {
+    //! Partition composites (one logical tensor over per-rank members):
+    //! [`join`] makes one from per-rank files; reading is
+    //! [`crate::read::CompositeFile`]'s.
+    pub use crate::internals::composite::{JoinSummary, join};
 }
 pub mod convert;
 pub mod element;

@@ -164,7 +164,7 @@ pub const SIZE_GRAMMAR: &str = "a number of bytes with an optional unit: 4096, 1
 /// is rounded down; the result must fit 64 bits.
 ///
 /// ```
-/// use coo_assembler::parse_size;
+/// use coo_assembler::vocab::parse_size;
 /// assert_eq!(parse_size("256MiB")?, 256 << 20);
 /// assert_eq!(parse_size("1.5 GiB")?, 3 << 29);
 /// assert_eq!(parse_size("1e9")?, 1_000_000_000);

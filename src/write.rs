@@ -85,7 +85,6 @@
 //! it too. Errors about the input (order, rank, range, element type, names)
 //! leave the writer unchanged: the refused entry is not written.
 
-pub use crate::composite::{JoinSummary, join};
 use crate::element::{DType, Element, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::{IoCtx, Writeback};

@@ -4,7 +4,7 @@
 use crate::usage;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use coo_assembler::write::join;
+use coo_assembler::composite::join;
 use coo_assembler::{
     convert, convert::ConvertOptions, options::OutputLayout, read::CompositeFile, read::ReadOptions,
 };

@@ -154,7 +154,7 @@ fn make(dir: &Path, c: &Case) -> (PathBuf, BTreeMap<Vec<u64>, Value>) {
         parts.push((path, p.offset.clone()));
     }
     let out = dir.join(format!("{}.hrry", c.name));
-    coo_assembler::write::join(&parts, &c.shape, &out, c.name).unwrap();
+    coo_assembler::composite::join(&parts, &c.shape, &out, c.name).unwrap();
     (out, whole)
 }
 

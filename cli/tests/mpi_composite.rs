@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use coo_assembler::write::join;
+use coo_assembler::composite::join;
 use coo_assembler::{
     AssembleOptions, Builder, DType, Value, convert, convert::ConvertOptions, read::CompositeFile,
     read::ReadOptions,

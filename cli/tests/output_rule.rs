@@ -250,7 +250,7 @@ fn composite_join_onto_a_part_is_refused_and_to_coo_converts_in_place() {
     }
     // Library: the same refusal.
     let list = vec![(p0.clone(), vec![0, 0]), (p1.clone(), vec![8, 0])];
-    let e = coo_assembler::write::join(&list, &[20, 20], &hard, "K").unwrap_err();
+    let e = coo_assembler::composite::join(&list, &[20, 20], &hard, "K").unwrap_err();
     assert_output_is_input(&e, &hard, &p1);
     // to-coo and convert of a composite are conversions: in place is fine.
     let copy = st.p("C-copy.hrry");

@@ -200,7 +200,7 @@ fn per_rank_joined(
         .map(|(k, &f)| (dir.join(format!("{prefix}.part{k}.hrry")), vec![f, 0]))
         .collect();
     let joined = dir.join("joined.hrry");
-    coo_assembler::write::join(&parts, &SHAPE, &joined, "K").unwrap();
+    coo_assembler::composite::join(&parts, &SHAPE, &joined, "K").unwrap();
     let conv = dir.join("conv.hrry");
     to_plain(&joined, &conv, layout);
     Some(conv)

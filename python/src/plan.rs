@@ -266,7 +266,7 @@ fn widened<H: OutValue + Into<f32>>(
             what: "the half-width result of a refill",
             bytes: out.len() as u64 * 2,
         })?;
-    v.resize(out.len(), H::from_lane(0));
+    v.resize(out.len(), H::from_value(coo_assembler::Value::Float(0.0)));
     plan.assemble_into(values, &mut v, stop)?;
     for (o, &h) in out.iter_mut().zip(&v) {
         *o = h.into();

@@ -8,7 +8,7 @@ use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::CombineError;
 use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::Source;
-use crate::assemble::direct::lane::{FromLane, Reduce};
+use crate::assemble::direct::lane::Reduce;
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
@@ -34,16 +34,21 @@ pub(crate) enum Stop {
     Stopped,
     /// A reducer dropped a value (cannot happen: plans refuse drop_zeros).
     Dropped,
+    /// The lanes of a result whose type is not its lanes' could not be
+    /// allocated (`bytes` of them).
+    OutOfMemory { bytes: u64 },
 }
 
-/// Refill entries `e0..e0 + out.len()`.
+/// Refill entries `e0..e0 + out.len()`, each as its lane (the caller
+/// turns lanes into the result's type: the kernel is compiled once per
+/// value type and reducer, not once per result type as well).
 #[allow(clippy::too_many_arguments)]
-fn fill_part<V, T, R, O>(
+fn fill_part<V, T, R>(
     values: &[V],
     order: &[u32],
     starts: &[u32],
     e0: usize,
-    out: &mut [O],
+    out: &mut [T::L],
     to: &T,
     red: &R,
     stop: Option<&AtomicBool>,
@@ -52,7 +57,6 @@ where
     V: Copy,
     T: Source<V>,
     R: Reduce<T::L>,
-    O: FromLane<T::L>,
 {
     let mut group: Vec<T::L> = Vec::new();
     let lane = |k: u32| -> std::result::Result<T::L, Stop> {
@@ -82,7 +86,7 @@ where
         if R::ONLINE {
             if let [a, b] = g {
                 if let Some(l) = R::pair(lane(*a)?, lane(*b)?) {
-                    *o = O::from_lane_bits(l);
+                    *o = l;
                     continue;
                 }
             }
@@ -91,7 +95,7 @@ where
                 R::add(&mut acc, lane(k)?);
             }
             if let Some(l) = R::done(&acc) {
-                *o = O::from_lane_bits(l);
+                *o = l;
                 continue;
             }
         }
@@ -100,7 +104,7 @@ where
             group.push(lane(k)?);
         }
         match red.reduce(&group) {
-            Ok(Some(l)) => *o = O::from_lane_bits(l),
+            Ok(Some(l)) => *o = l,
             Ok(None) => return Err(Stop::Dropped),
             Err(why) => return Err(Stop::Combine { entry: e, why }),
         }
@@ -111,11 +115,11 @@ where
 /// Refill every entry into `out` on up to `threads` threads; the first
 /// stop in storage order when any.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn fill<V, T, R, O>(
+pub(crate) fn fill<V, T, R>(
     values: &[V],
     order: &[u32],
     starts: &[u32],
-    out: &mut [O],
+    out: &mut [T::L],
     to: &T,
     red: &R,
     threads: usize,
@@ -125,7 +129,6 @@ where
     V: Copy + Sync,
     T: Source<V>,
     R: Reduce<T::L>,
-    O: FromLane<T::L> + Send,
 {
     let nnz = out.len();
     let n = order.len();
@@ -142,7 +145,7 @@ where
     }
     cuts.push(nnz);
     let mut pieces = Vec::with_capacity(threads);
-    let mut rest: &mut [O] = out;
+    let mut rest: &mut [T::L] = out;
     for w in cuts.windows(2) {
         let (a, b) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
         rest = b;

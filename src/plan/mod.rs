@@ -11,7 +11,7 @@
 //! included, whatever the thread count.
 //!
 //! ```
-//! use coo_assembler::{AssembleOptions, DType, OutputLayout, Plan};
+//! use coo_assembler::{AssembleOptions, DType, options::OutputLayout, Plan};
 //!
 //! let rows: [u32; 4] = [0, 1, 0, 1];
 //! let cols: [u32; 4] = [0, 1, 0, 0];
@@ -38,13 +38,14 @@ pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{CombineError, CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::input::{C128Bits, Checked, ComplexChecked, F64Bits, Source};
-use crate::assemble::direct::lane::{CombineReduce, ComplexExactF64, ComplexReduce, ExactF64};
+use crate::assemble::direct::lane::{
+    ComplexExactF64, ComplexReduce, ExactF64, RawReduce, raw_to_value,
+};
 use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutIndex, OutValue};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use fill::Stop;
-use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 
 /// An index array of the structure, as narrow as its values allow.
@@ -321,7 +322,7 @@ impl Plan {
                 what: "the result's values",
                 bytes: self.nnz() as u64 * std::mem::size_of::<O>() as u64,
             })?;
-        out.resize(self.nnz(), O::from_lane(0));
+        out.resize(self.nnz(), bytemuck::Zeroable::zeroed());
         self.assemble_into(values, &mut out, stop)?;
         Ok(Assembled {
             values: out,
@@ -487,6 +488,10 @@ impl Plan {
             }
             Err(Stop::Stopped) => Err(Error::Poisoned("refill (stopped by its caller)")),
             Err(Stop::Dropped) => Err(Error::Poisoned("refill (an entry without contributions)")),
+            Err(Stop::OutOfMemory { bytes }) => Err(Error::OutOfMemory {
+                what: "the refill's lanes",
+                bytes,
+            }),
         }
     }
 
@@ -543,20 +548,19 @@ pub(crate) struct How {
 /// Run `$body` with `$red` bound to the reducer of `how`'s real values
 /// (the exact f64 sum for f64 sums).
 macro_rules! with_real_reducer {
-    ($how:expr, $O:ty, $red:ident => $body:expr) => {{
+    ($how:expr, $red:ident => $body:expr) => {{
         let how: &How = $how;
         if how.kind == CombinerKind::FloatSum && how.dtype == DType::F64 {
             let $red = &ExactF64 {
-                general: CombineReduce {
+                general: RawReduce {
                     comb: &FloatSum(DType::F64),
                     drop_zeros: false,
-                    out: PhantomData,
                 },
             };
             $body
         } else {
             with_combiner!(how.kind, how.dtype, comb => {
-                let $red = &CombineReduce::<_, $O> { comb: &comb, drop_zeros: false, out: PhantomData };
+                let $red = &RawReduce { comb: &comb, drop_zeros: false };
                 $body
             })
         }
@@ -601,14 +605,16 @@ where
     V: DirectValue,
     O: OutValue,
 {
-    with_real_reducer!(how, O, red => match V::as_f64s(values) {
-        Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
-            fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)
-        }
-        _ => {
-            let to = Checked { dtype: how.dtype, policy: how.non_finite };
-            fill::fill(values, order, starts, out, &to, red, how.threads, stop)
-        }
+    real_out(how.dtype, out, |out| {
+        with_real_reducer!(how, red => match V::as_f64s(values) {
+            Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
+                fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)
+            }
+            _ => {
+                let to = Checked { dtype: how.dtype, policy: how.non_finite };
+                fill::fill(values, order, starts, out, &to, red, how.threads, stop)
+            }
+        })
     })
 }
 
@@ -629,15 +635,71 @@ where
     let Some(part) = how.dtype.complex_part() else {
         return Err(Stop::Dropped);
     };
-    with_complex_reducer!(how, part, red => match V::as_c128s(values) {
-        Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
-            fill::fill(v, order, starts, out, &C128Bits, red, how.threads, stop)
-        }
-        _ => {
-            let to = ComplexChecked { part, policy: how.non_finite };
-            fill::fill(values, order, starts, out, &to, red, how.threads, stop)
-        }
+    complex_out(out, |out| {
+        with_complex_reducer!(how, part, red => match V::as_c128s(values) {
+            Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
+                fill::fill(v, order, starts, out, &C128Bits, red, how.threads, stop)
+            }
+            _ => {
+                let to = ComplexChecked { part, policy: how.non_finite };
+                fill::fill(values, order, starts, out, &to, red, how.threads, stop)
+            }
+        })
     })
+}
+
+/// Run `fill` on the lanes of a real result `out` of `dtype`: `out` itself
+/// when its type is its raw lane (f64, i64, u64), else a temporary turned
+/// into `out`'s type after. The refill kernel is then compiled once per
+/// value type and reducer, whatever the result's type.
+fn real_out<O: OutValue>(
+    dtype: DType,
+    out: &mut [O],
+    fill: impl FnOnce(&mut [u64]) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    // Of the real types, exactly f64, i64 and u64 are 8 bytes: their raw
+    // lane is their own bits.
+    if std::mem::size_of::<O>() == 8 {
+        if let Ok(lanes) = bytemuck::try_cast_slice_mut::<O, u64>(out) {
+            return fill(lanes);
+        }
+    }
+    let mut lanes = lane_room::<u64>(out.len())?;
+    fill(&mut lanes)?;
+    for (o, &l) in out.iter_mut().zip(&lanes) {
+        *o = O::from_value(raw_to_value(dtype, l));
+    }
+    Ok(())
+}
+
+/// [`real_out`] for a complex result (its lanes are the parts' f64 bits:
+/// complex128 in place).
+fn complex_out<O: ComplexOut>(
+    out: &mut [O],
+    fill: impl FnOnce(&mut [[u64; 2]]) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    // complex128, 16 bytes, is its lane: both parts' f64 bits.
+    if std::mem::size_of::<O>() == 16 {
+        if let Ok(lanes) = bytemuck::try_cast_slice_mut::<O, [u64; 2]>(out) {
+            return fill(lanes);
+        }
+    }
+    let mut lanes = lane_room::<[u64; 2]>(out.len())?;
+    fill(&mut lanes)?;
+    for (o, &l) in out.iter_mut().zip(&lanes) {
+        *o = O::from_lane_bits(l);
+    }
+    Ok(())
+}
+
+/// `n` zeroed lanes, or the stop an allocation failure is.
+fn lane_room<L: Copy + Default>(n: usize) -> std::result::Result<Vec<L>, Stop> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Stop::OutOfMemory {
+        bytes: (n * std::mem::size_of::<L>()) as u64,
+    })?;
+    v.resize(n, L::default());
+    Ok(v)
 }
 
 /// Values already turned into the reducers' lanes, each checked as a push
@@ -670,7 +732,11 @@ pub(crate) fn reduce_lanes<O: OutValue>(
     out: &mut [O],
     stop: Option<&AtomicBool>,
 ) -> std::result::Result<(), Stop> {
-    with_real_reducer!(how, O, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop))
+    real_out(
+        how.dtype,
+        out,
+        |out| with_real_reducer!(how, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop)),
+    )
 }
 
 /// [`reduce_slices_complex`] of values given as lanes.
@@ -685,7 +751,10 @@ pub(crate) fn reduce_lanes_complex<O: ComplexOut>(
     let Some(part) = how.dtype.complex_part() else {
         return Err(Stop::Dropped);
     };
-    with_complex_reducer!(how, part, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop))
+    complex_out(
+        out,
+        |out| with_complex_reducer!(how, part, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop)),
+    )
 }
 
 /// The combiner of a plan's values: for a complex type, its parts'.

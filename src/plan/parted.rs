@@ -630,6 +630,10 @@ impl PlanFile {
                     Stop::BadValue => Error::Poisoned("refill (a value checked before changed)"),
                     Stop::Stopped => Error::Poisoned("refill (stopped by its caller)"),
                     Stop::Dropped => Error::Poisoned("refill (an entry without contributions)"),
+                    Stop::OutOfMemory { bytes } => Error::OutOfMemory {
+                        what: "a part's lanes",
+                        bytes,
+                    },
                 });
             }
             drop((vals, ord, starts));

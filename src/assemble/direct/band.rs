@@ -323,20 +323,19 @@ pub(crate) enum BandError {
 
 /// Run every band on up to `threads` workers, writing into `sink`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run<In, R, M, S>(
+pub(crate) fn run<In, R, M>(
     input: &In,
     red: &R,
     counts: &Counts,
     bands: &Bands,
     threads: usize,
-    sink: &S,
+    sink: &dyn BandSink<M, In::L>,
     stop: Option<&AtomicBool>,
 ) -> Result<Done, BandError>
 where
     In: Input,
     R: Reduce<In::L>,
     M: Minor,
-    S: BandSink<M, In::L>,
 {
     let sh = Shared2 {
         next_band: AtomicUsize::new(0),
@@ -349,7 +348,7 @@ where
         stop,
     };
     let threads = threads.clamp(1, bands.len().max(1));
-    let work = || worker::<In, R, M, S>(input, red, counts, bands, sink, &sh);
+    let work = || worker::<In, R, M>(input, red, counts, bands, sink, &sh);
     let dropped: u64 = if threads == 1 {
         work()
     } else {
@@ -389,19 +388,18 @@ where
 
 /// One worker: take bands in order until none is left. Returns the zeros
 /// it dropped.
-fn worker<In, R, M, S>(
+fn worker<In, R, M>(
     input: &In,
     red: &R,
     counts: &Counts,
     bands: &Bands,
-    sink: &S,
+    sink: &dyn BandSink<M, In::L>,
     sh: &Shared2<'_>,
 ) -> u64
 where
     In: Input,
     R: Reduce<In::L>,
     M: Minor,
-    S: BandSink<M, In::L>,
 {
     let mut scratch = match Scratch::<M, In::L>::new(bands) {
         Ok(s) => s,
@@ -468,7 +466,7 @@ where
             }
             let off = p.offset;
             // A stream takes the band during its turn; the next band waits.
-            let put = if S::IN_ORDER {
+            let put = if sink.in_order() {
                 sink.put(off, lo, minor, lanes, ends)
             } else {
                 Ok(())
@@ -480,7 +478,7 @@ where
             }
             (off, put)
         };
-        let put = if S::IN_ORDER {
+        let put = if sink.in_order() {
             put
         } else {
             sink.put(off, lo, minor, lanes, ends)
@@ -701,10 +699,13 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
 /// Where the bands' results go: the caller's vectors ([`Sink`], every band
 /// copying itself into its place at once) or a file written as a stream
 /// (`stream::FileSink`, the bands one at a time in order).
+/// Used as `&dyn BandSink`: `put` is called once per band, so the call
+/// costs nothing, and the band workers are compiled once per input,
+/// reducer and minor key type instead of once per result type too.
 pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
     /// True when [`BandSink::put`] must see the bands in band order, one
     /// at a time (it is then called while the band holds its turn).
-    const IN_ORDER: bool;
+    fn in_order(&self) -> bool;
     /// Take one band's `minor.len()` compacted entries, which start at
     /// entry `off` of the result: buckets `lo..lo + ends.len()`, bucket
     /// `lo + j` ending at entry `ends[j]` of the band.
@@ -715,7 +716,9 @@ pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
 impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L>
     for Sink<'_, O, J>
 {
-    const IN_ORDER: bool = false;
+    fn in_order(&self) -> bool {
+        false
+    }
 
     fn put(
         &self,

@@ -10,7 +10,6 @@
 use crate::assemble::combine::{CombineError, Combiner, FloatSum};
 use crate::assemble::exact::{grow_expansion, round_parts, two_sum};
 use crate::element::{DType, Value};
-use std::marker::PhantomData;
 
 /// The fixed-size bits one contribution's value travels in: what the
 /// caller's value becomes when it is read (`input::Source`),
@@ -60,29 +59,10 @@ pub(crate) trait Reduce<L: Lane>: Sync {
 /// pass computes when every contribution is in one run, and (for exact
 /// sums, min, max, integer sums) whatever the runs were. For `last` the
 /// group is in array order, so its last element is the last contribution.
-pub(crate) struct CombineReduce<'c, C, O> {
-    pub(crate) comb: &'c C,
-    pub(crate) drop_zeros: bool,
-    pub(crate) out: PhantomData<fn() -> O>,
-}
-
-impl<C: Combiner, O: OutValue> Reduce<u64> for CombineReduce<'_, C, O> {
-    #[inline(always)]
-    fn reduce(&self, group: &[u64]) -> Result<Option<u64>, CombineError> {
-        let acc = self.comb.combine_group(group, 0)?;
-        let v = self.comb.finish(&acc)?;
-        if self.drop_zeros && v.is_zero() {
-            return Ok(None);
-        }
-        Ok(Some(O::from_value(v).to_lane()))
-    }
-    type Acc = ();
-}
-
-/// Any combiner, the final value carried as its raw lane (floats as f64
-/// bits, integers as i64 / u64 bits: [`value_to_raw`]) for a sink that
-/// turns lanes back into [`Value`]s by the element type (the file stream),
-/// so the kernel is not compiled once per element type as well.
+/// The final value is carried as its raw lane (floats as f64 bits,
+/// integers as i64 / u64 bits: [`value_to_raw`]), which the sinks turn
+/// into the result's element type ([`FromLane`]), so the kernel is not
+/// compiled once per element type as well.
 pub(crate) struct RawReduce<'c, C> {
     pub(crate) comb: &'c C,
     pub(crate) drop_zeros: bool,
@@ -243,7 +223,7 @@ pub(crate) fn raw_to_value(dtype: DType, l: u64) -> Value {
 /// returns; everything else (a special value, an exact zero, an
 /// intermediate overflow, too many parts) goes to the builder's combiner.
 pub(crate) struct ExactF64<'c> {
-    pub(crate) general: CombineReduce<'c, FloatSum, f64>,
+    pub(crate) general: RawReduce<'c, FloatSum>,
 }
 
 /// A short exact sum: non-overlapping parts, smallest first, none zero.
@@ -432,9 +412,10 @@ pub trait FromLane<L: Lane> {
 }
 
 impl<O: OutValue> FromLane<u64> for O {
+    /// The element whose raw lane ([`value_to_raw`]) is `l`.
     #[inline(always)]
     fn from_lane_bits(l: u64) -> O {
-        O::from_lane(l)
+        O::from_value(raw_to_value(O::DTYPE, l))
     }
 }
 
@@ -507,16 +488,14 @@ mod tests {
     #[test]
     fn exact_f64_matches_the_builders_combiner() {
         let comb = FloatSum(DType::F64);
-        let general = CombineReduce::<FloatSum, f64> {
+        let general = RawReduce {
             comb: &comb,
             drop_zeros: false,
-            out: PhantomData,
         };
         let fast = ExactF64 {
-            general: CombineReduce {
+            general: RawReduce {
                 comb: &comb,
                 drop_zeros: false,
-                out: PhantomData,
             },
         };
         let mut s = 0x9e37_79b9_7f4a_7c15u64;

@@ -52,12 +52,11 @@ use crate::assemble::key::KeyLayout;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
-use band::{Bands, Form, Minor, Sink};
+use band::{BandSink, Bands, Form, Minor, Sink};
 use count::Counts;
 use input::{C128Bits, Checked, Cols, ComplexChecked, F64Bits, Input, Matrix, Packed, Source};
-use lane::{CombineReduce, ExactF64};
+use lane::{ExactF64, RawReduce};
 use out::{Shared, commit, room};
-use std::marker::PhantomData;
 use std::sync::atomic::AtomicBool;
 
 /// Contributions per chunk of the counting pass: the granularity at which
@@ -386,10 +385,9 @@ impl DirectPlan {
         if self.kind == CombinerKind::FloatSum && self.dtype == DType::F64 {
             // The hot case: exact f64 sums, through the fast exact reducer.
             let red = ExactF64 {
-                general: CombineReduce {
+                general: RawReduce {
                     comb: &FloatSum(DType::F64),
                     drop_zeros: self.drop_zeros,
-                    out: PhantomData,
                 },
             };
             let r = match V::as_f64s(values) {
@@ -407,10 +405,9 @@ impl DirectPlan {
             return self.outcome(r, indices, values);
         }
         let r = with_combiner!(self.kind, self.dtype, comb => {
-            let red = CombineReduce::<_, O> {
+            let red = RawReduce {
                 comb: &comb,
                 drop_zeros: self.drop_zeros,
-                out: PhantomData,
             };
             match V::as_f64s(values) {
                 Some(v) if self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep => {
@@ -691,14 +688,32 @@ impl DirectPlan {
         O: crate::element::Element + lane::FromLane<In::L>,
         J: OutIndex,
     {
-        let n = input.len();
         let Some((counts, bands)) = self.bands::<In, M>(input, stop)? else {
             return Ok(None);
         };
+        let threads = self.threads;
+        self.into_result(input.len(), form, &mut |sink| {
+            band::run::<In, R, M>(input, red, &counts, &bands, threads, sink, stop)
+        })
+        .map(Some)
+    }
+
+    /// Fresh result vectors for `n` contributions in `form`, filled by
+    /// `bands` through a sink: generic over the result's types only, as
+    /// the band workers are over the input's and the reducer's.
+    fn into_result<M, L, O, J>(
+        &self,
+        n: usize,
+        form: FormKind,
+        bands: &mut dyn FnMut(&dyn BandSink<M, L>) -> Result<band::Done, band::BandError>,
+    ) -> Result<Assembled<O, J>, Failure>
+    where
+        M: Minor,
+        L: lane::Lane,
+        O: crate::element::Element + lane::FromLane<L>,
+        J: OutIndex,
+    {
         let rank = self.shape.len();
-        // Bytes a worker holds per band entry (minor key and lane), per
-        // bucket place, and per entry of its largest bucket (sort keys and
-        // the gathered lanes).
         let mut values: Vec<O> = room(n, "the result's values")?;
         let mut idx: Vec<J> = room(
             if form == FormKind::Compressed {
@@ -737,7 +752,7 @@ impl DirectPlan {
                     },
                 },
             };
-            band::run::<In, R, M, _>(input, red, &counts, &bands, self.threads, &sink, stop)
+            bands(&sink)
         };
         let done = match done {
             Ok(d) => d,
@@ -766,12 +781,12 @@ impl DirectPlan {
                 commit(&mut ptr, self.buckets as usize + 1);
             }
         }
-        Ok(Some(Assembled {
+        Ok(Assembled {
             values,
             indices: idx,
             pointers: ptr,
             dropped_zeros: done.dropped,
-        }))
+        })
     }
 
     /// Whether the kernel leaves these arrays to the builder because

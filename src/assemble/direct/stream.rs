@@ -25,7 +25,7 @@ use crate::assemble::direct::input::{
     Records, Source, Triples, raw_decoder,
 };
 use crate::assemble::direct::lane::{
-    CombineReduce, ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce, raw_to_value,
+    ComplexExactF64, ComplexReduce, ExactF64, RawReduce, Reduce, raw_to_value,
 };
 use crate::assemble::direct::{
     ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme, bits_of,
@@ -38,7 +38,6 @@ use crate::options::{AssembleOptions, NonFinitePolicy};
 use crate::read::release::physical_memory;
 use crate::write::{FileWriter, Placed, TensorWriter, WriteOptions};
 use crate::xxh3::{Chain, Part};
-use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -55,10 +54,9 @@ macro_rules! with_file_reducer {
     ($plan:expr, $red:ident => $body:expr) => {
         if $plan.kind == CombinerKind::FloatSum && $plan.dtype == DType::F64 {
             let $red = &ExactF64 {
-                general: CombineReduce {
+                general: RawReduce {
                     comb: &FloatSum(DType::F64),
                     drop_zeros: $plan.drop_zeros,
-                    out: PhantomData,
                 },
             };
             $body
@@ -215,7 +213,9 @@ fn encode_entries<M: Minor>(
 
 impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
     // Bands are ordered by the sink itself (`Order`), by their offsets.
-    const IN_ORDER: bool = false;
+    fn in_order(&self) -> bool {
+        false
+    }
 
     fn put(
         &self,
@@ -236,7 +236,9 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
 
 /// Complex values: both parts in one lane, through `push_batch`.
 impl<M: Minor> BandSink<M, [u64; 2]> for FileSink<'_, '_, '_> {
-    const IN_ORDER: bool = false;
+    fn in_order(&self) -> bool {
+        false
+    }
 
     fn put(
         &self,
@@ -972,7 +974,7 @@ impl DirectPlan {
             .hist_limit
             .min((self.threads as u64 - 1) * self.buckets * 4);
         let peak = self.buckets * 4 + chunks * 16 + hist + threads * scratch;
-        match band::run::<In, R, M, _>(input, red, &counts, &bands, self.threads, sink, None) {
+        match band::run::<In, R, M>(input, red, &counts, &bands, self.threads, sink, None) {
             Ok(d) => Ok(Some((d.nnz as u64, d.dropped, peak))),
             Err(band::BandError::Fault(f)) => Err(Failure::Fault(f)),
             Err(band::BandError::Failed(f)) => Err(Failure::Combine {

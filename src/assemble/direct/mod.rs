@@ -692,7 +692,7 @@ impl DirectPlan {
             return Ok(None);
         };
         let threads = self.threads;
-        self.into_result(input.len(), form, &mut |sink| {
+        self.fill_result(input.len(), form, &mut |sink| {
             band::run::<In, R, M>(input, red, &counts, &bands, threads, sink, stop)
         })
         .map(Some)
@@ -701,11 +701,11 @@ impl DirectPlan {
     /// Fresh result vectors for `n` contributions in `form`, filled by
     /// `bands` through a sink: generic over the result's types only, as
     /// the band workers are over the input's and the reducer's.
-    fn into_result<M, L, O, J>(
+    fn fill_result<M, L, O, J>(
         &self,
         n: usize,
         form: FormKind,
-        bands: &mut dyn FnMut(&dyn BandSink<M, L>) -> Result<band::Done, band::BandError>,
+        bands: &mut RunBands<'_, M, L>,
     ) -> Result<Assembled<O, J>, Failure>
     where
         M: Minor,
@@ -929,6 +929,11 @@ enum FormKind {
     CooMatrix,
     CooPacked,
 }
+
+/// What fills the bands of a result through its sink (`band::run` over
+/// one input and reducer).
+type RunBands<'a, M, L> =
+    dyn FnMut(&dyn BandSink<M, L>) -> Result<band::Done, band::BandError> + 'a;
 
 /// Why `run` failed, before it becomes an [`Error`].
 enum Failure {

@@ -85,7 +85,7 @@ where
         };
         if R::ONLINE {
             if let [a, b] = g {
-                if let Some(l) = R::pair(lane(*a)?, lane(*b)?) {
+                if let Some(l) = red.pair(lane(*a)?, lane(*b)?) {
                     *o = l;
                     continue;
                 }
@@ -94,7 +94,7 @@ where
             for &k in rest {
                 R::add(&mut acc, lane(k)?);
             }
-            if let Some(l) = R::done(&acc) {
+            if let Some(l) = red.done(&acc) {
                 *o = l;
                 continue;
             }

@@ -602,7 +602,7 @@ impl<M: Minor, L: Lane + bytemuck::Zeroable> Scratch<M, L> {
                 let (Some(ms), Some(ls)) = (minor.get(s..e), lanes.get(s..e)) else {
                     return Err(Err(Fault::BadInput));
                 };
-                if let Some(nd) = grouper.hashed.accumulate::<R>(ms, ls, &mut accs, &mut vals) {
+                if let Some(nd) = grouper.hashed.accumulate(red, ms, ls, &mut accs, &mut vals) {
                     // Every group finished: write them (the bucket has
                     // been read whole).
                     let h = &grouper.hashed;
@@ -902,6 +902,7 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
     #[inline]
     fn accumulate<R: Reduce<L>>(
         &mut self,
+        red: &R,
         ms: &[M],
         ls: &[L],
         accs: &mut [R::Acc; HASH_MAX],
@@ -945,7 +946,7 @@ impl<M: Minor, L: Lane> Hashed<M, L> {
         sort_distinct::<M>(&mut self.order[..nd]);
         let mut all = true;
         for (v, &q) in vals[..nd].iter_mut().zip(&self.order[..nd]) {
-            match R::done(&accs[M::pos(q) & H]) {
+            match red.done(&accs[M::pos(q) & H]) {
                 Some(x) => *v = x,
                 None => all = false,
             }

@@ -42,14 +42,14 @@ pub(crate) trait Reduce<L: Lane>: Sync {
     /// Fold one more lane in.
     fn add(_acc: &mut Self::Acc, _l: L) {}
     /// The stored value's lane, or None when the group must take the
-    /// general path (never a dropped zero: zeros go there too).
-    fn done(_acc: &Self::Acc) -> Option<L> {
+    /// general path (a special value, say, or a zero this reduction drops).
+    fn done(&self, _acc: &Self::Acc) -> Option<L> {
         None
     }
     /// The stored value of a group of exactly two lanes when a shortcut
     /// holds it (`ONLINE` reductions only; None: fold as usual).
     #[inline(always)]
-    fn pair(_a: L, _b: L) -> Option<L> {
+    fn pair(&self, _a: L, _b: L) -> Option<L> {
         None
     }
 }
@@ -172,12 +172,24 @@ impl Reduce<[u64; 2]> for ComplexExactF64<'_> {
         acc.1.add(f64::from_bits(l[1]));
     }
     #[inline(always)]
-    fn done(acc: &(TwoTerm, TwoTerm)) -> Option<[u64; 2]> {
-        Some([acc.0.round()?.to_bits(), acc.1.round()?.to_bits()])
+    fn done(&self, acc: &(TwoTerm, TwoTerm)) -> Option<[u64; 2]> {
+        let (re, im) = (acc.0.round()?, acc.1.round()?);
+        self.keeps(re, im)
     }
     #[inline(always)]
-    fn pair(a: [u64; 2], b: [u64; 2]) -> Option<[u64; 2]> {
-        Some([ExactF64::pair(a[0], b[0])?, ExactF64::pair(a[1], b[1])?])
+    fn pair(&self, a: [u64; 2], b: [u64; 2]) -> Option<[u64; 2]> {
+        let (re, im) = (pair_sum(a[0], b[0])?, pair_sum(a[1], b[1])?);
+        self.keeps(re, im)
+    }
+}
+
+impl ComplexExactF64<'_> {
+    /// The stored lanes of a sum the fast path holds, or None for a zero
+    /// this reduction drops (the general path drops it and counts it).
+    #[inline(always)]
+    fn keeps(&self, re: f64, im: f64) -> Option<[u64; 2]> {
+        let dropped = self.general.drop_zeros && re == 0.0 && im == 0.0;
+        (!dropped).then_some([re.to_bits(), im.to_bits()])
     }
 }
 
@@ -219,9 +231,11 @@ pub(crate) fn raw_to_value(dtype: DType, l: u64) -> Value {
 /// (Shewchuk's grow-expansion with zero elimination, as the builder's
 /// accumulators do, at most [`Expansion::MAX`] parts) and rounded from its
 /// parts as `math.fsum` rounds them. Any exact method gives the builder's
-/// bits when the sum is finite and not zero, which is all this path
-/// returns; everything else (a special value, an exact zero, an
-/// intermediate overflow, too many parts) goes to the builder's combiner.
+/// bits when the sum is finite, which is all this path returns (an exact
+/// zero included, with the builder's sign rule: `-0.0` only when every
+/// term was `-0.0`); everything else (a special value, an intermediate
+/// overflow, too many parts, a zero that `drop_zeros` drops) goes to the
+/// builder's combiner.
 pub(crate) struct ExactF64<'c> {
     pub(crate) general: RawReduce<'c, FloatSum>,
 }
@@ -234,6 +248,8 @@ pub(crate) struct Expansion {
     /// Cleared when a value or an intermediate sum was not finite, or the
     /// parts did not fit: the group then takes the general path.
     ok: bool,
+    /// A term other than `-0.0` was added (a zero sum is then `+0.0`).
+    pos: bool,
 }
 
 impl Expansion {
@@ -248,6 +264,7 @@ impl Expansion {
             parts: [x, 0.0, 0.0, 0.0],
             n: u8::from(nz),
             ok: x.is_finite(),
+            pos: !is_negative_zero(x),
         }
     }
 
@@ -258,6 +275,7 @@ impl Expansion {
             self.ok = false;
             return;
         }
+        self.pos |= !is_negative_zero(x);
         if x == 0.0 || !self.ok {
             return;
         }
@@ -290,15 +308,21 @@ impl Expansion {
         }
     }
 
-    /// The correctly rounded sum, when this path holds it (finite, not
-    /// zero; the expansion's rounding, `exact::round_parts`).
+    /// The correctly rounded sum, when this path holds it (finite; the
+    /// expansion's rounding, `exact::round_parts`; an exact zero is
+    /// `-0.0` only when every term was).
     #[inline(always)]
     pub(crate) fn round(&self) -> Option<f64> {
         let n = (self.n as usize).min(4);
-        if !self.ok || n == 0 {
+        if !self.ok {
             return None;
         }
+        if n == 0 {
+            return Some(if self.pos { 0.0 } else { -0.0 });
+        }
         let (hi, _) = round_parts(&self.parts[..n])?;
+        // Non-zero parts sum to a non-zero value: a zero here is an
+        // underflow the general path rounds with its own rules.
         (hi.is_finite() && hi != 0.0).then_some(hi)
     }
 }
@@ -337,13 +361,36 @@ impl TwoTerm {
         self.inexact |= f != 0.0;
     }
 
-    /// The correctly rounded sum, when it is known here and finite and
-    /// not zero.
+    /// The correctly rounded sum, when it is known here and finite. An
+    /// exact zero takes the builder's sign: the running sum `s` is `-0.0`
+    /// exactly when every term was (IEEE addition gives `-0.0` only for
+    /// two negative zeros), and `+0.0` otherwise.
     #[inline(always)]
     pub(crate) fn round(&self) -> Option<f64> {
         let (hi, lo) = two_sum(self.s, self.c);
-        (!self.inexact && hi.is_finite() && lo.is_finite() && hi != 0.0).then_some(hi)
+        if self.inexact || !hi.is_finite() || !lo.is_finite() {
+            return None;
+        }
+        if hi == 0.0 {
+            return Some(if is_negative_zero(self.s) { -0.0 } else { 0.0 });
+        }
+        Some(hi)
     }
+}
+
+/// Whether `x` is `-0.0`.
+#[inline(always)]
+fn is_negative_zero(x: f64) -> bool {
+    x == 0.0 && x.is_sign_negative()
+}
+
+/// The sum of two f64 lanes when one IEEE addition holds it: always the
+/// correctly rounded sum of two terms, its zero signed as the builder
+/// signs it (`-0.0` only for two negative zeros); None when not finite.
+#[inline(always)]
+fn pair_sum(a: u64, b: u64) -> Option<f64> {
+    let s = f64::from_bits(a) + f64::from_bits(b);
+    s.is_finite().then_some(s)
 }
 
 impl ExactF64<'_> {
@@ -353,7 +400,7 @@ impl ExactF64<'_> {
         match group {
             [a] => {
                 let x = f64::from_bits(*a);
-                (x.is_finite() && x != 0.0).then_some(x)
+                x.is_finite().then_some(x)
             }
             [a, rest @ ..] => {
                 let mut t = TwoTerm::of(f64::from_bits(*a));
@@ -376,8 +423,8 @@ impl ExactF64<'_> {
 impl Reduce<u64> for ExactF64<'_> {
     #[inline(always)]
     fn reduce(&self, group: &[u64]) -> Result<Option<u64>, CombineError> {
-        match Self::fast(group) {
-            Some(v) => Ok(Some(v.to_bits())),
+        match Self::fast(group).and_then(|v| self.keeps(v)) {
+            Some(l) => Ok(Some(l)),
             None => self.general.reduce(group),
         }
     }
@@ -392,15 +439,21 @@ impl Reduce<u64> for ExactF64<'_> {
         acc.add(f64::from_bits(l));
     }
     #[inline(always)]
-    fn done(acc: &TwoTerm) -> Option<u64> {
-        acc.round().map(f64::to_bits)
+    fn done(&self, acc: &TwoTerm) -> Option<u64> {
+        self.keeps(acc.round()?)
     }
-    /// One IEEE addition is the correctly rounded sum of two terms; a zero
-    /// or special sum takes the general path (its sign rules).
     #[inline(always)]
-    fn pair(a: u64, b: u64) -> Option<u64> {
-        let s = f64::from_bits(a) + f64::from_bits(b);
-        (s.is_finite() && s != 0.0).then_some(s.to_bits())
+    fn pair(&self, a: u64, b: u64) -> Option<u64> {
+        self.keeps(pair_sum(a, b)?)
+    }
+}
+
+impl ExactF64<'_> {
+    /// The stored lane of a sum the fast path holds, or None for a zero
+    /// this reduction drops (the general path drops it and counts it).
+    #[inline(always)]
+    fn keeps(&self, v: f64) -> Option<u64> {
+        (!(self.general.drop_zeros && v == 0.0)).then_some(v.to_bits())
     }
 }
 
@@ -431,15 +484,23 @@ mod tests {
     use super::*;
     use crate::DType;
 
+    /// The general complex reducer of exact sums, zeros kept.
+    fn complex_sum(comb: &FloatSum) -> ComplexReduce<'_, FloatSum> {
+        ComplexReduce {
+            comb,
+            drop_zeros: false,
+            exact_f64: false,
+        }
+    }
+
     /// The online complex128 sum (pair shortcut, two folds) gives the
     /// general reducer's bits whenever it claims a group.
     #[test]
     fn complex_exact_f64_online_matches_the_general_reducer() {
         let comb = FloatSum(DType::F64);
-        let general = ComplexReduce {
-            comb: &comb,
-            drop_zeros: false,
-            exact_f64: false,
+        let general = complex_sum(&comb);
+        let fast = ComplexExactF64 {
+            general: complex_sum(&comb),
         };
         let mut s = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
@@ -466,12 +527,12 @@ mod tests {
             for &l in &g[1..] {
                 ComplexExactF64::add(&mut acc, l);
             }
-            if let Some(v) = ComplexExactF64::done(&acc) {
+            if let Some(v) = fast.done(&acc) {
                 claimed += 1;
                 assert_eq!(Some(v), want, "{g:?}");
             }
             if let [a, b] = g[..] {
-                if let Some(v) = ComplexExactF64::pair(a, b) {
+                if let Some(v) = fast.pair(a, b) {
                     assert_eq!(Some(v), want, "pair {g:?}");
                 }
             }
@@ -553,8 +614,72 @@ mod tests {
             for &l in &g[1..] {
                 ExactF64::add(&mut acc, l);
             }
-            if let Some(v) = ExactF64::done(&acc) {
+            if let Some(v) = fast.done(&acc) {
                 assert_eq!(Some(v), want, "online");
+            }
+        }
+    }
+
+    /// Zero sums (all-zero groups, signed zeros, exact cancellations)
+    /// stay on the fast path, online, in pairs and gathered, with the
+    /// builder's bits; under `drop_zeros` they leave it, so the general
+    /// path drops and counts them.
+    #[test]
+    fn zero_sums_stay_on_the_fast_path_with_the_builders_sign() {
+        let comb = FloatSum(DType::F64);
+        let raw = |drop_zeros| RawReduce {
+            comb: &comb,
+            drop_zeros,
+        };
+        let groups: [&[f64]; 9] = [
+            &[0.0],
+            &[-0.0],
+            &[0.0, 0.0],
+            &[-0.0, -0.0],
+            &[-0.0, 0.0, -0.0],
+            &[1.5, -1.5],
+            &[-0.0, 1e300, -1e300],
+            &[0.1, 0.2, -0.3, -0.1, 0.1],
+            &[-0.0, -0.0, -0.0, -0.0, -0.0],
+        ];
+        for g in groups {
+            let lanes: Vec<u64> = g.iter().map(|x| x.to_bits()).collect();
+            let want = raw(false).reduce(&lanes).unwrap();
+            let fast = ExactF64 {
+                general: raw(false),
+            };
+            assert_eq!(ExactF64::fast(&lanes).map(f64::to_bits), want, "{g:?}");
+            assert_eq!(fast.reduce(&lanes).unwrap(), want, "{g:?}");
+            let mut acc = ExactF64::start(lanes[0]);
+            for &l in &lanes[1..] {
+                ExactF64::add(&mut acc, l);
+            }
+            let claimed = fast.done(&acc);
+            if want.is_some_and(|w| f64::from_bits(w) == 0.0) {
+                assert_eq!(claimed, want, "online {g:?}");
+                if let [a, b] = lanes[..] {
+                    assert_eq!(fast.pair(a, b), want, "pair {g:?}");
+                }
+                let dropping = ExactF64 { general: raw(true) };
+                assert_eq!(dropping.done(&acc), None, "dropped online {g:?}");
+                assert_eq!(dropping.reduce(&lanes).unwrap(), None, "dropped {g:?}");
+            }
+            // Complex: each part its own group, the other part zero.
+            let general = complex_sum(&comb);
+            let fast = ComplexExactF64 {
+                general: complex_sum(&comb),
+            };
+            for swap in [false, true] {
+                let c: Vec<[u64; 2]> = lanes
+                    .iter()
+                    .map(|&l| if swap { [0, l] } else { [l, 0] })
+                    .collect();
+                let want = general.reduce(&c).unwrap();
+                let mut acc = ComplexExactF64::start(c[0]);
+                for &l in &c[1..] {
+                    ComplexExactF64::add(&mut acc, l);
+                }
+                assert_eq!(fast.done(&acc), want, "complex {swap} {g:?}");
             }
         }
     }

@@ -1,9 +1,11 @@
 //! `skip_negative`: contributions with a negative index skipped and
-//! counted by the signed pushes, the arrays-to-file kernel path and the C
-//! and Python front ends' library calls; without it, the error of today.
+//! counted by the signed pushes, the in-memory kernel (a matrix's
+//! passes skip them), the arrays-to-file path and the C and Python front
+//! ends' library calls; without it, the error of today.
 
 use coo_assembler::internals::assemble::direct::{self, Assembled};
-use coo_assembler::{AssembleOptions, Builder, DType, Plan, options::DuplicatePolicy};
+use coo_assembler::options::{DuplicatePolicy, OutputLayout};
+use coo_assembler::{AssembleOptions, Builder, DType, Plan};
 use std::path::Path;
 
 fn opts(skip: bool, dir: &Path) -> AssembleOptions {
@@ -195,14 +197,102 @@ fn arrays_to_file_skips_through_the_builder_bit_for_bit() {
     assert_eq!(w.contributions, keep.len() as u64);
     assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&want).unwrap());
 
-    // The in-memory kernel declines arrays it would have to skip in (the
-    // callers then use the builder), and takes them without a negative.
-    let p = direct::plan(&shape, DType::F64, n as u64, &o).unwrap();
-    let r: Option<Assembled<f64, i64>> = p.assemble(&[&rows[..], &cols[..]], &vals, None).unwrap();
+    // The builder's signed pushes give the same bytes.
+    let mut b = Builder::new(&shape, DType::F64, o.clone()).unwrap();
+    for i in 0..n {
+        b.push_signed(&[rows[i], cols[i]], vals[i]).unwrap();
+    }
+    let built = dir.path().join("built.hrry");
+    let bs = b.finish(&built).unwrap();
+    assert_eq!(bs.skipped_negative, s.skipped_negative);
+    assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&built).unwrap());
+}
+
+/// The in-memory kernel skips a matrix's negative indices itself (no
+/// detour through the builder): in any layout, for signed index arrays of
+/// both widths, with chunks that hold nothing but skipped contributions,
+/// the same arrays as the kernel of the pre-masked ones, and the count.
+#[test]
+fn the_in_memory_kernel_skips_a_matrixs_negative_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 20_000usize;
+    // Every 7th row and every 5th column removed; contributions 3000..6000
+    // all removed (whole chunks of nothing).
+    let rows: Vec<i64> = (0..n)
+        .map(|i| {
+            let r = ((i * 37) % 301) as i64;
+            if r % 7 == 3 || (3000..6000).contains(&i) {
+                -1
+            } else {
+                r
+            }
+        })
+        .collect();
+    let cols: Vec<i64> = (0..n)
+        .map(|i| {
+            let c = ((i * 53) % 299) as i64;
+            if c % 5 == 1 { -(c + 1) } else { c }
+        })
+        .collect();
+    let vals: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+    let keep: Vec<usize> = (0..n).filter(|&i| rows[i] >= 0 && cols[i] >= 0).collect();
+    let kr: Vec<i64> = keep.iter().map(|&i| rows[i]).collect();
+    let kc: Vec<i64> = keep.iter().map(|&i| cols[i]).collect();
+    let kv: Vec<f64> = keep.iter().map(|&i| vals[i]).collect();
+    let shape = [301u64, 299];
+    for layout in [OutputLayout::Csr, OutputLayout::Csc, OutputLayout::Coo] {
+        let mut o = opts(true, dir.path());
+        o.layout = layout;
+        let p = direct::plan(&shape, DType::F64, n as u64, &o)
+            .unwrap()
+            .with_chunk(1000);
+        let got: Assembled<f64, i64> = p
+            .assemble(&[&rows[..], &cols[..]], &vals, None)
+            .unwrap()
+            .expect("the kernel takes the arrays");
+        let got32: Assembled<f64, i32> = {
+            let (r32, c32): (Vec<i32>, Vec<i32>) = rows
+                .iter()
+                .zip(&cols)
+                .map(|(&r, &c)| (r as i32, c as i32))
+                .unzip();
+            p.assemble(&[&r32[..], &c32[..]], &vals, None)
+                .unwrap()
+                .unwrap()
+        };
+        let mut o_masked = o.clone();
+        o_masked.skip_negative = false;
+        let q = direct::plan(&shape, DType::F64, kv.len() as u64, &o_masked).unwrap();
+        let want: Assembled<f64, i64> =
+            q.assemble(&[&kr[..], &kc[..]], &kv, None).unwrap().unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got.values), bits(&want.values), "{layout:?}");
+        assert_eq!(got.indices, want.indices, "{layout:?}");
+        assert_eq!(got.pointers, want.pointers, "{layout:?}");
+        assert_eq!(got.skipped_negative, (n - keep.len()) as u64, "{layout:?}");
+        assert_eq!(bits(&got32.values), bits(&want.values), "{layout:?} i32");
+        assert_eq!(got32.skipped_negative, got.skipped_negative);
+    }
+    // A bad index among the kept ones is still the error it was, named
+    // by its contribution; the skipped ones before it are not errors.
+    let mut bad_cols = cols.clone();
+    bad_cols[n - 1] = 299;
+    let p = direct::plan(&shape, DType::F64, n as u64, &opts(true, dir.path())).unwrap();
+    let e = p
+        .assemble::<i64, f64, f64, i64>(&[&rows[..], &bad_cols[..]], &vals, None)
+        .err()
+        .expect("an index beyond its extent");
+    assert!(
+        e.to_string().contains(&format!("contribution {}", n - 1)),
+        "{e}"
+    );
+    // Rank 3 (a packed key) still leaves negative indices to the builder.
+    let t: Vec<i64> = vec![0, -1, 2];
+    let p = direct::plan(&[3, 3, 3], DType::F64, 3, &opts(true, dir.path())).unwrap();
+    let r: Option<Assembled<f64, i64>> = p
+        .assemble(&[&t[..], &t[..], &t[..]], &[1.0; 3], None)
+        .unwrap();
     assert!(r.is_none());
-    let p = direct::plan(&shape, DType::F64, kv.len() as u64, &o).unwrap();
-    let r: Option<Assembled<f64, i64>> = p.assemble(&[&kr[..], &kc[..]], &kv, None).unwrap();
-    assert!(r.is_some());
 }
 
 #[test]

@@ -62,13 +62,22 @@ def test_push_and_assemble_skip_negative(tmp_path, itype):
         b.finish(tmp_path / "w.hrry")
     assert (tmp_path / "k.hrry").read_bytes() == (tmp_path / "w.hrry").read_bytes()
 
-    # ca.assemble: the in-memory kernel declines, the builder skips; the
-    # result is the assembly of the kept contributions, bit for bit.
-    got = ca.assemble(vals, (r, c), (n, n), skip_negative=True)
-    want = ca.assemble(vals[keep], (rows[keep], cols[keep]), (n, n))
-    assert np.array_equal(got.indptr, want.indptr)
-    assert np.array_equal(got.indices, want.indices)
-    assert got.data.tobytes() == want.data.tobytes()
+    # ca.assemble: the in-memory kernel skips them itself (no detour
+    # through a Builder and a file); the result is the assembly of the
+    # kept contributions, bit for bit, in every layout.
+    for layout in ("csr", "csc", "coo"):
+        got = ca.assemble(vals, (r, c), (n, n), skip_negative=True, layout=layout)
+        want = ca.assemble(vals[keep], (rows[keep], cols[keep]), (n, n), layout=layout)
+        if layout == "coo":
+            assert np.array_equal(got.coords, want.coords)
+        else:
+            assert np.array_equal(got.indptr, want.indptr)
+            assert np.array_equal(got.indices, want.indices)
+        assert got.data.tobytes() == want.data.tobytes()
+    served = ca._native.assemble_arrays(
+        vals, [r, c], [n, n], "float64", "int32", ca._common._options(skip_negative=True)
+    )
+    assert served is not None, "the in-memory kernel declined skip_negative"
 
 
 def test_without_the_option_a_negative_index_is_an_error(tmp_path):

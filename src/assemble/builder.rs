@@ -565,6 +565,12 @@ impl Builder {
     /// (later calls give [`Error::Finished`]), and its spill files are
     /// removed.
     pub fn finish(&mut self, path: impl AsRef<Path>) -> Result<Summary> {
+        // Generic only here: the merge below is compiled once, in this
+        // crate, not again in every crate that calls `finish`.
+        self.finish_at(path.as_ref())
+    }
+
+    fn finish_at(&mut self, path: &Path) -> Result<Summary> {
         if self.finished {
             return Err(Error::Finished);
         }
@@ -573,7 +579,6 @@ impl Builder {
         if alive > 0 {
             return Err(Error::PushersAlive { alive });
         }
-        let path = path.as_ref();
         let inputs: Vec<_> = self.sources.iter().filter_map(|s| s.file_id()).collect();
         let io = each!(AnyCore, &self.core, c => c.opts.io.clone());
         // Refusals the caller can fix come before the merge, which spends

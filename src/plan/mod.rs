@@ -329,6 +329,7 @@ impl Plan {
             indices: self.indices()?,
             pointers: self.pointers()?,
             dropped_zeros: 0,
+            skipped_negative: 0,
         })
     }
 
@@ -420,6 +421,7 @@ impl Plan {
             indices: self.indices()?,
             pointers: self.pointers()?,
             dropped_zeros: 0,
+            skipped_negative: 0,
         })
     }
 

@@ -23,6 +23,12 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// Contributions counted into the buckets: all of them, less those
+    /// `skip_negative` skipped.
+    pub(crate) fn kept(&self) -> u64 {
+        self.per_bucket.iter().map(|&c| u64::from(c)).sum()
+    }
+
     /// Contributions `lo..hi` of chunk `c`.
     pub(crate) fn chunk_span(&self, c: usize, n: usize) -> (usize, usize) {
         let lo = c * self.chunk;

@@ -34,6 +34,18 @@ pub trait IndexElem: Copy + Send + Sync + std::fmt::Display + 'static {
     fn min_max(s: &[Self]) -> (u64, u64);
     /// Index arrays of this type as [`Cols`].
     fn cols<'a>(arrays: &'a [&'a [Self]]) -> Cols<'a>;
+    /// Smallest and largest non-negative element, widened; None when
+    /// every element is negative (`skip_negative` skips them all).
+    fn min_max_kept(s: &[Self]) -> Option<(u64, u64)> {
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for &x in s {
+            if !x.is_negative() {
+                lo = lo.min(x.widen());
+                hi = hi.max(x.widen());
+            }
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
 }
 
 /// The caller's index arrays (one per dimension, all of one integer
@@ -230,6 +242,12 @@ pub(crate) trait Input: Sync {
         buckets: usize,
         f: impl FnMut(usize, u64, Self::L, bool),
     );
+    /// Whether contributions with a negative index are skipped
+    /// (`skip_negative`): then the counts leave them out, and
+    /// [`Input::entries`] never reports them.
+    fn skips_negative(&self) -> bool {
+        false
+    }
     /// Contributions `lo..hi` were read and will not be read again soon:
     /// an input in mapped file pages gives them back to the kernel (they
     /// stay in the page cache; a later read faults them back in), so that
@@ -250,12 +268,31 @@ pub(crate) struct Matrix<'a, V, S> {
     pub(crate) major_extent: u64,
     pub(crate) minor_extent: u64,
     pub(crate) source: S,
+    /// `skip_negative`: a contribution with a negative index is left out
+    /// of every pass (a negative major index already falls outside every
+    /// histogram and band; a negative minor one is checked for).
+    pub(crate) skip_negative: bool,
 }
 
 /// [`Matrix::count`]'s loop, for one index type.
 #[inline(always)]
 fn count_major<I: IndexElem>(major: &[I], base: u64, hist: &mut [u32]) {
     for &x in major {
+        if let Some(h) = hist.get_mut(x.widen().wrapping_sub(base) as usize) {
+            *h += 1;
+        }
+    }
+}
+
+/// [`count_major`] under `skip_negative`: a contribution whose minor
+/// index is negative is not counted either.
+#[inline(always)]
+fn count_major_kept<I: IndexElem>(major: &[I], minor: &[I], base: u64, hist: &mut [u32]) {
+    let minor = &minor[..major.len()];
+    for (&x, &m) in major.iter().zip(minor) {
+        if m.is_negative() {
+            continue;
+        }
         if let Some(h) = hist.get_mut(x.widen().wrapping_sub(base) as usize) {
             *h += 1;
         }
@@ -273,6 +310,7 @@ fn matrix_entries<I: IndexElem, V: Copy, S: Source<V>>(
     source: &S,
     first: u64,
     buckets: usize,
+    skip_negative: bool,
     mut f: impl FnMut(usize, u64, S::L, bool),
 ) {
     // Cut to the same length, so that one loop bound covers all three.
@@ -286,6 +324,11 @@ fn matrix_entries<I: IndexElem, V: Copy, S: Source<V>>(
         let m = minor[i].widen();
         let l = source.lane(values[i]);
         let ok = l.is_some() & (m < minor_extent);
+        // Checked only on the rare refused path: a negative minor index
+        // skipped, as the counts skipped it.
+        if !ok && skip_negative && minor[i].is_negative() {
+            continue;
+        }
         f(j, m, l.unwrap_or_default(), ok);
     }
 }
@@ -299,13 +342,29 @@ impl<V: Copy + Sync, S: Source<V>> Input for Matrix<'_, V, S> {
 
     #[inline]
     fn bucket_range(&self, lo: usize, hi: usize) -> Option<(u64, u64)> {
-        let (a, b) = with_cols!(self.cols, c => IndexElem::min_max(c[self.major].get(lo..hi)?));
+        let (a, b) = if self.skip_negative {
+            // A chunk whose contributions are all skipped reads as
+            // bucket 0: visited, and nothing found.
+            with_cols!(self.cols, c => IndexElem::min_max_kept(c[self.major].get(lo..hi)?))
+                .unwrap_or((0, 0))
+        } else {
+            with_cols!(self.cols, c => IndexElem::min_max(c[self.major].get(lo..hi)?))
+        };
         (b < self.major_extent).then_some((a, b))
     }
 
     #[inline]
     fn count(&self, lo: usize, hi: usize, base: u64, hist: &mut [u32]) {
-        with_cols!(self.cols, c => count_major(&c[self.major][lo..hi], base, hist))
+        let (major, minor) = (self.major, 1 - self.major);
+        if self.skip_negative {
+            with_cols!(self.cols, c => count_major_kept(&c[major][lo..hi], &c[minor][lo..hi], base, hist))
+        } else {
+            with_cols!(self.cols, c => count_major(&c[major][lo..hi], base, hist))
+        }
+    }
+
+    fn skips_negative(&self) -> bool {
+        self.skip_negative
     }
 
     #[inline(always)]
@@ -326,6 +385,7 @@ impl<V: Copy + Sync, S: Source<V>> Input for Matrix<'_, V, S> {
             &self.source,
             first,
             buckets,
+            self.skip_negative,
             f,
         ))
     }

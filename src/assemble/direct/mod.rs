@@ -166,8 +166,9 @@ pub struct DirectPlan {
     layout: OutputLayout,
     kind: CombinerKind,
     drop_zeros: bool,
-    /// `skip_negative`: the kernel declines arrays holding a negative
-    /// index (the builder skips those contributions).
+    /// `skip_negative`: a matrix's contributions with a negative index
+    /// are skipped by the kernel's passes; other ranks leave arrays
+    /// holding one to the builder.
     skip_negative: bool,
     non_finite: NonFinitePolicy,
     threads: usize,
@@ -197,6 +198,8 @@ pub struct Assembled<O, J> {
     pub pointers: Vec<J>,
     /// Entries whose combined value was zero and `drop_zeros` dropped.
     pub dropped_zeros: u64,
+    /// Contributions `skip_negative` skipped for a negative index.
+    pub skipped_negative: u64,
 }
 
 /// Bits to hold `extent - 1`.
@@ -347,8 +350,9 @@ impl DirectPlan {
     /// coordinate (in storage order) whose contributions do not combine
     /// (a duplicate under `error`, an integer overflow). `Ok(None)`: a
     /// bucket holds more contributions than the budget allows a worker,
-    /// or `skip_negative` is set and an index is negative (the builder's
-    /// signed pushes skip those), so use the builder. Setting `stop` makes
+    /// or `skip_negative` is set, an index is negative and the tensor is
+    /// not a matrix (the builder's signed pushes skip those), so use the
+    /// builder. Setting `stop` makes
     /// the call return `Error::Poisoned` soon after.
     pub fn assemble<I, V, O, J>(
         &self,
@@ -655,6 +659,7 @@ impl DirectPlan {
                     major_extent: self.shape[*major],
                     minor_extent: self.shape[minor],
                     source,
+                    skip_negative: self.skip_negative,
                 })
             }
             Scheme::Packed {
@@ -692,10 +697,11 @@ impl DirectPlan {
             return Ok(None);
         };
         let threads = self.threads;
-        self.fill_result(input.len(), form, &mut |sink| {
+        let mut r = self.fill_result(input.len(), form, &mut |sink| {
             band::run::<In, R, M>(input, red, &counts, &bands, threads, sink, stop)
-        })
-        .map(Some)
+        })?;
+        r.skipped_negative = input.len() as u64 - counts.kept();
+        Ok(Some(r))
     }
 
     /// Fresh result vectors for `n` contributions in `form`, filled by
@@ -786,15 +792,17 @@ impl DirectPlan {
             indices: idx,
             pointers: ptr,
             dropped_zeros: done.dropped,
+            skipped_negative: 0,
         })
     }
 
     /// Whether the kernel leaves these arrays to the builder because
-    /// `skip_negative` must skip some of them: the kernel's passes have no
-    /// notion of a skipped contribution, and one scan (only under the
-    /// option) is cheaper than teaching every pass one.
+    /// `skip_negative` must skip some of them and the tensor is not a
+    /// matrix: a matrix's passes skip them (FE codes mark removed dofs
+    /// with -1), a packed key's do not, and one scan (only under the
+    /// option) finds out.
     pub(crate) fn declines(&self, indices: Cols<'_>) -> bool {
-        self.skip_negative && indices.any_negative()
+        self.skip_negative && matches!(self.scheme, Scheme::Packed { .. }) && indices.any_negative()
     }
 
     /// Count the contributions and cut the buckets into bands; None when
@@ -897,6 +905,10 @@ impl DirectPlan {
     /// extent), then its value.
     fn try_first_bad<V: DirectValue>(&self, indices: Cols<'_>, values: &[V]) -> Option<Error> {
         for (i, &v) in values.iter().enumerate() {
+            if self.skip_negative && (0..self.shape.len()).any(|d| indices.get(d, i).1) {
+                // Skipped, as the builder's signed pushes skip it.
+                continue;
+            }
             for (d, &extent) in self.shape.iter().enumerate() {
                 let (x, negative) = indices.get(d, i);
                 if negative || x >= extent {
@@ -1012,6 +1024,7 @@ mod tests {
             major_extent: 1100,
             minor_extent: 1000,
             source: F64Bits,
+            skip_negative: false,
         };
         let Ok(Some((_, bands))) = p.bands::<_, u32>(&input, None) else {
             panic!("no bands");

@@ -97,6 +97,18 @@ impl Staged<'_, '_> {
     }
 }
 
+/// What a run of the kernel into a sink did.
+pub(crate) struct Streamed {
+    /// Entries written.
+    nnz: u64,
+    /// Zeros `drop_zeros` dropped.
+    dropped: u64,
+    /// Most bytes the kernel's buffers held.
+    peak: u64,
+    /// Contributions `skip_negative` skipped.
+    skipped: u64,
+}
+
 /// What a kernel run into a file gave.
 enum Filled {
     Done(Summary),
@@ -778,7 +790,7 @@ impl DirectPlan {
         source: S,
         red: &R,
         sink: &FileSink<'_, '_, '_>,
-    ) -> Result<Option<(u64, u64, u64)>, Failure>
+    ) -> Result<Option<Streamed>, Failure>
     where
         V: Copy + Sync,
         S: Source<V, L = u64>,
@@ -795,7 +807,7 @@ impl DirectPlan {
     /// the temporary file is dropped.
     fn to_file<F>(&self, path: &Path, opts: &AssembleOptions, fill: F) -> Result<Filled>
     where
-        F: FnOnce(&FileSink<'_, '_, '_>) -> Result<Option<(u64, u64, u64)>, Failure>,
+        F: FnOnce(&FileSink<'_, '_, '_>) -> Result<Option<Streamed>, Failure>,
     {
         let rank = self.shape.len();
         let t0 = Instant::now();
@@ -884,15 +896,14 @@ impl DirectPlan {
         Ok(Filled::Done(Summary {
             path: path.to_path_buf(),
             contributions: self.contributions,
-            // Declined under skip_negative when an index is negative.
-            skipped_negative: 0,
-            nnz: done.0,
-            dropped_zeros: done.1,
+            skipped_negative: done.skipped,
+            nnz: done.nnz,
+            dropped_zeros: done.dropped,
             runs: 0,
             runs_spilled: 0,
             merge_passes: 0,
             bytes_spilled: 0,
-            peak_buffer_bytes: done.2 + OUTPUT_BUFFER_BYTES + place_bytes,
+            peak_buffer_bytes: done.peak + OUTPUT_BUFFER_BYTES + place_bytes,
             memory_budget: opts.memory_budget,
             file_bytes: fs.bytes,
             // Counting and the bands: the kernel reads and sorts at once.
@@ -904,8 +915,7 @@ impl DirectPlan {
         }))
     }
 
-    /// Count, cut into bands and run them into `sink`: (nnz, zeros
-    /// dropped, most bytes the kernel's buffers held), or None when an
+    /// Count, cut into bands and run them into `sink`, or None when an
     /// input file is not local enough for a stream or a bucket is too
     /// heavy.
     fn stream<In, R, S>(
@@ -914,7 +924,7 @@ impl DirectPlan {
         red: &R,
         sink: &S,
         file: bool,
-    ) -> Result<Option<(u64, u64, u64)>, Failure>
+    ) -> Result<Option<Streamed>, Failure>
     where
         In: Input,
         R: Reduce<In::L>,
@@ -942,7 +952,7 @@ impl DirectPlan {
         red: &R,
         sink: &S,
         file: bool,
-    ) -> Result<Option<(u64, u64, u64)>, Failure>
+    ) -> Result<Option<Streamed>, Failure>
     where
         In: Input,
         R: Reduce<In::L>,
@@ -975,7 +985,12 @@ impl DirectPlan {
             .min((self.threads as u64 - 1) * self.buckets * 4);
         let peak = self.buckets * 4 + chunks * 16 + hist + threads * scratch;
         match band::run::<In, R, M>(input, red, &counts, &bands, self.threads, sink, None) {
-            Ok(d) => Ok(Some((d.nnz as u64, d.dropped, peak))),
+            Ok(d) => Ok(Some(Streamed {
+                nnz: d.nnz as u64,
+                dropped: d.dropped,
+                peak,
+                skipped: input.len() as u64 - counts.kept(),
+            })),
             Err(band::BandError::Fault(f)) => Err(Failure::Fault(f)),
             Err(band::BandError::Failed(f)) => Err(Failure::Combine {
                 coordinate: self.coordinate(f.bucket, f.minor),

@@ -242,12 +242,6 @@ pub(crate) trait Input: Sync {
         buckets: usize,
         f: impl FnMut(usize, u64, Self::L, bool),
     );
-    /// Whether contributions with a negative index are skipped
-    /// (`skip_negative`): then the counts leave them out, and
-    /// [`Input::entries`] never reports them.
-    fn skips_negative(&self) -> bool {
-        false
-    }
     /// Contributions `lo..hi` were read and will not be read again soon:
     /// an input in mapped file pages gives them back to the kernel (they
     /// stay in the page cache; a later read faults them back in), so that
@@ -361,10 +355,6 @@ impl<V: Copy + Sync, S: Source<V>> Input for Matrix<'_, V, S> {
         } else {
             with_cols!(self.cols, c => count_major(&c[major][lo..hi], base, hist))
         }
-    }
-
-    fn skips_negative(&self) -> bool {
-        self.skip_negative
     }
 
     #[inline(always)]

@@ -278,10 +278,9 @@ fn the_in_memory_kernel_skips_a_matrixs_negative_indices() {
     let mut bad_cols = cols.clone();
     bad_cols[n - 1] = 299;
     let p = direct::plan(&shape, DType::F64, n as u64, &opts(true, dir.path())).unwrap();
-    let e = p
-        .assemble::<i64, f64, f64, i64>(&[&rows[..], &bad_cols[..]], &vals, None)
-        .err()
-        .expect("an index beyond its extent");
+    let Err(e) = p.assemble::<i64, f64, f64, i64>(&[&rows[..], &bad_cols[..]], &vals, None) else {
+        panic!("an index beyond its extent is an error");
+    };
     assert!(
         e.to_string().contains(&format!("contribution {}", n - 1)),
         "{e}"

@@ -121,6 +121,20 @@ pub enum Error {
         extent: u64,
     },
 
+    /// A degree of freedom of an element is negative or outside the
+    /// matrix, named as the element arrays hold it (`dofs[e, a]`).
+    #[error("dofs[{element}, {local}] = {dof} {}", bad_dof_why(*dof, *extent))]
+    BadDof {
+        /// 0-based element.
+        element: u64,
+        /// 0-based position of the dof in its element.
+        local: usize,
+        /// The dof.
+        dof: i128,
+        /// The matrix's smaller extent (a dof is a row and a column).
+        extent: u64,
+    },
+
     /// A value was refused by the value policy (NaN or infinity when forbidden).
     #[error("contribution {contribution}: value {value} refused: {reason}")]
     InvalidValue {
@@ -298,6 +312,21 @@ pub enum Error {
     },
 }
 
+/// What is wrong with a dof, and for a negative one the option that skips
+/// it (FE codes mark removed dofs with -1).
+fn bad_dof_why(dof: i128, extent: u64) -> String {
+    if dof < 0 {
+        format!("is negative; {SKIP_HINT}")
+    } else {
+        format!("is out of range (extent {extent})")
+    }
+}
+
+/// The fix a negative index names: every front end calls the option
+/// `skip_negative` (Rust, Python, C and Fortran alike).
+const SKIP_HINT: &str = "to skip the contributions of negative (removed) indices, \
+     set the option skip_negative (Python: skip_negative=True)";
+
 /// A size as people read it, with the exact count after it when the
 /// unit rounds: "8 TiB (8796093022216 bytes)", "512 B".
 fn size_and_bytes(bytes: u64) -> String {
@@ -322,10 +351,23 @@ impl Error {
                 index,
                 extent,
             },
-            _ => Error::InvalidArgument(format!(
-                "contribution {contribution}: index {index} in dimension {dim} is negative"
-            )),
+            _ => Error::InvalidArgument(Self::negative_index(contribution, dim, index)),
         }
+    }
+
+    /// The words for a negative index (`index`, component `dim` of
+    /// contribution `contribution`), with the option that skips it: every
+    /// front end says it so.
+    pub fn negative_index(contribution: u64, dim: usize, index: i128) -> String {
+        format!(
+            "contribution {contribution}: index {index} in dimension {dim} is negative; {SKIP_HINT}"
+        )
+    }
+
+    /// The words for a negative dof of one element matrix (`a`-th of its
+    /// dofs), with the option that skips it.
+    pub fn negative_element_dof(a: usize, dof: i128) -> String {
+        format!("element dof {a}: index {dof} is negative; {SKIP_HINT}")
     }
 
     /// This error as the operation `op` met it: an
@@ -524,7 +566,9 @@ impl Error {
             Error::Unsupported(_) | Error::LayoutNotServed { .. } => ErrorKind::Unsupported,
             Error::TensorNotFound { .. } => ErrorKind::NotFound,
             Error::WrongRank { .. } | Error::WrongIndexCount { .. } => ErrorKind::Rank,
-            Error::PositionOutOfRange { .. } | Error::IndexOutOfRange { .. } => ErrorKind::Index,
+            Error::PositionOutOfRange { .. }
+            | Error::IndexOutOfRange { .. }
+            | Error::BadDof { .. } => ErrorKind::Index,
             Error::TypeMismatch { .. }
             | Error::InvalidArgument(_)
             | Error::OutOfOrder { .. }
@@ -583,6 +627,12 @@ impl Error {
                 contribution: 0,
                 dim: 1,
                 index: 9,
+                extent: 3,
+            },
+            Error::BadDof {
+                element: 2,
+                local: 1,
+                dof: -1,
                 extent: 3,
             },
             Error::InvalidValue {
@@ -660,7 +710,7 @@ impl Error {
 /// until it is numbered (and then [`Error::samples`]' test fails until it
 /// has a sample).
 #[cfg(test)]
-const VARIANTS: usize = 28;
+const VARIANTS: usize = 29;
 
 #[cfg(test)]
 fn ordinal(e: &Error) -> usize {
@@ -675,24 +725,25 @@ fn ordinal(e: &Error) -> usize {
         Error::TypeMismatch { .. } => 7,
         Error::InvalidArgument(_) => 8,
         Error::IndexOutOfRange { .. } => 9,
-        Error::InvalidValue { .. } => 10,
-        Error::DuplicateCoordinate { .. } => 11,
-        Error::IntegerOverflow { .. } => 12,
-        Error::OutOfOrder { .. } => 13,
-        Error::InvalidOptions(_) => 14,
-        Error::InvalidShape { .. } => 15,
-        Error::BudgetTooSmall { .. } => 16,
-        Error::CorruptRun { .. } => 17,
-        Error::OutOfMemory { .. } => 18,
-        Error::Input { .. } => 19,
-        Error::InInput { .. } => 20,
-        Error::RankFailed { .. } => 21,
-        Error::Poisoned(_) => 22,
-        Error::PushersAlive { .. } => 23,
-        Error::Finished => 24,
-        Error::NotComposite => 25,
-        Error::OutputIsInput { .. } => 26,
-        Error::LayoutNotServed { .. } => 27,
+        Error::BadDof { .. } => 10,
+        Error::InvalidValue { .. } => 11,
+        Error::DuplicateCoordinate { .. } => 12,
+        Error::IntegerOverflow { .. } => 13,
+        Error::OutOfOrder { .. } => 14,
+        Error::InvalidOptions(_) => 15,
+        Error::InvalidShape { .. } => 16,
+        Error::BudgetTooSmall { .. } => 17,
+        Error::CorruptRun { .. } => 18,
+        Error::OutOfMemory { .. } => 19,
+        Error::Input { .. } => 20,
+        Error::InInput { .. } => 21,
+        Error::RankFailed { .. } => 22,
+        Error::Poisoned(_) => 23,
+        Error::PushersAlive { .. } => 24,
+        Error::Finished => 25,
+        Error::NotComposite => 26,
+        Error::OutputIsInput { .. } => 27,
+        Error::LayoutNotServed { .. } => 28,
     }
 }
 

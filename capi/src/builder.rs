@@ -256,7 +256,7 @@ impl Feed {
         // SAFETY: forwarded contract.
         let dofs = unsafe {
             idx_of(self.shared.skip_negative, dofs, k, "dofs", |a, v| {
-                format!("element dof {a}: index {v} is negative")
+                coo_assembler::Error::negative_element_dof(a, i128::from(v))
             })
         }?;
         // SAFETY: forwarded contract.
@@ -334,7 +334,7 @@ impl Feed {
         // SAFETY: forwarded contract.
         let dofs = unsafe {
             idx_of(self.shared.skip_negative, dofs, k, "dofs", |a, v| {
-                format!("element dof {a}: index {v} is negative")
+                coo_assembler::Error::negative_element_dof(a, i128::from(v))
             })
         }?;
         // SAFETY: forwarded contract.

@@ -141,6 +141,10 @@ def assemble(
     dtype = _default_dtype(values) if dtype is None else dtype
     layout = _native.parse_name("layout", layout)
     shape_t = tuple(_extent(s) for s in shape)
+    # Before any contribution is read: a CSR of a rank-3 tensor is refused
+    # now, naming the coo layout, not after a whole assembly.
+    _native.check_layout(layout, len(shape_t))
+    _native.check_scipy_shape(list(shape_t))
     cols = _columns(coords, len(shape_t), values.shape[0])
     dtypes = [c.dtype for c in cols] if cols is not None else _index_dtypes(coords, len(shape_t))
     index_dtype = _scipy_index_dtype(dtypes, values.shape[0], shape_t)
@@ -243,6 +247,10 @@ def assemble_file(
 
     if output is not None:
         return run(output)
+    if shape is not None:
+        # For scipy: refused before any contribution is read.
+        _native.check_layout(_native.parse_name("layout", layout or "csr"), len(shape))
+        _native.check_scipy_shape([int(_extent(s)) for s in shape])
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         out = os.path.join(tmp, "assembled.hrry")
         opts["temp_dir"] = tmp

@@ -287,12 +287,14 @@ fn push_elements<T: Num>(
     }
     let extent = shape[0].min(shape[1]);
     dofs.check(extent, signed).map_err(|(e, a, v)| {
-        let why = if v < 0 {
-            "is negative".to_string()
-        } else {
-            format!("is out of range (extent {extent})")
+        // The library's words, as its plans say them.
+        let e = coo_assembler::Error::BadDof {
+            element: e as u64,
+            local: a,
+            dof: i128::from(v),
+            extent,
         };
-        Fail::Input(format!("dofs[{e}, {a}] = {v} {why}"))
+        Fail::Input(e.to_string())
     })?;
     // Element by element, whatever the layout: neighbouring elements share
     // dofs, so a chunk then holds many contributions to the same

@@ -88,7 +88,36 @@ pub fn parse_dtype(name: &str) -> PyResult<&'static str> {
     Ok(canonical::<DType>(name)?.name())
 }
 
+/// Refuse a layout that cannot hold a tensor of `rank` (CSR and CSC hold
+/// matrices), before any contribution is read; the library's rule and words.
+#[pyfunction]
+pub fn check_layout(layout: &str, rank: usize) -> PyResult<()> {
+    canonical::<OutputLayout>(layout)?
+        .check_rank(rank)
+        .map_err(to_py)
+}
+
+/// Refuse, before any contribution is read, a shape scipy cannot index:
+/// its index arrays are int64, so an extent of 2^63 or more fails inside
+/// scipy after the whole assembly.
+#[pyfunction]
+pub fn check_scipy_shape(shape: Vec<u64>) -> PyResult<()> {
+    if let Some(d) = shape.iter().position(|&e| e > i64::MAX as u64) {
+        return Err(to_py(coo_assembler::Error::InvalidShape {
+            shape,
+            detail: format!(
+                "dimension {d} has an extent of 2^63 or more, which scipy's int64 indices \
+                 cannot hold: assemble into a file instead (Builder.finish or \
+                 assemble_file), which takes any extent below 2^64 - 1"
+            ),
+        }));
+    }
+    Ok(())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check_scipy_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(check_layout, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(dtypes, m)?)?;

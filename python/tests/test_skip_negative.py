@@ -99,3 +99,19 @@ def test_summary_has_skipped_negative(tmp_path):
         b.push(np.ones(3), (np.array([0, -1, 1]), np.array([0, 0, -5])))
         s = b.finish(tmp_path / "s.hrry")
     assert (s.contributions, s.skipped_negative, s.nnz) == (3, 2, 1)
+
+
+def test_a_negative_index_names_the_option_that_skips_it():
+    with pytest.raises(ca.CooAssemblerError, match=r"is negative; .*skip_negative=True"):
+        ca.assemble(np.ones(2), (np.array([0, -1]), np.array([0, 0])), (3, 3))
+    dofs = np.array([[0, 1], [1, -1]])
+    ke = np.ones((2, 2, 2))
+    with pytest.raises(ca.InputError, match=r"dofs\[1, 1\] = -1 is negative; .*skip_negative=True"):
+        with ca.Builder((3, 3)) as b:
+            b.push_elements(dofs, ke)
+    # plan_elements names the dof as push_elements does, not a flattened
+    # contribution.
+    with pytest.raises(ca.CooAssemblerError, match=r"dofs\[1, 1\] = -1 is negative"):
+        ca.plan_elements(dofs, (3, 3))
+    with pytest.raises(ca.CooAssemblerError, match=r"dofs\[1, 0\] = 7 is out of range \(extent 3\)"):
+        ca.plan_elements(np.array([[0, 1], [7, 1]]), (3, 3))

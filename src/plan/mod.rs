@@ -170,6 +170,10 @@ impl Plan {
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
         check_elements(dofs.len(), per_element)?;
+        if !opts.skip_negative {
+            // (Under skip_negative the plan is refused, saying why.)
+            check_dofs(dofs, per_element, shape)?;
+        }
         let n = (dofs.len() / per_element) as u128 * (per_element as u128).pow(2);
         if n >= u32::MAX as u128 {
             return Err(Error::InvalidArgument(format!(
@@ -819,6 +823,37 @@ pub(crate) fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
 
 /// Degrees of freedom that are a whole number of elements of
 /// `per_element`: what every plan of element matrices takes.
+/// The first dof no push would take (negative, or outside the matrix),
+/// named as the element arrays hold it, `dofs[e, a]`: one fast pass for
+/// the bounds, the scan only when they are wrong.
+pub(crate) fn check_dofs<I: IndexElem>(dofs: &[I], per: usize, shape: [u64; 2]) -> Result<()> {
+    let extent = shape[0].min(shape[1]);
+    if dofs.is_empty() || per == 0 {
+        return Ok(());
+    }
+    let (lo, hi) = I::min_max(dofs);
+    if lo < extent && hi < extent {
+        return Ok(());
+    }
+    for (i, &d) in dofs.iter().enumerate() {
+        let w = d.widen();
+        if d.is_negative() || w >= extent {
+            let dof = if d.is_negative() {
+                i128::from(w as i64)
+            } else {
+                i128::from(w)
+            };
+            return Err(Error::BadDof {
+                element: (i / per) as u64,
+                local: i % per,
+                dof,
+                extent,
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn check_elements(dofs: usize, per_element: usize) -> Result<()> {
     if per_element == 0 || dofs % per_element != 0 {
         return Err(Error::InvalidArgument(format!(

@@ -257,6 +257,9 @@ impl PlanFile {
         stop: Option<&AtomicBool>,
     ) -> Result<PlanFileSummary> {
         super::check_elements(dofs.len(), per_element)?;
+        if !opts.skip_negative {
+            super::check_dofs(dofs, per_element, shape)?;
+        }
         let c = pattern::Elements {
             dofs,
             per: per_element,

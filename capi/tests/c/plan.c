@@ -553,11 +553,11 @@ static void error_checks(void) {
     int64_t bad_dofs[6] = {0, 1, 2, 1, -5, 0};
     expect(made(coo_plan_elements(s, COO_F64, &o, 2, 3, bad_dofs)), COO_ERR_INDEX,
            "negative dof");
-    expect_message("element 1, dof 1: index -5 is negative", "the message names element and dof");
+    expect_message("dofs[1, 1] = -5 is negative; to skip", "the message names element and dof");
     bad_dofs[4] = 9;
     expect(made(coo_plan_elements(s, COO_F64, &o, 2, 3, bad_dofs)), COO_ERR_INDEX,
            "dof past its extent");
-    expect_message("element 1, dof 1: index 9 is out of range", "the message names the dof");
+    expect_message("dofs[1, 1] = 9 is out of range (extent", "the message names the dof");
     expect(made(coo_plan_elements(s, COO_F64, &o, 2, 0, bad_dofs)), COO_ERR_ARGUMENT, "k = 0");
 
     /* Arguments, options, budget. */

@@ -22,8 +22,8 @@ use crate::convert::{from_c, index_arrays, out_ref, slice, to_c};
 use crate::file::out_slice;
 use crate::live::Registry;
 use crate::{
-    COO_ERR_ARGUMENT, COO_ERR_INDEX, COO_ERR_INVALID_FILE, COO_ERR_STATE, DTypeArg, Fail,
-    LayoutArg, Res, c_path, coo_options, handle, quietly, status,
+    COO_ERR_ARGUMENT, COO_ERR_INVALID_FILE, COO_ERR_STATE, DTypeArg, Fail, LayoutArg, Res, c_path,
+    coo_options, handle, quietly, status,
 };
 use coo_assembler::internals::assemble::direct::{DirectValue, IndexElem, OutValue};
 use coo_assembler::{
@@ -879,7 +879,7 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
 #[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
-    use crate::{COO_ERR_NULL, COO_OK};
+    use crate::{COO_ERR_INDEX, COO_ERR_NULL, COO_OK};
 
     const F64: DTypeArg = DTypeArg(3);
 

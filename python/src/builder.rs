@@ -291,7 +291,7 @@ fn push_elements<T: Num>(
         let e = coo_assembler::Error::BadDof {
             element: e as u64,
             local: a,
-            dof: i128::from(v),
+            dof: v,
             extent,
         };
         Fail::Input(e.to_string())

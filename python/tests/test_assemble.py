@@ -106,5 +106,5 @@ def test_rank3_coo(rng, tmp_path):
     dense = np.zeros(shape)
     np.add.at(dense, tuple(idx), v)
     np.testing.assert_array_equal(a.toarray(), dense)
-    with pytest.raises(ca.InputError, match="matrix"):
+    with pytest.raises(ca.CooAssemblerError, match="matrices only .*use the coo layout"):
         ca.assemble(v, idx, shape, layout="csr")

@@ -48,6 +48,7 @@ use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::output::ReplaceInput;
+use crate::hurray::kv::{CHECKSUM_KEY_PREFIX, KEY_WRITER};
 use crate::options::{AssembleOptions, DEFAULT_MEMORY_BUDGET, DuplicatePolicy, OutputLayout};
 use crate::read::{CompositeFile, HurrayFile, Opened, ReadOptions, open_with_io};
 use crate::write::{FileWriter, WriteOptions};
@@ -270,11 +271,66 @@ pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<Con
     match open_with_io(input, ReadOptions::default(), &opts.io)? {
         Opened::Plain(f) => {
             let t = locate(&f, opts.tensor.as_deref())?;
+            keeps_everything_in_place(&f, &t.name, input, output, &opts.io)?;
             drop(f);
             plain(input, output, opts, t)
         }
         Opened::Composite(c) => composite(&c, output, opts),
     }
+}
+
+/// A conversion rewrites its input in place only when the output holds
+/// all the input held: one tensor, and no metadata but the checksums the
+/// writer makes again. Otherwise (a plan file, say: four tensors and its
+/// keys) it is refused before anything is written.
+fn keeps_everything_in_place(
+    f: &HurrayFile,
+    tensor: &str,
+    input: &Path,
+    output: &Path,
+    io: &IoCtx,
+) -> Result<()> {
+    let Some(id) = f.file_id() else {
+        return Ok(());
+    };
+    let same = match io.metadata(output) {
+        Ok(m) => id.is(&m),
+        Err(_) => false,
+    };
+    if !same {
+        return Ok(());
+    }
+    let others: Vec<&str> = f.tensor_names().filter(|n| *n != tensor).collect();
+    let keys: Vec<&str> = f
+        .kv()
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| *k != KEY_WRITER && !k.starts_with(CHECKSUM_KEY_PREFIX))
+        .collect();
+    if others.is_empty() && keys.is_empty() {
+        return Ok(());
+    }
+    let mut lost = Vec::new();
+    if !others.is_empty() {
+        lost.push(format!(
+            "{} other tensor(s) ({})",
+            others.len(),
+            others.join(", ")
+        ));
+    }
+    if !keys.is_empty() {
+        lost.push(format!(
+            "{} metadata key(s) ({})",
+            keys.len(),
+            keys.join(", ")
+        ));
+    }
+    Err(Error::InvalidOptions(format!(
+        "converting tensor {tensor:?} of {} in place would drop its {}: write the converted \
+         tensor to another file",
+        input.display(),
+        lost.join(" and ")
+    )))
 }
 
 /// The writer of a one-pass conversion, once the budget is known to hold

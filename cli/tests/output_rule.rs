@@ -193,6 +193,63 @@ fn convert_rewrites_its_input_in_place() {
     assert!(names.is_empty(), "{names:?}");
 }
 
+/// Converting one tensor of a file that holds more (a plan: its pattern,
+/// order, starts and keys) in place would drop the rest: refused before
+/// anything is written, naming what would be lost; the file is untouched.
+#[test]
+fn convert_in_place_of_one_tensor_among_several_is_refused() {
+    let st = Setup::new();
+    let rows: Vec<u32> = (0..50).map(|k| k % 7).collect();
+    let cols: Vec<u32> = (0..50).map(|k| (k * 3) % 7).collect();
+    let plan = coo_assembler::Plan::new(
+        &[&rows[..], &cols[..]],
+        &[7, 7],
+        coo_assembler::DType::F64,
+        &coo_assembler::AssembleOptions::default(),
+        None,
+    )
+    .unwrap();
+    let p = st.p("K.plan");
+    plan.save(&p).unwrap();
+    let before = std::fs::read(&p).unwrap();
+    let names: Vec<String> = HurrayFile::open(&p)
+        .unwrap()
+        .tensor_names()
+        .map(String::from)
+        .collect();
+    assert!(names.len() > 1, "{names:?}");
+    let first = names[0].as_str();
+    crate::fails_with(
+        [
+            "convert",
+            s(&p),
+            s(&p),
+            "--to",
+            "csr",
+            "--tensor",
+            first,
+            "-q",
+        ],
+        2,
+        "in place would drop its",
+    );
+    assert!(std::fs::read(&p).unwrap() == before);
+    // Into another file it is fine.
+    ok([
+        "convert",
+        s(&p),
+        s(&st.p("one.hrry")),
+        "--to",
+        "csr",
+        "--tensor",
+        first,
+        "-q",
+    ]);
+    let mut left = listing(st.dir.path());
+    left.retain(|n| n.starts_with('.'));
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// Two row bands of a 20 x 20 matrix as plain files (row indices local to
 /// the band, rows 0..8 and 8..20), and the composite `name` they make.
 fn parts(st: &Setup, name: &str) -> (PathBuf, PathBuf, PathBuf) {

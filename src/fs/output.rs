@@ -65,7 +65,7 @@ impl FileId {
         }
     }
 
-    fn is(&self, meta: &Metadata) -> bool {
+    pub(crate) fn is(&self, meta: &Metadata) -> bool {
         self.dev == meta.dev() && self.ino == meta.ino()
     }
 }

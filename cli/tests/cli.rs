@@ -1010,6 +1010,45 @@ fn verify_detects_flipped_bytes_behind_a_fixed_crc() {
     assert!(o.stdout.contains("coo_assembler.xxh3.coo."), "{}", o.stdout);
 }
 
+/// A bit flipped in a checksum's KV key name must not make the checksum
+/// vanish: the file says we wrote it with checksums, so a buffer without
+/// one is reported, and `verify --strict` fails even when a value was
+/// damaged too (which the lost checksum would have caught).
+#[test]
+fn verify_reports_a_checksum_lost_to_a_damaged_key() {
+    let w = Work::new();
+    let txt = w.input("k.txt", b"0 1 1234.5\n1 0 -2\n2 2 7\n");
+    let out = w.out("k.hrry");
+    let o = w.assemble(s(&txt), &out, &["--shape", "3,3", "--format", "text"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    ok(["verify", "--strict", s(&out)]);
+    let mut b = std::fs::read(&out).unwrap();
+    let key = b"coo_assembler.xxh3.coo.values";
+    let at = b
+        .windows(key.len())
+        .position(|x| x == key)
+        .expect("the values' checksum key");
+    // "xxh3" -> "xxh2": the key no longer parses as a checksum.
+    b[at + "coo_assembler.xxh".len()] ^= 0x01;
+    let p = w.input("key-flip.hrry", &b);
+    let o = run(["verify", s(&p)]);
+    assert!(o.stdout.contains("[checksum-missing]"), "{}", o.stdout);
+    let o = run(["verify", "--strict", s(&p)]);
+    o.fails(1, &["warnings fail under --strict"]);
+    assert!(o.stdout.contains("[checksum-missing]"), "{}", o.stdout);
+    // And a flipped value behind it: still refused by --strict.
+    let v = 1234.5f64.to_le_bytes();
+    let at = b
+        .windows(8)
+        .position(|x| x == v)
+        .expect("the value's bytes");
+    b[at + 2] ^= 0x10;
+    let p = w.input("key-and-value-flip.hrry", &b);
+    let o = run(["verify", "--strict", s(&p)]);
+    o.fails(1, &["warnings fail under --strict"]);
+    assert!(o.stdout.contains("[checksum-missing]"), "{}", o.stdout);
+}
+
 // -------------------------------------------------------------------- help
 
 #[test]

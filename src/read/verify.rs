@@ -32,10 +32,16 @@ pub enum Severity {
 /// The rule of the [`Severity::Note`] for a tensor without checksums.
 pub const NO_CHECKSUMS: &str = "no-checksums";
 
+/// The rule of the [`Severity::Warning`] for a tensor of a file our writer
+/// says it wrote with checksums that lacks a checksum of some buffer: our
+/// writer then stores one for every buffer, so a damaged key must not
+/// silently leave a buffer unchecked (`verify --strict` fails on it).
+pub const CHECKSUM_MISSING: &str = "checksum-missing";
+
 impl Severity {
     /// The severity of the problems of `rule` (and of its `-more` summary).
     pub fn of_rule(rule: &str) -> Severity {
-        if rule.starts_with("statistics-mismatch") {
+        if rule.starts_with("statistics-mismatch") || rule.starts_with(CHECKSUM_MISSING) {
             Severity::Warning
         } else if rule == NO_CHECKSUMS {
             Severity::Note
@@ -219,6 +225,20 @@ impl HurrayFile {
         out
     }
 
+    /// Whether the file says our writer wrote it (its `coo_assembler.writer`
+    /// key) with checksums on (some checksum key is there): then every
+    /// buffer of every tensor has one.
+    fn checksums_on(&self) -> bool {
+        let ours = self.kv.iter().any(|(k, v)| {
+            k == crate::hurray::kv::KEY_WRITER
+                && matches!(v, KvValue::String(s) if s.starts_with("coo-assembler"))
+        });
+        ours && self
+            .kv
+            .iter()
+            .any(|(k, _)| k.starts_with(crate::hurray::kv::CHECKSUM_KEY_PREFIX))
+    }
+
     /// The content checks of the tensor called `name`, whatever its layout:
     /// a COO, CSR or CSC tensor's [`Tensor::verify`](super::Tensor::verify);
     /// for a dense one, its stored checksum if any (its placement was checked
@@ -233,10 +253,28 @@ impl HurrayFile {
             Stored::Served(t) => {
                 let view = self.view(t);
                 let mut out = view.verify();
-                // Said here, once for every front end: a clean report of a
-                // file without checksums must not read as "every byte
-                // checked". (A dense tensor's note is its verify_note.)
-                if view.stored_checksums() == 0 {
+                let buffers = match view {
+                    super::Tensor::Coo(_) => 2,
+                    super::Tensor::Compressed(_) => 3,
+                };
+                let stored = view.stored_checksums();
+                if stored < buffers && self.checksums_on() {
+                    out.push(Problem::new(
+                        CHECKSUM_MISSING,
+                        Some(t.name.clone()),
+                        None,
+                        format!(
+                            "the file says coo-assembler wrote it with checksums, which stores an \
+                             xxh3 checksum of every buffer, but only {stored} of this tensor's \
+                             {buffers} buffers have one (a damaged KV key?): the others' bytes \
+                             could not be checked"
+                        ),
+                    ));
+                } else if stored == 0 {
+                    // Said here, once for every front end: a clean report
+                    // of a file without checksums must not read as "every
+                    // byte checked". (A dense tensor's note is its
+                    // verify_note.)
                     out.push(Problem::new(
                         NO_CHECKSUMS,
                         Some(t.name.clone()),

@@ -41,10 +41,11 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
 
-    /// No tensor of that name in the file.
-    #[error("no tensor named {name:?} in the file (it holds: {available})")]
+    /// No tensor of that name in the file (or, with an empty `name`, no
+    /// name given where the file holds other than one tensor).
+    #[error("{}", tensor_not_found(name, available))]
     TensorNotFound {
-        /// The requested name.
+        /// The requested name; empty when none was given.
         name: String,
         /// The names the file holds, comma separated.
         available: String,
@@ -310,6 +311,22 @@ pub enum Error {
         /// What the operation serves ("COO, CSR and CSC").
         served: &'static str,
     },
+}
+
+/// The words of [`Error::TensorNotFound`].
+fn tensor_not_found(name: &str, available: &str) -> String {
+    if name.is_empty() {
+        let n = if available.is_empty() {
+            0
+        } else {
+            available.split(", ").count()
+        };
+        if n == 0 {
+            return "the file holds no tensor".to_string();
+        }
+        return format!("the file holds {n} tensors ({available}): name the one to use");
+    }
+    format!("no tensor named {name:?} in the file (it holds: {available})")
 }
 
 /// What is wrong with a dof, and for a negative one the option that skips

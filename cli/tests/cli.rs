@@ -1049,6 +1049,29 @@ fn verify_reports_a_checksum_lost_to_a_damaged_key() {
     assert!(o.stdout.contains("[checksum-missing]"), "{}", o.stdout);
 }
 
+/// A file of several tensors read without a name: the error says how
+/// many there are and which, not a placeholder quoted as a name.
+#[test]
+fn dump_of_a_file_of_several_tensors_names_them() {
+    let w = Work::new();
+    let rows: Vec<u32> = (0..20).map(|k| k % 5).collect();
+    let plan = coo_assembler::Plan::new(
+        &[&rows[..], &rows[..]],
+        &[5, 5],
+        coo_assembler::DType::F64,
+        &coo_assembler::AssembleOptions::default(),
+        None,
+    )
+    .unwrap();
+    let p = w.out("K.plan");
+    plan.save(&p).unwrap();
+    let o = run(["dump", s(&p)]);
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("tensors ("), "{}", o.stderr);
+    assert!(o.stderr.contains("name the one to use"), "{}", o.stderr);
+    assert!(!o.stderr.contains("<the only tensor>"), "{}", o.stderr);
+}
+
 // -------------------------------------------------------------------- help
 
 #[test]

@@ -29,6 +29,7 @@ from ._errors import (
     InputError,
     InvalidFileError,
     StorageError,
+    StorageNotFoundError,
 )
 from ._file import File, Statistics, TensorInfo, open
 from ._plan import (
@@ -67,6 +68,7 @@ __all__ = [
     "InputError",
     "BudgetError",
     "StorageError",
+    "StorageNotFoundError",
     "InvalidFileError",
 ]
 

@@ -11,6 +11,7 @@ __all__ = [
     "InputError",
     "BudgetError",
     "StorageError",
+    "StorageNotFoundError",
     "InvalidFileError",
 ]
 
@@ -38,6 +39,12 @@ class BudgetError(CooAssemblerError, MemoryError):
 class StorageError(CooAssemblerError, OSError):
     """An operating-system I/O call failed (disk full, permission denied,
     missing directory); the message names the call and the path."""
+
+
+class StorageNotFoundError(StorageError, FileNotFoundError):
+    """A file or folder that is not there (``ca.open`` of a missing path, a
+    missing ``temp_dir`` or output folder): ``except FileNotFoundError``
+    catches it."""
 
 
 class InvalidFileError(CooAssemblerError, ValueError):

@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _native
-from ._errors import InputError
+from ._errors import InputError, StorageNotFoundError
 from ._builder import Builder, Summary, _summary
 from ._common import DTYPES, PathLike, Size, _DTYPE_NAMES, _LIBRARY_NAME, _dtype_name, _extent, _index_array, _options, _path, _values
 from ._file import File, _index_dtype
@@ -97,7 +97,10 @@ def _default_dtype(values: np.ndarray) -> str:
     if name in DTYPES:
         _DTYPE_NAMES[values.dtype] = name
         return name
-    raise InputError(f"values of dtype {values.dtype} cannot be assembled; pass dtype=")
+    raise InputError(
+        f"values of dtype {values.dtype} have no element type here (the element types: "
+        f"{', '.join(DTYPES)}); convert them first, e.g. values.astype(np.float64)"
+    )
 
 
 def assemble(
@@ -145,6 +148,12 @@ def assemble(
     # now, naming the coo layout, not after a whole assembly.
     _native.check_layout(layout, len(shape_t))
     _native.check_scipy_shape(list(shape_t))
+    if temp_dir is not None and not os.path.isdir(temp_dir):
+        # Whichever path serves the call (the in-memory one never needs
+        # the folder), a missing one is the same error.
+        raise StorageNotFoundError(
+            f"temp directory (temp_dir) {os.fspath(temp_dir)}: No such directory"
+        )
     cols = _columns(coords, len(shape_t), values.shape[0])
     dtypes = [c.dtype for c in cols] if cols is not None else _index_dtypes(coords, len(shape_t))
     index_dtype = _scipy_index_dtype(dtypes, values.shape[0], shape_t)

@@ -42,6 +42,13 @@ pub fn state_error(message: impl Into<String>) -> PyErr {
 
 /// A library error as a Python exception with the library's message.
 pub fn to_py(e: Error) -> PyErr {
+    // A file or folder that is not there: the class Python code catches
+    // as FileNotFoundError (and still a StorageError).
+    if let Error::Io { source, .. } = &e {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            return raise_class("StorageNotFoundError", e.to_string());
+        }
+    }
     raise(e.kind(), e.to_string())
 }
 

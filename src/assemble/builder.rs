@@ -386,12 +386,8 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// A builder for a tensor of `shape` (rank 1 to 64) and element type
-    /// `dtype`. Checks the options and the budget; starts the sorter threads.
-    pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
-        opts.validate()?;
-        crate::assemble::check_shape(opts.layout, shape)?;
-        crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
+    /// The keys a builder of `shape` and `dtype` sorts by.
+    fn key_layout(shape: &[u64], dtype: DType, opts: &AssembleOptions) -> KeyLayout {
         // A complex value travels as two contributions, one per part, at
         // a last index 0 (real) or 1 (imaginary): the runs, spills and
         // exact sums of real values carry it, and the writer pairs them.
@@ -400,10 +396,33 @@ impl Builder {
             keyed.push(2);
         }
         // CSC: column-major keys, so runs and the merge come out by column.
-        let layout = match opts.layout.major_dim() {
+        match opts.layout.major_dim() {
             0 => KeyLayout::new(&keyed),
             m => KeyLayout::with_major(&keyed, m),
+        }
+    }
+
+    /// The smallest memory budget a builder of `shape` and `dtype` takes
+    /// with `opts`: one minimum for every input, checked by the in-memory
+    /// kernel's paths too (they would need less).
+    pub(crate) fn minimum_budget(shape: &[u64], dtype: DType, opts: &AssembleOptions) -> u64 {
+        use std::mem::size_of;
+        let record = match Self::key_layout(shape, dtype, opts).width() {
+            KeyWidth::U64 => size_of::<Record<u64>>(),
+            KeyWidth::U128 => size_of::<Record<u128>>(),
+            KeyWidth::W256 => size_of::<Record<WideKey<4>>>(),
+            KeyWidth::W4096 => size_of::<Record<WideKey<64>>>(),
         };
+        crate::assemble::plan::Plan::minimum(opts, record as u64)
+    }
+
+    /// A builder for a tensor of `shape` (rank 1 to 64) and element type
+    /// `dtype`. Checks the options and the budget; starts the sorter threads.
+    pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
+        opts.validate()?;
+        crate::assemble::check_shape(opts.layout, shape)?;
+        crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
+        let layout = Self::key_layout(shape, dtype, &opts);
         let (closed_tx, closed) = crossbeam_channel::bounded(0);
         let core = match layout.width() {
             KeyWidth::U64 => AnyCore::U64(new_core(layout, dtype, opts, closed)?),

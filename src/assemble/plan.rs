@@ -85,6 +85,22 @@ impl Plan {
     /// `deferrable`: records per contribution when the builder may keep its
     /// chunks for the in-memory kernel (`deferred.rs`), None when it may
     /// not.
+    /// The buffers every builder holds whatever it is given.
+    fn fixed(opts: &AssembleOptions) -> u64 {
+        let sorters = opts.threads as u64;
+        OUTPUT_BUFFER_BYTES + sorters * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64)
+    }
+
+    /// The smallest budget a builder of `record_bytes` records takes with
+    /// `opts`: the one minimum every input path checks (the kernel's
+    /// paths too, which then need less), so a budget is refused or taken
+    /// the same way whatever the input.
+    pub(crate) fn minimum(opts: &AssembleOptions, record_bytes: u64) -> u64 {
+        let units = 3 * opts.threads as u64; // pushers' and sorters' chunks, sort scratch
+        let min_chunk_bytes = MIN_CHUNK_RECORDS * record_bytes;
+        Self::fixed(opts) + ((units * min_chunk_bytes) as f64 / CHUNK_SHARE).ceil() as u64
+    }
+
     pub(crate) fn new(
         opts: &AssembleOptions,
         record_bytes: u64,
@@ -95,10 +111,8 @@ impl Plan {
         let resident_pushers = opts.threads;
         let n_chunks = resident_pushers + sorters;
         let units = (n_chunks + sorters) as u64; // chunks + one sort scratch per sorter
-        let fixed =
-            OUTPUT_BUFFER_BYTES + sorters as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
-        let min_chunk_bytes = MIN_CHUNK_RECORDS * record_bytes;
-        let minimum = fixed + ((units * min_chunk_bytes) as f64 / CHUNK_SHARE).ceil() as u64;
+        let fixed = Self::fixed(opts);
+        let minimum = Self::minimum(opts, record_bytes);
         if opts.memory_budget < minimum {
             return Err(Error::BudgetTooSmall {
                 budget: opts.memory_budget,

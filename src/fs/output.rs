@@ -421,8 +421,19 @@ pub fn open_shared(io: &IoCtx, target: &Path, name: TempName) -> Result<(File, P
 /// ("output directory", "temp_dir") and the path, found before any work
 /// that would be lost.
 pub(crate) fn check_writable_dir(io: &IoCtx, dir: &Path, role: &'static str) -> Result<()> {
-    // A missing folder is the stat's error: it names the folder.
-    let meta = io.metadata(dir)?;
+    // A missing folder: the stat's error, said as the role that named
+    // it (`output directory /x: No such file ...`); any other failure of
+    // the stat stays the stat's.
+    let meta = io.metadata(dir).map_err(|e| match e {
+        Error::Io { path, source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::Io {
+                op: role,
+                path,
+                source,
+            }
+        }
+        e => e,
+    })?;
     if !meta.is_dir() {
         return Err(Error::io(
             role,

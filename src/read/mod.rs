@@ -656,11 +656,9 @@ impl HurrayFile {
         if self.tensors.len() == 1 {
             Ok(&self.tensors[0])
         } else {
+            // No name given: the error says how many there are.
             Err(Error::TensorNotFound {
-                name: format!(
-                    "<the only tensor> (the file holds {} tensors)",
-                    self.tensors.len()
-                ),
+                name: String::new(),
                 available: self.available(),
             })
         }

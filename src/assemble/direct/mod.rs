@@ -234,6 +234,11 @@ pub fn plan(
     if shape.iter().any(|&e| e >= 1 << 63) || contributions >= 1 << 32 {
         return None;
     }
+    // One minimum for every input: a budget the builder refuses is not
+    // taken here either (the caller's builder then says what it needs).
+    if opts.memory_budget < crate::Builder::minimum_budget(shape, dtype, opts) {
+        return None;
+    }
     let budget = opts.memory_budget;
     let n = contributions;
     // The bucket counts, and (for a matrix) as many bucket places per worker.

@@ -16,7 +16,7 @@ crate::vocab::vocabulary! {
         Text => "text" | "txt": "\"i j ... value\" per line, 0-based, # comments",
         /// MatrixMarket, coordinate (1-based; shape from the header) or dense
         /// `array`.
-        Mtx => "mtx" | "matrixmarket": "MatrixMarket coordinate or array (real, integer, pattern; general, symmetric, skew-symmetric), 1-based",
+        Mtx => "mtx" | "matrixmarket": "MatrixMarket coordinate (real, integer, complex, pattern) or array (real, integer); general, symmetric, skew-symmetric, hermitian (complex); 1-based",
         /// A NumPy `.npy` array (dense; its non-zeros are stored).
         Npy => "npy": "NumPy .npy array (any rank, numeric dtype; its non-zeros are stored)",
     }

@@ -387,7 +387,8 @@ impl<'a> CooTensor<'a> {
     }
 
     /// Entries whose coordinate starts with `prefix` (1..=rank components);
-    /// `[i]` gives row i. Sorted tensors only.
+    /// `[i]` gives row i. Sorted tensors only; a component outside the
+    /// shape is [`Error::PositionOutOfRange`], as for [`CooTensor::get`].
     pub fn prefix_range(&self, prefix: &[u64]) -> Result<Range<u64>> {
         if prefix.is_empty() || prefix.len() > self.rank {
             return Err(Error::WrongIndexCount {
@@ -396,6 +397,9 @@ impl<'a> CooTensor<'a> {
                 got: prefix.len(),
             });
         }
+        // A prefix outside the shape is the error `get` gives for it (a
+        // compressed tensor's row range says the same), not an empty range.
+        check_position(prefix, &self.desc.shape[..prefix.len()])?;
         self.require_sorted("prefix_range")?;
         let k = prefix.len();
         let lo = self.partition_point(|e| &e[..k] < prefix);

@@ -297,6 +297,9 @@ int main(int argc, char **argv) {
     expect(coo_file_prefix_range(f, (size_t)-1, prefix3, &lo, &hi), COO_ERR_RANK,
            "a huge prefix_len is refused before the array is read");
     expect(coo_file_prefix_range(f, 0, prefix3, &lo, &hi), COO_ERR_ARGUMENT, "an empty prefix");
+    /* A row outside the shape: the error get gives, not an empty range. */
+    expect(coo_file_prefix_range(f, 1, row_out, &lo, &hi), COO_ERR_INDEX,
+           "prefix_range of a row out of range, as get");
     expect(coo_file_verify(f), COO_OK, "verify a good file");
     uint64_t notes = 9, warnings = 9;
     char report[512] = "unchanged";

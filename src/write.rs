@@ -1456,6 +1456,48 @@ impl SideStream {
     }
 }
 
+/// The bytes a tensor of `shape` in `layout` writes whatever its entries:
+/// a compressed layout's pointers, one u64 per major index and one more
+/// (a 2^32-row CSR: 32 GiB). Zero for COO.
+pub fn fixed_output_bytes(shape: &[u64], layout: OutputLayout) -> u128 {
+    if !layout.is_compressed() || shape.len() != 2 {
+        return 0;
+    }
+    (u128::from(shape[layout.major_dim()]) + 1) * 8
+}
+
+/// [`check_room`] for an output not yet created, before any contribution
+/// is read: the fixed bytes of `shape` in `layout` against the free space
+/// of the folder `target` goes in, so a typo'd shape is refused at once
+/// (saying what it costs), not after the input was read and merged.
+pub(crate) fn check_room_for(
+    io: &IoCtx,
+    target: &Path,
+    shape: &[u64],
+    layout: OutputLayout,
+) -> Result<()> {
+    let bytes = fixed_output_bytes(shape, layout);
+    if bytes < 1 << 20 {
+        return Ok(());
+    }
+    let dir = crate::fs::names::parent_dir(target);
+    let Ok(f) = io.open(&dir) else {
+        // The folder's own check names what is wrong with it.
+        return Ok(());
+    };
+    let major = shape[layout.major_dim()];
+    let what = format!(
+        "the {} pointers of {major} + 1 {}, whatever the entries",
+        layout.name(),
+        if layout.major_dim() == 1 {
+            "columns"
+        } else {
+            "rows"
+        }
+    );
+    check_room(&f, target, bytes, &what)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

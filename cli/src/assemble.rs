@@ -208,6 +208,23 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             source.format()
         )));
     }
+    // What the shape costs whatever the entries (a typo'd extent in a
+    // compressed layout: 2^32 rows are 32 GiB of row pointers), said
+    // before any contribution is read; the library refuses it when the
+    // output's file system cannot hold it.
+    if !a.quiet {
+        if let Some(s) = shape.clone().or_else(|| source.shape()) {
+            let fixed = coo_assembler::write::fixed_output_bytes(&s, opts.layout);
+            if fixed >= 1 << 30 {
+                eprintln!(
+                    "coo-assembler: note: layout {} of shape {s:?} writes {} of pointers whatever the \
+                     entries (the coo layout writes only the entries)",
+                    opts.layout,
+                    format_size(u64::try_from(fixed).unwrap_or(u64::MAX))
+                );
+            }
+        }
+    }
     let total = source.progress_total();
     let show = !a.quiet && io::stderr().is_terminal();
     let bar = if show {

@@ -84,6 +84,51 @@ fn exports_of_a_2_40_row_matrix_are_refused_up_front() {
     assert_eq!(dense(&a, 100).unwrap_err().kind(), ErrorKind::Memory);
 }
 
+/// A typo'd shape in a compressed layout: the row pointers it costs
+/// whatever the entries are said before any contribution is read, and
+/// refused when the output's file system cannot hold them; nothing is
+/// written, the input is not even read (a pipe left open would hang).
+#[test]
+fn a_shape_whose_pointers_the_disk_cannot_hold_is_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let input = dir.path().join("one.txt");
+    std::fs::write(&input, "0 0 1\n").unwrap();
+    let rows = (1u64 << 61).to_string();
+    let r = Command::new(env!("CARGO_BIN_EXE_coo-assembler"))
+        .args(["assemble", "--format", "text", "--layout", "csr", "--input"])
+        .arg(&input)
+        .args(["--shape", &format!("{rows},2"), "-o"])
+        .arg(out.join("H.hrry"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("note: layout csr"), "{err}");
+    assert!(
+        err.contains(&format!("the csr pointers of {rows} + 1 rows"))
+            && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+    // The library's builder refuses it at finish, before the merge.
+    let mut b = Builder::new(
+        &[1 << 61, 2],
+        DType::F64,
+        AssembleOptions {
+            layout: OutputLayout::Csr,
+            ..AssembleOptions::default()
+        },
+    )
+    .unwrap();
+    b.push(&[0, 0], 1.0).unwrap();
+    let e = b.finish(out.join("B.hrry")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("nothing was written"), "{e}");
+    assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+}
+
 #[test]
 fn cli_export_to_npz_exits_1_with_a_message() {
     let dir = tempfile::tempdir().unwrap();

@@ -604,6 +604,9 @@ impl Builder {
         // the builder: a missing or read-only folder, a directory or an
         // input as output (the whole rule is the atomic output's).
         crate::fs::output::check_target(&io, path, &inputs)?;
+        let layout = each!(AnyCore, &self.core, c => c.opts.layout);
+        let shape = self.shape().to_vec();
+        crate::write::check_room_for(&io, path, &shape, layout)?;
         self.finished = true;
         let ingest = self.started.elapsed();
         let r = match &self.core {

@@ -319,6 +319,9 @@ impl Source {
         mut progress: impl FnMut(u64),
     ) -> Result<Summary> {
         self.check_output(path)?;
+        if let Ok(s) = self.resolve_shape(shape) {
+            crate::write::check_room_for(&self.io, path, &s, opts.layout)?;
+        }
         if let Some(s) = self.assemble_in_place(path, shape, dtype, &opts)? {
             if let Some(t) = self.progress_total() {
                 progress(t);

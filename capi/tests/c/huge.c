@@ -1,8 +1,9 @@
 /* Never abort (issue 22): a CSR of a 2^40 x 2^40 matrix needs 8 TiB of row
  * pointers. In memory (a plan holds the structure) that is COO_ERR_MEMORY;
  * in a file, written in bounded memory, it is refused up front for want of
- * disk space (COO_ERR_IO, nothing written), through coo_assemble_arrays
- * and a builder alike. The process goes on, and nothing is left behind
+ * disk space (nothing written): COO_ERR_IO through coo_assemble_arrays, a
+ * refusal (COO_ERR_REFUSED, the builder kept) from coo_builder_finish,
+ * before any merge. The process goes on, and nothing is left behind
  * (the test checks the folders).
  * Usage: huge DIR (DIR/spill exists and is empty). Exits 1 if a check failed. */
 #include <coo_assembler.h>
@@ -57,11 +58,13 @@ int main(int argc, char **argv) {
     int64_t at[2] = {(int64_t)1 << 39, 7};
     expect(coo_builder_push(b, at, 2.5), COO_OK, "push into it");
     snprintf(out, sizeof out, "%s/builder.hrry", argv[1]);
-    expect(coo_builder_finish(b, out, NULL), COO_ERR_IO, "coo_builder_finish of it");
+    /* Refused before the merge (the pointers cannot fit the disk): the
+     * builder is still the caller's, as after any refusal. */
+    expect(coo_builder_finish(b, out, NULL), COO_ERR_REFUSED, "coo_builder_finish of it");
     expect_true(strstr(coo_last_error(), "nothing was written") != NULL,
                 "the message says nothing was written");
-    /* A failure while writing is not a refusal: the handle is gone. */
-    expect(coo_builder_push(b, at, 1.0), COO_ERR_STATE, "push after the failed finish");
+    expect(coo_builder_push(b, at, 1.0), COO_OK, "push after the refused finish");
+    coo_builder_free(b);
 
     /* COO needs no pointers: the same matrix is written. */
     o.layout = COO_LAYOUT_COO;

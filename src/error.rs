@@ -244,8 +244,9 @@ pub enum Error {
         source_name: String,
         /// The coordinate as the input numbers it, and where it is.
         detail: String,
-        /// The error the merge met.
-        #[source]
+        /// The error the merge met (its kind is this error's; not a
+        /// `source`: `detail` already says all of it, and a printed chain
+        /// would say it twice, in the merge's 0-based numbering).
         cause: Box<Error>,
     },
 

@@ -84,6 +84,15 @@ fn mtx_errors_use_the_files_numbering() {
             "line 3, line 4",
         ],
     );
+    // Said once, in the file's numbering only (not again as the merge's
+    // 0-based coordinate).
+    assert_eq!(
+        o.stderr.matches("does not fit i8").count(),
+        1,
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("coordinate [1, 0]"), "{}", o.stderr);
     w.clean(&[]);
     // Text input is 0-based, and says so.
     let i = w.input("d.txt", b"0 1 1.0\n# c\n0 1 2.0\n");

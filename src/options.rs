@@ -210,6 +210,22 @@ pub fn threads_out_of_range(got: impl std::fmt::Display) -> Error {
 }
 
 impl AssembleOptions {
+    /// The folder spill files go in (`temp_dir`, else the system's), once
+    /// checked to be an existing folder this process may write in: an
+    /// [`Error::Io`] naming the role and the path otherwise (a missing one
+    /// is `NotFound`). Checked when a builder starts, and by front ends
+    /// whose faster paths never spill, so a missing folder is the same
+    /// error whichever path serves the call.
+    pub fn checked_temp_dir(&self) -> Result<PathBuf> {
+        let base = self.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        crate::fs::output::check_writable_dir(
+            &self.io,
+            &base,
+            "temp directory (temp_dir, --temp-dir)",
+        )?;
+        Ok(base)
+    }
+
     /// Check the options that do not depend on the tensor.
     pub fn validate(&self) -> Result<()> {
         if self.threads == 0 || self.threads > MAX_THREADS {

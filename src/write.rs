@@ -449,19 +449,11 @@ impl FileWriter {
             // nothing bounds them but the disk: a major extent whose
             // pointers the file system cannot hold (2^40 rows: 8 TiB) is
             // refused here, not after filling it.
-            let major = shape[layout.major_dim()];
             check_room(
                 &self.file,
                 self.out.target(),
-                (major as u128 + 1) * 8,
-                &format!(
-                    "the pointers of {major} + 1 {}",
-                    if layout == OutputLayout::Csc {
-                        "columns"
-                    } else {
-                        "rows"
-                    }
-                ),
+                fixed_output_bytes(shape, layout),
+                &pointers_what(shape, layout),
             )?;
         }
         let descriptor_offset = self.pos();
@@ -1485,17 +1477,22 @@ pub(crate) fn check_room_for(
         // The folder's own check names what is wrong with it.
         return Ok(());
     };
+    check_room(&f, target, bytes, &pointers_what(shape, layout))
+}
+
+/// What [`fixed_output_bytes`] counts, for a message: "the csr pointers of
+/// N + 1 rows, whatever the entries".
+fn pointers_what(shape: &[u64], layout: OutputLayout) -> String {
     let major = shape[layout.major_dim()];
-    let what = format!(
-        "the {} pointers of {major} + 1 {}, whatever the entries",
-        layout.name(),
-        if layout.major_dim() == 1 {
-            "columns"
-        } else {
-            "rows"
-        }
-    );
-    check_room(&f, target, bytes, &what)
+    let unit = if layout.major_dim() == 1 {
+        "columns"
+    } else {
+        "rows"
+    };
+    format!(
+        "the {} pointers of {major} + 1 {unit}, whatever the entries",
+        layout.name()
+    )
 }
 
 #[cfg(test)]

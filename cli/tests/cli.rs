@@ -1054,17 +1054,8 @@ fn verify_reports_a_checksum_lost_to_a_damaged_key() {
 #[test]
 fn dump_of_a_file_of_several_tensors_names_them() {
     let w = Work::new();
-    let rows: Vec<u32> = (0..20).map(|k| k % 5).collect();
-    let plan = coo_assembler::Plan::new(
-        &[&rows[..], &rows[..]],
-        &[5, 5],
-        coo_assembler::DType::F64,
-        &coo_assembler::AssembleOptions::default(),
-        None,
-    )
-    .unwrap();
     let p = w.out("K.plan");
-    plan.save(&p).unwrap();
+    common::plan_file(&p);
     let o = run(["dump", s(&p)]);
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("tensors ("), "{}", o.stderr);

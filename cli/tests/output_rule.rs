@@ -199,24 +199,9 @@ fn convert_rewrites_its_input_in_place() {
 #[test]
 fn convert_in_place_of_one_tensor_among_several_is_refused() {
     let st = Setup::new();
-    let rows: Vec<u32> = (0..50).map(|k| k % 7).collect();
-    let cols: Vec<u32> = (0..50).map(|k| (k * 3) % 7).collect();
-    let plan = coo_assembler::Plan::new(
-        &[&rows[..], &cols[..]],
-        &[7, 7],
-        coo_assembler::DType::F64,
-        &coo_assembler::AssembleOptions::default(),
-        None,
-    )
-    .unwrap();
     let p = st.p("K.plan");
-    plan.save(&p).unwrap();
+    let names = crate::common::plan_file(&p);
     let before = std::fs::read(&p).unwrap();
-    let names: Vec<String> = HurrayFile::open(&p)
-        .unwrap()
-        .tensor_names()
-        .map(String::from)
-        .collect();
     assert!(names.len() > 1, "{names:?}");
     let first = names[0].as_str();
     crate::fails_with(

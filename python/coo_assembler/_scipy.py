@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _native
-from ._errors import InputError, StorageNotFoundError
+from ._errors import InputError
 from ._builder import Builder, Summary, _summary
 from ._common import DTYPES, PathLike, Size, _DTYPE_NAMES, _LIBRARY_NAME, _dtype_name, _extent, _index_array, _options, _path, _values
 from ._file import File, _index_dtype
@@ -148,12 +148,10 @@ def assemble(
     # now, naming the coo layout, not after a whole assembly.
     _native.check_layout(layout, len(shape_t))
     _native.check_scipy_shape(list(shape_t))
-    if temp_dir is not None and not os.path.isdir(temp_dir):
+    if temp_dir is not None:
         # Whichever path serves the call (the in-memory one never needs
-        # the folder), a missing one is the same error.
-        raise StorageNotFoundError(
-            f"temp directory (temp_dir) {os.fspath(temp_dir)}: No such directory"
-        )
+        # the folder), a missing one is the library's same error.
+        _native.check_temp_dir(_options(temp_dir=temp_dir))
     cols = _columns(coords, len(shape_t), values.shape[0])
     dtypes = [c.dtype for c in cols] if cols is not None else _index_dtypes(coords, len(shape_t))
     index_dtype = _scipy_index_dtype(dtypes, values.shape[0], shape_t)

@@ -327,6 +327,15 @@ fn push_elements<T: Num>(
     })
 }
 
+/// `_native.check_temp_dir(options)`: the library's check of the spill
+/// folder the options name, for `assemble`'s paths that never spill (so a
+/// missing folder is the same error on every path).
+#[pyfunction]
+pub fn check_temp_dir(kw: &Bound<'_, PyDict>) -> PyResult<()> {
+    options(kw)?.checked_temp_dir().map_err(to_py)?;
+    Ok(())
+}
+
 /// The assembly options of a Python keyword dict (`Builder`'s and
 /// `assemble`'s keywords, already spelled by the package): every name and
 /// size parsed by the library's tables and grammar.

@@ -23,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::NativeFile>()?;
     matrix::register(m)?;
     names::register(m)?;
+    m.add_function(wrap_pyfunction!(builder::check_temp_dir, m)?)?;
     m.add_function(wrap_pyfunction!(direct::assemble_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(direct::assemble_file, m)?)?;
     m.add_class::<plan::NativePlan>()?;

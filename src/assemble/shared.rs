@@ -393,14 +393,9 @@ pub(crate) fn new_core<K: Key>(
         block_target: BLOCK_TARGET,
     };
     // Leftovers of killed runs (their pid is dead) go before we add ours.
-    let base = opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
     // A spill thousands of pushes later is no time to find the folder
     // missing: refuse it now.
-    crate::fs::output::check_writable_dir(
-        &opts.io,
-        &base,
-        "temp directory (temp_dir, --temp-dir)",
-    )?;
+    let base = opts.checked_temp_dir()?;
     let stale_removed = remove_stale_temp_dirs(&opts.io, &base).unwrap_or_default();
     let one_thread = plan.one_thread;
     let deferred = Deferred::new(plan.defer_bytes);

@@ -169,11 +169,7 @@ impl Plan {
         opts: &AssembleOptions,
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
-        check_elements(dofs.len(), per_element)?;
-        if !opts.skip_negative {
-            // (Under skip_negative the plan is refused, saying why.)
-            check_dofs(dofs, per_element, shape)?;
-        }
+        check_elements(dofs, per_element, shape, opts)?;
         let n = (dofs.len() / per_element) as u128 * (per_element as u128).pow(2);
         if n >= u32::MAX as u128 {
             return Err(Error::InvalidArgument(format!(
@@ -823,12 +819,25 @@ pub(crate) fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
 
 /// Degrees of freedom that are a whole number of elements of
 /// `per_element`: what every plan of element matrices takes.
-/// The first dof no push would take (negative, or outside the matrix),
-/// named as the element arrays hold it, `dofs[e, a]`: one fast pass for
-/// the bounds, the scan only when they are wrong.
-pub(crate) fn check_dofs<I: IndexElem>(dofs: &[I], per: usize, shape: [u64; 2]) -> Result<()> {
+/// Element arrays a plan takes: whole elements of `per` dofs, and no dof a
+/// push would refuse (negative, or outside the matrix), named as the
+/// element arrays hold it, `dofs[e, a]`: one fast pass for the bounds, the
+/// scan only when they are wrong. (Under `skip_negative` the plan is
+/// refused later, saying why, so dofs are not judged here.)
+pub(crate) fn check_elements<I: IndexElem>(
+    dofs: &[I],
+    per: usize,
+    shape: [u64; 2],
+    opts: &AssembleOptions,
+) -> Result<()> {
+    if per == 0 || dofs.len() % per != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} degrees of freedom are not a whole number of elements of {per}",
+            dofs.len()
+        )));
+    }
     let extent = shape[0].min(shape[1]);
-    if dofs.is_empty() || per == 0 {
+    if dofs.is_empty() || opts.skip_negative {
         return Ok(());
     }
     let (lo, hi) = I::min_max(dofs);
@@ -850,15 +859,6 @@ pub(crate) fn check_dofs<I: IndexElem>(dofs: &[I], per: usize, shape: [u64; 2]) 
                 extent,
             });
         }
-    }
-    Ok(())
-}
-
-pub(crate) fn check_elements(dofs: usize, per_element: usize) -> Result<()> {
-    if per_element == 0 || dofs % per_element != 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{dofs} degrees of freedom are not a whole number of elements of {per_element}"
-        )));
     }
     Ok(())
 }

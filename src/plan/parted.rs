@@ -256,10 +256,7 @@ impl PlanFile {
         path: &Path,
         stop: Option<&AtomicBool>,
     ) -> Result<PlanFileSummary> {
-        super::check_elements(dofs.len(), per_element)?;
-        if !opts.skip_negative {
-            super::check_dofs(dofs, per_element, shape)?;
-        }
+        super::check_elements(dofs, per_element, shape, opts)?;
         let c = pattern::Elements {
             dofs,
             per: per_element,

@@ -312,3 +312,25 @@ pub fn err_of<X: std::fmt::Debug>(r: coo_assembler::Result<X>) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// A plan of a small 7 x 7 pattern (50 contributions) saved at `path` by
+/// the library: a file of several tensors and a plan's metadata keys, as
+/// a user's `K.plan` is. Returns its tensor names, in file order.
+pub fn plan_file(path: &std::path::Path) -> Vec<String> {
+    let rows: Vec<u32> = (0..50).map(|k| k % 7).collect();
+    let cols: Vec<u32> = (0..50).map(|k| (k * 3) % 7).collect();
+    let plan = coo_assembler::Plan::new(
+        &[&rows[..], &cols[..]],
+        &[7, 7],
+        DType::F64,
+        &coo_assembler::AssembleOptions::default(),
+        None,
+    )
+    .expect("a plan of a small pattern");
+    plan.save(path).expect("save the plan");
+    coo_assembler::HurrayFile::open(path)
+        .expect("open the plan file")
+        .tensor_names()
+        .map(String::from)
+        .collect()
+}

@@ -19,8 +19,12 @@
 //! ```
 
 use coo_assembler::HurrayFile;
+use coo_assembler::progress::{Progress, Step};
 use coo_assembler::vocab::parse_size;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 struct Args {
@@ -227,6 +231,35 @@ pub fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Redraw one line on standard error from `p` (the builder's progress:
+/// pushes, merge passes, the final merge) until `stop`; then clear it.
+fn show_progress(p: &Progress, stop: &AtomicBool) {
+    let mut since = (Instant::now(), Step::Idle, 0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        let now = p.now();
+        if (now.step, now.round) != (since.1, since.3) {
+            since = (Instant::now(), now.step, now.done, now.round);
+        }
+        let secs = since.0.elapsed().as_secs_f64().max(1e-3);
+        let rate = now.done.saturating_sub(since.2) as f64 / secs;
+        let mib = |b: f64| b / 1048576.0;
+        let mut line = format!("{} {:.0} MiB", now.step.label(), mib(now.done as f64));
+        if now.total > 0 {
+            let pct = 100.0 * now.done.min(now.total) as f64 / now.total as f64;
+            line += &format!(" of {:.0} MiB ({pct:.0} %)", mib(now.total as f64));
+        }
+        if secs > 0.5 && rate > 0.0 {
+            line += &format!(", {:.0} MiB/s", mib(rate));
+            if now.total > now.done {
+                line += &format!(", {:.0} s left", (now.total - now.done) as f64 / rate);
+            }
+        }
+        eprint!("\r\x1b[2K{line}");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    eprint!("\r\x1b[2K");
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("assemble_fem: {e}");
@@ -267,7 +300,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ..AssembleOptions::default()
     };
     let t0 = Instant::now();
+    let progress = opts.progress.clone();
     let mut builder = Builder::new(&[ndof, ndof], DType::F64, opts)?;
+    // A progress line on a terminal while the pushes and finish run.
+    let shown = Arc::new(AtomicBool::new(false));
+    let watcher = std::io::stderr().is_terminal().then(|| {
+        let (p, stop) = (progress.clone(), shown.clone());
+        std::thread::spawn(move || show_progress(&p, &stop))
+    });
     let h = 1.0 / n as f64;
     // Node coordinates with a smooth distortion, so elements differ.
     let coord = |i: usize, j: usize, k: usize| -> [f64; 3] {
@@ -325,7 +365,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         Ok(())
     })?;
-    let s = builder.finish(&a.output)?;
+    let s = builder.finish(&a.output);
+    shown.store(true, Ordering::Relaxed);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    let s = s?;
     let elapsed = t0.elapsed().as_secs_f64();
     println!(
         "assembled {} contributions into nnz {} in {elapsed:.2} s ({:.1} M contributions/s)",

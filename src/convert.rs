@@ -50,6 +50,7 @@ use crate::fs::ctx::IoCtx;
 use crate::fs::output::ReplaceInput;
 use crate::hurray::kv::{CHECKSUM_KEY_PREFIX, KEY_WRITER};
 use crate::options::{AssembleOptions, DEFAULT_MEMORY_BUDGET, DuplicatePolicy, OutputLayout};
+use crate::progress::{Progress, Step};
 use crate::read::{CompositeFile, HurrayFile, Opened, ReadOptions, open_with_io};
 use crate::write::{FileWriter, WriteOptions};
 use std::fs::File;
@@ -79,6 +80,9 @@ pub struct ConvertOptions {
     pub temp_dir: Option<PathBuf>,
     /// Sorting threads. Default: the number of cores.
     pub threads: usize,
+    /// Where the conversion says how far it has come (reading the input,
+    /// then the sort's merge and write): read it from another thread.
+    pub progress: Progress,
     /// File operations (fault injection in tests).
     pub io: IoCtx,
 }
@@ -94,6 +98,7 @@ impl Default for ConvertOptions {
             duplicates: None,
             temp_dir: None,
             threads: a.threads,
+            progress: Progress::new(),
             io: IoCtx::new(),
         }
     }
@@ -360,10 +365,41 @@ fn sorter(opts: &ConvertOptions, name: &str, shape: &[u64], dtype: DType) -> Res
         duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
         layout: opts.to,
         tensor_name: name.to_string(),
+        progress: opts.progress.clone(),
         io: opts.io.clone(),
         ..AssembleOptions::default()
     };
     Builder::new(shape, dtype, aopts)
+}
+
+/// Moves the conversion's progress as entries are read: a step of the
+/// input's bytes, counted every [`Tally::EVERY`] entries.
+struct Tally<'a> {
+    progress: &'a Progress,
+    entry: u64,
+    since: u64,
+}
+
+impl<'a> Tally<'a> {
+    const EVERY: u64 = 1 << 16;
+
+    fn start(progress: &'a Progress, nnz: u64, bytes: u64) -> Tally<'a> {
+        progress.start(Step::Read, bytes);
+        Tally {
+            progress,
+            entry: bytes / nnz.max(1),
+            since: 0,
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self) {
+        self.since += 1;
+        if self.since == Self::EVERY {
+            self.progress.add(self.since * self.entry);
+            self.since = 0;
+        }
+    }
 }
 
 /// Push one entry, its value as it was read.
@@ -403,6 +439,8 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
     let mut ptr = Stream::new(io, &file, input, t.pointers, ptr_len);
     let mut entries = Entries::new(&t, &mut ptr, input)?;
     let mut idx = vec![0u64; t.shape.len()];
+    let bytes = t.nnz * (t.dtype.width() as u64 + 8 * idx_len) + ptr_len;
+    let mut tally = Tally::start(&opts.progress, t.nnz, bytes);
     let what = What {
         tensor: output_name(opts, &t.name),
         from: t.layout,
@@ -412,6 +450,7 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
         let mut fw = one_pass_writer(output, opts)?;
         let mut tw = fw.begin_tensor_as(&what.tensor, t.dtype, &t.shape, opts.to)?;
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
+            tally.tick();
             let v = values.take(t.dtype.width())?;
             let f = t.dtype.decode(v).to_f64();
             tw.push_le(&idx, v, f)?;
@@ -421,10 +460,12 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
     } else {
         let mut b = sorter(opts, &what.tensor, &t.shape, t.dtype)?;
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
+            tally.tick();
             push(&mut b, &idx, t.dtype.decode(values.take(t.dtype.width())?))?;
         }
         Written::Sorted(b.finish(output)?)
     };
+    opts.progress.idle();
     Ok(summary(output, what, opts.to, written))
 }
 
@@ -447,10 +488,13 @@ fn composite(c: &CompositeFile, output: &Path, opts: &ConvertOptions) -> Result<
             .map_or(OutputLayout::Coo, |(t, _)| t.layout()),
         members: Some(c.members().count()),
     };
+    let entry = c.shape().len() as u64 * 8 + c.dtype().width() as u64;
+    let mut tally = Tally::start(&opts.progress, c.nnz(), c.nnz() * entry);
     let written = if c.streams_in_order() && opts.to != OutputLayout::Csc {
         let mut fw = one_pass_writer(output, opts)?;
         let mut tw = fw.begin_tensor_as(&what.tensor, c.dtype(), c.shape(), opts.to)?;
         for e in c.iter() {
+            tally.tick();
             let (idx, v) = e?;
             tw.push_value(&idx, v)?;
         }
@@ -459,11 +503,13 @@ fn composite(c: &CompositeFile, output: &Path, opts: &ConvertOptions) -> Result<
     } else {
         let mut b = sorter(opts, &what.tensor, c.shape(), c.dtype())?;
         for e in c.entries_unordered() {
+            tally.tick();
             let (idx, v) = e?;
             push(&mut b, &idx, v)?;
         }
         Written::Sorted(b.finish(output)?)
     };
+    opts.progress.idle();
     Ok(summary(output, what, opts.to, written))
 }
 

@@ -279,6 +279,11 @@ pub enum Error {
     #[error("this builder has finished or was dropped; make a new one")]
     Finished,
 
+    /// The caller stopped the work (a [`crate::builder::Stopper`], an
+    /// interrupt): nothing was written, temporary files are removed.
+    #[error("stopped by the caller: nothing was written, and the temporary files are removed")]
+    Stopped,
+
     /// A composite reader ([`crate::read::CompositeFile`]) was given a file that
     /// holds no composite head: a plain Hurray file.
     #[error(
@@ -602,7 +607,9 @@ impl Error {
             Error::Input { .. } => ErrorKind::Input,
             Error::InInput { cause, .. } => cause.kind(),
             Error::RankFailed { .. } => ErrorKind::Remote,
-            Error::Poisoned(_) | Error::PushersAlive { .. } | Error::Finished => ErrorKind::State,
+            Error::Poisoned(_) | Error::PushersAlive { .. } | Error::Finished | Error::Stopped => {
+                ErrorKind::State
+            }
         }
     }
 
@@ -707,6 +714,7 @@ impl Error {
             Error::Poisoned("sample"),
             Error::PushersAlive { alive: 1 },
             Error::Finished,
+            Error::Stopped,
             Error::NotComposite,
             Error::OutputIsInput {
                 output: "/a".into(),
@@ -728,7 +736,7 @@ impl Error {
 /// until it is numbered (and then [`Error::samples`]' test fails until it
 /// has a sample).
 #[cfg(test)]
-const VARIANTS: usize = 29;
+const VARIANTS: usize = 30;
 
 #[cfg(test)]
 fn ordinal(e: &Error) -> usize {
@@ -759,9 +767,10 @@ fn ordinal(e: &Error) -> usize {
         Error::Poisoned(_) => 23,
         Error::PushersAlive { .. } => 24,
         Error::Finished => 25,
-        Error::NotComposite => 26,
-        Error::OutputIsInput { .. } => 27,
-        Error::LayoutNotServed { .. } => 28,
+        Error::Stopped => 26,
+        Error::NotComposite => 27,
+        Error::OutputIsInput { .. } => 28,
+        Error::LayoutNotServed { .. } => 29,
     }
 }
 

@@ -106,7 +106,7 @@ pub mod builder {
     //! Assembly from pushes: [`Builder`] (and a [`Pusher`] per thread)
     //! takes contributions one by one, an element matrix or a batch at a
     //! time; [`Builder::finish`] merges, writes and returns a [`Summary`].
-    pub use crate::assemble::builder::{Builder, Pusher};
+    pub use crate::assemble::builder::{Builder, Pusher, Stopper};
     pub use crate::assemble::combine::PushValue;
     pub use crate::assemble::finish::Summary;
     pub use crate::fs::sweep::remove_own_leftovers;
@@ -127,6 +127,7 @@ pub mod matrix;
 pub mod options;
 // Issue 24: plan once from the coordinates, refill with new values.
 pub mod plan;
+pub mod progress;
 pub mod raw {
     //! Escape hatch: the HRRYFILE byte codec (file header, trailer, index,
     //! descriptors, KV section and our keys in it, statistics, their field

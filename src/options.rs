@@ -158,6 +158,10 @@ pub struct AssembleOptions {
     /// fewer runs reach the final merge. Any value is safe: a wrong one
     /// only changes speed, never the memory bound or the output bytes.
     pub expected_contributions: Option<u64>,
+    /// Where a [`crate::Builder`]'s `finish` (and a conversion) says how
+    /// far it has come: clone it before, read it from another thread
+    /// ([`crate::progress::Progress::now`]) for a progress bar.
+    pub progress: crate::progress::Progress,
     /// A [`crate::Builder`] keeps its contributions unsorted while they
     /// fit the budget and `finish` assembles them with the in-memory
     /// kernel (default `true`); `false` sorts every chunk into a run as
@@ -186,6 +190,7 @@ impl Default for AssembleOptions {
             tensor_name: "coo".to_string(),
             max_fan_in: 512,
             expected_contributions: None,
+            progress: crate::progress::Progress::new(),
             in_memory_kernel: true,
             io: IoCtx::new(),
         }

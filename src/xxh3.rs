@@ -158,6 +158,14 @@ impl Part {
         self.deltas.clear();
     }
 
+    /// [`Part::start`] for a piece of `words` words, its room reserved
+    /// exactly (a budgeted writer's scratch: no doubling past the need).
+    pub(crate) fn start_sized(&mut self, word: u64, words: u64) {
+        self.start(word);
+        let blocks = (word % BLOCK_WORDS + words).div_ceil(BLOCK_WORDS) as usize;
+        self.deltas.reserve_exact(blocks);
+    }
+
     /// Hash the next words of the piece, each stored little-endian (the
     /// stream's bytes, as `u64`s).
     pub(crate) fn push_le(&mut self, mut words: &[u64]) {

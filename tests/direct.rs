@@ -610,7 +610,7 @@ fn a_stop_flag_stops() {
         &AssembleOptions::default(),
         Some(&stop),
     );
-    assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+    assert!(matches!(r, Err(Error::Stopped)), "{r:?}");
 }
 
 /// A bucket heavier than the budget's share of a worker: not this path.

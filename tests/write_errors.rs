@@ -316,3 +316,40 @@ fn every_fault_point_fails_cleanly() {
     eprintln!("{points} fault points");
     assert!(points > 10, "only {points} fault points");
 }
+
+/// A finish stopped through the builder's `Stopper` (as Python does on
+/// Ctrl-C) publishes nothing and leaves no temporary file, whether the
+/// contributions were kept for the in-memory kernel or spilled as runs.
+#[test]
+fn a_stopped_finish_publishes_nothing() {
+    use coo_assembler::{AssembleOptions, Builder};
+    for (budget, spills) in [(256u64 << 20, false), (4 << 20, true)] {
+        let (dir, target) = setup();
+        let spill = tempfile::tempdir().unwrap();
+        let opts = AssembleOptions {
+            memory_budget: budget,
+            temp_dir: Some(spill.path().to_path_buf()),
+            ..AssembleOptions::default()
+        };
+        let mut b = Builder::new(&[1 << 20, 1 << 20], DType::F64, opts).unwrap();
+        for i in 0..2_000_000u64 {
+            let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 44;
+            b.push(&[k, (k * 7) % (1 << 20)], 1.0).unwrap();
+        }
+        let stopper = b.stopper();
+        stopper.stop();
+        let e = b.finish(&target).unwrap_err();
+        assert!(matches!(e, Error::Stopped), "budget {budget}: {e}");
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        assert_untouched(dir.path(), &target);
+        // The builder is spent, and its runs are gone with it.
+        assert!(b.is_finished());
+        assert!(matches!(b.finish(&target), Err(Error::Finished)));
+        drop(b);
+        let left = std::fs::read_dir(spill.path()).unwrap().count();
+        assert_eq!(
+            left, 0,
+            "budget {budget} (spills: {spills}): spill files left"
+        );
+    }
+}

@@ -3,17 +3,19 @@
 //! shape, element type and errors are the library's.
 
 use crate::names::named;
+use crate::progress::Bar;
 use crate::resources::Resources;
 use crate::{parse_list, usage};
 use clap::Args;
 use coo_assembler::element::group_digits;
 use coo_assembler::input::{InputFormat, Source};
+use coo_assembler::progress::Step;
 use coo_assembler::vocab::format_size;
 use coo_assembler::{
     AssembleOptions, DType, options::DuplicatePolicy, options::NonFinitePolicy,
     options::OutputLayout,
 };
-use std::io::{self, IsTerminal};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -225,40 +227,13 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let total = source.progress_total();
-    let show = !a.quiet && io::stderr().is_terminal();
-    let bar = if show {
-        let b = match total {
-            Some(t) => indicatif::ProgressBar::new(t),
-            None => indicatif::ProgressBar::new_spinner(),
-        };
-        let style = if total.is_some() {
-            "{spinner} reading {bytes}/{total_bytes} [{bar:30}] {bytes_per_sec}, ETA {eta}"
-        } else {
-            "{spinner} reading {bytes} {bytes_per_sec}"
-        };
-        if let Ok(st) = indicatif::ProgressStyle::with_template(style) {
-            b.set_style(st.progress_chars("=> "));
-        }
-        b.enable_steady_tick(std::time::Duration::from_millis(200));
-        Some(b)
-    } else {
-        None
-    };
-    let output = a.output.display().to_string();
+    let progress = opts.progress.clone();
+    progress.start(Step::Read, source.progress_total().unwrap_or(0));
+    let bar = Bar::show(&progress, &a.output.display().to_string(), a.quiet);
     let s = source.assemble_to(&a.output, shape.as_deref(), a.dtype, opts, |n| {
-        if let Some(b) = &bar {
-            b.set_position(n);
-            if total == Some(n) {
-                // Everything is read: what is left is the merge and the write.
-                b.set_style(indicatif::ProgressStyle::default_spinner());
-                b.set_message(format!("input read; merging and writing {output}"));
-            }
-        }
+        progress.set(n);
     });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    drop(bar);
     let s = s.map_err(|e| match e {
         e @ coo_assembler::Error::InvalidShape { .. } if a.shape.is_some() => {
             anyhow::Error::from(e).context("--shape")

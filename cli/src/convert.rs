@@ -42,7 +42,11 @@ pub(crate) struct ConvertArgs {
 }
 
 pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let s = convert(&a.input, &a.output, &options(&a)?).map_err(|e| e.for_op("convert"))?;
+    let opts = options(&a)?;
+    let bar = crate::progress::Bar::show(&opts.progress, &a.output.display().to_string(), a.quiet);
+    let s = convert(&a.input, &a.output, &opts);
+    drop(bar);
+    let s = s.map_err(|e| e.for_op("convert"))?;
     if let (Some(members), false) = (s.members, a.quiet) {
         eprintln!(
             "converted composite {:?} ({members} members) -> {}: {} entries, {} bytes, {}",

@@ -58,7 +58,11 @@ pub(crate) fn run(a: ExportArgs) -> anyhow::Result<ExitCode> {
         zip64_at: a.zip64_at,
     };
     let t0 = Instant::now();
-    let s = export::export_file(&f, Some(t.name()), format, &a.out, &opts)?;
+    let bar =
+        crate::progress::Bar::show(&f.progress(), &a.out.display().to_string(), a.common.quiet);
+    let s = export::export_file(&f, Some(t.name()), format, &a.out, &opts);
+    drop(bar);
+    let s = s?;
     let secs = t0.elapsed().as_secs_f64();
     if !a.common.quiet {
         let rate = rate_text(s.bytes, secs);

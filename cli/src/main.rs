@@ -21,6 +21,7 @@ mod info;
 mod matvec;
 mod names;
 mod plan;
+mod progress;
 mod refill;
 mod resources;
 mod spy;

@@ -20,10 +20,13 @@ pub(crate) fn run(path: &Path, p: &Pick, strict: bool) -> anyhow::Result<ExitCod
         Some(name) => vec![f.tensor_info(name)?],
         None => f.tensor_infos().collect(),
     };
+    let bar = crate::progress::Bar::show(&f.progress(), &path.display().to_string(), false);
     let problems = match &p.tensor {
-        Some(name) => f.verify_tensor(name)?,
-        None => f.verify(),
+        Some(name) => f.verify_tensor(name),
+        None => Ok(f.verify()),
     };
+    drop(bar);
+    let problems = problems?;
     let errors = problems.iter().filter(|p| p.is_error()).count();
     // Notes (a tensor without checksums) say what was not checked; they
     // are printed, not counted.

@@ -261,7 +261,8 @@ class Builder:
         pushed into this builder) is refused before the merge: the builder
         keeps every contribution, fix the path and finish again. Once the
         merge starts the builder is spent whatever the outcome, and its
-        spill files are removed."""
+        spill files are removed. Ctrl-C stops the merge at its next step:
+        nothing is published, and ``KeyboardInterrupt`` is raised."""
         return _summary(self._native.finish(_path(path)))
 
     def close(self) -> None:

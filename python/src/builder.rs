@@ -18,6 +18,7 @@ use crate::arrays::{
     BadIndex, CHUNK, IntArr1, IntArr2, Ints, Ints2, Num, ValArr1, ValArr3, as_signed, chunk_of,
     with_values,
 };
+use crate::direct::watch_signals;
 use crate::errors::{input_error, state_error, to_py};
 use crate::names::{canonical, parse_size};
 
@@ -560,18 +561,29 @@ impl NativeBuilder {
     }
 
     /// Merge, write `path` atomically and return the summary as a dict.
+    ///
+    /// Ctrl-C stops the merge at its next step: nothing is published, the
+    /// temporary files go, the builder is closed, `KeyboardInterrupt` is
+    /// raised.
     fn finish<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-        let s = py.detach(|| -> R<coo_assembler::builder::Summary> {
-            let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
-            let live = g.as_mut().ok_or(Fail::Closed)?;
-            // Dropping the pool's pushers hands their partial chunks over.
-            live.pool.drain();
-            let r = live.builder.finish(&path);
-            if live.builder.is_finished() {
-                *g = None;
-            }
-            Ok(r?)
-        })?;
+        let stopper = self.with_live(|b, _| Ok(b.stopper()))?;
+        let s = watch_signals(
+            py,
+            || stopper.stop(),
+            || {
+                let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
+                let Some(live) = g.as_mut() else {
+                    return Err(PyErr::from(Fail::Closed));
+                };
+                // Dropping the pool's pushers hands their partial chunks over.
+                live.pool.drain();
+                let r = live.builder.finish(&path);
+                if live.builder.is_finished() {
+                    *g = None;
+                }
+                r.map_err(to_py)
+            },
+        )?;
         summary_dict(py, &s)
     }
 

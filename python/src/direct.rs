@@ -53,8 +53,23 @@ pub(crate) fn run_interruptible<T: Send>(
     if n < WATCH_MIN {
         return py.detach(|| work(&stop)).map_err(to_py);
     }
+    watch_signals(
+        py,
+        || stop.store(true, Ordering::SeqCst),
+        || work(&stop).map_err(to_py),
+    )
+}
+
+/// Run `work` on a scoped thread without the GIL while this one checks
+/// for signals; on one, call `stop` (the work then ends early, having
+/// published nothing), wait for the work and raise the signal's error.
+pub(crate) fn watch_signals<T: Send>(
+    py: Python<'_>,
+    stop: impl FnOnce(),
+    work: impl FnOnce() -> PyResult<T> + Send,
+) -> PyResult<T> {
     std::thread::scope(|s| {
-        let h = s.spawn(|| work(&stop));
+        let h = s.spawn(work);
         loop {
             py.detach(|| {
                 let deadline = std::time::Instant::now() + WATCH_EVERY;
@@ -66,14 +81,14 @@ pub(crate) fn run_interruptible<T: Send>(
                 break;
             }
             if let Err(e) = py.check_signals() {
-                stop.store(true, Ordering::SeqCst);
-                // The kernel stops at its next chunk; nothing was written.
+                stop();
+                // The work stops at its next chunk; nothing was written.
                 let _ = py.detach(|| h.join());
                 return Err(e);
             }
         }
         match py.detach(|| h.join()) {
-            Ok(r) => r.map_err(to_py),
+            Ok(r) => r,
             Err(_) => Err(to_py(coo_assembler::Error::Poisoned(
                 "in-memory assembly (a worker panicked)",
             ))),

@@ -1,6 +1,7 @@
 """Builder: input forms, dtypes, element matrices, threads, context manager."""
 
 import os
+import signal
 import threading
 import time
 
@@ -273,3 +274,34 @@ def test_summary_fields(tmp_path):
     # Everything fits the budget: the in-memory kernel assembled it from
     # the pushed chunks, no run and no merge.
     assert s.runs == 0 and s.merge_passes == 0 and s.runs_spilled == 0
+
+
+def test_ctrl_c_in_finish_publishes_nothing(tmp_path):
+    # Spilled runs to merge: long enough to outlast the timer; retried
+    # bigger if it did not.
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    out = tmp_path / "K.hrry"
+    for n in (1 << 22, 1 << 24):
+        rng = np.random.default_rng(1)
+        row = rng.integers(0, 1 << 20, size=n, dtype=np.int32)
+        col = rng.integers(0, 1 << 20, size=n, dtype=np.int32)
+        b = ca.Builder((1 << 20, 1 << 20), memory_budget="8MiB", temp_dir=spill)
+        b.push(np.ones(n), (row, col))
+        t = threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT))
+        t.start()
+        try:
+            b.finish(out)
+        except KeyboardInterrupt:
+            break
+        finally:
+            t.join()
+        out.unlink()
+    else:
+        pytest.skip("finish ended before Ctrl-C arrived")
+    # Nothing published, no temporary file, the builder closed.
+    assert os.listdir(tmp_path) == ["spill"]
+    assert os.listdir(spill) == []
+    assert not b.is_open
+    with pytest.raises(ca.CooAssemblerError, match="finished or closed"):
+        b.finish(out)

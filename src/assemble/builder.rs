@@ -20,7 +20,7 @@ use crate::options::{AssembleOptions, NonFinitePolicy};
 use crossbeam_channel::Sender;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// How a pusher holds its chunk between calls (see `shared.rs`).
@@ -431,6 +431,15 @@ impl Builder {
             KeyWidth::W4096 => AnyCore::W4096(new_core(layout, dtype, opts, closed)?),
         };
         each!(AnyCore, &core, c => spawn_sorters(c))?;
+        // The pushes are the step, unless the caller shows one (reading).
+        each!(AnyCore, &core, c => {
+            let p = &c.opts.progress;
+            if p.now().step == crate::progress::Step::Idle {
+                let records = c.opts.expected_contributions.unwrap_or(0)
+                    * if dtype.is_complex() { 2 } else { 1 };
+                p.start(crate::progress::Step::Push, records * c.plan.record_bytes);
+            }
+        });
         Ok(Builder {
             core,
             own: None,
@@ -478,6 +487,15 @@ impl Builder {
     /// take no more contributions. A refused `finish` leaves it false.
     pub fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// A handle that stops this builder's [`Builder::finish`] from another
+    /// thread (a signal watcher, a user interface): `finish` then returns
+    /// [`Error::Stopped`] at its next step (a few MiB of merged entries at
+    /// most), publishes nothing and removes its temporary files. Set
+    /// before `finish`, it stops `finish` before any merging.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(each!(AnyCore, &self.core, c => c.stop.clone()))
     }
 
     /// Pushers of this builder alive now (the builder's own included).
@@ -609,6 +627,8 @@ impl Builder {
         crate::write::check_room_for(&io, path, &shape, layout)?;
         self.finished = true;
         let ingest = self.started.elapsed();
+        let progress = each!(AnyCore, &self.core, c => c.opts.progress.clone());
+        progress.start(crate::progress::Step::Assemble, 0);
         let r = match &self.core {
             // Every chunk kept (the work fits): the in-memory kernel.
             AnyCore::U64(c) => match finish_deferred(c, path, ingest) {
@@ -618,9 +638,22 @@ impl Builder {
             },
             other => each!(AnyCore, other, c => finish_core(c, path, ingest)),
         };
+        progress.idle();
         // A duplicate or an overflow found while merging names a 0-based
         // coordinate: say it in the terms of the inputs it came from.
         r.map_err(|e| self.sources.iter().find_map(|s| s.locate(&e)).unwrap_or(e))
+    }
+}
+
+/// Stops a [`Builder::finish`] from another thread: see
+/// [`Builder::stopper`]. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Stopper(Arc<AtomicBool>);
+
+impl Stopper {
+    /// Ask the builder's `finish` to stop (idempotent).
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
     }
 }
 

@@ -21,7 +21,6 @@
 use crate::assemble::direct::input::Held;
 use crate::assemble::finish::{Summary, stop_sorters};
 use crate::assemble::key::Key;
-use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::assemble::shared::Core;
 use crate::assemble::sort::Record;
 use crate::error::Result;
@@ -187,17 +186,15 @@ fn run_kernel(
     } else {
         (held.len(), shifts.to_vec())
     };
-    let mut opts = core.opts.clone();
-    opts.memory_budget = opts
-        .memory_budget
-        .saturating_sub(held_bytes + OUTPUT_BUFFER_BYTES);
     let dtype = core.out_dtype();
-    let Some(plan) =
-        crate::assemble::direct::plan(core.shape(), dtype, contributions as u64, &opts)
-    else {
+    let Some(plan) = crate::assemble::direct::file_plan(
+        core.shape(),
+        dtype,
+        contributions as u64,
+        &core.opts,
+        held_bytes,
+    ) else {
         return Ok(None);
     };
-    // The summary's budget is the caller's.
-    opts.memory_budget = core.opts.memory_budget;
-    plan.assemble_held(&held, &shifts, path, &opts)
+    plan.assemble_held(&held, &shifts, path, &core.opts, &core.stop)
 }

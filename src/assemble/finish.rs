@@ -9,6 +9,7 @@ use crate::assemble::run::SortState;
 use crate::assemble::shared::{Core, Job};
 use crate::element::Value;
 use crate::error::{Error, Result};
+use crate::progress::Step;
 use crate::write::{FileSummary, FileWriter, TensorWriter, WriteOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -141,7 +142,10 @@ fn merge_and_write<K: Key, C: Combiner>(
     // the writer put the indices straight into the file.
     let max_nnz: u64 = runs.iter().map(|r| r.entries).sum();
     let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
-    let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers)?;
+    core.opts
+        .progress
+        .start(Step::Write, max_nnz * core.plan.record_bytes);
+    let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers, core.watch())?;
     let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path, max_nnz)?;
     let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
     stale_removed.extend(fs.stale_removed.iter().cloned());

@@ -17,8 +17,9 @@ use crate::assemble::shared::Core;
 use crate::assemble::spill::{Run, RunReader, RunWriter, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
+use crate::progress::{Progress, Step};
 use std::path::Path;
-use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 /// The error for a combination that failed at `key`, in a tensor of
 /// `dtype` (the type written: a complex one drops the part index).
@@ -85,6 +86,21 @@ pub(crate) struct Merger<'c, K: Key, C: Combiner> {
     bar: Node<K>,
     /// The least node there is: key zero of run zero.
     least: Node<K>,
+    /// The caller's stop flag and progress, looked at and moved every
+    /// [`WATCH_EVERY`] keys.
+    watch: Watch<'c>,
+}
+
+/// Keys merged between two looks at the caller's [`Watch`].
+const WATCH_EVERY: u32 = 1 << 16;
+
+/// What a merge tells its caller and hears from it: the bytes of runs
+/// merged (records times `record_bytes`) and a stop flag.
+#[derive(Clone, Copy)]
+pub(crate) struct Watch<'a> {
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) progress: &'a Progress,
+    pub(crate) record_bytes: u64,
 }
 
 impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
@@ -93,6 +109,7 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         layout: &'c KeyLayout,
         dtype: DType,
         mut readers: Vec<RunReader<'c, K, C>>,
+        watch: Watch<'c>,
     ) -> Result<Self> {
         let n = readers.len();
         let done = Node {
@@ -133,6 +150,7 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
             done,
             bar: least,
             least,
+            watch,
         })
     }
 
@@ -205,18 +223,33 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         &mut self,
         mut f: impl FnMut(K, &C::Acc) -> Result<bool>,
     ) -> Result<bool> {
+        let w = self.watch;
+        // Keys until the next look at the watch, and records taken since.
+        let (mut until_look, mut taken) = (0u32, 0u64);
         loop {
+            if until_look == 0 {
+                w.progress.add(taken * w.record_bytes);
+                taken = 0;
+                if w.stop.load(AtomicOrdering::Relaxed) {
+                    return Err(Error::Stopped);
+                }
+                until_look = WATCH_EVERY;
+            }
+            until_look -= 1;
             let top = self.tree[0];
             if top.tag == DONE {
+                w.progress.add(taken * w.record_bytes);
                 return Ok(true);
             }
             let key = top.key;
             let mut acc = self.advance(top.tag as usize)?;
+            taken += 1;
             loop {
                 let next = self.tree[0];
                 if next.key != key || next.tag == DONE {
                     break;
                 }
+                taken += 1;
                 let more = self.advance(next.tag as usize)?;
                 self.comb
                     .merge(&mut acc, more)
@@ -282,6 +315,10 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
         let w = first_pass_width(runs.len(), fan_in);
         runs.sort_by_key(|r| (r.bytes, r.id));
         let group: Vec<Run> = runs.drain(..w).collect();
+        let records: u64 = group.iter().map(|r| r.entries).sum();
+        core.opts
+            .progress
+            .start(Step::Merge, records * core.plan.record_bytes);
         let group_mem: u64 = group
             .iter()
             .filter(|r| !r.is_spilled())
@@ -297,7 +334,7 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
             return Err(Error::Poisoned("spill file"));
         };
         let readers = open_readers(core, comb, group, dir_for_msgs)?;
-        let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers)?;
+        let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers, core.watch())?;
         let mut wr = RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io);
         merger.for_each(|k, acc| {
             wr.push(k, acc)?;
@@ -351,7 +388,13 @@ mod tests {
             .into_iter()
             .map(|r| RunReader::open(c, r, FMT, Path::new("<memory>"), &io).unwrap())
             .collect();
-        let mut m = Merger::new(c, &layout, DType::I64, readers).unwrap();
+        let (stop, progress) = (AtomicBool::new(false), Progress::new());
+        let watch = Watch {
+            stop: &stop,
+            progress: &progress,
+            record_bytes: 16,
+        };
+        let mut m = Merger::new(c, &layout, DType::I64, readers, watch).unwrap();
         let mut out = Vec::new();
         let all = m
             .for_each(|k, a| {

@@ -47,6 +47,7 @@ use crate::error::{Error, Result};
 use crate::fs::names::spill_dir_prefix;
 use crate::fs::sweep::remove_stale_temp_dirs;
 use crate::options::AssembleOptions;
+use crate::progress::Step;
 use crossbeam_channel::{Receiver, Sender};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -135,6 +136,9 @@ pub(crate) struct Core<K: Key> {
     pub(crate) work_rx: Receiver<Job<K>>,
     pub(crate) shared: Mutex<Shared>,
     pub(crate) poisoned: AtomicBool,
+    /// Set by a [`crate::builder::Stopper`]: `finish` stops at its next
+    /// step and publishes nothing.
+    pub(crate) stop: Arc<AtomicBool>,
     pub(crate) held: AtomicU64,
     pub(crate) mem: MemTracker,
     pub(crate) pushers_alive: AtomicUsize,
@@ -225,6 +229,8 @@ impl<K: Key> Core<K> {
     /// thread, or with `threads = 1` sorted here and put back in the pool
     /// empty.
     pub(crate) fn dispatch(&self, chunk: Vec<Record<K>>, origin: u64) {
+        let bytes = chunk.len() as u64 * self.plan.record_bytes;
+        self.opts.progress.add_in(Step::Push, bytes);
         if let Some((chunk, origin)) = self.defer(chunk, origin) {
             self.sort_chunk(chunk, origin);
         }
@@ -334,6 +340,15 @@ impl<K: Key> Core<K> {
     }
 
     /// The private spill directory, made on first use.
+    /// The stop flag and progress a merge of this core's runs watches.
+    pub(crate) fn watch(&self) -> crate::assemble::merge::Watch<'_> {
+        crate::assemble::merge::Watch {
+            stop: &self.stop,
+            progress: &self.opts.progress,
+            record_bytes: self.plan.record_bytes,
+        }
+    }
+
     pub(crate) fn spill_dir(&self) -> Result<PathBuf> {
         let mut s = self.lock();
         if let Some(d) = &s.spill_dir {
@@ -422,6 +437,7 @@ pub(crate) fn new_core<K: Key>(
             ..Shared::default()
         }),
         poisoned: AtomicBool::new(false),
+        stop: Arc::new(AtomicBool::new(false)),
         held: AtomicU64::new(0),
         mem: MemTracker::default(),
         pushers_alive: AtomicUsize::new(0),

@@ -355,7 +355,9 @@ impl Source {
         if bytes.len() % rec != 0 {
             return Ok(None);
         }
-        let Some(plan) = direct::plan(&shape, dtype, (bytes.len() / rec) as u64, opts) else {
+        let window = direct::mapped_window(opts.threads, rec);
+        let n = (bytes.len() / rec) as u64;
+        let Some(plan) = direct::file_plan(&shape, dtype, n, opts, window) else {
             return Ok(None);
         };
         plan.assemble_records(bytes, &|a, b| m.release_range(a, b), path, opts)

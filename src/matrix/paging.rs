@@ -295,13 +295,19 @@ pub(crate) fn for_each_block<E>(
     mut f: impl FnMut(Range<usize>) -> Result<(), E>,
 ) -> Result<(), E> {
     let sweep: Sweep<'_, (), ()> = Sweep::new(m, blocks, Some(1), paging, ());
+    // Bytes of an entry's index and value, which the progress counts.
+    let entry = m.stored_bytes() / m.nnz().max(1);
     while let Some((b, r)) = sweep.claim() {
+        let len = r.len() as u64;
         if let Err(e) = f(r) {
             sweep.stop();
             sweep.finish();
             return Err(e);
         }
         sweep.done(b, (), |_, _| {});
+        if let Some(p) = m.progress() {
+            p.add(len * entry);
+        }
     }
     sweep.finish();
     Ok(())

@@ -6,6 +6,7 @@
 
 use super::error::{MatrixError, MatrixResult};
 use crate::fs::output::FileId;
+use crate::progress::Progress;
 use crate::{
     DType, HurrayFile, element::Element, options::OutputLayout, read::CompressedTensor,
     read::CooTensor, read::Tensor,
@@ -40,6 +41,8 @@ pub struct Matrix<'a> {
     /// The file the matrix is in, which no output of an operation on it
     /// may replace (`crate::fs::output`).
     source: Option<&'a FileId>,
+    /// The file's progress, which passes over the matrix move.
+    progress: Option<&'a Progress>,
 }
 
 impl<'a> Matrix<'a> {
@@ -89,6 +92,7 @@ impl<'a> Matrix<'a> {
             },
             releasable: false,
             source: None,
+            progress: None,
         })
     }
 
@@ -102,8 +106,14 @@ impl<'a> Matrix<'a> {
 
     /// Allow page release when the tensor's buffers lie in `file`'s
     /// mapping; remember the file, which outputs may not replace.
+    /// The progress passes over this matrix move (a mapped file's).
+    pub(crate) fn progress(&self) -> Option<&'a Progress> {
+        self.progress
+    }
+
     pub(crate) fn in_file(mut self, file: &'a HurrayFile) -> Matrix<'a> {
         self.source = file.file_id();
+        self.progress = file.progress_ref();
         self.releasable = match file.mapped_bytes() {
             Some(map) => {
                 let (lo, hi) = (map.as_ptr() as usize, map.as_ptr() as usize + map.len());

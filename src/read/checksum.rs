@@ -101,16 +101,20 @@ pub(super) fn count(
 
 /// xxh3-64 of `data`, releasing the pages behind the hash when `release`.
 fn hash(data: &[u8], mapped: Mapped<'_>, release: bool) -> u64 {
-    if !release {
-        return xxhash_rust::xxh3::xxh3_64(data);
-    }
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut behind = mapped.cursor(data);
+    // The cursor releases and reports progress; kept pages only report.
+    let mut behind = release.then(|| mapped.cursor(data));
     for (k, chunk) in data.chunks(1 << 20).enumerate() {
         h.update(chunk);
-        behind.at((k + 1) << 20);
+        match (&mut behind, mapped.progress()) {
+            (Some(b), _) => b.at((k + 1) << 20),
+            (None, Some(p)) => p.add(chunk.len() as u64),
+            (None, None) => {}
+        }
     }
-    behind.flush(data.len());
+    if let Some(mut b) = behind {
+        b.flush(data.len());
+    }
     h.digest()
 }
 

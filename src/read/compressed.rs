@@ -620,7 +620,7 @@ mod tests {
             kv: &[],
             permissive: false,
             offsets: [0; 3],
-            mapped: super::super::release::Mapped(None),
+            mapped: super::super::release::Mapped::NONE,
             sums: None,
         }
     }

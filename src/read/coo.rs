@@ -464,7 +464,7 @@ pub(super) mod tests {
             permissive: true,
             indices_offset: 0,
             values_offset: 0,
-            mapped: crate::read::release::Mapped(None),
+            mapped: crate::read::release::Mapped::NONE,
             sums: None,
         }
     }

@@ -120,6 +120,7 @@ use crate::hurray::compressed::CompressedDescriptor;
 use crate::hurray::{
     CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN, TRAILER_LEN, Trailer,
 };
+use crate::progress::Progress;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -139,7 +140,8 @@ pub struct ReadOptions {
 
 /// The bytes of an open file.
 enum Backing {
-    Mmap(memmap2::Mmap),
+    /// A mapped file, and the progress its passes move.
+    Mmap(memmap2::Mmap, Progress),
     /// 8-aligned heap copy: `len` bytes at the start of the `u64` vector.
     Mem(Vec<u64>, usize),
 }
@@ -155,7 +157,7 @@ impl Backing {
 
     fn bytes(&self) -> &[u8] {
         match self {
-            Backing::Mmap(m) => m,
+            Backing::Mmap(m, _) => m,
             Backing::Mem(v, len) => {
                 let all: &[u8] = bytemuck::cast_slice(v);
                 &all[..*len]
@@ -166,8 +168,8 @@ impl Backing {
     /// The mapping, for releasing pages behind a cursor (none in memory).
     fn mapped(&self) -> release::Mapped<'_> {
         match self {
-            Backing::Mmap(m) => release::Mapped(Some(m)),
-            Backing::Mem(..) => release::Mapped(None),
+            Backing::Mmap(m, p) => release::Mapped::new(Some(m), Some(p)),
+            Backing::Mem(..) => release::Mapped::new(None, None),
         }
     }
 
@@ -191,7 +193,7 @@ impl Backing {
             // one hazard, another process truncating or rewriting the file
             // while it is mapped, is documented (SIGBUS) with `in_memory` as
             // the alternative.
-            Backing::Mmap(unsafe { io.map(&file, path) }?)
+            Backing::Mmap(unsafe { io.map(&file, path) }?, Progress::new())
         };
         Ok((backing, id))
     }
@@ -356,6 +358,14 @@ enum Stored {
 }
 
 impl Stored {
+    /// Bytes of the buffers a whole pass reads.
+    fn buffer_bytes(&self) -> u64 {
+        match self {
+            Stored::Served(t) => (t.values.len() + t.indices.len() + t.pointers.len()) as u64,
+            Stored::Listed(l) => l.data.len() as u64,
+        }
+    }
+
     fn name(&self) -> &str {
         match self {
             Stored::Served(t) => &t.name,
@@ -450,6 +460,22 @@ fn too_short(len: u64) -> Error {
 }
 
 impl HurrayFile {
+    /// The progress of this file's long passes ([`HurrayFile::verify`],
+    /// walks in storage order, exports): bytes passed, in steps the
+    /// operation starts. Read it from another thread for a progress bar.
+    /// A file read into memory reports nothing.
+    pub fn progress(&self) -> Progress {
+        self.progress_ref().cloned().unwrap_or_default()
+    }
+
+    /// [`HurrayFile::progress`], when the file is mapped.
+    pub(crate) fn progress_ref(&self) -> Option<&Progress> {
+        match &self.backing {
+            Backing::Mmap(_, p) => Some(p),
+            Backing::Mem(..) => None,
+        }
+    }
+
     /// The file's bytes when they are a read-only memory map of the file
     /// (`open`), `None` for an in-memory copy (`ReadOptions::in_memory`,
     /// `from_bytes`). Pages of a file mapping may be dropped with
@@ -457,7 +483,7 @@ impl HurrayFile {
     /// (`matrix` streams that way).
     pub fn mapped_bytes(&self) -> Option<&[u8]> {
         match &self.backing {
-            Backing::Mmap(m) => Some(m),
+            Backing::Mmap(m, _) => Some(m),
             Backing::Mem(..) => None,
         }
     }

@@ -8,6 +8,8 @@
 //! file). A heap copy ([`super::ReadOptions::in_memory`]) is never
 //! advised: `MADV_DONTNEED` would zero private anonymous memory.
 
+use crate::progress::Progress;
+
 /// Release in steps of at least this many bytes (few system calls).
 const STEP: usize = 8 << 20;
 
@@ -61,15 +63,35 @@ pub(crate) unsafe fn advise(lo: usize, hi: usize, advice: libc::c_int) {
     }
 }
 
-/// The mapping a tensor's buffers live in, when they are mapped.
+/// The mapping a tensor's buffers live in, when they are mapped, and the
+/// progress its sequential passes move.
 #[derive(Clone, Copy)]
-pub(super) struct Mapped<'a>(pub(super) Option<&'a memmap2::Mmap>);
+pub(super) struct Mapped<'a> {
+    map: Option<&'a memmap2::Mmap>,
+    progress: Option<&'a Progress>,
+}
 
-impl Mapped<'_> {
+impl<'a> Mapped<'a> {
+    pub(super) fn new(map: Option<&'a memmap2::Mmap>, progress: Option<&'a Progress>) -> Self {
+        Mapped { map, progress }
+    }
+
+    /// Memory that is not a mapping: nothing to release or report.
+    #[cfg(test)]
+    pub(super) const NONE: Mapped<'static> = Mapped {
+        map: None,
+        progress: None,
+    };
+
+    /// The file's progress, when mapped.
+    pub(crate) fn progress(&self) -> Option<&'a Progress> {
+        self.progress
+    }
+
     /// Drop the whole pages inside `bytes` (a sub-slice of the mapping)
     /// from the resident set. No-op for memory that is not the mapping.
     pub(super) fn release(&self, bytes: &[u8]) {
-        let Some(map) = self.0 else {
+        let Some(map) = self.map else {
             return;
         };
         let base = map.as_ptr() as usize;
@@ -95,7 +117,7 @@ impl Mapped<'_> {
         Self: 'b,
     {
         Behind {
-            map: Mapped(self.0),
+            map: self,
             bytes,
             done: 0,
         }
@@ -123,6 +145,9 @@ impl Behind<'_> {
         let n = n.min(self.bytes.len());
         if n > self.done {
             self.map.release(&self.bytes[self.done..n]);
+            if let Some(p) = self.map.progress {
+                p.add((n - self.done) as u64);
+            }
             self.done = n;
         }
     }

@@ -158,7 +158,9 @@ impl<'a> Tensor<'a> {
         &self,
         mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        self.check_checksums()?;
+        // One pass in storage order: the pages hashed leave the resident
+        // set, as the walk's own do.
+        self.check_checksums_with(true)?;
         match self {
             Tensor::Coo(t) => t.iter().try_for_each(|(i, v)| f(i, v)),
             Tensor::Compressed(t) => t.iter().try_for_each(|e| {

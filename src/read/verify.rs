@@ -206,6 +206,11 @@ impl HurrayFile {
     /// [`Severity::Note`] saying its bytes could not be checked.
     pub fn verify(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        // About two passes over every buffer (checksums, then content).
+        if let Some(p) = self.progress_ref() {
+            let bytes: u64 = self.tensors.iter().map(Stored::buffer_bytes).sum();
+            p.start(crate::progress::Step::Check, 2 * bytes);
+        }
         for t in &self.tensors {
             out.extend(self.verify_stored(t));
         }
@@ -222,6 +227,9 @@ impl HurrayFile {
             }
         }
         out.extend(self.check_padding());
+        if let Some(p) = self.progress_ref() {
+            p.idle();
+        }
         out
     }
 
@@ -245,7 +253,15 @@ impl HurrayFile {
     /// at open; [`TensorInfo::verify_note`](super::TensorInfo::verify_note)
     /// says what that covers); nothing more for other layouts.
     pub fn verify_tensor(&self, name: &str) -> crate::Result<Vec<Problem>> {
-        Ok(self.verify_stored(self.stored(name)?))
+        let s = self.stored(name)?;
+        if let Some(p) = self.progress_ref() {
+            p.start(crate::progress::Step::Check, 2 * s.buffer_bytes());
+        }
+        let out = self.verify_stored(s);
+        if let Some(p) = self.progress_ref() {
+            p.idle();
+        }
+        Ok(out)
     }
 
     fn verify_stored(&self, s: &Stored) -> Vec<Problem> {

@@ -711,6 +711,11 @@ pub(crate) trait BandSink<M: Minor, L: Lane>: Sync {
     /// `lo + j` ending at entry `ends[j]` of the band.
     fn put(&self, off: usize, lo: u64, minor: &[M], lanes: &[L], ends: &[u32])
     -> Result<(), Fault>;
+    /// The caller's stop flag, if it gave one: the bands stop at their
+    /// next chunk once it is set.
+    fn stop(&self) -> Option<&AtomicBool> {
+        None
+    }
 }
 
 impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> BandSink<M, L>

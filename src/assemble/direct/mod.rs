@@ -40,6 +40,7 @@ pub(crate) mod lane;
 pub(crate) mod out;
 mod stream;
 pub use stream::assemble_arrays_to_file;
+pub(crate) use stream::{file_plan, mapped_window};
 
 pub use input::IndexElem;
 pub use lane::{FromLane, Lane, OutValue};
@@ -550,9 +551,7 @@ impl DirectPlan {
     /// refused allocation, a panic, a sink's failure).
     fn failure_error(&self, f: Failure) -> Error {
         match f {
-            Failure::Fault(Fault::Stopped) => {
-                Error::Poisoned("in-memory assembly (stopped by its caller)")
-            }
+            Failure::Fault(Fault::Stopped) => Error::Stopped,
             Failure::Fault(Fault::OutOfMemory) => Error::OutOfMemory {
                 what: "the in-memory assembly's buffers",
                 bytes: self.working_bytes(),

@@ -20,6 +20,7 @@
 
 use crate::assemble::combine::{CombinerKind, FloatSum, with_combiner};
 use crate::assemble::direct::band::{self, BandSink, Minor};
+use crate::assemble::direct::count::RELEASE_CHUNKS;
 use crate::assemble::direct::input::{
     Checked, Cols, F64Bits, Held, IndexElem, Input, One, Pair, RawChecked, RawKeep, RecordKey,
     Records, Source, Triples, raw_decoder,
@@ -39,6 +40,7 @@ use crate::read::release::physical_memory;
 use crate::write::{FileWriter, Placed, TensorWriter, WriteOptions};
 use crate::xxh3::{Chain, Part};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -119,6 +121,40 @@ enum Filled {
 
 /// Index entries encoded at a time by a band written in place.
 const PLACE_CHUNK: usize = 32 * 1024;
+/// A worker's in-place scratch beyond its band's hashes: one chunk of
+/// encoded index words.
+const PLACE_WORDS_BYTES: u64 = (PLACE_CHUNK * 2 * 8) as u64;
+
+/// The kernel's plan for a run whose result goes to a file: `plan`'s, its
+/// budget also holding the file sink's memory (the writer's buffers, each
+/// worker's in-place scratch) and `held`, bytes the caller holds through
+/// the run (records kept, or a mapped input's pages read between two
+/// releases: [`mapped_window`]), so that everything the run holds stays
+/// within the caller's budget.
+pub(crate) fn file_plan(
+    shape: &[u64],
+    dtype: DType,
+    contributions: u64,
+    opts: &AssembleOptions,
+    held: u64,
+) -> Option<DirectPlan> {
+    let sink = OUTPUT_BUFFER_BYTES + opts.threads as u64 * PLACE_WORDS_BYTES;
+    let mut o = opts.clone();
+    o.memory_budget = opts.memory_budget.checked_sub(sink + held)?;
+    let mut p = super::plan(shape, dtype, contributions, &o)?;
+    // A band written in place keeps its hashes: 64 bytes per KiB written,
+    // 1.5 bytes per entry (24 written), against at least 12 bytes of
+    // scratch per entry: an eighth more.
+    p.worker_bytes = p.worker_bytes / 9 * 8;
+    Some(p)
+}
+
+/// Bytes of a mapped input of `rec`-byte records that `threads` workers
+/// hold resident at most: each reads [`RELEASE_CHUNKS`] chunks between
+/// two releases.
+pub(crate) fn mapped_window(threads: usize, rec: usize) -> u64 {
+    (threads * RELEASE_CHUNKS * super::CHUNK * rec) as u64
+}
 
 /// The bands into a tensor writer, in band order: each band waits for the
 /// bands before it to be taken ([`Order`]). A COO f64 matrix is written in
@@ -137,6 +173,8 @@ struct FileSink<'t, 'w, 'a> {
     order: Mutex<Order>,
     turn: Condvar,
     in_place: Option<InPlace>,
+    /// The caller's stop flag, for the bands.
+    stop: Option<&'a AtomicBool>,
 }
 
 /// The stream order of the bands' puts.
@@ -244,6 +282,10 @@ impl<M: Minor> BandSink<M, u64> for FileSink<'_, '_, '_> {
                 .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o)),
         })
     }
+
+    fn stop(&self) -> Option<&AtomicBool> {
+        self.stop
+    }
 }
 
 /// Complex values: both parts in one lane, through `push_batch`.
@@ -264,6 +306,10 @@ impl<M: Minor> BandSink<M, [u64; 2]> for FileSink<'_, '_, '_> {
             self.wait_turn(off)
                 .and_then(|o| self.put_staged(lo, minor, lanes, ends).map(|()| o))
         })
+    }
+
+    fn stop(&self) -> Option<&AtomicBool> {
+        self.stop
     }
 }
 
@@ -432,7 +478,7 @@ impl FileSink<'_, '_, '_> {
     ) -> Result<(), Fault> {
         let w = minor.len();
         // The values: the lanes are the f64 bits.
-        sc.values.start(off as u64);
+        sc.values.start_sized(off as u64, w as u64);
         if cfg!(target_endian = "little") {
             sc.values.push_le(lanes);
             ip.placed
@@ -451,7 +497,7 @@ impl FileSink<'_, '_, '_> {
                     .map_err(|e| self.failed(e))?;
             }
         }
-        sc.indices.start(2 * off as u64);
+        sc.indices.start_sized(2 * off as u64, 2 * w as u64);
         let mut i = 0usize;
         while i < w {
             encode_entries(lo, minor, ends, i, PLACE_CHUNK, &mut sc.words);
@@ -571,7 +617,7 @@ impl DirectPlan {
                 bucket_dims: *bucket_dims,
             },
         };
-        let filled = self.to_file(path, opts, |sink| {
+        let filled = self.to_file(path, opts, None, |sink| {
             let proto = Records {
                 bytes,
                 rec,
@@ -646,6 +692,7 @@ impl DirectPlan {
         key_shifts: &[u32],
         path: &Path,
         opts: &AssembleOptions,
+        stop: &AtomicBool,
     ) -> Result<Option<Summary>> {
         let part = self.dtype.complex_part();
         let per = if part.is_some() { 2 } else { 1 };
@@ -670,13 +717,13 @@ impl DirectPlan {
             Scheme::Packed { .. } => return Ok(None),
         };
         let filled = match part {
-            None => self.to_file(path, opts, |sink| {
+            None => self.to_file(path, opts, Some(stop), |sink| {
                 let input = held.with_split::<One>(split, self.buckets);
                 with_file_reducer!(self, red => self.stream(&input, red, sink, false))
             })?,
             Some(part) => {
                 let input = held.with_split::<Pair>(split, self.buckets);
-                self.to_file(path, opts, |sink| {
+                self.to_file(path, opts, Some(stop), |sink| {
                     if self.kind == CombinerKind::FloatSum && part == DType::F64 {
                         let general = ComplexReduce {
                             comb: &FloatSum(DType::F64),
@@ -753,7 +800,7 @@ impl DirectPlan {
         if self.declines(indices) || self.dtype.is_complex() || self.dtype.is_bool() {
             return Ok(None);
         }
-        let filled = self.to_file(path, opts, |sink| {
+        let filled = self.to_file(path, opts, None, |sink| {
             let bits_kept = self.dtype.is_float() && self.non_finite == NonFinitePolicy::Keep;
             let checked = Checked {
                 dtype: self.dtype,
@@ -805,7 +852,13 @@ impl DirectPlan {
     /// Open the output and its tensor, let `fill` run the kernel into the
     /// sink, and publish the file when it did (`Filled::Done`); otherwise
     /// the temporary file is dropped.
-    fn to_file<F>(&self, path: &Path, opts: &AssembleOptions, fill: F) -> Result<Filled>
+    fn to_file<F>(
+        &self,
+        path: &Path,
+        opts: &AssembleOptions,
+        stop: Option<&AtomicBool>,
+        fill: F,
+    ) -> Result<Filled>
     where
         F: FnOnce(&FileSink<'_, '_, '_>) -> Result<Option<Streamed>, Failure>,
     {
@@ -858,6 +911,7 @@ impl DirectPlan {
             order: Mutex::new(Order::default()),
             turn: Condvar::new(),
             in_place,
+            stop,
         };
         let r = fill(&sink);
         let FileSink {
@@ -959,7 +1013,7 @@ impl DirectPlan {
         M: Minor,
         S: BandSink<M, In::L>,
     {
-        let Some((counts, bands)) = self.bands::<In, M>(input, None)? else {
+        let Some((counts, bands)) = self.bands::<In, M>(input, sink.stop())? else {
             return Ok(None);
         };
         // More than two reads of an input file in all: not this path.
@@ -984,7 +1038,7 @@ impl DirectPlan {
             .hist_limit
             .min((self.threads as u64 - 1) * self.buckets * 4);
         let peak = self.buckets * 4 + chunks * 16 + hist + threads * scratch;
-        match band::run::<In, R, M>(input, red, &counts, &bands, self.threads, sink, None) {
+        match band::run::<In, R, M>(input, red, &counts, &bands, self.threads, sink, sink.stop()) {
             Ok(d) => Ok(Some(Streamed {
                 nnz: d.nnz as u64,
                 dropped: d.dropped,
@@ -1041,7 +1095,7 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
     path: &Path,
     opts: &AssembleOptions,
 ) -> Result<Summary> {
-    if let Some(p) = super::plan(shape, dtype, values.len() as u64, opts) {
+    if let Some(p) = file_plan(shape, dtype, values.len() as u64, opts, 0) {
         if let Some(s) = p.assemble_to_file(indices, values, path, opts)? {
             return Ok(s);
         }

@@ -36,6 +36,7 @@ use super::error::{MatrixError, MatrixResult};
 use super::output::Output;
 use super::paging::{Paging, for_each_block};
 use super::view::{Matrix, fixed_blocks, pick};
+use crate::progress::Step;
 use crate::{HurrayFile, Value};
 use std::ops::Range;
 use std::path::Path;
@@ -103,7 +104,9 @@ pub fn export_file(
     opts: &ExportOptions,
 ) -> MatrixResult<ExportSummary> {
     let a = Matrix::with_rank(pick(file, name)?, "export", 1, 2)?.in_file(file);
-    export(&a, format, out, opts)
+    let r = export(&a, format, out, opts);
+    file.progress().idle();
+    r
 }
 
 /// Write `a` to `out` in `format`. An `out` that names the file `a` was
@@ -222,5 +225,9 @@ fn pass_blocks(
     block: usize,
     f: impl FnMut(Range<usize>) -> MatrixResult<()>,
 ) -> MatrixResult<()> {
+    // Each pass a step of its own: a second pass shows as the second.
+    if let Some(p) = a.progress() {
+        p.start(Step::Export, a.stored_bytes());
+    }
     for_each_block(a, &fixed_blocks(a.nnz() as usize, block), paging, f)
 }

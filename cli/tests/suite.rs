@@ -45,4 +45,5 @@ mod huge_shapes;
 mod layouts;
 mod mpi_composite;
 mod output_rule;
+mod progress;
 mod verify_warnings;

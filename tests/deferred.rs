@@ -228,11 +228,21 @@ proptest! {
 /// and merges, and the file is still the same.
 #[test]
 fn chunks_outgrowing_the_budget_go_to_the_sorters() {
-    for threads in [1, 2] {
+    // At 64 MiB the kept chunks, the sort scratch and the pushers' next
+    // chunks met when keeping gave up (73 MiB of buffers before the fix).
+    for (budget, n) in [(6u64 << 20, 600_000), (64 << 20, 4_000_000)] {
+        for threads in [1, 2] {
+            chunks_outgrow(budget, n, threads);
+        }
+    }
+}
+
+fn chunks_outgrow(budget: u64, n: usize, threads: usize) {
+    {
         let shape = [3000u64, 3000];
-        let c = contributions(&shape, DType::F64, 600_000, 7 + threads as u64);
+        let c = contributions(&shape, DType::F64, n, 7 + threads as u64);
         let opts = AssembleOptions {
-            memory_budget: 6 << 20,
+            memory_budget: budget,
             threads,
             ..AssembleOptions::default()
         };

@@ -75,9 +75,10 @@ pub(crate) struct Plan {
     pub(crate) batch_bytes: u64,
     /// Chunk bytes (those kept and the pushers') up to which a builder
     /// keeps chunks unsorted for the in-memory kernel (`deferred.rs`):
-    /// all the budget but the fixed buffers and the sort scratch's share.
-    /// Nothing is sorted meanwhile, so the pushers' next chunks fit in
-    /// that share; at `finish` it is what the kernel works in.
+    /// all the budget but the fixed buffers and what giving up needs (the
+    /// overflowing chunk, the sort scratch, the pushers' next chunks while
+    /// the kept ones are sorted); at `finish` it is what the kernel works
+    /// in.
     pub(crate) defer_bytes: u64,
 }
 
@@ -124,7 +125,11 @@ impl Plan {
         // The chunks are kept for the kernel unless the caller expects
         // more contributions than they would hold: then never (no chunk
         // is kept in vain).
-        let defer_capped = free.saturating_sub(sorters as u64 * share.min(CHUNK_MAX_BYTES));
+        // Room left when keeping gives up and the kept chunks go to the
+        // sorters: the chunk that overflowed, each sorter's scratch, and a
+        // new chunk for each pusher while the kept ones are sorted.
+        let after_keeping = (1 + sorters + resident_pushers) as u64;
+        let defer_capped = free.saturating_sub(after_keeping * share.min(CHUNK_MAX_BYTES));
         let deferred = deferrable.is_some_and(|k| {
             opts.expected_contributions
                 .is_none_or(|n| n.saturating_mul(k * record_bytes) <= defer_capped)
@@ -334,9 +339,10 @@ mod tests {
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let free = (256u64 << 20) - fixed;
         let unknown = with(None, Some(1));
-        // All but the fixed buffers and the sort scratch's share.
+        // All but the fixed buffers and, for when keeping gives up, the
+        // overflowing chunk, the sort scratch and the pushers' next chunks.
         let share = ((free as f64 * CHUNK_SHARE) as u64) / 6;
-        let limit = free - 2 * share;
+        let limit = free - 5 * share;
         assert_eq!(unknown.defer_bytes, limit);
         assert_eq!(with(None, None).defer_bytes, 0, "not deferrable");
         // Expected records that fit are kept, even where their runs would

@@ -562,7 +562,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let wpr = self.shape.len() + 1;
         let cap = exchange_cap(self.opts.assemble.memory_budget / 4, n, wpr);
         let read = cap.min(READ_RECORDS);
-        let how = Precombine::of(
+        let how = Precombine::new(
             CombinerKind::of(
                 self.dtype,
                 self.opts.assemble.duplicates,
@@ -610,7 +610,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 loop {
                     let room = cap - out.len() / wpr;
                     if room == 0 {
-                        let kept = sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        let kept = sort_and_combine(&out, wpr, how, &mut perm, &mut send);
                         out.clear();
                         if kept <= cap / 2 {
                             // Combining freed room: keep filling.
@@ -633,7 +633,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     }
                     self.stash.next_chunk(&mut chunk, room.min(read))?;
                     if chunk.is_empty() {
-                        sort_and_combine(&out, wpr, how, dtype, &mut perm, &mut send);
+                        sort_and_combine(&out, wpr, how, &mut perm, &mut send);
                         out.clear();
                         if runs.is_empty() {
                             return Ok(true);
@@ -644,7 +644,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                         out = Vec::new();
                         perm = Vec::new();
                         chunk = Vec::new();
-                        let m = merge.insert(runs.merge(how, dtype, cap)?);
+                        let m = merge.insert(runs.merge(how, cap)?);
                         return m.next_batch(&mut send, cap);
                     }
                     for rec in chunk.chunks_exact(wpr) {

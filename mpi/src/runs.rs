@@ -21,7 +21,6 @@
 //! outgoing buffer it no longer needs once the stash is drained.
 
 use super::combine::{Precombine, sort_and_combine};
-use coo_assembler::DType;
 use coo_assembler::Result;
 use coo_assembler::internals::fs::ctx::IoCtx;
 use std::fs::File;
@@ -107,19 +106,14 @@ impl Runs {
     /// Merge the runs into one sorted, combined stream, handed out by
     /// [`Merge::next_batch`]; passes of [`FAN_IN`] runs first while there
     /// are more. `mem_records`: the merge's buffer space, in records.
-    pub(crate) fn merge(
-        &mut self,
-        how: Precombine,
-        dtype: DType,
-        mem_records: usize,
-    ) -> Result<Merge> {
+    pub(crate) fn merge(&mut self, how: Precombine, mem_records: usize) -> Result<Merge> {
         let part = (mem_records / 8).max(1);
         // Pass outputs go to a new file: the stash's file is dropped once
         // its runs are merged.
         self.tail = None;
         while self.runs.len() > FAN_IN {
             let some: Vec<Run> = self.runs.drain(..FAN_IN).collect();
-            let mut m = Merge::new(some, self.wpr, how, dtype, mem_records, self)?;
+            let mut m = Merge::new(some, self.wpr, how, mem_records, self)?;
             let mut first: Option<(Arc<File>, u64)> = None;
             let mut words = 0u64;
             let mut batch = Vec::new();
@@ -139,7 +133,7 @@ impl Runs {
             }
         }
         let all = std::mem::take(&mut self.runs);
-        Merge::new(all, self.wpr, how, dtype, mem_records, self)
+        Merge::new(all, self.wpr, how, mem_records, self)
     }
 }
 
@@ -188,7 +182,6 @@ pub(crate) struct Merge {
     readers: Vec<Reader>,
     wpr: usize,
     how: Precombine,
-    dtype: DType,
     io: IoCtx,
     dir: PathBuf,
     /// Records gathered at most per combining step.
@@ -206,7 +199,6 @@ impl Merge {
         runs: Vec<Run>,
         wpr: usize,
         how: Precombine,
-        dtype: DType,
         mem_records: usize,
         at: &Runs,
     ) -> Result<Merge> {
@@ -227,7 +219,6 @@ impl Merge {
             readers,
             wpr,
             how,
-            dtype,
             io: at.io.clone(),
             dir: at.dir.clone(),
             part: (mem_records / 8).max(1),
@@ -294,7 +285,6 @@ impl Merge {
             &self.group,
             wpr,
             self.how,
-            self.dtype,
             &mut self.perm,
             &mut self.pending,
         );
@@ -307,6 +297,8 @@ impl Merge {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use coo_assembler::DType;
+    use coo_assembler::internals::assemble::combine::CombinerKind;
     use std::collections::BTreeMap;
 
     /// Runs of integer sums over few keys: the merge gives one record per
@@ -314,7 +306,7 @@ mod tests {
     #[test]
     fn merges_and_combines_across_runs() {
         let dir = tempfile::tempdir().unwrap();
-        let how = Precombine::IntSum { signed: true };
+        let how = Precombine::new(CombinerKind::IntSum, DType::I64);
         for (runs, mem) in [(3usize, 64usize), (40, 64), (40, 8)] {
             let mut r = Runs::new(3, dir.path(), IoCtx::new());
             let mut want: BTreeMap<(u64, u64), i64> = BTreeMap::new();
@@ -328,11 +320,11 @@ mod tests {
                 }
                 let mut sorted = Vec::new();
                 let mut perm = Vec::new();
-                sort_and_combine(&recs, 3, how, DType::I64, &mut perm, &mut sorted);
+                sort_and_combine(&recs, 3, how, &mut perm, &mut sorted);
                 r.push(&sorted).unwrap();
                 pushed += sorted.len() as u64 * 8;
             }
-            let mut m = r.merge(how, DType::I64, mem).unwrap();
+            let mut m = r.merge(how, mem).unwrap();
             let mut got = Vec::new();
             let mut batch = Vec::new();
             loop {

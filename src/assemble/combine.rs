@@ -498,6 +498,100 @@ impl Combiner for Unique {
     }
 }
 
+/// A sender's pre-combining (the distributed builder's): the raw values
+/// a group of contributions to one coordinate can be replaced by, so that
+/// the owner, combining them with the same combiner, gets the same result
+/// (or the same error). Each policy's rule is its combiner's own:
+/// - exact float sums: the group's exact sum as a non-overlapping
+///   expansion (its partials are f64 values whose exact sum is the
+///   group's); an exact cancellation as one `+0.0`, or `-0.0` when every
+///   term was; groups with NaN or infinity, or needing the wide form, go
+///   unchanged;
+/// - integer sums: the i128 sum as one value when it fits the element
+///   type (the owner checks the range at the end), else unchanged;
+/// - min / max: the combiner's pick (associative and commutative).
+///
+/// Fast float sums (order-dependent), `last` and `error` (the owner must
+/// see every contribution) are not combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Precombine {
+    kind: CombinerKind,
+    dtype: DType,
+}
+
+impl Precombine {
+    /// The pre-combining of `kind` for values of `dtype` (a complex
+    /// tensor's part type).
+    pub fn new(kind: CombinerKind, dtype: DType) -> Precombine {
+        Precombine { kind, dtype }
+    }
+
+    /// Whether groups are combined at all (else every value is sent).
+    pub fn combines(&self) -> bool {
+        !matches!(
+            self.kind,
+            CombinerKind::FloatFastSum | CombinerKind::Last | CombinerKind::Unique
+        )
+    }
+
+    /// Call `emit` with the raw values that stand for the group `raws`
+    /// (all of them when it cannot be combined).
+    pub fn group(&self, raws: &[u64], mut emit: impl FnMut(u64)) {
+        let unchanged = |emit: &mut dyn FnMut(u64)| raws.iter().for_each(|&r| emit(r));
+        if raws.len() < 2 || !self.combines() {
+            return unchanged(&mut emit);
+        }
+        let dtype = self.dtype;
+        match self.kind {
+            CombinerKind::FloatSum => {
+                let mut s = ExactSum::new();
+                let mut all_neg_zero = true;
+                let mut special = false;
+                for &r in raws {
+                    let x = f64::from_bits(r);
+                    special |= !x.is_finite();
+                    all_neg_zero &= r == (-0.0f64).to_bits();
+                    s.add(x);
+                }
+                match s.partials().filter(|_| !special) {
+                    Some([]) => emit(if all_neg_zero { -0.0f64 } else { 0.0 }.to_bits()),
+                    Some(parts) => parts.iter().for_each(|p| emit(p.to_bits())),
+                    None => unchanged(&mut emit),
+                }
+            }
+            CombinerKind::FloatExtreme { max } => {
+                match (FloatExtreme { dtype, max }).combine_group(raws, 0) {
+                    Ok(v) => emit(v.to_bits()),
+                    Err(_) => unchanged(&mut emit),
+                }
+            }
+            CombinerKind::IntSum => {
+                let fits = IntSum(dtype).combine_group(raws, 0).ok().and_then(|s| {
+                    if dtype.is_signed_int() {
+                        i64::try_from(s).ok().and_then(|v| v.to_raw(dtype).ok())
+                    } else {
+                        u64::try_from(s).ok().and_then(|v| v.to_raw(dtype).ok())
+                    }
+                });
+                match fits {
+                    Some(v) => emit(v),
+                    None => unchanged(&mut emit),
+                }
+            }
+            CombinerKind::IntExtreme { max } => {
+                let best = (IntExtreme { dtype, max }).combine_group(raws, 0).ok();
+                match raws.iter().find(|&&r| Some(raw_int(dtype, r)) == best) {
+                    Some(&r) => emit(r),
+                    None => unchanged(&mut emit),
+                }
+            }
+            CombinerKind::FloatFastSum | CombinerKind::Last | CombinerKind::Unique => {
+                unchanged(&mut emit)
+            }
+        }
+    }
+}
+
 /// Which combiner a dtype and policy use (for dispatch in the builder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CombinerKind {
@@ -750,6 +844,45 @@ pub(crate) use with_combiner;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a group stands for after pre-combining, by each policy's
+    /// combiner: the same result from the values sent.
+    #[test]
+    fn precombined_groups_combine_to_the_same_result() {
+        let group = |kind, dtype, raws: &[u64]| {
+            let mut out = Vec::new();
+            Precombine::new(kind, dtype).group(raws, |v| out.push(v));
+            out
+        };
+        let f = |x: f64| x.to_bits();
+        // Exact sums: a cancellation is +0.0, all -0.0 stays -0.0, an
+        // infinity leaves the group alone.
+        let fs = CombinerKind::FloatSum;
+        assert_eq!(group(fs, DType::F64, &[f(1.5), f(-1.5)]), [f(0.0)]);
+        assert_eq!(group(fs, DType::F64, &[f(-0.0), f(-0.0)]), [f(-0.0)]);
+        assert_eq!(group(fs, DType::F64, &[f(1.0), f(2.0)]), [f(3.0)]);
+        assert_eq!(group(fs, DType::F64, &[f(f64::INFINITY), f(1.0)]).len(), 2);
+        // Extremes: the combiner's pick (+0.0 over -0.0 for max).
+        let max = CombinerKind::FloatExtreme { max: true };
+        assert_eq!(group(max, DType::F64, &[f(-0.0), f(0.0)]), [f(0.0)]);
+        let imin = CombinerKind::IntExtreme { max: false };
+        let neg = |x: i64| x as u64;
+        assert_eq!(group(imin, DType::I32, &[neg(-5), 7, neg(-9)]), [neg(-9)]);
+        // Integer sums: one value when it fits the type, else unchanged.
+        assert_eq!(group(CombinerKind::IntSum, DType::U8, &[1, 2]), [3]);
+        assert_eq!(
+            group(CombinerKind::IntSum, DType::U8, &[200, 100]),
+            [200, 100]
+        );
+        // Order-dependent or refusing policies: everything is sent.
+        for kind in [
+            CombinerKind::FloatFastSum,
+            CombinerKind::Last,
+            CombinerKind::Unique,
+        ] {
+            assert_eq!(group(kind, DType::F64, &[f(1.0), f(2.0)]), [f(1.0), f(2.0)]);
+        }
+    }
 
     #[test]
     fn varints_round_trip() {

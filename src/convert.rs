@@ -43,7 +43,7 @@
 //! file, and the output appears through one atomic publish.
 
 use crate::assemble::builder::Builder;
-use crate::assemble::finish::Summary;
+use crate::assemble::summary::Summary;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;

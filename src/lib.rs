@@ -108,7 +108,7 @@ pub mod builder {
     //! time; [`Builder::finish`] merges, writes and returns a [`Summary`].
     pub use crate::assemble::builder::{Builder, Pusher, Stopper};
     pub use crate::assemble::combine::PushValue;
-    pub use crate::assemble::finish::Summary;
+    pub use crate::assemble::summary::Summary;
     pub use crate::fs::sweep::remove_own_leftovers;
 }
 pub mod composite {

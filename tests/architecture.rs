@@ -84,6 +84,97 @@ fn top_level_modules_import_each_other_in_one_direction_only() {
     }
 }
 
+/// Whether `code` names `path` followed by something that ends a name
+/// (`crate::assemble::run` but not `crate::assemble::runs`).
+fn names(code: &str, path: &str) -> bool {
+    code.match_indices(path).any(|(i, _)| {
+        !code[i + path.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !code[..i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+/// The files (and sub-folders) of every folder of `src/` import each
+/// other in one direction only, so the flow reads one way inside a folder
+/// too (issue 40: push -> batch -> kernel or runs -> merge -> write).
+#[test]
+fn the_files_of_each_folder_import_each_other_in_one_direction_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut folders = vec![src.clone()];
+    let mut checked = 0;
+    while let Some(dir) = folders.pop() {
+        let rel: Vec<String> = dir
+            .strip_prefix(&src)
+            .unwrap()
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        // Siblings: the folder's files but its hub, and its sub-folders.
+        let mut siblings: BTreeMap<String, Vec<std::path::PathBuf>> = BTreeMap::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                folders.push(p.clone());
+                let mut files = Vec::new();
+                walk(&p, &mut files);
+                siblings.insert(name, files);
+            } else if p.extension().is_some_and(|x| x == "rs")
+                && name != "mod"
+                && name != "lib"
+                && name != "main"
+            {
+                siblings.insert(name, vec![p]);
+            }
+        }
+        // The top level is the other test's.
+        if rel.is_empty() {
+            continue;
+        }
+        let module = rel.join("::");
+        let mut graph = Graph::new();
+        for (name, files) in &siblings {
+            let deps = graph.entry(name.clone()).or_default();
+            for f in files {
+                let code = code_of(&std::fs::read_to_string(f).unwrap());
+                // `super::` from a file of this folder or a sub-folder's
+                // hub, `super::super::` from a file a folder down.
+                let depth = f.strip_prefix(&dir).unwrap().components().count();
+                let hub = f.file_name().is_some_and(|n| n == "mod.rs");
+                let up = "super::".repeat(depth - usize::from(hub));
+                for other in siblings.keys().filter(|o| *o != name) {
+                    let by_crate = [
+                        format!("crate::{module}::{other}"),
+                        format!("crate::internals::{module}::{other}"),
+                    ];
+                    let by_super = Some(format!("{up}{other}"));
+                    if by_crate
+                        .iter()
+                        .chain(by_super.iter())
+                        .any(|p| names(&code, p))
+                    {
+                        deps.insert(other.clone());
+                    }
+                }
+            }
+        }
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!(
+                "an import cycle in src/{}: {}",
+                rel.join("/"),
+                cycle.join(" -> ")
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 8, "{checked} folders");
+}
+
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// A cycle of `graph` as the modules along it, if there is one.

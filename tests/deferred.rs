@@ -321,13 +321,13 @@ fn rss_child() {
     );
 }
 
-/// The chunks a builder keeps count against its budget: 3.2 M
-/// contributions (51 MB of records) at 64 MiB go to the kernel with the
+/// The chunks a builder keeps count against its budget: 2.6 M
+/// contributions (42 MB of records) at 64 MiB go to the kernel with the
 /// peak RSS within the budget plus 32 MiB above the start; 8 M go to the
 /// sorters mid-way, within the same bound.
 #[test]
 fn kept_chunks_keep_rss_within_the_budget() {
-    for (n, kernel) in [(3_200_000u64, true), (8_000_000, false)] {
+    for (n, kernel) in [(2_600_000u64, true), (8_000_000, false)] {
         let dir = tempfile::tempdir().unwrap();
         let n_text = n.to_string();
         let (runs, before, peak) = rss_child_run(

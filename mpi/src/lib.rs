@@ -67,7 +67,8 @@ mod stash;
 
 use combine::{Precombine, sort_and_combine};
 use coo_assembler::DType;
-use coo_assembler::internals::assemble::builder::{check_coordinate, raw_value};
+use coo_assembler::internals::assemble::builder::check_coordinate;
+use coo_assembler::internals::assemble::combine::raw_value;
 use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
 use coo_assembler::internals::composite::{
     PLACED_WORDS, Placed, Prepared, first_member_offset, member_name, write_frame, write_member,

@@ -7,13 +7,14 @@
 //! where a waiting pusher may take it (`shared.rs` says why). `finish` is
 //! in `finish.rs`.
 
-use crate::assemble::combine::PushValue;
+use crate::assemble::combine::{PushValue, raw_parts, raw_value};
 use crate::assemble::deferred::finish_deferred;
-use crate::assemble::finish::{Summary, finish_core};
+use crate::assemble::finish::finish_core;
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
 use crate::assemble::run::spawn_sorters;
 use crate::assemble::shared::{Core, Job, Parked, new_core};
 use crate::assemble::sort::Record;
+use crate::assemble::summary::Summary;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};
@@ -245,9 +246,22 @@ impl<K: Key> Local<K> {
             self.check_poisoned()?;
         }
         let mut c = core.free_chunk()?;
-        while c.capacity() > 0 && c.len() == c.capacity() {
-            // A guest's chunk taken as it was, full: a run of its own.
-            core.dispatch(c, self.next_origin());
+        loop {
+            if c.capacity() > 0 && c.len() == c.capacity() {
+                // A guest's chunk taken as it was, full: a run of its own.
+                core.dispatch(c, self.next_origin());
+            } else if c.capacity() == 0
+                && core
+                    .surplus
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+            {
+                // The place of a chunk kept for the kernel and now being
+                // sorted: wait for that chunk rather than allocate another
+                // beside it (which would go over the budget).
+            } else {
+                break;
+            }
             c = core.free_chunk()?;
         }
         let want = core.plan.chunk_records;
@@ -1102,74 +1116,6 @@ pub fn check_coordinate(shape: &[u64], idx: &[u64], n: u64) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Contribution `n`'s value as the 8 raw bits a run stores for `dtype`,
-/// after the non-finite `policy`. Shared by every pusher (local and MPI).
-#[inline]
-pub fn raw_value<V: PushValue>(v: V, dtype: DType, policy: NonFinitePolicy, n: u64) -> Result<u64> {
-    check_finite(v.as_float(), policy, n)?;
-    v.to_raw(dtype).map_err(|reason| refused(v, n, reason))
-}
-
-/// Contribution `n`'s value as the raw bits of its real and imaginary
-/// parts for a complex tensor of `part`s, after the non-finite `policy`
-/// (which looks at both parts).
-#[inline]
-pub(crate) fn raw_parts<V: PushValue>(
-    v: V,
-    part: DType,
-    policy: NonFinitePolicy,
-    n: u64,
-) -> Result<(u64, u64)> {
-    check_finite(v.as_float(), policy, n)?;
-    check_finite(v.imag_float(), policy, n)?;
-    v.to_raw_parts(part).map_err(|reason| refused(v, n, reason))
-}
-
-/// Why a push refuses contribution `n`'s value `v` into a tensor of
-/// `dtype` (its conversion, or the non-finite `policy` on either part of
-/// a complex value), if it does: what the in-memory paths report once a
-/// pass has seen a refused value.
-pub(crate) fn value_refusal<V: PushValue>(
-    v: V,
-    dtype: DType,
-    policy: NonFinitePolicy,
-    n: u64,
-) -> Option<Error> {
-    match dtype.complex_part() {
-        Some(part) => raw_parts(v, part, policy, n).err(),
-        None => raw_value(v, dtype, policy, n).err(),
-    }
-}
-
-/// The non-finite `policy` applied to contribution `n`'s float `f` (a
-/// value with no float part passes).
-#[inline]
-fn check_finite(f: Option<f64>, policy: NonFinitePolicy, n: u64) -> Result<()> {
-    let Some(f) = f else { return Ok(()) };
-    let refuse = match policy {
-        NonFinitePolicy::Keep => false,
-        NonFinitePolicy::RejectNan => f.is_nan(),
-        NonFinitePolicy::RejectNonFinite => !f.is_finite(),
-    };
-    if refuse {
-        return Err(Error::InvalidValue {
-            contribution: n,
-            value: f.to_string(),
-            reason: "the non-finite policy refuses it",
-        });
-    }
-    Ok(())
-}
-
-#[cold]
-fn refused<V: PushValue>(v: V, n: u64, reason: &'static str) -> Error {
-    Error::InvalidValue {
-        contribution: n,
-        value: v.to_string(),
-        reason,
-    }
 }
 
 #[cfg(test)]

@@ -10,13 +10,15 @@
 //! element type.
 
 use crate::assemble::exact::{ExactSum, finite_header, grow_expansion, sum_exact, two_sum};
+use crate::assemble::key::{Key, KeyLayout};
 use crate::codec::{
     read_i128_zigzag, read_u64 as read_u64_varint, take_le_u64 as read_u64, write_i128_zigzag,
     write_u64,
 };
 use crate::element::{DType, Element, Value};
+use crate::error::Error;
 use crate::float::FloatFormat;
-use crate::options::DuplicatePolicy;
+use crate::options::{DuplicatePolicy, NonFinitePolicy};
 use std::fmt;
 
 /// Why combining failed; the caller adds the coordinate.
@@ -66,7 +68,7 @@ fn int_value(dtype: DType, v: i128) -> Result<Value, CombineError> {
 
 /// A raw contribution as a Value of the element type (no rounding needed:
 /// pushes already checked that it fits).
-fn raw_value(dtype: DType, raw: u64) -> Value {
+fn value_of_raw(dtype: DType, raw: u64) -> Value {
     if dtype.is_float() {
         float_value(dtype, f64::from_bits(raw))
     } else if dtype.is_signed_int() {
@@ -469,7 +471,7 @@ impl Combiner for Last {
         Some((o, read_u64(buf, pos)?))
     }
     fn finish(&self, a: &(u64, u64)) -> Result<Value, CombineError> {
-        Ok(raw_value(self.0, a.1))
+        Ok(value_of_raw(self.0, a.1))
     }
 }
 
@@ -494,7 +496,7 @@ impl Combiner for Unique {
         read_u64(buf, pos)
     }
     fn finish(&self, a: &u64) -> Result<Value, CombineError> {
-        Ok(raw_value(self.0, *a))
+        Ok(value_of_raw(self.0, *a))
     }
 }
 
@@ -840,6 +842,102 @@ macro_rules! with_combiner {
 }
 
 pub(crate) use with_combiner;
+
+/// The error for a combination that failed at `key`, in a tensor of
+/// `dtype` (the type written: a complex one drops the part index).
+pub(crate) fn combine_error<K: Key>(
+    layout: &KeyLayout,
+    dtype: DType,
+    key: &K,
+    e: CombineError,
+) -> Error {
+    let mut coordinate = vec![0u64; layout.rank()];
+    layout.unpack(key, &mut coordinate);
+    if dtype.is_complex() {
+        // The part index is ours, not the caller's.
+        coordinate.pop();
+    }
+    match e {
+        CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
+        CombineError::Overflow => Error::IntegerOverflow {
+            coordinate,
+            dtype: dtype.name(),
+        },
+    }
+}
+
+/// Contribution `n`'s value as the 8 raw bits a run stores for `dtype`,
+/// after the non-finite `policy`. Shared by every pusher (local and MPI).
+#[inline]
+pub fn raw_value<V: PushValue>(
+    v: V,
+    dtype: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> crate::error::Result<u64> {
+    check_finite(v.as_float(), policy, n)?;
+    v.to_raw(dtype).map_err(|reason| refused(v, n, reason))
+}
+
+/// Contribution `n`'s value as the raw bits of its real and imaginary
+/// parts for a complex tensor of `part`s, after the non-finite `policy`
+/// (which looks at both parts).
+#[inline]
+pub(crate) fn raw_parts<V: PushValue>(
+    v: V,
+    part: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> crate::error::Result<(u64, u64)> {
+    check_finite(v.as_float(), policy, n)?;
+    check_finite(v.imag_float(), policy, n)?;
+    v.to_raw_parts(part).map_err(|reason| refused(v, n, reason))
+}
+
+/// Why a push refuses contribution `n`'s value `v` into a tensor of
+/// `dtype` (its conversion, or the non-finite `policy` on either part of
+/// a complex value), if it does: what the in-memory paths report once a
+/// pass has seen a refused value.
+pub(crate) fn value_refusal<V: PushValue>(
+    v: V,
+    dtype: DType,
+    policy: NonFinitePolicy,
+    n: u64,
+) -> Option<Error> {
+    match dtype.complex_part() {
+        Some(part) => raw_parts(v, part, policy, n).err(),
+        None => raw_value(v, dtype, policy, n).err(),
+    }
+}
+
+/// The non-finite `policy` applied to contribution `n`'s float `f` (a
+/// value with no float part passes).
+#[inline]
+fn check_finite(f: Option<f64>, policy: NonFinitePolicy, n: u64) -> crate::error::Result<()> {
+    let Some(f) = f else { return Ok(()) };
+    let refuse = match policy {
+        NonFinitePolicy::Keep => false,
+        NonFinitePolicy::RejectNan => f.is_nan(),
+        NonFinitePolicy::RejectNonFinite => !f.is_finite(),
+    };
+    if refuse {
+        return Err(Error::InvalidValue {
+            contribution: n,
+            value: f.to_string(),
+            reason: "the non-finite policy refuses it",
+        });
+    }
+    Ok(())
+}
+
+#[cold]
+fn refused<V: PushValue>(v: V, n: u64, reason: &'static str) -> Error {
+    Error::InvalidValue {
+        contribution: n,
+        value: v.to_string(),
+        reason,
+    }
+}
 
 #[cfg(test)]
 mod tests {

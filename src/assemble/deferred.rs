@@ -19,40 +19,31 @@
 //! ([`Core::surplus`]).
 
 use crate::assemble::direct::input::Held;
-use crate::assemble::finish::{Summary, stop_sorters};
 use crate::assemble::key::Key;
-use crate::assemble::shared::Core;
+use crate::assemble::run::stop_sorters;
+use crate::assemble::shared::{Core, Deferred};
 use crate::assemble::sort::Record;
+use crate::assemble::summary::Summary;
 use crate::error::Result;
+use crate::progress::Step;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-/// The chunks a builder keeps unsorted.
-pub(crate) struct Deferred<K> {
-    /// Still keeping chunks: cleared when they outgrow `limit`, and by
-    /// `finish`.
-    open: bool,
-    /// Chunk bytes allocated up to which chunks are kept.
-    limit: u64,
-    /// The chunks kept, with their origins (which order them for `last`).
-    chunks: Vec<(u64, Vec<Record<K>>)>,
-}
-
-impl<K> Deferred<K> {
-    /// Keeping chunks while `limit` chunk bytes are not exceeded (0:
-    /// closed from the start).
-    pub(crate) fn new(limit: u64) -> Deferred<K> {
-        Deferred {
-            open: limit > 0,
-            limit,
-            chunks: Vec::new(),
+impl<K: Key> Core<K> {
+    /// A full (or last) chunk made into a run: kept for the in-memory
+    /// kernel while everything fits (`deferred.rs`), else sent to a sorter
+    /// thread, or with `threads = 1` sorted here and put back in the pool
+    /// empty.
+    pub(crate) fn dispatch(&self, chunk: Vec<Record<K>>, origin: u64) {
+        let bytes = chunk.len() as u64 * self.plan.record_bytes;
+        self.opts.progress.add_in(Step::Push, bytes);
+        if let Some((chunk, origin)) = self.defer(chunk, origin) {
+            self.sort_chunk(chunk, origin);
         }
     }
-}
 
-impl<K: Key> Core<K> {
     fn lock_deferred(&self) -> MutexGuard<'_, Deferred<K>> {
         self.deferred.lock().unwrap_or_else(|e| e.into_inner())
     }

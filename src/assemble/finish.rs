@@ -1,12 +1,14 @@
 //! `finish`: stop the sorters, merge the runs (intermediate passes in
 //! `merge.rs`), and the final merge pipelined into the file writer.
 
+use crate::assemble::combine::combine_error;
 use crate::assemble::combine::{Combiner, with_combiner};
 use crate::assemble::key::Key;
-use crate::assemble::merge::{Merger, combine_error, merge_passes, open_readers};
+use crate::assemble::merge::{Merger, merge_passes, open_readers};
 use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
-use crate::assemble::run::SortState;
-use crate::assemble::shared::{Core, Job};
+use crate::assemble::run::stop_sorters;
+use crate::assemble::shared::Core;
+use crate::assemble::summary::Summary;
 use crate::element::Value;
 use crate::error::{Error, Result};
 use crate::progress::Step;
@@ -15,50 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// What an assembly did, returned by [`crate::Builder::finish`].
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Summary {
-    /// The file written.
-    pub path: PathBuf,
-    /// Contributions pushed, those skipped for a negative index included.
-    pub contributions: u64,
-    /// Of those, contributions skipped for a negative index
-    /// ([`crate::AssembleOptions::skip_negative`]).
-    pub skipped_negative: u64,
-    /// Entries in the file.
-    pub nnz: u64,
-    /// Entries dropped because their combined value was zero.
-    pub dropped_zeros: u64,
-    /// Sorted runs made from chunks (0 when the work fit the budget and
-    /// the in-memory kernel assembled it: no run, no merge).
-    pub runs: u64,
-    /// Of those, runs written to disk.
-    pub runs_spilled: u64,
-    /// Merge passes, the final one included (0 when nothing was pushed).
-    pub merge_passes: u32,
-    /// Bytes written to spill files, all passes included.
-    pub bytes_spilled: u64,
-    /// Largest number of bytes the assembler's buffers held at once.
-    pub peak_buffer_bytes: u64,
-    /// The budget they had to stay under.
-    pub memory_budget: u64,
-    /// Size of the output file.
-    pub file_bytes: u64,
-    /// From `Builder::new` to the start of `finish`.
-    pub time_ingest: Duration,
-    /// Time sorter threads spent sorting, combining and spilling (summed
-    /// over threads; it overlaps with ingestion).
-    pub time_sort: Duration,
-    /// Intermediate merge passes.
-    pub time_merge: Duration,
-    /// The final merge and the file write, fsync and rename.
-    pub time_write: Duration,
-    /// Leftovers of earlier, killed runs that this one removed (temporary
-    /// output files next to the target, empty spill directories).
-    pub stale_removed: Vec<PathBuf>,
-}
 
 pub(crate) fn finish_core<K: Key>(
     core: &Arc<Core<K>>,
@@ -71,43 +29,6 @@ pub(crate) fn finish_core<K: Key>(
     // Spill files and the private directory go now, success or not.
     core.lock().spill_dir.take();
     r
-}
-
-/// Stop the sorter threads once they have sorted every chunk sent, and
-/// give back the chunks' and the one-thread sort scratch's memory: the
-/// error that poisoned the assembly, if any.
-pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
-    for _ in 0..core.plan.sorters {
-        let _ = core.work_tx.send(Job::Stop);
-    }
-    let handles = std::mem::take(&mut *core.threads.lock().unwrap_or_else(|e| e.into_inner()));
-    for h in handles {
-        if h.join().is_err() {
-            core.fail(Error::Poisoned("sorter thread (it panicked)"));
-        }
-    }
-    if let Some(e) = core.lock().error.take() {
-        return Err(e);
-    }
-    if core.poisoned.load(Ordering::SeqCst) {
-        return Err(Error::Poisoned(
-            "assembler (an earlier push returned the cause)",
-        ));
-    }
-    // Chunks and the one-thread sort scratch are no longer needed: give
-    // their memory back before merging.
-    while let Ok(c) = core.free_rx.try_recv() {
-        core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
-    }
-    if let Some(solo) = &core.solo {
-        let mut state = solo.lock().unwrap_or_else(|e| e.into_inner());
-        state.release(core);
-        // Its spill file too, as a sorter thread's goes when it ends: the
-        // runs hold the file themselves, and a failed finish leaves no
-        // descriptor open in the spill folder while the builder lives.
-        *state = SortState::default();
-    }
-    Ok(())
 }
 
 fn merge_and_write<K: Key, C: Combiner>(

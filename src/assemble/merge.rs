@@ -10,39 +10,17 @@
 //! exact, min and max are symmetric, `last` carries the origin of each value
 //! in the accumulator, `error` fails on any tie.
 
-use crate::assemble::combine::{CombineError, Combiner};
+use crate::assemble::combine::Combiner;
+use crate::assemble::combine::combine_error;
 use crate::assemble::key::{Key, KeyLayout};
 use crate::assemble::plan::{BLOCK_TARGET, RUN_READER_BYTES, SPILL_BUFFER};
-use crate::assemble::shared::Core;
+use crate::assemble::shared::{Core, Watch};
 use crate::assemble::spill::{Run, RunReader, RunWriter, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
-use crate::progress::{Progress, Step};
+use crate::progress::Step;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-
-/// The error for a combination that failed at `key`, in a tensor of
-/// `dtype` (the type written: a complex one drops the part index).
-pub(crate) fn combine_error<K: Key>(
-    layout: &KeyLayout,
-    dtype: DType,
-    key: &K,
-    e: CombineError,
-) -> Error {
-    let mut coordinate = vec![0u64; layout.rank()];
-    layout.unpack(key, &mut coordinate);
-    if dtype.is_complex() {
-        // The part index is ours, not the caller's.
-        coordinate.pop();
-    }
-    match e {
-        CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
-        CombineError::Overflow => Error::IntegerOverflow {
-            coordinate,
-            dtype: dtype.name(),
-        },
-    }
-}
+use std::sync::atomic::Ordering as AtomicOrdering;
 
 /// One run's current key in the loser tree, ordered by key, then by run
 /// (ties come out in run order). A run that ended holds the largest key
@@ -93,15 +71,6 @@ pub(crate) struct Merger<'c, K: Key, C: Combiner> {
 
 /// Keys merged between two looks at the caller's [`Watch`].
 const WATCH_EVERY: u32 = 1 << 16;
-
-/// What a merge tells its caller and hears from it: the bytes of runs
-/// merged (records times `record_bytes`) and a stop flag.
-#[derive(Clone, Copy)]
-pub(crate) struct Watch<'a> {
-    pub(crate) stop: &'a AtomicBool,
-    pub(crate) progress: &'a Progress,
-    pub(crate) record_bytes: u64,
-}
 
 impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
     pub(crate) fn new(
@@ -357,7 +326,9 @@ mod tests {
     use crate::assemble::combine::{FloatFastSum, IntSum};
     use crate::assemble::spill::RunFormat;
     use crate::fs::ctx::IoCtx;
+    use crate::progress::Progress;
     use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicBool;
 
     const FMT: RunFormat = RunFormat {
         key_bits: 40,

@@ -22,6 +22,7 @@ pub mod run;
 pub mod shared;
 pub mod sort;
 pub mod spill;
+pub mod summary;
 
 /// Whether a tensor of `shape` can be stored in `layout`: a rank in
 /// 1..=64 (2 for CSR and CSC) and no extent u64::MAX (which Hurray

@@ -76,9 +76,8 @@ pub(crate) struct Plan {
     /// Chunk bytes (those kept and the pushers') up to which a builder
     /// keeps chunks unsorted for the in-memory kernel (`deferred.rs`):
     /// all the budget but the fixed buffers and what giving up needs (the
-    /// overflowing chunk, the sort scratch, the pushers' next chunks while
-    /// the kept ones are sorted); at `finish` it is what the kernel works
-    /// in.
+    /// overflowing chunk, the sort scratch); at `finish` it is what the
+    /// kernel works in.
     pub(crate) defer_bytes: u64,
 }
 
@@ -125,10 +124,13 @@ impl Plan {
         // The chunks are kept for the kernel unless the caller expects
         // more contributions than they would hold: then never (no chunk
         // is kept in vain).
-        // Room left when keeping gives up and the kept chunks go to the
-        // sorters: the chunk that overflowed, each sorter's scratch, and a
-        // new chunk for each pusher while the kept ones are sorted.
-        let after_keeping = (1 + sorters + resident_pushers) as u64;
+        // Room left for when keeping gives up and the kept chunks go to
+        // the sorters: the chunk that overflowed and each sorter's
+        // scratch. The pushers wait for the kept chunks to come back
+        // sorted rather than allocate new ones (`Local::hand_off`), and
+        // in-memory runs made meanwhile take only what the budget has
+        // left (`run.rs`).
+        let after_keeping = 1 + sorters as u64;
         let defer_capped = free.saturating_sub(after_keeping * share.min(CHUNK_MAX_BYTES));
         let deferred = deferrable.is_some_and(|k| {
             opts.expected_contributions
@@ -340,9 +342,9 @@ mod tests {
         let free = (256u64 << 20) - fixed;
         let unknown = with(None, Some(1));
         // All but the fixed buffers and, for when keeping gives up, the
-        // overflowing chunk, the sort scratch and the pushers' next chunks.
+        // overflowing chunk and the sort scratch.
         let share = ((free as f64 * CHUNK_SHARE) as u64) / 6;
-        let limit = free - 5 * share;
+        let limit = free - 3 * share;
         assert_eq!(unknown.defer_bytes, limit);
         assert_eq!(with(None, None).defer_bytes, 0, "not deferrable");
         // Expected records that fit are kept, even where their runs would

@@ -2,11 +2,11 @@
 //! keys into accumulators, and encode the result as a run kept in memory
 //! or appended to the sorter's spill file.
 
+use crate::assemble::combine::combine_error;
 use crate::assemble::combine::{Combiner, with_combiner};
 use crate::assemble::key::Key;
-use crate::assemble::merge::combine_error;
 use crate::assemble::plan::SPILL_BUFFER;
-use crate::assemble::shared::{Core, Job};
+use crate::assemble::shared::{Core, Job, SortState};
 use crate::assemble::sort::{Record, sort_records};
 use crate::assemble::spill::{Run, RunWriter, SpillFile};
 use crate::error::{Error, Result};
@@ -54,22 +54,22 @@ fn sorter_loop<K: Key, C: Combiner>(core: &Core<K>, comb: &C) {
     state.release(core);
 }
 
-/// What one sorting thread keeps between chunks: the sort scratch, the
-/// values of one key group, and its spill file. A sorter thread owns one;
-/// with `threads = 1` the core holds one (`Core::solo`) that the pushers
-/// sort with on their own threads.
-pub(crate) struct SortState<K> {
-    scratch: Vec<Record<K>>,
-    raws: Vec<u64>,
-    spill: Option<SpillFile>,
-}
-
-impl<K> Default for SortState<K> {
-    fn default() -> Self {
-        SortState {
-            scratch: Vec::new(),
-            raws: Vec::new(),
-            spill: None,
+impl<K: Key> Core<K> {
+    /// A chunk made into a run now (see [`Core::dispatch`]).
+    pub(crate) fn sort_chunk(&self, mut chunk: Vec<Record<K>>, origin: u64) {
+        match &self.solo {
+            Some(state) => {
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                let (kind, dtype) = (self.kind, self.dtype);
+                with_combiner!(kind, dtype, comb => state.sort(self, &comb, &mut chunk, origin));
+                drop(state);
+                self.recycle(chunk);
+            }
+            None => {
+                self.in_flight.fetch_add(1, Ordering::SeqCst);
+                // The receiver lives in this core: the send cannot fail.
+                let _ = self.work_tx.send(Job::Sort { chunk, origin });
+            }
         }
     }
 }
@@ -128,6 +128,43 @@ impl<K: Key> SortState<K> {
     }
 }
 
+/// Stop the sorter threads once they have sorted every chunk sent, and
+/// give back the chunks' and the one-thread sort scratch's memory: the
+/// error that poisoned the assembly, if any.
+pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
+    for _ in 0..core.plan.sorters {
+        let _ = core.work_tx.send(Job::Stop);
+    }
+    let handles = std::mem::take(&mut *core.threads.lock().unwrap_or_else(|e| e.into_inner()));
+    for h in handles {
+        if h.join().is_err() {
+            core.fail(Error::Poisoned("sorter thread (it panicked)"));
+        }
+    }
+    if let Some(e) = core.lock().error.take() {
+        return Err(e);
+    }
+    if core.poisoned.load(Ordering::SeqCst) {
+        return Err(Error::Poisoned(
+            "assembler (an earlier push returned the cause)",
+        ));
+    }
+    // Chunks and the one-thread sort scratch are no longer needed: give
+    // their memory back before merging.
+    while let Ok(c) = core.free_rx.try_recv() {
+        core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
+    }
+    if let Some(solo) = &core.solo {
+        let mut state = solo.lock().unwrap_or_else(|e| e.into_inner());
+        state.release(core);
+        // Its spill file too, as a sorter thread's goes when it ends: the
+        // runs hold the file themselves, and a failed finish leaves no
+        // descriptor open in the spill folder while the builder lives.
+        *state = SortState::default();
+    }
+    Ok(())
+}
+
 /// Sort one chunk, combine equal keys, and write the result as a run.
 fn make_run<K: Key, C: Combiner>(
     core: &Core<K>,
@@ -142,13 +179,18 @@ fn make_run<K: Key, C: Combiner>(
     sort_records(chunk, scratch, bits);
     let id = core.next_run.fetch_add(1, Ordering::Relaxed);
     let est = chunk.len() as u64 * core.plan.est_bytes_per_record + 64;
-    // Reserve room among the in-memory runs, or spill.
-    let in_memory = core
-        .held
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
-            (h + est <= core.plan.held_limit).then_some(h + est)
-        })
-        .is_ok();
+    // Reserve room among the in-memory runs, or spill. The room is the
+    // plan's and what the budget has left now: while the chunks kept for
+    // the kernel are being sorted they hold more than the plan's chunk
+    // area.
+    let budget_left = core.opts.memory_budget.saturating_sub(core.mem.now());
+    let in_memory = est <= budget_left
+        && core
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| {
+                (h + est <= core.plan.held_limit).then_some(h + est)
+            })
+            .is_ok();
     let io = &core.opts.io;
     let result = (|| -> Result<Run> {
         let mut w = if in_memory {

@@ -35,19 +35,17 @@
 //! 5 ns; best of 7 runs of 1.5e6 pushes each); an element push of 64
 //! values pays either once.
 
-use crate::assemble::combine::{CombinerKind, with_combiner};
-use crate::assemble::deferred::Deferred;
+use crate::assemble::combine::CombinerKind;
 use crate::assemble::key::{Key, KeyLayout};
 use crate::assemble::plan::{BLOCK_TARGET, MemTracker, Plan};
-use crate::assemble::run::SortState;
 use crate::assemble::sort::Record;
-use crate::assemble::spill::{Run, RunFormat};
+use crate::assemble::spill::{Run, RunFormat, SpillFile};
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::names::spill_dir_prefix;
 use crate::fs::sweep::remove_stale_temp_dirs;
 use crate::options::AssembleOptions;
-use crate::progress::Step;
+use crate::progress::Progress;
 use crossbeam_channel::{Receiver, Sender};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -114,6 +112,58 @@ impl<K> Parked<K> {
         // Nothing panics while holding it; the data stays consistent.
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// What one sorting thread keeps between chunks: the sort scratch, the
+/// values of one key group, and its spill file. A sorter thread owns one;
+/// with `threads = 1` the core holds one (`Core::solo`) that the pushers
+/// sort with on their own threads.
+pub(crate) struct SortState<K> {
+    pub(super) scratch: Vec<Record<K>>,
+    pub(super) raws: Vec<u64>,
+    pub(super) spill: Option<SpillFile>,
+}
+
+impl<K> Default for SortState<K> {
+    fn default() -> Self {
+        SortState {
+            scratch: Vec::new(),
+            raws: Vec::new(),
+            spill: None,
+        }
+    }
+}
+
+/// The chunks a builder keeps unsorted.
+pub(crate) struct Deferred<K> {
+    /// Still keeping chunks: cleared when they outgrow `limit`, and by
+    /// `finish`.
+    pub(super) open: bool,
+    /// Chunk bytes allocated up to which chunks are kept.
+    pub(super) limit: u64,
+    /// The chunks kept, with their origins (which order them for `last`).
+    pub(super) chunks: Vec<(u64, Vec<Record<K>>)>,
+}
+
+impl<K> Deferred<K> {
+    /// Keeping chunks while `limit` chunk bytes are not exceeded (0:
+    /// closed from the start).
+    pub(crate) fn new(limit: u64) -> Deferred<K> {
+        Deferred {
+            open: limit > 0,
+            limit,
+            chunks: Vec::new(),
+        }
+    }
+}
+
+/// What a merge tells its caller and hears from it: the bytes of runs
+/// merged (records times `record_bytes`) and a stop flag.
+#[derive(Clone, Copy)]
+pub(crate) struct Watch<'a> {
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) progress: &'a Progress,
+    pub(crate) record_bytes: u64,
 }
 
 /// Everything the pushers, sorters and finish share, for one key type.
@@ -224,36 +274,6 @@ impl<K: Key> Core<K> {
         self.lock_guests().retain(|g| !Arc::ptr_eq(g, p));
     }
 
-    /// A full (or last) chunk made into a run: kept for the in-memory
-    /// kernel while everything fits (`deferred.rs`), else sent to a sorter
-    /// thread, or with `threads = 1` sorted here and put back in the pool
-    /// empty.
-    pub(crate) fn dispatch(&self, chunk: Vec<Record<K>>, origin: u64) {
-        let bytes = chunk.len() as u64 * self.plan.record_bytes;
-        self.opts.progress.add_in(Step::Push, bytes);
-        if let Some((chunk, origin)) = self.defer(chunk, origin) {
-            self.sort_chunk(chunk, origin);
-        }
-    }
-
-    /// A chunk made into a run now (see [`Core::dispatch`]).
-    pub(crate) fn sort_chunk(&self, mut chunk: Vec<Record<K>>, origin: u64) {
-        match &self.solo {
-            Some(state) => {
-                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-                let (kind, dtype) = (self.kind, self.dtype);
-                with_combiner!(kind, dtype, comb => state.sort(self, &comb, &mut chunk, origin));
-                drop(state);
-                self.recycle(chunk);
-            }
-            None => {
-                self.in_flight.fetch_add(1, Ordering::SeqCst);
-                // The receiver lives in this core: the send cannot fail.
-                let _ = self.work_tx.send(Job::Sort { chunk, origin });
-            }
-        }
-    }
-
     /// A sorted chunk back in the pool, or dropped when the pool has one
     /// too many (see [`Core::surplus`]).
     pub(crate) fn recycle(&self, chunk: Vec<Record<K>>) {
@@ -341,8 +361,8 @@ impl<K: Key> Core<K> {
 
     /// The private spill directory, made on first use.
     /// The stop flag and progress a merge of this core's runs watches.
-    pub(crate) fn watch(&self) -> crate::assemble::merge::Watch<'_> {
-        crate::assemble::merge::Watch {
+    pub(crate) fn watch(&self) -> Watch<'_> {
+        Watch {
             stop: &self.stop,
             progress: &self.opts.progress,
             record_bytes: self.plan.record_bytes,

@@ -14,7 +14,7 @@
 use crate::Builder;
 use crate::assemble::builder::Locator;
 use crate::assemble::direct;
-use crate::assemble::finish::Summary;
+use crate::assemble::summary::Summary;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::IoCtx;

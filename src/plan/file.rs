@@ -5,7 +5,7 @@
 //! the CLI's `refill` runs.
 
 use super::Plan;
-use super::lanes::{Lanes, Target};
+use super::lanes::{Lanes, Target, input_error};
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
@@ -34,32 +34,8 @@ pub struct RefillSummary {
     pub parts: usize,
 }
 
-pub(super) fn input_error(path: &Path, detail: String) -> Error {
-    Error::InvalidArgument(format!("values file {}: {detail}", path.display()))
-}
-
 pub(super) fn id_of(path: &Path) -> Option<FileId> {
     std::fs::metadata(path).ok().map(|m| FileId::of(&m, path))
-}
-
-/// The values of `path`, as `V`, from `bytes` little-endian (big-endian
-/// with `big_endian`: each number's bytes reversed, each part's for a
-/// complex value).
-pub(super) fn decode<V: bytemuck::Pod + Element>(bytes: &[u8], big_endian: bool) -> Vec<V> {
-    let w = std::mem::size_of::<V>();
-    // A complex value is two numbers of half its width.
-    let unit = if V::DTYPE.is_complex() { w / 2 } else { w };
-    bytes
-        .chunks_exact(w)
-        .map(|c| {
-            let mut b = [0u8; 16];
-            b[..w].copy_from_slice(c);
-            if big_endian {
-                b[..w].chunks_exact_mut(unit).for_each(|n| n.reverse());
-            }
-            bytemuck::pod_read_unaligned(&b[..w])
-        })
-        .collect()
 }
 
 impl Plan {

@@ -4,8 +4,8 @@
 //! assembly's), written into the caller's result slice. The entries are
 //! split between the threads by contribution count.
 
-use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::CombineError;
+use crate::assemble::combine::value_refusal;
 use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::Source;
 use crate::assemble::direct::lane::Reduce;

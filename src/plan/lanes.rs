@@ -8,12 +8,37 @@
 //! most of the library's machine code. Converted here (a loop per value
 //! type), the kernel is compiled once per plan type.
 
-use super::file::decode;
-use crate::assemble::builder::value_refusal;
+use crate::assemble::combine::value_refusal;
 use crate::assemble::direct::input::{Checked, ComplexChecked, Source};
-use crate::element::DType;
+use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::options::NonFinitePolicy;
+use std::path::Path;
+
+/// A values file that cannot serve the plan, named.
+pub(super) fn input_error(path: &Path, detail: String) -> Error {
+    Error::InvalidArgument(format!("values file {}: {detail}", path.display()))
+}
+
+/// The values of `path`, as `V`, from `bytes` little-endian (big-endian
+/// with `big_endian`: each number's bytes reversed, each part's for a
+/// complex value).
+pub(super) fn decode<V: bytemuck::Pod + Element>(bytes: &[u8], big_endian: bool) -> Vec<V> {
+    let w = std::mem::size_of::<V>();
+    // A complex value is two numbers of half its width.
+    let unit = if V::DTYPE.is_complex() { w / 2 } else { w };
+    bytes
+        .chunks_exact(w)
+        .map(|c| {
+            let mut b = [0u8; 16];
+            b[..w].copy_from_slice(c);
+            if big_endian {
+                b[..w].chunks_exact_mut(unit).for_each(|n| n.reverse());
+            }
+            bytemuck::pod_read_unaligned(&b[..w])
+        })
+        .collect()
+}
 
 /// Lanes of a real plan's values (`u64`: the value's raw form) or of a
 /// complex plan's (`[u64; 2]`: both parts').
@@ -78,7 +103,7 @@ impl Target {
     /// values refill only a complex plan.
     pub(crate) fn check_readable(&self, src: DType, path: &std::path::Path) -> Result<()> {
         if src.is_complex() && !self.dtype.is_complex() {
-            return Err(super::file::input_error(
+            return Err(input_error(
                 path,
                 format!("values of type {} are not read", src.name()),
             ));

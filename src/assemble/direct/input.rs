@@ -6,8 +6,8 @@
 //! Nothing here copies an array: every pass reads the caller's slices in
 //! place, a chunk at a time.
 
-use crate::assemble::builder::{raw_parts, raw_value};
 use crate::assemble::combine::PushValue;
+use crate::assemble::combine::{raw_parts, raw_value};
 use crate::assemble::direct::lane::Lane;
 use crate::assemble::sort::Record;
 use crate::codec::le_u64_at;

@@ -46,8 +46,8 @@ pub use input::IndexElem;
 pub use lane::{FromLane, Lane, OutValue};
 pub use out::OutIndex;
 
-use crate::assemble::builder::value_refusal;
 use crate::assemble::combine::FloatSum;
+use crate::assemble::combine::value_refusal;
 use crate::assemble::combine::{CombineError, CombinerKind, PushValue, with_combiner};
 use crate::assemble::key::KeyLayout;
 use crate::element::DType;

@@ -31,8 +31,8 @@ use crate::assemble::direct::lane::{
 use crate::assemble::direct::{
     ArrayInput, DirectPlan, DirectValue, Failure, Fault, Scheme, bits_of,
 };
-use crate::assemble::finish::Summary;
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
+use crate::assemble::summary::Summary;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};

@@ -697,3 +697,111 @@ fn sorted(o: &AssembleOptions) -> AssembleOptions {
         ..o.clone()
     }
 }
+
+/// Planning in parts and refilling from a plan file go through the
+/// caller's `IoCtx` (spills, the plan, the output): a fault at any file
+/// operation is an error, and leaves no plan or output file and nothing in
+/// the spill folder; a run the fault did not reach writes the same bytes.
+#[test]
+fn plans_in_parts_fail_cleanly_at_every_file_operation() {
+    use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    let shape = [3000u64, 3000];
+    let n = 150_000;
+    let c = coords(&shape, n, 11);
+    let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
+    let vpath = dir.path().join("v.f64");
+    write_f64s(&vpath, &values(n, 5));
+    let with_io = |io: IoCtx| AssembleOptions {
+        io,
+        ..opts(OutputLayout::Csr, 8 << 20, 2, &tmp)
+    };
+    let fault = |at: u64| FaultPlan {
+        at,
+        mode: FaultMode::Once,
+        kind: FaultKind::Io,
+        only_op: None,
+    };
+    // The reference runs, counting the operations.
+    let (plan_ref, out_ref) = (dir.path().join("ref.plan"), dir.path().join("ref.hrry"));
+    let io = IoCtx::with_faults(fault(u64::MAX));
+    let s = PlanFile::create(
+        &ix,
+        &shape,
+        DType::F64,
+        &with_io(io.clone()),
+        &plan_ref,
+        None,
+    )
+    .expect("plan");
+    assert!(s.parts > 1, "{s:?}");
+    let plan_ops = io.ops();
+    let pf = PlanFile::open(&plan_ref).expect("open");
+    let io = IoCtx::with_faults(fault(u64::MAX));
+    pf.refill_file(&vpath, &out_ref, &[], &with_io(io.clone()))
+        .expect("refill");
+    let refill_ops = io.ops();
+    let (good_plan, good_out) = (
+        std::fs::read(&plan_ref).expect("plan bytes"),
+        std::fs::read(&out_ref).expect("out bytes"),
+    );
+    let (p, o) = (dir.path().join("K.plan"), dir.path().join("K.hrry"));
+    let mut failed = 0;
+    for at in 0..plan_ops {
+        let io = IoCtx::with_faults(fault(at));
+        match PlanFile::create(&ix, &shape, DType::F64, &with_io(io.clone()), &p, None) {
+            Err(e) => {
+                failed += 1;
+                // After the rename only the folder's fsync can fail: the
+                // file is then whole, its durability unknown (fs/output).
+                if e.to_string().contains("fsync directory") {
+                    assert!(std::fs::read(&p).expect("plan") == good_plan, "op {at}");
+                    std::fs::remove_file(&p).expect("rm");
+                } else {
+                    assert!(!p.exists(), "op {at}: {e}: a plan file was left");
+                }
+            }
+            Ok(_) => {
+                assert!(std::fs::read(&p).expect("plan") == good_plan, "op {at}");
+                std::fs::remove_file(&p).expect("rm");
+            }
+        }
+        assert!(
+            entries_in(&tmp).is_empty(),
+            "op {at}: {:?}",
+            entries_in(&tmp)
+        );
+    }
+    for at in 0..refill_ops {
+        let io = IoCtx::with_faults(fault(at));
+        match pf.refill_file(&vpath, &o, &[], &with_io(io.clone())) {
+            Err(e) => {
+                failed += 1;
+                if e.to_string().contains("fsync directory") {
+                    assert!(
+                        std::fs::read(&o).expect("out") == good_out,
+                        "refill op {at}"
+                    );
+                    std::fs::remove_file(&o).expect("rm");
+                } else {
+                    assert!(!o.exists(), "refill op {at}: {e}: an output was left");
+                }
+            }
+            Ok(_) => {
+                assert!(
+                    std::fs::read(&o).expect("out") == good_out,
+                    "refill op {at}"
+                );
+                std::fs::remove_file(&o).expect("rm");
+            }
+        }
+        assert!(entries_in(&tmp).is_empty(), "refill op {at}");
+    }
+    eprintln!(
+        "{plan_ops} planning and {refill_ops} refill operations, {failed} faults failed the run"
+    );
+    // Spills are written through the context: most faults fail the run.
+    assert!(failed as u64 > (plan_ops + refill_ops) / 2, "{failed}");
+}

@@ -40,12 +40,13 @@ use crate::assemble::combine::{CombineError, CombinerKind};
 use crate::assemble::direct::IndexElem;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
+use crate::fs::IoCtx;
 use crate::fs::output::{FileId, ReplaceInput};
 use crate::hurray::KvValue;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::{HurrayFile, Tensor};
 use crate::write::{FileWriter, TensorWriter, WriteOptions};
-use std::io::{BufWriter, Read, Seek, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -106,61 +107,97 @@ pub struct PlanFile {
 }
 
 /// One part's spilled bytes: a temporary file (removed by the OS when it
-/// is dropped, on every path) and the xxh3 of what was written to it.
+/// is dropped, on every path), written through the caller's `IoCtx` (so
+/// the fault-injection tests reach plans), and the xxh3 of what was
+/// written to it.
 struct Spill {
-    w: BufWriter<std::fs::File>,
+    file: std::fs::File,
+    buf: Vec<u8>,
     hash: xxhash_rust::xxh3::Xxh3,
     bytes: u64,
     dir: PathBuf,
+    io: IoCtx,
+}
+
+/// A finished [`Spill`] read back from its start.
+struct SpillRead {
+    file: std::fs::File,
+    /// Bytes written, the hash of what was written, and the next offset.
+    bytes: u64,
+    want: u64,
+    at: u64,
+    dir: PathBuf,
+    io: IoCtx,
 }
 
 impl Spill {
-    fn new(dir: &Path, buffer: usize) -> Result<Spill> {
-        let f =
-            tempfile::tempfile_in(dir).map_err(|e| Error::io("create a spill file in", dir, e))?;
+    fn new(io: &IoCtx, dir: &Path, buffer: usize) -> Result<Spill> {
         Ok(Spill {
-            w: BufWriter::with_capacity(buffer, f),
+            file: io.tempfile_in(dir)?,
+            buf: Vec::with_capacity(buffer),
             hash: xxhash_rust::xxh3::Xxh3::new(),
             bytes: 0,
             dir: dir.to_path_buf(),
+            io: io.clone(),
         })
     }
 
     fn put(&mut self, b: &[u8]) -> Result<()> {
         self.hash.update(b);
         self.bytes += b.len() as u64;
-        self.w
-            .write_all(b)
-            .map_err(|e| Error::io("write a spill file in", &self.dir, e))
+        if self.buf.len() + b.len() > self.buf.capacity() {
+            self.flush()?;
+            if b.len() >= self.buf.capacity() {
+                return self.io.write_all(&mut self.file, b, &self.dir);
+            }
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
     }
 
-    /// Flush, and rewind for reading: the file, its length, the hash of
-    /// what was written and the folder (for messages).
-    fn finish(self) -> Result<(std::fs::File, u64, u64, PathBuf)> {
-        let want = self.hash.digest();
-        let dir = self.dir;
-        let mut f = self
-            .w
-            .into_inner()
-            .map_err(|e| Error::io("write a spill file in", &dir, e.into_error()))?;
-        f.rewind()
-            .map_err(|e| Error::io("seek a spill file in", &dir, e))?;
-        Ok((f, self.bytes, want, dir))
+    fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.io.write_all(&mut self.file, &self.buf, &self.dir)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Everything written, to be read back from the start.
+    fn finish(mut self) -> Result<SpillRead> {
+        self.flush()?;
+        Ok(SpillRead {
+            file: self.file,
+            bytes: self.bytes,
+            want: self.hash.digest(),
+            at: 0,
+            dir: self.dir,
+            io: self.io,
+        })
     }
 
     /// Everything written, read back and checked against its hash.
     fn read_all(self, what: &'static str) -> Result<Vec<u8>> {
-        let (f, bytes, want, dir) = self.finish()?;
+        let mut r = self.finish()?;
+        let bytes = r.bytes;
         let mut out = Vec::new();
         out.try_reserve_exact(bytes as usize)
             .map_err(|_| Error::OutOfMemory { what, bytes })?;
-        f.take(bytes)
-            .read_to_end(&mut out)
-            .map_err(|e| Error::io("read a spill file in", &dir, e))?;
-        if out.len() as u64 != bytes || xxhash_rust::xxh3::xxh3_64(&out) != want {
-            return Err(spill_damaged(&dir, what));
+        out.resize(bytes as usize, 0);
+        r.read_exact(&mut out)?;
+        if xxhash_rust::xxh3::xxh3_64(&out) != r.want {
+            return Err(spill_damaged(&r.dir, what));
         }
         Ok(out)
+    }
+}
+
+impl SpillRead {
+    /// The next `buf.len()` bytes.
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.io.read_exact_at(&self.file, buf, self.at, &self.dir)?;
+        self.at += buf.len() as u64;
+        Ok(())
     }
 }
 
@@ -229,8 +266,7 @@ impl PlanFile {
         let len = f.metadata().map_err(|e| Error::io("stat", input, e))?.len();
         let name = input.display().to_string();
         crate::input::check_bin_length(len, shape.len(), value, &name)?;
-        let io = crate::fs::IoCtx::new();
-        let Some(m) = crate::input::MappedInput::map(&io, &f, input) else {
+        let Some(m) = crate::input::MappedInput::map(&opts.io, &f, input) else {
             return Err(Error::InvalidArgument(format!(
                 "{name}: an empty or unmappable file cannot be planned"
             )));
@@ -491,8 +527,11 @@ impl PlanFile {
             .filter_map(|p| id_of(p))
             .collect();
         let refs: Vec<&FileId> = ids.iter().collect();
-        let mut w =
-            FileWriter::create_for(output, WriteOptions::default(), &refs, ReplaceInput::Refuse)?;
+        let wopts = WriteOptions {
+            io: opts.io.clone(),
+            ..WriteOptions::default()
+        };
+        let mut w = FileWriter::create_for(output, wopts, &refs, ReplaceInput::Refuse)?;
         let f = &self.file;
         let view = |t: &str| f.tensor_view(t).map_err(|e| refused(&name, format!("{e}")));
         let (pattern, order, part) = (view(PATTERN)?, view(ORDER)?, view(PART)?);
@@ -509,7 +548,7 @@ impl PlanFile {
         if !one {
             let buffer = spill_buffer(opts.memory_budget, nparts);
             for _ in 0..nparts {
-                spills.push(Spill::new(&dir, buffer)?);
+                spills.push(Spill::new(&opts.io, &dir, buffer)?);
             }
         }
         let mut whole: Vec<L> = Vec::new();
@@ -863,8 +902,15 @@ fn plan_parts_to<C: Coords>(
     let fine = 1usize << fine_bits;
     // The output rule and the folder first: an unwritable target fails
     // before the work.
-    let mut w =
-        FileWriter::create_for(path, WriteOptions::default(), inputs, ReplaceInput::Refuse)?;
+    let mut w = FileWriter::create_for(
+        path,
+        WriteOptions {
+            io: opts.io.clone(),
+            ..WriteOptions::default()
+        },
+        inputs,
+        ReplaceInput::Refuse,
+    )?;
 
     // 1. Validate, count per slice and digest, each thread its range.
     let threads_1 = if n < (1 << 16) { 1 } else { threads };
@@ -931,9 +977,9 @@ fn plan_parts_to<C: Coords>(
     let buffer = spill_buffer(budget, nparts + 1);
     let mut keys: Vec<Spill> = Vec::with_capacity(nparts);
     for _ in 0..nparts {
-        keys.push(Spill::new(&dir, buffer)?);
+        keys.push(Spill::new(&opts.io, &dir, buffer)?);
     }
-    let mut ids = Spill::new(&dir, buffer)?;
+    let mut ids = Spill::new(&opts.io, &dir, buffer)?;
     for k in 0..n {
         if k % (1 << 16) == 0 {
             if pattern::stopped(stop) {
@@ -971,7 +1017,7 @@ fn plan_parts_to<C: Coords>(
         parts: Some(nparts as u64),
     };
     w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
-    let mut orders = Spill::new(&dir, 1 << 20)?;
+    let mut orders = Spill::new(&opts.io, &dir, 1 << 20)?;
     let mut table: Vec<(u64, u64)> = Vec::with_capacity(nparts);
     let mut nnz = 0u64;
     {
@@ -1093,9 +1139,8 @@ fn stream_words<const W: usize>(
     s: Spill,
     n: u64,
 ) -> Result<()> {
-    let (f, bytes, want, dir) = s.finish()?;
-    let mut r = std::io::BufReader::with_capacity(1 << 20, f);
-    if bytes != n * W as u64 {
+    let mut r = s.finish()?;
+    if r.bytes != n * W as u64 {
         return Err(pattern::changed());
     }
     let mut t = w.begin_tensor(name, dtype, &[n.max(1)])?;
@@ -1105,8 +1150,7 @@ fn stream_words<const W: usize>(
     while i < n {
         let m = (n - i).min(CHUNK as u64) as usize;
         let b = &mut buf[..m * W];
-        r.read_exact(b)
-            .map_err(|e| Error::io("read a spill file in", &dir, e))?;
+        r.read_exact(b)?;
         h.update(b);
         for x in b.chunks_exact(W) {
             if W == 4 {
@@ -1117,8 +1161,8 @@ fn stream_words<const W: usize>(
             i += 1;
         }
     }
-    if h.digest() != want {
-        return Err(spill_damaged(&dir, name));
+    if h.digest() != r.want {
+        return Err(spill_damaged(&r.dir, name));
     }
     t.finish()?;
     Ok(())

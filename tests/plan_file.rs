@@ -59,6 +59,14 @@ fn opts(layout: OutputLayout, budget: u64, threads: usize, tmp: &Path) -> Assemb
     }
 }
 
+/// A scratch folder and the spill folder inside it.
+fn work_dirs() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("tmp");
+    (dir, tmp)
+}
+
 fn entries_in(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .expect("read dir")
@@ -69,9 +77,7 @@ fn entries_in(dir: &Path) -> Vec<PathBuf> {
 /// Plan in parts and in memory, refill both, compare the files; also
 /// against a Builder's values. Returns the number of parts.
 fn check_case(shape: &[u64], layout: OutputLayout, n: usize, budget: u64, threads: usize) -> usize {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).expect("tmp");
+    let (dir, tmp) = work_dirs();
     let c = coords(shape, n, 7 + n as u64);
     let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let o = opts(layout, budget, threads, &tmp);
@@ -158,9 +164,7 @@ fn parted_refills_rank_3_one_thread_and_one_part() {
 
 #[test]
 fn element_plans_in_parts_equal_element_plans_in_memory() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).expect("tmp");
+    let (dir, tmp) = work_dirs();
     let mut r = Rng::new(99);
     let (ndof, per, nel) = (20_000u64, 8usize, 6_000usize);
     let dofs: Vec<u32> = (0..nel * per)
@@ -512,9 +516,7 @@ fn both_plans(
 #[test]
 fn complex_plans_in_parts() {
     use coo_assembler::element::Complex;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).expect("tmp");
+    let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
     let c = coords(&shape, n, 5);
@@ -604,9 +606,7 @@ fn complex_plans_in_parts() {
 /// neither 0 nor 1 is refused, naming the contribution.
 #[test]
 fn bool_and_half_plans_in_parts() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).expect("tmp");
+    let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
     let c = coords(&shape, n, 9);
@@ -705,9 +705,7 @@ fn sorted(o: &AssembleOptions) -> AssembleOptions {
 #[test]
 fn plans_in_parts_fail_cleanly_at_every_file_operation() {
     use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).expect("tmp");
+    let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
     let c = coords(&shape, n, 11);

@@ -250,12 +250,7 @@ impl<K: Key> Local<K> {
             if c.capacity() > 0 && c.len() == c.capacity() {
                 // A guest's chunk taken as it was, full: a run of its own.
                 core.dispatch(c, self.next_origin());
-            } else if c.capacity() == 0
-                && core
-                    .surplus
-                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                    .is_ok()
-            {
+            } else if c.capacity() == 0 && core.take_surplus() {
                 // The place of a chunk kept for the kernel and now being
                 // sorted: wait for that chunk rather than allocate another
                 // beside it (which would go over the budget).
@@ -641,8 +636,6 @@ impl Builder {
         crate::write::check_room_for(&io, path, &shape, layout)?;
         self.finished = true;
         let ingest = self.started.elapsed();
-        let progress = each!(AnyCore, &self.core, c => c.opts.progress.clone());
-        progress.start(crate::progress::Step::Assemble, 0);
         let r = match &self.core {
             // Every chunk kept (the work fits): the in-memory kernel.
             AnyCore::U64(c) => match finish_deferred(c, path, ingest) {
@@ -652,7 +645,7 @@ impl Builder {
             },
             other => each!(AnyCore, other, c => finish_core(c, path, ingest)),
         };
-        progress.idle();
+        each!(AnyCore, &self.core, c => c.opts.progress.idle());
         // A duplicate or an overflow found while merging names a 0-based
         // coordinate: say it in the terms of the inputs it came from.
         r.map_err(|e| self.sources.iter().find_map(|s| s.locate(&e)).unwrap_or(e))

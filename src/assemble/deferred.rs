@@ -162,6 +162,7 @@ fn run_kernel(
     held_bytes: u64,
     path: &Path,
 ) -> Result<Option<Summary>> {
+    core.opts.progress.start(Step::Assemble, 0);
     let chunks: Vec<&[Record<u64>]> = kept.iter().map(|(_, c)| c.as_slice()).collect();
     let held = Held::new(&chunks);
     let rank = core.shape().len();

@@ -274,14 +274,19 @@ impl<K: Key> Core<K> {
         self.lock_guests().retain(|g| !Arc::ptr_eq(g, p));
     }
 
+    /// Claim one of the pool's surplus chunks (see [`Core::surplus`]),
+    /// if any is left: the one chunk too many that the caller then drops,
+    /// or whose place it takes.
+    pub(crate) fn take_surplus(&self) -> bool {
+        self.surplus
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
     /// A sorted chunk back in the pool, or dropped when the pool has one
     /// too many (see [`Core::surplus`]).
     pub(crate) fn recycle(&self, chunk: Vec<Record<K>>) {
-        let extra = self
-            .surplus
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if extra {
+        if self.take_surplus() {
             self.mem
                 .sub(chunk.capacity() as u64 * self.plan.record_bytes);
         } else {

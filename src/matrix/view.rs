@@ -104,13 +104,14 @@ impl<'a> Matrix<'a> {
         Ok(Matrix::of_tensor(pick(file, name)?)?.in_file(file))
     }
 
-    /// Allow page release when the tensor's buffers lie in `file`'s
-    /// mapping; remember the file, which outputs may not replace.
     /// The progress passes over this matrix move (a mapped file's).
     pub(crate) fn progress(&self) -> Option<&'a Progress> {
         self.progress
     }
 
+    /// Allow page release when the tensor's buffers lie in `file`'s
+    /// mapping; remember the file and its progress; outputs may not
+    /// replace the file.
     pub(crate) fn in_file(mut self, file: &'a HurrayFile) -> Matrix<'a> {
         self.source = file.file_id();
         self.progress = file.progress_ref();

@@ -205,15 +205,13 @@ impl HurrayFile {
     /// no stored checksums (another writer's file) gets a
     /// [`Severity::Note`] saying its bytes could not be checked.
     pub fn verify(&self) -> Vec<Problem> {
-        let mut out = Vec::new();
-        // About two passes over every buffer (checksums, then content).
-        if let Some(p) = self.progress_ref() {
-            let bytes: u64 = self.tensors.iter().map(Stored::buffer_bytes).sum();
-            p.start(crate::progress::Step::Check, 2 * bytes);
-        }
-        for t in &self.tensors {
-            out.extend(self.verify_stored(t));
-        }
+        let bytes: u64 = self.tensors.iter().map(Stored::buffer_bytes).sum();
+        let mut out = self.checking(bytes, || {
+            self.tensors
+                .iter()
+                .flat_map(|t| self.verify_stored(t))
+                .collect::<Vec<_>>()
+        });
         for (k, _) in &self.kv {
             if let Some((name, _)) = parse_checksum_key(k) {
                 if !self.by_name.contains_key(name) {
@@ -227,7 +225,19 @@ impl HurrayFile {
             }
         }
         out.extend(self.check_padding());
-        if let Some(p) = self.progress_ref() {
+        out
+    }
+
+    /// Run `check`, over tensors of `bytes` bytes of buffers, as the
+    /// file's `Check` step: about two passes over each buffer (checksums,
+    /// then content).
+    fn checking<T>(&self, bytes: u64, check: impl FnOnce() -> T) -> T {
+        let p = self.progress_ref();
+        if let Some(p) = p {
+            p.start(crate::progress::Step::Check, 2 * bytes);
+        }
+        let out = check();
+        if let Some(p) = p {
             p.idle();
         }
         out
@@ -254,14 +264,7 @@ impl HurrayFile {
     /// says what that covers); nothing more for other layouts.
     pub fn verify_tensor(&self, name: &str) -> crate::Result<Vec<Problem>> {
         let s = self.stored(name)?;
-        if let Some(p) = self.progress_ref() {
-            p.start(crate::progress::Step::Check, 2 * s.buffer_bytes());
-        }
-        let out = self.verify_stored(s);
-        if let Some(p) = self.progress_ref() {
-            p.idle();
-        }
-        Ok(out)
+        Ok(self.checking(s.buffer_bytes(), || self.verify_stored(s)))
     }
 
     fn verify_stored(&self, s: &Stored) -> Vec<Problem> {

@@ -19,7 +19,7 @@
 //! ```
 
 use coo_assembler::HurrayFile;
-use coo_assembler::progress::{Progress, Step};
+use coo_assembler::progress::Progress;
 use coo_assembler::vocab::parse_size;
 use coo_assembler::{AssembleOptions, Builder, DType, Value};
 use std::io::IsTerminal;
@@ -234,25 +234,19 @@ pub fn peak_rss_mib() -> Option<f64> {
 /// Redraw one line on standard error from `p` (the builder's progress:
 /// pushes, merge passes, the final merge) until `stop`; then clear it.
 fn show_progress(p: &Progress, stop: &AtomicBool) {
-    let mut since = (Instant::now(), Step::Idle, 0u64, 0u64);
+    let mib = |b: f64| b / 1048576.0;
     while !stop.load(Ordering::Relaxed) {
         let now = p.now();
-        if (now.step, now.round) != (since.1, since.3) {
-            since = (Instant::now(), now.step, now.done, now.round);
-        }
-        let secs = since.0.elapsed().as_secs_f64().max(1e-3);
-        let rate = now.done.saturating_sub(since.2) as f64 / secs;
-        let mib = |b: f64| b / 1048576.0;
         let mut line = format!("{} {:.0} MiB", now.step.label(), mib(now.done as f64));
         if now.total > 0 {
             let pct = 100.0 * now.done.min(now.total) as f64 / now.total as f64;
             line += &format!(" of {:.0} MiB ({pct:.0} %)", mib(now.total as f64));
         }
-        if secs > 0.5 && rate > 0.0 {
+        if let Some(rate) = now.rate() {
             line += &format!(", {:.0} MiB/s", mib(rate));
-            if now.total > now.done {
-                line += &format!(", {:.0} s left", (now.total - now.done) as f64 / rate);
-            }
+        }
+        if let Some(left) = now.left() {
+            line += &format!(", {:.0} s left", left.as_secs_f64());
         }
         eprint!("\r\x1b[2K{line}");
         std::thread::sleep(std::time::Duration::from_millis(250));

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// What a long operation is doing now. Every step counts bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -64,13 +65,35 @@ impl Step {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Meter {
     step: AtomicU8,
     /// Which time this step started (a second merge pass is pass 2).
     round: AtomicU64,
     done: AtomicU64,
     total: AtomicU64,
+    /// When the step started: nanoseconds after `epoch`.
+    started: AtomicU64,
+    epoch: Instant,
+}
+
+impl Default for Meter {
+    fn default() -> Meter {
+        Meter {
+            step: AtomicU8::new(Step::Idle as u8),
+            round: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl Meter {
+    fn since_epoch(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 /// A handle on the progress of one operation; clones share it.
@@ -88,6 +111,28 @@ pub struct Now {
     pub done: u64,
     /// Bytes this step has in all (0: not known).
     pub total: u64,
+    /// Time since the step started.
+    pub elapsed: Duration,
+}
+
+/// Below this a step's rate is not told: too short to say.
+const RATE_AFTER: Duration = Duration::from_millis(500);
+
+impl Now {
+    /// Bytes per second in this step so far; None in its first half
+    /// second, or before anything is done.
+    pub fn rate(&self) -> Option<f64> {
+        let secs = self.elapsed.as_secs_f64();
+        (self.elapsed >= RATE_AFTER && self.done > 0).then(|| self.done as f64 / secs)
+    }
+
+    /// The time the rest of the step takes at [`Now::rate`], when its
+    /// total is known.
+    pub fn left(&self) -> Option<Duration> {
+        let rate = self.rate().filter(|_| self.total > 0)?;
+        let secs = self.total.saturating_sub(self.done) as f64 / rate;
+        Some(Duration::from_secs_f64(secs.min(1e7)))
+    }
 }
 
 impl Progress {
@@ -107,6 +152,10 @@ impl Progress {
             round: m.round.load(Ordering::Relaxed),
             done: m.done.load(Ordering::Relaxed),
             total: m.total.load(Ordering::Relaxed),
+            elapsed: Duration::from_nanos(
+                m.since_epoch()
+                    .saturating_sub(m.started.load(Ordering::Relaxed)),
+            ),
         }
     }
 
@@ -126,6 +175,7 @@ impl Progress {
         );
         m.done.store(0, Ordering::Relaxed);
         m.total.store(total, Ordering::Relaxed);
+        m.started.store(m.since_epoch(), Ordering::Relaxed);
         m.step.store(step as u8, Ordering::Relaxed);
     }
 
@@ -164,14 +214,10 @@ mod tests {
         p.start(Step::Merge, 100);
         p.add(30);
         p.add(20);
+        let n = q.now();
         assert_eq!(
-            q.now(),
-            Now {
-                step: Step::Merge,
-                round: 1,
-                done: 50,
-                total: 100
-            }
+            (n.step, n.round, n.done, n.total),
+            (Step::Merge, 1, 50, 100)
         );
         p.start(Step::Merge, 80);
         assert_eq!((q.now().round, q.now().done, q.now().total), (2, 0, 80));
@@ -183,5 +229,23 @@ mod tests {
         );
         p.idle();
         assert_eq!(q.now().step, Step::Idle);
+    }
+
+    #[test]
+    fn rate_and_time_left() {
+        let at = |done, total, ms| Now {
+            step: Step::Merge,
+            round: 1,
+            done,
+            total,
+            elapsed: Duration::from_millis(ms),
+        };
+        assert_eq!(at(100, 300, 1000).rate(), Some(100.0));
+        assert_eq!(at(100, 300, 1000).left(), Some(Duration::from_secs(2)));
+        // Unknown total: a rate, no estimate.
+        assert_eq!(at(100, 0, 1000).left(), None);
+        // Too early, or nothing done yet: neither.
+        assert_eq!(at(100, 300, 100).rate(), None);
+        assert_eq!(at(0, 300, 1000).left(), None);
     }
 }

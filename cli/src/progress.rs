@@ -3,13 +3,13 @@
 //! while the command runs; nothing at all when standard error is not a
 //! terminal or `--quiet` was given.
 
-use coo_assembler::progress::{Progress, Step};
+use coo_assembler::progress::{Now, Progress, Step};
 use coo_assembler::vocab::format_size;
 use indicatif::{HumanDuration, ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the bar is redrawn.
 const TICK: Duration = Duration::from_millis(100);
@@ -53,8 +53,6 @@ fn draw(p: &Progress, done: &AtomicBool, what: &str) {
     // Made at the first step: nothing is drawn before the work starts.
     let mut bar: Option<ProgressBar> = None;
     let mut shown = None;
-    // Where the step's rate counts from: a time and the bytes done then.
-    let mut since = (Instant::now(), 0u64);
     while !done.load(Ordering::Relaxed) {
         let now = p.now();
         if now.step != Step::Idle && shown != Some((now.step, now.round, now.total)) {
@@ -64,7 +62,6 @@ fn draw(p: &Progress, done: &AtomicBool, what: &str) {
                 old.finish_and_clear();
             }
             bar = Some(new_bar(now.step, now.round, now.total, what));
-            since = (Instant::now(), now.done);
         }
         if let (Some(b), false) = (&bar, now.step == Step::Idle) {
             // An estimated total (verify's) may be passed: the bar stays full.
@@ -74,7 +71,7 @@ fn draw(p: &Progress, done: &AtomicBool, what: &str) {
                 now.done
             };
             b.set_position(at);
-            b.set_prefix(rate(since, at, now.total));
+            b.set_prefix(rate(&now));
         }
         std::thread::sleep(TICK);
     }
@@ -83,23 +80,17 @@ fn draw(p: &Progress, done: &AtomicBool, what: &str) {
     }
 }
 
-/// "R/s, ETA T" from the bytes done since `since`; empty for the first
-/// half second (too short to say).
-fn rate(since: (Instant, u64), at: u64, total: u64) -> String {
-    let secs = since.0.elapsed().as_secs_f64();
-    if secs < 0.5 {
+/// "R/s, ETA T" from the library's rate and estimate; empty while it has
+/// none.
+fn rate(now: &Now) -> String {
+    let Some(per_sec) = now.rate() else {
         return String::new();
-    }
-    let per_sec = at.saturating_sub(since.1) as f64 / secs;
+    };
     let r = format!("{}/s", format_size(per_sec as u64));
-    if total == 0 || per_sec < 1.0 {
-        return r;
+    match now.left() {
+        Some(left) => format!("{r}, ETA {}", HumanDuration(left)),
+        None => r,
     }
-    let left = total.saturating_sub(at) as f64 / per_sec;
-    format!(
-        "{r}, ETA {}",
-        HumanDuration(Duration::from_secs_f64(left.min(1e7)))
-    )
 }
 
 /// A bar with the step's total or a spinner; the prefix says the rate.

@@ -1,14 +1,16 @@
-//! Run making: the sorter threads radix-sort full chunks, combine equal
-//! keys into accumulators, and encode the result as a run kept in memory
-//! or appended to the sorter's spill file.
+//! Run making: the sorter threads group full chunks by key (the kernel's
+//! grouping, or the radix sort for keys it leaves), combine each key's
+//! values into an accumulator, and encode the result as a run kept in
+//! memory or appended to the sorter's spill file.
 
 use crate::assemble::combine::combine_error;
 use crate::assemble::combine::{Combiner, with_combiner};
+use crate::assemble::direct::groups::KeyGroups;
 use crate::assemble::key::Key;
 use crate::assemble::plan::SPILL_BUFFER;
 use crate::assemble::shared::{Core, Job, SortState};
 use crate::assemble::sort::{Record, sort_records};
-use crate::assemble::spill::{Run, RunWriter, SpillFile};
+use crate::assemble::spill::{RunWriter, SpillFile};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -87,30 +89,15 @@ impl<K: Key> SortState<K> {
     ) {
         if !core.poisoned.load(Ordering::Relaxed) {
             let t = Instant::now();
-            let scratch = &mut self.scratch;
-            let before = scratch.capacity();
-            // The sort scratch is as large as a chunk: reserve it here so
-            // that running out of memory is an error, not an abort.
-            let want = chunk.len().saturating_sub(scratch.len());
-            let r = if scratch.capacity() < chunk.len() && scratch.try_reserve_exact(want).is_err()
-            {
-                Err(Error::OutOfMemory {
-                    what: "sort scratch",
-                    bytes: chunk.len() as u64 * core.plan.record_bytes,
-                })
+            let before = self.bytes(core);
+            let r = self.make_run(core, comb, chunk, origin);
+            // The buffers' growth (or shrinking) is the budget's.
+            let after = self.bytes(core);
+            if after > before {
+                core.mem.add(after - before);
             } else {
-                make_run(
-                    core,
-                    comb,
-                    chunk,
-                    origin,
-                    scratch,
-                    &mut self.raws,
-                    &mut self.spill,
-                )
-            };
-            let grown = scratch.capacity().saturating_sub(before) as u64;
-            core.mem.add(grown * core.plan.record_bytes);
+                core.mem.sub(before - after);
+            }
             if let Err(e) = r {
                 core.fail(e);
             }
@@ -120,11 +107,86 @@ impl<K: Key> SortState<K> {
         chunk.clear();
     }
 
-    /// Give the scratch back (to the budget's books).
+    /// The bytes of the sort buffers.
+    fn bytes(&self, core: &Core<K>) -> u64 {
+        self.scratch.capacity() as u64 * core.plan.record_bytes
+            + self.groups.as_ref().map_or(0, KeyGroups::bytes)
+    }
+
+    /// Sort one chunk, combine equal keys, and write the result as a run:
+    /// through the kernel's grouping when the keys suit it and its buffers
+    /// take no more than the radix sort's scratch, else the radix sort.
+    /// Only one of the two holds buffers at a time.
+    fn make_run<C: Combiner>(
+        &mut self,
+        core: &Core<K>,
+        comb: &C,
+        chunk: &mut [Record<K>],
+        origin: u64,
+    ) -> Result<()> {
+        let n = chunk.len();
+        let radix_bytes = n as u64 * core.plan.record_bytes;
+        let by_groups = K::BITS == 64 && KeyGroups::bytes_for(n) <= radix_bytes;
+        if by_groups
+            && self
+                .groups
+                .as_ref()
+                .is_none_or(|g| g.bytes() < KeyGroups::bytes_for(n))
+        {
+            self.scratch = Vec::new();
+            self.groups = None;
+            self.groups = Some(KeyGroups::new(n)?);
+        } else if !by_groups {
+            self.groups = None;
+        }
+        let SortState {
+            scratch,
+            groups,
+            raws,
+            spill,
+        } = self;
+        let mut w = start_run(core, comb, n, spill)?;
+        let r = (|| {
+            if let (true, Some(g)) = (by_groups, groups.as_mut()) {
+                let grouped = g.for_each(chunk, |key, vals| {
+                    let acc = comb
+                        .combine_group(vals, origin)
+                        .map_err(|e| combine_error(&core.layout, core.out_dtype(), &key, e))?;
+                    w.push(key, &acc)
+                })?;
+                if grouped {
+                    return Ok(());
+                }
+                // Left to the radix sort: its scratch takes the groups'
+                // place.
+                *groups = None;
+            }
+            // The sort scratch is as large as a chunk: reserve it here so
+            // that running out of memory is an error, not an abort.
+            let want = n.saturating_sub(scratch.len());
+            if scratch.capacity() < n && scratch.try_reserve_exact(want).is_err() {
+                return Err(Error::OutOfMemory {
+                    what: "sort scratch",
+                    bytes: radix_bytes,
+                });
+            }
+            sort_records(chunk, scratch, core.layout.total_bits());
+            combine_sorted(core, comb, chunk, origin, raws, &mut w)
+        })();
+        match r {
+            Ok(()) => end_run(core, w),
+            Err(e) => {
+                w.abandon(core);
+                Err(e)
+            }
+        }
+    }
+
+    /// Give the buffers back (to the budget's books).
     pub(crate) fn release(&mut self, core: &Core<K>) {
-        core.mem
-            .sub(self.scratch.capacity() as u64 * core.plan.record_bytes);
+        core.mem.sub(self.bytes(core));
         self.scratch = Vec::new();
+        self.groups = None;
     }
 }
 
@@ -165,24 +227,37 @@ pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
     Ok(())
 }
 
-/// Sort one chunk, combine equal keys, and write the result as a run.
-fn make_run<K: Key, C: Combiner>(
+/// A run being written, and the room it took among the in-memory runs.
+struct OpenRun<'c, 's, K: Key, C: Combiner> {
+    w: RunWriter<'c, 's, K, C>,
+    /// Bytes reserved in `held` while the run is written (in memory only).
+    held: u64,
+}
+
+impl<K: Key, C: Combiner> OpenRun<'_, '_, K, C> {
+    fn push(&mut self, key: K, acc: &C::Acc) -> Result<()> {
+        self.w.push(key, acc)
+    }
+
+    /// Give back the room of a run that will not be finished.
+    fn abandon(self, core: &Core<K>) {
+        core.held.fetch_sub(self.held, Ordering::SeqCst);
+    }
+}
+
+/// Start a run of a chunk of `n` records: in memory when the plan's room
+/// for in-memory runs and the budget have room for its estimated size,
+/// else appended to this sorter's spill file. The room is the plan's and
+/// what the budget has left now: while the chunks kept for the kernel are
+/// being sorted they hold more than the plan's chunk area.
+fn start_run<'c, 's, K: Key, C: Combiner>(
     core: &Core<K>,
-    comb: &C,
-    chunk: &mut [Record<K>],
-    origin: u64,
-    scratch: &mut Vec<Record<K>>,
-    raws: &mut Vec<u64>,
-    spill: &mut Option<SpillFile>,
-) -> Result<()> {
-    let bits = core.layout.total_bits();
-    sort_records(chunk, scratch, bits);
+    comb: &'c C,
+    n: usize,
+    spill: &'s mut Option<SpillFile>,
+) -> Result<OpenRun<'c, 's, K, C>> {
     let id = core.next_run.fetch_add(1, Ordering::Relaxed);
-    let est = chunk.len() as u64 * core.plan.est_bytes_per_record + 64;
-    // Reserve room among the in-memory runs, or spill. The room is the
-    // plan's and what the budget has left now: while the chunks kept for
-    // the kernel are being sorted they hold more than the plan's chunk
-    // area.
+    let est = n as u64 * core.plan.est_bytes_per_record + 64;
     let budget_left = core.opts.memory_budget.saturating_sub(core.mem.now());
     let in_memory = est <= budget_left
         && core
@@ -192,42 +267,32 @@ fn make_run<K: Key, C: Combiner>(
             })
             .is_ok();
     let io = &core.opts.io;
-    let result = (|| -> Result<Run> {
-        let mut w = if in_memory {
-            RunWriter::memory(comb, id, core.run_format, est as usize, io)?
-        } else {
-            if spill.is_none() {
-                *spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
-            }
-            let Some(sf) = spill.as_mut() else {
-                return Err(Error::Poisoned("spill file"));
-            };
-            RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io)
-        };
-        let n = chunk.len();
-        let mut i = 0;
-        while i < n {
-            let key = chunk[i].key;
-            let mut j = i + 1;
-            while j < n && chunk[j].key == key {
-                j += 1;
-            }
-            let acc = if j == i + 1 {
-                comb.combine_group(&[chunk[i].val], origin)
-            } else {
-                raws.clear();
-                raws.extend(chunk[i..j].iter().map(|r| r.val));
-                comb.combine_group(raws, origin)
-            }
-            .map_err(|e| combine_error(&core.layout, core.out_dtype(), &key, e))?;
-            w.push(key, &acc)?;
-            i = j;
-        }
-        w.finish()
-    })();
     if in_memory {
-        core.held.fetch_sub(est, Ordering::SeqCst);
+        match RunWriter::memory(comb, id, core.run_format, est as usize, io) {
+            Ok(w) => return Ok(OpenRun { w, held: est }),
+            Err(e) => {
+                core.held.fetch_sub(est, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
     }
+    if spill.is_none() {
+        *spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
+    }
+    let Some(sf) = spill.as_mut() else {
+        return Err(Error::Poisoned("spill file"));
+    };
+    Ok(OpenRun {
+        w: RunWriter::file(comb, id, core.run_format, sf, SPILL_BUFFER, io),
+        held: 0,
+    })
+}
+
+/// Finish a run and hand it to the core's list.
+fn end_run<K: Key, C: Combiner>(core: &Core<K>, open: OpenRun<'_, '_, K, C>) -> Result<()> {
+    let held = open.held;
+    let result = open.w.finish();
+    core.held.fetch_sub(held, Ordering::SeqCst);
     let run = result?;
     if run.is_spilled() {
         core.runs_spilled.fetch_add(1, Ordering::Relaxed);
@@ -237,5 +302,36 @@ fn make_run<K: Key, C: Combiner>(
         core.mem.add(run.bytes);
     }
     core.lock().runs.push(run);
+    Ok(())
+}
+
+/// Combine the equal keys of a sorted chunk into the run.
+fn combine_sorted<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    chunk: &[Record<K>],
+    origin: u64,
+    raws: &mut Vec<u64>,
+    w: &mut OpenRun<'_, '_, K, C>,
+) -> Result<()> {
+    let n = chunk.len();
+    let mut i = 0;
+    while i < n {
+        let key = chunk[i].key;
+        let mut j = i + 1;
+        while j < n && chunk[j].key == key {
+            j += 1;
+        }
+        let acc = if j == i + 1 {
+            comb.combine_group(&[chunk[i].val], origin)
+        } else {
+            raws.clear();
+            raws.extend(chunk[i..j].iter().map(|r| r.val));
+            comb.combine_group(raws, origin)
+        }
+        .map_err(|e| combine_error(&core.layout, core.out_dtype(), &key, e))?;
+        w.push(key, &acc)?;
+        i = j;
+    }
     Ok(())
 }

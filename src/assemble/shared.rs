@@ -36,6 +36,7 @@
 //! values pays either once.
 
 use crate::assemble::combine::CombinerKind;
+use crate::assemble::direct::groups::KeyGroups;
 use crate::assemble::key::{Key, KeyLayout};
 use crate::assemble::plan::{BLOCK_TARGET, MemTracker, Plan};
 use crate::assemble::sort::Record;
@@ -119,7 +120,11 @@ impl<K> Parked<K> {
 /// with `threads = 1` the core holds one (`Core::solo`) that the pushers
 /// sort with on their own threads.
 pub(crate) struct SortState<K> {
+    /// The radix sort's scratch (keys wider than 64 bits, or a chunk the
+    /// grouping leaves to it).
     pub(super) scratch: Vec<Record<K>>,
+    /// The kernel's grouping, which makes most runs of 64-bit keys.
+    pub(super) groups: Option<KeyGroups>,
     pub(super) raws: Vec<u64>,
     pub(super) spill: Option<SpillFile>,
 }
@@ -128,6 +133,7 @@ impl<K> Default for SortState<K> {
     fn default() -> Self {
         SortState {
             scratch: Vec::new(),
+            groups: None,
             raws: Vec::new(),
             spill: None,
         }

@@ -223,7 +223,7 @@ struct Scratch<M: Minor, L> {
 /// keys that carry the place, longer ones (FE rows: ~60 contributions to
 /// ~26 columns) through a small hash table and a sort of the distinct
 /// keys only, very long ones by the standard sort.
-struct Grouper<M: Minor, L> {
+pub(crate) struct Grouper<M: Minor, L> {
     /// The hash path's fixed-size tables.
     hashed: Box<Hashed<M, L>>,
     /// Whether the last bucket took the hash path.
@@ -805,7 +805,7 @@ impl<M: Minor, L: Lane, O: crate::element::Element + FromLane<L>, J: OutIndex> B
 
 impl<M: Minor, L: Lane> Grouper<M, L> {
     /// Room for buckets of up to `max` contributions.
-    fn new(max: usize) -> Result<Self, Fault> {
+    pub(crate) fn new(max: usize) -> Result<Self, Fault> {
         let mut g = Grouper {
             hashed: Box::new(Hashed {
                 tab_key: [M::default(); TABLE],
@@ -839,7 +839,7 @@ impl<M: Minor, L: Lane> Grouper<M, L> {
     /// Group the bucket `(ms, ls)` (at least two contributions); then
     /// [`Grouper::groups`] has them.
     #[inline]
-    fn prepare(&mut self, ms: &[M], ls: &[L]) -> Result<(), Fault> {
+    pub(crate) fn prepare(&mut self, ms: &[M], ls: &[L]) -> Result<(), Fault> {
         let k = ms.len();
         self.by_hash = k > INSERTION_MAX && k <= HASH_MAX;
         if self.by_hash {
@@ -853,7 +853,7 @@ impl<M: Minor, L: Lane> Grouper<M, L> {
     /// The groups of the last bucket (key, start, end) and their lanes.
     #[inline]
     #[allow(clippy::type_complexity)]
-    fn groups(&self) -> (&[(M, u32, u32)], &[L]) {
+    pub(crate) fn groups(&self) -> (&[(M, u32, u32)], &[L]) {
         if self.by_hash {
             let h = &*self.hashed;
             (&h.out[..h.n_out.min(HASH_MAX)], &h.group[..])

@@ -35,6 +35,7 @@
 
 mod band;
 mod count;
+pub(crate) mod groups;
 pub(crate) mod input;
 pub(crate) mod lane;
 pub(crate) mod out;

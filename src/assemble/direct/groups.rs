@@ -1,0 +1,324 @@
+//! The kernel's grouping applied to one chunk of a builder's records: how
+//! a sorter turns a full chunk into a run (issue 40). The chunk's key range
+//! is cut into buckets of a few contributions each, the records are
+//! counted and scattered into bucket order (one pass each), and every
+//! bucket is grouped by the kernel's [`Grouper`] (a sorting network, a
+//! small hash table or a sort), which keeps each coordinate's values in
+//! push order. That is two passes over the records where the radix sort
+//! made four or five, and no second pass to find equal keys.
+//!
+//! A chunk whose keys pile up (a bucket beyond [`MAX_BUCKET`]) or spread
+//! too thin for a 32-bit offset in a bucket is left to the radix sort
+//! ([`crate::assemble::sort`]), as are keys wider than 64 bits.
+
+use crate::assemble::direct::band::Grouper;
+use crate::assemble::key::Key;
+use crate::assemble::sort::Record;
+use crate::error::{Error, Result};
+
+/// Contributions per bucket aimed at: most buckets then take the sorting
+/// network or the hash table, and the counts stay small beside the
+/// records.
+const PER_BUCKET: usize = 4;
+/// Largest bucket grouped here; a chunk with a larger one is radix sorted.
+pub(crate) const MAX_BUCKET: usize = 4096;
+/// Below this many records the radix sort's insertion sort is as good.
+const MIN_RECORDS: usize = 256;
+
+/// Buffers of the grouping, reused from chunk to chunk.
+pub(crate) struct KeyGroups {
+    /// Each record's key less its bucket's first key.
+    minor: Vec<u32>,
+    /// Each record's value, in bucket order.
+    lanes: Vec<u64>,
+    /// Per bucket: its next place while scattering, then its end.
+    ends: Vec<u32>,
+    grouper: Grouper<u32, u64>,
+}
+
+impl KeyGroups {
+    /// Buffers for chunks of up to `records` records, allocated now (so
+    /// that running out of memory is an error here, not an abort later).
+    pub(crate) fn new(records: usize) -> Result<KeyGroups> {
+        let oom = |what, bytes: usize| Error::OutOfMemory {
+            what,
+            bytes: bytes as u64,
+        };
+        let grouper = Grouper::new(MAX_BUCKET)
+            .map_err(|_| oom("a run's grouping tables", Self::FIXED_BYTES as usize))?;
+        let mut g = KeyGroups {
+            minor: Vec::new(),
+            lanes: Vec::new(),
+            ends: Vec::new(),
+            grouper,
+        };
+        g.minor
+            .try_reserve_exact(records)
+            .map_err(|_| oom("a run's keys", 4 * records))?;
+        g.lanes
+            .try_reserve_exact(records)
+            .map_err(|_| oom("a run's values", 8 * records))?;
+        let buckets = records / PER_BUCKET + 1;
+        g.ends
+            .try_reserve_exact(buckets)
+            .map_err(|_| oom("a run's buckets", 4 * buckets))?;
+        Ok(g)
+    }
+
+    /// The grouping tables' bytes, whatever the chunk size (an upper
+    /// bound: the hash tables and room for a bucket of [`MAX_BUCKET`]).
+    pub(crate) const FIXED_BYTES: u64 = 64 * 1024 + 32 * MAX_BUCKET as u64;
+
+    /// Bytes held for chunks of `records` records (the budget's figure).
+    pub(crate) fn bytes_for(records: usize) -> u64 {
+        let r = records as u64;
+        4 * r + 8 * r + 4 * (r / PER_BUCKET as u64 + 1) + Self::FIXED_BYTES
+    }
+
+    /// Bytes held now.
+    pub(crate) fn bytes(&self) -> u64 {
+        4 * self.minor.capacity() as u64
+            + 8 * self.lanes.capacity() as u64
+            + 4 * self.ends.capacity() as u64
+            + Self::FIXED_BYTES
+    }
+
+    /// Call `f(key, values)` for every distinct key of `recs` in increasing
+    /// order, each key's values in record order. Returns false, having
+    /// called nothing, when the chunk is left to the radix sort: keys wider
+    /// than 64 bits, a chunk longer than these buffers were made for, too
+    /// few records, or keys too skewed or too spread for the buckets.
+    pub(crate) fn for_each<K: Key>(
+        &mut self,
+        recs: &[Record<K>],
+        mut f: impl FnMut(K, &[u64]) -> Result<()>,
+    ) -> Result<bool> {
+        let n = recs.len();
+        if K::BITS != 64 || n < MIN_RECORDS || n > self.lanes.capacity() || n > u32::MAX as usize {
+            return Ok(false);
+        }
+        let key = |r: &Record<K>| r.key.get_bits(0, 64);
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for r in recs {
+            let k = key(r);
+            lo = lo.min(k);
+            hi = hi.max(k);
+        }
+        // The narrowest buckets that number at most n / PER_BUCKET.
+        let want = (n / PER_BUCKET).max(1) as u64;
+        let span = hi - lo;
+        let mut shift = 0u32;
+        while shift < 64 && span >> shift >= want {
+            shift += 1;
+        }
+        if shift > 32 {
+            return Ok(false);
+        }
+        let buckets = (span >> shift) as usize + 1;
+        let mask = if shift == 32 {
+            u64::from(u32::MAX)
+        } else {
+            (1u64 << shift) - 1
+        };
+        let ends = &mut self.ends;
+        ends.clear();
+        ends.resize(buckets.min(ends.capacity()), 0);
+        if ends.len() < buckets {
+            return Ok(false);
+        }
+        for r in recs {
+            let b = ((key(r) - lo) >> shift) as usize;
+            if let Some(c) = ends.get_mut(b) {
+                *c += 1;
+            }
+        }
+        if ends.iter().any(|&c| c as usize > MAX_BUCKET) {
+            return Ok(false);
+        }
+        // Counts to starts, then scatter (each start moves to its end).
+        let mut sum = 0u32;
+        for c in ends.iter_mut() {
+            let t = *c;
+            *c = sum;
+            sum += t;
+        }
+        self.minor.clear();
+        self.minor.resize(n, 0);
+        self.lanes.clear();
+        self.lanes.resize(n, 0);
+        let (minor, lanes) = (&mut self.minor[..], &mut self.lanes[..n]);
+        for r in recs {
+            let d = key(r) - lo;
+            let Some(p) = ends.get_mut((d >> shift) as usize) else {
+                continue;
+            };
+            let q = *p as usize;
+            *p += 1;
+            if let (Some(m), Some(l)) = (minor.get_mut(q), lanes.get_mut(q)) {
+                *m = (d & mask) as u32;
+                *l = r.val;
+            }
+        }
+        let at = |b: usize, m: u32| {
+            let mut k = K::default();
+            k.or_bits(lo + ((b as u64) << shift) + u64::from(m), 0);
+            k
+        };
+        let mut start = 0usize;
+        for (b, &end) in ends.iter().enumerate() {
+            let end = end as usize;
+            let (Some(ms), Some(ls)) = (minor.get(start..end), lanes.get(start..end)) else {
+                return Err(Error::Poisoned("a run's buckets"));
+            };
+            match ms {
+                [] => {}
+                [m] => f(at(b, *m), ls)?,
+                _ => {
+                    self.grouper
+                        .prepare(ms, ls)
+                        .map_err(|_| Error::OutOfMemory {
+                            what: "a run's bucket",
+                            bytes: 32 * ms.len() as u64,
+                        })?;
+                    let (groups, values) = self.grouper.groups();
+                    for &(m, a, z) in groups {
+                        let Some(g) = values.get(a as usize..z as usize) else {
+                            return Err(Error::Poisoned("a run's groups"));
+                        };
+                        f(at(b, m), g)?;
+                    }
+                }
+            }
+            start = end;
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The groups as a stable sort then a scan gives them.
+    fn expected(recs: &[Record<u64>]) -> Vec<(u64, Vec<u64>)> {
+        let mut s = recs.to_vec();
+        s.sort_by_key(|r| r.key);
+        let mut out: Vec<(u64, Vec<u64>)> = Vec::new();
+        for r in s {
+            match out.last_mut() {
+                Some((k, v)) if *k == r.key => v.push(r.val),
+                _ => out.push((r.key, vec![r.val])),
+            }
+        }
+        out
+    }
+
+    fn grouped(g: &mut KeyGroups, recs: &[Record<u64>]) -> Option<Vec<(u64, Vec<u64>)>> {
+        let mut out = Vec::new();
+        let took = g
+            .for_each(recs, |k, v| {
+                out.push((k, v.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        took.then_some(out)
+    }
+
+    /// Records with keys from a pool of `distinct` keys spread over `bits`
+    /// bits above `base`; values are the record's place (so order shows).
+    fn records(n: usize, distinct: usize, bits: u32, base: u64, seed: u64) -> Vec<Record<u64>> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z ^ (z >> 31)
+        };
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1 << bits) - 1
+        };
+        let pool: Vec<u64> = (0..distinct.max(1))
+            .map(|_| base.saturating_add(next() & mask))
+            .collect();
+        (0..n)
+            .map(|i| Record {
+                key: pool[next() as usize % pool.len()],
+                val: i as u64,
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn groups_are_a_stable_sort_and_scan(
+            n in 0usize..6000,
+            distinct in 1usize..5000,
+            bits in 0u32..64,
+            base in prop_oneof![Just(0u64), any::<u64>().prop_map(|b| b >> 2)],
+            seed in any::<u64>(),
+        ) {
+            let recs = records(n, distinct, bits, base, seed);
+            let mut g = KeyGroups::new(6000).unwrap();
+            if let Some(got) = grouped(&mut g, &recs) {
+                prop_assert_eq!(got, expected(&recs));
+            } else {
+                // Left to the radix sort only for the stated reasons.
+                let spread = recs.iter().map(|r| r.key).max().unwrap_or(0)
+                    - recs.iter().map(|r| r.key).min().unwrap_or(0);
+                prop_assert!(!(MIN_RECORDS..=MAX_BUCKET).contains(&n) || spread >> 32 > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn finite_element_like_chunks_are_grouped() {
+        // Rows of ~27 columns hit ~64 times each, in element order.
+        let mut recs = Vec::new();
+        for e in 0..2000u64 {
+            for a in 0..8u64 {
+                for b in 0..8u64 {
+                    let (r, c) = (e + a * 3, e + b * 3);
+                    recs.push(Record {
+                        key: (r << 22) | c,
+                        val: recs.len() as u64,
+                    });
+                }
+            }
+        }
+        let mut g = KeyGroups::new(recs.len()).unwrap();
+        assert_eq!(grouped(&mut g, &recs).unwrap(), expected(&recs));
+        // Reused for a second, different chunk.
+        let other = records(5000, 300, 40, 7, 1);
+        assert_eq!(grouped(&mut g, &other).unwrap(), expected(&other));
+        assert!(g.bytes() <= KeyGroups::bytes_for(recs.len()));
+    }
+
+    #[test]
+    fn skewed_or_wide_chunks_are_left_to_the_radix_sort() {
+        let mut g = KeyGroups::new(10_000).unwrap();
+        // One coordinate hit 5000 times among a few others.
+        let mut recs = records(5000, 1, 10, 0, 3);
+        recs.extend(records(100, 50, 20, 1 << 30, 4));
+        assert!(grouped(&mut g, &recs).is_none());
+        // Longer than the buffers.
+        assert!(grouped(&mut g, &records(10_001, 5000, 30, 0, 5)).is_none());
+        // An error from the callback stops the walk and is returned.
+        let recs = records(1000, 500, 30, 0, 6);
+        let mut calls = 0;
+        let r = g.for_each(&recs, |_, _| {
+            calls += 1;
+            if calls == 10 {
+                Err(Error::Poisoned("test"))
+            } else {
+                Ok(())
+            }
+        });
+        assert!(r.is_err());
+        assert_eq!(calls, 10);
+    }
+}

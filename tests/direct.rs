@@ -544,9 +544,8 @@ fn every_index_type_gives_the_same_result() {
         ..AssembleOptions::default()
     };
     let run = |r: &[u64], c: &[u64]| -> Flat {
-        let a: Assembled<f64, i32> = direct::assemble_matrix([97, 89], r, c, &vals, &opts, None)
-            .expect("assembled")
-            .expect("fits");
+        let a: Assembled<f64, i32> =
+            direct::assemble_matrix([97, 89], r, c, &vals, &opts, None).expect("assembled");
         flat_of(&a)
     };
     let r64: Vec<u64> = rows.iter().map(|&x| x as u64).collect();
@@ -557,9 +556,7 @@ fn every_index_type_gives_the_same_result() {
             let r: Vec<$t> = rows.iter().map(|&x| x as $t).collect();
             let c: Vec<$t> = cols.iter().map(|&x| x as $t).collect();
             let a: Assembled<f64, i64> =
-                direct::assemble_matrix([97, 89], &r, &c, &vals, &opts, None)
-                    .expect("assembled")
-                    .expect("fits");
+                direct::assemble_matrix([97, 89], &r, &c, &vals, &opts, None).expect("assembled");
             assert_eq!(flat_of(&a), want, "{}", stringify!($t));
         }};
     }
@@ -577,7 +574,7 @@ fn a_negative_index_names_its_position() {
     let rows = [0i32, 1, 2, -3, 1];
     let cols = [0i32, 1, 2, 0, -1];
     let vals = [1.0f64; 5];
-    let r: Result<Option<Assembled<f64, i32>>, _> = direct::assemble_matrix(
+    let r: Result<Assembled<f64, i32>, _> = direct::assemble_matrix(
         [3, 3],
         &rows,
         &cols,
@@ -602,7 +599,7 @@ fn a_stop_flag_stops() {
     let rows: Vec<u32> = (0..100_000).map(|i| i % 1000).collect();
     let vals = vec![1.0f64; rows.len()];
     let stop = std::sync::atomic::AtomicBool::new(true);
-    let r: Result<Option<Assembled<f64, i32>>, _> = direct::assemble_matrix(
+    let r: Result<Assembled<f64, i32>, _> = direct::assemble_matrix(
         [1000, 1000],
         &rows,
         &rows,
@@ -613,18 +610,89 @@ fn a_stop_flag_stops() {
     assert!(matches!(r, Err(Error::Stopped)), "{r:?}");
 }
 
-/// A bucket heavier than the budget's share of a worker: not this path.
+/// A bucket heavier than the budget's share of a worker: the kernel
+/// declines, and the one door takes the builder, out of core, for the same
+/// bytes.
 #[test]
 fn a_bucket_too_heavy_for_the_budget_is_left_to_the_builder() {
     let n = 200_000usize;
     let rows = vec![0u32; n];
     let cols: Vec<u32> = (0..n as u32).collect();
     let vals = vec![1.0f64; n];
+    let dir = tempfile::tempdir().expect("a temporary directory");
     let opts = AssembleOptions {
-        memory_budget: 2 << 20,
+        memory_budget: 4 << 20,
+        temp_dir: Some(dir.path().to_path_buf()),
         ..AssembleOptions::default()
     };
+    let shape = [4, n as u64];
+    let p = direct::plan(&shape, DType::F64, n as u64, &opts).expect("a plan");
     let r: Option<Assembled<f64, i64>> =
-        direct::assemble_matrix([4, n as u64], &rows, &cols, &vals, &opts, None).expect("no error");
+        p.assemble(&[&rows, &cols], &vals, None).expect("no error");
     assert!(r.is_none());
+    let a: Assembled<f64, i64> =
+        direct::assemble_matrix(shape, &rows, &cols, &vals, &opts, None).expect("no error");
+    let idx = [
+        rows.iter().map(|&r| u64::from(r)).collect(),
+        cols.iter().map(|&c| u64::from(c)).collect(),
+    ];
+    let b = builder_result(&shape, DType::F64, &opts, &idx, &vals).expect("the builder");
+    assert_eq!(flat_of(&a), b);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("the folder").count(),
+        0
+    );
+}
+
+/// Work whose counts alone outgrow the budget (a tall matrix, a small
+/// budget): the one door assembles it out of core, in every layout, the
+/// same bytes as the builder; a stop flag stops it, leaving nothing.
+#[test]
+fn work_beyond_the_budget_comes_back_in_memory_through_the_builder() {
+    let n = 300_000usize;
+    let m = 2_000_000u64;
+    let rows: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % m as i64).collect();
+    let cols: Vec<i64> = (0..n as i64).map(|i| (i * 104_729 + 3) % 1000).collect();
+    let vals: Vec<f64> = (0..n).map(|i| (i % 17) as f64 - 8.5).collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for layout in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc] {
+        let opts = AssembleOptions {
+            memory_budget: 4 << 20,
+            temp_dir: Some(dir.path().to_path_buf()),
+            layout,
+            ..AssembleOptions::default()
+        };
+        let shape = [m, m];
+        assert!(
+            layout == OutputLayout::Csc
+                || direct::plan(&shape, DType::F64, n as u64, &opts).is_none()
+        );
+        let a: Assembled<f64, i64> =
+            direct::assemble_in_memory(&shape, DType::F64, &[&rows, &cols], &vals, &opts, None)
+                .expect("assembled");
+        let idx = [
+            rows.iter().map(|&r| r as u64).collect(),
+            cols.iter().map(|&c| c as u64).collect(),
+        ];
+        let b = builder_result(&shape, DType::F64, &opts, &idx, &vals).expect("the builder");
+        assert_eq!(flat_of(&a), b, "{layout:?}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("the folder").count(),
+            0
+        );
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        let r: Result<Assembled<f64, i64>, _> = direct::assemble_in_memory(
+            &shape,
+            DType::F64,
+            &[&rows, &cols],
+            &vals,
+            &opts,
+            Some(&stop),
+        );
+        assert!(matches!(r, Err(Error::Stopped)), "{r:?}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("the folder").count(),
+            0
+        );
+    }
 }

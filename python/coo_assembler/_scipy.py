@@ -1,6 +1,7 @@
 """The scipy hand-off: :func:`assemble` and :func:`assemble_file`, whose
-results are scipy sparse arrays (in memory when the work fits the budget,
-through a :class:`Builder` and a temporary file otherwise)."""
+results are scipy sparse arrays. Whether the work is assembled in memory
+or out of core is the library's choice; this module only hands it the
+arrays (or, for forms it does not read in place, a :class:`Builder`)."""
 
 from __future__ import annotations
 
@@ -129,14 +130,14 @@ def assemble(
     :meth:`Builder.push` takes. ``dtype`` defaults to the values' dtype;
     the other options are :class:`Builder`'s.
 
-    Work that fits the budget is assembled in memory, straight into the
-    result's arrays (no file; the caller's arrays are only read): index
-    arrays of int32, int64, uint32 or uint64, contiguous, and float64,
-    float32, complex128 or complex64 values of the tensor's type (each
-    part of a complex value summed exactly on its own), and bool values
-    with int32 or int64 indices. Anything else -- other forms, or
-    work too large for the budget -- goes through the out-of-core
-    :class:`Builder` and a temporary file in ``temp_dir``. Both give the
+    The library reads the caller's arrays in place (they are only read)
+    when they are contiguous 1-D index arrays of one of int32, int64,
+    uint32 or uint64, with float64, float32, complex128 or complex64
+    values of the tensor's type (each part of a complex value summed
+    exactly on its own), or bool values with int32 or int64 indices; it
+    assembles in memory when the work fits the budget and out of core,
+    through a temporary file in ``temp_dir``, when it does not. Other
+    forms are pushed through a :class:`Builder`. Every way gives the
     same values, bit for bit. The GIL is released; Ctrl-C stops a long
     call with ``KeyboardInterrupt``, leaving nothing behind.
     """
@@ -164,6 +165,7 @@ def assemble(
             "int64" if index_dtype is np.int64 else "int32",
             _options(
                 memory_budget=memory_budget,
+                temp_dir=temp_dir,
                 threads=threads,
                 duplicates=duplicates,
                 drop_zeros=drop_zeros,
@@ -175,6 +177,7 @@ def assemble(
         )
         if parts is not None:
             return _scipy_of(parts, layout, shape_t)
+    # A form the library does not read in place: pushed a chunk at a time.
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         path = os.path.join(tmp, "assembled.hrry")
         with Builder(

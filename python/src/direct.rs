@@ -1,20 +1,24 @@
-//! `_native.assemble_arrays`: the in-memory path (issue 23) behind
-//! `coo_assembler.assemble`. The caller's arrays are borrowed, never
-//! copied; the GIL is released for the whole assembly; the result vectors
-//! become NumPy arrays without a copy. Ctrl-C stops a long assembly: the
-//! calling thread keeps the GIL between short sleeps and checks for
-//! signals, and a pending one sets the kernel's stop flag.
+//! `_native.assemble_arrays`: `coo_assembler.assemble`'s way into the
+//! library's one door to an in-memory result (`direct::assemble_in_memory`:
+//! the kernel when the work fits the budget, the builder out of core
+//! otherwise; the library chooses). The caller's arrays are borrowed,
+//! never copied; the GIL is released for the whole assembly; the result
+//! vectors become NumPy arrays without a copy. Ctrl-C stops a long
+//! assembly: the calling thread keeps the GIL between short sleeps and
+//! checks for signals, and a pending one sets the library's stop flag.
 //!
-//! `None` means "not this path" (a form the kernel does not read in place,
-//! or work that does not fit the budget): the package then uses the
+//! `None` means "not these arrays": a form the library does not read in
+//! place (not contiguous 1-D arrays of one index type, values to convert,
+//! an element type not compiled here); the package then uses the
 //! `Builder`, which reads any form a chunk at a time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use coo_assembler::internals::assemble::direct::{
-    self, Assembled, DirectPlan, DirectValue, IndexElem, OutIndex,
+    self, Assembled, DirectValue, IndexElem, OutIndex,
 };
+use coo_assembler::options::AssembleOptions;
 use coo_assembler::{DType, element::Bit, element::Element, vocab::Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
@@ -96,22 +100,31 @@ pub(crate) fn watch_signals<T: Send>(
     })
 }
 
-/// One of the kernel's entry points: `DirectPlan::assemble` (real
-/// values) or `assemble_complex`.
+/// One of the library's doors to an in-memory result:
+/// `assemble_in_memory` (real values) or `assemble_complex_in_memory`.
 type Entry<I, V, O, J> = fn(
-    &DirectPlan,
+    &[u64],
+    DType,
     &[&[I]],
     &[V],
+    &AssembleOptions,
     Option<&AtomicBool>,
-) -> coo_assembler::Result<Option<Assembled<O, J>>>;
+) -> coo_assembler::Result<Assembled<O, J>>;
+
+/// What an assembly is of: the shape, the element type, the options.
+struct Work<'a> {
+    shape: &'a [u64],
+    dtype: DType,
+    opts: &'a AssembleOptions,
+}
 
 /// The assembly with index arrays of `I`, values of `V` into `O`, indices
 /// of `J`, through `entry`, the values handed to NumPy as `P` by
-/// `to_numpy` (a bool tensor's `Bit`s become `bool`s); `Ok(None)` when a
-/// bucket is too heavy for the budget.
+/// `to_numpy` (a bool tensor's `Bit`s become `bool`s); `Ok(None)` when
+/// the arrays are not contiguous ones of these types.
 fn run<'py, I, V, O, J, P>(
     py: Python<'py>,
-    plan: &DirectPlan,
+    work: &Work<'_>,
     cols: &[Bound<'py, PyAny>],
     values: &Bound<'py, PyAny>,
     entry: Entry<I, V, O, J>,
@@ -140,15 +153,14 @@ where
         .iter()
         .map(|b| b.as_slice())
         .collect::<Result<_, _>>()?;
-    let a: Option<Assembled<O, J>> =
-        run_interruptible(py, vs.len(), |stop| entry(plan, &idx, vs, Some(stop)))?;
-    Ok(a.map(|a| {
-        (
-            PyArray1::from_vec(py, to_numpy(a.values)).into_any(),
-            PyArray1::from_vec(py, a.indices).into_any(),
-            PyArray1::from_vec(py, a.pointers).into_any(),
-        )
-    }))
+    let a: Assembled<O, J> = run_interruptible(py, vs.len(), |stop| {
+        entry(work.shape, work.dtype, &idx, vs, work.opts, Some(stop))
+    })?;
+    Ok(Some((
+        PyArray1::from_vec(py, to_numpy(a.values)).into_any(),
+        PyArray1::from_vec(py, a.indices).into_any(),
+        PyArray1::from_vec(py, a.pointers).into_any(),
+    )))
 }
 
 /// The NumPy name of an array's dtype ("" when it is not an array).
@@ -163,7 +175,9 @@ fn dtype_name(a: &Bound<'_, PyAny>) -> String {
 /// and element type `dtype` (a library name) with the options `kw`
 /// (`Builder`'s), CSR/CSC indices of NumPy type `index_dtype` (int32 or
 /// int64); for COO, `indices` holds the `rank` indices of every entry and
-/// `indptr` is empty. `None` when the work does not take this path.
+/// `indptr` is empty, whatever the size of the work (out of core in
+/// `temp_dir` when it outgrows `memory_budget`). `None` when the arrays are
+/// not a form read in place (see the module's comment).
 #[pyfunction]
 pub fn assemble_arrays<'py>(
     py: Python<'py>,
@@ -176,15 +190,13 @@ pub fn assemble_arrays<'py>(
 ) -> PyResult<Option<Arrays<'py>>> {
     let dtype = DType::parse(dtype).map_err(to_py)?;
     let opts = options(kw)?;
-    let n = values
-        .cast::<PyUntypedArray>()
-        .map(|a| a.len())
-        .unwrap_or_default() as u64;
-    if cols.len() != shape.len() {
+    if cols.len() != shape.len() || cols.is_empty() {
         return Ok(None);
     }
-    let Some(plan) = direct::plan(&shape, dtype, n, &opts) else {
-        return Ok(None);
+    let work = Work {
+        shape: &shape,
+        dtype,
+        opts: &opts,
     };
     let (it, vt) = (dtype_name(&cols[0]), dtype_name(values));
     if cols.iter().any(|c| dtype_name(c) != it) || vt != dtype.numpy_name() {
@@ -200,10 +212,10 @@ pub fn assemble_arrays<'py>(
             match (it.as_str(), wide) {
                 $(
                     ($name, false) => {
-                        run::<$i, $v, $o, i32, _>(py, &plan, &cols, values, DirectPlan::$entry, $to)
+                        run::<$i, $v, $o, i32, _>(py, &work, &cols, values, direct::$entry, $to)
                     }
                     ($name, true) => {
-                        run::<$i, $v, $o, i64, _>(py, &plan, &cols, values, DirectPlan::$entry, $to)
+                        run::<$i, $v, $o, i64, _>(py, &work, &cols, values, direct::$entry, $to)
                     }
                 )*
                 _ => Ok(None),
@@ -226,11 +238,13 @@ pub fn assemble_arrays<'py>(
     // (one instance of the kernel per type pair costs compile time).
     use num_complex::Complex;
     match dtype {
-        DType::F64 => by_index!(f64, assemble),
-        DType::F32 => by_index!(f32, assemble),
-        DType::C128 => by_index!(Complex<f64>, assemble_complex),
-        DType::C64 => by_index!(Complex<f32>, assemble_complex),
-        DType::Bool => by_index!(bool, Bit, assemble, bools, ["int32" => i32, "int64" => i64]),
+        DType::F64 => by_index!(f64, assemble_in_memory),
+        DType::F32 => by_index!(f32, assemble_in_memory),
+        DType::C128 => by_index!(Complex<f64>, assemble_complex_in_memory),
+        DType::C64 => by_index!(Complex<f32>, assemble_complex_in_memory),
+        DType::Bool => {
+            by_index!(bool, Bit, assemble_in_memory, bools, ["int32" => i32, "int64" => i64])
+        }
         _ => Ok(None),
     }
 }

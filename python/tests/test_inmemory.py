@@ -204,6 +204,25 @@ def test_non_finite_policy_in_memory():
     assert np.isnan(a[1, 1])
 
 
+@pytest.mark.parametrize("layout", ["csr", "csc", "coo"])
+def test_work_beyond_the_budget_is_the_librarys_choice(layout, tmp_path, monkeypatch):
+    # Counts of 2e6 rows outgrow a 4 MiB budget: the library assembles out
+    # of core itself (no Builder here), the same bytes as in memory, and
+    # leaves nothing in temp_dir.
+    m = 2_000_000
+    rng = np.random.default_rng(11)
+    row = rng.integers(0, m, size=300_000, dtype=np.int64)
+    col = rng.integers(0, 1_000, size=300_000, dtype=np.int64)
+    val = rng.standard_normal(300_000)
+    big = ca.assemble(val, (row, col), (m, m), layout=layout)
+    with monkeypatch.context() as mp:
+        _no_builder(mp)
+        small = ca.assemble(val, (row, col), (m, m), layout=layout,
+                            memory_budget="4MiB", temp_dir=tmp_path)
+    _same(small, big)
+    assert os.listdir(tmp_path) == []
+
+
 def test_other_forms_fall_back():
     # Lists, int16 indices, int values into float64: the Builder's path,
     # same answer.

@@ -38,8 +38,10 @@ mod count;
 pub(crate) mod groups;
 pub(crate) mod input;
 pub(crate) mod lane;
+mod memory;
 pub(crate) mod out;
 mod stream;
+pub use memory::{assemble_complex_in_memory, assemble_in_memory};
 pub use stream::assemble_arrays_to_file;
 pub(crate) use stream::{file_plan, mapped_window};
 
@@ -977,8 +979,9 @@ impl From<Error> for Failure {
 /// Assemble a matrix given as `(values, (rows, cols))`, as
 /// `scipy.sparse.coo_array((values, (rows, cols)), shape)` then `tocsr()`
 /// (or `tocsc()`, or a sorted COO, after `opts.layout`) would, but with
-/// the builder's duplicate policies and exact sums. `Ok(None)`: the work
-/// does not fit this path (see [`plan`]); use the [`crate::Builder`].
+/// the builder's duplicate policies and exact sums: [`assemble_in_memory`]
+/// for a matrix (the kernel when the work fits the budget, out of core
+/// otherwise).
 pub fn assemble_matrix<I, V, O, J>(
     shape: [u64; 2],
     rows: &[I],
@@ -986,17 +989,14 @@ pub fn assemble_matrix<I, V, O, J>(
     values: &[V],
     opts: &AssembleOptions,
     stop: Option<&AtomicBool>,
-) -> Result<Option<Assembled<O, J>>>
+) -> Result<Assembled<O, J>>
 where
     I: IndexElem,
     V: DirectValue,
     O: OutValue,
     J: OutIndex,
 {
-    let Some(p) = plan(&shape, O::DTYPE, values.len() as u64, opts) else {
-        return Ok(None);
-    };
-    p.assemble(&[rows, cols], values, stop)
+    assemble_in_memory(&shape, O::DTYPE, &[rows, cols], values, opts, stop)
 }
 
 #[cfg(test)]

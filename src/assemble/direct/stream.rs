@@ -40,7 +40,7 @@ use crate::read::release::physical_memory;
 use crate::write::{FileWriter, Placed, TensorWriter, WriteOptions};
 use crate::xxh3::{Chain, Part};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -1095,6 +1095,23 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
     path: &Path,
     opts: &AssembleOptions,
 ) -> Result<Summary> {
+    arrays_to_file(shape, dtype, indices, values, path, opts, None)
+}
+
+/// Contributions pushed between two looks at the caller's stop flag.
+const STOP_EVERY: usize = 1 << 16;
+
+/// [`assemble_arrays_to_file`], stopped with [`Error::Stopped`] soon after
+/// `stop` is set (nothing is published then).
+pub(crate) fn arrays_to_file<I: IndexElem, V: DirectValue>(
+    shape: &[u64],
+    dtype: DType,
+    indices: &[&[I]],
+    values: &[V],
+    path: &Path,
+    opts: &AssembleOptions,
+    stop: Option<&AtomicBool>,
+) -> Result<Summary> {
     if let Some(p) = file_plan(shape, dtype, values.len() as u64, opts, 0) {
         if let Some(s) = p.assemble_to_file(indices, values, path, opts)? {
             return Ok(s);
@@ -1109,10 +1126,14 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
             values.len()
         )));
     }
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
     let mut b = crate::Builder::new(shape, dtype, opts.clone())?;
     let mut idx = vec![0u64; shape.len()];
     let mut signed = vec![0i64; shape.len()];
     for (i, &v) in values.iter().enumerate() {
+        if i % STOP_EVERY == 0 && stopped() {
+            return Err(Error::Stopped);
+        }
         let mut negative = false;
         for (d, (dim, slot)) in indices.iter().zip(idx.iter_mut()).enumerate() {
             let x = dim[i];
@@ -1141,5 +1162,24 @@ pub fn assemble_arrays_to_file<I: IndexElem, V: DirectValue>(
             b.push(&idx, v)?;
         }
     }
-    b.finish(path)
+    let Some(stop) = stop else {
+        return b.finish(path);
+    };
+    // The caller's flag reaches the merge through the builder's own.
+    let stopper = b.stopper();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    stopper.stop();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        });
+        let r = b.finish(path);
+        done.store(true, Ordering::Relaxed);
+        r
+    })
 }

@@ -8,7 +8,9 @@
 
 use crate::assemble::direct::out::{OutIndex, room};
 use crate::assemble::direct::stream::arrays_to_file;
-use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutValue, plan};
+use crate::assemble::direct::{
+    Assembled, ComplexOut, DirectPlan, DirectValue, IndexElem, OutValue, plan,
+};
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::names::spill_dir_prefix;
@@ -36,12 +38,8 @@ where
     O: OutValue,
     J: OutIndex,
 {
-    if let Some(p) = plan(shape, dtype, values.len() as u64, opts) {
-        if let Some(a) = p.assemble(indices, values, stop)? {
-            return Ok(a);
-        }
-    }
-    through_file(shape, dtype, indices, values, opts, stop)
+    let kernel = |p: &DirectPlan| p.assemble(indices, values, stop);
+    one_door(shape, dtype, indices, values, opts, stop, kernel)
 }
 
 /// [`assemble_in_memory`] for a complex tensor (each part summed on its
@@ -60,8 +58,29 @@ where
     O: ComplexOut,
     J: OutIndex,
 {
+    let kernel = |p: &DirectPlan| p.assemble_complex(indices, values, stop);
+    one_door(shape, dtype, indices, values, opts, stop, kernel)
+}
+
+/// The kernel through `kernel` when the plan takes the work and the
+/// kernel does not decline it; the builder otherwise.
+fn one_door<I, V, O, J>(
+    shape: &[u64],
+    dtype: DType,
+    indices: &[&[I]],
+    values: &[V],
+    opts: &AssembleOptions,
+    stop: Option<&AtomicBool>,
+    kernel: impl FnOnce(&DirectPlan) -> Result<Option<Assembled<O, J>>>,
+) -> Result<Assembled<O, J>>
+where
+    I: IndexElem,
+    V: DirectValue,
+    O: Element,
+    J: OutIndex,
+{
     if let Some(p) = plan(shape, dtype, values.len() as u64, opts) {
-        if let Some(a) = p.assemble_complex(indices, values, stop)? {
+        if let Some(a) = kernel(&p)? {
             return Ok(a);
         }
     }

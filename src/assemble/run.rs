@@ -5,7 +5,7 @@
 
 use crate::assemble::combine::combine_error;
 use crate::assemble::combine::{Combiner, with_combiner};
-use crate::assemble::direct::groups::KeyGroups;
+use crate::assemble::direct::groups::{Buckets, KeyGroups};
 use crate::assemble::key::Key;
 use crate::assemble::plan::SPILL_BUFFER;
 use crate::assemble::shared::{Core, Job, SortState};
@@ -126,8 +126,12 @@ impl<K: Key> SortState<K> {
     ) -> Result<()> {
         let n = chunk.len();
         let radix_bytes = n as u64 * core.plan.record_bytes;
-        let by_groups = K::BITS == 64 && KeyGroups::bytes_for(n) <= radix_bytes;
-        if by_groups
+        let buckets = if KeyGroups::bytes_for(n) <= radix_bytes {
+            Buckets::of(chunk)
+        } else {
+            None
+        };
+        if buckets.is_some()
             && self
                 .groups
                 .as_ref()
@@ -136,7 +140,7 @@ impl<K: Key> SortState<K> {
             self.scratch = Vec::new();
             self.groups = None;
             self.groups = Some(KeyGroups::new(n)?);
-        } else if !by_groups {
+        } else if buckets.is_none() {
             self.groups = None;
         }
         let SortState {
@@ -147,8 +151,8 @@ impl<K: Key> SortState<K> {
         } = self;
         let mut w = start_run(core, comb, n, spill)?;
         let r = (|| {
-            if let (true, Some(g)) = (by_groups, groups.as_mut()) {
-                let grouped = g.for_each(chunk, |key, vals| {
+            if let (Some(b), Some(g)) = (&buckets, groups.as_mut()) {
+                let grouped = g.for_each(chunk, b, |key, vals| {
                     let acc = comb
                         .combine_group(vals, origin)
                         .map_err(|e| combine_error(&core.layout, core.out_dtype(), &key, e))?;

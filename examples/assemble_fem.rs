@@ -261,8 +261,21 @@ fn main() {
     }
 }
 
+/// Removes the default output when the run ends, however it ends (an
+/// error, a closed pipe): a 1e9 run's file is 10 GB.
+struct RemoveOnDrop(Option<std::path::PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse_args()?;
+    let _output = RemoveOnDrop((!a.keep).then(|| a.output.clone()));
     let n = a.n;
     let nodes_per_edge = n + 1;
     let comps = if a.elasticity { 3 } else { 1 };
@@ -459,9 +472,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             String::new()
         }
     );
-    if !a.keep {
-        std::fs::remove_file(&a.output)?;
-    } else {
+    if a.keep {
         println!("kept {}", a.output.display());
     }
     if asym > 0 {

@@ -250,7 +250,10 @@ fn chunks_outgrow(budget: u64, n: usize, threads: usize) {
         let ((a, ks), (b, _)) = (k.unwrap(), s.unwrap());
         assert!(a == b, "threads {threads}: the files differ");
         assert!(ks.runs > 0 && ks.bytes_spilled > 0, "{ks:?}");
-        assert!(ks.peak_buffer_bytes <= opts.memory_budget, "{ks:?}");
+        assert!(
+            ks.peak_buffer_bytes <= opts.memory_budget,
+            "threads {threads}: {ks:?}"
+        );
     }
 }
 
@@ -281,7 +284,10 @@ fn the_kernel_stays_within_the_budget() {
         let ((a, ks), (b, _)) = (k.unwrap(), s.unwrap());
         assert!(a == b, "threads {threads}: the files differ");
         assert_eq!(ks.runs, 0, "{ks:?}");
-        assert!(ks.peak_buffer_bytes <= opts.memory_budget, "{ks:?}");
+        assert!(
+            ks.peak_buffer_bytes <= opts.memory_budget,
+            "threads {threads}: {ks:?}"
+        );
     }
 }
 

@@ -89,15 +89,8 @@ impl<K: Key> SortState<K> {
     ) {
         if !core.poisoned.load(Ordering::Relaxed) {
             let t = Instant::now();
-            let before = self.bytes(core);
             let r = self.make_run(core, comb, chunk, origin);
-            // The buffers' growth (or shrinking) is the budget's.
-            let after = self.bytes(core);
-            if after > before {
-                core.mem.add(after - before);
-            } else {
-                core.mem.sub(before - after);
-            }
+            self.sync(core);
             if let Err(e) = r {
                 core.fail(e);
             }
@@ -107,10 +100,22 @@ impl<K: Key> SortState<K> {
         chunk.clear();
     }
 
-    /// The bytes of the sort buffers.
-    fn bytes(&self, core: &Core<K>) -> u64 {
-        self.scratch.capacity() as u64 * core.plan.record_bytes
-            + self.groups.as_ref().map_or(0, KeyGroups::bytes)
+    /// Put the sort buffers' growth (or shrinking) on the budget's books,
+    /// as soon as it happens: a run kept in memory takes what the budget
+    /// has left.
+    fn sync(&mut self, core: &Core<K>) {
+        let now = self.scratch.capacity() as u64 * core.plan.record_bytes
+            + self.groups.as_ref().map_or(0, KeyGroups::bytes);
+        if now > self.accounted {
+            core.sort_buffers
+                .fetch_add(now - self.accounted, Ordering::SeqCst);
+            core.mem.add(now - self.accounted);
+        } else {
+            core.mem.sub(self.accounted - now);
+            core.sort_buffers
+                .fetch_sub(self.accounted - now, Ordering::SeqCst);
+        }
+        self.accounted = now;
     }
 
     /// Sort one chunk, combine equal keys, and write the result as a run:
@@ -143,11 +148,18 @@ impl<K: Key> SortState<K> {
         } else if buckets.is_none() {
             self.groups = None;
         }
+        if buckets.is_none() {
+            // The sort scratch is as large as a chunk: reserve it here so
+            // that running out of memory is an error, not an abort.
+            reserve(&mut self.scratch, n, radix_bytes)?;
+        }
+        self.sync(core);
         let SortState {
             scratch,
             groups,
             raws,
             spill,
+            ..
         } = self;
         let mut w = start_run(core, comb, n, spill)?;
         let r = (|| {
@@ -161,18 +173,10 @@ impl<K: Key> SortState<K> {
                 if grouped {
                     return Ok(());
                 }
-                // Left to the radix sort: its scratch takes the groups'
-                // place.
+                // Left to the radix sort (a bucket too heavy): its scratch
+                // takes the groups' place.
                 *groups = None;
-            }
-            // The sort scratch is as large as a chunk: reserve it here so
-            // that running out of memory is an error, not an abort.
-            let want = n.saturating_sub(scratch.len());
-            if scratch.capacity() < n && scratch.try_reserve_exact(want).is_err() {
-                return Err(Error::OutOfMemory {
-                    what: "sort scratch",
-                    bytes: radix_bytes,
-                });
+                reserve(scratch, n, radix_bytes)?;
             }
             sort_records(chunk, scratch, core.layout.total_bits());
             combine_sorted(core, comb, chunk, origin, raws, &mut w)
@@ -188,10 +192,23 @@ impl<K: Key> SortState<K> {
 
     /// Give the buffers back (to the budget's books).
     pub(crate) fn release(&mut self, core: &Core<K>) {
-        core.mem.sub(self.bytes(core));
         self.scratch = Vec::new();
         self.groups = None;
+        self.sync(core);
     }
+}
+
+/// Room for `n` records in the radix sort's scratch, or an error (never an
+/// abort).
+fn reserve<K: Key>(scratch: &mut Vec<Record<K>>, n: usize, bytes: u64) -> Result<()> {
+    let want = n.saturating_sub(scratch.len());
+    if scratch.capacity() < n && scratch.try_reserve_exact(want).is_err() {
+        return Err(Error::OutOfMemory {
+            what: "sort scratch",
+            bytes,
+        });
+    }
+    Ok(())
 }
 
 /// Stop the sorter threads once they have sorted every chunk sent, and
@@ -234,7 +251,8 @@ pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
 /// A run being written, and the room it took among the in-memory runs.
 struct OpenRun<'c, 's, K: Key, C: Combiner> {
     w: RunWriter<'c, 's, K, C>,
-    /// Bytes reserved in `held` while the run is written (in memory only).
+    /// Bytes reserved in `held` and on the budget's books while the run
+    /// is written (in memory only).
     held: u64,
 }
 
@@ -246,6 +264,7 @@ impl<K: Key, C: Combiner> OpenRun<'_, '_, K, C> {
     /// Give back the room of a run that will not be finished.
     fn abandon(self, core: &Core<K>) {
         core.held.fetch_sub(self.held, Ordering::SeqCst);
+        core.mem.sub(self.held);
     }
 }
 
@@ -262,7 +281,16 @@ fn start_run<'c, 's, K: Key, C: Combiner>(
 ) -> Result<OpenRun<'c, 's, K, C>> {
     let id = core.next_run.fetch_add(1, Ordering::Relaxed);
     let est = n as u64 * core.plan.est_bytes_per_record + 64;
-    let budget_left = core.opts.memory_budget.saturating_sub(core.mem.now());
+    // Room for every sorter's buffers (a chunk's records each) stays
+    // free: a sorter that has not made its first run yet takes it soon.
+    let to_come = (core.plan.sorters as u64 * core.plan.chunk_records as u64)
+        .saturating_mul(core.plan.record_bytes)
+        .saturating_sub(core.sort_buffers.load(Ordering::SeqCst));
+    let budget_left = core
+        .opts
+        .memory_budget
+        .saturating_sub(core.mem.now())
+        .saturating_sub(to_come);
     let in_memory = est <= budget_left
         && core
             .held
@@ -273,7 +301,12 @@ fn start_run<'c, 's, K: Key, C: Combiner>(
     let io = &core.opts.io;
     if in_memory {
         match RunWriter::memory(comb, id, core.run_format, est as usize, io) {
-            Ok(w) => return Ok(OpenRun { w, held: est }),
+            Ok(w) => {
+                // On the books now, so that another sorter deciding at the
+                // same time sees it.
+                core.mem.add(est);
+                return Ok(OpenRun { w, held: est });
+            }
             Err(e) => {
                 core.held.fetch_sub(est, Ordering::SeqCst);
                 return Err(e);
@@ -297,6 +330,7 @@ fn end_run<K: Key, C: Combiner>(core: &Core<K>, open: OpenRun<'_, '_, K, C>) -> 
     let held = open.held;
     let result = open.w.finish();
     core.held.fetch_sub(held, Ordering::SeqCst);
+    core.mem.sub(held);
     let run = result?;
     if run.is_spilled() {
         core.runs_spilled.fetch_add(1, Ordering::Relaxed);

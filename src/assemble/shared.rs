@@ -125,6 +125,8 @@ pub(crate) struct SortState<K> {
     pub(super) scratch: Vec<Record<K>>,
     /// The kernel's grouping, which makes most runs of 64-bit keys.
     pub(super) groups: Option<KeyGroups>,
+    /// The bytes of `scratch` and `groups` on the budget's books.
+    pub(super) accounted: u64,
     pub(super) raws: Vec<u64>,
     pub(super) spill: Option<SpillFile>,
 }
@@ -134,6 +136,7 @@ impl<K> Default for SortState<K> {
         SortState {
             scratch: Vec::new(),
             groups: None,
+            accounted: 0,
             raws: Vec::new(),
             spill: None,
         }
@@ -196,6 +199,9 @@ pub(crate) struct Core<K: Key> {
     /// step and publishes nothing.
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) held: AtomicU64,
+    /// The sort buffers the sorters hold now (on `mem`'s books too): an
+    /// in-memory run leaves room for the ones still to come.
+    pub(crate) sort_buffers: AtomicU64,
     pub(crate) mem: MemTracker,
     pub(crate) pushers_alive: AtomicUsize,
     /// Resident pushers alive (at most `plan.resident_pushers`).
@@ -470,6 +476,7 @@ pub(crate) fn new_core<K: Key>(
         poisoned: AtomicBool::new(false),
         stop: Arc::new(AtomicBool::new(false)),
         held: AtomicU64::new(0),
+        sort_buffers: AtomicU64::new(0),
         mem: MemTracker::default(),
         pushers_alive: AtomicUsize::new(0),
         residents: AtomicUsize::new(0),

@@ -1,6 +1,9 @@
 //! Criterion bench: `sort_records` vs the std sorts on (u64 key, u64 value)
-//! records from an FE-like assembly pattern and from uniform random keys.
+//! records from an FE-like assembly pattern and from uniform random keys;
+//! and how a sorter makes a run of a chunk: the kernel's grouping
+//! (`direct::groups`) against the radix sort and a scan for equal keys.
 
+use coo_assembler::internals::assemble::direct::groups::{Buckets, KeyGroups};
 use coo_assembler::internals::assemble::key::KeyLayout;
 use coo_assembler::internals::assemble::sort::{Record, sort_records};
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group};
@@ -84,6 +87,65 @@ fn bench(c: &mut Criterion) {
         }
     }
     g.finish();
+    let mut g = c.benchmark_group("runs");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    for (name, (keys, bits)) in [("fe", fe_keys(CHUNK)), ("rand40", random_keys(CHUNK))] {
+        let recs = records(&keys);
+        let mut groups = KeyGroups::new(CHUNK).expect("buffers");
+        let mut scratch = Vec::new();
+        g.bench_function(BenchmarkId::new(format!("{name}/grouping"), CHUNK), |b| {
+            b.iter(|| by_groups(&recs, &mut groups))
+        });
+        g.bench_function(
+            BenchmarkId::new(format!("{name}/radix_and_scan"), CHUNK),
+            |b| {
+                b.iter_batched_ref(
+                    || recs.clone(),
+                    |v| by_radix(v, &mut scratch, bits),
+                    BatchSize::LargeInput,
+                )
+            },
+        );
+    }
+    g.finish();
+}
+
+/// A sorter's chunk at a 256 MiB budget (`assemble_fem --n 150`).
+const CHUNK: usize = 1_600_000;
+
+/// The distinct keys of `recs` and a checksum of their first values, by
+/// the kernel's grouping (whatever `Buckets::of` would choose).
+fn by_groups(recs: &[Record<u64>], groups: &mut KeyGroups) -> (u64, u64) {
+    let (mut n, mut sum) = (0u64, 0u64);
+    let Some(b) = Buckets::of_any(recs) else {
+        return (0, 0);
+    };
+    groups
+        .for_each(recs, &b, |k, v| {
+            n += 1;
+            sum = sum.wrapping_add(k ^ v[0]);
+            Ok(())
+        })
+        .expect("grouped");
+    (n, sum)
+}
+
+/// The same by the radix sort and a scan for equal keys.
+fn by_radix(v: &mut [Record<u64>], scratch: &mut Vec<Record<u64>>, bits: u32) -> (u64, u64) {
+    sort_records(v, scratch, bits);
+    let (mut n, mut sum, mut i) = (0u64, 0u64, 0usize);
+    while i < v.len() {
+        let mut j = i + 1;
+        while j < v.len() && v[j].key == v[i].key {
+            j += 1;
+        }
+        n += 1;
+        sum = sum.wrapping_add(v[i].key ^ v[i].val);
+        i = j;
+    }
+    (n, sum)
 }
 
 /// `SORT_QUICK=<runs> cargo bench --bench sort`: best of `runs` (default 5)
@@ -113,6 +175,28 @@ fn quick(runs: usize) {
                 s / r
             );
         }
+    }
+    for (name, (keys, bits)) in [("fe", fe_keys(CHUNK)), ("rand40", random_keys(CHUNK))] {
+        let recs = records(&keys);
+        let mut groups = KeyGroups::new(CHUNK).expect("buffers");
+        let mut scratch = Vec::new();
+        let mut got = (0, 0);
+        let gr = best(&recs, &mut |v| got = by_groups(v, &mut groups));
+        let mut want = (0, 0);
+        let rx = best(&recs, &mut |v| want = by_radix(v, &mut scratch, bits));
+        assert_eq!(
+            got, want,
+            "{name}: the grouping and the radix sort disagree"
+        );
+        let chosen = if Buckets::of(&recs).is_some() {
+            "grouping"
+        } else {
+            "radix sort"
+        };
+        println!(
+            "runs {name:7} n={CHUNK:>9}: grouping {gr:8.1} ms  radix sort + scan {rx:8.1} ms ({:.2}x); a sorter takes the {chosen}",
+            rx / gr
+        );
     }
 }
 

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 /// records.
 const PER_BUCKET: usize = 4;
 /// Largest bucket grouped here; a chunk with a larger one is radix sorted.
-pub(crate) const MAX_BUCKET: usize = 4096;
+pub const MAX_BUCKET: usize = 4096;
 /// Below this many records the radix sort's insertion sort is as good.
 const MIN_RECORDS: usize = 256;
 
@@ -35,7 +35,7 @@ const REGION_BITS: u32 = 8;
 
 /// How a chunk is cut into buckets: bucket `b` holds the keys
 /// `lo + (b << shift) ..= lo + ((b + 1) << shift) - 1`.
-pub(crate) struct Buckets {
+pub struct Buckets {
     lo: u64,
     shift: u32,
     count: usize,
@@ -49,12 +49,22 @@ impl Buckets {
     /// writes to few places (input in element order: 4096 contributions
     /// of a 3D mesh meet a few narrow bands of rows, one per layer of
     /// nodes); random keys write all over the chunk and miss the cache on
-    /// every record, where the radix sort's passes stay in it (1.6e6
-    /// random 48-bit keys: 43 ms against 27 ms; FE-like keys 17 ms
-    /// against 20 ms). The test: in up to [`SAMPLES`] blocks spread over
+    /// every record, where the radix sort's passes stay in it
+    /// (`SORT_QUICK=5 cargo bench -p coo-assembler-benches --bench sort`,
+    /// chunks of 1.6e6: random 40-bit keys 40.0 ms against 23.0 ms for the
+    /// radix sort and a scan; FE keys 15.2 ms against 14.8 ms, before the
+    /// scan's copy of each group's values that grouping saves a sorter).
+    /// The test: in up to [`SAMPLES`] blocks spread over
     /// the chunk, the regions of [`REGION_BITS`] buckets written; more
     /// than a sixteenth of a block's records, on average, is no locality.
-    pub(crate) fn of<K: Key>(recs: &[Record<K>]) -> Option<Buckets> {
+    pub fn of<K: Key>(recs: &[Record<K>]) -> Option<Buckets> {
+        let b = Self::of_any(recs)?;
+        b.local(recs).then_some(b)
+    }
+
+    /// [`Buckets::of`] without the locality test (benchmarks compare the
+    /// two ways on keys that fail it).
+    pub fn of_any<K: Key>(recs: &[Record<K>]) -> Option<Buckets> {
         let n = recs.len();
         if K::BITS != 64 || n < MIN_RECORDS || n > u32::MAX as usize {
             return None;
@@ -73,9 +83,19 @@ impl Buckets {
         while shift < 64 && span >> shift >= want {
             shift += 1;
         }
-        if shift > 32 {
-            return None;
-        }
+        (shift <= 32).then_some(Buckets {
+            lo,
+            shift,
+            count: (span >> shift) as usize + 1,
+        })
+    }
+
+    /// Whether `recs` write to few regions of these buckets (see
+    /// [`Buckets::of`]).
+    fn local<K: Key>(&self, recs: &[Record<K>]) -> bool {
+        let n = recs.len();
+        let key = |r: &Record<K>| r.key.get_bits(0, 64);
+        let (lo, shift) = (self.lo, self.shift);
         let blocks = n.div_ceil(BLOCK);
         let mut regions = [0u32; BLOCK];
         let (mut seen, mut sampled) = (0usize, 0usize);
@@ -90,19 +110,12 @@ impl Buckets {
             seen += 1 + r.windows(2).filter(|w| w[0] != w[1]).count();
             sampled += block.len();
         }
-        if seen * 16 > sampled {
-            return None;
-        }
-        Some(Buckets {
-            lo,
-            shift,
-            count: (span >> shift) as usize + 1,
-        })
+        seen * 16 <= sampled
     }
 }
 
 /// Buffers of the grouping, reused from chunk to chunk.
-pub(crate) struct KeyGroups {
+pub struct KeyGroups {
     /// Each record's key less its bucket's first key.
     minor: Vec<u32>,
     /// Each record's value, in bucket order.
@@ -115,7 +128,7 @@ pub(crate) struct KeyGroups {
 impl KeyGroups {
     /// Buffers for chunks of up to `records` records, allocated now (so
     /// that running out of memory is an error here, not an abort later).
-    pub(crate) fn new(records: usize) -> Result<KeyGroups> {
+    pub fn new(records: usize) -> Result<KeyGroups> {
         let oom = |what, bytes: usize| Error::OutOfMemory {
             what,
             bytes: bytes as u64,
@@ -143,16 +156,16 @@ impl KeyGroups {
 
     /// The grouping tables' bytes, whatever the chunk size (an upper
     /// bound: the hash tables and room for a bucket of [`MAX_BUCKET`]).
-    pub(crate) const FIXED_BYTES: u64 = 64 * 1024 + 32 * MAX_BUCKET as u64;
+    pub const FIXED_BYTES: u64 = 64 * 1024 + 32 * MAX_BUCKET as u64;
 
     /// Bytes held for chunks of `records` records (the budget's figure).
-    pub(crate) fn bytes_for(records: usize) -> u64 {
+    pub fn bytes_for(records: usize) -> u64 {
         let r = records as u64;
         4 * r + 8 * r + 4 * (r / PER_BUCKET as u64 + 1) + Self::FIXED_BYTES
     }
 
     /// Bytes held now.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         4 * self.minor.capacity() as u64
             + 8 * self.lanes.capacity() as u64
             + 4 * self.ends.capacity() as u64
@@ -165,7 +178,7 @@ impl KeyGroups {
     /// having called nothing, when the chunk is left to the radix sort
     /// after all: longer than these buffers were made for, or a bucket of
     /// more than [`MAX_BUCKET`] contributions.
-    pub(crate) fn for_each<K: Key>(
+    pub fn for_each<K: Key>(
         &mut self,
         recs: &[Record<K>],
         buckets: &Buckets,

@@ -35,7 +35,7 @@
 
 mod band;
 mod count;
-pub(crate) mod groups;
+pub mod groups;
 pub(crate) mod input;
 pub(crate) mod lane;
 mod memory;

@@ -263,9 +263,14 @@ impl<K: Key, C: Combiner> OpenRun<'_, '_, K, C> {
 
     /// Give back the room of a run that will not be finished.
     fn abandon(self, core: &Core<K>) {
-        core.held.fetch_sub(self.held, Ordering::SeqCst);
-        core.mem.sub(self.held);
+        unreserve(core, self.held);
     }
+}
+
+/// Give back the room `start_run` reserved for an in-memory run.
+fn unreserve<K: Key>(core: &Core<K>, held: u64) {
+    core.held.fetch_sub(held, Ordering::SeqCst);
+    core.mem.sub(held);
 }
 
 /// Start a run of a chunk of `n` records: in memory when the plan's room
@@ -329,8 +334,7 @@ fn start_run<'c, 's, K: Key, C: Combiner>(
 fn end_run<K: Key, C: Combiner>(core: &Core<K>, open: OpenRun<'_, '_, K, C>) -> Result<()> {
     let held = open.held;
     let result = open.w.finish();
-    core.held.fetch_sub(held, Ordering::SeqCst);
-    core.mem.sub(held);
+    unreserve(core, held);
     let run = result?;
     if run.is_spilled() {
         core.runs_spilled.fetch_add(1, Ordering::Relaxed);

@@ -1049,8 +1049,9 @@ impl TensorWriter<'_> {
         Ok(())
     }
 
-    /// Promise at most `max_nnz` entries (COO only, before the first one;
-    /// otherwise nothing changes). The indices then go straight into the
+    /// Promise at most `max_nnz` entries (before the first one; otherwise
+    /// nothing changes). The indices (a compressed layout's minor indices;
+    /// its pointers still stream to a side file) then go straight into the
     /// output file, at the first multiple of A after the room `max_nnz`
     /// values would take, instead of into a side file that is copied over
     /// at [`TensorWriter::finish`]; there the gap left by fewer values is
@@ -1059,7 +1060,7 @@ impl TensorWriter<'_> {
     /// bytes written are the same either way. An entry beyond the bound is
     /// refused (`Error::InvalidArgument`).
     pub(crate) fn reserve_indices(&mut self, max_nnz: u64) -> Result<()> {
-        if self.nnz > 0 || self.ptr.is_some() {
+        if self.nnz > 0 {
             return Ok(());
         }
         let end = self

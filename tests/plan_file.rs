@@ -32,6 +32,26 @@ fn coords(shape: &[u64], n: usize, seed: u64) -> Vec<Vec<u32>> {
     out
 }
 
+/// [`coords`] in element order: contribution k near row `k * rows / n`,
+/// so that each part's contributions lie in a narrow window of the
+/// values (the plan reads windows; random coordinates spill).
+fn local_coords(shape: &[u64], n: usize, seed: u64) -> Vec<Vec<u32>> {
+    let mut r = Rng::new(seed);
+    let mut out = vec![Vec::with_capacity(n); shape.len()];
+    for k in 0..n {
+        let base = (k as u64 * shape[0] / n as u64 + r.below(8)).min(shape[0] - 1);
+        for (d, o) in out.iter_mut().enumerate() {
+            let x = if d == 0 {
+                base
+            } else {
+                (base + r.below(4)).min(shape[d] - 1)
+            };
+            o.push(x as u32);
+        }
+    }
+    out
+}
+
 fn values(n: usize, seed: u64) -> Vec<f64> {
     let mut r = Rng::new(seed);
     (0..n)
@@ -75,15 +95,41 @@ fn entries_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Plan in parts and in memory, refill both, compare the files; also
-/// against a Builder's values. Returns the number of parts.
+/// against a Builder's values, for random coordinates (the values
+/// spilled by part) and coordinates in element order (read by window).
+/// Returns the number of parts.
 fn check_case(shape: &[u64], layout: OutputLayout, n: usize, budget: u64, threads: usize) -> usize {
+    let parts = check_coords(shape, layout, n, budget, threads, false);
+    let local = check_coords(shape, layout, n, budget, threads, true);
+    parts.min(local)
+}
+
+fn check_coords(
+    shape: &[u64],
+    layout: OutputLayout,
+    n: usize,
+    budget: u64,
+    threads: usize,
+    local: bool,
+) -> usize {
     let (dir, tmp) = work_dirs();
-    let c = coords(shape, n, 7 + n as u64);
+    let c = if local {
+        local_coords(shape, n, 7 + n as u64)
+    } else {
+        coords(shape, n, 7 + n as u64)
+    };
     let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let o = opts(layout, budget, threads, &tmp);
     let plan_path = dir.path().join("K.plan");
     let s = PlanFile::create(&ix, shape, DType::F64, &o, &plan_path, None).expect("plan in parts");
     assert_eq!(s.contributions, n as u64);
+    // One part is always its own window; several are only when local.
+    assert_eq!(
+        s.windowed,
+        local || s.parts == 1,
+        "{shape:?} {layout} local {local}: {} parts",
+        s.parts
+    );
     let pf = PlanFile::open(&plan_path).expect("open");
     let mem = Plan::new(
         &ix,
@@ -175,6 +221,10 @@ fn element_plans_in_parts_equal_element_plans_in_memory() {
     let s = PlanFile::create_for_elements(&dofs, per, [ndof, ndof], DType::F64, &o, &path, None)
         .expect("plan elements in parts");
     assert!(s.parts >= 2, "{} parts", s.parts);
+    assert!(
+        s.windowed,
+        "element matrices in element order are read by window"
+    );
     let mem = Plan::for_elements(
         &dofs,
         per,
@@ -519,7 +569,8 @@ fn complex_plans_in_parts() {
     let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
-    let c = coords(&shape, n, 5);
+    // In element order: these plans read windows (check_case covers both).
+    let c = local_coords(&shape, n, 5);
     let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let (re, im) = (values(n, 1), values(n, 2));
     let le: Vec<u8> = re
@@ -609,7 +660,8 @@ fn bool_and_half_plans_in_parts() {
     let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
-    let c = coords(&shape, n, 9);
+    // In element order: these plans read windows (check_case covers both).
+    let c = local_coords(&shape, n, 9);
     let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let f = values(n, 3);
     let bools: Vec<u8> = f.iter().map(|x| u8::from(*x > 100.0)).collect();
@@ -704,11 +756,21 @@ fn sorted(o: &AssembleOptions) -> AssembleOptions {
 /// the spill folder; a run the fault did not reach writes the same bytes.
 #[test]
 fn plans_in_parts_fail_cleanly_at_every_file_operation() {
+    // Spilled by part, and read by window.
+    fail_cleanly(false);
+    fail_cleanly(true);
+}
+
+fn fail_cleanly(local: bool) {
     use coo_assembler::internals::fs::ctx::{FaultKind, FaultMode, FaultPlan, IoCtx};
     let (dir, tmp) = work_dirs();
     let shape = [3000u64, 3000];
     let n = 150_000;
-    let c = coords(&shape, n, 11);
+    let c = if local {
+        local_coords(&shape, n, 11)
+    } else {
+        coords(&shape, n, 11)
+    };
     let ix: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
     let vpath = dir.path().join("v.f64");
     write_f64s(&vpath, &values(n, 5));
@@ -734,7 +796,7 @@ fn plans_in_parts_fail_cleanly_at_every_file_operation() {
         None,
     )
     .expect("plan");
-    assert!(s.parts > 1, "{s:?}");
+    assert!(s.parts > 1 && s.windowed == local, "{s:?}");
     let plan_ops = io.ops();
     let pf = PlanFile::open(&plan_ref).expect("open");
     let io = IoCtx::with_faults(fault(u64::MAX));

@@ -333,7 +333,9 @@ fn write_file<K: Key>(
         core.shape(),
         layout_out,
     )?;
-    tw.reserve_indices(max_nnz)?;
+    if !layout_out.is_compressed() {
+        tw.reserve_indices(max_nnz)?;
+    }
     if !fill(&mut tw)? {
         return Err(Error::Poisoned("file writer (the merge stopped)"));
     }

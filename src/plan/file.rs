@@ -160,6 +160,8 @@ pub(super) struct ValuesFile {
     pub(super) big_endian: bool,
     /// Bytes of values: one per contribution of the plan (checked).
     pub(super) data_bytes: u64,
+    /// Where the values start in the file (after an `.npy` header).
+    pub(super) data_at: u64,
 }
 
 impl ValuesFile {
@@ -220,6 +222,7 @@ impl ValuesFile {
             dtype,
             big_endian,
             data_bytes: want,
+            data_at: at,
         })
     }
 }

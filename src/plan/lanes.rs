@@ -24,6 +24,13 @@ pub(super) fn input_error(path: &Path, detail: String) -> Error {
 /// with `big_endian`: each number's bytes reversed, each part's for a
 /// complex value).
 pub(super) fn decode<V: bytemuck::Pod + Element>(bytes: &[u8], big_endian: bool) -> Vec<V> {
+    if !big_endian {
+        // One copy, whatever the alignment of `bytes`.
+        let mut v = vec![V::zeroed(); bytes.len() / std::mem::size_of::<V>()];
+        let n = std::mem::size_of_val(v.as_slice());
+        bytemuck::cast_slice_mut::<V, u8>(&mut v).copy_from_slice(&bytes[..n]);
+        return v;
+    }
     let w = std::mem::size_of::<V>();
     // A complex value is two numbers of half its width.
     let unit = if V::DTYPE.is_complex() { w / 2 } else { w };
@@ -55,6 +62,8 @@ pub(crate) trait LaneOf: bytemuck::Pod + Send + Sync {
     /// The lanes of `l`, which are of this type (the plan's kind chose
     /// both).
     fn of(l: Lanes) -> Vec<Self>;
+    /// `v` as lanes (the inverse of [`LaneOf::of`]).
+    fn lanes(v: Vec<Self>) -> Lanes;
 }
 
 impl LaneOf for u64 {
@@ -64,6 +73,9 @@ impl LaneOf for u64 {
             Lanes::Complex(_) => Vec::new(),
         }
     }
+    fn lanes(v: Vec<u64>) -> Lanes {
+        Lanes::Real(v)
+    }
 }
 
 impl LaneOf for [u64; 2] {
@@ -72,6 +84,9 @@ impl LaneOf for [u64; 2] {
             Lanes::Complex(v) => v,
             Lanes::Real(_) => Vec::new(),
         }
+    }
+    fn lanes(v: Vec<[u64; 2]>) -> Lanes {
+        Lanes::Complex(v)
     }
 }
 

@@ -6,27 +6,36 @@
 //! consecutive slices of it), so that one part's work fits in memory:
 //!
 //! 1. count, validate and digest the coordinates (every core);
-//! 2. in array order, append each contribution's key to its part's spill
-//!    file and note its part (u16);
-//! 3. part by part: read its keys back (checksummed), sort (key, local
-//!    position), cut into entries: the entries' counts go to the
-//!    `pattern` tensor, the local positions, entry by entry, to `order`.
+//! 2. find each part's **window**, the positions of its first and last
+//!    contribution (every core). Input in element order (an FE code's)
+//!    gives narrow windows: a band of rows comes from a band of elements.
+//!    When every window is narrow (at most half again its part's count),
+//!    the plan is **windowed**: nothing is spilled. Otherwise each
+//!    contribution's key goes to its part's spill file and its part
+//!    number (u16) to another;
+//! 3. part by part: its keys (read again from its window, or back from
+//!    its spill, checksummed), sorted as (key, position in the window or
+//!    the spill), cut into entries: the entries' counts go to the
+//!    `pattern` tensor, the positions, entry by entry, to `order`.
 //!
 //! The plan file (version [`PARTED_VERSION`]) holds `pattern` (the output
 //! structure, u32 counts, as in an in-memory plan's file), `order` (u32
-//! positions *within each part*, part after part), `part` (u16, one per
-//! contribution in array order) and `parts` (u64 pairs: contributions and
-//! entries of each part), with the plan KV entries of
-//! [`super::store`] plus the part count.
+//! positions within each part's window or spill, part after part),
+//! `parts` (four u64 per part: contributions, entries, window start and
+//! end), with the plan KV entries of [`super::store`] plus the part count;
+//! a plan that spills also holds `part` (u16, one per contribution in
+//! array order).
 //!
-//! A refill streams the values in contribution order once, appending each
-//! to its part's spill file (none when there is one part), then reduces
-//! part by part with the in-memory refill kernel
-//! ([`super::reduce_slices`]) and streams the entries into the output
-//! file: the same values, bit for bit, as an in-memory plan or a full
-//! assembly of the same contributions. Memory: one part's values, order,
-//! counts and result, plus buffers; the plan file's pages are given back
-//! behind the cursors.
+//! A refill reads each part's values: a windowed plan reads its window
+//! of the values file, with nothing spilled; otherwise the values are
+//! streamed in contribution order once, each appended to its part's spill
+//! file. Each part is reduced with the in-memory refill kernel
+//! ([`super::reduce_slices`]), while a second thread streams the part
+//! before into the output file (nnz is known: the indices go straight to
+//! their place): the same values, bit for bit, as an in-memory plan or a
+//! full assembly of the same contributions. Memory: one part's values (or
+//! window), order, counts and result, the result before, and buffers; the
+//! plan file's pages are given back behind the cursors.
 
 use super::file::{RefillSummary, ValuesFile, id_of};
 use super::lanes::{LaneOf, Target};
@@ -53,6 +62,9 @@ use std::sync::atomic::AtomicBool;
 const PART: &str = "part";
 const PARTS: &str = "parts";
 const KEY_PARTS: &str = "coo_assembler.plan.parts";
+/// Words of a part in the `parts` table: contributions, entries, and the
+/// window of positions its contributions lie in.
+const PART_WORDS: u64 = 4;
 
 /// Top key bits of the planning histogram, at most: parts are cut
 /// between its slices (2^18 of them, 8 bytes each per thread; fewer for
@@ -82,6 +94,10 @@ pub struct PlanFileSummary {
     pub nnz: u64,
     /// Parts the plan is cut into.
     pub parts: usize,
+    /// Whether each part is refilled from its window of the values
+    /// (input in element order: nothing spilled, planning or refilling),
+    /// rather than from a spill of its values.
+    pub windowed: bool,
     /// The plan file's size.
     pub bytes: u64,
 }
@@ -100,10 +116,22 @@ pub struct PlanFile {
     kind: CombinerKind,
     non_finite: NonFinitePolicy,
     digest: u64,
-    /// (contributions, entries) of every part.
-    parts: Vec<(u64, u64)>,
+    /// Every part, in key order.
+    parts: Vec<Part>,
+    /// Whether the values of each part are spilled by a refill (the plan
+    /// holds every contribution's part), or read from its window.
+    spilled: bool,
     n: u64,
     nnz: u64,
+}
+
+/// One part of a plan file: its contributions, its entries, and the
+/// window of positions (in the values) its contributions lie in.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    contributions: u64,
+    entries: u64,
+    window: (u64, u64),
 }
 
 /// One part's spilled bytes: a temporary file (removed by the OS when it
@@ -320,71 +348,81 @@ impl PlanFile {
             Some((_, KvValue::U64(v))) => *v,
             _ => return Err(refused(&name, format!("KV entry {KEY_PARTS} is missing"))),
         };
-        let names = [PATTERN, ORDER, PART, PARTS];
-        let views = names.map(|t| file.tensor_view(t));
-        for (what, v) in names.iter().zip(&views) {
-            match v {
-                // Pages given back behind the hash: the plan file is many
-                // times the refill's budget. Of `order` and `part` a
-                // refill reads the values only (their indices are 0..n,
-                // two thirds of the file): those are what is checked.
-                Ok(t) => match t.as_coo() {
-                    Some(c) if matches!(*what, ORDER | PART) => c.check_values_checksum()?,
-                    _ => t.check_checksums_with(true)?,
-                },
-                Err(e) => return Err(refused(&name, format!("{e}"))),
+        // `part` is there when the plan spills its values (not windowed).
+        let spilled = file.tensor_names().any(|t| t == PART);
+        let names: &[&str] = if spilled {
+            &[PATTERN, ORDER, PARTS, PART]
+        } else {
+            &[PATTERN, ORDER, PARTS]
+        };
+        let mut views = Vec::with_capacity(names.len());
+        for &what in names {
+            let t = file
+                .tensor_view(what)
+                .map_err(|e| refused(&name, format!("{e}")))?;
+            // Pages given back behind the hash: the plan file is many
+            // times the refill's budget. Of `order` and `part` a refill
+            // reads the values only (their indices are 0..n, two thirds
+            // of the file): those are what is checked.
+            match t.as_coo() {
+                Some(c) if matches!(what, ORDER | PART) => c.check_values_checksum()?,
+                _ => t.check_checksums_with(true)?,
             }
-        }
-        let [pattern, order, part, parts] = views;
-        let (pattern, order, part, parts) = (pattern?, order?, part?, parts?);
-        let want = [
-            (&pattern, DType::U32, PATTERN),
-            (&order, DType::U32, ORDER),
-            (&part, DType::U16, PART),
-            (&parts, DType::U64, PARTS),
-        ];
-        for (t, d, what) in want {
-            if t.dtype() != d {
-                return Err(refused(&name, format!("tensor {what} must hold {d}")));
+            let want = match what {
+                PATTERN | ORDER => DType::U32,
+                PART => DType::U16,
+                _ => DType::U64,
+            };
+            if t.dtype() != want {
+                return Err(refused(&name, format!("tensor {what} must hold {want}")));
             }
+            views.push(t);
         }
+        let (pattern, order, parts) = (&views[0], &views[1], &views[2]);
         let n = order.nnz();
-        if part.nnz() != n || parts.nnz() != 2 * parts_n || parts_n == 0 {
+        let ids = views.get(3).map_or(n, |t| t.nnz());
+        if ids != n || parts.nnz() != PART_WORDS * parts_n || parts_n == 0 {
             return Err(refused(
                 &name,
                 format!(
-                    "{} orders, {} part numbers and {} part sizes for {parts_n} parts",
-                    n,
-                    part.nnz(),
+                    "{n} orders, {ids} part numbers and {} part words for {parts_n} parts",
                     parts.nnz()
                 ),
             ));
         }
-        let sizes: Vec<u64> = parts
+        let words: Vec<u64> = parts
             .values_bytes()
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
             .collect();
-        let table: Vec<(u64, u64)> = sizes.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        let table: Vec<Part> = words
+            .chunks_exact(PART_WORDS as usize)
+            .map(|p| Part {
+                contributions: p[0],
+                entries: p[1],
+                window: (p[2], p[3]),
+            })
+            .collect();
         let (mut sn, mut se) = (0u64, 0u64);
-        for &(c, e) in &table {
-            if c == 0 || e == 0 || e > c || c > u32::MAX as u64 {
+        for p in &table {
+            let (c, e, (lo, hi)) = (p.contributions, p.entries, p.window);
+            let span = hi.saturating_sub(lo);
+            if c == 0
+                || e == 0
+                || e > c
+                || c > u32::MAX as u64
+                || lo > hi
+                || hi > n
+                || span < c
+                || (!spilled && !narrow(span, c))
+            {
                 return Err(refused(
                     &name,
-                    format!("a part of {c} contributions and {e} entries"),
+                    format!("a part of {c} contributions and {e} entries at positions {lo}..{hi}"),
                 ));
             }
             sn = sn.saturating_add(c);
             se = se.saturating_add(e);
-        }
-        if sn != n || se != pattern.nnz() {
-            return Err(refused(
-                &name,
-                format!(
-                    "the parts hold {sn} contributions and {se} entries; the plan {n} and {}",
-                    pattern.nnz()
-                ),
-            ));
         }
         let check = Check {
             shape: pattern.shape(),
@@ -404,7 +442,9 @@ impl PlanFile {
             ));
         }
         let (shape, layout, nnz) = (pattern.shape().to_vec(), pattern.layout(), pattern.nnz());
+        drop(views);
         Ok(PlanFile {
+            spilled,
             shape,
             dtype: h.dtype,
             layout,
@@ -460,7 +500,7 @@ impl PlanFile {
         let part = self
             .parts
             .iter()
-            .map(|&(c, e)| part_bytes(c, e, self.dtype, self.shape.len()))
+            .map(|p| part_bytes(p, self.spilled, self.dtype, self.shape.len()))
             .max()
             .unwrap_or(0);
         // `fixed_bytes(b)` is 4 MiB and an eighth of the budget `b`.
@@ -534,7 +574,12 @@ impl PlanFile {
         let mut w = FileWriter::create_for(output, wopts, &refs, ReplaceInput::Refuse)?;
         let f = &self.file;
         let view = |t: &str| f.tensor_view(t).map_err(|e| refused(&name, format!("{e}")));
-        let (pattern, order, part) = (view(PATTERN)?, view(ORDER)?, view(PART)?);
+        let (pattern, order) = (view(PATTERN)?, view(ORDER)?);
+        let part = if self.spilled {
+            Some(view(PART)?)
+        } else {
+            None
+        };
         let nparts = self.parts.len();
         let dir = temp_dir(opts);
         // Each value becomes a lane as it is read (checked as a push
@@ -542,45 +587,33 @@ impl PlanFile {
         let width = std::mem::size_of::<L>();
         let in_width = src.dtype.width().max(1);
 
-        // 1. The values in contribution order, to their parts.
-        let one = nparts == 1;
+        // 1. A plan that spills: the values in contribution order, to
+        // their parts' spills. A windowed plan reads each part's window
+        // of them when its turn comes.
         let mut spills = Vec::new();
-        if !one {
+        if self.spilled {
+            let ids_bytes = part.as_ref().map_or(&[][..], |t| t.values_bytes());
             let buffer = spill_buffer(opts.memory_budget, nparts);
             for _ in 0..nparts {
                 spills.push(Spill::new(&opts.io, &dir, buffer)?);
             }
-        }
-        let mut whole: Vec<L> = Vec::new();
-        if one {
-            whole
-                .try_reserve_exact(self.n as usize)
-                .map_err(|_| Error::OutOfMemory {
-                    what: "the refill's values",
-                    bytes: self.n.saturating_mul(width as u64),
-                })?;
-        }
-        let ids_bytes = part.values_bytes();
-        let mut seen = vec![0u64; nparts];
-        let stage_cap = (2 * CHUNK * width / nparts.max(1)).max(4096);
-        let mut stage: Vec<Vec<u8>> = (0..if one { 0 } else { nparts })
-            .map(|_| Vec::new())
-            .collect();
-        let mut raw = vec![0u8; CHUNK * in_width];
-        let mut at = 0u64;
-        while at < self.n {
-            let m = (self.n - at).min(CHUNK as u64) as usize;
-            let buf = &mut raw[..m * in_width];
-            src.reader
-                .read_exact(buf)
-                .map_err(|e| Error::io("read", values, e))?;
-            let mut lanes = target.empty();
-            target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
-            let vals: Vec<L> = L::of(lanes);
-            let ids = &ids_bytes[at as usize * 2..(at as usize + m) * 2];
-            if one {
-                whole.extend_from_slice(&vals);
-            } else {
+            let mut seen = vec![0u64; nparts];
+            let stage_cap = (2 * CHUNK * width / nparts.max(1)).max(4096);
+            let mut stage: Vec<Vec<u8>> = (0..nparts).map(|_| Vec::new()).collect();
+            let mut raw = vec![0u8; CHUNK * in_width];
+            let mut at = 0u64;
+            while at < self.n {
+                let m = (self.n - at).min(CHUNK as u64) as usize;
+                let buf = &mut raw[..m * in_width];
+                src.reader
+                    .read_exact(buf)
+                    .map_err(|e| Error::io("read", values, e))?;
+                let mut lanes = target.empty();
+                target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
+                let vals: Vec<L> = L::of(lanes);
+                let ids = ids_bytes
+                    .get(at as usize * 2..(at as usize + m) * 2)
+                    .ok_or_else(|| refused(&name, "the part numbers end early".into()))?;
                 // Staged per part, then one write (and one hash update)
                 // per part and chunk: per-value writes cost more than the
                 // copy.
@@ -605,22 +638,23 @@ impl PlanFile {
                         }
                     }
                 }
+                f.release(ids);
+                at += m as u64;
             }
-            f.release(ids);
-            at += m as u64;
-        }
-        if !one {
-            for (p, (&s, &(c, _))) in seen.iter().zip(&self.parts).enumerate() {
-                if s != c {
+            for (p, (&s, part)) in seen.iter().zip(&self.parts).enumerate() {
+                if s != part.contributions {
                     return Err(refused(
                         &name,
-                        format!("part {p} holds {c} contributions, the part numbers give it {s}"),
+                        format!(
+                            "part {p} holds {} contributions, the part numbers give it {s}",
+                            part.contributions
+                        ),
                     ));
                 }
             }
         }
 
-        // 2. Part by part: reduce, then stream the entries out.
+        // 2. Part by part: its values, reduce, then stream the entries out.
         let how = How {
             kind: self.kind,
             dtype: self.dtype,
@@ -631,57 +665,120 @@ impl PlanFile {
         let order_bytes = order.values_bytes();
         let tensor_name = AssembleOptions::default().tensor_name;
         let mut t = w.begin_tensor_as(&tensor_name, self.dtype, &self.shape, self.layout)?;
-        let mut coords = Coordinates::new(f, &pattern);
+        // nnz is known: the indices go straight to their place.
+        t.reserve_indices(self.nnz)?;
         let (mut c0, mut e0) = (0usize, 0usize);
         let mut spills = spills.into_iter();
-        for (p, &(c, e)) in self.parts.iter().enumerate() {
-            let (c, e) = (c as usize, e as usize);
-            let vals: Vec<L> = if one {
-                std::mem::take(&mut whole)
-            } else {
-                let s = spills
-                    .next()
-                    .ok_or(Error::Poisoned("refill (a part's spill)"))?;
-                let bytes = s.read_all("a part's values")?;
-                bytes
-                    .chunks_exact(width)
-                    .map(bytemuck::pod_read_unaligned)
-                    .collect()
-            };
-            let ob = &order_bytes[c0 * 4..(c0 + c) * 4];
-            let cb = &counts_bytes[e0 * 4..(e0 + e) * 4];
-            let ord = u32s_checked(ob, c, &name, p)?;
-            let starts = starts_of(cb, c, &name, p)?;
-            let mut out = crate::assemble::direct::out::filled(e, O::default(), "a part's result")?;
-            let r = reduce(&how, &vals, &ord, &starts, &mut out);
-            if let Err(stop) = r {
-                return Err(match stop {
-                    Stop::Combine { entry, why } => {
-                        let coordinate = coords.at(e0 + entry);
-                        match why {
-                            CombineError::Duplicate => Error::DuplicateCoordinate { coordinate },
-                            CombineError::Overflow => Error::IntegerOverflow {
-                                coordinate,
-                                dtype: self.dtype.name(),
-                            },
+        let mut raw = Vec::new();
+        let mut vals: Vec<L> = Vec::new();
+        // This thread reads and reduces the parts, one more thread writes
+        // the finished ones in order (a result in flight, at most one
+        // part's, is in the refill's budget).
+        let named = Coordinates::new(f, &pattern);
+        let (tx, rx) = crossbeam_channel::bounded::<(usize, Vec<O>)>(1);
+        let (made, written) = std::thread::scope(|s| {
+            let writer = s.spawn(|| -> Result<()> {
+                let mut coords = Coordinates::new(f, &pattern);
+                for (e0, out) in rx {
+                    coords.push_all(e0, &out, &mut t, &name)?;
+                }
+                Ok(())
+            });
+            let made = (|| -> Result<()> {
+                for (p, part) in self.parts.iter().enumerate() {
+                    let (c, e) = (part.contributions as usize, part.entries as usize);
+                    let (lo, hi) = part.window;
+                    vals.clear();
+                    let span = if self.spilled {
+                        let s = spills
+                            .next()
+                            .ok_or(Error::Poisoned("refill (a part's spill)"))?;
+                        let bytes = s.read_all("a part's values")?;
+                        reserve(&mut vals, c, width)?;
+                        vals.extend(
+                            bytes
+                                .chunks_exact(width)
+                                .map(bytemuck::pod_read_unaligned::<L>),
+                        );
+                        c
+                    } else {
+                        let span = (hi - lo) as usize;
+                        reserve(&mut vals, span, width)?;
+                        if raw.is_empty() {
+                            raw = vec![0u8; CHUNK * in_width];
                         }
+                        // Converted into the lanes kept from part to part.
+                        let mut lanes = L::lanes(std::mem::take(&mut vals));
+                        let mut at = lo;
+                        while at < hi {
+                            let m = (hi - at).min(CHUNK as u64) as usize;
+                            let buf = &mut raw[..m * in_width];
+                            opts.io.read_exact_at(
+                                src.reader.get_ref(),
+                                buf,
+                                src.data_at + at * in_width as u64,
+                                values,
+                            )?;
+                            target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
+                            at += m as u64;
+                        }
+                        vals = L::of(lanes);
+                        span
+                    };
+                    let ob = &order_bytes[c0 * 4..(c0 + c) * 4];
+                    let cb = &counts_bytes[e0 * 4..(e0 + e) * 4];
+                    let ord = u32s_checked(ob, span, &name, p)?;
+                    let starts = starts_of(cb, c, &name, p)?;
+                    let mut out =
+                        crate::assemble::direct::out::filled(e, O::default(), "a part's result")?;
+                    let r = reduce(&how, &vals, &ord, &starts, &mut out);
+                    if let Err(stop) = r {
+                        return Err(match stop {
+                            Stop::Combine { entry, why } => {
+                                let coordinate = named.at(e0 + entry);
+                                match why {
+                                    CombineError::Duplicate => {
+                                        Error::DuplicateCoordinate { coordinate }
+                                    }
+                                    CombineError::Overflow => Error::IntegerOverflow {
+                                        coordinate,
+                                        dtype: self.dtype.name(),
+                                    },
+                                }
+                            }
+                            Stop::BadValue => {
+                                Error::Poisoned("refill (a value checked before changed)")
+                            }
+                            Stop::Stopped => Error::Poisoned("refill (stopped by its caller)"),
+                            Stop::Dropped => {
+                                Error::Poisoned("refill (an entry without contributions)")
+                            }
+                            Stop::OutOfMemory { bytes } => Error::OutOfMemory {
+                                what: "a part's lanes",
+                                bytes,
+                            },
+                        });
                     }
-                    Stop::BadValue => Error::Poisoned("refill (a value checked before changed)"),
-                    Stop::Stopped => Error::Poisoned("refill (stopped by its caller)"),
-                    Stop::Dropped => Error::Poisoned("refill (an entry without contributions)"),
-                    Stop::OutOfMemory { bytes } => Error::OutOfMemory {
-                        what: "a part's lanes",
-                        bytes,
-                    },
-                });
-            }
-            drop((vals, ord, starts));
-            coords.push_all(e0, &out, &mut t, &name)?;
-            f.release(ob);
-            f.release(cb);
-            c0 += c;
-            e0 += e;
-        }
+                    drop((ord, starts));
+                    f.release(ob);
+                    f.release(cb);
+                    if tx.send((e0, out)).is_err() {
+                        // The writer stopped on an error: it says which.
+                        return Ok(());
+                    }
+                    c0 += c;
+                    e0 += e;
+                }
+                Ok(())
+            })();
+            drop(tx);
+            let written = writer
+                .join()
+                .unwrap_or(Err(Error::Poisoned("refill (the writer panicked)")));
+            (made, written)
+        });
+        made?;
+        written?;
         t.finish()?;
         let s = w.finish()?;
         Ok(RefillSummary {
@@ -696,11 +793,16 @@ impl PlanFile {
     }
 }
 
-/// Bytes one part of `c` contributions and `e` entries takes, planning
-/// or refilling (see [`BYTES_PER`]; the entries' share is within it when
-/// `e <= c`).
-fn part_bytes(c: u64, e: u64, dtype: DType, rank: usize) -> u64 {
-    let refill = c * (8 + 4) + e * (4 + 4 + dtype.width().max(1) as u64 + 8 * rank as u64);
+/// Bytes part `p` takes, planning or refilling (see [`BYTES_PER`]; the
+/// entries' share is within it when the window is narrow).
+fn part_bytes(p: &Part, spilled: bool, dtype: DType, rank: usize) -> u64 {
+    let (c, e) = (p.contributions, p.entries);
+    // The values: the part's own when spilled, its window's otherwise.
+    let values = if spilled { c } else { p.window.1 - p.window.0 };
+    // Per entry: its count and start, its result and the previous part's
+    // (in flight to the writer), its index tuple.
+    let width = dtype.width().max(1) as u64;
+    let refill = values * 8 + c * 4 + e * (4 + 4 + 2 * width + 8 * rank as u64);
     refill.max(c.saturating_mul(BYTES_PER))
 }
 
@@ -711,18 +813,45 @@ fn fixed_bytes(budget: u64) -> u64 {
     (4 << 20) + budget / 8
 }
 
+/// Room for `n` lanes of `width` bytes in `v` (kept from part to part).
+fn reserve<L>(v: &mut Vec<L>, n: usize, width: usize) -> Result<()> {
+    v.try_reserve_exact(n.saturating_sub(v.len()))
+        .map_err(|_| Error::OutOfMemory {
+            what: "a part's values",
+            bytes: (n as u64).saturating_mul(width as u64),
+        })
+}
+
 /// `bytes` as u32 values (a copy: the mapped buffer's alignment is the
-/// file's), each below `c` and each once: a part's order is a
-/// permutation of its contributions.
-fn u32s_checked(bytes: &[u8], c: usize, name: &str, p: usize) -> Result<Vec<u32>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(c).map_err(|_| Error::OutOfMemory {
-        what: "a part's order",
-        bytes: c as u64 * 4,
-    })?;
+/// file's), each below `c` (the positions of the part's values: its
+/// contributions, or its window) and each at most once.
+fn u32s_checked<'a>(
+    bytes: &'a [u8],
+    c: usize,
+    name: &str,
+    p: usize,
+) -> Result<std::borrow::Cow<'a, [u32]>> {
+    // The mapped words in place when aligned (they are: buffers start at
+    // the file's alignment), a copy otherwise.
+    let v: std::borrow::Cow<'a, [u32]> = match bytemuck::try_cast_slice(bytes) {
+        Ok(w) if cfg!(target_endian = "little") => std::borrow::Cow::Borrowed(w),
+        _ => {
+            let mut v = Vec::new();
+            v.try_reserve_exact(bytes.len() / 4)
+                .map_err(|_| Error::OutOfMemory {
+                    what: "a part's order",
+                    bytes: bytes.len() as u64,
+                })?;
+            v.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+            std::borrow::Cow::Owned(v)
+        }
+    };
     let mut seen = vec![0u64; c.div_ceil(64)];
-    for b in bytes.chunks_exact(4) {
-        let k = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    for &k in v.iter() {
         let (wi, bit) = (k as usize / 64, k % 64);
         match seen.get_mut(wi) {
             Some(x) if (k as usize) < c && *x & (1 << bit) == 0 => *x |= 1 << bit,
@@ -733,7 +862,6 @@ fn u32s_checked(bytes: &[u8], c: usize, name: &str, p: usize) -> Result<Vec<u32>
                 ));
             }
         }
-        v.push(k);
     }
     Ok(v)
 }
@@ -972,28 +1100,40 @@ fn plan_parts_to<C: Coords>(
     }
     let nparts = sizes.len();
 
-    // 2. Keys to their parts' spills, part numbers to theirs.
+    // 2. Each part's window of positions; then, when the windows are
+    // narrow (input in element order), nothing is spilled: a part's keys
+    // are read again from its window. Otherwise the keys go to their
+    // parts' spills and the part numbers to theirs.
+    let windows = part_windows(c, &ks, split, &part_of, nparts, threads_1, stop)?;
+    let windowed = windows
+        .iter()
+        .zip(&sizes)
+        .all(|(&(lo, hi), &size)| narrow(hi - lo, size));
     let dir = temp_dir(opts);
-    let buffer = spill_buffer(budget, nparts + 1);
-    let mut keys: Vec<Spill> = Vec::with_capacity(nparts);
-    for _ in 0..nparts {
-        keys.push(Spill::new(&opts.io, &dir, buffer)?);
-    }
-    let mut ids = Spill::new(&opts.io, &dir, buffer)?;
-    for k in 0..n {
-        if k % (1 << 16) == 0 {
-            if pattern::stopped(stop) {
-                return Err(pattern::stop_error());
-            }
-            c.release(k.saturating_sub(1 << 16), k);
+    let mut keys: Vec<Spill> = Vec::new();
+    let mut ids = None;
+    if !windowed {
+        let buffer = spill_buffer(budget, nparts + 1);
+        for _ in 0..nparts {
+            keys.push(Spill::new(&opts.io, &dir, buffer)?);
         }
-        let key = ks.key(c, k).map_err(|_| pattern::changed())?;
-        let p = part_of[(key >> split) as usize];
-        keys[p as usize].put(&key.to_le_bytes())?;
-        ids.put(&p.to_le_bytes())?;
+        let mut part_ids = Spill::new(&opts.io, &dir, buffer)?;
+        for k in 0..n {
+            if k % (1 << 16) == 0 {
+                if pattern::stopped(stop) {
+                    return Err(pattern::stop_error());
+                }
+                c.release(k.saturating_sub(1 << 16), k);
+            }
+            let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+            let p = part_of[(key >> split) as usize];
+            keys[p as usize].put(&key.to_le_bytes())?;
+            part_ids.put(&p.to_le_bytes())?;
+        }
+        c.release(0, n);
+        ids = Some(part_ids);
     }
-    c.release(0, n);
-    drop(part_of);
+    let mut keys = keys.into_iter();
 
     // KV entries, then `pattern` part by part, the orders to a spill.
     let dup = opts.duplicates.to_string();
@@ -1023,23 +1163,42 @@ fn plan_parts_to<C: Coords>(
     {
         let mut t = w.begin_tensor_as(PATTERN, DType::U32, shape, opts.layout)?;
         let mut tuple = vec![0u64; rank];
-        for (p, s) in keys.into_iter().enumerate() {
+        for (p, &size) in sizes.iter().enumerate() {
             if pattern::stopped(stop) {
                 return Err(pattern::stop_error());
             }
-            let bytes = s.read_all("a part's keys")?;
             let mut pairs: Vec<u128> = Vec::new();
             pairs
-                .try_reserve_exact(bytes.len() / 8)
+                .try_reserve_exact(size as usize)
                 .map_err(|_| Error::OutOfMemory {
                     what: "a part's sort",
-                    bytes: bytes.len() as u64 * 2,
+                    bytes: size.saturating_mul(16),
                 })?;
-            pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
-                let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
-                ((key as u128) << 32) | j as u128
-            }));
-            drop(bytes);
+            // (key, position): the position in the part's window, or
+            // in its spill.
+            if windowed {
+                let (lo, hi) = windows[p];
+                for k in lo as usize..hi as usize {
+                    let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+                    if part_of[(key >> split) as usize] as usize == p {
+                        pairs.push(((key as u128) << 32) | (k as u64 - lo) as u128);
+                    }
+                }
+                // Later windows start at or after this one's start only
+                // in element order: give back what no later part reads.
+                if let Some(next) = windows[p + 1..].iter().map(|w| w.0).min() {
+                    c.release(lo as usize, next.max(lo) as usize);
+                }
+            } else {
+                let s = keys
+                    .next()
+                    .ok_or(Error::Poisoned("planning (a part's spill)"))?;
+                let bytes = s.read_all("a part's keys")?;
+                pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
+                    let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
+                    ((key as u128) << 32) | j as u128
+                }));
+            }
             sort_pairs(&mut pairs, threads);
             let mut entries = 0u64;
             let mut run = 0u32;
@@ -1078,13 +1237,19 @@ fn plan_parts_to<C: Coords>(
         t.finish()?;
     }
     // `order` and `part`, streamed from their spills, and the table.
+    drop(part_of);
     stream_words::<4>(&mut w, ORDER, DType::U32, orders, n as u64)?;
-    stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
+    if let Some(ids) = ids {
+        stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
+    }
     {
-        let mut t = w.begin_tensor(PARTS, DType::U64, &[2 * nparts as u64])?;
-        for (i, &(c, e)) in table.iter().enumerate() {
-            t.push(&[2 * i as u64], c)?;
-            t.push(&[2 * i as u64 + 1], e)?;
+        let mut t = w.begin_tensor(PARTS, DType::U64, &[PART_WORDS * nparts as u64])?;
+        let mut i = 0u64;
+        for (&(c, e), &(lo, hi)) in table.iter().zip(&windows) {
+            for x in [c, e, lo, hi] {
+                t.push(&[i], x)?;
+                i += 1;
+            }
         }
         t.finish()?;
     }
@@ -1094,8 +1259,71 @@ fn plan_parts_to<C: Coords>(
         contributions: n as u64,
         nnz,
         parts: nparts,
+        windowed,
         bytes: s.bytes,
     })
+}
+
+/// Whether a part of `size` contributions whose positions span `span`
+/// is refilled from its window of the values (no spill): the window's
+/// values take the room the spilled ones would, within half again.
+fn narrow(span: u64, size: u64) -> bool {
+    span <= size.saturating_add(size / 2) && span <= u32::MAX as u64
+}
+
+/// Each part's window: the positions of its first contribution and one
+/// past its last (`(0, 0)` for none), each thread over its range.
+fn part_windows<C: Coords>(
+    c: &C,
+    ks: &KeyShape,
+    split: u32,
+    part_of: &[u16],
+    nparts: usize,
+    threads: usize,
+    stop: Option<&AtomicBool>,
+) -> Result<Vec<(u64, u64)>> {
+    let found: Vec<Result<Vec<(u64, u64)>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = pattern::ranges(c.len(), threads)
+            .into_iter()
+            .map(|(from, to)| {
+                s.spawn(move || -> Result<Vec<(u64, u64)>> {
+                    let mut w = vec![(u64::MAX, 0u64); nparts];
+                    for k in from..to {
+                        if k % (1 << 16) == 0 {
+                            if pattern::stopped(stop) {
+                                return Err(pattern::stop_error());
+                            }
+                            c.release(k.saturating_sub(1 << 16), k);
+                        }
+                        let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+                        let p = part_of[(key >> split) as usize] as usize;
+                        let x = w.get_mut(p).ok_or_else(pattern::changed)?;
+                        x.0 = x.0.min(k as u64);
+                        x.1 = k as u64 + 1;
+                    }
+                    c.release(from, to);
+                    Ok(w)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+            })
+            .collect()
+    });
+    let mut all = vec![(u64::MAX, 0u64); nparts];
+    for r in found {
+        for (a, b) in all.iter_mut().zip(r?) {
+            a.0 = a.0.min(b.0);
+            a.1 = a.1.max(b.1);
+        }
+    }
+    Ok(all
+        .into_iter()
+        .map(|(lo, hi)| if hi == 0 { (0, 0) } else { (lo, hi) })
+        .collect())
 }
 
 /// One entry of `pattern`: its coordinate and contribution count.

@@ -29,7 +29,7 @@ use std::path::Path;
 pub const PLAN_VERSION: u64 = 1;
 /// The version of a plan kept in parts on disk (planned out of core,
 /// refilled part by part: `super::parted`).
-pub const PARTED_VERSION: u64 = 2;
+pub const PARTED_VERSION: u64 = 3;
 
 pub(super) const KEY_VERSION: &str = "coo_assembler.plan.version";
 pub(super) const KEY_DIGEST: &str = "coo_assembler.plan.digest";

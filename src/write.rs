@@ -904,6 +904,53 @@ impl TensorWriter<'_> {
         Ok(())
     }
 
+    /// Append `values` as the next entries of a rank-1 COO tensor, at
+    /// indices `nnz()`, `nnz() + 1`, ...: the bytes, statistics and
+    /// errors of a [`TensorWriter::push`] per entry, in loops over pieces
+    /// of the buffers (what a plan's `order` takes, one entry per
+    /// contribution).
+    pub(crate) fn push_sequence<T: Element + bytemuck::Pod>(&mut self, values: &[T]) -> Result<()> {
+        let n = values.len() as u64;
+        let fits = self.nnz.checked_add(n).is_some_and(|end| {
+            end <= self.nnz_bound && self.shape.len() == 1 && end <= self.shape[0]
+        });
+        if !fits
+            || self.fw.poisoned
+            || self.ptr.is_some()
+            || T::DTYPE != self.dtype
+            || self.dtype.is_bool()
+        {
+            for &v in values {
+                self.push(&[self.nnz], v)?;
+            }
+            return Ok(());
+        }
+        let width = self.width;
+        let mut done = 0;
+        while done < values.len() {
+            let room_v = self.fw.buf_cap.saturating_sub(self.fw.buf.len()) / width;
+            let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / 8;
+            let m = room_v.min(room_i).clamp(1, values.len() - done);
+            let vs = &values[done..done + m];
+            for &v in vs {
+                v.write_le(&mut self.fw.buf);
+            }
+            let start = self.idx.buf.len();
+            self.idx.buf.resize(start + m * 8, 0);
+            for (k, dst) in self.idx.buf[start..].chunks_exact_mut(8).enumerate() {
+                dst.copy_from_slice(&(self.nnz + k as u64).to_le_bytes());
+            }
+            if let Some(st) = &mut self.stats {
+                st.extend(vs.iter().map(|v| v.to_value().stat_f64()));
+            }
+            self.nnz += m as u64;
+            self.prev[0] = self.nnz - 1;
+            done += m;
+            self.flush_full()?;
+        }
+        Ok(())
+    }
+
     /// Whether the fast path of [`TensorWriter::push_batch`] may take this
     /// batch: a COO tensor of a float type, float values, room under the
     /// bound, every index in range and every entry after the one before.
@@ -1670,6 +1717,89 @@ mod tests {
             }
             let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
             assert_eq!(left.len(), 2, "only the two outputs remain");
+        }
+    }
+
+    #[test]
+    fn compressed_layouts_with_reserved_indices_give_the_same_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let n = 5000u64;
+        for layout in [OutputLayout::Csr, OutputLayout::Csc] {
+            // Empty majors between entries, and after the last.
+            let mut es: Vec<(Vec<u64>, Value)> = entries(n)
+                .map(|(i, v)| (vec![i[0] * 100 + i[1], i[2] * 7], Value::Float(v)))
+                .collect();
+            if layout == OutputLayout::Csc {
+                es.sort_by_key(|(i, _)| (i[1], i[0]));
+            }
+            let shape = [3000u64, 2000];
+            let want = write_entries(d.path(), DType::F64, &shape, layout, None, &es, None);
+            assert!(want.is_ok());
+            for bound in [n, n + 3, 3 * n + 5000] {
+                let got =
+                    write_entries(d.path(), DType::F64, &shape, layout, Some(bound), &es, None);
+                assert!(got == want, "{layout:?} bound {bound}");
+            }
+            let over = write_entries(d.path(), DType::F64, &shape, layout, Some(n - 1), &es, None);
+            assert!(matches!(over, Err((_, k)) if k == n - 1), "{layout:?}");
+        }
+    }
+
+    #[test]
+    fn a_sequence_gives_the_bytes_and_errors_of_single_pushes() {
+        fn file<T: Element + bytemuck::Pod>(
+            d: &Path,
+            vals: &[T],
+            extent: u64,
+            piece: Option<usize>,
+        ) -> std::result::Result<Vec<u8>, u64> {
+            let p = d.join("s.hrry");
+            let mut fw = FileWriter::create(
+                &p,
+                WriteOptions {
+                    buffer_bytes: MIN_BUFFER_BYTES,
+                    ..WriteOptions::default()
+                },
+            )
+            .unwrap();
+            let mut t = fw.begin_tensor("t", T::DTYPE, &[extent]).unwrap();
+            let r = match piece {
+                None => vals.iter().try_for_each(|&v| t.push(&[t.nnz()], v)),
+                Some(m) => vals.chunks(m).try_for_each(|c| t.push_sequence(c)),
+            };
+            if r.is_err() {
+                return Err(t.nnz());
+            }
+            t.finish().unwrap();
+            fw.finish().unwrap();
+            Ok(std::fs::read(&p).unwrap())
+        }
+        let d = tempfile::tempdir().unwrap();
+        let u32s: Vec<u32> = (0..7000u32).map(|k| k.wrapping_mul(2654435761)).collect();
+        let u16s: Vec<u16> = u32s.iter().map(|&x| x as u16).collect();
+        let f64s: Vec<f64> = u32s.iter().map(|&x| x as f64 - 1e9).collect();
+        for m in [1, 5, 1000, 7000] {
+            let extent = u32s.len() as u64;
+            assert_eq!(
+                file(d.path(), &u32s, extent, Some(m)),
+                file(d.path(), &u32s, extent, None)
+            );
+            assert_eq!(
+                file(d.path(), &u16s, extent, Some(m)),
+                file(d.path(), &u16s, extent, None)
+            );
+            assert_eq!(
+                file(d.path(), &f64s, extent, Some(m)),
+                file(d.path(), &f64s, extent, None)
+            );
+            // Past the extent: the same entries written, then the error.
+            let want = file(d.path(), &u32s, extent - 10, None);
+            assert!(want.is_err());
+            assert_eq!(
+                file(d.path(), &u32s, extent - 10, Some(m)),
+                want,
+                "piece {m}"
+            );
         }
     }
 

@@ -68,11 +68,17 @@ pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
     )?;
     if !a.quiet {
         eprintln!(
-            "wrote {}: {} contributions into {} entries, {} parts within {}, in {:.2} s",
+            "wrote {}: {} contributions into {} entries, {} parts{} within {}, in {:.2} s",
             s.path.display(),
             coo_assembler::element::group_digits(s.contributions.into()),
             coo_assembler::element::group_digits(s.nnz.into()),
             s.parts,
+            // Why a refill may spill: the input is not in element order.
+            if s.windowed || s.parts == 1 {
+                ""
+            } else {
+                " (input not in element order: a refill spills its values by part)"
+            },
             format_size(opts.memory_budget),
             t0.elapsed().as_secs_f64(),
         );

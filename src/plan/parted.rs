@@ -1162,78 +1162,88 @@ fn plan_parts_to<C: Coords>(
     let mut nnz = 0u64;
     {
         let mut t = w.begin_tensor_as(PATTERN, DType::U32, shape, opts.layout)?;
-        let mut tuple = vec![0u64; rank];
-        for (p, &size) in sizes.iter().enumerate() {
-            if pattern::stopped(stop) {
-                return Err(pattern::stop_error());
-            }
-            let mut pairs: Vec<u128> = Vec::new();
-            pairs
-                .try_reserve_exact(size as usize)
-                .map_err(|_| Error::OutOfMemory {
-                    what: "a part's sort",
-                    bytes: size.saturating_mul(16),
-                })?;
-            // (key, position): the position in the part's window, or
-            // in its spill.
-            if windowed {
-                let (lo, hi) = windows[p];
-                for k in lo as usize..hi as usize {
-                    let key = ks.key(c, k).map_err(|_| pattern::changed())?;
-                    if part_of[(key >> split) as usize] as usize == p {
-                        pairs.push(((key as u128) << 32) | (k as u64 - lo) as u128);
+        // At most one entry per contribution: the indices go to their
+        // place, the room fewer entries leave is closed at the end.
+        t.reserve_indices(n as u64)?;
+        // This thread finds and sorts each part's (key, position) pairs;
+        // one more writes the part before: its entries to `pattern`, its
+        // positions to the orders' spill.
+        let (tx, rx) = crossbeam_channel::bounded::<Cut>(1);
+        let (made, written) = std::thread::scope(|s| {
+            let (ks, t, orders) = (&ks, &mut t, &mut orders);
+            let writer = s.spawn(move || -> Result<()> {
+                let mut tuple = vec![0u64; rank];
+                for cut in rx {
+                    for (&k, &m) in cut.keys.iter().zip(&cut.counts) {
+                        emit(ks, k, m, opts.duplicates, &mut tuple, t)?;
+                    }
+                    orders.put(bytemuck::cast_slice(&cut.order))?;
+                }
+                Ok(())
+            });
+            let made = (|| -> Result<()> {
+                let mut pairs: Vec<u128> = Vec::new();
+                let mut scratch: Vec<u128> = Vec::new();
+                for (p, &size) in sizes.iter().enumerate() {
+                    if pattern::stopped(stop) {
+                        return Err(pattern::stop_error());
+                    }
+                    pairs.clear();
+                    reserve(&mut pairs, size as usize, 16)?;
+                    // (key, position): the position in the part's window,
+                    // or in its spill.
+                    if windowed {
+                        let (lo, hi) = (windows[p].0 as usize, windows[p].1 as usize);
+                        // What no later part reads is given back as the
+                        // scan goes, so that the mapped pages resident are
+                        // the windows' overlap, not a whole window.
+                        let next = windows[p + 1..].iter().map(|w| w.0 as usize).min();
+                        let keep = next.unwrap_or(hi).max(lo);
+                        let mut given = lo;
+                        for k in lo..hi {
+                            if k % (1 << 16) == 0 && k.min(keep) > given {
+                                c.release(given, k.min(keep));
+                                given = k.min(keep);
+                            }
+                            let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+                            if part_of[(key >> split) as usize] as usize == p {
+                                pairs.push(((key as u128) << 32) | (k - lo) as u128);
+                            }
+                        }
+                        c.release(given, keep.min(hi));
+                    } else {
+                        let s = keys
+                            .next()
+                            .ok_or(Error::Poisoned("planning (a part's spill)"))?;
+                        let bytes = s.read_all("a part's keys")?;
+                        pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
+                            let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
+                            ((key as u128) << 32) | j as u128
+                        }));
+                    }
+                    if pairs.len() as u64 != size {
+                        return Err(pattern::changed());
+                    }
+                    sort_pairs(&mut pairs, &mut scratch, threads)?;
+                    let cut = Cut::of(&pairs)?;
+                    let entries = cut.keys.len() as u64;
+                    table.push((size, entries));
+                    nnz += entries;
+                    if tx.send(cut).is_err() {
+                        // The writer stopped on an error: it says which.
+                        return Ok(());
                     }
                 }
-                // Later windows start at or after this one's start only
-                // in element order: give back what no later part reads.
-                if let Some(next) = windows[p + 1..].iter().map(|w| w.0).min() {
-                    c.release(lo as usize, next.max(lo) as usize);
-                }
-            } else {
-                let s = keys
-                    .next()
-                    .ok_or(Error::Poisoned("planning (a part's spill)"))?;
-                let bytes = s.read_all("a part's keys")?;
-                pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
-                    let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
-                    ((key as u128) << 32) | j as u128
-                }));
-            }
-            sort_pairs(&mut pairs, threads);
-            let mut entries = 0u64;
-            let mut run = 0u32;
-            let mut last: Option<u64> = None;
-            let mut obuf: Vec<u8> = Vec::with_capacity(4 * CHUNK);
-            for &x in &pairs {
-                let key = (x >> 32) as u64;
-                if last != Some(key) {
-                    if let Some(k) = last {
-                        emit(&ks, k, run, opts.duplicates, &mut tuple, &mut t)?;
-                        entries += 1;
-                    }
-                    last = Some(key);
-                    run = 0;
-                }
-                run = run.checked_add(1).ok_or_else(|| {
-                    Error::InvalidArgument("an entry with 2^32 contributions or more".into())
-                })?;
-                obuf.extend_from_slice(&(x as u32).to_le_bytes());
-                if obuf.len() >= 4 * CHUNK {
-                    orders.put(&obuf)?;
-                    obuf.clear();
-                }
-            }
-            if let Some(k) = last {
-                emit(&ks, k, run, opts.duplicates, &mut tuple, &mut t)?;
-                entries += 1;
-            }
-            orders.put(&obuf)?;
-            if pairs.len() as u64 != sizes[p] {
-                return Err(pattern::changed());
-            }
-            table.push((sizes[p], entries));
-            nnz += entries;
-        }
+                Ok(())
+            })();
+            drop(tx);
+            let written = writer
+                .join()
+                .unwrap_or(Err(Error::Poisoned("planning (the writer panicked)")));
+            (made, written)
+        });
+        written?;
+        made?;
         t.finish()?;
     }
     // `order` and `part`, streamed from their spills, and the table.
@@ -1326,6 +1336,52 @@ fn part_windows<C: Coords>(
         .collect())
 }
 
+/// A part's sorted pairs cut into entries: each entry's key and
+/// contribution count, and the positions, entry after entry.
+struct Cut {
+    keys: Vec<u64>,
+    counts: Vec<u32>,
+    order: Vec<u32>,
+}
+
+impl Cut {
+    fn of(pairs: &[u128]) -> Result<Cut> {
+        let mut order = Vec::new();
+        reserve(&mut order, pairs.len(), 4)?;
+        // Stored little-endian: the spill is bytes.
+        order.extend(pairs.iter().map(|&x| (x as u32).to_le()));
+        let (mut keys, mut counts) = (Vec::new(), Vec::new());
+        let mut last: Option<u64> = None;
+        for &x in pairs {
+            let key = (x >> 32) as u64;
+            if last == Some(key) {
+                if let Some(m) = counts.last_mut() {
+                    *m = u32::checked_add(*m, 1).ok_or_else(|| {
+                        Error::InvalidArgument("an entry with 2^32 contributions or more".into())
+                    })?;
+                }
+            } else {
+                keys.try_reserve(1).map_err(|_| Error::OutOfMemory {
+                    what: "a part's entries",
+                    bytes: keys.len() as u64 * 12,
+                })?;
+                counts.try_reserve(1).map_err(|_| Error::OutOfMemory {
+                    what: "a part's entries",
+                    bytes: keys.len() as u64 * 12,
+                })?;
+                keys.push(key);
+                counts.push(1);
+                last = Some(key);
+            }
+        }
+        Ok(Cut {
+            keys,
+            counts,
+            order,
+        })
+    }
+}
+
 /// One entry of `pattern`: its coordinate and contribution count.
 fn emit(
     ks: &KeyShape,
@@ -1344,17 +1400,84 @@ fn emit(
     t.push(tuple, count)
 }
 
-/// Sort (key, position) pairs on `threads` threads.
-fn sort_pairs(v: &mut [u128], threads: usize) {
-    if threads > 1 && v.len() >= 1 << 16 {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build();
-        if let Ok(pool) = pool {
-            use rayon::slice::ParallelSliceMut;
-            pool.install(|| v.par_sort_unstable());
-            return;
+/// Sort (key, position) pairs, each once, on `threads` threads: a
+/// stable scatter into buckets of about four keys' room (the part's key
+/// range is narrow), then each bucket sorted in cache, in `threads`
+/// pieces of about equal count. `scratch` is the scatter's room (kept
+/// from part to part); the sorted pairs end in `v`.
+fn sort_pairs(v: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usize) -> Result<()> {
+    let n = v.len();
+    if n < 64 {
+        v.sort_unstable();
+        return Ok(());
+    }
+    let key = |x: u128| (x >> 32) as u64;
+    let (lo, hi) = v.iter().fold((u64::MAX, 0u64), |(a, b), &x| {
+        (a.min(key(x)), b.max(key(x)))
+    });
+    let want = (n / 4).max(1) as u64;
+    let mut shift = 0u32;
+    while ((hi - lo) >> shift) >= want {
+        shift += 1;
+    }
+    let buckets = ((hi - lo) >> shift) as usize + 1;
+    let mut start = pattern::zeros::<u32>(buckets + 1, "a part's sort buckets")?;
+    for &x in v.iter() {
+        start[((key(x) - lo) >> shift) as usize + 1] += 1;
+    }
+    for b in 0..buckets {
+        start[b + 1] += start[b];
+    }
+    scratch.clear();
+    scratch
+        .try_reserve_exact(n)
+        .map_err(|_| Error::OutOfMemory {
+            what: "a part's sort",
+            bytes: n as u64 * 16,
+        })?;
+    scratch.resize(n, 0);
+    {
+        let mut at = start.clone();
+        for &x in v.iter() {
+            let b = ((key(x) - lo) >> shift) as usize;
+            scratch[at[b] as usize] = x;
+            at[b] += 1;
         }
     }
-    v.sort_unstable();
+    std::mem::swap(v, scratch);
+    // Pieces of whole buckets, then each bucket sorted.
+    let pieces = if n < 1 << 16 { 1 } else { threads.max(1) };
+    let mut cuts = vec![0usize];
+    for p in 1..pieces {
+        let b = start.partition_point(|&x| (x as usize) < n * p / pieces);
+        if b > *cuts.last().unwrap_or(&0) && b < buckets {
+            cuts.push(b);
+        }
+    }
+    cuts.push(buckets);
+    let sort_piece = |seg: &mut [u128], b0: usize, b1: usize| {
+        let base = start[b0] as usize;
+        for b in b0..b1 {
+            let (s, e) = (start[b] as usize - base, start[b + 1] as usize - base);
+            if e - s > 1 {
+                seg[s..e].sort_unstable();
+            }
+        }
+    };
+    std::thread::scope(|sc| {
+        let mut rest: &mut [u128] = v;
+        let mut taken = 0usize;
+        for w in cuts.windows(2) {
+            let end = start[w[1]] as usize;
+            let (seg, tail) = std::mem::take(&mut rest).split_at_mut(end - taken);
+            taken = end;
+            rest = tail;
+            let (b0, b1) = (w[0], w[1]);
+            let f = &sort_piece;
+            sc.spawn(move || f(seg, b0, b1));
+        }
+    });
+    Ok(())
 }
 
 /// A rank-1 tensor `name` of `n` entries (index i at entry i) of
@@ -1372,22 +1495,29 @@ fn stream_words<const W: usize>(
         return Err(pattern::changed());
     }
     let mut t = w.begin_tensor(name, dtype, &[n.max(1)])?;
+    t.reserve_indices(n)?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; W * CHUNK];
+    let (mut w32, mut w16) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK));
     let mut i = 0u64;
     while i < n {
         let m = (n - i).min(CHUNK as u64) as usize;
         let b = &mut buf[..m * W];
         r.read_exact(b)?;
         h.update(b);
-        for x in b.chunks_exact(W) {
-            if W == 4 {
-                t.push(&[i], u32::from_le_bytes([x[0], x[1], x[2], x[3]]))?;
-            } else {
-                t.push(&[i], u16::from_le_bytes([x[0], x[1]]))?;
-            }
-            i += 1;
+        if W == 4 {
+            w32.clear();
+            w32.extend(
+                b.chunks_exact(4)
+                    .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]])),
+            );
+            t.push_sequence(&w32)?;
+        } else {
+            w16.clear();
+            w16.extend(b.chunks_exact(2).map(|x| u16::from_le_bytes([x[0], x[1]])));
+            t.push_sequence(&w16)?;
         }
+        i += m as u64;
     }
     if h.digest() != r.want {
         return Err(spill_damaged(&r.dir, name));

@@ -294,28 +294,156 @@ fn the_in_memory_kernel_skips_a_matrixs_negative_indices() {
     assert!(r.is_none());
 }
 
+/// Plans take `skip_negative` as an assembly does: a contribution with a
+/// negative index has no position in the plan, its value is read and
+/// ignored, and every refill (in memory, saved and loaded, from element
+/// matrices, in parts on disk whether read by window or spilled) gives the
+/// values a `Builder` with `skip_negative` gives.
 #[test]
-fn plans_refuse_skip_negative() {
+fn plans_skip_negative_as_an_assembly_does() {
+    use coo_assembler::plan::PlanFile;
     let dir = tempfile::tempdir().unwrap();
-    let rows: [i64; 2] = [0, 1];
+    let els = elements();
+    let dofs: Vec<i64> = els.iter().flat_map(|(d, _)| *d).collect();
+    let ke: Vec<f64> = els.iter().flat_map(|(_, k)| *k).collect();
+    let (mut rows, mut cols) = (Vec::new(), Vec::new());
+    for (d, _) in &els {
+        for a in 0..3 {
+            for c in 0..3 {
+                rows.push(d[a]);
+                cols.push(d[c]);
+            }
+        }
+    }
+    for layout in [OutputLayout::Csr, OutputLayout::Coo] {
+        let o = AssembleOptions {
+            layout,
+            ..opts(true, dir.path())
+        };
+        let mut b = Builder::new(&[41, 41], DType::F64, o.clone()).unwrap();
+        for (d, k) in &els {
+            b.push_element_signed(d, k).unwrap();
+        }
+        let want_path = dir.path().join("want.hrry");
+        b.finish(&want_path).unwrap();
+        let want = std::fs::read(&want_path).unwrap();
+
+        let p = Plan::new(&[&rows[..], &cols[..]], &[41, 41], DType::F64, &o, None).unwrap();
+        assert_eq!(p.contributions(), ke.len());
+        let pe = Plan::for_elements(&dofs, 3, [41, 41], DType::F64, &o, None).unwrap();
+        assert_eq!(pe.digest(), p.digest());
+        let saved = dir.path().join("p.plan");
+        p.save(&saved).unwrap();
+        let loaded = Plan::load(&saved).unwrap();
+        assert_eq!(loaded.contributions(), ke.len());
+        let vals = dir.path().join("v.f64");
+        std::fs::write(&vals, bytemuck::cast_slice::<f64, u8>(&ke)).unwrap();
+        for (name, plan) in [("arrays", &p), ("elements", &pe), ("loaded", &loaded)] {
+            let out = dir.path().join("r.hrry");
+            plan.refill_file(&vals, &out, &[]).unwrap();
+            assert!(std::fs::read(&out).unwrap() == want, "{layout} {name}");
+        }
+        // A value count that counts only the planned contributions is refused.
+        let short = vec![0.0f64; ke.len() - 1];
+        let mut out = vec![0.0f64; p.nnz()];
+        assert!(p.assemble_into(&short, &mut out, None).is_err());
+
+        // In parts on disk: a budget small enough for several parts, in
+        // element order (windows) and shuffled (spills).
+        let small = AssembleOptions {
+            memory_budget: 8 << 20,
+            ..o.clone()
+        };
+        let pf_path = dir.path().join("K.plan");
+        let s = PlanFile::create(
+            &[&rows[..], &cols[..]],
+            &[41, 41],
+            DType::F64,
+            &small,
+            &pf_path,
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.contributions, ke.len() as u64);
+        let pf = PlanFile::open(&pf_path).unwrap();
+        assert_eq!(pf.contributions(), ke.len() as u64);
+        assert_eq!(pf.digest(), p.digest());
+        let out = dir.path().join("f.hrry");
+        pf.refill_file(&vals, &out, &[], &small).unwrap();
+        assert!(std::fs::read(&out).unwrap() == want, "{layout} in parts");
+    }
+    // Without skip_negative a negative index is still the push's error.
     let e = Plan::new(
-        &[&rows[..], &rows[..]],
-        &[2, 2],
+        &[&rows[..], &cols[..]],
+        &[41, 41],
         DType::F64,
-        &opts(true, dir.path()),
+        &opts(false, dir.path()),
         None,
     )
     .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("skip_negative is not supported by plans"),
-        "{e}"
-    );
-    let e = Plan::for_elements(&rows, 2, [2, 2], DType::F64, &opts(true, dir.path()), None)
-        .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("skip_negative is not supported by plans"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("negative"), "{e}");
+}
+
+/// Many parts, skipped contributions in every one: plans in parts read
+/// by window and spilled give a Builder's bytes.
+#[test]
+fn plans_in_parts_skip_negative_by_window_and_by_spill() {
+    use coo_assembler::plan::PlanFile;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300_000usize;
+    let extent = 20_000u64;
+    let mut x = 12345u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for local in [true, false] {
+        let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..n {
+            let base = if local {
+                (k as u64 * extent / n as u64) as i64
+            } else {
+                (next() % extent) as i64
+            };
+            let r = if next() % 10 == 0 { -1 } else { base };
+            let c = (base + (next() % 5) as i64).min(extent as i64 - 1);
+            rows.push(r);
+            cols.push(c);
+            vals.push((next() % 1000) as f64 - 500.0);
+        }
+        let o = AssembleOptions {
+            memory_budget: 8 << 20,
+            ..opts(true, dir.path())
+        };
+        let mut b = Builder::new(&[extent, extent], DType::F64, o.clone()).unwrap();
+        for k in 0..n {
+            b.push_signed(&[rows[k], cols[k]], vals[k]).unwrap();
+        }
+        let want_path = dir.path().join("want.hrry");
+        b.finish(&want_path).unwrap();
+        let pf_path = dir.path().join("K.plan");
+        let s = PlanFile::create(
+            &[&rows[..], &cols[..]],
+            &[extent, extent],
+            DType::F64,
+            &o,
+            &pf_path,
+            None,
+        )
+        .unwrap();
+        assert!(s.parts > 2 && s.windowed == local, "{s:?}");
+        let vp = dir.path().join("v.f64");
+        std::fs::write(&vp, bytemuck::cast_slice::<f64, u8>(&vals)).unwrap();
+        let out = dir.path().join("r.hrry");
+        PlanFile::open(&pf_path)
+            .unwrap()
+            .refill_file(&vp, &out, &[], &o)
+            .unwrap();
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&want_path).unwrap(),
+            "local {local}"
+        );
+    }
 }

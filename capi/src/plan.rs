@@ -167,7 +167,9 @@ unsafe fn with_coords<I: IndexElem, T>(
     // SAFETY: the caller's contract.
     let dims: Vec<&[I]> = unsafe { index_arrays(rank, n, indices) }?;
     make(&dims, extents, dtype, &opts).map_err(|e| {
-        if before_indices(&e) {
+        // Under skip_negative a negative index is no error: the library's
+        // names the cause.
+        if before_indices(&e) || opts.skip_negative {
             Fail::from(e)
         } else {
             first_negative(&dims).unwrap_or_else(|| Fail::from(e))

@@ -194,8 +194,9 @@ def _same_coords(coords: Tuple[np.ndarray, ...], indices: np.ndarray, rank: int)
 
 def _plan_kw(layout: str, memory_budget: Size, threads: Optional[int], duplicates: str,
              exact_sums: bool, non_finite: str, drop_zeros: bool,
-             temp_dir: Optional[PathLike] = None) -> dict:
+             temp_dir: Optional[PathLike] = None, skip_negative: bool = False) -> dict:
     return _options(
+        skip_negative=skip_negative,
         memory_budget=memory_budget,
         threads=threads,
         duplicates=duplicates,
@@ -256,6 +257,7 @@ def plan(
     exact_sums: bool = True,
     non_finite: str = "keep",
     drop_zeros: bool = False,
+    skip_negative: bool = False,
 ) -> Plan:
     """Plan an assembly from its coordinates alone, for assembling the same
     pattern again and again with new values (Newton steps, time steps)::
@@ -274,13 +276,18 @@ def plan(
     about 12 bytes per contribution (its memory must fit
     ``memory_budget``, with its working memory: raise it for large plans).
     ``drop_zeros`` is refused: it would change the pattern with the values.
+    With ``skip_negative=True`` a contribution with a negative index (a
+    removed Dirichlet dof) has no place in the result: every refill still
+    takes one value per contribution and ignores those, as
+    :func:`assemble` skips them.
     """
     layout = _native.parse_name("layout", layout)
     shape_t = tuple(_extent(s) for s in shape)
     cols, n = _plan_cols(coords, shape_t)
     index_dtype = _scipy_index_dtype([c.dtype for c in cols], n, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros,
+                  skip_negative=skip_negative)
     native = _native.plan_arrays(cols, list(shape_t), name, kw)
     return Plan(native, shape_t, index_dtype)
 
@@ -297,6 +304,7 @@ def plan_elements(
     exact_sums: bool = True,
     non_finite: str = "keep",
     drop_zeros: bool = False,
+    skip_negative: bool = False,
 ) -> Plan:
     """Plan the assembly of element matrices: ``dofs`` is an
     ``(elements, k)`` integer array, element ``e`` contributing a ``k x k``
@@ -311,7 +319,8 @@ def plan_elements(
     n = d.shape[0] * d.shape[1] * d.shape[1]
     index_dtype = _scipy_index_dtype([d.dtype, d.dtype], n, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, drop_zeros,
+                  skip_negative=skip_negative)
     native = _native.plan_elements(d, shape_t, name, kw)
     return Plan(native, shape_t, index_dtype, per_element=d.shape[1])
 
@@ -367,6 +376,7 @@ def plan_to_file(
     exact_sums: bool = True,
     non_finite: str = "keep",
     temp_dir: Optional[PathLike] = None,
+    skip_negative: bool = False,
 ) -> PlanFileSummary:
     """Plan out of core: :func:`plan` for patterns whose plan does not fit
     in memory. The plan is written to ``path`` (atomically) in parts that
@@ -385,7 +395,8 @@ def plan_to_file(
     shape_t = tuple(_extent(s) for s in shape)
     cols, _ = _plan_cols(coords, shape_t)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir,
+                  skip_negative)
     return _planned(_native.plan_to_file(cols, list(shape_t), name, _path(path), kw))
 
 
@@ -402,6 +413,7 @@ def plan_elements_to_file(
     exact_sums: bool = True,
     non_finite: str = "keep",
     temp_dir: Optional[PathLike] = None,
+    skip_negative: bool = False,
 ) -> PlanFileSummary:
     """:func:`plan_to_file` for element matrices (``dofs`` as
     :func:`plan_elements` takes it): every refill's values are the element
@@ -412,7 +424,8 @@ def plan_elements_to_file(
         raise InputError(f"element plans are for matrices; got a rank-{len(shape_t)} shape")
     d = _plan_dofs(dofs)
     name = _LIBRARY_NAME[_dtype_name(dtype)]
-    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir)
+    kw = _plan_kw(layout, memory_budget, threads, duplicates, exact_sums, non_finite, False, temp_dir,
+                  skip_negative)
     return _planned(_native.plan_elements_to_file(d, shape_t, name, _path(path), kw))
 
 

@@ -115,3 +115,38 @@ def test_a_negative_index_names_the_option_that_skips_it():
         ca.plan_elements(dofs, (3, 3))
     with pytest.raises(ca.CooAssemblerError, match=r"dofs\[1, 0\] = 7 is out of range \(extent 3\)"):
         ca.plan_elements(np.array([[0, 1], [7, 1]]), (3, 3))
+
+
+def test_plans_skip_negative_as_assemble_does(tmp_path):
+    """A plan with ``skip_negative`` takes one value per contribution and
+    ignores those with a negative index: every refill, in memory (from
+    triplets and from element matrices) and from a plan in parts on
+    disk, equals ``assemble`` with the option."""
+    dofs, ke, n = _mesh(n_el=3000, n=1200)
+    vals, rows, cols, keep = _kept_triplets(dofs, ke)
+    want = ca.assemble(vals, (rows, cols), (n, n), skip_negative=True)
+    P = ca.plan((rows, cols), (n, n), skip_negative=True)
+    assert P.contributions == vals.size
+    got = P.assemble(vals)
+    assert (got != want).nnz == 0 and got.nnz == want.nnz
+    assert np.array_equal(got.data, want.data)
+    PE = ca.plan_elements(dofs, (n, n), skip_negative=True)
+    got = PE.assemble_elements(ke)
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.data, want.data)
+    # A value count of the kept contributions only is refused.
+    with pytest.raises(ca.InputError):
+        P.assemble(vals[keep])
+    # Out of core, several parts.
+    s = ca.plan_to_file((rows, cols), (n, n), tmp_path / "K.plan", skip_negative=True,
+                        memory_budget="8MiB", temp_dir=tmp_path)
+    assert s.contributions == vals.size
+    np.save(tmp_path / "v.npy", vals)
+    K = ca.refill_file(tmp_path / "K.plan", tmp_path / "v.npy", tmp_path / "K.hrry",
+                       memory_budget="8MiB", temp_dir=tmp_path)
+    got = K.to_scipy()
+    assert np.array_equal(got.indptr, want.indptr)
+    assert np.array_equal(got.data, want.data)
+    # Without the option, the error of today.
+    with pytest.raises(ca.InputError):
+        ca.plan((rows, cols), (n, n))

@@ -127,6 +127,9 @@ pub struct Plan {
     exact_sums: bool,
     non_finite: NonFinitePolicy,
     threads: usize,
+    /// Values a refill takes: one per contribution, those skipped
+    /// (`skip_negative`) included, which have no position in `order`.
+    contributions: usize,
     order: Vec<u32>,
     starts: Vec<u32>,
     structure: Structure,
@@ -140,12 +143,16 @@ impl Plan {
     /// and memory budget. Setting `stop` makes the call return
     /// `Error::Poisoned` soon after.
     ///
-    /// Errors: a negative or out-of-range index (the first in array
-    /// order, as a push names it), a duplicate coordinate under
-    /// `duplicates = error`, `drop_zeros` (it changes the pattern with the
-    /// values, so a plan keeps explicit zeros), `skip_negative` (a refill
-    /// reads every contribution's value), and a plan that needs more
-    /// memory than the budget (`BudgetTooSmall`, with what it needs).
+    /// Under `skip_negative` a contribution with a negative index has no
+    /// place in the plan: a refill still takes one value per contribution
+    /// and ignores it, as an assembly skips it.
+    ///
+    /// Errors: a negative (without `skip_negative`) or out-of-range index
+    /// (the first in array order, as a push names it), a duplicate
+    /// coordinate under `duplicates = error`, `drop_zeros` (it changes the
+    /// pattern with the values, so a plan keeps explicit zeros), and a
+    /// plan that needs more memory than the budget (`BudgetTooSmall`, with
+    /// what it needs).
     pub fn new<I: IndexElem>(
         indices: &[&[I]],
         shape: &[u64],
@@ -208,7 +215,14 @@ impl Plan {
                 minimum: need,
             });
         }
-        let p = pattern::plan(c, shape, opts.layout, opts.threads, stop)?;
+        let p = pattern::plan(
+            c,
+            shape,
+            opts.layout,
+            opts.skip_negative,
+            opts.threads,
+            stop,
+        )?;
         let kind = plan_kind(dtype, opts.duplicates, opts.exact_sums);
         if let (DuplicatePolicy::Error, Some(coordinate)) = (opts.duplicates, p.first_duplicate) {
             return Err(Error::DuplicateCoordinate { coordinate });
@@ -222,6 +236,7 @@ impl Plan {
             exact_sums: opts.exact_sums,
             non_finite: opts.non_finite,
             threads: opts.threads,
+            contributions: c.len(),
             order: p.order,
             starts: p.starts,
             structure: p.structure,
@@ -246,7 +261,7 @@ impl Plan {
 
     /// Contributions a refill takes.
     pub fn contributions(&self) -> usize {
-        self.order.len()
+        self.contributions
     }
 
     /// Entries of the result (explicit zeros included).
@@ -447,10 +462,10 @@ impl Plan {
     /// `O`.
     fn check_refill<O: crate::element::Element>(&self, n: usize, out: usize) -> Result<()> {
         let values_len = n;
-        if values_len != self.order.len() {
+        if values_len != self.contributions {
             return Err(Error::InvalidArgument(format!(
                 "{values_len} values for a plan of {} contributions",
-                self.order.len()
+                self.contributions
             )));
         }
         if out != self.nnz() {
@@ -776,17 +791,6 @@ pub(crate) fn plan_kind(
 /// options a fixed pattern cannot serve (every value type is planned).
 pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions, shape: &[u64]) -> Result<()> {
     crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
-    if opts.skip_negative {
-        // A refill reads one value per contribution, through the plan's
-        // positions: a skipped one would need a hole in them, which
-        // no refill kernel knows; refused rather than half supported.
-        return Err(Error::InvalidOptions(
-            "skip_negative is not supported by plans: a refill reads every contribution's \
-             value. Remove the contributions with a negative index before planning (or \
-             assemble with skip_negative through assemble or a Builder)"
-                .into(),
-        ));
-    }
     if opts.drop_zeros {
         return Err(Error::InvalidOptions(
             "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
@@ -817,13 +821,11 @@ pub(crate) fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Degrees of freedom that are a whole number of elements of
-/// `per_element`: what every plan of element matrices takes.
 /// Element arrays a plan takes: whole elements of `per` dofs, and no dof a
 /// push would refuse (negative, or outside the matrix), named as the
 /// element arrays hold it, `dofs[e, a]`: one fast pass for the bounds, the
-/// scan only when they are wrong. (Under `skip_negative` the plan is
-/// refused later, saying why, so dofs are not judged here.)
+/// scan only when they are wrong. (Under `skip_negative` negative dofs are
+/// skipped by planning, which names an index outside the matrix itself.)
 pub(crate) fn check_elements<I: IndexElem>(
     dofs: &[I],
     per: usize,

@@ -41,8 +41,8 @@ use super::file::{RefillSummary, ValuesFile, id_of};
 use super::lanes::{LaneOf, Target};
 use super::pattern::{self, Coords, KeyShape};
 use super::store::{
-    Check, Header, KEY_CHECK, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT, KEY_NON_FINITE,
-    KEY_VERSION, ORDER, PARTED_VERSION, PATTERN, refused,
+    Check, Header, KEY_CHECK, KEY_CONTRIBUTIONS, KEY_DIGEST, KEY_DTYPE, KEY_DUPLICATES, KEY_EXACT,
+    KEY_NON_FINITE, KEY_VERSION, ORDER, PARTED_VERSION, PATTERN, refused,
 };
 use super::{How, check_plannable, fill::Stop, reduce_lanes, reduce_lanes_complex};
 use crate::assemble::combine::{CombineError, CombinerKind};
@@ -74,8 +74,11 @@ const FINE_BITS: u32 = 18;
 /// sort's 16-byte pairs, the keys read back, the entries; the refill's
 /// values, order, counts, starts, result and pattern indices).
 const BYTES_PER: u64 = 48;
-/// Largest number of parts (their ids are u16).
+/// Largest number of parts (their ids are u16, [`SKIPPED`] apart).
 const MAX_PARTS: usize = u16::MAX as usize;
+/// The part id of a contribution skipped (`skip_negative`): it has no
+/// part and its value is not read.
+const SKIPPED: u16 = u16::MAX;
 /// Values or keys handled per step of a streaming pass.
 const CHUNK: usize = 1 << 16;
 
@@ -379,9 +382,10 @@ impl PlanFile {
             views.push(t);
         }
         let (pattern, order, parts) = (&views[0], &views[1], &views[2]);
-        let n = order.nnz();
+        // Values a refill takes; those skipped have no position.
+        let n = h.contributions.unwrap_or(0);
         let ids = views.get(3).map_or(n, |t| t.nnz());
-        if ids != n || parts.nnz() != PART_WORDS * parts_n || parts_n == 0 {
+        if ids != n || parts.nnz() != PART_WORDS * parts_n || parts_n == 0 || order.nnz() > n {
             return Err(refused(
                 &name,
                 format!(
@@ -423,6 +427,16 @@ impl PlanFile {
             }
             sn = sn.saturating_add(c);
             se = se.saturating_add(e);
+        }
+        if sn != order.nnz() || se != pattern.nnz() {
+            return Err(refused(
+                &name,
+                format!(
+                    "the parts hold {sn} contributions and {se} entries; the plan {} and {}",
+                    order.nnz(),
+                    pattern.nnz()
+                ),
+            ));
         }
         let check = Check {
             shape: pattern.shape(),
@@ -618,7 +632,11 @@ impl PlanFile {
                 // per part and chunk: per-value writes cost more than the
                 // copy.
                 for (i, b) in ids.chunks_exact(2).enumerate() {
-                    let p = u16::from_le_bytes([b[0], b[1]]) as usize;
+                    let id = u16::from_le_bytes([b[0], b[1]]);
+                    if id == SKIPPED {
+                        continue;
+                    }
+                    let p = id as usize;
                     let Some(st) = stage.get_mut(p) else {
                         return Err(refused(
                             &name,
@@ -1015,10 +1033,13 @@ fn plan_parts_to<C: Coords>(
     opts.validate()?;
     crate::assemble::check_shape(opts.layout, shape)?;
     check_plannable(dtype, opts, shape)?;
-    let ks = KeyShape::new(shape, opts.layout).ok_or_else(|| Error::InvalidShape {
-        shape: shape.to_vec(),
-        detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),
-    })?;
+    let ks = KeyShape::new(shape, opts.layout)
+        .ok_or_else(|| Error::InvalidShape {
+            shape: shape.to_vec(),
+            detail: "the index tuple packs into more than 64 bits, which a plan does not take"
+                .into(),
+        })?
+        .skipping(opts.skip_negative);
     let n = c.len();
     let rank = shape.len();
     let threads = opts.threads.max(1);
@@ -1093,10 +1114,14 @@ fn plan_parts_to<C: Coords>(
     drop(hist);
     // Trailing empty parts cannot exist (a part opens on its first slice),
     // but an empty plan has one empty part: refused like an empty tensor.
-    if n == 0 {
-        return Err(Error::InvalidArgument(
-            "no contributions: a plan needs at least one".into(),
-        ));
+    // `m`: the contributions planned, all but those skipped.
+    let m: u64 = sizes.iter().sum();
+    if m == 0 {
+        return Err(Error::InvalidArgument(if n == 0 {
+            "no contributions: a plan needs at least one".into()
+        } else {
+            format!("all {n} contributions have a negative index: a plan needs at least one")
+        }));
     }
     let nparts = sizes.len();
 
@@ -1125,7 +1150,10 @@ fn plan_parts_to<C: Coords>(
                 }
                 c.release(k.saturating_sub(1 << 16), k);
             }
-            let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+            let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
+                part_ids.put(&SKIPPED.to_le_bytes())?;
+                continue;
+            };
             let p = part_of[(key >> split) as usize];
             keys[p as usize].put(&key.to_le_bytes())?;
             part_ids.put(&p.to_le_bytes())?;
@@ -1145,6 +1173,7 @@ fn plan_parts_to<C: Coords>(
     w.add_own_metadata(KEY_EXACT, KvValue::Bool(opts.exact_sums))?;
     w.add_own_metadata(KEY_NON_FINITE, KvValue::String(nf.clone()))?;
     w.add_own_metadata(KEY_PARTS, KvValue::U64(nparts as u64))?;
+    w.add_own_metadata(KEY_CONTRIBUTIONS, KvValue::U64(n as u64))?;
     let check = Check {
         shape,
         layout: opts.layout,
@@ -1205,7 +1234,9 @@ fn plan_parts_to<C: Coords>(
                                 c.release(given, k.min(keep));
                                 given = k.min(keep);
                             }
-                            let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+                            let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
+                                continue;
+                            };
                             if part_of[(key >> split) as usize] as usize == p {
                                 pairs.push(((key as u128) << 32) | (k - lo) as u128);
                             }
@@ -1248,7 +1279,7 @@ fn plan_parts_to<C: Coords>(
     }
     // `order` and `part`, streamed from their spills, and the table.
     drop(part_of);
-    stream_words::<4>(&mut w, ORDER, DType::U32, orders, n as u64)?;
+    stream_words::<4>(&mut w, ORDER, DType::U32, orders, m)?;
     if let Some(ids) = ids {
         stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
     }
@@ -1305,7 +1336,9 @@ fn part_windows<C: Coords>(
                             }
                             c.release(k.saturating_sub(1 << 16), k);
                         }
-                        let key = ks.key(c, k).map_err(|_| pattern::changed())?;
+                        let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
+                            continue;
+                        };
                         let p = part_of[(key >> split) as usize] as usize;
                         let x = w.get_mut(p).ok_or_else(pattern::changed)?;
                         x.0 = x.0.min(k as u64);

@@ -116,7 +116,8 @@ fn digest_part<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> u64 {
     for k in from..to {
         for d in 0..rank {
             // Indices were validated by the same pass.
-            let x = c.get(k, d).unwrap_or_default();
+            // Negative (skipped) indices digest as their i64 bits.
+            let x = c.get(k, d).unwrap_or_else(|neg| neg as i64 as u64);
             buf[at..at + 8].copy_from_slice(&x.to_le_bytes());
             at += 8;
             if at == buf.len() {
@@ -140,6 +141,9 @@ pub(super) struct KeyShape {
     extents: Vec<u64>,
     /// Bits of the whole key.
     pub(super) total: u32,
+    /// A contribution with a negative index is skipped (`skip_negative`),
+    /// not refused.
+    pub(super) skip_negative: bool,
 }
 
 impl KeyShape {
@@ -161,7 +165,40 @@ impl KeyShape {
             shifts,
             extents: shape.to_vec(),
             total,
+            skip_negative: false,
         })
+    }
+
+    /// This key shape, skipping contributions with a negative index when
+    /// `skip` (the plan then has no position for them).
+    pub(super) fn skipping(mut self, skip: bool) -> KeyShape {
+        self.skip_negative = skip;
+        self
+    }
+
+    /// The key of contribution `k`, `None` for one skipped, or the error
+    /// a push would give.
+    #[inline(always)]
+    pub(super) fn slot<C: Coords>(&self, c: &C, k: usize) -> Result<Option<u64>> {
+        match self.key(c, k) {
+            Ok(key) => Ok(Some(key)),
+            Err(_) if self.skip_negative && self.negative(c, k) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether contribution `k` has a negative index (and none out of
+    /// range before it, which a push would name first).
+    #[cold]
+    fn negative<C: Coords>(&self, c: &C, k: usize) -> bool {
+        for (d, &e) in self.extents.iter().enumerate() {
+            match c.get(k, d) {
+                Err(_) => return true,
+                Ok(x) if x >= e => return false,
+                Ok(_) => {}
+            }
+        }
+        false
     }
 
     /// The key of contribution `k`, or the error a push would give.
@@ -284,7 +321,9 @@ where
                         }
                         let end = (b + DIGEST_BLOCK).min(to);
                         for k in b..end {
-                            hist[(ks.key(c, k)? >> split) as usize] += one;
+                            if let Some(key) = ks.slot(c, k)? {
+                                hist[(key >> split) as usize] += one;
+                            }
                         }
                         digests.push(digest_part(c, rank, b, end));
                         c.release(b, end);
@@ -319,6 +358,7 @@ pub(crate) fn plan<C: Coords>(
     c: &C,
     shape: &[u64],
     layout: OutputLayout,
+    skip_negative: bool,
     threads: usize,
     stop: Option<&AtomicBool>,
 ) -> Result<Planned> {
@@ -328,10 +368,13 @@ pub(crate) fn plan<C: Coords>(
             "{n} contributions: a plan held in memory takes fewer than 2^32"
         )));
     }
-    let ks = KeyShape::new(shape, layout).ok_or_else(|| Error::InvalidShape {
-        shape: shape.to_vec(),
-        detail: "the index tuple packs into more than 64 bits, which a plan does not take".into(),
-    })?;
+    let ks = KeyShape::new(shape, layout)
+        .ok_or_else(|| Error::InvalidShape {
+            shape: shape.to_vec(),
+            detail: "the index tuple packs into more than 64 bits, which a plan does not take"
+                .into(),
+        })?
+        .skipping(skip_negative);
     let rank = shape.len();
     let bbits = bucket_bits(ks.total, n as u64);
     let split = ks.total - bbits;
@@ -369,7 +412,9 @@ pub(crate) fn plan<C: Coords>(
     // Stores are atomic (plain stores on x86) and bounded, so arrays that
     // change under the passes (another thread of the caller's) give a
     // wrong order, caught when the buckets are cut, never a stray write.
-    let mut order = zeros::<u32>(n, "the plan's contribution order")?;
+    // The contributions planned (all but those skipped).
+    let m = bucket_start[buckets] as usize;
+    let mut order = zeros::<u32>(m, "the plan's contribution order")?;
     {
         // SAFETY: `order` is exclusively borrowed for this block, u32 and
         // AtomicU32 have the same size and alignment, and every access
@@ -385,7 +430,11 @@ pub(crate) fn plan<C: Coords>(
                 .map(|(&(from, to), hist)| {
                     s.spawn(move || {
                         for k in from..to {
-                            let Ok(key) = ks.key(c, k) else { return false };
+                            let key = match ks.slot(c, k) {
+                                Ok(Some(key)) => key,
+                                Ok(None) => continue,
+                                Err(_) => return false,
+                            };
                             let b = (key >> split) as usize;
                             let at = hist[b] as usize;
                             hist[b] += 1;
@@ -415,7 +464,7 @@ pub(crate) fn plan<C: Coords>(
     let pieces = if threads == 1 { 1 } else { threads * 4 };
     let mut cuts = vec![0usize];
     for p in 1..pieces {
-        let target = (n * p / pieces) as u32;
+        let target = (m * p / pieces) as u32;
         let b = bucket_start.partition_point(|&x| x < target).min(buckets);
         if b > *cuts.last().unwrap_or(&0) {
             cuts.push(b);

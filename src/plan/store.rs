@@ -8,10 +8,14 @@
 //!   the contributions, entry by entry (stored as COO, index i at entry
 //!   i, as our writer writes sparse tensors only);
 //! - KV entries `coo_assembler.plan.*`: the format version, the digest of
-//!   the coordinates, the element type and policies.
+//!   the coordinates, the element type and policies; the contributions a
+//!   refill takes when some have no position (planned with
+//!   `skip_negative`).
 //!
 //! Loading checks the file's checksums and content rules (`verify`), the
-//! version, and that `order` is a permutation that `pattern` cuts whole,
+//! version, and that `order` holds each position at most once (each
+//! exactly once unless contributions were skipped) and that `pattern`
+//! cuts it whole,
 //! so a damaged or foreign file is refused before any refill reads
 //! through it.
 
@@ -40,6 +44,9 @@ pub(super) const KEY_NON_FINITE: &str = "coo_assembler.plan.non_finite";
 /// xxh3 of the other plan entries and the two tensors' shapes: the KV
 /// section has no checksum of its own.
 pub(super) const KEY_CHECK: &str = "coo_assembler.plan.check";
+/// The contributions a refill takes, when some have no position (planned
+/// with `skip_negative`); absent, every contribution has one.
+pub(super) const KEY_CONTRIBUTIONS: &str = "coo_assembler.plan.contributions";
 pub(super) const PATTERN: &str = "pattern";
 pub(super) const ORDER: &str = "order";
 
@@ -70,9 +77,12 @@ impl Plan {
             duplicates: &self.duplicates.to_string(),
             exact_sums: self.exact_sums,
             non_finite: &self.non_finite.to_string(),
-            n: self.order.len() as u64,
+            n: self.contributions as u64,
             parts: None,
         };
+        if self.contributions != self.order.len() {
+            w.add_own_metadata(KEY_CONTRIBUTIONS, KvValue::U64(self.contributions as u64))?;
+        }
         w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
         {
             let mut t = w.begin_tensor_as(PATTERN, DType::U32, &self.shape, self.layout)?;
@@ -128,6 +138,7 @@ impl Plan {
             exact_sums,
             non_finite,
             stored_check,
+            contributions,
             ..
         } = h;
         let (dt, dup, nf) = (
@@ -176,6 +187,14 @@ impl Plan {
         }
         starts.push(at as u32);
         let order: Vec<u32> = u32s(order_t.values_bytes());
+        // Every contribution has a position unless some were skipped.
+        let n = contributions.unwrap_or(order.len() as u64);
+        if n < order.len() as u64 || n >= u32::MAX as u64 {
+            return Err(refused(
+                name,
+                format!("{n} contributions for an order of {}", order.len()),
+            ));
+        }
         let check = Check {
             shape: &shape,
             layout,
@@ -184,7 +203,7 @@ impl Plan {
             duplicates: &dup,
             exact_sums,
             non_finite: &nf,
-            n: order.len() as u64,
+            n,
             parts: None,
         };
         if check.value() != stored_check {
@@ -202,12 +221,13 @@ impl Plan {
                 ),
             ));
         }
-        // A permutation: every position once.
-        let mut seen = vec![0u64; order.len().div_ceil(64)];
+        // Every position at most once (each exactly once unless some
+        // contributions were skipped).
+        let mut seen = vec![0u64; (n as usize).div_ceil(64)];
         for &k in &order {
             let (w, b) = (k as usize / 64, k % 64);
             match seen.get_mut(w) {
-                Some(x) if (k as usize) < order.len() && *x & (1 << b) == 0 => *x |= 1 << b,
+                Some(x) if (k as u64) < n && *x & (1 << b) == 0 => *x |= 1 << b,
                 _ => {
                     return Err(refused(
                         name,
@@ -235,6 +255,7 @@ impl Plan {
             exact_sums,
             non_finite,
             threads: crate::options::AssembleOptions::default().threads,
+            contributions: n as usize,
             order,
             starts,
             structure,
@@ -334,6 +355,8 @@ pub(super) struct Header {
     pub(super) non_finite: NonFinitePolicy,
     /// The `coo_assembler.plan.check` entry, to compare with a [`Check`].
     pub(super) stored_check: u64,
+    /// [`KEY_CONTRIBUTIONS`], when the file has it.
+    pub(super) contributions: Option<u64>,
 }
 
 impl Header {
@@ -387,6 +410,16 @@ impl Header {
             Some(KvValue::U64(c)) => *c,
             _ => return Err(refused(name, format!("KV entry {KEY_CHECK} is missing"))),
         };
+        let contributions = match kv(KEY_CONTRIBUTIONS) {
+            None => None,
+            Some(KvValue::U64(n)) => Some(*n),
+            Some(_) => {
+                return Err(refused(
+                    name,
+                    format!("KV entry {KEY_CONTRIBUTIONS} is not a u64"),
+                ));
+            }
+        };
         Ok(Header {
             version,
             digest,
@@ -395,6 +428,7 @@ impl Header {
             exact_sums,
             non_finite,
             stored_check,
+            contributions,
         })
     }
 }

@@ -132,6 +132,24 @@ int main(int argc, char **argv) {
     expect_true(strstr(coo_last_error(), "contribution 1: index -1 in dimension 0 is negative; to skip the contributions of negative (removed) indices") == coo_last_error(),
                 "arrays: today's message");
 
+    /* Plans take the option: one value per contribution, those with a
+       negative index ignored, the values of coo_assemble_arrays. */
+    coo_plan *pl = coo_plan_new(2, shape, COO_F64, &o, 5, ix64);
+    expect_true(pl != NULL, "plan with skip_negative");
+    uint64_t pn = 0, pnnz = 0;
+    expect(coo_plan_contributions(pl, &pn), COO_OK, "plan contributions");
+    expect(coo_plan_nnz(pl, &pnnz), COO_OK, "plan nnz");
+    expect_true(pn == 5 && pnnz == 3, "plan sizes");
+    coo_plan *pk = coo_plan_new(2, shape, COO_F64, &d, 3, kix);
+    double got3[3], want3[3];
+    expect(coo_plan_assemble(pl, v5, 5, got3, 3), COO_OK, "refill with skipped values");
+    expect(coo_plan_assemble(pk, kv, 3, want3, 3), COO_OK, "refill of the kept");
+    expect_true(memcmp(got3, want3, sizeof got3) == 0, "plan: the kept values");
+    expect(coo_plan_assemble(pl, kv, 3, got3, 3), COO_ERR_ARGUMENT, "a value per contribution");
+    coo_plan_free(pl);
+    coo_plan_free(pk);
+    expect_true(coo_plan_new(2, shape, COO_F64, &d, 5, ix64) == NULL, "plan without the option");
+
     printf("%d failed\n", failures);
     return failures ? 1 : 0;
 }

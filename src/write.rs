@@ -951,6 +951,75 @@ impl TensorWriter<'_> {
         Ok(())
     }
 
+    /// Append the entries of one major index of a CSR / CSC tensor (a row
+    /// of CSR, a column of CSC): at `(major, minors[i])` with `values[i]`,
+    /// the minors increasing. The bytes, statistics and errors of a
+    /// [`TensorWriter::push`] per entry (a run that fails a check goes
+    /// entry by entry, which names the first bad one), with the checks
+    /// and the pointers paid once per run.
+    pub(crate) fn push_run<T: Element>(
+        &mut self,
+        major: u64,
+        minors: &[u64],
+        values: &[T],
+    ) -> Result<()> {
+        let m = minors.len();
+        let Some(first) = minors.first() else {
+            return Ok(());
+        };
+        let d = self.layout.major_dim();
+        let fits = self.ptr.is_some()
+            && !self.fw.poisoned
+            && T::DTYPE == self.dtype
+            && !self.dtype.is_bool()
+            && values.len() == m
+            && self.nnz_bound.saturating_sub(self.nnz) >= m as u64
+            && major < self.shape[d]
+            && minors[m - 1] < self.shape[1 - d]
+            && minors.windows(2).all(|w| w[0] < w[1])
+            && (self.nnz == 0
+                || major > self.prev[d]
+                || (major == self.prev[d] && *first > self.prev[1 - d]));
+        let mut idx = [0u64; 2];
+        if !fits {
+            for (&minor, &v) in minors.iter().zip(values) {
+                idx[d] = major;
+                idx[1 - d] = minor;
+                self.push(&idx, v)?;
+            }
+            return Ok(());
+        }
+        if major >= self.next_major {
+            self.pointers_upto(major)?;
+        }
+        let width = self.width;
+        let mut done = 0;
+        while done < m {
+            // As many entries as both buffers have room for (at least one).
+            let room_v = self.fw.buf_cap.saturating_sub(self.fw.buf.len()) / width;
+            let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / 8;
+            let k = room_v.min(room_i).clamp(1, m - done);
+            let (ms, vs) = (&minors[done..done + k], &values[done..done + k]);
+            for &v in vs {
+                v.write_le(&mut self.fw.buf);
+            }
+            let start = self.idx.buf.len();
+            self.idx.buf.resize(start + k * 8, 0);
+            for (dst, &i) in self.idx.buf[start..].chunks_exact_mut(8).zip(ms) {
+                dst.copy_from_slice(&i.to_le_bytes());
+            }
+            if let Some(st) = &mut self.stats {
+                st.extend(vs.iter().map(|v| v.to_value().stat_f64()));
+            }
+            self.nnz += k as u64;
+            done += k;
+            self.flush_full()?;
+        }
+        self.prev[d] = major;
+        self.prev[1 - d] = minors[m - 1];
+        Ok(())
+    }
+
     /// Whether the fast path of [`TensorWriter::push_batch`] may take this
     /// batch: a COO tensor of a float type, float values, room under the
     /// bound, every index in range and every entry after the one before.
@@ -1742,6 +1811,97 @@ mod tests {
             }
             let over = write_entries(d.path(), DType::F64, &shape, layout, Some(n - 1), &es, None);
             assert!(matches!(over, Err((_, k)) if k == n - 1), "{layout:?}");
+        }
+    }
+
+    #[test]
+    fn runs_give_the_bytes_and_errors_of_single_pushes() {
+        // Rows with empty rows between them, a row split over two runs,
+        // a row longer than the buffers; CSR and CSC.
+        fn file(
+            d: &Path,
+            layout: OutputLayout,
+            runs: &[(u64, Vec<u64>, Vec<f64>)],
+            single: bool,
+        ) -> std::result::Result<Vec<u8>, u64> {
+            let p = d.join("r.hrry");
+            let mut fw = FileWriter::create(
+                &p,
+                WriteOptions {
+                    buffer_bytes: MIN_BUFFER_BYTES,
+                    ..WriteOptions::default()
+                },
+            )
+            .unwrap();
+            // 50 majors of 3000 minors either way.
+            let shape = if layout == OutputLayout::Csr {
+                [50, 3000]
+            } else {
+                [3000, 50]
+            };
+            let mut t = fw.begin_tensor_as("t", DType::F64, &shape, layout).unwrap();
+            let maj = layout.major_dim();
+            for (major, minors, vals) in runs {
+                let r = if single {
+                    minors.iter().zip(vals).try_for_each(|(&m, &v)| {
+                        let mut idx = [0u64; 2];
+                        idx[maj] = *major;
+                        idx[1 - maj] = m;
+                        t.push(&idx, v)
+                    })
+                } else {
+                    t.push_run(*major, minors, vals)
+                };
+                if r.is_err() {
+                    return Err(t.nnz());
+                }
+            }
+            t.finish().unwrap();
+            fw.finish().unwrap();
+            Ok(std::fs::read(&p).unwrap())
+        }
+        let d = tempfile::tempdir().unwrap();
+        let run = |major: u64, from: u64, n: u64, step: u64| {
+            let minors: Vec<u64> = (0..n).map(|k| from + k * step).collect();
+            let vals: Vec<f64> = minors
+                .iter()
+                .map(|&m| m as f64 * 0.5 - major as f64)
+                .collect();
+            (major, minors, vals)
+        };
+        for layout in [OutputLayout::Csr, OutputLayout::Csc] {
+            let shape_minor = 3000u64;
+            let good = vec![
+                run(0, 0, 3, 7),
+                run(2, 5, 10, 3),
+                run(2, 40, 2, 1),
+                run(3, 0, 2000, 1),
+                run(9, 1, 1, 1),
+                run(49, 100, 20, 100),
+            ];
+            let want = file(d.path(), layout, &good, true);
+            assert!(want.is_ok());
+            assert_eq!(file(d.path(), layout, &good, false), want, "{layout:?}");
+            // A run out of order, a minor out of range, minors not
+            // increasing: the same error after the same entries.
+            let mut bad = Vec::new();
+            let mut b = good.clone();
+            b.swap(1, 3);
+            bad.push(b);
+            let mut b = good.clone();
+            b[4].1[0] = shape_minor;
+            bad.push(b);
+            let mut b = good.clone();
+            b[1].1.swap(3, 4);
+            bad.push(b);
+            let mut b = good.clone();
+            b[2].1[0] = 30; // not after the row's run before
+            bad.push(b);
+            for b in bad {
+                let want = file(d.path(), layout, &b, true);
+                assert!(want.is_err());
+                assert_eq!(file(d.path(), layout, &b, false), want, "{layout:?}");
+            }
         }
     }
 

@@ -922,17 +922,11 @@ struct Coordinates<'a> {
     t: &'a Tensor<'a>,
     /// CSR / CSC: the current major index.
     major: usize,
-    idx: Vec<u64>,
 }
 
 impl<'a> Coordinates<'a> {
     fn new(f: &'a HurrayFile, t: &'a Tensor<'a>) -> Coordinates<'a> {
-        Coordinates {
-            f,
-            t,
-            major: 0,
-            idx: vec![0; t.rank()],
-        }
+        Coordinates { f, t, major: 0 }
     }
 
     /// The index tuple of entry `e` (any entry: for error messages).
@@ -984,22 +978,26 @@ impl<'a> Coordinates<'a> {
                 self.f.release(bytemuck::cast_slice(ix));
             }
             Tensor::Compressed(c) => {
+                // A run per major index: the writer checks and points
+                // once per row (column), not once per entry.
                 let (ptr, minor) = (c.pointers(), c.indices());
-                let d = c.layout().major_dim();
-                let ix = minor
-                    .get(e0..e0 + out.len())
-                    .ok_or_else(|| bad("indices"))?;
-                for (i, (&m, &v)) in ix.iter().zip(out).enumerate() {
-                    let e = (e0 + i) as u64;
-                    while ptr.get(self.major + 1).is_some_and(|&x| x <= e) {
+                let end = e0 + out.len();
+                let ix = minor.get(e0..end).ok_or_else(|| bad("indices"))?;
+                let mut e = e0;
+                while e < end {
+                    while ptr.get(self.major + 1).is_some_and(|&x| x <= e as u64) {
                         self.major += 1;
                     }
-                    if ptr.get(self.major + 1).is_none() {
+                    let Some(&next) = ptr.get(self.major + 1) else {
                         return Err(bad("pointers"));
-                    }
-                    self.idx[d] = self.major as u64;
-                    self.idx[1 - d] = m;
-                    t.push(&self.idx, v)?;
+                    };
+                    let stop = (next as usize).min(end);
+                    t.push_run(
+                        self.major as u64,
+                        &ix[e - e0..stop - e0],
+                        &out[e - e0..stop - e0],
+                    )?;
+                    e = stop;
                 }
                 self.f.release(bytemuck::cast_slice(ix));
             }
@@ -1202,9 +1200,36 @@ fn plan_parts_to<C: Coords>(
             let (ks, t, orders) = (&ks, &mut t, &mut orders);
             let writer = s.spawn(move || -> Result<()> {
                 let mut tuple = vec![0u64; rank];
+                let mut minors: Vec<u64> = Vec::new();
                 for cut in rx {
-                    for (&k, &m) in cut.keys.iter().zip(&cut.counts) {
-                        emit(ks, k, m, opts.duplicates, &mut tuple, t)?;
+                    if opts.layout.is_compressed() {
+                        // A run per major index (row of CSR, column of CSC).
+                        let d = opts.layout.major_dim();
+                        let mut i = 0;
+                        while i < cut.keys.len() {
+                            ks.unpack(cut.keys[i], &mut tuple);
+                            let major = tuple[d];
+                            minors.clear();
+                            let from = i;
+                            while i < cut.keys.len() {
+                                ks.unpack(cut.keys[i], &mut tuple);
+                                if tuple[d] != major {
+                                    break;
+                                }
+                                if cut.counts[i] > 1 && opts.duplicates == DuplicatePolicy::Error {
+                                    return Err(Error::DuplicateCoordinate {
+                                        coordinate: tuple.clone(),
+                                    });
+                                }
+                                minors.push(tuple[1 - d]);
+                                i += 1;
+                            }
+                            t.push_run(major, &minors, &cut.counts[from..i])?;
+                        }
+                    } else {
+                        for (&k, &m) in cut.keys.iter().zip(&cut.counts) {
+                            emit(ks, k, m, opts.duplicates, &mut tuple, t)?;
+                        }
                     }
                     orders.put(bytemuck::cast_slice(&cut.order))?;
                 }

@@ -871,6 +871,9 @@ impl TensorWriter<'_> {
                 idx.len()
             )));
         }
+        if self.ptr.is_some() && self.dtype == DType::F64 && rank == 2 {
+            return self.push_batch_runs(idx, vals);
+        }
         if !self.batch_fits(idx, vals) {
             for (i, &v) in idx.chunks_exact(rank).zip(vals) {
                 self.push_value(i, v)?;
@@ -947,6 +950,39 @@ impl TensorWriter<'_> {
             self.prev[0] = self.nnz - 1;
             done += m;
             self.flush_full()?;
+        }
+        Ok(())
+    }
+
+    /// [`TensorWriter::push_batch`] of an f64 CSR / CSC tensor: the batch
+    /// cut into runs of one major index, each through
+    /// [`TensorWriter::push_run`]; a run holding a value that is not a
+    /// float goes entry by entry, as `push_value` converts it.
+    fn push_batch_runs(&mut self, idx: &[u64], vals: &[Value]) -> Result<()> {
+        let d = self.layout.major_dim();
+        let (mut minors, mut floats) = (Vec::with_capacity(64), Vec::with_capacity(64));
+        let mut i = 0;
+        while i < vals.len() {
+            let major = idx[2 * i + d];
+            let from = i;
+            minors.clear();
+            floats.clear();
+            let mut all_float = true;
+            while i < vals.len() && idx[2 * i + d] == major {
+                minors.push(idx[2 * i + 1 - d]);
+                match vals[i] {
+                    Value::Float(x) => floats.push(x),
+                    _ => all_float = false,
+                }
+                i += 1;
+            }
+            if all_float {
+                self.push_run(major, &minors, &floats)?;
+            } else {
+                for (k, &v) in vals.iter().enumerate().take(i).skip(from) {
+                    self.push_value(&idx[2 * k..2 * k + 2], v)?;
+                }
+            }
         }
         Ok(())
     }

@@ -515,12 +515,15 @@ impl Combiner for Unique {
 ///
 /// Fast float sums (order-dependent), `last` and `error` (the owner must
 /// see every contribution) are not combined.
+// Used by the distributed builder, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Precombine {
     kind: CombinerKind,
     dtype: DType,
 }
 
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 impl Precombine {
     /// The pre-combining of `kind` for values of `dtype` (a complex
     /// tensor's part type).

@@ -127,6 +127,18 @@ impl Target {
     }
 
     /// Bytes per lane.
+    /// Whether values of type `src` (`big_endian` or not) are their own
+    /// lanes, byte for byte: f64 into f64 and complex128 into complex128,
+    /// every value kept, little-endian (no conversion, no check; what
+    /// `raw_value` would give).
+    pub(crate) fn bytes_are_lanes(&self, src: DType, big_endian: bool) -> bool {
+        src == self.dtype
+            && matches!(src, DType::F64 | DType::C128)
+            && self.policy == NonFinitePolicy::Keep
+            && !big_endian
+            && cfg!(target_endian = "little")
+    }
+
     pub(crate) fn lane_bytes(&self) -> usize {
         if self.dtype.is_complex() { 16 } else { 8 }
     }

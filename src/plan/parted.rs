@@ -722,25 +722,36 @@ impl PlanFile {
                     } else {
                         let span = (hi - lo) as usize;
                         reserve(&mut vals, span, width)?;
-                        if raw.is_empty() {
-                            raw = vec![0u8; CHUNK * in_width];
-                        }
-                        // Converted into the lanes kept from part to part.
-                        let mut lanes = L::lanes(std::mem::take(&mut vals));
-                        let mut at = lo;
-                        while at < hi {
-                            let m = (hi - at).min(CHUNK as u64) as usize;
-                            let buf = &mut raw[..m * in_width];
+                        if target.bytes_are_lanes(src.dtype, src.big_endian) {
+                            // The values are their lanes: read straight in.
+                            vals.resize(span, <L as bytemuck::Zeroable>::zeroed());
                             opts.io.read_exact_at(
                                 src.reader.get_ref(),
-                                buf,
-                                src.data_at + at * in_width as u64,
+                                bytemuck::cast_slice_mut(&mut vals[..]),
+                                src.data_at + lo * in_width as u64,
                                 values,
                             )?;
-                            target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
-                            at += m as u64;
+                        } else {
+                            if raw.is_empty() {
+                                raw = vec![0u8; CHUNK * in_width];
+                            }
+                            // Converted into the lanes kept from part to part.
+                            let mut lanes = L::lanes(std::mem::take(&mut vals));
+                            let mut at = lo;
+                            while at < hi {
+                                let m = (hi - at).min(CHUNK as u64) as usize;
+                                let buf = &mut raw[..m * in_width];
+                                opts.io.read_exact_at(
+                                    src.reader.get_ref(),
+                                    buf,
+                                    src.data_at + at * in_width as u64,
+                                    values,
+                                )?;
+                                target.append(buf, src.dtype, src.big_endian, at, &mut lanes)?;
+                                at += m as u64;
+                            }
+                            vals = L::of(lanes);
                         }
-                        vals = L::of(lanes);
                         span
                     };
                     let ob = &order_bytes[c0 * 4..(c0 + c) * 4];

@@ -41,6 +41,8 @@ pub(crate) mod lane;
 mod memory;
 pub(crate) mod out;
 mod stream;
+// The complex door serves Python, through `internals`.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use memory::{assemble_complex_in_memory, assemble_in_memory};
 pub use stream::assemble_arrays_to_file;
 pub(crate) use stream::{file_plan, mapped_window};

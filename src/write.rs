@@ -1850,6 +1850,15 @@ mod tests {
         }
     }
 
+    /// A writer of the smallest buffers, so that a test crosses them.
+    fn small_buffers(p: &Path) -> FileWriter {
+        let o = WriteOptions {
+            buffer_bytes: MIN_BUFFER_BYTES,
+            ..WriteOptions::default()
+        };
+        FileWriter::create(p, o).unwrap()
+    }
+
     #[test]
     fn runs_give_the_bytes_and_errors_of_single_pushes() {
         // Rows with empty rows between them, a row split over two runs,
@@ -1861,14 +1870,7 @@ mod tests {
             single: bool,
         ) -> std::result::Result<Vec<u8>, u64> {
             let p = d.join("r.hrry");
-            let mut fw = FileWriter::create(
-                &p,
-                WriteOptions {
-                    buffer_bytes: MIN_BUFFER_BYTES,
-                    ..WriteOptions::default()
-                },
-            )
-            .unwrap();
+            let mut fw = small_buffers(&p);
             // 50 majors of 3000 minors either way.
             let shape = if layout == OutputLayout::Csr {
                 [50, 3000]
@@ -1950,14 +1952,7 @@ mod tests {
             piece: Option<usize>,
         ) -> std::result::Result<Vec<u8>, u64> {
             let p = d.join("s.hrry");
-            let mut fw = FileWriter::create(
-                &p,
-                WriteOptions {
-                    buffer_bytes: MIN_BUFFER_BYTES,
-                    ..WriteOptions::default()
-                },
-            )
-            .unwrap();
+            let mut fw = small_buffers(&p);
             let mut t = fw.begin_tensor("t", T::DTYPE, &[extent]).unwrap();
             let r = match piece {
                 None => vals.iter().try_for_each(|&v| t.push(&[t.nnz()], v)),

@@ -1359,38 +1359,25 @@ fn part_windows<C: Coords>(
     threads: usize,
     stop: Option<&AtomicBool>,
 ) -> Result<Vec<(u64, u64)>> {
-    let found: Vec<Result<Vec<(u64, u64)>>> = std::thread::scope(|s| {
-        let hs: Vec<_> = pattern::ranges(c.len(), threads)
-            .into_iter()
-            .map(|(from, to)| {
-                s.spawn(move || -> Result<Vec<(u64, u64)>> {
-                    let mut w = vec![(u64::MAX, 0u64); nparts];
-                    for k in from..to {
-                        if k % (1 << 16) == 0 {
-                            if pattern::stopped(stop) {
-                                return Err(pattern::stop_error());
-                            }
-                            c.release(k.saturating_sub(1 << 16), k);
-                        }
-                        let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
-                            continue;
-                        };
-                        let p = part_of[(key >> split) as usize] as usize;
-                        let x = w.get_mut(p).ok_or_else(pattern::changed)?;
-                        x.0 = x.0.min(k as u64);
-                        x.1 = k as u64 + 1;
-                    }
-                    c.release(from, to);
-                    Ok(w)
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-            })
-            .collect()
+    let found = pattern::on_ranges(c.len(), threads, |from, to| {
+        let mut w = vec![(u64::MAX, 0u64); nparts];
+        for k in from..to {
+            if k % (1 << 16) == 0 {
+                if pattern::stopped(stop) {
+                    return Err(pattern::stop_error());
+                }
+                c.release(k.saturating_sub(1 << 16), k);
+            }
+            let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
+                continue;
+            };
+            let p = part_of[(key >> split) as usize] as usize;
+            let x = w.get_mut(p).ok_or_else(pattern::changed)?;
+            x.0 = x.0.min(k as u64);
+            x.1 = k as u64 + 1;
+        }
+        c.release(from, to);
+        Ok(w)
     });
     let mut all = vec![(u64::MAX, 0u64); nparts];
     for r in found {

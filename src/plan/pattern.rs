@@ -282,6 +282,28 @@ pub(super) fn ranges(n: usize, parts: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// `f(from, to)` over each of the [`ranges`] of `0..n` for `threads`,
+/// each on a thread of its own; the results in range (array) order.
+pub(super) fn on_ranges<T: Send>(
+    n: usize,
+    threads: usize,
+    f: impl Fn(usize, usize) -> Result<T> + Sync,
+) -> Vec<Result<T>> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = ranges(n, threads)
+            .into_iter()
+            .map(|(from, to)| s.spawn(move || f(from, to)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+            })
+            .collect()
+    })
+}
+
 /// Contributions per block of the digest.
 pub(super) const DIGEST_BLOCK: usize = 1 << 16;
 
@@ -305,42 +327,28 @@ where
     T: Copy + Default + Send + std::ops::AddAssign + From<u8>,
 {
     let rank = ks.extents.len();
-    let parts = ranges(c.len(), threads);
-    let counted: Vec<Result<(Vec<T>, Vec<u64>)>> = std::thread::scope(|s| {
-        let hs: Vec<_> = parts
-            .iter()
-            .map(|&(from, to)| {
-                s.spawn(move || -> Result<(Vec<T>, Vec<u64>)> {
-                    let mut hist = zeros::<T>(buckets, what)?;
-                    let mut digests = Vec::with_capacity((to - from).div_ceil(DIGEST_BLOCK));
-                    let one = T::from(1u8);
-                    let mut b = from;
-                    while b < to {
-                        if stopped(stop) {
-                            return Err(stop_error());
-                        }
-                        let end = (b + DIGEST_BLOCK).min(to);
-                        for k in b..end {
-                            if let Some(key) = ks.slot(c, k)? {
-                                hist[(key >> split) as usize] += one;
-                            }
-                        }
-                        digests.push(digest_part(c, rank, b, end));
-                        c.release(b, end);
-                        b = end;
-                    }
-                    Ok((hist, digests))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-            })
-            .collect()
+    let counted = on_ranges(c.len(), threads, |from, to| {
+        let mut hist = zeros::<T>(buckets, what)?;
+        let mut digests = Vec::with_capacity((to - from).div_ceil(DIGEST_BLOCK));
+        let one = T::from(1u8);
+        let mut b = from;
+        while b < to {
+            if stopped(stop) {
+                return Err(stop_error());
+            }
+            let end = (b + DIGEST_BLOCK).min(to);
+            for k in b..end {
+                if let Some(key) = ks.slot(c, k)? {
+                    hist[(key >> split) as usize] += one;
+                }
+            }
+            digests.push(digest_part(c, rank, b, end));
+            c.release(b, end);
+            b = end;
+        }
+        Ok((hist, digests))
     });
-    let mut hists = Vec::with_capacity(parts.len());
+    let mut hists = Vec::with_capacity(counted.len());
     let mut digest = xxhash_rust::xxh3::Xxh3::new();
     for r in counted {
         // The first error in array order: ranges are in array order.

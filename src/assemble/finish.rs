@@ -333,9 +333,7 @@ fn write_file<K: Key>(
         core.shape(),
         layout_out,
     )?;
-    if !layout_out.is_compressed() {
-        tw.reserve_indices(max_nnz)?;
-    }
+    tw.reserve_indices(max_nnz)?;
     if !fill(&mut tw)? {
         return Err(Error::Poisoned("file writer (the merge stopped)"));
     }

@@ -873,9 +873,7 @@ impl DirectPlan {
         // Opened first: a path that cannot be written fails before any work.
         let mut fw = FileWriter::create(path, wopts)?;
         let mut tw = fw.begin_tensor_as(&opts.tensor_name, self.dtype, &self.shape, self.layout)?;
-        if !self.layout.is_compressed() {
-            tw.reserve_indices(self.contributions)?;
-        }
+        tw.reserve_indices(self.contributions)?;
         let bits: Vec<u32> = self.shape.iter().map(|&e| bits_of(e)).collect();
         let tuple = match &self.scheme {
             Scheme::Matrix { major } => Tuple::Matrix { major: *major },

@@ -1213,33 +1213,38 @@ fn plan_parts_to<C: Coords>(
                 let mut tuple = vec![0u64; rank];
                 let mut minors: Vec<u64> = Vec::new();
                 for cut in rx {
+                    // Under `duplicates = error`, the first entry of more
+                    // than one contribution is the error, before any of
+                    // the cut is written.
+                    if opts.duplicates == DuplicatePolicy::Error {
+                        if let Some(i) = cut.counts.iter().position(|&m| m > 1) {
+                            ks.unpack(cut.keys[i], &mut tuple);
+                            return Err(Error::DuplicateCoordinate { coordinate: tuple });
+                        }
+                    }
                     if opts.layout.is_compressed() {
                         // A run per major index (row of CSR, column of CSC).
                         let d = opts.layout.major_dim();
-                        let mut i = 0;
-                        while i < cut.keys.len() {
-                            ks.unpack(cut.keys[i], &mut tuple);
-                            let major = tuple[d];
-                            minors.clear();
-                            let from = i;
-                            while i < cut.keys.len() {
-                                ks.unpack(cut.keys[i], &mut tuple);
-                                if tuple[d] != major {
-                                    break;
+                        let (mut from, mut major) = (0, None);
+                        minors.clear();
+                        for (i, &k) in cut.keys.iter().enumerate() {
+                            ks.unpack(k, &mut tuple);
+                            if major != Some(tuple[d]) {
+                                if let Some(m) = major {
+                                    t.push_run(m, &minors, &cut.counts[from..i])?;
                                 }
-                                if cut.counts[i] > 1 && opts.duplicates == DuplicatePolicy::Error {
-                                    return Err(Error::DuplicateCoordinate {
-                                        coordinate: tuple.clone(),
-                                    });
-                                }
-                                minors.push(tuple[1 - d]);
-                                i += 1;
+                                (from, major) = (i, Some(tuple[d]));
+                                minors.clear();
                             }
-                            t.push_run(major, &minors, &cut.counts[from..i])?;
+                            minors.push(tuple[1 - d]);
+                        }
+                        if let Some(m) = major {
+                            t.push_run(m, &minors, &cut.counts[from..])?;
                         }
                     } else {
                         for (&k, &m) in cut.keys.iter().zip(&cut.counts) {
-                            emit(ks, k, m, opts.duplicates, &mut tuple, t)?;
+                            ks.unpack(k, &mut tuple);
+                            t.push(&tuple, m)?;
                         }
                     }
                     orders.put(bytemuck::cast_slice(&cut.order))?;
@@ -1436,24 +1441,6 @@ impl Cut {
             order,
         })
     }
-}
-
-/// One entry of `pattern`: its coordinate and contribution count.
-fn emit(
-    ks: &KeyShape,
-    key: u64,
-    count: u32,
-    duplicates: DuplicatePolicy,
-    tuple: &mut [u64],
-    t: &mut TensorWriter<'_>,
-) -> Result<()> {
-    ks.unpack(key, tuple);
-    if count > 1 && duplicates == DuplicatePolicy::Error {
-        return Err(Error::DuplicateCoordinate {
-            coordinate: tuple.to_vec(),
-        });
-    }
-    t.push(tuple, count)
 }
 
 /// Sort (key, position) pairs, each once, on `threads` threads: a

@@ -25,6 +25,7 @@ mod pushers;
 mod read_access;
 mod read_compressed;
 mod read_corruption;
+mod recorded_plan;
 mod refill;
 mod skip_negative;
 mod write_errors;

@@ -11,6 +11,7 @@ use crate::assemble::combine::{PushValue, raw_parts, raw_value};
 use crate::assemble::deferred::finish_deferred;
 use crate::assemble::finish::finish_core;
 use crate::assemble::key::{Key, KeyLayout, KeyWidth, WideKey};
+use crate::assemble::record::{Recorder, Recording};
 use crate::assemble::run::spawn_sorters;
 use crate::assemble::shared::{Core, Job, Parked, new_core};
 use crate::assemble::sort::Record;
@@ -57,6 +58,8 @@ struct Local<K: Key> {
     /// Converted values of one element matrix (reused).
     elem_raws: Vec<u64>,
     role: Role<K>,
+    /// The coordinates pushed, when the builder records its plan.
+    rec: Option<Recorder>,
 }
 
 impl<K: Key> Local<K> {
@@ -80,6 +83,10 @@ impl<K: Key> Local<K> {
             skipped: 0,
             elem_raws: Vec::new(),
             role,
+            rec: core
+                .recording
+                .load(Ordering::SeqCst)
+                .then(|| Recorder::new(core.shape().len())),
         }
     }
 
@@ -137,6 +144,36 @@ impl<K: Key> Local<K> {
         }
         self.chunk.push(Record { key, val: raw });
         self.count += 1;
+        if self.rec.is_some() {
+            self.record_key(&key)?;
+        }
+        Ok(())
+    }
+
+    /// Record the coordinate of the key just appended.
+    fn record_key(&mut self, key: &K) -> Result<()> {
+        let mut idx = [0u64; crate::hurray::MAX_RANK + 1];
+        let n = self.core.layout.rank();
+        self.core.layout.unpack(key, &mut idx[..n]);
+        self.record(Some(&idx[..n]))
+    }
+
+    /// Record a contribution's coordinate, or (`None`) that it was
+    /// skipped; write the recording's buffer when it is full.
+    fn record(&mut self, idx: Option<&[u64]>) -> Result<()> {
+        let Some(r) = self.rec.as_mut() else {
+            return Ok(());
+        };
+        match idx {
+            Some(idx) => r.coordinate(idx),
+            None => r.skipped(),
+        }
+        if r.is_full() {
+            let dir = self.core.spill_dir()?;
+            if let Some(r) = self.rec.as_mut() {
+                r.write(&self.core.opts.io, &dir)?;
+            }
+        }
         Ok(())
     }
 
@@ -185,7 +222,7 @@ impl<K: Key> Local<K> {
         }
         self.count += 1;
         self.skipped += 1;
-        Ok(())
+        self.record(None)
     }
 
     /// A contribution to a complex tensor: its two parts, at the last
@@ -218,7 +255,7 @@ impl<K: Key> Local<K> {
             val: im,
         });
         self.count += 1;
-        Ok(())
+        self.record(Some(idx))
     }
 
     /// The error that poisoned the assembler, if any.
@@ -318,6 +355,15 @@ impl<K: Key> Drop for Local<K> {
         } else {
             self.hand_over();
         }
+        if let Some(r) = self.rec.take() {
+            let pusher = self.origin_base >> 32;
+            let io = &self.core.opts.io;
+            match r.finish(io, || self.core.spill_dir(), pusher) {
+                Ok(Some(seg)) => self.core.lock().recorded.push(seg),
+                Ok(None) => {}
+                Err(e) => self.core.fail(e),
+            }
+        }
         self.core
             .contributions
             .fetch_add(self.count, Ordering::Relaxed);
@@ -390,6 +436,9 @@ pub struct Builder {
     started: Instant,
     /// Set when `finish` starts merging: pushes are refused from then on.
     finished: bool,
+    /// The coordinates pushed, joined by `finish`, when the builder
+    /// records its plan ([`Builder::record_plan`]).
+    recording: Option<Recording>,
     /// Dropped with the builder, which wakes pushers that outlive it.
     _closed: Sender<()>,
 }
@@ -455,6 +504,7 @@ impl Builder {
             sources: Vec::new(),
             started: Instant::now(),
             finished: false,
+            recording: None,
             _closed: closed_tx,
         })
     }
@@ -474,6 +524,56 @@ impl Builder {
         Ok(Pusher {
             local: self.core.local(),
         })
+    }
+
+    /// Record where every contribution lands, so that the same pushes can
+    /// later be refilled with new values alone: after [`Builder::finish`],
+    /// `Plan::recorded(&builder)` makes the plan in memory and
+    /// `PlanFile::create_recorded(&builder, path)` writes it out of core.
+    /// The plan takes one value per contribution, in the order of the
+    /// pushers' creation, then of their pushes (the order `last` follows;
+    /// the builder's own pusher is made at its first push), skipped ones
+    /// (`skip_negative`) included.
+    ///
+    /// Each pusher writes the coordinates it takes to a temporary file in
+    /// the builder's spill folder (`rank` x 8 bytes per contribution,
+    /// through a 64 KiB buffer). Call it before the first push or pusher;
+    /// refused with the options a plan cannot serve (`drop_zeros`).
+    pub fn record_plan(&mut self) -> Result<()> {
+        if self.finished {
+            return Err(Error::Finished);
+        }
+        let (shape, dtype) = (self.shape().to_vec(), self.dtype());
+        each!(AnyCore, &self.core, c => {
+            crate::assemble::check_plannable(dtype, &c.opts, &shape)?;
+            if c.next_pusher.load(Ordering::SeqCst) > 0 {
+                return Err(Error::InvalidArgument(
+                    "record_plan: call it before the first push or pusher".into(),
+                ));
+            }
+            c.recording.store(true, Ordering::SeqCst);
+        });
+        Ok(())
+    }
+
+    /// The recording `finish` joined: what a recorded plan is made of.
+    pub(crate) fn recording(&self) -> Result<Option<&Recording>> {
+        if !each!(AnyCore, &self.core, c => c.recording.load(Ordering::SeqCst)) {
+            return Err(Error::InvalidArgument(
+                "this builder did not record its plan: call record_plan before pushing".into(),
+            ));
+        }
+        if !self.finished {
+            return Err(Error::InvalidArgument(
+                "a recorded plan is made after finish".into(),
+            ));
+        }
+        Ok(self.recording.as_ref())
+    }
+
+    /// The options the builder assembles with (a recorded plan takes them).
+    pub(crate) fn options(&self) -> &AssembleOptions {
+        each!(AnyCore, &self.core, c => &c.opts)
     }
 
     /// The tensor's shape.
@@ -636,6 +736,7 @@ impl Builder {
         crate::write::check_room_for(&io, path, &shape, layout)?;
         self.finished = true;
         let ingest = self.started.elapsed();
+        self.recording = self.join_recording()?;
         let r = match &self.core {
             // Every chunk kept (the work fits): the in-memory kernel.
             AnyCore::U64(c) => match finish_deferred(c, path, ingest) {
@@ -646,9 +747,30 @@ impl Builder {
             other => each!(AnyCore, other, c => finish_core(c, path, ingest)),
         };
         each!(AnyCore, &self.core, c => c.opts.progress.idle());
+        if r.is_err() {
+            // No plan of an assembly that did not end.
+            self.recording = None;
+        }
         // A duplicate or an overflow found while merging names a 0-based
         // coordinate: say it in the terms of the inputs it came from.
         r.map_err(|e| self.sources.iter().find_map(|s| s.locate(&e)).unwrap_or(e))
+    }
+}
+
+impl Builder {
+    /// The pushers' recordings joined in creation order, when recording.
+    fn join_recording(&self) -> Result<Option<Recording>> {
+        each!(AnyCore, &self.core, c => {
+            if !c.recording.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let segments = std::mem::take(&mut c.lock().recorded);
+            if segments.is_empty() {
+                return Ok(None);
+            }
+            let dir = c.spill_dir()?;
+            crate::assemble::record::join(&c.opts.io, segments, c.shape().len(), &dir)
+        })
     }
 }
 
@@ -772,7 +894,23 @@ fn push_element_signed<K: Key, V: PushValue>(
         .iter()
         .flat_map(|&a| keep.iter().map(move |&b| local[a * n + b]))
         .collect();
-    push_element(l, &kept, &sub)?;
+    // The kept entries go in as one element; the recording (if any)
+    // takes the whole element in its order, the skipped entries in their
+    // places.
+    let rec = l.rec.take();
+    let pushed = push_element(l, &kept, &sub);
+    l.rec = rec;
+    pushed?;
+    if l.rec.is_some() {
+        for &r in dofs {
+            for &c in dofs {
+                match (u64::try_from(r), u64::try_from(c)) {
+                    (Ok(r), Ok(c)) => l.record(Some(&[r, c]))?,
+                    _ => l.record(None)?,
+                }
+            }
+        }
+    }
     let skipped = (n * n - sub.len()) as u64;
     l.count += skipped;
     l.skipped += skipped;
@@ -980,6 +1118,11 @@ fn append_packed(l: &mut Local<u64>, mut recs: &[Record<u64>]) -> Result<()> {
         let (now, later) = recs.split_at(room);
         l.chunk.extend_from_slice(now);
         l.count += room as u64;
+        if l.rec.is_some() {
+            for r in now {
+                l.record_key(&r.key)?;
+            }
+        }
         recs = later;
     }
     Ok(())

@@ -6,7 +6,8 @@
 //! everything fits, the chunks wait unsorted ([`deferred`]) and `finish`
 //! gives them to the in-memory kernel ([`direct`]) instead. The
 //! budget is divided once, up front ([`plan`]); [`shared`] is what the
-//! threads share.
+//! threads share. A builder asked to record its plan writes each
+//! pusher's coordinates aside ([`record`]).
 
 pub mod builder;
 pub mod combine;
@@ -18,6 +19,7 @@ pub mod finish;
 pub mod key;
 pub mod merge;
 pub mod plan;
+pub mod record;
 pub mod run;
 pub mod shared;
 pub mod sort;
@@ -76,6 +78,25 @@ pub(crate) fn check_value_type(
                 crate::hurray::MAX_RANK - 1
             ),
         });
+    }
+    Ok(())
+}
+
+/// The refusals every plan makes, in memory or in parts on disk: the
+/// options a fixed pattern cannot serve (every value type is planned).
+pub(crate) fn check_plannable(
+    dtype: crate::element::DType,
+    opts: &crate::options::AssembleOptions,
+    shape: &[u64],
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    check_value_type(dtype, opts.duplicates, shape)?;
+    if opts.drop_zeros {
+        return Err(Error::InvalidOptions(
+            "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
+             plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
+                .into(),
+        ));
     }
     Ok(())
 }

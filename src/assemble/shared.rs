@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     pub(crate) spill_dir: Option<tempfile::TempDir>,
     /// Leftovers of killed runs removed when this assembly started.
     pub(crate) stale_removed: Vec<PathBuf>,
+    /// The recordings of the pushers gone, when the builder records its
+    /// plan.
+    pub(crate) recorded: Vec<crate::assemble::record::Segment>,
 }
 
 /// What [`Core::reclaim_parked`] found.
@@ -238,6 +241,9 @@ pub(crate) struct Core<K: Key> {
     /// sorters: the pool got a fresh one for each deferred chunk, and
     /// deferred chunks sorted after all come back too.
     pub(crate) surplus: AtomicUsize,
+    /// Set by `Builder::record_plan` before any pusher exists: every
+    /// pusher records its coordinates (`record.rs`).
+    pub(crate) recording: AtomicBool,
 }
 
 impl<K: Key> Core<K> {
@@ -496,6 +502,7 @@ pub(crate) fn new_core<K: Key>(
         dropped: AtomicBool::new(false),
         deferred: Mutex::new(deferred),
         surplus: AtomicUsize::new(0),
+        recording: AtomicBool::new(false),
     });
     Ok(core)
 }

@@ -81,11 +81,13 @@ impl Plan {
         target.append(&bytes, dtype, big_endian, 0, &mut lanes)?;
         drop(bytes);
         let n = self.contributions();
+        let mut inputs = inputs.to_vec();
+        inputs.push(values);
+        let inputs = &inputs[..];
         match lanes {
             Lanes::Real(l) => {
                 crate::with_element_type!(self.dtype, real T => self.write_refill::<T>(
                 n,
-                values,
                 output,
                 inputs,
                 |out: &mut [T]| self.assemble_lanes_into(&l, out)
@@ -93,29 +95,24 @@ impl Plan {
             }
             Lanes::Complex(l) => crate::with_element_type!(self.dtype, real _T => {
                 Err(super::lanes::changed())
-            }, complex C => self.write_refill::<C>(n, values, output, inputs, |o| {
+            }, complex C => self.write_refill::<C>(n, output, inputs, |o| {
                 self.assemble_complex_lanes_into(&l, o)
             })),
         }
     }
 
-    /// Write the result `fill` makes (from `n` values read from `values`)
-    /// to `output`, atomically.
-    fn write_refill<O: Element + Default>(
+    /// Write the result `fill` makes (from `n` values) to `output`,
+    /// atomically; `output` may not be one of `inputs`.
+    pub(super) fn write_refill<O: Element + Default>(
         &self,
         n: usize,
-        values: &Path,
         output: &Path,
         inputs: &[&Path],
         fill: impl FnOnce(&mut [O]) -> Result<()>,
     ) -> Result<RefillSummary> {
         // The output rule first: nothing is computed for an output that
         // would destroy an input.
-        let ids: Vec<FileId> = inputs
-            .iter()
-            .chain([&values])
-            .filter_map(|p| id_of(p))
-            .collect();
+        let ids: Vec<FileId> = inputs.iter().filter_map(|p| id_of(p)).collect();
         let refs: Vec<&FileId> = ids.iter().collect();
         let mut w =
             FileWriter::create_for(output, WriteOptions::default(), &refs, ReplaceInput::Refuse)?;

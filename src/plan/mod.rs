@@ -31,9 +31,11 @@ mod fill;
 mod lanes;
 mod parted;
 mod pattern;
+mod push;
 mod store;
 pub use file::{RefillSummary, refill_plan_file};
 pub use parted::{PlanFile, PlanFileSummary};
+pub use push::Refill;
 pub use store::{PARTED_VERSION, PLAN_VERSION};
 
 use crate::assemble::combine::{CombineError, CombinerKind, FloatSum, with_combiner};
@@ -188,6 +190,37 @@ impl Plan {
             per: per_element,
         };
         Self::build(&c, &shape, dtype, opts, stop)
+    }
+
+    /// The plan a builder recorded ([`Builder::record_plan`]), made in
+    /// memory after its `finish`, with the builder's options: the plan
+    /// [`Plan::new`] makes of the same coordinates, one value per
+    /// contribution in the builder's order. The same refusals as
+    /// [`Plan::new`]; a recording of 2^32 contributions or more is planned
+    /// out of core instead ([`PlanFile::create_recorded`]).
+    ///
+    /// [`Builder::record_plan`]: crate::Builder::record_plan
+    pub fn recorded(builder: &crate::Builder, stop: Option<&AtomicBool>) -> Result<Plan> {
+        let (shape, dtype, opts) = (builder.shape(), builder.dtype(), builder.options());
+        let Some(rec) = builder.recording()? else {
+            let dims: Vec<&[u64]> = vec![&[]; shape.len()];
+            return Self::new(&dims, shape, dtype, opts, stop);
+        };
+        if rec.contributions >= u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "{} contributions: a plan held in memory takes fewer than 2^32; write it with \
+                 PlanFile::create_recorded",
+                rec.contributions
+            )));
+        }
+        let m = parted::map_recording(opts, rec)?;
+        Self::build(
+            &parted::recorded_coords(&m, shape.len()),
+            shape,
+            dtype,
+            opts,
+            stop,
+        )
     }
 
     fn build<C: pattern::Coords>(
@@ -787,19 +820,7 @@ pub(crate) fn plan_kind(
     )
 }
 
-/// The refusals every plan makes, in memory or in parts on disk: the
-/// options a fixed pattern cannot serve (every value type is planned).
-pub(crate) fn check_plannable(dtype: DType, opts: &AssembleOptions, shape: &[u64]) -> Result<()> {
-    crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
-    if opts.drop_zeros {
-        return Err(Error::InvalidOptions(
-            "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
-             plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
-                .into(),
-        ));
-    }
-    Ok(())
-}
+pub(crate) use crate::assemble::check_plannable;
 
 /// One index array per dimension of `shape`, all as long: what every
 /// plan of arrays takes.

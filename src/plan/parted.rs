@@ -45,8 +45,10 @@ use super::store::{
     KEY_NON_FINITE, KEY_VERSION, ORDER, PARTED_VERSION, PATTERN, refused,
 };
 use super::{How, check_plannable, fill::Stop, reduce_lanes, reduce_lanes_complex};
+use crate::assemble::builder::Builder;
 use crate::assemble::combine::{CombineError, CombinerKind};
 use crate::assemble::direct::IndexElem;
+use crate::assemble::record::Recording;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::IoCtx;
@@ -308,8 +310,32 @@ impl PlanFile {
             input: &m,
             rank: shape.len(),
             width: value.width(),
+            signed: false,
         };
         plan_parts_to(&c, shape, dtype, opts, path, &refs, stop)
+    }
+
+    /// The plan a builder recorded ([`Builder::record_plan`]), written out
+    /// of core to `path` after its `finish`, with the builder's options:
+    /// what [`PlanFile::create`] writes for the same coordinates.
+    pub fn create_recorded(
+        builder: &Builder,
+        path: impl AsRef<Path>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<PlanFileSummary> {
+        let (shape, dtype, opts) = (builder.shape(), builder.dtype(), builder.options());
+        let path = path.as_ref();
+        match builder.recording()? {
+            Some(rec) => {
+                let m = map_recording(opts, rec)?;
+                let c = recorded_coords(&m, shape.len());
+                plan_parts(&c, shape, dtype, opts, path, stop)
+            }
+            None => {
+                let dims: Vec<&[u64]> = vec![&[]; shape.len()];
+                Self::create(&dims, shape, dtype, opts, path, stop)
+            }
+        }
     }
 
     /// [`PlanFile::create`] for element matrices, as
@@ -1014,6 +1040,33 @@ impl<'a> Coordinates<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// Map a builder's recording for planning.
+pub(super) fn map_recording(
+    opts: &AssembleOptions,
+    rec: &Recording,
+) -> Result<crate::input::MappedInput> {
+    crate::input::MappedInput::map(&opts.io, &rec.file, &rec.dir).ok_or_else(|| {
+        Error::io(
+            "map the plan's recording in",
+            &rec.dir,
+            std::io::Error::other("the recording cannot be mapped"),
+        )
+    })
+}
+
+/// The coordinates of a mapped recording.
+pub(super) fn recorded_coords(
+    m: &crate::input::MappedInput,
+    rank: usize,
+) -> pattern::BinRecords<'_> {
+    pattern::BinRecords {
+        input: m,
+        rank,
+        width: 0,
+        signed: true,
     }
 }
 

@@ -35,11 +35,13 @@ pub(crate) trait Coords: Sync {
 
 /// Binary records mapped in memory (`rank` u64 indices, then a value of
 /// `width` bytes; see `crate::input::bin`), their pages given back as the
-/// passes go.
+/// passes go. `signed`: the indices are i64, a negative one a skipped
+/// contribution (a builder's recording, `crate::assemble::record`).
 pub(crate) struct BinRecords<'a> {
     pub(crate) input: &'a crate::input::MappedInput,
     pub(crate) rank: usize,
     pub(crate) width: usize,
+    pub(crate) signed: bool,
 }
 
 impl Coords for BinRecords<'_> {
@@ -50,9 +52,13 @@ impl Coords for BinRecords<'_> {
     fn get(&self, k: usize, d: usize) -> std::result::Result<u64, i128> {
         let at = k * (self.rank * 8 + self.width) + d * 8;
         let b = self.input.bytes();
-        Ok(b.get(at..at + 8).map_or(u64::MAX, |x| {
+        let x = b.get(at..at + 8).map_or(u64::MAX, |x| {
             u64::from_le_bytes(x.try_into().unwrap_or([0xff; 8]))
-        }))
+        });
+        if self.signed && (x as i64) < 0 {
+            return Err(i128::from(x as i64));
+        }
+        Ok(x)
     }
     fn release(&self, from: usize, to: usize) {
         let rec = self.rank * 8 + self.width;

@@ -354,6 +354,15 @@ typedef struct coo_plan coo_plan;
 typedef struct coo_pusher coo_pusher;
 
 /**
+ * A refill whose values are pushed (opaque): `coo_refill_new` takes the
+ * room for one step's values, `coo_refill_push` appends them in the
+ * plan's order (for a plan a builder recorded, the order of its pushes),
+ * `coo_refill_assemble` or `coo_refill_write` make the result and start
+ * the next step; `coo_refill_free` releases it. For `COO_F64` plans.
+ */
+typedef struct coo_refill coo_refill;
+
+/**
  * Options of an assembly; fill with `coo_options_default` first, then set
  * fields directly or by name with `coo_options_set`. The struct is
  * versioned by its first field: later versions of the header only append
@@ -977,6 +986,47 @@ void coo_pusher_free(coo_pusher *p);
 int coo_builder_finish(coo_builder *b, const char *path, coo_summary *out);
 
 /**
+ * Record where every contribution lands while the builder assembles, so
+ * that later steps refill by pushing their values alone
+ * (`coo_builder_finish_recorded` hands the plan over). Call it before the
+ * first push or pusher. The plan takes one value per contribution in the
+ * order of the pushers' creation, then of their pushes (the builder's own
+ * pushes count as one pusher, made at the first `coo_builder_push*`),
+ * skipped ones (`skip_negative`) included. Each pusher writes the
+ * coordinates it takes to a temporary file in the spill folder (8 bytes
+ * per index). `COO_ERR_OPTIONS` under `drop_zeros` (a plan's pattern is
+ * fixed), `COO_ERR_ARGUMENT` after a push, `COO_ERR_STATE` for a handle
+ * that is not a live builder.
+ *
+ * # Safety
+ * `b` is NULL or a builder handle, not used by another thread during the
+ * call.
+ */
+int coo_builder_record_plan(coo_builder *b);
+
+/**
+ * `coo_builder_finish`, then the plan the builder recorded
+ * (`coo_builder_record_plan`): in memory into `*plan` when `plan` is not
+ * NULL (a `coo_plan` as `coo_plan_new` makes, released by
+ * `coo_plan_free`; for fewer than 2^32 contributions), and written out of
+ * core to the plan file `plan_path` when it is not NULL (for
+ * `coo_refill_file`, within the builder's memory budget). The tensor is
+ * published first: an error making the plan (`*plan` then NULL, no plan
+ * file) still leaves the tensor at `path`, and the builder is gone.
+ * Refusals as `coo_builder_finish`'s; `COO_ERR_ARGUMENT` when the
+ * builder did not record its plan.
+ *
+ * # Safety
+ * As `coo_builder_finish`; `plan` is NULL or valid for writing a pointer;
+ * `plan_path` is NULL or NUL-terminated.
+ */
+int coo_builder_finish_recorded(coo_builder *b,
+                                const char *path,
+                                coo_summary *out,
+                                coo_plan **plan,
+                                const char *plan_path);
+
+/**
  * Abandon an assembly: nothing is published and spill files are removed
  * (when the last pusher is freed, if some are still alive). NULL, or a
  * handle already finished or freed: no-op.
@@ -1497,6 +1547,62 @@ int coo_plan_assemble_typed(const coo_plan *plan,
                             size_t n,
                             void *out,
                             size_t nnz);
+
+/**
+ * A refill of `plan` whose values are pushed (see `coo_refill`); NULL on
+ * error (`COO_ERR_ARGUMENT` for a plan that is not `COO_F64`,
+ * `COO_ERR_MEMORY` when the room for its values cannot be had). The plan
+ * must outlive the refill.
+ *
+ * # Safety
+ * `plan` is NULL or a plan handle.
+ */
+coo_refill *coo_refill_new(const coo_plan *plan);
+
+/**
+ * Push the next `n` values (one contribution's, or an element matrix's
+ * row-major, as the builder took them). `COO_ERR_ARGUMENT` past the
+ * plan's contributions (nothing appended).
+ *
+ * # Safety
+ * `r` is NULL or a refill handle whose plan is live, not used by another
+ * thread during the call; `values` is NULL or points to `n` doubles.
+ */
+int coo_refill_push(coo_refill *r, const double *values, size_t n);
+
+/**
+ * Refill `out` (`nnz` doubles, `coo_plan_info`'s `nnz`) with the values
+ * pushed, as `coo_plan_assemble` does with them in one array; then the
+ * next step's pushes start (on success or not). `COO_ERR_ARGUMENT` when
+ * fewer values than the plan's contributions were pushed, and
+ * `coo_plan_assemble`'s errors.
+ *
+ * # Safety
+ * `r` as `coo_refill_push`; `out` is NULL or writable for `nnz` doubles.
+ */
+int coo_refill_assemble(coo_refill *r, double *out, size_t nnz);
+
+/**
+ * Write the result of the values pushed to `path` as a Hurray file,
+ * atomically: the bytes the builder that recorded the plan writes for the
+ * same pushes. Then the next step's pushes start (on success or not).
+ * `COO_ERR_ARGUMENT` when fewer values were pushed than the plan takes,
+ * `COO_ERR_VALUE` for a value the plan's policy refuses, `COO_ERR_IO`.
+ *
+ * # Safety
+ * `r` as `coo_refill_push`; `path` is NULL or NUL-terminated.
+ */
+int coo_refill_write(coo_refill *r, const char *path);
+
+/**
+ * Release a refill (not its plan). NULL, or a refill already freed:
+ * no-op.
+ *
+ * # Safety
+ * `r` is NULL or a refill handle, not used by another thread during or
+ * after the call.
+ */
+void coo_refill_free(coo_refill *r);
 
 #ifdef __cplusplus
 }  // extern "C"

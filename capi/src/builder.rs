@@ -1245,7 +1245,100 @@ pub unsafe extern "C" fn coo_builder_finish(
     path: *const c_char,
     out: *mut coo_summary,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    status(|| unsafe { finish(b, path, out, |_| Ok(())) })
+}
+
+/// Record where every contribution lands while the builder assembles, so
+/// that later steps refill by pushing their values alone
+/// (`coo_builder_finish_recorded` hands the plan over). Call it before the
+/// first push or pusher. The plan takes one value per contribution in the
+/// order of the pushers' creation, then of their pushes (the builder's own
+/// pushes count as one pusher, made at the first `coo_builder_push*`),
+/// skipped ones (`skip_negative`) included. Each pusher writes the
+/// coordinates it takes to a temporary file in the spill folder (8 bytes
+/// per index). `COO_ERR_OPTIONS` under `drop_zeros` (a plan's pattern is
+/// fixed), `COO_ERR_ARGUMENT` after a push, `COO_ERR_STATE` for a handle
+/// that is not a live builder.
+///
+/// # Safety
+/// `b` is NULL or a builder handle, not used by another thread during the
+/// call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_builder_record_plan(b: *mut coo_builder) -> c_int {
     status(|| {
+        let h = live_builder(b)?;
+        let mut builder = h.builder.lock().map_err(|_| {
+            Fail::new(
+                COO_ERR_STATE,
+                "an internal error left this builder unusable",
+            )
+        })?;
+        Ok(builder.record_plan()?)
+    })
+}
+
+/// `coo_builder_finish`, then the plan the builder recorded
+/// (`coo_builder_record_plan`): in memory into `*plan` when `plan` is not
+/// NULL (a `coo_plan` as `coo_plan_new` makes, released by
+/// `coo_plan_free`; for fewer than 2^32 contributions), and written out of
+/// core to the plan file `plan_path` when it is not NULL (for
+/// `coo_refill_file`, within the builder's memory budget). The tensor is
+/// published first: an error making the plan (`*plan` then NULL, no plan
+/// file) still leaves the tensor at `path`, and the builder is gone.
+/// Refusals as `coo_builder_finish`'s; `COO_ERR_ARGUMENT` when the
+/// builder did not record its plan.
+///
+/// # Safety
+/// As `coo_builder_finish`; `plan` is NULL or valid for writing a pointer;
+/// `plan_path` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_builder_finish_recorded(
+    b: *mut coo_builder,
+    path: *const c_char,
+    out: *mut coo_summary,
+    plan: *mut *mut crate::plan::coo_plan,
+    plan_path: *const c_char,
+) -> c_int {
+    if !plan.is_null() {
+        // SAFETY: writable (contract).
+        unsafe { plan.write(std::ptr::null_mut()) };
+    }
+    status(|| {
+        // SAFETY: NULL or NUL-terminated (contract).
+        let plan_path = if plan_path.is_null() {
+            None
+        } else {
+            Some(unsafe { crate::c_path(plan_path, "plan_path") }?)
+        };
+        let after = |builder: &Builder| -> Res<()> {
+            if !plan.is_null() {
+                let p = coo_assembler::Plan::recorded(builder, None)?;
+                // SAFETY: writable (contract).
+                unsafe { plan.write(crate::plan::plan_handle(p)) };
+            }
+            if let Some(pp) = &plan_path {
+                coo_assembler::plan::PlanFile::create_recorded(builder, pp, None)?;
+            }
+            Ok(())
+        };
+        // SAFETY: forwarded contract.
+        unsafe { finish(b, path, out, after) }
+    })
+}
+
+/// The body of `coo_builder_finish`: `after` runs on the finished builder
+/// before it is freed (its error is the call's, the tensor published).
+///
+/// # Safety
+/// As `coo_builder_finish`.
+unsafe fn finish(
+    b: *mut coo_builder,
+    path: *const c_char,
+    out: *mut coo_summary,
+    after: impl FnOnce(&Builder) -> Res<()>,
+) -> Res<()> {
+    {
         let h = live_builder(b)?;
         // SAFETY: NULL or NUL-terminated (contract).
         let path = unsafe { crate::c_path(path, "path") }.map_err(refused)?;
@@ -1258,6 +1351,17 @@ pub unsafe extern "C" fn coo_builder_finish(
             Ok(mut builder) => {
                 let r = builder.finish(&path);
                 let spent = builder.is_finished();
+                let r = match r {
+                    Ok(s) => match after(&builder) {
+                        Ok(()) => Ok(s),
+                        Err(f) => {
+                            drop(builder);
+                            consume(b);
+                            return Err(f);
+                        }
+                    },
+                    Err(e) => Err(e),
+                };
                 (r, spent)
             }
             // An internal error left it unusable: it goes, as a failure.
@@ -1291,7 +1395,7 @@ pub unsafe extern "C" fn coo_builder_finish(
             unsafe { out.write(summary) };
         }
         Ok(())
-    })
+    }
 }
 
 /// A refusal of `finish`: the builder is unchanged and still the caller's.

@@ -103,6 +103,11 @@ fn live_plan<'a>(p: *const coo_plan) -> Res<&'a Plan> {
     Ok(unsafe { &(*p).plan })
 }
 
+/// A registered handle for a plan made elsewhere (a builder's recording).
+pub(crate) fn plan_handle(plan: Plan) -> *mut coo_plan {
+    PLANS.register(Box::into_raw(Box::new(coo_plan { plan })))
+}
+
 /// A new plan handle, registered (NULL and the error recorded on failure).
 fn new_handle(f: impl FnOnce() -> Res<Plan>) -> *mut coo_plan {
     PLANS.register(handle(|| Ok(Box::new(coo_plan { plan: f()? }))))
@@ -1021,5 +1026,161 @@ mod tests {
         };
         assert_eq!(code, crate::COO_ERR_VALUE);
         unsafe { coo_plan_free(p) };
+    }
+}
+
+/// A refill whose values are pushed (opaque): `coo_refill_new` takes the
+/// room for one step's values, `coo_refill_push` appends them in the
+/// plan's order (for a plan a builder recorded, the order of its pushes),
+/// `coo_refill_assemble` or `coo_refill_write` make the result and start
+/// the next step; `coo_refill_free` releases it. For `COO_F64` plans.
+pub struct coo_refill {
+    plan: *const coo_plan,
+    values: Vec<f64>,
+}
+
+/// The refill handles alive now.
+static REFILLS: Registry = Registry::new();
+
+/// The refill behind `r` and its plan, when both are live handles.
+fn live_refill<'a>(r: *mut coo_refill) -> Res<(&'a mut coo_refill, &'a Plan)> {
+    if r.is_null() {
+        return Err(Fail::null("refill"));
+    }
+    if !REFILLS.contains(r) {
+        return Err(Fail::new(
+            COO_ERR_STATE,
+            "not a live refill: it was freed (or not made by coo_refill_new)",
+        ));
+    }
+    // SAFETY: registered when made and not yet unregistered; not used by
+    // another thread during the call (the contract).
+    let r = unsafe { &mut *r };
+    let p = live_plan(r.plan)?;
+    Ok((r, p))
+}
+
+/// A refill of `plan` whose values are pushed (see `coo_refill`); NULL on
+/// error (`COO_ERR_ARGUMENT` for a plan that is not `COO_F64`,
+/// `COO_ERR_MEMORY` when the room for its values cannot be had). The plan
+/// must outlive the refill.
+///
+/// # Safety
+/// `plan` is NULL or a plan handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_refill_new(plan: *const coo_plan) -> *mut coo_refill {
+    REFILLS.register(handle(|| {
+        let p = live_plan(plan)?;
+        if p.dtype() != DType::F64 {
+            return Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "the plan's tensor holds {} values and a pushed refill takes doubles: use \
+                     coo_plan_assemble_typed",
+                    p.dtype()
+                ),
+            ));
+        }
+        let n = p.contributions();
+        let mut values = Vec::new();
+        values.try_reserve_exact(n).map_err(|_| {
+            Fail::from(Error::OutOfMemory {
+                what: "the refill's values",
+                bytes: n as u64 * 8,
+            })
+        })?;
+        Ok(Box::new(coo_refill { plan, values }))
+    }))
+}
+
+/// Push the next `n` values (one contribution's, or an element matrix's
+/// row-major, as the builder took them). `COO_ERR_ARGUMENT` past the
+/// plan's contributions (nothing appended).
+///
+/// # Safety
+/// `r` is NULL or a refill handle whose plan is live, not used by another
+/// thread during the call; `values` is NULL or points to `n` doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_refill_push(
+    r: *mut coo_refill,
+    values: *const f64,
+    n: usize,
+) -> c_int {
+    status(|| {
+        let (r, p) = live_refill(r)?;
+        // SAFETY: NULL or `n` doubles (contract).
+        let v = unsafe { slice(values, n, "values") }?;
+        let want = p.contributions();
+        if r.values.len() + v.len() > want {
+            return Err(Fail::new(
+                COO_ERR_ARGUMENT,
+                format!(
+                    "refill: {} values pushed for a plan of {want} contributions",
+                    r.values.len() + v.len()
+                ),
+            ));
+        }
+        r.values.extend_from_slice(v);
+        Ok(())
+    })
+}
+
+/// Refill `out` (`nnz` doubles, `coo_plan_info`'s `nnz`) with the values
+/// pushed, as `coo_plan_assemble` does with them in one array; then the
+/// next step's pushes start (on success or not). `COO_ERR_ARGUMENT` when
+/// fewer values than the plan's contributions were pushed, and
+/// `coo_plan_assemble`'s errors.
+///
+/// # Safety
+/// `r` as `coo_refill_push`; `out` is NULL or writable for `nnz` doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_refill_assemble(
+    r: *mut coo_refill,
+    out: *mut f64,
+    nnz: usize,
+) -> c_int {
+    status(|| {
+        let (r, p) = live_refill(r)?;
+        let v = std::mem::take(&mut r.values);
+        // SAFETY: `v` is ours; `out` as the contract says.
+        let res = unsafe { refill::<f64, f64>(p, v.as_ptr(), v.len(), out, nnz) };
+        r.values = v;
+        r.values.clear();
+        res
+    })
+}
+
+/// Write the result of the values pushed to `path` as a Hurray file,
+/// atomically: the bytes the builder that recorded the plan writes for the
+/// same pushes. Then the next step's pushes start (on success or not).
+/// `COO_ERR_ARGUMENT` when fewer values were pushed than the plan takes,
+/// `COO_ERR_VALUE` for a value the plan's policy refuses, `COO_ERR_IO`.
+///
+/// # Safety
+/// `r` as `coo_refill_push`; `path` is NULL or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_refill_write(r: *mut coo_refill, path: *const c_char) -> c_int {
+    status(|| {
+        let (r, p) = live_refill(r)?;
+        // SAFETY: NULL or NUL-terminated (contract).
+        let path = unsafe { c_path(path, "path") }?;
+        let res = p.assemble_to_file(&r.values, &path, &[]);
+        r.values.clear();
+        res?;
+        Ok(())
+    })
+}
+
+/// Release a refill (not its plan). NULL, or a refill already freed:
+/// no-op.
+///
+/// # Safety
+/// `r` is NULL or a refill handle, not used by another thread during or
+/// after the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_refill_free(r: *mut coo_refill) {
+    if !r.is_null() && REFILLS.unregister(r) {
+        // SAFETY: registered when made and unregistered just now.
+        quietly(|| drop(unsafe { Box::from_raw(r) }));
     }
 }

@@ -127,13 +127,27 @@ impl Plan {
         let name = AssembleOptions::default().tensor_name;
         {
             let mut t = w.begin_tensor_as(&name, self.dtype, &self.shape, self.layout)?;
-            let mut err = Ok(());
-            self.each_coordinate(|e, idx| {
-                if err.is_ok() {
-                    err = t.push(idx, out[e]);
-                }
-            });
-            err?;
+            t.reserve_indices(self.nnz() as u64)?;
+            if self.layout.is_compressed() {
+                // A major index at a time: its checks and pointer paid once.
+                let mut minors = Vec::new();
+                self.each_run(|major, at, ix| {
+                    minors.clear();
+                    minors.extend(ix);
+                    match out.get(at..at + minors.len()) {
+                        Some(vals) => t.push_run(major, &minors, vals),
+                        None => Err(Error::Poisoned("refill (the plan's pointers)")),
+                    }
+                })?;
+            } else {
+                let mut err = Ok(());
+                self.each_coordinate(|e, idx| {
+                    if err.is_ok() {
+                        err = t.push(idx, out[e]);
+                    }
+                });
+                err?;
+            }
             t.finish()?;
         }
         let s = w.finish()?;

@@ -105,18 +105,32 @@ impl<V: DirectValue> Refill<'_, V> {
 
     /// Write the result of the pushed values to `output` as a Hurray file,
     /// atomically: the bytes a builder's `finish` writes for the same
-    /// pushes. `inputs` are files the output must not name.
+    /// pushes ([`Plan::assemble_to_file`]). `inputs` are files the output
+    /// must not name.
     pub fn write(&self, output: &Path, inputs: &[&Path]) -> Result<RefillSummary> {
-        let values = self.complete()?;
-        let plan = self.plan;
+        self.plan.assemble_to_file(self.complete()?, output, inputs)
+    }
+}
+
+impl Plan {
+    /// Write the result of `values` (one per contribution, in the plan's
+    /// order) to `output` as a Hurray file, atomically, the tensor named as
+    /// `Builder` names it: the bytes an assembly of the same contributions
+    /// writes. `inputs` are files the output must not name.
+    pub fn assemble_to_file<V: DirectValue>(
+        &self,
+        values: &[V],
+        output: &Path,
+        inputs: &[&Path],
+    ) -> Result<RefillSummary> {
         let n = values.len();
-        crate::with_element_type!(plan.dtype(), real T => plan.write_refill::<T>(
+        crate::with_element_type!(self.dtype(), real T => self.write_refill::<T>(
             n,
             output,
             inputs,
-            |out: &mut [T]| plan.assemble_into(values, out, None)
-        ), complex C => plan.write_refill::<C>(n, output, inputs, |out: &mut [C]| {
-            plan.assemble_complex_into(values, out, None)
+            |out: &mut [T]| self.assemble_into(values, out, None)
+        ), complex C => self.write_refill::<C>(n, output, inputs, |out: &mut [C]| {
+            self.assemble_complex_into(values, out, None)
         }))
     }
 }

@@ -5,7 +5,7 @@
  * that the plan's structure is the file's, that a saved and loaded plan
  * refills the same, that refills from several threads at once on one
  * plan agree, and that each error gives its documented status and
- * message.
+ * message; and plans a builder records, refilled by pushing values.
  * Usage: plan DIR (an empty directory).
  * Prints one line per check ("ok ..." or "FAIL ..."), `name: key=value`
  * lines for tests/programs.rs, and "N failed" at the end; exits 1 if a
@@ -851,6 +851,94 @@ static void plan_file_checks(void) {
            "a NULL plan file path");
 }
 
+/* The bytes of two files are the same. */
+static int same_file(const char *a, const char *b) {
+    long la = 0, lb = 0;
+    unsigned char *x = slurp(a, &la), *y = slurp(b, &lb);
+    int same = x && y && la == lb && memcmp(x, y, (size_t)la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Push the mesh's elements with the values of set `r` into `b`. */
+static int push_mesh(coo_builder *b, int r) {
+    for (size_t e = 0; e < ELEMENTS; e++) {
+        int s = coo_builder_push_element(b, K, dofs + e * K, vals[r] + e * K * K);
+        if (s != COO_OK)
+            return s;
+    }
+    return COO_OK;
+}
+
+/* A plan the builder records while it assembles (coo_builder_record_plan,
+ * coo_builder_finish_recorded), refilled by pushing the values alone
+ * (coo_refill_*): the builder's bytes for the same pushes; and the plan
+ * file it writes out of core, refilled from a values file. */
+static void recorded_checks(void) {
+    coo_options o;
+    coo_options_default(&o);
+    o.layout = COO_LAYOUT_CSR;
+    o.memory_budget = 16 << 20;
+    coo_builder *b = coo_builder_new(2, shape, COO_F64, &o);
+    expect(made(b), COO_OK, "a builder to record");
+    expect(coo_builder_record_plan(b), COO_OK, "coo_builder_record_plan");
+    expect(push_mesh(b, 0), COO_OK, "push the elements");
+    coo_plan *p = NULL;
+    expect(coo_builder_finish_recorded(b, in_dir("rec0.hrry"), NULL, &p, in_dir("rec.plan")),
+           COO_OK, "coo_builder_finish_recorded");
+    expect_true(p != NULL, "the recorded plan is handed over");
+    uint64_t n = 0, nnz = 0;
+    expect(coo_plan_contributions(p, &n), COO_OK, "its contributions");
+    expect(coo_plan_nnz(p, &nnz), COO_OK, "its entries");
+    expect_true(n == N, "one value per contribution pushed");
+
+    /* The next step: the builder's file for the new values, and the refill. */
+    coo_builder *b1 = coo_builder_new(2, shape, COO_F64, &o);
+    expect(push_mesh(b1, 1), COO_OK, "push the new values");
+    expect(coo_builder_finish(b1, in_dir("rec1.hrry"), NULL), COO_OK, "assemble them again");
+    coo_refill *r = coo_refill_new(p);
+    expect(made(r), COO_OK, "coo_refill_new");
+    for (int round = 0; round < 2; round++) {
+        for (size_t e = 0; e < ELEMENTS; e++)
+            coo_refill_push(r, vals[1] + e * K * K, K * K);
+        expect(coo_refill_write(r, in_dir("got.hrry")), COO_OK, "coo_refill_write");
+        expect_true(same_file(in_dir("got.hrry"), in_dir("rec1.hrry")),
+                    "the refill's file is the builder's, byte for byte");
+    }
+    double *got = malloc(sizeof(double) * nnz), *want = malloc(sizeof(double) * nnz);
+    expect(coo_refill_push(r, vals[0], N), COO_OK, "push one step's values at once");
+    expect(coo_refill_assemble(r, got, nnz), COO_OK, "coo_refill_assemble");
+    expect(coo_plan_assemble(p, vals[0], N, want, nnz), COO_OK, "coo_plan_assemble");
+    expect_true(got && want && memcmp(got, want, sizeof(double) * nnz) == 0,
+                "the pushed refill is the array refill");
+    free(got);
+    free(want);
+
+    /* The plan file, refilled from a values file. */
+    expect_true(write_values(in_dir("v.f64"), vals[1], N), "write the values file");
+    expect(coo_refill_file(in_dir("rec.plan"), in_dir("v.f64"), in_dir("got.hrry"), &o), COO_OK,
+           "coo_refill_file of the recorded plan file");
+    expect_true(same_file(in_dir("got.hrry"), in_dir("rec1.hrry")), "the builder's bytes again");
+
+    /* Refusals. */
+    expect(coo_refill_push(r, vals[0], N - 1), COO_OK, "push too few");
+    expect(coo_refill_write(r, in_dir("bad.hrry")), COO_ERR_ARGUMENT, "a refill missing values");
+    expect_message("values for a plan", "the message says how many");
+    expect(coo_refill_push(r, vals[0], N + 1), COO_ERR_ARGUMENT, "more values than the plan takes");
+    coo_refill_free(r);
+    coo_refill_free(r);
+    coo_plan_free(p);
+    coo_builder *late = coo_builder_new(2, shape, COO_F64, &o);
+    expect(push_mesh(late, 0), COO_OK, "push first");
+    expect(coo_builder_record_plan(late), COO_ERR_ARGUMENT, "record_plan after a push");
+    expect_message("before the first push", "the message says when");
+    coo_plan *none = NULL;
+    expect(coo_builder_finish_recorded(late, in_dir("late.hrry"), NULL, &none, NULL),
+           COO_ERR_ARGUMENT, "finish_recorded of a builder that did not record");
+    expect_true(none == NULL, "no plan");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: plan DIR\n");
@@ -865,6 +953,7 @@ int main(int argc, char **argv) {
     typed_checks();
     error_checks();
     plan_file_checks();
+    recorded_checks();
     printf("%d failed\n", failures);
     return failures != 0;
 }

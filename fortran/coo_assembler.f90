@@ -129,7 +129,9 @@ module coo_assembler
       coo_plan_assemble_typed, coo_builder_push_complex, coo_builder_push_many_complex, &
       coo_builder_push_element_complex, coo_pusher_push_complex, &
       coo_pusher_push_many_complex, coo_pusher_push_element_complex, coo_plan_file_new, &
-      coo_plan_file_new_i32, coo_refill_file
+      coo_plan_file_new_i32, coo_refill_file, coo_builder_record_plan, &
+      coo_builder_finish_recorded, coo_refill_new, coo_refill_push, coo_refill_assemble, &
+      coo_refill_write, coo_refill_free
 
    interface
       subroutine coo_options_default(out) bind(c, name="coo_options_default")
@@ -614,6 +616,58 @@ module coo_assembler
       end function coo_plan_file_new_i32
 
       !> One step with a plan file and a values file, into `output`.
+      function coo_builder_record_plan(b) bind(c, name="coo_builder_record_plan") result(s)
+         import :: c_ptr, c_int
+         type(c_ptr), value :: b
+         integer(c_int) :: s
+      end function coo_builder_record_plan
+
+      !> plan: c_loc of a type(c_ptr) or c_null_ptr; plan_path: a C string or
+      !> c_null_ptr (see coo_builder_t%finish_recorded).
+      function coo_builder_finish_recorded(b, path, out, plan, plan_path) &
+         bind(c, name="coo_builder_finish_recorded") result(s)
+         import :: c_ptr, c_char, c_int, coo_summary
+         type(c_ptr), value :: b
+         character(kind=c_char), intent(in) :: path(*)
+         type(coo_summary), intent(out) :: out
+         type(c_ptr), value :: plan, plan_path
+         integer(c_int) :: s
+      end function coo_builder_finish_recorded
+
+      function coo_refill_new(plan) bind(c, name="coo_refill_new") result(r)
+         import :: c_ptr
+         type(c_ptr), value :: plan
+         type(c_ptr) :: r
+      end function coo_refill_new
+
+      function coo_refill_push(r, values, n) bind(c, name="coo_refill_push") result(s)
+         import :: c_ptr, c_double, c_size_t, c_int
+         type(c_ptr), value :: r
+         real(c_double), intent(in) :: values(*)
+         integer(c_size_t), value :: n
+         integer(c_int) :: s
+      end function coo_refill_push
+
+      function coo_refill_assemble(r, out, nnz) bind(c, name="coo_refill_assemble") result(s)
+         import :: c_ptr, c_double, c_size_t, c_int
+         type(c_ptr), value :: r
+         real(c_double), intent(inout) :: out(*)
+         integer(c_size_t), value :: nnz
+         integer(c_int) :: s
+      end function coo_refill_assemble
+
+      function coo_refill_write(r, path) bind(c, name="coo_refill_write") result(s)
+         import :: c_ptr, c_char, c_int
+         type(c_ptr), value :: r
+         character(kind=c_char), intent(in) :: path(*)
+         integer(c_int) :: s
+      end function coo_refill_write
+
+      subroutine coo_refill_free(r) bind(c, name="coo_refill_free")
+         import :: c_ptr
+         type(c_ptr), value :: r
+      end subroutine coo_refill_free
+
       function coo_refill_file(plan, values, output, options) &
          bind(c, name="coo_refill_file") result(s)
          import :: c_char, c_int, coo_options
@@ -675,6 +729,8 @@ module coo_assembler
       procedure, private :: init_i4 => builder_init_i4, init_i8 => builder_init_i8
       generic :: init => init_i4, init_i8
       procedure :: finish => builder_finish
+      procedure :: record_plan => builder_record_plan
+      procedure :: finish_recorded => builder_finish_recorded
       procedure :: free => builder_free
    end type coo_builder_t
 
@@ -736,6 +792,22 @@ module coo_assembler
          plan_assemble_z3, plan_assemble_c1
       procedure :: free => plan_free
    end type coo_plan_t
+
+   !> A refill whose values are pushed, for a plan a coo_builder_t recorded
+   !> (`b%record_plan()`, `b%finish_recorded(path, p)`): `call
+   !> r%init(p)`, then each step `r%push(ke)` (an element matrix, as
+   !> push_element took it) or `r%push(values)` in the builder's push
+   !> order, and `r%assemble(out)` or `r%write(path)`; `call r%free()`.
+   type, public :: coo_refill_t
+      type(c_ptr) :: handle = c_null_ptr
+   contains
+      procedure :: init => refill_init
+      procedure, private :: refill_push_1, refill_push_2
+      generic :: push => refill_push_1, refill_push_2
+      procedure :: assemble => refill_assemble
+      procedure :: write => refill_write
+      procedure :: free => refill_free
+   end type coo_refill_t
 
    !> Entries converted per C call when indices must be shifted or widened.
    integer, parameter :: BATCH = 1024
@@ -919,6 +991,44 @@ contains
       if (present(summary)) summary = s
       call settle(status, 'coo_builder_finish', stat)
    end subroutine builder_finish
+
+   !> Record the plan while assembling (before the first push or pusher):
+   !> see coo_builder_record_plan in the C header.
+   subroutine builder_record_plan(self, stat)
+      class(coo_builder_t), intent(inout) :: self
+      integer, intent(out), optional :: stat
+      call settle(coo_builder_record_plan(self%handle), 'coo_builder_record_plan', stat)
+   end subroutine builder_record_plan
+
+   !> b%finish(path), then the plan the builder recorded: in memory into
+   !> `plan` (its structure 0-based, as the builder's), and written out of
+   !> core to the plan file `plan_path` when given.
+   subroutine builder_finish_recorded(self, path, plan, plan_path, summary, stat)
+      class(coo_builder_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      type(coo_plan_t), intent(inout) :: plan
+      character(len=*), intent(in), optional :: plan_path
+      type(coo_summary), intent(out), optional :: summary
+      integer, intent(out), optional :: stat
+      type(coo_summary) :: s
+      integer(c_int) :: status
+      type(c_ptr), target :: h
+      character(kind=c_char, len=:), allocatable, target :: pp
+      h = c_null_ptr
+      if (present(plan_path)) then
+         pp = trim(plan_path)//c_null_char
+         status = coo_builder_finish_recorded(self%handle, c_string(path), s, c_loc(h), &
+                                              c_loc(pp))
+      else
+         status = coo_builder_finish_recorded(self%handle, c_string(path), s, c_loc(h), &
+                                              c_null_ptr)
+      end if
+      if (status /= COO_ERR_REFUSED) self%handle = c_null_ptr
+      plan%handle = h
+      plan%base = self%base
+      if (present(summary)) summary = s
+      call settle(status, 'coo_builder_finish_recorded', stat)
+   end subroutine builder_finish_recorded
 
    !> Abandon the assembly: nothing is written, temporary files are removed.
    subroutine builder_free(self)
@@ -2093,5 +2203,63 @@ contains
       call coo_plan_free(self%handle)
       self%handle = c_null_ptr
    end subroutine plan_free
+
+   ! ---------------------------- refill -----------------------------
+
+   !> A pushed refill of the COO_F64 plan `plan` (which must outlive it).
+   subroutine refill_init(self, plan, stat)
+      class(coo_refill_t), intent(inout) :: self
+      type(coo_plan_t), intent(in) :: plan
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      self%handle = coo_refill_new(plan%handle)
+      status = COO_OK
+      if (.not. c_associated(self%handle)) status = coo_last_status()
+      call settle(status, 'coo_refill_new', stat)
+   end subroutine refill_init
+
+   !> Push the next values (one per contribution, in the builder's order).
+   subroutine refill_push_1(self, values, stat)
+      class(coo_refill_t), intent(inout) :: self
+      real(c_double), intent(in), contiguous :: values(:)
+      integer, intent(out), optional :: stat
+      call settle(coo_refill_push(self%handle, values, size(values, kind=c_size_t)), &
+                  'coo_refill_push', stat)
+   end subroutine refill_push_1
+
+   !> Push an element matrix's values, as push_element took ke(a, b).
+   subroutine refill_push_2(self, ke, stat)
+      class(coo_refill_t), intent(inout) :: self
+      real(c_double), intent(in) :: ke(:, :)
+      integer, intent(out), optional :: stat
+      ! push_element hands the library transpose(ke) (row-major): the same.
+      call settle(coo_refill_push(self%handle, transpose(ke), size(ke, kind=c_size_t)), &
+                  'coo_refill_push', stat)
+   end subroutine refill_push_2
+
+   !> The result of the values pushed into `out` (the plan's nnz); the next
+   !> step's pushes start.
+   subroutine refill_assemble(self, out, stat)
+      class(coo_refill_t), intent(inout) :: self
+      real(c_double), intent(inout), contiguous :: out(:)
+      integer, intent(out), optional :: stat
+      call settle(coo_refill_assemble(self%handle, out, size(out, kind=c_size_t)), &
+                  'coo_refill_assemble', stat)
+   end subroutine refill_assemble
+
+   !> The result of the values pushed, written to `path` (the builder's
+   !> bytes); the next step's pushes start.
+   subroutine refill_write(self, path, stat)
+      class(coo_refill_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      integer, intent(out), optional :: stat
+      call settle(coo_refill_write(self%handle, c_string(path)), 'coo_refill_write', stat)
+   end subroutine refill_write
+
+   subroutine refill_free(self)
+      class(coo_refill_t), intent(inout) :: self
+      call coo_refill_free(self%handle)
+      self%handle = c_null_ptr
+   end subroutine refill_free
 
 end module coo_assembler

@@ -31,7 +31,10 @@ program plan
    type(coo_builder_t) :: bld
    type(coo_summary) :: summary
    integer(int64) :: nnz, n64
-   integer(int8), allocatable :: bytes(:)
+   integer(int8), allocatable :: bytes(:), bytes2(:)
+   type(coo_plan_t) :: rp
+   type(coo_refill_t) :: rf
+   real(real64), allocatable :: rout(:)
    type(c_ptr) :: h
    integer(c_int64_t) :: cnnz
 
@@ -254,6 +257,43 @@ program plan
    call s%free()
    call p%free()
    call q%free()
+
+   ! A plan the builder records while it assembles (record_plan,
+   ! finish_recorded), refilled by pushing the element matrices' values.
+   call bld%init([NN, NN], stat=stat, threads=2, one_based=.true.)
+   call bld%record_plan(stat)
+   call expect(stat, COO_OK, 'record_plan')
+   do e = 1, NE
+      call bld%push_element(dofs(:, e), ke(:, :, e, 1), stat)
+   end do
+   call bld%finish_recorded(d//'/R1.hrry', rp, d//'/R.plan', stat=stat)
+   call expect(stat, COO_OK, 'finish_recorded')
+   call check(rp%contributions() == N, 'the recorded plan takes every contribution')
+   call builder_file(d//'/R2.hrry', 2)
+   call rf%init(rp, stat)
+   call expect(stat, COO_OK, 'refill init')
+   do e = 1, NE
+      call rf%push(ke(:, :, e, 2), stat)
+   end do
+   call rf%write(d//'/RW.hrry', stat)
+   call expect(stat, COO_OK, 'refill write')
+   call read_bytes(d//'/R2.hrry', bytes)
+   call read_bytes(d//'/RW.hrry', bytes2)
+   call check(size(bytes) > 100 .and. size(bytes) == size(bytes2), 'the refill file''s size')
+   if (size(bytes) == size(bytes2)) call check(all(bytes == bytes2), &
+                                               'the pushed refill writes the builder''s bytes')
+   allocate (rout(rp%nnz()))
+   do e = 1, NE
+      call rf%push(ke(:, :, e, 2), stat)
+   end do
+   call rf%assemble(rout, stat)
+   call expect(stat, COO_OK, 'refill assemble')
+   call read_file(d//'/R2.hrry', fidx, fv)
+   call check(same_bits(rout, fv), 'the pushed refill in memory holds the builder''s values')
+   call rf%write(d//'/RX.hrry', stat)
+   call expect(stat, COO_ERR_ARGUMENT, 'a refill without its values')
+   call rf%free()
+   call rp%free()
 
    print '(i0,a)', failures, ' failed'
 

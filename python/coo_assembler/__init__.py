@@ -35,6 +35,7 @@ from ._file import File, Statistics, TensorInfo, open
 from ._plan import (
     Plan,
     PlanFileSummary,
+    Refill,
     _plan_from_bytes,
     load_plan,
     plan,
@@ -62,6 +63,7 @@ __all__ = [
     "refill_file",
     "PlanFileSummary",
     "Plan",
+    "Refill",
     "parse_size",
     "DTYPES",
     "CooAssemblerError",
@@ -89,6 +91,7 @@ for _obj in (
     assemble_file,
     Plan,
     PlanFileSummary,
+    Refill,
     _plan_from_bytes,
     load_plan,
     plan,

@@ -93,6 +93,13 @@ class Builder:
         counted in :attr:`Summary.skipped_negative`; with
         :meth:`push_elements`, the entries of a negative row or column.
         Default ``False``: a negative index is an :class:`InputError`.
+    record_plan
+        Record where every contribution lands, so that the next steps
+        refill by pushing values alone: after :meth:`finish`,
+        :attr:`plan` (or ``finish(path, plan_file=...)`` for a plan too
+        large for memory). Push calls then run one at a time, in the order
+        they start, which is the plan's order. Refused with
+        ``drop_zeros``.
 
     Use it as a context manager: leaving the ``with`` block by an exception
     abandons the assembly -- nothing is published at the target path and
@@ -129,9 +136,11 @@ class Builder:
         non_finite: str = "keep",
         layout: str = "coo",
         skip_negative: bool = False,
+        record_plan: bool = False,
     ) -> None:
         shape_t = tuple(_extent(s) for s in shape)
         self._shape = shape_t
+        self._plan: Any = None
         self._dtype = _dtype_name(dtype)
         self._native = _native.Builder(
             list(shape_t),
@@ -148,6 +157,8 @@ class Builder:
                 skip_negative=skip_negative,
             ),
         )
+        if record_plan:
+            self._native.record_plan()
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -254,7 +265,7 @@ class Builder:
         b._dtype = _NUMPY_NAME[native.dtype]
         return b
 
-    def finish(self, path: PathLike) -> Summary:
+    def finish(self, path: PathLike, plan_file: Optional[PathLike] = None) -> Summary:
         """Merge everything and write the tensor to ``path`` atomically
         (temporary file, fsync, rename). An output that could not be
         published (a missing or read-only folder, a directory, a file
@@ -262,8 +273,35 @@ class Builder:
         keeps every contribution, fix the path and finish again. Once the
         merge starts the builder is spent whatever the outcome, and its
         spill files are removed. Ctrl-C stops the merge at its next step:
-        nothing is published, and ``KeyboardInterrupt`` is raised."""
-        return _summary(self._native.finish(_path(path)))
+        nothing is published, and ``KeyboardInterrupt`` is raised.
+
+        A builder made with ``record_plan=True`` then makes the plan of
+        what was pushed: in memory (:attr:`plan`), or with ``plan_file``
+        written out of core to that plan file (for :func:`refill_file`)."""
+        pf = None if plan_file is None else _path(plan_file)
+        s = _summary(self._native.finish(_path(path), pf))
+        native = self._native.take_plan()
+        if native is not None:
+            from ._plan import Plan
+
+            big = max(self._shape) >= 2**31 or native.nnz >= 2**31
+            self._plan = Plan(native, self._shape, np.int64 if big else np.int32)
+        return s
+
+    @property
+    def plan(self) -> Any:
+        """The plan this builder recorded (``record_plan=True``), made by
+        :meth:`finish`: it takes one value per contribution, in the order
+        of the push calls (each call's values in their order; with
+        ``record_plan`` push calls run one at a time, in the order they
+        start), skipped ones (``skip_negative``) included. Refill it with
+        :meth:`Plan.assemble` or by pushing values (:meth:`Plan.refill`)."""
+        if self._plan is None:
+            raise CooAssemblerError(
+                "no recorded plan: make the builder with record_plan=True and call "
+                "finish (without plan_file, which writes the plan to a file instead)"
+            )
+        return self._plan
 
     def close(self) -> None:
         """Abandon the assembly: nothing is written and temporary files are

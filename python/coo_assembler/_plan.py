@@ -178,11 +178,55 @@ class Plan:
             self._issued[id(a.indptr)] = a.indptr
         return a
 
+    def refill(self) -> "Refill":
+        """A refill whose values are pushed in the plan's order (for a plan a
+        :class:`Builder` recorded, the order of its push calls):
+        ``r.push(values)``, ``r.push_elements(ke)``, then ``r.assemble()``."""
+        return Refill(self)
+
     def assemble_elements(self, ke: Any, out: Any = None) -> Any:
         """:meth:`assemble` for a plan of :func:`plan_elements`: ``ke`` holds
         one ``k x k`` matrix per element (shape ``(elements, k, k)``, or
         flat)."""
         return self.assemble(np.asarray(ke).reshape(-1), out=out)
+
+
+class Refill:
+    """Values pushed for one step of a :class:`Plan`, in its order: each
+    ``push(values)`` or ``push_elements(ke)`` call takes the values of the
+    matching :class:`Builder` call (``push_elements``' ``ke`` in its
+    element order, row-major). :meth:`assemble` makes the result (one copy
+    of the values joins the pushed arrays) and starts the next step."""
+
+    def __init__(self, plan: Plan):
+        self._plan = plan
+        self._parts: List[np.ndarray] = []
+        self._n = 0
+
+    def push(self, values: Any) -> None:
+        """The next values, one per contribution (a 1-D array or a scalar)."""
+        v = np.array(values, copy=True).reshape(-1)
+        if self._n + v.shape[0] > self._plan.contributions:
+            raise InputError(
+                f"refill: {self._n + v.shape[0]} values pushed for a plan of "
+                f"{self._plan.contributions} contributions"
+            )
+        self._parts.append(v)
+        self._n += v.shape[0]
+
+    def push_elements(self, ke: Any) -> None:
+        """The values of element matrices, as ``Builder.push_elements`` took
+        them (shape ``(elements, k, k)``)."""
+        self.push(np.asarray(ke).reshape(-1))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def assemble(self, out: Any = None) -> Any:
+        """:meth:`Plan.assemble` of the values pushed; the next step starts."""
+        parts, self._parts, self._n = self._parts, [], 0
+        values = np.concatenate(parts) if parts else np.empty(0, dtype=self._plan.dtype)
+        return self._plan.assemble(values, out=out)
 
 
 def _same_coords(coords: Tuple[np.ndarray, ...], indices: np.ndarray, rank: int) -> bool:

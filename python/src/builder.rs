@@ -58,6 +58,11 @@ pub struct Pool {
     idle: Mutex<Vec<Pusher>>,
     /// Pushers made since the last drain: the most pushes that ran at once.
     made: AtomicUsize,
+    /// The builder records its plan: push calls run one at a time, in the
+    /// order they take `turn`, through one pusher (the plan's order is
+    /// then the order of the calls).
+    serial: std::sync::atomic::AtomicBool,
+    turn: Mutex<()>,
 }
 
 impl Pool {
@@ -91,6 +96,10 @@ impl Pool {
 
     /// Run `f` with a pusher of the pool.
     fn with<T>(&self, builder: &Builder, f: impl FnOnce(&mut Pusher) -> R<T>) -> R<T> {
+        let _turn = self
+            .serial
+            .load(Ordering::Relaxed)
+            .then(|| self.turn.lock().unwrap_or_else(|e| e.into_inner()));
         let mut p = self.acquire(builder)?;
         let r = f(&mut p);
         self.release(p);
@@ -115,6 +124,8 @@ pub struct NativeBuilder {
     /// The builder's `skip_negative`: signed index arrays then go through
     /// the library's signed pushes, which skip and count negative ones.
     skip_negative: bool,
+    /// The plan the builder recorded, made by `finish` (`record_plan`).
+    recorded: Mutex<Option<coo_assembler::Plan>>,
 }
 
 impl NativeBuilder {
@@ -415,10 +426,13 @@ impl NativeBuilder {
                 pool: Pool {
                     idle: Mutex::new(Vec::new()),
                     made: AtomicUsize::new(0),
+                    serial: std::sync::atomic::AtomicBool::new(false),
+                    turn: Mutex::new(()),
                 },
             })),
             shape,
             skip_negative,
+            recorded: Mutex::new(None),
         }
     }
 }
@@ -560,12 +574,39 @@ impl NativeBuilder {
         Ok(())
     }
 
-    /// Merge, write `path` atomically and return the summary as a dict.
+    /// Record the plan while assembling (before any push): push calls then
+    /// run one at a time, in call order.
+    fn record_plan(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| -> R<()> {
+            let mut g = self.live.write().unwrap_or_else(|e| e.into_inner());
+            let live = g.as_mut().ok_or(Fail::Closed)?;
+            live.builder.record_plan()?;
+            live.pool.serial.store(true, Ordering::Relaxed);
+            Ok(())
+        })
+        .map_err(PyErr::from)
+    }
+
+    /// The plan `finish` made of the builder's recording (once).
+    fn take_plan(&self) -> Option<crate::plan::NativePlan> {
+        let mut g = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        g.take().map(crate::plan::NativePlan::wrap)
+    }
+
+    /// Merge, write `path` atomically and return the summary as a dict;
+    /// when the builder records its plan, make it: in memory, or written
+    /// out of core to `plan_file`.
     ///
     /// Ctrl-C stops the merge at its next step: nothing is published, the
     /// temporary files go, the builder is closed, `KeyboardInterrupt` is
     /// raised.
-    fn finish<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (path, plan_file=None))]
+    fn finish<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        plan_file: Option<PathBuf>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let stopper = self.with_live(|b, _| Ok(b.stopper()))?;
         let s = watch_signals(
             py,
@@ -577,7 +618,32 @@ impl NativeBuilder {
                 };
                 // Dropping the pool's pushers hands their partial chunks over.
                 live.pool.drain();
-                let r = live.builder.finish(&path);
+                let recording = live.pool.serial.load(Ordering::Relaxed);
+                if plan_file.is_some() && !recording {
+                    return Err(input_error(
+                        "plan_file: this builder does not record its plan (record_plan=True)"
+                            .to_string(),
+                    ));
+                }
+                let r = live.builder.finish(&path).and_then(|s| {
+                    if !recording {
+                        return Ok(s);
+                    }
+                    match &plan_file {
+                        Some(pf) => {
+                            coo_assembler::plan::PlanFile::create_recorded(
+                                &live.builder,
+                                pf,
+                                None,
+                            )?;
+                        }
+                        None => {
+                            let plan = coo_assembler::Plan::recorded(&live.builder, None)?;
+                            *self.recorded.lock().unwrap_or_else(|e| e.into_inner()) = Some(plan);
+                        }
+                    }
+                    Ok(s)
+                });
                 if live.builder.is_finished() {
                     *g = None;
                 }

@@ -24,6 +24,13 @@ pub struct NativePlan {
     plan: Plan,
 }
 
+impl NativePlan {
+    /// A plan made elsewhere (a builder's recording).
+    pub(crate) fn wrap(plan: Plan) -> NativePlan {
+        NativePlan { plan }
+    }
+}
+
 /// The NumPy name of an array's dtype ("" when it is not an array).
 fn dtype_of(a: &Bound<'_, PyAny>) -> String {
     a.cast::<PyUntypedArray>()

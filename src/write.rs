@@ -1036,13 +1036,18 @@ impl TensorWriter<'_> {
             let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / 8;
             let k = room_v.min(room_i).clamp(1, m - done);
             let (ms, vs) = (&minors[done..done + k], &values[done..done + k]);
-            for &v in vs {
-                v.write_le(&mut self.fw.buf);
-            }
-            let start = self.idx.buf.len();
-            self.idx.buf.resize(start + k * 8, 0);
-            for (dst, &i) in self.idx.buf[start..].chunks_exact_mut(8).zip(ms) {
-                dst.copy_from_slice(&i.to_le_bytes());
+            // On a little-endian machine a run's bytes are its memory:
+            // one copy each (not bool, which is packed: refused above).
+            if cfg!(target_endian = "little") {
+                self.fw.buf.extend_from_slice(bytemuck::cast_slice(vs));
+                self.idx.buf.extend_from_slice(bytemuck::cast_slice(ms));
+            } else {
+                for &v in vs {
+                    v.write_le(&mut self.fw.buf);
+                }
+                for &i in ms {
+                    self.idx.buf.extend_from_slice(&i.to_le_bytes());
+                }
             }
             if let Some(st) = &mut self.stats {
                 st.extend(vs.iter().map(|v| v.to_value().stat_f64()));

@@ -1305,10 +1305,10 @@ pub unsafe extern "C" fn coo_builder_finish_recorded(
         unsafe { plan.write(std::ptr::null_mut()) };
     }
     status(|| {
-        // SAFETY: NULL or NUL-terminated (contract).
         let plan_path = if plan_path.is_null() {
             None
         } else {
+            // SAFETY: NUL-terminated (contract).
             Some(unsafe { crate::c_path(plan_path, "plan_path") }?)
         };
         let after = |builder: &Builder| -> Res<()> {

@@ -881,154 +881,6 @@ pub unsafe extern "C" fn coo_plan_assemble_typed(
     })
 }
 
-#[cfg(test)]
-// Tests call the C functions with pointers to their own live buffers.
-#[allow(clippy::undocumented_unsafe_blocks)]
-mod tests {
-    use super::*;
-    use crate::{COO_ERR_INDEX, COO_ERR_NULL, COO_OK};
-
-    const F64: DTypeArg = DTypeArg(3);
-
-    fn plan_of(rows: &[i64], cols: &[i64], shape: [i64; 2]) -> *mut coo_plan {
-        let idx = [rows.as_ptr(), cols.as_ptr()];
-        unsafe {
-            coo_plan_new(
-                2,
-                shape.as_ptr(),
-                F64,
-                std::ptr::null(),
-                rows.len(),
-                idx.as_ptr(),
-            )
-        }
-    }
-
-    #[test]
-    fn a_plan_refills_and_is_validated() {
-        let rows = [0i64, 1, 0, 1];
-        let cols = [0i64, 1, 0, 0];
-        let p = plan_of(&rows, &cols, [2, 2]);
-        assert!(!p.is_null());
-        let mut nnz = 0u64;
-        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_OK);
-        assert_eq!(nnz, 3);
-        let mut out = [0.0f64; 3];
-        let vals = [1.0f64, 2.0, 0.5, 3.0];
-        let code = unsafe { coo_plan_assemble(p, vals.as_ptr(), 4, out.as_mut_ptr(), 3) };
-        assert_eq!(code, COO_OK);
-        assert_eq!(out, [1.5, 3.0, 2.0]); // (0,0), (1,0), (1,1)
-        assert_eq!(
-            unsafe { coo_plan_assemble(p, vals.as_ptr(), 3, out.as_mut_ptr(), 3) },
-            COO_ERR_ARGUMENT
-        );
-        unsafe { coo_plan_free(p) };
-        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_ERR_STATE);
-        unsafe { coo_plan_free(p) }; // a second free: no-op
-        assert_eq!(
-            unsafe { coo_plan_nnz(std::ptr::null(), &mut nnz) },
-            COO_ERR_NULL
-        );
-    }
-
-    #[test]
-    fn negative_indices_and_dofs_name_their_position() {
-        let p = plan_of(&[0, 1, 2], &[0, -4, 9], [3, 3]);
-        assert!(p.is_null());
-        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
-        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
-        assert!(
-            msg.to_str()
-                .unwrap()
-                .starts_with("contribution 1: index -4 in dimension 1 is negative; to skip"),
-            "{msg:?}"
-        );
-        let dofs = [0i64, 1, 1, -2];
-        let shape = [3i64, 3];
-        let p = unsafe {
-            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
-        };
-        assert!(p.is_null());
-        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
-        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
-        assert!(
-            msg.to_str()
-                .unwrap()
-                .starts_with("dofs[1, 1] = -2 is negative; to skip"),
-            "{msg:?}"
-        );
-        let dofs = [0i64, 1, 1, 3];
-        let p = unsafe {
-            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
-        };
-        assert!(p.is_null());
-        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
-        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
-        assert!(
-            msg.to_str()
-                .unwrap()
-                .starts_with("dofs[1, 1] = 3 is out of range (extent 3)"),
-            "{msg:?}"
-        );
-    }
-
-    #[test]
-    fn overlapping_arrays_are_refused() {
-        let p = plan_of(&[0, 1], &[0, 1], [2, 2]);
-        let mut buf = [1.0f64, 2.0, 0.0];
-        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(1), 2) };
-        assert_eq!(code, COO_ERR_ARGUMENT);
-        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(2), 1) };
-        assert_eq!(code, COO_ERR_ARGUMENT); // the wrong nnz, checked first
-        unsafe { coo_plan_free(p) };
-    }
-
-    #[test]
-    fn a_bool_plan_refills_from_bytes_and_doubles() {
-        const BOOL: DTypeArg = DTypeArg(14);
-        let (rows, cols) = ([0i64, 1, 0, 1, 1], [0i64, 1, 0, 0, 0]);
-        let idx = [rows.as_ptr(), cols.as_ptr()];
-        let shape = [2i64, 2];
-        let p = unsafe { coo_plan_new(2, shape.as_ptr(), BOOL, std::ptr::null(), 5, idx.as_ptr()) };
-        assert!(!p.is_null());
-        // (0,0) twice, (1,0) twice, (1,1) once; any true makes a true.
-        let bytes = [0u8, 1, 1, 0, 0];
-        let mut out = [7u8; 3];
-        let code = unsafe {
-            coo_plan_assemble_typed(
-                p,
-                bytes.as_ptr().cast(),
-                BOOL,
-                5,
-                out.as_mut_ptr().cast(),
-                3,
-            )
-        };
-        assert_eq!(code, COO_OK);
-        assert_eq!(out, [1, 0, 1]);
-        let doubles = [0.0f64, 0.0, 0.0, 1.0, 0.0];
-        let code = unsafe {
-            coo_plan_assemble_typed(
-                p,
-                doubles.as_ptr().cast(),
-                F64,
-                5,
-                out.as_mut_ptr().cast(),
-                3,
-            )
-        };
-        assert_eq!(code, COO_OK);
-        assert_eq!(out, [0, 1, 0]);
-        // A double that is no bool is refused, as a push refuses it.
-        let bad = [0.0f64, 0.5, 0.0, 1.0, 0.0];
-        let code = unsafe {
-            coo_plan_assemble_typed(p, bad.as_ptr().cast(), F64, 5, out.as_mut_ptr().cast(), 3)
-        };
-        assert_eq!(code, crate::COO_ERR_VALUE);
-        unsafe { coo_plan_free(p) };
-    }
-}
-
 /// A refill whose values are pushed (opaque): `coo_refill_new` takes the
 /// room for one step's values, `coo_refill_push` appends them in the
 /// plan's order (for a plan a builder recorded, the order of its pushes),
@@ -1182,5 +1034,153 @@ pub unsafe extern "C" fn coo_refill_free(r: *mut coo_refill) {
     if !r.is_null() && REFILLS.unregister(r) {
         // SAFETY: registered when made and unregistered just now.
         quietly(|| drop(unsafe { Box::from_raw(r) }));
+    }
+}
+
+#[cfg(test)]
+// Tests call the C functions with pointers to their own live buffers.
+#[allow(clippy::undocumented_unsafe_blocks)]
+mod tests {
+    use super::*;
+    use crate::{COO_ERR_INDEX, COO_ERR_NULL, COO_OK};
+
+    const F64: DTypeArg = DTypeArg(3);
+
+    fn plan_of(rows: &[i64], cols: &[i64], shape: [i64; 2]) -> *mut coo_plan {
+        let idx = [rows.as_ptr(), cols.as_ptr()];
+        unsafe {
+            coo_plan_new(
+                2,
+                shape.as_ptr(),
+                F64,
+                std::ptr::null(),
+                rows.len(),
+                idx.as_ptr(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_plan_refills_and_is_validated() {
+        let rows = [0i64, 1, 0, 1];
+        let cols = [0i64, 1, 0, 0];
+        let p = plan_of(&rows, &cols, [2, 2]);
+        assert!(!p.is_null());
+        let mut nnz = 0u64;
+        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_OK);
+        assert_eq!(nnz, 3);
+        let mut out = [0.0f64; 3];
+        let vals = [1.0f64, 2.0, 0.5, 3.0];
+        let code = unsafe { coo_plan_assemble(p, vals.as_ptr(), 4, out.as_mut_ptr(), 3) };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [1.5, 3.0, 2.0]); // (0,0), (1,0), (1,1)
+        assert_eq!(
+            unsafe { coo_plan_assemble(p, vals.as_ptr(), 3, out.as_mut_ptr(), 3) },
+            COO_ERR_ARGUMENT
+        );
+        unsafe { coo_plan_free(p) };
+        assert_eq!(unsafe { coo_plan_nnz(p, &mut nnz) }, COO_ERR_STATE);
+        unsafe { coo_plan_free(p) }; // a second free: no-op
+        assert_eq!(
+            unsafe { coo_plan_nnz(std::ptr::null(), &mut nnz) },
+            COO_ERR_NULL
+        );
+    }
+
+    #[test]
+    fn negative_indices_and_dofs_name_their_position() {
+        let p = plan_of(&[0, 1, 2], &[0, -4, 9], [3, 3]);
+        assert!(p.is_null());
+        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert!(
+            msg.to_str()
+                .unwrap()
+                .starts_with("contribution 1: index -4 in dimension 1 is negative; to skip"),
+            "{msg:?}"
+        );
+        let dofs = [0i64, 1, 1, -2];
+        let shape = [3i64, 3];
+        let p = unsafe {
+            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
+        };
+        assert!(p.is_null());
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
+        assert!(
+            msg.to_str()
+                .unwrap()
+                .starts_with("dofs[1, 1] = -2 is negative; to skip"),
+            "{msg:?}"
+        );
+        let dofs = [0i64, 1, 1, 3];
+        let p = unsafe {
+            coo_plan_elements(shape.as_ptr(), F64, std::ptr::null(), 2, 2, dofs.as_ptr())
+        };
+        assert!(p.is_null());
+        assert_eq!(crate::coo_last_status(), COO_ERR_INDEX);
+        let msg = unsafe { std::ffi::CStr::from_ptr(crate::coo_last_error()) };
+        assert!(
+            msg.to_str()
+                .unwrap()
+                .starts_with("dofs[1, 1] = 3 is out of range (extent 3)"),
+            "{msg:?}"
+        );
+    }
+
+    #[test]
+    fn overlapping_arrays_are_refused() {
+        let p = plan_of(&[0, 1], &[0, 1], [2, 2]);
+        let mut buf = [1.0f64, 2.0, 0.0];
+        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(1), 2) };
+        assert_eq!(code, COO_ERR_ARGUMENT);
+        let code = unsafe { coo_plan_assemble(p, buf.as_ptr(), 2, buf.as_mut_ptr().add(2), 1) };
+        assert_eq!(code, COO_ERR_ARGUMENT); // the wrong nnz, checked first
+        unsafe { coo_plan_free(p) };
+    }
+
+    #[test]
+    fn a_bool_plan_refills_from_bytes_and_doubles() {
+        const BOOL: DTypeArg = DTypeArg(14);
+        let (rows, cols) = ([0i64, 1, 0, 1, 1], [0i64, 1, 0, 0, 0]);
+        let idx = [rows.as_ptr(), cols.as_ptr()];
+        let shape = [2i64, 2];
+        let p = unsafe { coo_plan_new(2, shape.as_ptr(), BOOL, std::ptr::null(), 5, idx.as_ptr()) };
+        assert!(!p.is_null());
+        // (0,0) twice, (1,0) twice, (1,1) once; any true makes a true.
+        let bytes = [0u8, 1, 1, 0, 0];
+        let mut out = [7u8; 3];
+        let code = unsafe {
+            coo_plan_assemble_typed(
+                p,
+                bytes.as_ptr().cast(),
+                BOOL,
+                5,
+                out.as_mut_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [1, 0, 1]);
+        let doubles = [0.0f64, 0.0, 0.0, 1.0, 0.0];
+        let code = unsafe {
+            coo_plan_assemble_typed(
+                p,
+                doubles.as_ptr().cast(),
+                F64,
+                5,
+                out.as_mut_ptr().cast(),
+                3,
+            )
+        };
+        assert_eq!(code, COO_OK);
+        assert_eq!(out, [0, 1, 0]);
+        // A double that is no bool is refused, as a push refuses it.
+        let bad = [0.0f64, 0.5, 0.0, 1.0, 0.0];
+        let code = unsafe {
+            coo_plan_assemble_typed(p, bad.as_ptr().cast(), F64, 5, out.as_mut_ptr().cast(), 3)
+        };
+        assert_eq!(code, crate::COO_ERR_VALUE);
+        unsafe { coo_plan_free(p) };
     }
 }

@@ -169,6 +169,12 @@ pub struct AssembleOptions {
     /// the same either way: tests and benchmarks compare the two paths.
     #[doc(hidden)]
     pub in_memory_kernel: bool,
+    /// The input records a range of the parallel final merge takes
+    /// (`None`, the default: as many as the budget allows, at least 16384);
+    /// `Some(0)` keeps the final merge on one thread. Tests set it to force
+    /// many small ranges or none; the output bytes are the same.
+    #[doc(hidden)]
+    pub range_records: Option<u64>,
     /// File operations (fault injection in tests; with the `internals`
     /// feature only, leave it at its default otherwise).
     #[doc(hidden)]
@@ -192,6 +198,7 @@ impl Default for AssembleOptions {
             expected_contributions: None,
             progress: crate::progress::Progress::new(),
             in_memory_kernel: true,
+            range_records: None,
             io: IoCtx::new(),
         }
     }

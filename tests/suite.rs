@@ -20,6 +20,7 @@ mod direct;
 mod direct_file;
 mod golden;
 mod matrix;
+mod merge_ranges;
 mod plan_file;
 mod pushers;
 mod read_access;

@@ -5,9 +5,10 @@ use crate::assemble::combine::combine_error;
 use crate::assemble::combine::{Combiner, with_combiner};
 use crate::assemble::key::Key;
 use crate::assemble::merge::{Merger, merge_passes, open_readers};
-use crate::assemble::plan::{OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
+use crate::assemble::plan::{BLOCK_TARGET, OUTPUT_BUFFER_BYTES, RUN_READER_BYTES};
 use crate::assemble::run::stop_sorters;
 use crate::assemble::shared::Core;
+use crate::assemble::spill::{Mark, Run, RunReader};
 use crate::assemble::summary::Summary;
 use crate::element::Value;
 use crate::error::{Error, Result};
@@ -54,24 +55,39 @@ fn merge_and_write<K: Key, C: Combiner>(
     } else {
         2 * core.plan.batch_bytes
     };
-    let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES + batches;
-    core.mem.add(buffers);
     if !runs.is_empty() {
         passes += 1;
     }
     // No more entries than the runs hold: room for that many values lets
     // the writer put the indices straight into the file.
     let max_nnz: u64 = runs.iter().map(|r| r.entries).sum();
-    let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
     core.opts
         .progress
         .start(Step::Write, max_nnz * core.plan.record_bytes);
-    let mut merger = Merger::new(comb, &core.layout, core.out_dtype(), readers, core.watch())?;
-    let (dropped, nnz, fs) = merge_into_file(core, comb, &mut merger, path, max_nnz)?;
+    let mut merge_ranges = 0u64;
+    let (dropped, nnz, fs) = match Ranges::cut(core, &runs) {
+        Some(ranges) => {
+            merge_ranges = ranges.bounds.len() as u64 + 1;
+            core.mem.add(ranges.buffers);
+            let r =
+                merge_ranges_into_file(core, comb, &runs, &ranges, &dir_for_msgs, path, max_nnz);
+            core.mem.sub(ranges.buffers);
+            r?
+        }
+        None => {
+            let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES + batches;
+            core.mem.add(buffers);
+            let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
+            let mut merger =
+                Merger::new(comb, &core.layout, core.out_dtype(), readers, core.watch())?;
+            let r = merge_into_file(core, comb, &mut merger, path, max_nnz);
+            drop(merger);
+            core.mem.sub(buffers);
+            r?
+        }
+    };
     let mut stale_removed = std::mem::take(&mut core.lock().stale_removed);
     stale_removed.extend(fs.stale_removed.iter().cloned());
-    drop(merger);
-    core.mem.sub(buffers);
     Ok(Summary {
         path: path.to_path_buf(),
         contributions: core.contributions.load(Ordering::Relaxed),
@@ -81,6 +97,7 @@ fn merge_and_write<K: Key, C: Combiner>(
         runs: total_runs,
         runs_spilled: core.runs_spilled.load(Ordering::Relaxed),
         merge_passes: passes,
+        merge_ranges,
         bytes_spilled: core.bytes_spilled.load(Ordering::Relaxed),
         peak_buffer_bytes: core.mem.peak.load(Ordering::Relaxed),
         memory_budget: core.opts.memory_budget,
@@ -453,5 +470,293 @@ fn merge_into_file<K: Key, C: Combiner>(
         merged?;
         let (paired, nnz, fs) = written?;
         Ok((dropped + paired, nnz, fs))
+    })
+}
+
+/// The fewest input records a range of the parallel final merge takes: a
+/// range costs one partly read block per run it meets.
+const MIN_RANGE_RECORDS: u64 = 1 << 14;
+
+/// Ranges of the parallel final merge held at once per merging thread,
+/// beyond the one each is merging: the writer takes them in key order.
+const RANGES_AHEAD: usize = 1;
+
+/// The key space cut for the parallel final merge: range `i` holds the
+/// keys from `bounds[i - 1]` (from the least key for `i = 0`) up to below
+/// `bounds[i]` (to the end for the last range).
+struct Ranges {
+    bounds: Vec<u128>,
+    /// Merging threads.
+    threads: usize,
+    /// Bytes the merge holds: the threads' run readers, the ranges held
+    /// for the writer and the writer's buffers.
+    buffers: u64,
+}
+
+impl Ranges {
+    /// Cut the runs' key space into ranges of about the same record count
+    /// (from the runs' block marks), each small enough that the ranges in
+    /// flight fit what the budget has left; None when the merge should
+    /// stay on one thread: one thread asked for, keys wider than 128 bits,
+    /// too few records, or ranges so many that re-reading a block of each
+    /// run at every range start would cost more than an eighth of the
+    /// runs' bytes (keys spread over every run, as random keys are).
+    fn cut<K: Key>(core: &Core<K>, runs: &[Run]) -> Option<Ranges> {
+        let threads = core.opts.threads;
+        if core.plan.one_thread || threads < 2 || K::BITS > 128 || runs.len() < 2 {
+            return None;
+        }
+        let records: u64 = runs.iter().map(|r| r.entries).sum();
+        let readers = threads as u64 * runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES;
+        let held = (threads * (1 + RANGES_AHEAD)) as u64;
+        let room = core
+            .opts
+            .memory_budget
+            .saturating_sub(core.mem.now())
+            .saturating_sub(readers)
+            / 2
+            / held;
+        let entry = (std::mem::size_of::<K>() + std::mem::size_of::<Value>()) as u64;
+        let per_range = match core.opts.range_records {
+            Some(0) => return None,
+            Some(n) => n,
+            None => (room / entry).min(MAX_RANGE_RECORDS),
+        };
+        if per_range < MIN_RANGE_RECORDS.min(core.opts.range_records.unwrap_or(u64::MAX))
+            || records < 2 * per_range
+        {
+            return None;
+        }
+        let mut marks: Vec<(u128, u64)> = Vec::new();
+        for r in runs {
+            if r.entries > 0 && r.marks.is_empty() {
+                return None;
+            }
+            for (i, m) in r.marks.iter().enumerate() {
+                let end = r.marks.get(i + 1).map_or(r.entries, |n| n.before);
+                marks.push((m.first, end.saturating_sub(m.before)));
+            }
+        }
+        marks.sort_unstable_by_key(|m| m.0);
+        let mut bounds: Vec<u128> = Vec::new();
+        let mut sum = 0u64;
+        for &(first, n) in &marks {
+            if sum >= per_range * (bounds.len() as u64 + 1) {
+                let b = part_zero(core, first);
+                if b > bounds.last().copied().unwrap_or(0) {
+                    bounds.push(b);
+                }
+            }
+            sum += n;
+        }
+        if bounds.is_empty() {
+            return None;
+        }
+        // What the range starts cost: about half a block of every run a
+        // range meets, read and skipped.
+        let mut met = 0u64;
+        for i in 0..=bounds.len() {
+            let (lo, hi) = range_of(&bounds, i);
+            met += runs.iter().filter(|r| meets(r, lo, hi)).count() as u64;
+        }
+        let run_bytes: u64 = runs.iter().map(|r| r.bytes).sum();
+        if core.opts.range_records.is_none() && met * (BLOCK_TARGET as u64 / 2) > run_bytes / 8 {
+            return None;
+        }
+        Some(Ranges {
+            bounds,
+            threads,
+            // A range's vectors may grow to twice what it holds.
+            buffers: readers + 2 * held * per_range * entry,
+        })
+    }
+}
+
+/// The most input records a range of the parallel final merge takes.
+const MAX_RANGE_RECORDS: u64 = 1 << 21;
+
+/// `key` with the part of a complex tensor's key cleared, so that a range
+/// bound never falls between a coordinate's two parts (the part is the
+/// key's last, least significant field).
+fn part_zero<K: Key>(core: &Core<K>, key: u128) -> u128 {
+    if core.complex.is_none() {
+        return key;
+    }
+    let rank = core.layout.rank();
+    let mut idx = vec![0u64; rank];
+    core.layout.unpack(&Mark::key_from::<K>(key), &mut idx);
+    if let Some(p) = idx.last_mut() {
+        *p = 0;
+    }
+    Mark::key_of(&core.layout.pack::<K>(&idx))
+}
+
+/// Range `i`'s lower and upper bounds (None: the key space's own).
+fn range_of(bounds: &[u128], i: usize) -> (Option<u128>, Option<u128>) {
+    let lo = i.checked_sub(1).and_then(|j| bounds.get(j).copied());
+    (lo, bounds.get(i).copied())
+}
+
+/// Whether run `r` may hold keys in `lo..hi`.
+fn meets(r: &Run, lo: Option<u128>, hi: Option<u128>) -> bool {
+    let (Some(first), Some(last)) = (r.marks.first(), r.last) else {
+        return false;
+    };
+    lo.is_none_or(|lo| last >= lo) && hi.is_none_or(|hi| first.first < hi)
+}
+
+/// One range merged: its keys and final values, and the zeros dropped.
+struct Merged<K> {
+    keys: Vec<K>,
+    vals: Vec<Value>,
+    dropped: u64,
+}
+
+/// Merge the keys of range `i` of every run that meets it.
+fn merge_range<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    runs: &[Run],
+    ranges: &Ranges,
+    i: usize,
+    dir: &Path,
+) -> Result<Merged<K>> {
+    let (lo, hi) = range_of(&ranges.bounds, i);
+    let (lo_key, hi_key) = (lo.map(Mark::key_from::<K>), hi.map(Mark::key_from::<K>));
+    let mut readers = Vec::new();
+    let mut firsts = Vec::new();
+    for r in runs.iter().filter(|r| meets(r, lo, hi)) {
+        let at = lo.map_or(0, |lo| {
+            r.marks.partition_point(|m| m.first <= lo).saturating_sub(1)
+        });
+        let mut rd = RunReader::open_range(
+            comb,
+            r.clone(),
+            core.run_format,
+            dir,
+            &core.opts.io,
+            at,
+            hi_key,
+        )?;
+        // The block's keys below the range belong to the range before.
+        let first = loop {
+            match rd.next_key()? {
+                Some(k) if lo_key.is_some_and(|lo| k < lo) => {
+                    rd.take_acc()?;
+                }
+                other => break other,
+            }
+        };
+        readers.push(rd);
+        firsts.push(first);
+    }
+    let mut m = Merger::with_firsts(
+        comb,
+        &core.layout,
+        core.out_dtype(),
+        readers,
+        firsts,
+        core.watch(),
+    )?;
+    let mut out = Merged {
+        keys: Vec::new(),
+        vals: Vec::new(),
+        dropped: 0,
+    };
+    m.for_each(|k, acc| {
+        match final_value(core, comb, &k, acc)? {
+            Some(v) => {
+                out.keys.push(k);
+                out.vals.push(v);
+            }
+            None => out.dropped += 1,
+        }
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The final merge on every core: the key space cut into ranges
+/// ([`Ranges`]), merged by `ranges.threads` threads a range at a time, in
+/// key order, and written by this thread in key order as they complete (at
+/// most [`RANGES_AHEAD`] ranges per thread wait for the writer). The bytes
+/// are the one-thread merge's: each range merges its runs in run order
+/// and the writer sees the same entries in the same order. The first
+/// error in key order is the one reported; the file is published only
+/// when every range was written.
+fn merge_ranges_into_file<K: Key, C: Combiner>(
+    core: &Core<K>,
+    comb: &C,
+    runs: &[Run],
+    ranges: &Ranges,
+    dir: &Path,
+    path: &Path,
+    max_nnz: u64,
+) -> Result<(u64, u64, FileSummary)> {
+    use std::sync::atomic::AtomicUsize;
+    let count = ranges.bounds.len() + 1;
+    let held = ranges.threads * (1 + RANGES_AHEAD);
+    // A token per range that may be merged and not yet written.
+    let (token_tx, token_rx) = crossbeam_channel::bounded::<()>(held);
+    for _ in 0..held {
+        let _ = token_tx.send(());
+    }
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<Merged<K>>)>();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        // Owned here: however this closure returns, the threads see the
+        // tokens end and stop before the scope waits for them.
+        let token_tx = token_tx;
+        for t in 0..ranges.threads {
+            let (token_rx, done_tx, next) = (token_rx.clone(), done_tx.clone(), &next);
+            std::thread::Builder::new()
+                .name(format!("coo-merge-{t}"))
+                .spawn_scoped(s, move || {
+                    while token_rx.recv().is_ok() {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            return;
+                        }
+                        let r = merge_range(core, comb, runs, ranges, i, dir);
+                        let failed = r.is_err();
+                        if done_tx.send((i, r)).is_err() || failed {
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| Error::io("spawn a merging thread", path, e))?;
+        }
+        drop((token_rx, done_tx));
+        let mut dropped = 0u64;
+        let written = write_file(core, path, max_nnz, |tw| {
+            let mut r = Rounder::new(core);
+            let mut waiting = std::collections::BTreeMap::new();
+            for i in 0..count {
+                let m = loop {
+                    if let Some(m) = waiting.remove(&i) {
+                        break m;
+                    }
+                    match done_rx.recv() {
+                        Ok((j, m)) => {
+                            waiting.insert(j, m);
+                        }
+                        Err(_) => return Err(Error::Poisoned("merging threads (they stopped)")),
+                    }
+                };
+                let m: Merged<K> = m?;
+                for (k, v) in m.keys.iter().zip(&m.vals) {
+                    r.put(core, tw, k, *v)?;
+                }
+                dropped += m.dropped;
+                let _ = token_tx.send(());
+            }
+            r.flush(tw)?;
+            dropped += r.dropped;
+            Ok(true)
+        });
+        // The threads stop at their next range: no more tokens.
+        drop(token_tx);
+        let (nnz, fs) = written?;
+        Ok((dropped, nnz, fs))
     })
 }

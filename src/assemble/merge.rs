@@ -80,6 +80,23 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         mut readers: Vec<RunReader<'c, K, C>>,
         watch: Watch<'c>,
     ) -> Result<Self> {
+        let firsts = readers
+            .iter_mut()
+            .map(|r| r.next_key())
+            .collect::<Result<Vec<_>>>()?;
+        Self::with_firsts(comb, layout, dtype, readers, firsts, watch)
+    }
+
+    /// [`Merger::new`] of readers whose first keys were read already
+    /// (`firsts[i]`, None for a run that ended).
+    pub(crate) fn with_firsts(
+        comb: &'c C,
+        layout: &'c KeyLayout,
+        dtype: DType,
+        readers: Vec<RunReader<'c, K, C>>,
+        firsts: Vec<Option<K>>,
+        watch: Watch<'c>,
+    ) -> Result<Self> {
         let n = readers.len();
         let done = Node {
             key: max_key::<K>(),
@@ -87,8 +104,8 @@ impl<'c, K: Key, C: Combiner> Merger<'c, K, C> {
         };
         // Winners of every subtree, leaves included, to build the losers.
         let mut win = vec![done; n.max(1)];
-        for (src, r) in readers.iter_mut().enumerate() {
-            win.push(match r.next_key()? {
+        for (src, first) in firsts.into_iter().enumerate() {
+            win.push(match first {
                 Some(key) => Node {
                     key,
                     tag: src as u64,

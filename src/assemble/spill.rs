@@ -51,6 +51,31 @@ pub(crate) enum RunData {
     },
 }
 
+/// Where one block of a run starts: its first key (as [`Mark::key_of`]
+/// gives it), its offset in the run and the records before it. A merge of
+/// one key range starts each run at its block (`RunReader::open_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub first: u128,
+    pub offset: u64,
+    pub before: u64,
+}
+
+impl Mark {
+    /// A key of at most 128 bits as a number in the same order.
+    pub(crate) fn key_of<K: Key>(k: &K) -> u128 {
+        (u128::from(k.get_bits(64, 64)) << 64) | u128::from(k.get_bits(0, 64))
+    }
+
+    /// The key of the number [`Mark::key_of`] gives.
+    pub(crate) fn key_from<K: Key>(x: u128) -> K {
+        let mut k = K::default();
+        k.or_bits(x as u64, 0);
+        k.or_bits((x >> 64) as u64, 64);
+        k
+    }
+}
+
 /// A finished run.
 #[derive(Debug, Clone)]
 pub(crate) struct Run {
@@ -61,6 +86,10 @@ pub(crate) struct Run {
     pub bytes: u64,
     /// Records (distinct keys).
     pub entries: u64,
+    /// Every block's [`Mark`], and the run's last key: for keys of at most
+    /// 128 bits (empty and None for wider keys, which are merged whole).
+    pub marks: Arc<Vec<Mark>>,
+    pub last: Option<u128>,
 }
 
 impl Run {
@@ -108,6 +137,13 @@ pub(crate) struct RunWriter<'c, 's, K: Key, C: Combiner> {
     entries: u64,
     sink: Sink<'s>,
     io: IoCtx,
+    /// Bytes of the run put so far (header included).
+    written: u64,
+    /// The blocks' marks (keys of at most 128 bits).
+    marks: Vec<Mark>,
+    /// The block being filled has its mark.
+    marked: bool,
+    last: Option<u128>,
 }
 
 enum Sink<'s> {
@@ -176,6 +212,10 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
             entries: 0,
             sink,
             io: io.clone(),
+            written: 0,
+            marks: Vec::new(),
+            marked: false,
+            last: None,
         }
     }
 
@@ -190,12 +230,25 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
             Sink::Memory(v) => v.extend_from_slice(&h),
             Sink::File { buf, .. } => buf.extend_from_slice(&h),
         }
+        self.written += HEADER_LEN as u64;
     }
 
     /// Append one record; keys must be strictly increasing.
     #[inline]
     pub(crate) fn push(&mut self, key: K, acc: &C::Acc) -> Result<()> {
         debug_assert!(self.entries == 0 || self.block_entries == 0 || key > self.prev);
+        if K::BITS <= 128 {
+            let k = Mark::key_of(&key);
+            if !self.marked {
+                self.marks.push(Mark {
+                    first: k,
+                    offset: self.written,
+                    before: self.entries,
+                });
+                self.marked = true;
+            }
+            self.last = Some(k);
+        }
         K::write_delta(&self.prev, &key, &mut self.block);
         self.comb.encode(acc, &mut self.block);
         self.prev = key;
@@ -223,10 +276,12 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
         self.block_entries = 0;
         self.prev = K::default();
         self.blocks += 1;
+        self.marked = false;
         Ok(())
     }
 
     fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.written += bytes.len() as u64;
         match &mut self.sink {
             Sink::Memory(v) => {
                 v.extend_from_slice(bytes);
@@ -291,11 +346,14 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
                 (data, end - start)
             }
         };
+        self.marks.shrink_to_fit();
         Ok(Run {
             id: self.id,
             data,
             bytes,
             entries: self.entries,
+            marks: Arc::new(std::mem::take(&mut self.marks)),
+            last: self.last,
         })
     }
 }
@@ -318,9 +376,40 @@ pub(crate) struct RunReader<'c, K: Key, C: Combiner> {
     block_left: u32,
     prev: K,
     last_key: Option<K>,
+    /// The run ends, for this reader, at its first key at or above this.
+    limit: Option<K>,
 }
 
 impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
+    /// Open a run at its block `at` (an index into its marks), to read the
+    /// keys below `limit`: one key range of a parallel merge. The caller
+    /// skips the keys of that block below its range.
+    pub(crate) fn open_range(
+        comb: &'c C,
+        run: Run,
+        fmt: RunFormat,
+        dir: &Path,
+        io: &IoCtx,
+        at: usize,
+        limit: Option<K>,
+    ) -> Result<Self> {
+        let mut r = Self::open(comb, run, fmt, dir, io)?;
+        if let Some(m) = r.run.marks.get(at).copied() {
+            if m.offset < HEADER_LEN as u64
+                || m.offset > r.blocks_end
+                || (at as u64) > r.blocks_left
+                || m.before > r.total_entries
+            {
+                return Err(r.corrupt(format!("block mark {at} points outside the run")));
+            }
+            r.next_block = m.offset;
+            r.blocks_left -= at as u64;
+            r.entries_read = m.before;
+        }
+        r.limit = limit;
+        Ok(r)
+    }
+
     /// Open a run; checks header and footer. `dir` names the spill
     /// directory in messages.
     pub(crate) fn open(
@@ -376,6 +465,7 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
             block_left: 0,
             prev: K::default(),
             last_key: None,
+            limit: None,
             run,
         })
     }
@@ -474,6 +564,9 @@ impl<'c, K: Key, C: Combiner> RunReader<'c, K, C> {
         };
         if self.last_key.is_some_and(|l| key <= l) {
             return Err(self.corrupt("keys out of order"));
+        }
+        if self.limit.is_some_and(|l| key >= l) {
+            return Ok(None);
         }
         self.last_key = Some(key);
         self.prev = key;

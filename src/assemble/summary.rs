@@ -26,6 +26,9 @@ pub struct Summary {
     pub runs_spilled: u64,
     /// Merge passes, the final one included (0 when nothing was pushed).
     pub merge_passes: u32,
+    /// Key ranges the final merge was cut into, merged on several threads
+    /// at once (0: merged on one thread).
+    pub merge_ranges: u64,
     /// Bytes written to spill files, all passes included.
     pub bytes_spilled: u64,
     /// Largest number of bytes the assembler's buffers held at once.

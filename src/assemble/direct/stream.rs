@@ -954,6 +954,7 @@ impl DirectPlan {
             runs: 0,
             runs_spilled: 0,
             merge_passes: 0,
+            merge_ranges: 0,
             bytes_spilled: 0,
             peak_buffer_bytes: done.peak + OUTPUT_BUFFER_BYTES + place_bytes,
             memory_budget: opts.memory_budget,

@@ -386,12 +386,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         s.contributions as f64 / elapsed / 1e6
     );
     println!(
-        "  runs {} ({} spilled, {:.1} MiB, {:.2} B/contribution), merge passes {}; phases: ingest {:.2} s, sort {:.2} s (threads), merge {:.2} s, write {:.2} s",
+        "  runs {} ({} spilled, {:.1} MiB, {:.2} B/contribution), merge passes {} (the last in {} key ranges); phases: ingest {:.2} s, sort {:.2} s (threads), merge {:.2} s, write {:.2} s",
         s.runs,
         s.runs_spilled,
         s.bytes_spilled as f64 / 1048576.0,
         s.bytes_spilled as f64 / s.contributions.max(1) as f64,
         s.merge_passes,
+        s.merge_ranges.max(1),
         s.time_ingest.as_secs_f64(),
         s.time_sort.as_secs_f64(),
         s.time_merge.as_secs_f64(),

@@ -516,7 +516,8 @@ impl Ranges {
             .saturating_sub(readers)
             / 2
             / held;
-        let entry = (std::mem::size_of::<K>() + std::mem::size_of::<Value>()) as u64;
+        let coords = core.layout.rank() * std::mem::size_of::<u64>();
+        let entry = (std::mem::size_of::<K>().max(coords) + std::mem::size_of::<Value>()) as u64;
         let per_range = match core.opts.range_records {
             Some(0) => return None,
             Some(n) => n,
@@ -572,6 +573,9 @@ impl Ranges {
     }
 }
 
+/// Entries of a merged range handed to the tensor writer at once.
+const WRITE_RANGE_CHUNK: usize = 1 << 14;
+
 /// The most input records a range of the parallel final merge takes.
 const MAX_RANGE_RECORDS: u64 = 1 << 21;
 
@@ -605,8 +609,11 @@ fn meets(r: &Run, lo: Option<u128>, hi: Option<u128>) -> bool {
     lo.is_none_or(|lo| last >= lo) && hi.is_none_or(|hi| first.first < hi)
 }
 
-/// One range merged: its keys and final values, and the zeros dropped.
+/// One range merged: its entries' final values, their coordinates
+/// unpacked (`idx`, rank each) or, for a complex tensor, whose parts the
+/// writer pairs, their keys; and the zeros dropped.
 struct Merged<K> {
+    idx: Vec<u64>,
     keys: Vec<K>,
     vals: Vec<Value>,
     dropped: u64,
@@ -659,14 +666,25 @@ fn merge_range<K: Key, C: Combiner>(
         core.watch(),
     )?;
     let mut out = Merged {
+        idx: Vec::new(),
         keys: Vec::new(),
         vals: Vec::new(),
         dropped: 0,
     };
+    // The keys are unpacked here, on the merging threads, rather than by
+    // the one writer.
+    let rank = core.layout.rank();
+    let complex = core.complex.is_some();
     m.for_each(|k, acc| {
         match final_value(core, comb, &k, acc)? {
             Some(v) => {
-                out.keys.push(k);
+                if complex {
+                    out.keys.push(k);
+                } else {
+                    let at = out.idx.len();
+                    out.idx.resize(at + rank, 0);
+                    core.layout.unpack(&k, &mut out.idx[at..]);
+                }
                 out.vals.push(v);
             }
             None => out.dropped += 1,
@@ -744,8 +762,19 @@ fn merge_ranges_into_file<K: Key, C: Combiner>(
                     }
                 };
                 let m: Merged<K> = m?;
-                for (k, v) in m.keys.iter().zip(&m.vals) {
-                    r.put(core, tw, k, *v)?;
+                if core.complex.is_some() {
+                    for (k, v) in m.keys.iter().zip(&m.vals) {
+                        r.put(core, tw, k, *v)?;
+                    }
+                } else {
+                    let rank = core.layout.rank();
+                    for (idx, vals) in m
+                        .idx
+                        .chunks(WRITE_RANGE_CHUNK * rank)
+                        .zip(m.vals.chunks(WRITE_RANGE_CHUNK))
+                    {
+                        tw.push_batch(idx, vals)?;
+                    }
                 }
                 dropped += m.dropped;
                 let _ = token_tx.send(());

@@ -627,6 +627,7 @@ fn merge_range<K: Key, C: Combiner>(
     ranges: &Ranges,
     i: usize,
     dir: &Path,
+    mut out: Merged<K>,
 ) -> Result<Merged<K>> {
     let (lo, hi) = range_of(&ranges.bounds, i);
     let (lo_key, hi_key) = (lo.map(Mark::key_from::<K>), hi.map(Mark::key_from::<K>));
@@ -665,12 +666,10 @@ fn merge_range<K: Key, C: Combiner>(
         firsts,
         core.watch(),
     )?;
-    let mut out = Merged {
-        idx: Vec::new(),
-        keys: Vec::new(),
-        vals: Vec::new(),
-        dropped: 0,
-    };
+    out.idx.clear();
+    out.keys.clear();
+    out.vals.clear();
+    out.dropped = 0;
     // The keys are unpacked here, on the merging threads, rather than by
     // the one writer.
     let rank = core.layout.rank();
@@ -714,10 +713,18 @@ fn merge_ranges_into_file<K: Key, C: Combiner>(
     use std::sync::atomic::AtomicUsize;
     let count = ranges.bounds.len() + 1;
     let held = ranges.threads * (1 + RANGES_AHEAD);
-    // A token per range that may be merged and not yet written.
-    let (token_tx, token_rx) = crossbeam_channel::bounded::<()>(held);
+    // A token per range that may be merged and not yet written: the
+    // buffers a range is merged into, handed back by the writer (reused,
+    // so that their memory is not given back and faulted in again for
+    // every range).
+    let (token_tx, token_rx) = crossbeam_channel::bounded::<Merged<K>>(held);
     for _ in 0..held {
-        let _ = token_tx.send(());
+        let _ = token_tx.send(Merged {
+            idx: Vec::new(),
+            keys: Vec::new(),
+            vals: Vec::new(),
+            dropped: 0,
+        });
     }
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<(usize, Result<Merged<K>>)>();
     let next = AtomicUsize::new(0);
@@ -730,12 +737,12 @@ fn merge_ranges_into_file<K: Key, C: Combiner>(
             std::thread::Builder::new()
                 .name(format!("coo-merge-{t}"))
                 .spawn_scoped(s, move || {
-                    while token_rx.recv().is_ok() {
+                    while let Ok(buf) = token_rx.recv() {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= count {
                             return;
                         }
-                        let r = merge_range(core, comb, runs, ranges, i, dir);
+                        let r = merge_range(core, comb, runs, ranges, i, dir, buf);
                         let failed = r.is_err();
                         if done_tx.send((i, r)).is_err() || failed {
                             return;
@@ -777,7 +784,7 @@ fn merge_ranges_into_file<K: Key, C: Combiner>(
                     }
                 }
                 dropped += m.dropped;
-                let _ = token_tx.send(());
+                let _ = token_tx.send(m);
             }
             r.flush(tw)?;
             dropped += r.dropped;

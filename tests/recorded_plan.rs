@@ -3,20 +3,11 @@
 //! give the bytes the builder writes for the same pushes, whatever the
 //! layout, policy, pushers, budget or skipped contributions.
 
+use crate::common::xorshift;
 use coo_assembler::options::{DuplicatePolicy, OutputLayout};
 use coo_assembler::plan::PlanFile;
 use coo_assembler::{AssembleOptions, Builder, DType, Plan};
 use std::path::Path;
-
-/// A small generator: `rnd(m)` is in `0..m`.
-fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
-    move |m| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    }
-}
 
 /// Element matrices of a 1D chain with a long-range coupling: `(dofs,
 /// local)`, a dof of -1 marking a removed one when `removed`.

@@ -56,6 +56,17 @@ pub fn clustered(i: u64, shape: [u64; 2]) -> ([u64; 2], f64) {
     ([row, col], mant * 10f64.powi(exp))
 }
 
+/// A small seeded generator: each call `rnd(m)` gives a number in `0..m`
+/// (m > 0), the same sequence for the same seed.
+pub fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    }
+}
+
 /// The program `name` on the `PATH`, if there is one (tests that need
 /// `mpirun`, `cc` or `gfortran` skip, saying so, without it).
 pub fn find_program(name: &str) -> Option<std::path::PathBuf> {

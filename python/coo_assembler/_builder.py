@@ -40,6 +40,9 @@ class Summary:
     time_merge: float
     time_write: float
     stale_removed: List[str]
+    #: Key ranges the final merge was cut into and merged on several
+    #: threads at once (0: one thread).
+    merge_ranges: int = 0
 
 
 def _summary(d: dict) -> Summary:

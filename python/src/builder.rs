@@ -405,6 +405,7 @@ pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, Py
     d.set_item("runs", s.runs)?;
     d.set_item("runs_spilled", s.runs_spilled)?;
     d.set_item("merge_passes", s.merge_passes)?;
+    d.set_item("merge_ranges", s.merge_ranges)?;
     d.set_item("bytes_spilled", s.bytes_spilled)?;
     d.set_item("peak_buffer_bytes", s.peak_buffer_bytes)?;
     d.set_item("memory_budget", s.memory_budget)?;

@@ -53,7 +53,7 @@ pub(crate) enum RunData {
 
 /// Where one block of a run starts: its first key (as [`Mark::key_of`]
 /// gives it), its offset in the run and the records before it. A merge of
-/// one key range starts each run at its block (`RunReader::open_at`).
+/// one key range starts each run at its block (`RunReader::open_range`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark {
     pub first: u128,
@@ -141,8 +141,7 @@ pub(crate) struct RunWriter<'c, 's, K: Key, C: Combiner> {
     written: u64,
     /// The blocks' marks (keys of at most 128 bits).
     marks: Vec<Mark>,
-    /// The block being filled has its mark.
-    marked: bool,
+    /// The last key of the blocks flushed (keys of at most 128 bits).
     last: Option<u128>,
 }
 
@@ -214,7 +213,6 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
             io: io.clone(),
             written: 0,
             marks: Vec::new(),
-            marked: false,
             last: None,
         }
     }
@@ -237,17 +235,13 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
     #[inline]
     pub(crate) fn push(&mut self, key: K, acc: &C::Acc) -> Result<()> {
         debug_assert!(self.entries == 0 || self.block_entries == 0 || key > self.prev);
-        if K::BITS <= 128 {
-            let k = Mark::key_of(&key);
-            if !self.marked {
-                self.marks.push(Mark {
-                    first: k,
-                    offset: self.written,
-                    before: self.entries,
-                });
-                self.marked = true;
-            }
-            self.last = Some(k);
+        // A block's first key marks it; the last key is taken at its flush.
+        if K::BITS <= 128 && self.block_entries == 0 {
+            self.marks.push(Mark {
+                first: Mark::key_of(&key),
+                offset: self.written,
+                before: self.entries,
+            });
         }
         K::write_delta(&self.prev, &key, &mut self.block);
         self.comb.encode(acc, &mut self.block);
@@ -268,6 +262,9 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
         h[0..4].copy_from_slice(&(self.block.len() as u32).to_le_bytes());
         h[4..8].copy_from_slice(&self.block_entries.to_le_bytes());
         h[8..16].copy_from_slice(&xxh3_64(&self.block).to_le_bytes());
+        if K::BITS <= 128 {
+            self.last = Some(Mark::key_of(&self.prev));
+        }
         let block = std::mem::take(&mut self.block);
         self.put(&h)?;
         self.put(&block)?;
@@ -276,7 +273,6 @@ impl<'c, 's, K: Key, C: Combiner> RunWriter<'c, 's, K, C> {
         self.block_entries = 0;
         self.prev = K::default();
         self.blocks += 1;
-        self.marked = false;
         Ok(())
     }
 

@@ -130,14 +130,9 @@ impl Plan {
             t.reserve_indices(self.nnz() as u64)?;
             if self.layout.is_compressed() {
                 // A major index at a time: its checks and pointer paid once.
-                let mut minors = Vec::new();
-                self.each_run(|major, at, ix| {
-                    minors.clear();
-                    minors.extend(ix);
-                    match out.get(at..at + minors.len()) {
-                        Some(vals) => t.push_run(major, &minors, vals),
-                        None => Err(Error::Poisoned("refill (the plan's pointers)")),
-                    }
+                self.each_run(|major, entries, minors| match out.get(entries) {
+                    Some(vals) => t.push_run(major, minors, vals),
+                    None => Err(Error::Poisoned("refill (the plan's pointers)")),
                 })?;
             } else {
                 let mut err = Ok(());

@@ -263,31 +263,36 @@ impl Plan {
         })
     }
 
-    /// Call `f(entry, index tuple)` for every entry, in storage order.
-    /// CSR / CSC: call `f(major, first entry, minor indices)` for every
-    /// major index that has entries, in storage order, until it fails.
+    /// CSR / CSC: call `f(major, its entries, their minor indices)` for
+    /// every major index that has entries, in storage order, until it
+    /// fails.
     pub(super) fn each_run(
         &self,
-        mut f: impl FnMut(u64, usize, &mut dyn Iterator<Item = u64>) -> Result<()>,
+        mut f: impl FnMut(u64, std::ops::Range<usize>, &[u64]) -> Result<()>,
     ) -> Result<()> {
         let ptr = &self.structure.pointers;
+        let mut minors = Vec::new();
         for m in 0..ptr.len().saturating_sub(1) {
             let (a, b) = (ptr.get(m) as usize, ptr.get(m + 1) as usize);
             if a >= b {
                 continue;
             }
-            match &self.structure.indices {
-                Ix::U32(v) => f(
-                    m as u64,
-                    a,
-                    &mut v.get(a..b).unwrap_or(&[]).iter().map(|&x| u64::from(x)),
-                )?,
-                Ix::U64(v) => f(m as u64, a, &mut v.get(a..b).unwrap_or(&[]).iter().copied())?,
+            minors.clear();
+            let fits = match &self.structure.indices {
+                Ix::U32(v) => v
+                    .get(a..b)
+                    .map(|x| minors.extend(x.iter().map(|&i| u64::from(i)))),
+                Ix::U64(v) => v.get(a..b).map(|x| minors.extend_from_slice(x)),
+            };
+            if fits.is_none() {
+                return Err(Error::Poisoned("a plan's pointers past its indices"));
             }
+            f(m as u64, a..b, &minors)?;
         }
         Ok(())
     }
 
+    /// Call `f(entry, index tuple)` for every entry, in storage order.
     pub(super) fn each_coordinate(&self, mut f: impl FnMut(usize, &[u64])) {
         let get = |ix: &Ix, i: usize| ix.get(i);
         let rank = self.shape.len();

@@ -477,6 +477,12 @@ fn merge_into_file<K: Key, C: Combiner>(
 /// range costs one partly read block per run it meets.
 const MIN_RANGE_RECORDS: u64 = 1 << 14;
 
+/// The most input records a range of the parallel final merge takes.
+const MAX_RANGE_RECORDS: u64 = 1 << 21;
+
+/// Entries of a merged range handed to the tensor writer at once.
+const WRITE_RANGE_CHUNK: usize = 1 << 14;
+
 /// Ranges of the parallel final merge held at once per merging thread,
 /// beyond the one each is merging: the writer takes them in key order.
 const RANGES_AHEAD: usize = 1;
@@ -521,11 +527,12 @@ impl Ranges {
         let per_range = match core.opts.range_records {
             Some(0) => return None,
             Some(n) => n,
-            None => (room / entry).min(MAX_RANGE_RECORDS),
+            None => match (room / entry).min(MAX_RANGE_RECORDS) {
+                n if n < MIN_RANGE_RECORDS => return None,
+                n => n,
+            },
         };
-        if per_range < MIN_RANGE_RECORDS.min(core.opts.range_records.unwrap_or(u64::MAX))
-            || records < 2 * per_range
-        {
+        if records < 2 * per_range {
             return None;
         }
         let mut marks: Vec<(u128, u64)> = Vec::new();
@@ -572,12 +579,6 @@ impl Ranges {
         })
     }
 }
-
-/// Entries of a merged range handed to the tensor writer at once.
-const WRITE_RANGE_CHUNK: usize = 1 << 14;
-
-/// The most input records a range of the parallel final merge takes.
-const MAX_RANGE_RECORDS: u64 = 1 << 21;
 
 /// `key` with the part of a complex tensor's key cleared, so that a range
 /// bound never falls between a coordinate's two parts (the part is the

@@ -962,16 +962,7 @@ pub unsafe extern "C" fn coo_refill_push(
         let (r, p) = live_refill(r)?;
         // SAFETY: NULL or `n` doubles (contract).
         let v = unsafe { slice(values, n, "values") }?;
-        let want = p.contributions();
-        if r.values.len() + v.len() > want {
-            return Err(Fail::new(
-                COO_ERR_ARGUMENT,
-                format!(
-                    "refill: {} values pushed for a plan of {want} contributions",
-                    r.values.len() + v.len()
-                ),
-            ));
-        }
+        p.check_pushed(r.values.len(), v.len())?;
         r.values.extend_from_slice(v);
         Ok(())
     })

@@ -206,11 +206,7 @@ class Refill:
     def push(self, values: Any) -> None:
         """The next values, one per contribution (a 1-D array or a scalar)."""
         v = np.array(values, copy=True).reshape(-1)
-        if self._n + v.shape[0] > self._plan.contributions:
-            raise InputError(
-                f"refill: {self._n + v.shape[0]} values pushed for a plan of "
-                f"{self._plan.contributions} contributions"
-            )
+        self._plan._native.check_pushed(self._n, v.shape[0])
         self._parts.append(v)
         self._n += v.shape[0]
 

@@ -384,6 +384,12 @@ impl NativePlan {
         Ok(NativePlan { plan })
     }
 
+    /// The library's rule for values pushed to a refill: `pushed` so far
+    /// and `more` now (see `Plan::check_pushed`).
+    fn check_pushed(&self, pushed: usize, more: usize) -> PyResult<()> {
+        self.plan.check_pushed(pushed, more).map_err(to_py)
+    }
+
     #[getter]
     fn nnz(&self) -> usize {
         self.plan.nnz()

@@ -36,6 +36,23 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// A refill whose values are pushed has `pushed` and takes `more`:
+    /// refused (`InvalidArgument`, saying how many) past the plan's
+    /// contributions. The rule of [`Refill::push`], for front ends that
+    /// gather the values themselves.
+    pub fn check_pushed(&self, pushed: usize, more: usize) -> Result<()> {
+        let n = self.contributions();
+        if pushed.saturating_add(more) > n {
+            return Err(Error::InvalidArgument(format!(
+                "refill: {} values pushed for a plan of {n} contributions",
+                pushed.saturating_add(more)
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl<V: DirectValue> Refill<'_, V> {
     /// Push the next contribution's value.
     #[inline]
@@ -65,14 +82,7 @@ impl<V: DirectValue> Refill<'_, V> {
 
     #[inline]
     fn room(&self, more: usize) -> Result<()> {
-        let n = self.plan.contributions();
-        if self.values.len() + more > n {
-            return Err(Error::InvalidArgument(format!(
-                "refill: {} values pushed for a plan of {n} contributions",
-                self.values.len() + more
-            )));
-        }
-        Ok(())
+        self.plan.check_pushed(self.values.len(), more)
     }
 
     /// The pushed values, checked to be one per contribution.

@@ -128,6 +128,13 @@ impl Prepared {
                     c.pointers_bytes().len(),
                 ],
             ),
+            // The spec forbids a shard section on CSF.
+            Tensor::Csf(c) => {
+                return Err(Error::Unsupported(format!(
+                    "tensor {:?} is CSF, which the Hurray spec does not let carry a shard: a partition composite holds coo, csr or csc members",
+                    c.name()
+                )));
+            }
         };
         let offsets = file.buffer_offsets(t.name())?;
         // An empty buffer is never read: (0, 0).

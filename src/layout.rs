@@ -148,6 +148,7 @@ impl From<OutputLayout> for Layout {
             OutputLayout::Coo => Layout::Coo,
             OutputLayout::Csr => Layout::Csr,
             OutputLayout::Csc => Layout::Csc,
+            OutputLayout::Csf => Layout::Csf,
         }
     }
 }

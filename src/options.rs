@@ -40,6 +40,9 @@ crate::vocab::vocabulary! {
         Csr => "csr": "compressed sparse rows (matrices only)",
         /// Compressed sparse columns: values, `row_indices`, `col_ptr` (ncols + 1).
         Csc => "csc": "compressed sparse columns (matrices only)",
+        /// Compressed sparse fibres: a tree of `rank` compressed levels
+        /// (`pos_L`, `crd_L`), the dimensions in `mode_order`.
+        Csf => "csf": "compressed sparse fibres (rank 3 and up; levels in --mode-order)",
     }
 }
 
@@ -50,19 +53,25 @@ impl OutputLayout {
             OutputLayout::Coo => 0x06,
             OutputLayout::Csr => 0x07,
             OutputLayout::Csc => 0x08,
+            OutputLayout::Csf => crate::hurray::LAYOUT_CSF,
         }
     }
 
     /// The layout of a Hurray layout tag we write (COO, CSR, CSC).
     pub fn from_tag(tag: u8) -> Option<OutputLayout> {
-        [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc]
-            .into_iter()
-            .find(|l| l.tag() == tag)
+        [
+            OutputLayout::Coo,
+            OutputLayout::Csr,
+            OutputLayout::Csc,
+            OutputLayout::Csf,
+        ]
+        .into_iter()
+        .find(|l| l.tag() == tag)
     }
 
     /// CSR or CSC: a rank-2 layout with a pointer buffer.
     pub fn is_compressed(self) -> bool {
-        self != OutputLayout::Coo
+        matches!(self, OutputLayout::Csr | OutputLayout::Csc)
     }
 
     /// The dimension whose index is compressed into the pointer buffer
@@ -72,14 +81,50 @@ impl OutputLayout {
         usize::from(self == OutputLayout::Csc)
     }
 
-    /// Refuse a shape this layout cannot hold (CSR and CSC are rank 2 only).
+    /// Refuse a shape this layout cannot hold (CSR and CSC are rank 2
+    /// only, CSF rank 3 and up).
     pub fn check_rank(self, rank: usize) -> Result<()> {
         if self.is_compressed() && rank != 2 {
             return Err(Error::InvalidOptions(format!(
                 "layout {self} holds matrices only (rank 2); the tensor has rank {rank}: use the coo layout"
             )));
         }
+        if self == OutputLayout::Csf && rank < 3 {
+            return Err(Error::InvalidOptions(format!(
+                "layout csf holds tensors of rank 3 and up (the Hurray spec); the tensor has rank {rank}: use csr, csc or coo"
+            )));
+        }
         Ok(())
+    }
+
+    /// Buffers of a tensor of rank `rank`: values and indices (COO);
+    /// values, minor indices and pointers (CSR, CSC); values and a
+    /// `pos`/`crd` pair per level (CSF).
+    pub fn buffer_count(self, rank: usize) -> usize {
+        match self {
+            OutputLayout::Coo => 2,
+            OutputLayout::Csr | OutputLayout::Csc => 3,
+            OutputLayout::Csf => 2 * rank + 1,
+        }
+    }
+
+    /// The dimensions in storage order: `mode_order` for CSF (identity
+    /// when `None`), column then row for CSC, else `0..rank`. Entries are
+    /// stored in increasing order of their index tuple taken in this order.
+    pub fn storage_order(self, rank: usize, mode_order: Option<&[usize]>) -> Vec<usize> {
+        // An order that is no permutation is refused by
+        // `AssembleOptions::check_layout`; here it reads as the identity.
+        let permutation = |m: &[usize]| {
+            let mut seen = vec![false; rank];
+            m.len() == rank
+                && m.iter()
+                    .all(|&d| d < rank && !std::mem::replace(&mut seen[d], true))
+        };
+        match (self, mode_order) {
+            (OutputLayout::Csf, Some(m)) if permutation(m) => m.to_vec(),
+            (OutputLayout::Csc, _) if rank == 2 => vec![1, 0],
+            _ => (0..rank).collect(),
+        }
     }
 }
 
@@ -142,6 +187,10 @@ pub struct AssembleOptions {
     /// Layout of the tensor written. Default COO; CSR and CSC need rank 2
     /// (checked by `Builder::new`).
     pub layout: OutputLayout,
+    /// CSF: the dimension stored at each level, outermost first (a
+    /// permutation of `0..rank`); `None` is the identity, the spec's
+    /// default. Only with [`OutputLayout::Csf`].
+    pub mode_order: Option<Vec<usize>>,
     /// Name of the tensor in the file. Default "coo".
     pub tensor_name: String,
     /// Upper bound on runs merged at once; the budget may lower it (each
@@ -193,6 +242,7 @@ impl Default for AssembleOptions {
             skip_negative: false,
             non_finite: NonFinitePolicy::Keep,
             layout: OutputLayout::Coo,
+            mode_order: None,
             tensor_name: "coo".to_string(),
             max_fan_in: 512,
             expected_contributions: None,
@@ -254,7 +304,34 @@ impl AssembleOptions {
                 "tensor name must be 1 to 65535 bytes long".into(),
             ));
         }
+        if self.mode_order.is_some() && self.layout != OutputLayout::Csf {
+            return Err(Error::InvalidOptions(format!(
+                "a mode order is a CSF option; the layout is {}",
+                self.layout
+            )));
+        }
         Ok(())
+    }
+
+    /// Refuse a rank the layout cannot hold, or a mode order that is not
+    /// a permutation of the dimensions.
+    pub fn check_layout(&self, rank: usize) -> Result<()> {
+        self.layout.check_rank(rank)?;
+        if let Some(m) = &self.mode_order {
+            let order: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
+            if let Err((level, why)) = crate::hurray::csf::check_mode_order(&order, rank) {
+                return Err(Error::InvalidOptions(format!(
+                    "mode order {m:?} is not a permutation of the {rank} dimensions (level {level}: {why})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The dimensions in the order entries are stored
+    /// ([`OutputLayout::storage_order`]).
+    pub fn storage_order(&self, rank: usize) -> Vec<usize> {
+        self.layout.storage_order(rank, self.mode_order.as_deref())
     }
 }
 

@@ -91,6 +91,7 @@ use crate::fs::ctx::{IoCtx, Writeback};
 use crate::fs::output::{AtomicOutput, FileId, ReplaceInput, check_room};
 use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{CompressedDescriptor, compressed_descriptor_len};
+use crate::hurray::csf::{CsfDescriptor, csf_descriptor_len};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
 use crate::hurray::kv::{KEY_WRITER, buffer_names, checksum_key};
 use crate::hurray::{
@@ -182,6 +183,9 @@ pub struct TensorSummary {
     pub indices_xxh3: u64,
     /// xxh3-64 of the pointer buffer (`row_ptr` / `col_ptr`), for CSR and CSC.
     pub pointers_xxh3: Option<u64>,
+    /// CSF: xxh3-64 of each level's buffers, `pos_0`, `crd_0`, `pos_1`...
+    /// (`indices_xxh3` is the leaf `crd`'s); empty for the other layouts.
+    pub levels_xxh3: Vec<u64>,
     /// Absolute offset of the descriptor.
     pub descriptor_offset: u64,
     /// Absolute offset of the values buffer (the first buffer).
@@ -406,15 +410,31 @@ impl FileWriter {
         self.begin_tensor_as(name, dtype, shape, OutputLayout::Coo)
     }
 
-    /// Start a tensor in `layout` (CSR and CSC: rank 2 only). Entries are
-    /// pushed in the layout's order: row-major for COO and CSR,
-    /// column-major (by column, then row) for CSC.
+    /// Start a tensor in `layout` (CSR and CSC: rank 2 only; CSF: rank 3
+    /// and up, levels in dimension order). Entries are pushed in the
+    /// layout's order: row-major for COO, CSR and CSF, column-major (by
+    /// column, then row) for CSC.
     pub fn begin_tensor_as(
         &mut self,
         name: &str,
         dtype: DType,
         shape: &[u64],
         layout: OutputLayout,
+    ) -> Result<TensorWriter<'_>> {
+        self.begin_tensor_in(name, dtype, shape, layout, None)
+    }
+
+    /// [`FileWriter::begin_tensor_as`], a CSF tensor's levels in
+    /// `mode_order` (the dimension stored at each level, outermost first;
+    /// `None`: the identity): its entries are pushed in increasing order
+    /// of their index tuples taken in that order.
+    pub fn begin_tensor_in(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        layout: OutputLayout,
+        mode_order: Option<&[usize]>,
     ) -> Result<TensorWriter<'_>> {
         self.check_usable()?;
         if name.is_empty() || name.len() > usize::from(u16::MAX) {
@@ -444,6 +464,21 @@ impl FileWriter {
             )));
         }
         layout.check_rank(rank)?;
+        let csf = if layout == OutputLayout::Csf {
+            let opts = crate::options::AssembleOptions {
+                layout,
+                mode_order: mode_order.map(<[usize]>::to_vec),
+                ..Default::default()
+            };
+            opts.check_layout(rank)?;
+            Some(Levels::new(opts.storage_order(rank), self.buf_cap + 8))
+        } else if mode_order.is_some() {
+            return Err(invalid(format!(
+                "tensor {name:?}: a mode order is a CSF option; the layout is {layout}"
+            )));
+        } else {
+            None
+        };
         if layout.is_compressed() {
             // The pointers stream to disk through a bounded buffer, so
             // nothing bounds them but the disk: a major extent whose
@@ -459,6 +494,8 @@ impl FileWriter {
         let descriptor_offset = self.pos();
         let desc_len = if layout.is_compressed() {
             compressed_descriptor_len(self.statistics)
+        } else if csf.is_some() {
+            csf_descriptor_len(rank, self.statistics)
         } else {
             descriptor_len(rank, self.statistics)
         } as u64;
@@ -480,6 +517,7 @@ impl FileWriter {
             idx: SideStream::new(cap + 8 * MAX_RANK),
             nnz_bound: u64::MAX,
             ptr: layout.is_compressed().then(|| SideStream::new(cap + 8)),
+            csf,
             next_major: 0,
             stats: self.statistics.then(|| {
                 let st = StatsAccumulator::new(shape);
@@ -523,11 +561,18 @@ impl FileWriter {
         kv.extend(self.user_kv.iter().cloned());
         if self.checksums {
             for t in &self.tensors {
-                let hashes = [Some(t.values_xxh3), Some(t.indices_xxh3), t.pointers_xxh3];
+                let hashes: Vec<u64> = if t.layout == OutputLayout::Csf {
+                    std::iter::once(t.values_xxh3)
+                        .chain(t.levels_xxh3.iter().copied())
+                        .collect()
+                } else {
+                    [Some(t.values_xxh3), Some(t.indices_xxh3), t.pointers_xxh3]
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                };
                 for (name, h) in buffer_names(t.layout).iter().zip(hashes) {
-                    if let Some(h) = h {
-                        kv.push((checksum_key(&t.name, name), KvValue::U64(h)));
-                    }
+                    kv.push((checksum_key(&t.name, name), KvValue::U64(h)));
                 }
             }
         }
@@ -781,6 +826,8 @@ pub struct TensorWriter<'a> {
     ptr: Option<SideStream>,
     /// CSR/CSC: the first row (column) whose pointer is not written yet.
     next_major: u64,
+    /// CSF: the levels' streams (`idx` then holds nothing).
+    csf: Option<Levels>,
     stats: Option<StatsAccumulator>,
     descriptor_offset: u64,
     values_offset: u64,
@@ -1068,6 +1115,7 @@ impl TensorWriter<'_> {
         let rank = self.shape.len();
         if self.fw.poisoned
             || self.ptr.is_some()
+            || self.csf.is_some()
             || !self.dtype.is_float()
             || rank == 0
             || vals.is_empty()
@@ -1115,6 +1163,7 @@ impl TensorWriter<'_> {
         self.fw.buf.capacity()
             + self.idx.buf.capacity()
             + self.ptr.as_ref().map_or(0, |p| p.buf.capacity())
+            + self.csf.as_ref().map_or(0, Levels::buffer_bytes)
             + self.prev.capacity() * 8
             + self.stats.as_ref().map_or(0, |s| s.buffer_bytes())
     }
@@ -1157,8 +1206,13 @@ impl TensorWriter<'_> {
                 });
             }
         }
-        let out_of_order = match self.layout {
-            OutputLayout::Csc => (idx[1], idx[0]) <= (self.prev[1], self.prev[0]),
+        let out_of_order = match (&self.csf, self.layout) {
+            (Some(l), _) => l
+                .order
+                .iter()
+                .map(|&d| idx[d])
+                .le(l.order.iter().map(|&d| self.prev[d])),
+            (None, OutputLayout::Csc) => (idx[1], idx[0]) <= (self.prev[1], self.prev[0]),
             _ => idx <= self.prev.as_slice(),
         };
         if self.nnz > 0 && out_of_order {
@@ -1174,7 +1228,9 @@ impl TensorWriter<'_> {
     /// Record an entry whose value bytes are already in the output buffer.
     #[inline]
     fn accept(&mut self, idx: &[u64], v: f64) -> Result<()> {
-        if self.ptr.is_some() {
+        if let Some(l) = &mut self.csf {
+            l.push(idx, &self.prev, self.nnz == 0);
+        } else if self.ptr.is_some() {
             let major = self.layout.major_dim();
             self.idx.push(idx[1 - major]);
             if idx[major] >= self.next_major {
@@ -1201,6 +1257,10 @@ impl TensorWriter<'_> {
         }
         if self.idx.buf.len() >= self.fw.buf_cap {
             let r = self.idx.spill(self.fw);
+            self.poison_on_err(r)?;
+        }
+        if let Some(l) = &mut self.csf {
+            let r = l.spill_full(self.fw);
             self.poison_on_err(r)?;
         }
         Ok(())
@@ -1245,7 +1305,12 @@ impl TensorWriter<'_> {
         let Some(at) = self.idx.at else {
             return Ok(None);
         };
-        if self.fw.poisoned || self.ptr.is_some() || self.dtype != DType::F64 || self.nnz > 0 {
+        if self.fw.poisoned
+            || self.ptr.is_some()
+            || self.csf.is_some()
+            || self.dtype != DType::F64
+            || self.nnz > 0
+        {
             return Ok(None);
         }
         // The header and the descriptor's room, before the values.
@@ -1382,7 +1447,14 @@ impl TensorWriter<'_> {
             self.fw.vhash.update(&self.fw.buf[from..]);
         }
         let values_xxh3 = self.values_digest.unwrap_or_else(|| self.fw.vhash.digest());
-        let (indices_len, indices_xxh3) = self.idx.append_to(self.fw)?;
+        let mut levels = Vec::new();
+        let (indices_len, indices_xxh3) = match &mut self.csf {
+            Some(l) => {
+                levels = l.append_to(self.fw)?;
+                levels.last().copied().unwrap_or_default()
+            }
+            None => self.idx.append_to(self.fw)?,
+        };
         let mut pointers = None;
         if self.ptr.is_some() {
             // The pointers of the rows (columns) after the last entry, and
@@ -1402,8 +1474,23 @@ impl TensorWriter<'_> {
 
         let a = self.fw.alignment as u32;
         let statistics = self.stats.as_ref().map(|s| s.finish());
-        let bytes = match pointers {
-            None => CooDescriptor {
+        let handles = |v: &[(u64, u64)]| -> Vec<(BufferHandle, BufferHandle)> {
+            v.chunks_exact(2)
+                .map(|p| (BufferHandle::cpu(p[0].0, a), BufferHandle::cpu(p[1].0, a)))
+                .collect()
+        };
+        let bytes = match (pointers, &self.csf) {
+            (_, Some(l)) => CsfDescriptor {
+                dtype: self.dtype,
+                shape: self.shape.clone(),
+                nnz: self.nnz,
+                mode_order: l.order.iter().map(|&d| d as u32).collect(),
+                values: BufferHandle::cpu(values_len, a),
+                levels: handles(&levels),
+                statistics,
+            }
+            .encode(),
+            (None, None) => CooDescriptor {
                 dtype: self.dtype,
                 shape: self.shape.clone(),
                 nnz: self.nnz,
@@ -1413,7 +1500,7 @@ impl TensorWriter<'_> {
                 statistics,
             }
             .encode(),
-            Some((pointers_len, _)) => CompressedDescriptor {
+            (Some((pointers_len, _)), None) => CompressedDescriptor {
                 column_major: self.layout == OutputLayout::Csc,
                 dtype: self.dtype,
                 shape: [self.shape[0], self.shape[1]],
@@ -1445,6 +1532,7 @@ impl TensorWriter<'_> {
             values_xxh3,
             indices_xxh3,
             pointers_xxh3: pointers.map(|(_, h)| h),
+            levels_xxh3: levels.iter().map(|&(_, h)| h).collect(),
             descriptor_offset: self.descriptor_offset,
             data_offset: self.values_offset,
             data_length,
@@ -1504,6 +1592,103 @@ impl Placed {
             )));
         }
         Ok(())
+    }
+}
+
+/// A CSF tensor's levels while its entries stream past: level `L` gets a
+/// node (`crd_L`) for each entry whose storage-order coordinates differ
+/// from the previous entry's at `L` or above, and a node at `L` opens its
+/// children's range in `pos_{L+1}`. Every stream spills to a side file
+/// when it holds a buffer's worth.
+struct Levels {
+    /// `order[L]`: the dimension stored at level `L`.
+    order: Vec<usize>,
+    /// `pos_L` for `L >= 1` (`pos_0` is `[0, n_0]`, written at the end).
+    pos: Vec<SideStream>,
+    crd: Vec<SideStream>,
+    /// Nodes at each level so far.
+    nodes: Vec<u64>,
+    /// Room each stream takes at its first node: a buffer's worth and a
+    /// word, so that it never grows past it (it spills when full).
+    room: usize,
+}
+
+impl Levels {
+    fn new(order: Vec<usize>, room: usize) -> Levels {
+        let r = order.len();
+        Levels {
+            order,
+            // Room taken at the first node: an empty tensor takes none.
+            pos: (0..r).map(|_| SideStream::new(0)).collect(),
+            crd: (0..r).map(|_| SideStream::new(0)).collect(),
+            nodes: vec![0; r],
+            room,
+        }
+    }
+
+    /// Add the entry `idx` (in storage order after `prev`; `first`: the
+    /// tensor's first entry).
+    #[inline]
+    fn push(&mut self, idx: &[u64], prev: &[u64], first: bool) {
+        let r = self.order.len();
+        let from = if first {
+            0
+        } else {
+            self.order
+                .iter()
+                .position(|&d| idx[d] != prev[d])
+                .unwrap_or(r - 1)
+        };
+        for l in from..r {
+            let crd = &mut self.crd[l];
+            if crd.buf.capacity() == 0 {
+                crd.buf.reserve_exact(self.room);
+            }
+            crd.push(idx[self.order[l]]);
+            self.nodes[l] += 1;
+            if l + 1 < r {
+                let pos = &mut self.pos[l + 1];
+                if pos.buf.capacity() == 0 {
+                    pos.buf.reserve_exact(self.room);
+                }
+                pos.push(self.nodes[l + 1]);
+            }
+        }
+    }
+
+    fn spill_full(&mut self, fw: &FileWriter) -> Result<()> {
+        for s in self.pos.iter_mut().chain(self.crd.iter_mut()) {
+            if s.buf.len() >= fw.buf_cap {
+                s.spill(fw)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer_bytes(&self) -> usize {
+        self.pos
+            .iter()
+            .chain(&self.crd)
+            .map(|s| s.buf.capacity())
+            .sum::<usize>()
+            + self.nodes.capacity() * 8
+    }
+
+    /// Close the levels and append `pos_0`, `crd_0`, `pos_1`... to the
+    /// output: each one's length and xxh3-64, in that order.
+    fn append_to(&mut self, fw: &mut FileWriter) -> Result<Vec<(u64, u64)>> {
+        let r = self.order.len();
+        let mut out = Vec::with_capacity(2 * r);
+        for l in 0..r {
+            let pos = &mut self.pos[l];
+            if l == 0 {
+                pos.push(0);
+            }
+            pos.push(self.nodes[l]);
+            out.push(pos.append_to(fw)?);
+            out.push(self.crd[l].append_to(fw)?);
+        }
+        Ok(out)
     }
 }
 

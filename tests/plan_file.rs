@@ -513,7 +513,7 @@ fn the_result_is_a_plain_hurray_file() {
     // The default layout, COO, as a full assembly writes it.
     match f.tensor_view("coo").expect("coo") {
         Tensor::Coo(c) => assert_eq!(c.nnz(), pf.nnz()),
-        Tensor::Compressed(_) => panic!("COO expected"),
+        other => panic!("COO expected, got {}", other.layout()),
     }
 }
 

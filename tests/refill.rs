@@ -71,6 +71,7 @@ fn builder_result<V: PushValue>(
             indices: c.indices().to_vec(),
             pointers: Vec::new(),
         },
+        Tensor::Csf(_) => unreachable!("plans are never CSF"),
     })
 }
 

@@ -14,6 +14,7 @@ mod assemble;
 #[path = "bool.rs"]
 mod bools;
 mod complex;
+mod csf;
 mod deferred;
 mod determinism;
 mod direct;

@@ -64,6 +64,7 @@ c_codes!(OutputLayout, coo_layout {
     COO_LAYOUT_COO => OutputLayout::Coo,
     COO_LAYOUT_CSR => OutputLayout::Csr,
     COO_LAYOUT_CSC => OutputLayout::Csc,
+    COO_LAYOUT_CSF => OutputLayout::Csf,
 });
 
 /// The library value of the C code `code`.

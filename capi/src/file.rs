@@ -31,6 +31,9 @@ pub enum coo_layout {
     COO_LAYOUT_CSR = 1,
     /// Compressed sparse columns (a matrix; entries column by column).
     COO_LAYOUT_CSC = 2,
+    /// Compressed sparse fibres (rank 3 and up; entries in the order of
+    /// their index tuples taken in the tensor's mode order).
+    COO_LAYOUT_CSF = 3,
 }
 
 /// An open tensor of a Hurray file (opaque); `coo_file_close` releases it.
@@ -166,6 +169,11 @@ pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -
             sorted: match t {
                 Tensor::Coo(c) => c.is_sorted(),
                 Tensor::Compressed(_) => t.layout() == OutputLayout::Csr,
+                Tensor::Csf(c) => c
+                    .mode_order()
+                    .iter()
+                    .enumerate()
+                    .all(|(l, &d)| d as usize == l),
             },
         };
         // SAFETY: NULL or writable (contract).
@@ -368,6 +376,14 @@ unsafe fn read_entries(
                         e[1 - md] = i64::try_from(k).map_err(|_| too_large(k))?;
                     }
                 }
+                Tensor::Csf(c) => {
+                    for (k, e) in dst.chunks_exact_mut(rank).enumerate() {
+                        let at = c.coordinate(first + k as u64)?;
+                        for (d, s) in e.iter_mut().zip(at) {
+                            *d = i64::try_from(s).map_err(|_| too_large(s))?;
+                        }
+                    }
+                }
             }
         }
         if complex && !values.is_null() && count > 0 {
@@ -461,6 +477,8 @@ pub unsafe extern "C" fn coo_file_prefix_range(
         let (b, e) = unsafe { (out_ref(begin, "begin")?, out_ref(end, "end")?) };
         let r = match t {
             Tensor::Coo(c) => c.prefix_range(p)?,
+            // Leading coordinates in storage (mode) order.
+            Tensor::Csf(c) => c.fiber(p)?,
             Tensor::Compressed(c) if c.major_dim() == 0 && (1..=2).contains(&p.len()) => {
                 let row = c.major_range(p[0])?;
                 match p.get(1) {
@@ -506,6 +524,7 @@ pub unsafe extern "C" fn coo_file_layout(f: *const coo_file, out: *mut coo_layou
             OutputLayout::Coo => coo_layout::COO_LAYOUT_COO,
             OutputLayout::Csr => coo_layout::COO_LAYOUT_CSR,
             OutputLayout::Csc => coo_layout::COO_LAYOUT_CSC,
+            OutputLayout::Csf => coo_layout::COO_LAYOUT_CSF,
         };
         // SAFETY: NULL or writable (contract).
         *unsafe { out_ref(out, "out") }? = layout;

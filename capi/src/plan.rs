@@ -646,6 +646,7 @@ pub unsafe extern "C" fn coo_plan_structure(
             OutputLayout::Csr => "rows + 1",
             OutputLayout::Csc => "columns + 1",
             OutputLayout::Coo => "COO has none",
+            OutputLayout::Csf => "CSF is not planned",
         };
         if !indices.is_null() {
             check("indices", indices_len, want_indices, index_rule)?;

@@ -92,6 +92,11 @@ fn dense_rows(t: Tensor<'_>) -> anyhow::Result<ExitCode> {
             (matrix::dense(&m, DENSE_LIMIT)?, m.cols() as usize)
         }
         Tensor::Compressed(c) => compressed_dense(c)?,
+        Tensor::Csf(c) => anyhow::bail!(
+            "tensor {:?} is a rank-{} CSF tensor; a dense dump prints matrices (dump it without --dense)",
+            c.name(),
+            c.shape().len()
+        ),
     };
     let cells: Vec<String> = d.iter().map(|v| v.to_string()).collect();
     let width = cells.iter().map(String::len).max().unwrap_or(1);

@@ -166,6 +166,18 @@ fn served_json(t: Tensor<'_>) -> Json {
                             ),
                         ]
                     }
+                    Tensor::Csf(c) => {
+                        let d = c.descriptor();
+                        let mut v = vec![
+                            ("mode_order".into(), json!(d.mode_order)),
+                            ("values_bytes".into(), json!(d.values.byte_size)),
+                        ];
+                        for (l, (pos, crd)) in d.levels.iter().enumerate() {
+                            v.push((format!("pos_{l}_bytes"), json!(pos.byte_size)));
+                            v.push((format!("crd_{l}_bytes"), json!(crd.byte_size)));
+                        }
+                        v
+                    }
                 };
                 m.extend(buffers);
                 m.insert("layout".into(), json!(t.layout().to_string()));
@@ -262,6 +274,22 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
                     c.pointers_name(),
                     human_bytes(c.descriptor().pointers.byte_size),
                 ),
+                Tensor::Csf(c) => {
+                    let d = c.descriptor();
+                    let mut s = format!(
+                        "mode order {:?}, values {}",
+                        d.mode_order,
+                        human_bytes(d.values.byte_size)
+                    );
+                    for (l, (pos, crd)) in d.levels.iter().enumerate() {
+                        s.push_str(&format!(
+                            ", pos_{l} {}, crd_{l} {}",
+                            human_bytes(pos.byte_size),
+                            human_bytes(crd.byte_size)
+                        ));
+                    }
+                    s
+                }
             };
             let _ = writeln!(o, "  buffers:     {buffers}");
             if let Some(s) = t.statistics() {

@@ -43,6 +43,7 @@ fn entries(path: &Path) -> (Vec<u8>, Vec<u64>, Vec<u64>) {
             c.pointers().to_vec(),
         ),
         Tensor::Coo(c) => (c.values_bytes().to_vec(), c.indices().to_vec(), Vec::new()),
+        Tensor::Csf(_) => unreachable!("plans are never CSF"),
     }
 }
 

@@ -58,6 +58,19 @@ fn buffers(path: &Path) -> Vec<(&'static str, std::ops::Range<usize>)> {
             (c.indices_name(), at(c.indices_bytes())),
             (c.pointers_name(), at(c.pointers_bytes())),
         ],
+        Tensor::Csf(t) => {
+            let names = coo_assembler::internals::hurray::kv::buffer_names(OutputLayout::Csf);
+            let mut v = vec![("values", at(t.values_bytes()))];
+            for l in 0..t.shape().len() {
+                let words = |w: &[u64]| {
+                    let s = w.as_ptr() as usize - base;
+                    s..s + 8 * w.len()
+                };
+                v.push((names[1 + 2 * l], words(t.pos(l))));
+                v.push((names[2 + 2 * l], words(t.crd(l))));
+            }
+            v
+        }
     }
 }
 

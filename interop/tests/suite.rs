@@ -6,6 +6,7 @@
 use coo_assembler_testkit as common;
 
 mod checksum_pass;
+mod csf;
 mod dense;
 mod interop;
 mod read_compressed_reference;

@@ -131,6 +131,7 @@ fn view_values<'py, T: Element + numpy::Element>(
     let vals: &[T] = match owner.get().v()? {
         Tensor::Coo(t) => t.values::<T>(),
         Tensor::Compressed(t) => t.values::<T>(),
+        Tensor::Csf(t) => t.values::<T>(),
     }
     .map_err(to_py)?;
     borrowed(owner, &vals[range])
@@ -183,6 +184,7 @@ fn values_array<'py>(
                 let vals = match owner.get().v()? {
                     Tensor::Coo(t) => t.values::<coo_assembler::element::F16>(),
                     Tensor::Compressed(t) => t.values::<coo_assembler::element::F16>(),
+                    Tensor::Csf(t) => t.values::<coo_assembler::element::F16>(),
                 }
                 .map_err(to_py)?;
                 let vals = &vals[range];
@@ -510,6 +512,11 @@ impl NativeFile {
         Ok(match self.v()? {
             Tensor::Coo(t) => t.is_sorted(),
             Tensor::Compressed(c) => c.major_dim() == 0,
+            Tensor::Csf(c) => c
+                .mode_order()
+                .iter()
+                .enumerate()
+                .all(|(l, &d)| d as usize == l),
         })
     }
 
@@ -673,6 +680,34 @@ impl NativeFile {
                 })
                 .map_err(to_py)?;
                 Array2::from_shape_vec((2, nnz), v)
+            }
+            Tensor::Csf(t) => {
+                // The tree walked in storage order, each coordinate to
+                // its dimension's row.
+                let (nnz, rank) = (t.nnz() as usize, t.shape().len());
+                let mut v: Vec<i64> = coords(nnz * rank)?;
+                v.resize(nnz * rank, 0);
+                py.detach(|| {
+                    let mut p = 0usize;
+                    t.try_for_each(|idx, _| {
+                        if p >= nnz {
+                            return Err(coo_assembler::Error::invalid(
+                                format!("tensor {:?}", t.name()),
+                                0,
+                                format!(
+                                    "the tree holds more than nnz = {nnz} leaves; run verify()"
+                                ),
+                            ));
+                        }
+                        for (d, &x) in idx.iter().enumerate() {
+                            v[d * nnz + p] = x as i64;
+                        }
+                        p += 1;
+                        Ok(())
+                    })
+                })
+                .map_err(to_py)?;
+                Array2::from_shape_vec((rank, nnz), v)
             }
         };
         Ok(PyArray2::from_owned_array(

@@ -453,11 +453,14 @@ impl Builder {
         if dtype.is_complex() {
             keyed.push(2);
         }
-        // CSC: column-major keys, so runs and the merge come out by column.
-        match opts.layout.major_dim() {
-            0 => KeyLayout::new(&keyed),
-            m => KeyLayout::with_major(&keyed, m),
+        // Keys in the layout's storage order (CSC: by column; CSF: its
+        // mode order), so runs and the merge come out in it; a complex
+        // value's part stays the least significant field.
+        let mut order = opts.storage_order(shape.len());
+        if dtype.is_complex() {
+            order.push(shape.len());
         }
+        KeyLayout::with_order(&keyed, &order)
     }
 
     /// The smallest memory budget a builder of `shape` and `dtype` takes
@@ -478,7 +481,7 @@ impl Builder {
     /// `dtype`. Checks the options and the budget; starts the sorter threads.
     pub fn new(shape: &[u64], dtype: DType, opts: AssembleOptions) -> Result<Builder> {
         opts.validate()?;
-        crate::assemble::check_shape(opts.layout, shape)?;
+        crate::assemble::check_shape(&opts, shape)?;
         crate::assemble::check_value_type(dtype, opts.duplicates, shape)?;
         let layout = Self::key_layout(shape, dtype, &opts);
         let (closed_tx, closed) = crossbeam_channel::bounded(0);

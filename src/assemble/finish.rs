@@ -335,20 +335,20 @@ fn write_file<K: Key>(
     fill: impl FnOnce(&mut TensorWriter<'_>) -> Result<bool>,
 ) -> Result<(u64, FileSummary)> {
     let layout_out = core.opts.layout;
-    // The writer's streams share OUTPUT_BUFFER_BYTES: values and indices,
-    // plus the pointers for CSR/CSC.
-    let streams = if layout_out.is_compressed() { 3 } else { 2 };
+    // The writer's streams share OUTPUT_BUFFER_BYTES: one per buffer.
+    let streams = layout_out.buffer_count(core.shape().len()) as u64;
     let wopts = WriteOptions {
         io: core.opts.io.clone(),
         buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,
         ..WriteOptions::default()
     };
     let mut fw = FileWriter::create(path, wopts)?;
-    let mut tw = fw.begin_tensor_as(
+    let mut tw = fw.begin_tensor_in(
         &core.opts.tensor_name,
         core.out_dtype(),
         core.shape(),
         layout_out,
+        core.opts.mode_order.as_deref(),
     )?;
     tw.reserve_indices(max_nnz)?;
     if !fill(&mut tw)? {

@@ -304,12 +304,20 @@ impl KeyLayout {
     /// and merge yield entries by column at no extra cost.
     pub fn with_major(shape: &[u64], major: usize) -> KeyLayout {
         debug_assert!((1..=64).contains(&shape.len()) && major < shape.len());
+        let order = std::iter::once(major).chain((0..shape.len()).filter(|&d| d != major));
+        Self::with_order(shape, &order.collect::<Vec<_>>())
+    }
+
+    /// Layout for `shape` whose fields are the dimensions of `order` (a
+    /// permutation of `0..rank`), the first one most significant: keys
+    /// then sort as the index tuples taken in that order (a CSF tensor's
+    /// `mode_order`).
+    pub fn with_order(shape: &[u64], order: &[usize]) -> KeyLayout {
+        debug_assert!((1..=64).contains(&shape.len()) && order.len() == shape.len());
         let bits: Vec<u32> = shape.iter().map(|&s| bits_for_extent(s)).collect();
         let mut shifts = vec![0u32; shape.len()];
         let mut acc = 0u32;
         // Least significant field first: the last dimension of the order.
-        let order = std::iter::once(major).chain((0..shape.len()).filter(|&d| d != major));
-        let order: Vec<usize> = order.collect();
         for &d in order.iter().rev() {
             shifts[d] = if bits[d] == 0 { 0 } else { acc };
             acc += bits[d];

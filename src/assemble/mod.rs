@@ -30,7 +30,7 @@ pub mod summary;
 /// 1..=64 (2 for CSR and CSC) and no extent u64::MAX (which Hurray
 /// reserves for dynamic shapes). The `Builder`'s and a plan's check.
 pub(crate) fn check_shape(
-    layout: crate::options::OutputLayout,
+    opts: &crate::options::AssembleOptions,
     shape: &[u64],
 ) -> crate::error::Result<()> {
     use crate::error::Error;
@@ -48,7 +48,7 @@ pub(crate) fn check_shape(
             ),
         });
     }
-    layout.check_rank(shape.len())
+    opts.check_layout(shape.len())
 }
 
 /// What a value type asks of the assembly, checked where it is made: a
@@ -95,6 +95,13 @@ pub(crate) fn check_plannable(
         return Err(Error::InvalidOptions(
             "drop_zeros changes the pattern with the values, and a plan's pattern is fixed: \
              plan with drop_zeros off (explicit zeros are kept) and drop them from the result"
+                .into(),
+        ));
+    }
+    if opts.layout == crate::options::OutputLayout::Csf {
+        return Err(Error::Unsupported(
+            "plans hold coo, csr and csc results; a csf tensor is assembled, not planned: \
+             plan in coo and convert each result"
                 .into(),
         ));
     }

@@ -8,6 +8,7 @@
 pub mod composite;
 pub mod compressed;
 pub mod crc32c;
+pub mod csf;
 pub mod dense;
 pub mod descriptor;
 pub mod header;
@@ -17,6 +18,7 @@ pub mod statistics;
 pub mod trailer;
 
 pub use composite::{CompositeHead, Shard};
+pub use csf::CsfDescriptor;
 pub use dense::{DenseDescriptor, DescriptorHead};
 pub use descriptor::{BufferHandle, CooDescriptor};
 pub use header::FileHeader;
@@ -51,6 +53,9 @@ pub const LAYOUT_COO: u8 = 0x06;
 pub const LAYOUT_CSR: u8 = 0x07;
 /// Layout tag of CSC.
 pub const LAYOUT_CSC: u8 = 0x08;
+/// Layout tag of CSF (hurray-core 0.1.0's `TAG_CSF`; the spec's CSF page
+/// says 0x0A, which hurray-core and `crate::layout`'s table give to block-paged).
+pub const LAYOUT_CSF: u8 = 0x09;
 /// Layout tag of a composite head.
 pub const LAYOUT_COMPOSITE: u8 = 0x0B;
 /// Largest rank the format allows.

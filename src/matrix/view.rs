@@ -64,6 +64,9 @@ impl<'a> Matrix<'a> {
         min: usize,
         max: usize,
     ) -> MatrixResult<Matrix<'a>> {
+        if let Tensor::Csf(c) = t {
+            return Err(MatrixError::Crate(c.not_served(op)));
+        }
         if t.rank() < min || t.rank() > max {
             return Err(MatrixError::Rank {
                 op,
@@ -88,7 +91,7 @@ impl<'a> Matrix<'a> {
                     sorted: c.is_sorted(),
                 },
                 Tensor::Compressed(c) if c.layout() == OutputLayout::Csc => Layout::Csc,
-                Tensor::Compressed(_) => Layout::Csr,
+                Tensor::Compressed(_) | Tensor::Csf(_) => Layout::Csr,
             },
             releasable: false,
             source: None,
@@ -165,6 +168,7 @@ impl<'a> Matrix<'a> {
         match self.t {
             Tensor::Coo(c) => c.values(),
             Tensor::Compressed(c) => c.values(),
+            Tensor::Csf(c) => c.values(),
         }
     }
 
@@ -179,6 +183,7 @@ impl<'a> Matrix<'a> {
         match self.t {
             Tensor::Coo(c) => c.indices_bytes(),
             Tensor::Compressed(c) => c.indices_bytes(),
+            Tensor::Csf(c) => bytemuck::cast_slice(c.crd(c.shape().len() - 1)),
         }
     }
 

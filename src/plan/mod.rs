@@ -231,7 +231,7 @@ impl Plan {
         stop: Option<&AtomicBool>,
     ) -> Result<Plan> {
         opts.validate()?;
-        crate::assemble::check_shape(opts.layout, shape)?;
+        crate::assemble::check_shape(opts, shape)?;
         check_plannable(dtype, opts, shape)?;
         let n = c.len() as u64;
         let major = if opts.layout.is_compressed() {

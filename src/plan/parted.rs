@@ -984,6 +984,8 @@ impl<'a> Coordinates<'a> {
                 t[1 - d] = c.indices().get(e).copied().unwrap_or(0);
                 t
             }
+            // Plans are never CSF (`check_plannable`).
+            Tensor::Csf(_) => Vec::new(),
         }
     }
 
@@ -1038,6 +1040,7 @@ impl<'a> Coordinates<'a> {
                 }
                 self.f.release(bytemuck::cast_slice(ix));
             }
+            Tensor::Csf(c) => return Err(c.not_served("a plan's pattern")),
         }
         Ok(())
     }
@@ -1093,7 +1096,7 @@ fn plan_parts_to<C: Coords>(
     stop: Option<&AtomicBool>,
 ) -> Result<PlanFileSummary> {
     opts.validate()?;
-    crate::assemble::check_shape(opts.layout, shape)?;
+    crate::assemble::check_shape(opts, shape)?;
     check_plannable(dtype, opts, shape)?;
     let ks = KeyShape::new(shape, opts.layout)
         .ok_or_else(|| Error::InvalidShape {

@@ -245,6 +245,7 @@ impl Plan {
                 indices: narrow(c.indices()),
                 pointers: Ix::U32(Vec::new()),
             },
+            Tensor::Csf(_) => return Err(refused(name, "its pattern is CSF".into())),
         };
         Ok(Plan {
             shape,

@@ -108,6 +108,7 @@ impl Member {
         match &self.meta.desc {
             Desc::Coo(d) => d.is_sorted,
             Desc::Compressed(d) => !d.column_major,
+            Desc::Csf(_) => false,
         }
     }
 }
@@ -437,6 +438,7 @@ impl CompositeFile {
                 t.iter()
                     .map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))),
             ),
+            Tensor::Csf(t) => Box::new(std::iter::once(Err(t.not_served("a composite")))),
         }
     }
 

@@ -47,6 +47,7 @@ impl<'a> TensorInfo<'a> {
             Stored::Served(t) => match &t.desc {
                 Desc::Coo(_) => LAYOUT_COO,
                 Desc::Compressed(d) => d.layout_tag(),
+                Desc::Csf(_) => crate::hurray::LAYOUT_CSF,
             },
             Stored::Listed(l) => l.layout_tag(),
         }

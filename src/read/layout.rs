@@ -7,6 +7,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::hurray::compressed::{CompressedDescriptor, HANDLES_OFFSET, NNZ_OFFSET};
+use crate::hurray::csf::{CsfDescriptor, csf_field};
 use crate::hurray::dense::dense_field;
 use crate::hurray::descriptor::{HANDLE_LEN, coo_field, descriptor_len, layout_tag};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
@@ -15,8 +16,8 @@ use crate::hurray::statistics::SPARSITY_VALID;
 use crate::hurray::trailer;
 use crate::hurray::{
     BufferHandle, CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN,
-    IndexEntry, KvValue, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSR, TRAILER_LEN, Trailer, align_up, index,
-    kv,
+    IndexEntry, KvValue, LAYOUT_COO, LAYOUT_CSC, LAYOUT_CSF, LAYOUT_CSR, TRAILER_LEN, Trailer,
+    align_up, index, kv,
 };
 use crate::layout::Layout;
 use std::ops::Range;
@@ -279,6 +280,7 @@ fn values_size(dtype: crate::element::DType, nnz: u64) -> (Option<u64>, String) 
 
 fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
     match desc {
+        Desc::Csf(d) => declared_csf(d, d_off),
         Desc::Coo(d) => {
             let rank = d.rank();
             let r = rank as u64;
@@ -357,6 +359,67 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
     }
 }
 
+/// A CSF tensor's buffers: values (`nnz` elements), then per level
+/// `pos_L` (`pos_0`: 2 words; below, one more than the level above has
+/// nodes, which its `crd` size tells) and `crd_L` (whole words; the leaf
+/// level's `nnz` of them).
+fn declared_csf(d: &CsfDescriptor, d_off: u64) -> Declared<'_> {
+    let rank = d.rank();
+    let names = crate::hurray::kv::buffer_names(crate::options::OutputLayout::Csf);
+    let (want_values, how_values) = values_size(d.dtype, d.nnz);
+    let mut buffers = vec![DeclaredBuffer {
+        what: "values",
+        handle: &d.values,
+        field: d_off + csf_field::handle(rank, 0),
+        want: want_values,
+        how: how_values,
+        at_least: false,
+    }];
+    for (l, (pos, crd)) in d.levels.iter().enumerate() {
+        let (want_pos, how_pos) = if l == 0 {
+            (Some(16), "2 * 8 (the root's pointer pair)".to_string())
+        } else {
+            let above = d.levels[l - 1].1.byte_size;
+            (
+                above.checked_add(8).filter(|_| above % 8 == 0),
+                format!("(the {} nodes of crd_{} + 1) * 8", above / 8, l - 1),
+            )
+        };
+        let (want_crd, how_crd) = if l + 1 == rank {
+            (d.nnz.checked_mul(8), format!("nnz {} * 8", d.nnz))
+        } else {
+            (
+                Some(crd.byte_size).filter(|b| b % 8 == 0),
+                "a whole number of u64 coordinates".to_string(),
+            )
+        };
+        buffers.push(DeclaredBuffer {
+            what: names.get(1 + 2 * l).copied().unwrap_or("pos"),
+            handle: pos,
+            field: d_off + csf_field::handle(rank, 1 + 2 * l),
+            want: want_pos,
+            how: how_pos,
+            at_least: false,
+        });
+        buffers.push(DeclaredBuffer {
+            what: names.get(2 + 2 * l).copied().unwrap_or("crd"),
+            handle: crd,
+            field: d_off + csf_field::handle(rank, 2 + 2 * l),
+            want: want_crd,
+            how: how_crd,
+            at_least: false,
+        });
+    }
+    Declared {
+        shape: &d.shape,
+        nnz: d.nnz,
+        statistics: d.statistics.as_ref(),
+        f_nnz: d_off + csf_field::nnz(rank),
+        f_stats: d_off + csf_field::statistics(rank),
+        buffers,
+    }
+}
+
 /// The one buffer of a row-major or column-major tensor: at least
 /// `byte_offset + product(shape) * width` bytes (the spec gives the
 /// minimum; a larger buffer is valid).
@@ -412,6 +475,7 @@ fn decode_descriptor(
             CompressedDescriptor::decode(b, d_off, dsec)?,
         )),
         Some(LAYOUT_COO) => Decoded::Served(Desc::Coo(CooDescriptor::decode(b, d_off, dsec)?)),
+        Some(LAYOUT_CSF) => Decoded::Served(Desc::Csf(CsfDescriptor::decode(b, d_off, dsec)?)),
         _ if DenseDescriptor::handles(b) => {
             Decoded::Listed(Listed::Dense(DenseDescriptor::decode(b, d_off, dsec)?))
         }
@@ -594,11 +658,20 @@ pub(super) fn check_decoded(
             .cloned()
             .unwrap_or(d_off as usize..d_off as usize)
     };
-    let (values, indices, pointers) = (range(0), range(1), range(2));
-    let bools = match &desc {
-        Desc::Coo(d) if d.dtype.is_bool() => Some(unpacked(bytes, &values, d.nnz)?),
-        Desc::Compressed(d) if d.dtype.is_bool() => Some(unpacked(bytes, &values, d.nnz)?),
-        _ => None,
+    let (values, indices, pointers) = match &desc {
+        // CSF: its leaf coordinates as the indices; the levels are read
+        // from `buffers`.
+        Desc::Csf(d) => (
+            range(0),
+            range(2 * d.rank()),
+            d_off as usize..d_off as usize,
+        ),
+        _ => (range(0), range(1), range(2)),
+    };
+    let bools = if desc.dtype().is_bool() {
+        Some(unpacked(bytes, &values, desc.nnz())?)
+    } else {
+        None
     };
     Ok(TensorMeta {
         name: e.name.clone(),
@@ -607,6 +680,7 @@ pub(super) fn check_decoded(
         values,
         indices,
         pointers,
+        buffers: (0..placed.len()).map(range).collect(),
         sums: Default::default(),
         bools,
     })

@@ -94,6 +94,7 @@ mod checksum;
 pub mod composite;
 mod compressed;
 pub mod coo;
+mod csf;
 mod dense;
 mod layout;
 pub mod release;
@@ -106,6 +107,7 @@ pub use crate::layout::{Layout, LayoutKind, SERVED, describe_tag};
 pub use composite::CompositeFile;
 pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
+pub use csf::CsfTensor;
 pub use dense::{DenseTensor, TensorInfo};
 pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).
@@ -117,6 +119,7 @@ use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
 use crate::fs::output::FileId;
 use crate::hurray::compressed::CompressedDescriptor;
+use crate::hurray::csf::CsfDescriptor;
 use crate::hurray::{
     CooDescriptor, DenseDescriptor, DescriptorHead, FileHeader, HEADER_LEN, TRAILER_LEN, Trailer,
 };
@@ -259,14 +262,27 @@ fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {
 enum Desc {
     Coo(CooDescriptor),
     Compressed(CompressedDescriptor),
+    Csf(CsfDescriptor),
 }
 
 impl Desc {
+    /// The layout.
+    fn layout(&self) -> crate::options::OutputLayout {
+        use crate::options::OutputLayout;
+        match self {
+            Desc::Coo(_) => OutputLayout::Coo,
+            Desc::Compressed(d) if d.column_major => OutputLayout::Csc,
+            Desc::Compressed(_) => OutputLayout::Csr,
+            Desc::Csf(_) => OutputLayout::Csf,
+        }
+    }
+
     /// Bytes of the encoded descriptor.
     fn encoded_len(&self) -> usize {
         match self {
             Desc::Coo(d) => d.encoded_len(),
             Desc::Compressed(d) => d.encoded_len(),
+            Desc::Csf(d) => d.encoded_len(),
         }
     }
 
@@ -274,6 +290,7 @@ impl Desc {
         match self {
             Desc::Coo(d) => d.shape.as_slice(),
             Desc::Compressed(d) => d.shape.as_slice(),
+            Desc::Csf(d) => d.shape.as_slice(),
         }
     }
 
@@ -281,6 +298,7 @@ impl Desc {
         match self {
             Desc::Coo(d) => d.nnz,
             Desc::Compressed(d) => d.nnz,
+            Desc::Csf(d) => d.nnz,
         }
     }
 
@@ -288,6 +306,7 @@ impl Desc {
         match self {
             Desc::Coo(d) => d.dtype,
             Desc::Compressed(d) => d.dtype,
+            Desc::Csf(d) => d.dtype,
         }
     }
 
@@ -295,6 +314,7 @@ impl Desc {
         match self {
             Desc::Coo(d) => d.statistics.as_ref(),
             Desc::Compressed(d) => d.statistics.as_ref(),
+            Desc::Csf(d) => d.statistics.as_ref(),
         }
     }
 }
@@ -361,7 +381,7 @@ impl Stored {
     /// Bytes of the buffers a whole pass reads.
     fn buffer_bytes(&self) -> u64 {
         match self {
-            Stored::Served(t) => (t.values.len() + t.indices.len() + t.pointers.len()) as u64,
+            Stored::Served(t) => t.buffers.iter().map(|r| r.len() as u64).sum(),
             Stored::Listed(l) => l.data.len() as u64,
         }
     }
@@ -394,6 +414,8 @@ struct TensorMeta {
     indices: Range<usize>,
     /// CSR/CSC: `row_ptr` / `col_ptr`; empty for COO.
     pointers: Range<usize>,
+    /// Every buffer, in buffer order (CSF: values, `pos_0`, `crd_0`...).
+    buffers: Vec<Range<usize>>,
     /// The verdict on the stored checksums, once the first whole pass
     /// asked (shared by the views of this open file).
     sums: Arc<checksum::Sums>,
@@ -414,7 +436,7 @@ impl TensorMeta {
 
     /// End of the tensor's bytes: its last non-empty buffer, or its descriptor.
     fn end(&self) -> usize {
-        [&self.values, &self.indices, &self.pointers]
+        self.buffers
             .iter()
             .filter(|r| !r.is_empty())
             .map(|r| r.end)
@@ -813,6 +835,18 @@ fn view_of<'s>(
             kv,
             permissive,
             offsets: [t.values.start, t.indices.start, t.pointers.start].map(|o| o as u64),
+            mapped: backing.mapped(),
+            sums,
+        }),
+        Desc::Csf(desc) => Tensor::Csf(CsfTensor {
+            name: &t.name,
+            desc,
+            backing,
+            values: t.values_view(backing),
+            stored_values: &backing.bytes()[t.values.clone()],
+            buffers: &t.buffers,
+            kv,
+            permissive,
             mapped: backing.mapped(),
             sums,
         }),

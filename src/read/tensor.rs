@@ -2,7 +2,7 @@
 //! CSC), with the operations every layout has; the layout-specific views
 //! ([`CooTensor`], [`CompressedTensor`]) are inside.
 
-use super::{CompressedTensor, CooTensor, Problem};
+use super::{CompressedTensor, CooTensor, CsfTensor, Problem};
 use crate::element::{DType, Value};
 use crate::error::Result;
 use crate::hurray::Statistics;
@@ -15,6 +15,8 @@ pub enum Tensor<'a> {
     Coo(CooTensor<'a>),
     /// CSR (0x07) or CSC (0x08), rank 2.
     Compressed(CompressedTensor<'a>),
+    /// CSF (0x09), rank 3 and up.
+    Csf(CsfTensor<'a>),
 }
 
 impl<'a> Tensor<'a> {
@@ -23,6 +25,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.name(),
             Tensor::Compressed(t) => t.name(),
+            Tensor::Csf(t) => t.name(),
         }
     }
 
@@ -31,6 +34,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(_) => OutputLayout::Coo,
             Tensor::Compressed(t) => t.layout(),
+            Tensor::Csf(_) => OutputLayout::Csf,
         }
     }
 
@@ -39,6 +43,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.dtype(),
             Tensor::Compressed(t) => t.dtype(),
+            Tensor::Csf(t) => t.dtype(),
         }
     }
 
@@ -47,6 +52,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.shape(),
             Tensor::Compressed(t) => t.shape(),
+            Tensor::Csf(t) => t.shape(),
         }
     }
 
@@ -60,6 +66,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.nnz(),
             Tensor::Compressed(t) => t.nnz(),
+            Tensor::Csf(t) => t.nnz(),
         }
     }
 
@@ -68,6 +75,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.statistics(),
             Tensor::Compressed(t) => t.statistics(),
+            Tensor::Csf(t) => t.statistics(),
         }
     }
 
@@ -76,6 +84,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.values_bytes(),
             Tensor::Compressed(t) => t.values_bytes(),
+            Tensor::Csf(t) => t.values_bytes(),
         }
     }
 
@@ -84,6 +93,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.get(idx),
             Tensor::Compressed(t) => t.get(idx),
+            Tensor::Csf(t) => t.get(idx),
         }
     }
 
@@ -93,6 +103,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.verify(),
             Tensor::Compressed(t) => t.verify(),
+            Tensor::Csf(t) => t.verify(),
         }
     }
 
@@ -111,6 +122,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.check_checksums_with(release),
             Tensor::Compressed(t) => t.check_checksums_with(release),
+            Tensor::Csf(t) => t.check_checksums_with(release),
         }
     }
 
@@ -120,6 +132,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.stored_checksums(),
             Tensor::Compressed(t) => t.stored_checksums(),
+            Tensor::Csf(t) => t.stored_checksums(),
         }
     }
 
@@ -130,6 +143,7 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Coo(t) => t.checksum_hashes(),
             Tensor::Compressed(t) => t.checksum_hashes(),
+            Tensor::Csf(t) => t.checksum_hashes(),
         }
     }
 
@@ -137,15 +151,23 @@ impl<'a> Tensor<'a> {
     pub fn as_coo(&self) -> Option<CooTensor<'a>> {
         match self {
             Tensor::Coo(t) => Some(*t),
-            Tensor::Compressed(_) => None,
+            Tensor::Compressed(_) | Tensor::Csf(_) => None,
         }
     }
 
     /// The CSR/CSC view, if the tensor is CSR or CSC.
     pub fn as_compressed(&self) -> Option<CompressedTensor<'a>> {
         match self {
-            Tensor::Coo(_) => None,
+            Tensor::Coo(_) | Tensor::Csf(_) => None,
             Tensor::Compressed(t) => Some(*t),
+        }
+    }
+
+    /// The CSF view, if the tensor is CSF.
+    pub fn as_csf(&self) -> Option<CsfTensor<'a>> {
+        match self {
+            Tensor::Csf(t) => Some(*t),
+            _ => None,
         }
     }
 
@@ -167,6 +189,7 @@ impl<'a> Tensor<'a> {
                 let (i, j, v) = e?;
                 f(&[i, j], v)
             }),
+            Tensor::Csf(t) => t.try_for_each(f),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! bounds, order, duplicates, statistics and KV checksums, reported as
 //! [`Problem`]s through a per-rule capped collector.
 
-use super::{CooTensor, Desc, HurrayFile, Listed, Stored, close, shape_product};
+use super::{CooTensor, HurrayFile, Listed, Stored, close, shape_product};
 use crate::element::{DType, format_float, group_digits};
 use crate::hurray::KvValue;
 use crate::hurray::Statistics;
@@ -272,10 +272,7 @@ impl HurrayFile {
             Stored::Served(t) => {
                 let view = self.view(t);
                 let mut out = view.verify();
-                let buffers = match view {
-                    super::Tensor::Coo(_) => 2,
-                    super::Tensor::Compressed(_) => 3,
-                };
+                let buffers = view.layout().buffer_count(view.rank());
                 let stored = view.stored_checksums();
                 if stored < buffers && self.checksums_on() {
                     out.push(Problem::new(
@@ -374,14 +371,10 @@ impl HurrayFile {
             };
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
-            regions.push((t.values.clone(), format!("the values of {n:?}")));
-            let (ind, ptr) = match &t.desc {
-                Desc::Compressed(d) if d.column_major => ("row_indices", "col_ptr"),
-                Desc::Compressed(_) => ("col_indices", "row_ptr"),
-                Desc::Coo(_) => ("indices", "pointers"),
-            };
-            regions.push((t.indices.clone(), format!("the {ind} of {n:?}")));
-            regions.push((t.pointers.clone(), format!("the {ptr} of {n:?}")));
+            let names = crate::hurray::kv::buffer_names(t.desc.layout());
+            for (r, what) in t.buffers.iter().zip(names) {
+                regions.push((r.clone(), format!("the {what} of {n:?}")));
+            }
         }
         let (ko, kl) = (
             self.trailer.kv_offset as usize,

@@ -150,6 +150,7 @@ where
             narrow(t.indices(), "an index")?,
             narrow(t.pointers(), "a pointer")?,
         ),
+        Tensor::Csf(t) => return Err(t.not_served("an in-memory result")),
     };
     Ok(Assembled {
         values,

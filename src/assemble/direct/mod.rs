@@ -236,7 +236,11 @@ pub fn plan(
         return None;
     }
     crate::assemble::check_value_type(dtype, opts.duplicates, shape).ok()?;
-    opts.layout.check_rank(shape.len()).ok()?;
+    opts.check_layout(shape.len()).ok()?;
+    // CSF goes through the runs: the kernel's buckets follow dimension 0.
+    if opts.layout == OutputLayout::Csf {
+        return None;
+    }
     if shape.iter().any(|&e| e >= 1 << 63) || contributions >= 1 << 32 {
         return None;
     }

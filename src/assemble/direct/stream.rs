@@ -864,7 +864,7 @@ impl DirectPlan {
     {
         let rank = self.shape.len();
         let t0 = Instant::now();
-        let streams = if self.layout.is_compressed() { 3 } else { 2 };
+        let streams = self.layout.buffer_count(self.shape.len()) as u64;
         let wopts = WriteOptions {
             io: opts.io.clone(),
             buffer_bytes: (OUTPUT_BUFFER_BYTES / streams) as usize,

@@ -1,0 +1,521 @@
+//! [`CsfTensor`]: one CSF tensor of an open file (layout 0x09, rank 3 and
+//! up): lookups by binary search down the levels, fibres and slices by
+//! their leading coordinates, every entry in storage order, and `verify`
+//! with every rule of the spec's storage invariants.
+
+use super::verify::{Collector, Content, Problem};
+use super::{Backing, coo::check_position, coo::zero_of};
+use crate::element::Value;
+use crate::error::{Error, Result};
+use crate::hurray::kv::buffer_names;
+use crate::hurray::{CsfDescriptor, KvValue, Statistics};
+use crate::options::OutputLayout;
+use std::fmt;
+use std::ops::Range;
+
+/// A view of one CSF tensor of an open file. Cheap to copy.
+#[derive(Clone, Copy)]
+pub struct CsfTensor<'a> {
+    pub(super) name: &'a str,
+    pub(super) desc: &'a CsfDescriptor,
+    pub(super) backing: &'a Backing,
+    /// One value per entry (bools unpacked).
+    pub(super) values: &'a [u8],
+    /// The values buffer as stored, which the checksums cover.
+    pub(super) stored_values: &'a [u8],
+    /// The values' and then `pos_0`, `crd_0`, `pos_1`... buffers' places.
+    pub(super) buffers: &'a [Range<usize>],
+    pub(super) kv: &'a [(String, KvValue)],
+    pub(super) permissive: bool,
+    pub(super) mapped: super::release::Mapped<'a>,
+    pub(super) sums: Option<super::checksum::SumCheck<'a>>,
+}
+
+impl fmt::Debug for CsfTensor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CsfTensor")
+            .field("name", &self.name)
+            .field("shape", &self.desc.shape)
+            .field("mode_order", &self.desc.mode_order)
+            .field("nnz", &self.desc.nnz)
+            .finish()
+    }
+}
+
+impl<'a> CsfTensor<'a> {
+    /// Tensor name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> crate::element::DType {
+        self.desc.dtype
+    }
+
+    /// Shape (dimension order).
+    pub fn shape(&self) -> &'a [u64] {
+        &self.desc.shape
+    }
+
+    /// Stored entries (leaves).
+    pub fn nnz(&self) -> u64 {
+        self.desc.nnz
+    }
+
+    /// The decoded descriptor.
+    pub fn descriptor(&self) -> &'a CsfDescriptor {
+        self.desc
+    }
+
+    /// `mode_order[L]`: the dimension stored at level `L`.
+    pub fn mode_order(&self) -> &'a [u32] {
+        &self.desc.mode_order
+    }
+
+    /// The statistics section, when present.
+    pub fn statistics(&self) -> Option<&'a Statistics> {
+        self.desc.statistics.as_ref()
+    }
+
+    /// The values as stored (little-endian; bools packed 8 per byte).
+    pub fn values_bytes(&self) -> &'a [u8] {
+        self.stored_values
+    }
+
+    fn rank(&self) -> usize {
+        self.desc.shape.len()
+    }
+
+    /// `pos_L`: the children of node `k` of level `L - 1` are the nodes
+    /// `pos_L[k]..pos_L[k + 1]` of level `L` (one virtual root above
+    /// level 0).
+    pub fn pos(&self, level: usize) -> &'a [u64] {
+        self.buffers
+            .get(1 + 2 * level)
+            .map_or(&[][..], |r| self.backing.words(r))
+    }
+
+    /// `crd_L`: the coordinate of each node of level `L` along dimension
+    /// `mode_order[L]`.
+    pub fn crd(&self, level: usize) -> &'a [u64] {
+        self.buffers
+            .get(2 + 2 * level)
+            .map_or(&[][..], |r| self.backing.words(r))
+    }
+
+    /// The file offset of buffer `k` (0: values; `2L + 1`: `pos_L`;
+    /// `2L + 2`: `crd_L`), for messages.
+    fn offset(&self, k: usize) -> u64 {
+        self.buffers.get(k).map_or(0, |r| r.start as u64)
+    }
+
+    /// The values as a typed slice, zero-copy (`T` must be the element
+    /// type).
+    pub fn values<T: crate::element::Element>(&self) -> Result<&'a [T]> {
+        super::coo::typed(self.name, self.desc.dtype, self.values)
+    }
+
+    /// The error of an operation that reads COO, CSR and CSC only.
+    pub fn not_served(&self, op: &str) -> Error {
+        Error::LayoutNotServed {
+            tensor: self.name.to_string(),
+            layout: crate::layout::Layout::Csf.described(),
+            op: op.to_string(),
+            served: "COO, CSR and CSC",
+        }
+    }
+
+    /// Value of entry (leaf) `p`. Panics if `p >= nnz`.
+    pub fn value(&self, p: u64) -> Value {
+        let w = self.desc.dtype.width();
+        let s = p as usize * w;
+        self.desc.dtype.decode(&self.values[s..s + w])
+    }
+
+    /// The children of node `k` of level `level - 1` (the root for level
+    /// 0): a range of nodes of `level`, or the error naming the broken
+    /// pointers (in every mode: no slice can be made of them).
+    pub fn children(&self, level: usize, k: u64) -> Result<Range<u64>> {
+        let pos = self.pos(level);
+        let n = self.crd(level).len() as u64;
+        let (lo, hi) = match (pos.get(k as usize), pos.get(k as usize + 1)) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => {
+                return Err(self.broken(
+                    level,
+                    k,
+                    format!(
+                        "node {k} has no pointer pair in pos_{level} of {}",
+                        pos.len()
+                    ),
+                ));
+            }
+        };
+        if lo > hi || hi > n {
+            return Err(self.broken(
+                level,
+                k,
+                format!(
+                    "pos_{level}[{k}] = {lo} and pos_{level}[{}] = {hi} do not give a range inside the level's {n} nodes",
+                    k + 1
+                ),
+            ));
+        }
+        Ok(lo..hi)
+    }
+
+    fn broken(&self, level: usize, k: u64, detail: String) -> Error {
+        Error::invalid(
+            format!("pos_{level} of tensor {:?}", self.name),
+            self.offset(1 + 2 * level) + 8 * k,
+            format!("{detail}; `verify` lists every broken pointer"),
+        )
+    }
+
+    /// The node of `level` under the nodes `range` (siblings) whose
+    /// coordinate is `q`, by binary search; strict mode refuses a sibling
+    /// stored twice.
+    fn search(&self, level: usize, range: Range<u64>, q: u64) -> Result<Option<u64>> {
+        let crd = &self.crd(level)[range.start as usize..range.end as usize];
+        let i = crd.partition_point(|&x| x < q);
+        if i == crd.len() || crd[i] != q {
+            return Ok(None);
+        }
+        let at = range.start + i as u64;
+        if !self.permissive && crd.get(i + 1) == Some(&q) {
+            return Err(Error::invalid(
+                format!("crd_{level} of tensor {:?}", self.name),
+                self.offset(2 + 2 * level) + 8 * (at + 1),
+                format!(
+                    "coordinate {q} is stored twice among siblings (nodes {at} and {}); open with permissive to read it anyway",
+                    at + 1
+                ),
+            ));
+        }
+        Ok(Some(at))
+    }
+
+    /// The coordinate (dimension order) of entry (leaf) `p`, found by
+    /// climbing from the leaf: at each level the parent is the last node
+    /// whose children start at or before the child (O(rank log nodes)).
+    /// `p` past nnz is [`Error::PositionOutOfRange`]; pointers that do not
+    /// place it are an [`Error::InvalidFile`].
+    pub fn coordinate(&self, p: u64) -> Result<Vec<u64>> {
+        let r = self.rank();
+        if p >= self.desc.nnz {
+            return Err(Error::invalid(
+                format!("tensor {:?}", self.name),
+                self.offset(0),
+                format!("entry {p} is past the tensor's {} entries", self.desc.nnz),
+            ));
+        }
+        let mut idx = vec![0u64; r];
+        let mut node = p;
+        for level in (0..r).rev() {
+            let crd = self.crd(level);
+            let Some(&x) = crd.get(node as usize) else {
+                return Err(self.broken(level, node, format!("node {node} is past crd_{level}")));
+            };
+            idx[self.desc.mode_order[level] as usize] = x;
+            if level > 0 {
+                let pos = self.pos(level);
+                let parent = pos.partition_point(|&q| q <= node).saturating_sub(1) as u64;
+                let range = self.children(level, parent)?;
+                if !range.contains(&node) {
+                    return Err(self.broken(
+                        level,
+                        parent,
+                        format!("node {node} of level {level} has no parent"),
+                    ));
+                }
+                node = parent;
+            }
+        }
+        Ok(idx)
+    }
+
+    /// Position (leaf) of the entry at `idx` (dimension order), if stored.
+    /// Rank and bounds are checked.
+    pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
+        check_position(idx, &self.desc.shape)?;
+        let mut range = self.children(0, 0)?;
+        let mut node = 0;
+        for level in 0..self.rank() {
+            if level > 0 {
+                range = self.children(level, node)?;
+            }
+            let q = idx[self.desc.mode_order[level] as usize];
+            match self.search(level, range.clone(), q)? {
+                Some(k) => node = k,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(node))
+    }
+
+    /// Value at `idx`: the stored value, or a zero of the tensor's type.
+    pub fn get(&self, idx: &[u64]) -> Result<Value> {
+        Ok(match self.find(idx)? {
+            Some(p) => self.value(p),
+            None => zero_of(self.desc.dtype),
+        })
+    }
+
+    /// The entries (leaf positions) under the leading coordinates
+    /// `prefix`, given in storage order (`prefix[L]` along dimension
+    /// `mode_order[L]`; at most `rank` of them): a fibre, a slice, or
+    /// every entry for an empty prefix. They are contiguous in storage
+    /// order; an absent prefix gives an empty range.
+    pub fn fiber(&self, prefix: &[u64]) -> Result<Range<u64>> {
+        let r = self.rank();
+        if prefix.len() > r {
+            return Err(Error::WrongRank {
+                contribution: 0,
+                expected: r,
+                got: prefix.len(),
+            });
+        }
+        let mut range = self.children(0, 0)?;
+        for (level, &q) in prefix.iter().enumerate() {
+            let extent = self.desc.shape[self.desc.mode_order[level] as usize];
+            if q >= extent {
+                return Err(Error::IndexOutOfRange {
+                    contribution: 0,
+                    dim: self.desc.mode_order[level] as usize,
+                    index: q,
+                    extent,
+                });
+            }
+            let Some(k) = self.search(level, range.clone(), q)? else {
+                return Ok(0..0);
+            };
+            range = if level + 1 < r {
+                self.children(level + 1, k)?
+            } else {
+                k..k + 1
+            };
+        }
+        // Down to the leaves: the children of a run of siblings are the
+        // run from the first one's first child to the last one's last.
+        for level in prefix.len() + 1..r {
+            if range.is_empty() {
+                return Ok(0..0);
+            }
+            let lo = self.children(level, range.start)?.start;
+            let hi = self.children(level, range.end - 1)?.end;
+            range = lo..hi.max(lo);
+        }
+        Ok(range)
+    }
+
+    /// Call `f(coordinate in dimension order, value)` for every entry in
+    /// storage order, until it returns an error (returned); broken
+    /// pointers are an error too. On a mapped file the pages of the
+    /// values and of the leaf coordinates leave the resident set behind
+    /// the walk.
+    pub fn try_for_each<E: From<Error>>(
+        &self,
+        mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let r = self.rank();
+        let mut idx = vec![0u64; r];
+        let leaf = self.crd(r - 1);
+        let mut behind = [
+            self.mapped.cursor(self.values),
+            self.mapped.cursor(bytemuck::cast_slice(leaf)),
+        ];
+        let w = self.desc.dtype.width();
+        let root = self.children(0, 0)?;
+        self.visit(0, root, &mut idx, &mut |idx, p| {
+            if p % 4096 == 0 {
+                behind[0].at(p as usize * w);
+                behind[1].at(p as usize * 8);
+            }
+            f(idx, self.value(p))
+        })?;
+        for b in &mut behind {
+            b.flush(usize::MAX);
+        }
+        Ok(())
+    }
+
+    /// Visit the nodes `range` of `level` and their subtrees (depth
+    /// first, at most `rank` deep).
+    fn visit<E: From<Error>>(
+        &self,
+        level: usize,
+        range: Range<u64>,
+        idx: &mut [u64],
+        f: &mut impl FnMut(&[u64], u64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let crd = self.crd(level);
+        let dim = self.desc.mode_order[level] as usize;
+        let leaf = level + 1 == self.rank();
+        for k in range {
+            idx[dim] = crd[k as usize];
+            if leaf {
+                f(idx, k)?;
+            } else {
+                let children = self.children(level + 1, k)?;
+                self.visit(level + 1, children, idx, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The buffers by their spec names, with their file offsets.
+    fn placed_buffers(&self) -> Vec<super::checksum::Buffer<'a>> {
+        let names = buffer_names(OutputLayout::Csf);
+        let mut out = vec![("values", self.stored_values, self.offset(0))];
+        for (k, r) in self.buffers.iter().enumerate().skip(1) {
+            let name = names.get(k).copied().unwrap_or("crd");
+            out.push((name, &self.backing.bytes()[r.clone()], r.start as u64));
+        }
+        out
+    }
+
+    /// Check the xxh3 checksums our writer stores for the buffers, once
+    /// per open file (see [`super::CooTensor::check_checksums`]).
+    pub fn check_checksums(&self) -> Result<()> {
+        self.check_checksums_with(false)
+    }
+
+    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
+        super::checksum::check_releasing(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.placed_buffers(),
+            self.mapped,
+            release,
+        )
+    }
+
+    /// How many of the buffers carry a stored checksum.
+    pub fn stored_checksums(&self) -> usize {
+        super::checksum::count(
+            self.sums.as_ref(),
+            self.name,
+            self.kv,
+            &self.placed_buffers(),
+        )
+    }
+
+    /// Buffers hashed since the file was opened (a test hook).
+    #[doc(hidden)]
+    pub fn checksum_hashes(&self) -> u64 {
+        self.sums.map_or(0, |s| s.sums.hashed())
+    }
+
+    /// Check the storage invariants in O(nodes), each level once: every
+    /// `pos_L` starts at 0 (`pointer-start`), never decreases
+    /// (`pointer-decreasing`), stays within the level's nodes
+    /// (`pointer-out-of-range`) and ends at their count (`pointer-end`);
+    /// every coordinate is below its dimension's extent
+    /// (`index-out-of-bounds`); siblings strictly increase (`not-sorted`,
+    /// `duplicate`). Then the statistics and checksums. Empty = OK.
+    pub fn verify(&self) -> Vec<Problem> {
+        let mut c = Collector::new(self.name);
+        for level in 0..self.rank() {
+            self.verify_level(level, &mut c);
+        }
+        self.content().check(&mut c);
+        c.finish()
+    }
+
+    fn verify_level(&self, level: usize, c: &mut Collector<'_>) {
+        let (pos, crd) = (self.pos(level), self.crd(level));
+        let n = crd.len() as u64;
+        let dim = self.desc.mode_order[level] as usize;
+        let extent = self.desc.shape[dim];
+        if let Some(&p0) = pos.first().filter(|&&p| p != 0) {
+            c.push("pointer-start", None, || {
+                format!("pos_{level}[0] is {p0}, must be 0")
+            });
+        }
+        let end = pos.last().copied().unwrap_or(0);
+        if end != n {
+            c.push("pointer-end", None, || {
+                format!(
+                    "the last pointer pos_{level}[{}] is {end}, must be the level's {n} nodes",
+                    pos.len().saturating_sub(1)
+                )
+            });
+        }
+        let mut behind = self.mapped.cursor(bytemuck::cast_slice(crd));
+        // End of the previous parent's (clamped) children: each node is
+        // looked at once at most, whatever the pointers.
+        let mut done = 0u64;
+        for k in 0..pos.len().saturating_sub(1) {
+            let (lo, hi) = (pos[k], pos[k + 1]);
+            if hi < lo {
+                c.push("pointer-decreasing", None, || {
+                    format!(
+                        "pos_{level}[{}] = {hi} is less than pos_{level}[{k}] = {lo}; pointers must not decrease",
+                        k + 1
+                    )
+                });
+            }
+            if hi > n {
+                c.push("pointer-out-of-range", None, || {
+                    format!(
+                        "pos_{level}[{}] = {hi} is past the level's {n} nodes",
+                        k + 1
+                    )
+                });
+            }
+            let a = lo.max(done).min(n);
+            let b = hi.clamp(a, n);
+            for p in a..b {
+                let pu = p as usize;
+                if pu % 4096 == 0 {
+                    behind.at(pu * 8);
+                }
+                let x = crd[pu];
+                if x >= extent {
+                    c.push("index-out-of-bounds", Some(p), || {
+                        format!("crd_{level}[{p}] = {x} is >= extent {extent} of dimension {dim}")
+                    });
+                }
+                if p > a {
+                    let q = crd[pu - 1];
+                    if q == x {
+                        c.push("duplicate", Some(p), || {
+                            format!(
+                                "crd_{level}: coordinate {x} is stored twice among the children of node {k} (nodes {} and {p})",
+                                p - 1
+                            )
+                        });
+                    } else if q > x {
+                        c.push("not-sorted", Some(p), || {
+                            format!(
+                                "crd_{level}: coordinate {x} (node {p}) comes after {q} among the children of node {k}; siblings must increase"
+                            )
+                        });
+                    }
+                }
+            }
+            done = done.max(b);
+        }
+        behind.flush(usize::MAX);
+    }
+
+    fn content(&self) -> Content<'_> {
+        Content {
+            name: self.name,
+            dtype: self.desc.dtype,
+            shape: &self.desc.shape,
+            nnz: self.desc.nnz,
+            statistics: self.desc.statistics,
+            buffers: self
+                .placed_buffers()
+                .into_iter()
+                .map(|(n, b, _)| (n, b))
+                .collect(),
+            values: self.values,
+            kv: self.kv,
+            mapped: self.mapped,
+        }
+    }
+}

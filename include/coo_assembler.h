@@ -203,6 +203,11 @@ typedef enum {
    * Compressed sparse columns (a matrix; entries column by column).
    */
   COO_LAYOUT_CSC = 2,
+  /**
+   * Compressed sparse fibres (rank 3 and up; entries in the order of
+   * their index tuples taken in the tensor's mode order).
+   */
+  COO_LAYOUT_CSF = 3,
 } coo_layout;
 
 /**

@@ -66,6 +66,9 @@ const STREAMS: u64 = 3 * READ_BUFFER as u64;
 pub struct ConvertOptions {
     /// The layout to write.
     pub to: OutputLayout,
+    /// CSF output: the dimension stored at each level (`None`: the
+    /// identity); see [`AssembleOptions::mode_order`].
+    pub mode_order: Option<Vec<usize>>,
     /// Bytes all buffers may use (read buffers, sort, merge, writer).
     /// Default [`DEFAULT_MEMORY_BUDGET`].
     pub memory_budget: u64,
@@ -92,6 +95,7 @@ impl Default for ConvertOptions {
         let a = AssembleOptions::default();
         ConvertOptions {
             to: OutputLayout::Coo,
+            mode_order: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             tensor: None,
             output_name: None,
@@ -276,6 +280,10 @@ pub fn convert(input: &Path, output: &Path, opts: &ConvertOptions) -> Result<Con
     match open_with_io(input, ReadOptions::default(), &opts.io)? {
         Opened::Plain(f) => {
             let t = locate(&f, opts.tensor.as_deref())?;
+            if t.layout == OutputLayout::Csf {
+                keeps_everything_in_place(&f, &t.name, input, output, &opts.io)?;
+                return from_csf(&f, &t, output, opts);
+            }
             keeps_everything_in_place(&f, &t.name, input, output, &opts.io)?;
             drop(f);
             plain(input, output, opts, t)
@@ -364,6 +372,7 @@ fn sorter(opts: &ConvertOptions, name: &str, shape: &[u64], dtype: DType) -> Res
         threads: opts.threads,
         duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
         layout: opts.to,
+        mode_order: opts.mode_order.clone(),
         tensor_name: name.to_string(),
         progress: opts.progress.clone(),
         io: opts.io.clone(),
@@ -416,9 +425,16 @@ fn output_name(opts: &ConvertOptions, name: &str) -> String {
 fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Result<ConvertSummary> {
     let io = &opts.io;
     let file = io.open(input)?;
-    opts.to.check_rank(t.shape.len())?;
+    let wanted = AssembleOptions {
+        layout: opts.to,
+        mode_order: opts.mode_order.clone(),
+        ..AssembleOptions::default()
+    };
+    wanted.check_layout(t.shape.len())?;
+    let row_major = wanted.storage_order(t.shape.len()) == (0..t.shape.len()).collect::<Vec<_>>();
     let one_pass = match (t.layout, opts.to) {
         (OutputLayout::Coo, OutputLayout::Coo | OutputLayout::Csr) => t.sorted,
+        (OutputLayout::Coo, OutputLayout::Csf) => t.sorted && row_major,
         (OutputLayout::Csr, OutputLayout::Coo | OutputLayout::Csr) => true,
         (OutputLayout::Csc, OutputLayout::Csc) => true,
         _ => false,
@@ -448,7 +464,13 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
     };
     let written = if one_pass {
         let mut fw = one_pass_writer(output, opts)?;
-        let mut tw = fw.begin_tensor_as(&what.tensor, t.dtype, &t.shape, opts.to)?;
+        let mut tw = fw.begin_tensor_in(
+            &what.tensor,
+            t.dtype,
+            &t.shape,
+            opts.to,
+            opts.mode_order.as_deref(),
+        )?;
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
             tally.tick();
             let v = values.take(t.dtype.width())?;
@@ -469,6 +491,64 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
     Ok(summary(output, what, opts.to, written))
 }
 
+/// A CSF tensor, walked in storage order through the map (the pages of
+/// every level given back behind the walk): in one pass into CSF of the
+/// same mode order, or into COO when that order is the identity; through
+/// the external sort otherwise.
+fn from_csf(
+    f: &HurrayFile,
+    t: &Located,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertSummary> {
+    let view = f.tensor_view(&t.name)?;
+    let Some(c) = view.as_csf() else {
+        return Err(Error::Poisoned("convert (a CSF tensor's view)"));
+    };
+    let rank = t.shape.len();
+    let stored: Vec<usize> = c.mode_order().iter().map(|&d| d as usize).collect();
+    let wanted = AssembleOptions {
+        layout: opts.to,
+        mode_order: opts.mode_order.clone(),
+        ..AssembleOptions::default()
+    };
+    wanted.check_layout(rank)?;
+    let one_pass = wanted.storage_order(rank) == stored
+        && (opts.to == OutputLayout::Csf || stored.iter().enumerate().all(|(l, &d)| l == d));
+    let what = What {
+        tensor: output_name(opts, &t.name),
+        from: OutputLayout::Csf,
+        members: None,
+    };
+    let entry = rank as u64 * 8 + t.dtype.width() as u64;
+    let mut tally = Tally::start(&opts.progress, t.nnz, t.nnz * entry);
+    let written = if one_pass {
+        let mut fw = one_pass_writer(output, opts)?;
+        let mut tw = fw.begin_tensor_in(
+            &what.tensor,
+            t.dtype,
+            &t.shape,
+            opts.to,
+            opts.mode_order.as_deref(),
+        )?;
+        view.try_for_each(|idx, v| {
+            tally.tick();
+            tw.push_value(idx, v)
+        })?;
+        let nnz = tw.finish()?.nnz;
+        Written::Pass(nnz, fw.finish()?.bytes)
+    } else {
+        let mut b = sorter(opts, &what.tensor, &t.shape, t.dtype)?;
+        view.try_for_each(|idx, v| {
+            tally.tick();
+            push(&mut b, idx, v)
+        })?;
+        Written::Sorted(b.finish(output)?)
+    };
+    opts.progress.idle();
+    Ok(summary(output, what, opts.to, written))
+}
+
 /// A partition composite, read through its members: in one pass when its
 /// iteration streams in the output's order (row bands of row-major
 /// members, into COO or CSR), through the external sort otherwise.
@@ -480,6 +560,12 @@ fn composite(c: &CompositeFile, output: &Path, opts: &ConvertOptions) -> Result<
         });
     }
     opts.to.check_rank(c.shape().len())?;
+    if opts.to == OutputLayout::Csf {
+        return Err(Error::Unsupported(
+            "a partition composite converts into coo, csr or csc; convert the result into csf"
+                .into(),
+        ));
+    }
     let what = What {
         tensor: output_name(opts, c.name()),
         from: c

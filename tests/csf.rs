@@ -353,3 +353,66 @@ fn damaged_levels_are_named_by_verify_and_never_panic() {
             .try_for_each(|_, _| Ok::<(), coo_assembler::Error>(()));
     }
 }
+
+#[test]
+fn conversions_between_coo_and_csf_give_the_assembled_bytes() {
+    use coo_assembler::convert::{ConvertOptions, convert};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let shape = [25u64, 9, 31];
+    let items = contributions(&shape, 5000, 9);
+    let coo = assemble(d, "coo.hrry", &shape, &items, AssembleOptions::default());
+    for order in [None, Some(vec![2, 0, 1])] {
+        let direct = assemble(
+            d,
+            "direct.hrry",
+            &shape,
+            &items,
+            csf_opts(order.clone(), 64 << 20, 2),
+        );
+        let opts = |to, order: Option<Vec<usize>>| ConvertOptions {
+            to,
+            mode_order: order,
+            memory_budget: 16 << 20,
+            ..ConvertOptions::default()
+        };
+        // COO -> CSF: one pass (identity) or through the sort.
+        let out = d.join("conv.hrry");
+        convert(&coo, &out, &opts(OutputLayout::Csf, order.clone())).unwrap();
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(&direct).unwrap(),
+            "{order:?}"
+        );
+        // CSF -> COO, and CSF -> CSF in another order.
+        let back = d.join("back.hrry");
+        convert(&direct, &back, &opts(OutputLayout::Coo, None)).unwrap();
+        assert_eq!(
+            std::fs::read(&back).unwrap(),
+            std::fs::read(&coo).unwrap(),
+            "{order:?}"
+        );
+        let other = d.join("other.hrry");
+        convert(
+            &direct,
+            &other,
+            &opts(OutputLayout::Csf, Some(vec![1, 2, 0])),
+        )
+        .unwrap();
+        let f = HurrayFile::open(&other).unwrap();
+        assert!(f.verify().is_empty());
+        assert_eq!(csf(&f).mode_order(), [1, 2, 0]);
+        assert_eq!(walked(&other).len(), walked(&coo).len());
+    }
+    // A mode order without CSF, and CSF below rank 3, are refused.
+    let e = convert(
+        &coo,
+        &d.join("x.hrry"),
+        &ConvertOptions {
+            mode_order: Some(vec![0, 1, 2]),
+            ..ConvertOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("CSF option"), "{e}");
+}

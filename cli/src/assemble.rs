@@ -60,6 +60,13 @@ pub(crate) struct AssembleArgs {
     /// Layout of the output.
     #[arg(long, value_parser = named::<OutputLayout>(), default_value = "coo")]
     layout: OutputLayout,
+    /// CSF: the dimension stored at each level of the tree, outermost
+    /// first, a permutation of 0..rank (`--mode-order 2,0,1`); the default
+    /// is the identity. Entries are stored in the order of their index
+    /// tuples taken in it, so lookups and fibres along the leading levels
+    /// are fastest.
+    #[arg(long, value_delimiter = ',', value_name = "D0,D1,...")]
+    mode_order: Option<Vec<usize>>,
     /// Name of the tensor in the file.
     #[arg(long, default_value = "coo")]
     name: String,
@@ -168,6 +175,7 @@ fn assemble_options(a: &AssembleArgs, threads: usize) -> coo_assembler::Result<A
         exact_sums: !a.fast_sums,
         tensor_name: a.name.clone(),
         layout: a.layout,
+        mode_order: a.mode_order.clone(),
         non_finite: a.non_finite,
         threads,
         ..AssembleOptions::default()

@@ -20,6 +20,10 @@ pub(crate) struct ConvertArgs {
     /// The layout to write.
     #[arg(long, value_parser = named::<OutputLayout>())]
     to: OutputLayout,
+    /// With --to csf: the dimension stored at each level, outermost first
+    /// (`--mode-order 2,0,1`; default: the identity).
+    #[arg(long, value_delimiter = ',', value_name = "D0,D1,...")]
+    mode_order: Option<Vec<usize>>,
     /// Memory for all buffers: a size such as 8MiB, 256MiB, 1.5GiB, 64M or
     /// 1e9 (bytes).
     #[arg(long, default_value = "256MiB", value_name = "SIZE", value_parser = size)]
@@ -80,6 +84,7 @@ pub(crate) fn run(a: ConvertArgs) -> anyhow::Result<ExitCode> {
 fn options(a: &ConvertArgs) -> anyhow::Result<ConvertOptions> {
     let mut opts = ConvertOptions {
         to: a.to,
+        mode_order: a.mode_order.clone(),
         memory_budget: a.memory_budget,
         tensor: a.tensor.clone(),
         duplicates: a.duplicates,

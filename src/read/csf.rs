@@ -31,6 +31,13 @@ pub struct CsfTensor<'a> {
     pub(super) sums: Option<super::checksum::SumCheck<'a>>,
 }
 
+/// A walk's coordinate and its cursors behind each level's buffers.
+struct Walk<'a> {
+    idx: Vec<u64>,
+    /// `crd_0`, `pos_1`, `crd_1`, ..., `pos_r` (empty), then the values.
+    behind: Vec<super::release::Behind<'a>>,
+}
+
 impl fmt::Debug for CsfTensor<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CsfTensor")
@@ -311,54 +318,61 @@ impl<'a> CsfTensor<'a> {
 
     /// Call `f(coordinate in dimension order, value)` for every entry in
     /// storage order, until it returns an error (returned); broken
-    /// pointers are an error too. On a mapped file the pages of the
-    /// values and of the leaf coordinates leave the resident set behind
-    /// the walk.
+    /// pointers are an error too. Every level is read front to back, so on
+    /// a mapped file the pages of the values and of every level leave the
+    /// resident set behind the walk.
     pub fn try_for_each<E: From<Error>>(
         &self,
         mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let r = self.rank();
-        let mut idx = vec![0u64; r];
-        let leaf = self.crd(r - 1);
-        let mut behind = [
-            self.mapped.cursor(self.values),
-            self.mapped.cursor(bytemuck::cast_slice(leaf)),
-        ];
-        let w = self.desc.dtype.width();
+        let mut walk = Walk {
+            idx: vec![0u64; r],
+            // Per level: its crd and the pos below it; then the values.
+            behind: (0..r)
+                .flat_map(|l| [self.crd(l), self.pos(l + 1)])
+                .map(|w| self.mapped.cursor(bytemuck::cast_slice(w)))
+                .chain([self.mapped.cursor(self.values)])
+                .collect(),
+        };
         let root = self.children(0, 0)?;
-        self.visit(0, root, &mut idx, &mut |idx, p| {
-            if p % 4096 == 0 {
-                behind[0].at(p as usize * w);
-                behind[1].at(p as usize * 8);
-            }
-            f(idx, self.value(p))
-        })?;
-        for b in &mut behind {
+        let w = self.desc.dtype.width();
+        self.visit(0, root, &mut walk, &mut |idx, p| f(idx, self.value(p)), w)?;
+        for b in &mut walk.behind {
             b.flush(usize::MAX);
         }
         Ok(())
     }
 
     /// Visit the nodes `range` of `level` and their subtrees (depth
-    /// first, at most `rank` deep).
+    /// first, at most `rank` deep), `f(coordinate, leaf)` at each leaf.
     fn visit<E: From<Error>>(
         &self,
         level: usize,
         range: Range<u64>,
-        idx: &mut [u64],
+        walk: &mut Walk<'a>,
         f: &mut impl FnMut(&[u64], u64) -> std::result::Result<(), E>,
+        width: usize,
     ) -> std::result::Result<(), E> {
         let crd = self.crd(level);
         let dim = self.desc.mode_order[level] as usize;
         let leaf = level + 1 == self.rank();
         for k in range {
-            idx[dim] = crd[k as usize];
+            let ku = k as usize;
+            if ku % 4096 == 0 {
+                walk.behind[2 * level].at(ku * 8);
+                if leaf {
+                    walk.behind[2 * level + 2].at(ku * width);
+                } else {
+                    walk.behind[2 * level + 1].at(ku * 8);
+                }
+            }
+            walk.idx[dim] = crd[ku];
             if leaf {
-                f(idx, k)?;
+                f(&walk.idx, k)?;
             } else {
                 let children = self.children(level + 1, k)?;
-                self.visit(level + 1, children, idx, f)?;
+                self.visit(level + 1, children, walk, f, width)?;
             }
         }
         Ok(())

@@ -416,3 +416,81 @@ fn conversions_between_coo_and_csf_give_the_assembled_bytes() {
     .unwrap_err();
     assert!(e.to_string().contains("CSF option"), "{e}");
 }
+
+#[test]
+fn frostt_tns_files_are_read_one_based_with_their_shape_found() {
+    use coo_assembler::input::{InputFormat, Source};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let tns = d.join("t.tns");
+    std::fs::write(
+        &tns,
+        "# a FROSTT tensor\n1 1 2 1.0\n1 3 4 2.0\n\n2 2 1 3.0   # trailing\n2 2 3 4.0\n1 1 2 0.5\n",
+    )
+    .unwrap();
+    let src = Source::open(&tns, None).unwrap();
+    assert_eq!(src.format(), InputFormat::Tns);
+    let out = d.join("t.hrry");
+    let s = src
+        .assemble_to(&out, None, None, csf_opts(None, 64 << 20, 2), |_| {})
+        .unwrap();
+    assert_eq!(s.nnz, 4);
+    let f = HurrayFile::open(&out).unwrap();
+    let t = csf(&f);
+    // The spec example, 1-based, with a duplicate summed.
+    assert_eq!(t.shape(), [2, 3, 4]);
+    assert_eq!(t.crd(2), [1, 3, 0, 2]);
+    assert_eq!(t.get(&[0, 0, 1]).unwrap(), Value::Float(1.5));
+    // A shape given wins; a smaller one is an error naming the index.
+    let src = Source::open(&tns, None).unwrap();
+    let s = src
+        .assemble_to(
+            &out,
+            Some(&[5, 5, 5]),
+            None,
+            AssembleOptions::default(),
+            |_| {},
+        )
+        .unwrap();
+    assert_eq!(s.nnz, 4);
+    // Index 0 and ragged lines are named by their line.
+    for (body, want) in [
+        ("1 1 1 1.0\n0 1 1 2.0\n", "line 2"),
+        ("1 1 1 1.0\n1 1 2.0\n", "line 2"),
+    ] {
+        let bad = d.join("bad.tns");
+        std::fs::write(&bad, body).unwrap();
+        let e = Source::open(&bad, None)
+            .and_then(|s| s.assemble_to(&out, None, None, AssembleOptions::default(), |_| {}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{body:?}: {e}");
+        let e = Source::open(&bad, None)
+            .and_then(|s| {
+                s.assemble_to(
+                    &out,
+                    Some(&[3, 3, 3]),
+                    None,
+                    AssembleOptions::default(),
+                    |_| {},
+                )
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{body:?} with a shape: {e}");
+    }
+    // gzip'd .tns is recognised by its name too.
+    let gz = d.join("t.tns.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, &std::fs::read(&tns).unwrap()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let src = Source::open(&gz, None).unwrap();
+    assert_eq!(src.format(), InputFormat::Tns);
+    let out2 = d.join("gz.hrry");
+    src.assemble_to(&out2, None, None, csf_opts(None, 64 << 20, 2), |_| {})
+        .unwrap();
+    let a = std::fs::read(&out2).unwrap();
+    let f2 = HurrayFile::open(&out2).unwrap();
+    assert_eq!(csf(&f2).crd(2), [1, 3, 0, 2]);
+    assert!(!a.is_empty());
+}

@@ -212,10 +212,11 @@ pub(crate) fn run(a: AssembleArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|s| parse_list(s, "--shape"))
         .transpose()?;
-    if shape.is_none() && source.shape().is_none() {
+    if shape.is_none() && !source.finds_shape() {
         return Err(usage(format!(
-            "--shape is required for {} input, which has no header (e.g. --shape 1000,1000)",
-            source.format()
+            "--shape is required for {} input read from {}, which states no shape (e.g. --shape 1000,1000)",
+            source.format(),
+            source.name()
         )));
     }
     // What the shape costs whatever the entries (a typo'd extent in a

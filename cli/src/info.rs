@@ -248,6 +248,9 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
             _ if t.layout() == OutputLayout::Csr => {
                 "CSR (compressed rows: row_ptr, col_indices, values; columns increase within each row)"
             }
+            Tensor::Csf(_) => {
+                "CSF (compressed fibres: pos and crd per level, in the mode order; coordinates increase within each fibre)"
+            }
             _ => {
                 "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)"
             }

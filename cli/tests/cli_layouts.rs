@@ -205,3 +205,76 @@ fn matvec_and_export_read_csr_and_csc() {
         );
     }
 }
+
+/// A FROSTT `.tns` file (1-based, its shape found from its indices) into
+/// CSF in a mode order; `info` names the layout and the mode order,
+/// `get`, `dump` and `verify` read it, and `convert` gives back the COO
+/// the same input assembles into.
+#[test]
+fn tns_input_into_csf_and_back() {
+    let d = tempfile::tempdir().unwrap();
+    let tns = d.path().join("t.tns");
+    let mut text = String::from("# i j k value\n");
+    for k in 0..300u64 {
+        text.push_str(&format!(
+            "{} {} {} {}\n",
+            k % 5 + 1,
+            (k * 7) % 11 + 1,
+            (k * 3) % 4 + 1,
+            k as f64 * 0.5
+        ));
+    }
+    std::fs::write(&tns, text).unwrap();
+    let csf = d.path().join("csf.hrry");
+    ok([
+        "assemble",
+        "--input",
+        s(&tns),
+        "--layout",
+        "csf",
+        "--mode-order",
+        "2,0,1",
+        "-q",
+        "-o",
+        s(&csf),
+    ]);
+    let info = ok(["info", "--json", s(&csf)]);
+    assert!(
+        info.contains("\"layout\": \"csf\"") || info.contains("\"layout\":\"csf\""),
+        "{info}"
+    );
+    assert!(info.contains("mode_order"), "{info}");
+    assert!(info.contains("[5,11,4]") || info.contains("5,\n"), "{info}");
+    assert_eq!(ok(["verify", s(&csf)]).trim(), "OK");
+    // Entry (1, 1, 1) 1-based is (0, 0, 0): k = 0 and k = 220 (k % 5 = 0,
+    // 7k % 11 = 0, 3k % 4 = 0), 0.0 + 110.0.
+    assert_eq!(ok(["get", s(&csf), "0,0,0"]).trim(), "110.0");
+    let coo = d.path().join("coo.hrry");
+    ok(["assemble", "--input", s(&tns), "-q", "-o", s(&coo)]);
+    let back = d.path().join("back.hrry");
+    ok(["convert", s(&csf), s(&back), "--to", "coo"]);
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&coo).unwrap());
+    let dumped = ok(["dump", s(&csf)]);
+    assert_eq!(
+        dumped.lines().count(),
+        HurrayFile::open(&coo)
+            .unwrap()
+            .only_tensor_view()
+            .unwrap()
+            .nnz() as usize
+    );
+    // A mode order that is not a permutation, and CSF below rank 3.
+    run([
+        "assemble",
+        "--input",
+        s(&tns),
+        "--layout",
+        "csf",
+        "--mode-order",
+        "0,0,1",
+        "-q",
+        "-o",
+        s(&csf),
+    ])
+    .fails(2, &["not a permutation"]);
+}

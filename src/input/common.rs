@@ -14,11 +14,27 @@ crate::vocab::vocabulary! {
         /// One entry per line: indices (0-based) then the value, separated by
         /// whitespace; `#` starts a comment.
         Text => "text" | "txt": "\"i j ... value\" per line, 0-based, # comments",
+        /// FROSTT's sparse tensor text: the text format with 1-based
+        /// indices; chosen by a `.tns` name (its lines look like text's).
+        /// The shape, when not given, is the largest index of each mode.
+        Tns => "tns" | "frostt": "FROSTT .tns: \"i j k ... value\" per line, 1-based, # comments (shape: the largest index per mode unless given)",
         /// MatrixMarket, coordinate (1-based; shape from the header) or dense
         /// `array`.
         Mtx => "mtx" | "matrixmarket": "MatrixMarket coordinate (real, integer, complex, pattern) or array (real, integer); general, symmetric, skew-symmetric, hermitian (complex); 1-based",
         /// A NumPy `.npy` array (dense; its non-zeros are stored).
         Npy => "npy": "NumPy .npy array (any rank, numeric dtype; its non-zeros are stored)",
+    }
+}
+
+impl InputFormat {
+    /// Whitespace text lines: `text` or `tns`.
+    pub fn is_text(self) -> bool {
+        matches!(self, InputFormat::Text | InputFormat::Tns)
+    }
+
+    /// The first index of a text format: 1 for `.tns`, else 0.
+    pub fn first_index(self) -> u64 {
+        u64::from(self == InputFormat::Tns)
     }
 }
 

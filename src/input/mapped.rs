@@ -136,16 +136,18 @@ impl MappedInput {
 
     /// Push the whitespace text entries of the file, as
     /// [`crate::input::push_text`] does, parsed in place.
+    /// `base`: the first index (0, or 1 for `.tns`).
     pub fn push_text(
         &mut self,
         b: &mut Builder,
         rank: usize,
         dtype: DType,
+        base: u64,
         source: &str,
         progress: impl FnMut(u64),
     ) -> Result<u64> {
         self.parse_from(0, progress, |bytes, p| {
-            push_text_from(b, Text::<&[u8]>::Bytes(bytes), rank, dtype, source, p)
+            push_text_from(b, Text::<&[u8]>::Bytes(bytes), rank, dtype, base, source, p)
         })
     }
 

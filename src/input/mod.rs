@@ -70,12 +70,13 @@ pub fn locate<R: BufRead>(
         }
     }
     match format {
-        InputFormat::Text => {
+        InputFormat::Text | InputFormat::Tns => {
             let input = chunks::Text::Reader(r);
             text::parse_text(
                 input,
                 rank,
                 dtype,
+                format.first_index(),
                 source,
                 1,
                 None,

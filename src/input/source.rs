@@ -19,12 +19,14 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::IoCtx;
 use crate::fs::output::{FileId, check_target};
+use crate::input::chunks::Text;
 use crate::input::common::{InputFormat, input_err};
 use crate::input::compress::{Compression, decompress, peek};
 use crate::input::mapped::MappedInput;
 use crate::input::mtx::{MtxHeader, MtxSymmetry, read_mtx_header};
 use crate::input::npy::{NPY_MAGIC, NpyHeader, read_npy_header};
-use crate::input::{bin, locate, push_bin, push_mtx, push_npy, push_text};
+use crate::input::text::push_text_from;
+use crate::input::{bin, locate, push_bin, push_mtx, push_npy};
 use crate::options::AssembleOptions;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -59,6 +61,8 @@ pub struct Source {
     len: Option<u64>,
     header: Header,
     body: Body,
+    /// A `.tns` file's shape found by a first pass (when none was given).
+    tns_shape: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl std::fmt::Debug for Source {
@@ -93,6 +97,8 @@ impl Source {
         }
         let len = meta.is_file().then_some(meta.len());
         let id = FileId::of(&meta, path);
+        // FROSTT's lines look like text's: the name tells them apart.
+        let format = format.or_else(|| is_tns(path).then_some(InputFormat::Tns));
         let for_map = file.try_clone().ok().filter(|_| meta.is_file());
         let mut s = Self::start(io, path.display().to_string(), Box::new(file), format, len)?;
         s.path = Some(path.to_path_buf());
@@ -170,6 +176,7 @@ impl Source {
             len,
             header,
             body: Body::Reader(body),
+            tns_shape: std::sync::OnceLock::new(),
         })
     }
 
@@ -205,6 +212,13 @@ impl Source {
             Header::Npy(h) => Some(h.shape.clone()),
             Header::None => None,
         }
+    }
+
+    /// Whether the input gives its shape when none is given: a header's
+    /// (MatrixMarket, npy), or a `.tns` file's largest indices (found by a
+    /// first pass, so not from a stream).
+    pub fn finds_shape(&self) -> bool {
+        self.shape().is_some() || (self.format == InputFormat::Tns && self.path.is_some())
     }
 
     /// The element type the header implies (npy: the array's type, bool as
@@ -243,6 +257,20 @@ impl Source {
     /// The shape to assemble: `given` when the header states none or the
     /// same one, the header's when none is given.
     pub fn resolve_shape(&self, given: Option<&[u64]>) -> Result<Vec<u64>> {
+        if let (None, None, InputFormat::Tns, Some(path)) =
+            (given, self.shape(), self.format, &self.path)
+        {
+            if let Some(s) = self.tns_shape.get() {
+                return Ok(s.clone());
+            }
+            // A first pass over the file, read again from its start.
+            let (r, _) = decompress(Box::new(self.io.open(path)?), &self.name)?;
+            let s = crate::input::text::tns_shape(
+                BufReader::with_capacity(READ_BUFFER, r),
+                &self.name,
+            )?;
+            return Ok(self.tns_shape.get_or_init(|| s).clone());
+        }
         match (given, self.shape()) {
             (Some(g), Some(h)) if g != h.as_slice() => Err(Error::InvalidShape {
                 shape: g.to_vec(),
@@ -405,18 +433,33 @@ impl Source {
                     "npy input is read, not mapped",
                 ));
             }
-            (Header::None, Body::Mapped(mut m)) if self.format == InputFormat::Text => {
-                m.push_text(b, rank, dtype, &name, p)?
+            (Header::None, Body::Mapped(mut m)) if self.format.is_text() => {
+                m.push_text(b, rank, dtype, self.format.first_index(), &name, p)?
             }
             (Header::None, Body::Mapped(mut m)) => m.push_bin(b, rank, dtype, &name, p)?,
-            (Header::None, Body::Reader(r)) if self.format == InputFormat::Text => {
-                push_text(b, r, rank, dtype, &name, p)?
+            (Header::None, Body::Reader(r)) if self.format.is_text() => {
+                let base = self.format.first_index();
+                push_text_from(b, Text::Reader(r), rank, dtype, base, &name, p)?
             }
             (Header::None, Body::Reader(r)) => push_bin(b, r, rank, dtype, &name, p)?,
         };
         b.remember(Box::new(locator));
         Ok(pushed)
     }
+}
+
+/// Whether `path` names a FROSTT `.tns` file (compressed or not).
+fn is_tns(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase());
+    name.is_some_and(|n| {
+        let n = [".gz", ".zst", ".zstd"]
+            .iter()
+            .find_map(|z| n.strip_suffix(z))
+            .unwrap_or(&n);
+        n.ends_with(".tns")
+    })
 }
 
 /// True when the shape in use is the header's (none was given that
@@ -480,14 +523,15 @@ impl Locator for Located {
             ),
             _ => return None,
         };
-        let (shown, base): (Vec<u64>, _) = if self.format == InputFormat::Mtx {
-            (
-                coordinate.iter().map(|c| c.saturating_add(1)).collect(),
-                "1-based, as in the file",
-            )
-        } else {
-            (coordinate.clone(), "0-based, as in the file")
-        };
+        let (shown, base): (Vec<u64>, _) =
+            if matches!(self.format, InputFormat::Mtx | InputFormat::Tns) {
+                (
+                    coordinate.iter().map(|c| c.saturating_add(1)).collect(),
+                    "1-based, as in the file",
+                )
+            } else {
+                (coordinate.clone(), "0-based, as in the file")
+            };
         let list: Vec<String> = shown.iter().map(u64::to_string).collect();
         let mut detail = format!("{what} at ({}) ({base})", list.join(", "));
         // Read the file again to find the lines: only when an error is

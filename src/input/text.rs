@@ -1,5 +1,7 @@
 //! Whitespace text: one entry per line, indices (0-based) then the value;
-//! `#` starts a comment. The value helpers are shared with MatrixMarket.
+//! `#` starts a comment. FROSTT's `.tns` is the same with 1-based indices
+//! (`base` 1), its shape the largest index of each mode unless given
+//! ([`tns_shape`]). The value helpers are shared with MatrixMarket.
 
 use crate::assemble::builder::{Builder, Packer};
 use crate::element::DType;
@@ -71,15 +73,17 @@ pub fn push_text<R: BufRead>(
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    push_text_from(b, Text::Reader(r), rank, dtype, source, progress)
+    push_text_from(b, Text::Reader(r), rank, dtype, 0, source, progress)
 }
 
-/// [`push_text`] from a reader or from mapped bytes.
+/// [`push_text`] from a reader or from mapped bytes, the indices counted
+/// from `base` (0, or 1 for `.tns`).
 pub(crate) fn push_text_from<R: Read>(
     b: &mut Builder,
     input: Text<'_, R>,
     rank: usize,
     dtype: DType,
+    base: u64,
     source: &str,
     progress: Progress<'_>,
 ) -> Result<u64> {
@@ -101,6 +105,7 @@ pub(crate) fn push_text_from<R: Read>(
         input,
         rank,
         dtype,
+        base,
         source,
         workers,
         packer.as_ref(),
@@ -138,6 +143,7 @@ pub(crate) fn parse_text<R: Read>(
     input: Text<'_, R>,
     rank: usize,
     dtype: DType,
+    base: u64,
     source: &str,
     workers: usize,
     packer: Option<&Packer>,
@@ -149,7 +155,7 @@ pub(crate) fn parse_text<R: Read>(
             "rank {rank} is out of 1..={MAX_RANK}"
         )));
     }
-    let p = TextLines { rank, dtype };
+    let p = TextLines { rank, dtype, base };
     parse_lines(
         input,
         &p,
@@ -168,6 +174,8 @@ pub(crate) fn parse_text<R: Read>(
 struct TextLines {
     rank: usize,
     dtype: DType,
+    /// The first index: 0, or 1 for `.tns`.
+    base: u64,
 }
 
 impl LineParser for TextLines {
@@ -206,7 +214,8 @@ impl TextLines {
     fn fast_entry(&self, rest: &[u8], mut n: usize, out: &mut Batch) -> Option<usize> {
         for _ in 0..self.rank {
             let (v, k) = index_prefix(rest.get(n..)?)?;
-            out.push_index(v);
+            // An index below the base goes to the exact path, which names it.
+            out.push_index(v.checked_sub(self.base)?);
             n = skip_blanks(rest, n + k);
         }
         let (v, n) = value_at(rest, n, self.dtype)?;
@@ -237,7 +246,13 @@ impl TextLines {
                     "expected {rank} indices and a value, found {d} fields"
                 ))
             })?;
-            *slot = parse_index(t, &format!("index {d}")).map_err(LineError::plain)?;
+            let x = parse_index(t, &format!("index {d}")).map_err(LineError::plain)?;
+            *slot = x.checked_sub(self.base).ok_or_else(|| {
+                LineError::plain(format!(
+                    "index {d} is {x}: a .tns file counts from {}",
+                    self.base
+                ))
+            })?;
             tok = toks.next();
         }
         let t = tok.ok_or_else(|| {
@@ -254,6 +269,80 @@ impl TextLines {
         out.add(&idx[..rank], v, false);
         Ok(())
     }
+}
+
+/// The shape of a `.tns` input: its rank from the first entry's fields
+/// (indices and a value), each extent the largest index found in that
+/// mode (indices count from 1), every line checked for the same number of
+/// fields and for indices from 1. One pass over `r`, in bounded memory.
+pub(crate) fn tns_shape(mut r: impl BufRead, source: &str) -> Result<Vec<u64>> {
+    let err = |line: u64, detail: String| crate::error::Error::Input {
+        source_name: source.to_string(),
+        location: format!("line {line}"),
+        detail,
+        cause: None,
+    };
+    let mut shape: Vec<u64> = Vec::new();
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        let n = r
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| crate::error::Error::io("read", std::path::Path::new(source), e))?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        let data = match memchr::memchr(b'#', &buf) {
+            Some(p) => &buf[..p],
+            None => &buf[..],
+        };
+        let content = ascii_detail(data).map_err(|d| err(line, d))?;
+        let toks: Vec<&str> = content.split_ascii_whitespace().collect();
+        if toks.is_empty() {
+            continue;
+        }
+        if shape.is_empty() {
+            if toks.len() < 2 || toks.len() > MAX_RANK + 1 {
+                return Err(err(
+                    line,
+                    format!(
+                        "{} fields: a .tns entry is 1 to {MAX_RANK} indices and a value",
+                        toks.len()
+                    ),
+                ));
+            }
+            shape = vec![0; toks.len() - 1];
+        }
+        if toks.len() != shape.len() + 1 {
+            return Err(err(
+                line,
+                format!(
+                    "{} fields where the first entry has {} indices and a value",
+                    toks.len(),
+                    shape.len()
+                ),
+            ));
+        }
+        for (d, (t, e)) in toks.iter().zip(shape.iter_mut()).enumerate() {
+            let x = parse_index(t, &format!("index {d}")).map_err(|m| err(line, m))?;
+            if x == 0 {
+                return Err(err(
+                    line,
+                    format!("index {d} is 0: a .tns file counts from 1"),
+                ));
+            }
+            *e = (*e).max(x);
+        }
+    }
+    if shape.is_empty() {
+        return Err(crate::error::Error::InvalidShape {
+            shape: Vec::new(),
+            detail: format!("{source}: a .tns input without entries: give the shape"),
+        });
+    }
+    Ok(shape)
 }
 
 #[cfg(test)]
@@ -298,7 +387,11 @@ mod tests {
             b"1 2 0.30000000000000004",
         ];
         for dtype in [DType::F64, DType::I32, DType::U64] {
-            let p = TextLines { rank: 2, dtype };
+            let p = TextLines {
+                rank: 2,
+                dtype,
+                base: 0,
+            };
             for &line in lines {
                 let mut a = Batch::for_rank(2);
                 let exact = p.exact(line, &mut a).map_err(|e| (e.detail, e.counts));

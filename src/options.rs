@@ -53,7 +53,7 @@ impl OutputLayout {
             OutputLayout::Coo => 0x06,
             OutputLayout::Csr => 0x07,
             OutputLayout::Csc => 0x08,
-            OutputLayout::Csf => crate::hurray::LAYOUT_CSF,
+            OutputLayout::Csf => 0x09,
         }
     }
 
@@ -115,10 +115,8 @@ impl OutputLayout {
         // An order that is no permutation is refused by
         // `AssembleOptions::check_layout`; here it reads as the identity.
         let permutation = |m: &[usize]| {
-            let mut seen = vec![false; rank];
-            m.len() == rank
-                && m.iter()
-                    .all(|&d| d < rank && !std::mem::replace(&mut seen[d], true))
+            let m: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
+            check_mode_order(&m, rank).is_ok()
         };
         match (self, mode_order) {
             (OutputLayout::Csf, Some(m)) if permutation(m) => m.to_vec(),
@@ -126,6 +124,25 @@ impl OutputLayout {
             _ => (0..rank).collect(),
         }
     }
+}
+
+/// Whether `order` is a permutation of `0..rank`; the first level that
+/// breaks it otherwise, and why.
+pub fn check_mode_order(order: &[u32], rank: usize) -> std::result::Result<(), (usize, String)> {
+    let mut seen = vec![false; rank];
+    if order.len() != rank {
+        return Err((0, format!("{} levels for rank {rank}", order.len())));
+    }
+    for (level, &d) in order.iter().enumerate() {
+        let Some(s) = seen.get_mut(d as usize) else {
+            return Err((level, format!("dimension {d} is not below the rank {rank}")));
+        };
+        if *s {
+            return Err((level, format!("dimension {d} is stored at two levels")));
+        }
+        *s = true;
+    }
+    Ok(())
 }
 
 crate::vocab::vocabulary! {
@@ -319,7 +336,7 @@ impl AssembleOptions {
         self.layout.check_rank(rank)?;
         if let Some(m) = &self.mode_order {
             let order: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
-            if let Err((level, why)) = crate::hurray::csf::check_mode_order(&order, rank) {
+            if let Err((level, why)) = check_mode_order(&order, rank) {
                 return Err(Error::InvalidOptions(format!(
                     "mode order {m:?} is not a permutation of the {rank} dimensions (level {level}: {why})"
                 )));
@@ -349,8 +366,14 @@ mod tests {
 
     #[test]
     fn layout_tags_round_trip() {
-        for l in [OutputLayout::Coo, OutputLayout::Csr, OutputLayout::Csc] {
+        for l in [
+            OutputLayout::Coo,
+            OutputLayout::Csr,
+            OutputLayout::Csc,
+            OutputLayout::Csf,
+        ] {
             assert_eq!(OutputLayout::from_tag(l.tag()), Some(l));
+            assert_eq!(crate::layout::Layout::from(l).tag(), l.tag());
         }
         assert_eq!(OutputLayout::from_tag(0x0B), None);
     }

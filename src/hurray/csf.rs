@@ -15,6 +15,7 @@ use super::descriptor::{
 };
 use super::statistics::{STATISTICS_LEN, Statistics};
 use super::{ByteReader, LAYOUT_CSF, MAX_RANK};
+use crate::options::check_mode_order;
 use crate::element::DType;
 use crate::error::{Error, Result};
 
@@ -66,25 +67,6 @@ pub struct CsfDescriptor {
     pub levels: Vec<(BufferHandle, BufferHandle)>,
     /// The statistics section, when present.
     pub statistics: Option<Statistics>,
-}
-
-/// Whether `order` is a permutation of `0..rank`; the first level that
-/// breaks it otherwise, and why.
-pub fn check_mode_order(order: &[u32], rank: usize) -> std::result::Result<(), (usize, String)> {
-    let mut seen = [false; MAX_RANK];
-    if order.len() != rank {
-        return Err((0, format!("{} levels for rank {rank}", order.len())));
-    }
-    for (level, &d) in order.iter().enumerate() {
-        let Some(s) = seen.get_mut(d as usize).filter(|_| (d as usize) < rank) else {
-            return Err((level, format!("dimension {d} is not below the rank {rank}")));
-        };
-        if *s {
-            return Err((level, format!("dimension {d} is stored at two levels")));
-        }
-        *s = true;
-    }
-    Ok(())
 }
 
 impl CsfDescriptor {

@@ -23,7 +23,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip
-"$PY" -m pip install -q maturin numpy scipy pytest scikit-fem pyhurray
+"$PY" -m pip install -q maturin numpy scipy pytest scikit-fem pyhurray sparse
 # The package exactly as a user installs it (PEP 517 build through maturin).
 "$PY" -m pip install -q --force-reinstall --no-deps ./python
 # Run from outside the source tree so the installed package is imported.

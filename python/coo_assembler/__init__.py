@@ -31,7 +31,7 @@ from ._errors import (
     StorageError,
     StorageNotFoundError,
 )
-from ._file import File, Statistics, TensorInfo, open
+from ._file import CsfTensor, File, Statistics, TensorInfo, open
 from ._plan import (
     Plan,
     PlanFileSummary,
@@ -50,6 +50,7 @@ __all__ = [
     "Builder",
     "Summary",
     "File",
+    "CsfTensor",
     "TensorInfo",
     "Statistics",
     "open",

@@ -89,7 +89,12 @@ class Builder:
         (names are case-insensitive and ``_`` may stand for ``-``).
     layout
         The file's layout: ``"coo"`` (default, sorted row-major), ``"csr"``
-        or ``"csc"`` (matrices only).
+        or ``"csc"`` (matrices only), ``"csf"`` (compressed fibres, rank 3
+        and up).
+    mode_order
+        With ``layout="csf"``: the dimension stored at each level of the
+        tree, outermost first (a permutation of ``range(rank)``; default the
+        identity).
     skip_negative
         Skip contributions with a negative index in a signed index array
         (PETSc's convention; sfepy marks removed Dirichlet dofs with -1),
@@ -140,6 +145,7 @@ class Builder:
         layout: str = "coo",
         skip_negative: bool = False,
         record_plan: bool = False,
+        mode_order: Optional[Sequence[int]] = None,
     ) -> None:
         shape_t = tuple(_extent(s) for s in shape)
         self._shape = shape_t
@@ -158,6 +164,7 @@ class Builder:
                 non_finite=non_finite,
                 layout=layout,
                 skip_negative=skip_negative,
+                mode_order=None if mode_order is None else [int(d) for d in mode_order],
             ),
         )
         if record_plan:

@@ -96,6 +96,61 @@ def _scipy_data(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float32) if values.dtype == np.float16 else values
 
 
+class CsfTensor:
+    """A CSF tensor (compressed sparse fibres, rank 3 and up): the arrays
+    of its tree as read-only, zero-copy views of the file that holds it.
+
+    Level ``L`` stores dimension ``mode_order[L]``: the children of node
+    ``k`` of level ``L - 1`` are the nodes ``pos[L][k]:pos[L][k + 1]`` of
+    level ``L``, whose coordinates are ``crd[L][...]`` (one virtual root
+    above level 0); ``values[p]`` is the value of leaf ``p``. The object
+    keeps the file's mapping alive (a result of :func:`assemble` lives in
+    an unlinked temporary file, nothing left on disk).
+    """
+
+    def __init__(self, file: "File") -> None:
+        mode_order, levels = file._native.csf_levels()
+        self.file = file
+        self.shape: Tuple[int, ...] = file.shape
+        self.mode_order: Tuple[int, ...] = tuple(mode_order)
+        self.pos: List[np.ndarray] = [p for p, _ in levels]
+        self.crd: List[np.ndarray] = [c for _, c in levels]
+        self.values: np.ndarray = file.values()
+
+    @property
+    def nnz(self) -> int:
+        """Stored entries (leaves)."""
+        return int(self.values.shape[0])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> Any:
+        return self.values.dtype
+
+    def get(self, idx: Sequence[int]) -> Union[int, float, complex]:
+        """The value at ``idx`` (dimension order), zero when not stored."""
+        return self.file.get(idx)
+
+    def coords(self) -> np.ndarray:
+        """Coordinates as int64, shape ``(ndim, nnz)``, dimension order
+        (the tree walked once)."""
+        return self.file.coords()
+
+    def to_sparse(self) -> Any:
+        """The tensor as a pydata ``sparse.COO`` (its coordinates one
+        int64 copy, the values a view)."""
+        return self.file.to_sparse()
+
+    def __repr__(self) -> str:
+        return (
+            f"<coo_assembler.CsfTensor shape={self.shape} dtype={self.dtype} "
+            f"nnz={self.nnz} mode_order={self.mode_order}>"
+        )
+
+
 class File:
     """One tensor of an open Hurray file (see :func:`open`).
 
@@ -227,6 +282,29 @@ class File:
         """All coordinates as int64, shape ``(rank, nnz)`` (a copy)."""
         self._native.require("coords")
         return self._native.coords_by_dim()
+
+    def to_csf(self) -> CsfTensor:
+        """The CSF tensor's arrays (``pos``/``crd`` per level, ``values``,
+        ``mode_order``), zero-copy views of this file; a tensor of another
+        layout raises :class:`InvalidFileError` naming it (convert it with
+        ``coo-assembler convert IN OUT --to csf``)."""
+        return CsfTensor(self)
+
+    def to_sparse(self) -> Any:
+        """The tensor, of any layout and rank, as a pydata ``sparse.COO``
+        with its duplicates already summed: the coordinates one int64
+        ``(ndim, nnz)`` copy, the values a view of the file (float16 and
+        bfloat16 widened to float32)."""
+        import sparse
+
+        self._native.require("to_sparse")
+        return sparse.COO(
+            self.coords(),
+            _scipy_data(self.values()),
+            shape=self.shape,
+            has_duplicates=False,
+            sorted=self.is_sorted,
+        )
 
     def verify(self) -> List[str]:
         """Content checks (bounds, order, duplicates, statistics,

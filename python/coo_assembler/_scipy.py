@@ -119,6 +119,7 @@ def assemble(
     exact_sums: bool = True,
     non_finite: str = "keep",
     skip_negative: bool = False,
+    mode_order: Optional[Sequence[int]] = None,
 ) -> Any:
     """Assemble contributions into a scipy sparse array in one call.
 
@@ -140,6 +141,11 @@ def assemble(
     forms are pushed through a :class:`Builder`. Every way gives the
     same values, bit for bit. The GIL is released; Ctrl-C stops a long
     call with ``KeyboardInterrupt``, leaving nothing behind.
+
+    ``layout="csf"`` (rank 3 and up; levels in ``mode_order``, default the
+    identity) returns a :class:`CsfTensor` instead: its arrays are views
+    of an unlinked temporary file, which :meth:`CsfTensor.to_sparse`
+    hands to pydata ``sparse``.
     """
     values = _values(data)
     dtype = _default_dtype(values) if dtype is None else dtype
@@ -148,6 +154,27 @@ def assemble(
     # Before any contribution is read: a CSR of a rank-3 tensor is refused
     # now, naming the coo layout, not after a whole assembly.
     _native.check_layout(layout, len(shape_t))
+    if layout == "csf" or mode_order is not None:
+        with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+            path = os.path.join(tmp, "assembled.hrry")
+            with Builder(
+                shape,
+                dtype,
+                memory_budget=memory_budget,
+                temp_dir=tmp,
+                threads=threads,
+                duplicates=duplicates,
+                drop_zeros=drop_zeros,
+                exact_sums=exact_sums,
+                non_finite=non_finite,
+                skip_negative=skip_negative,
+                layout=layout,
+                mode_order=mode_order,
+            ) as b:
+                b.push(values, coords)
+                b.finish(path)
+            # Mapped before the folder goes: the views outlive the name.
+            return File(path).to_csf()
     _native.check_scipy_shape(list(shape_t))
     if temp_dir is not None:
         # Whichever path serves the call (the in-memory one never needs

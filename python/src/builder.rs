@@ -382,6 +382,7 @@ pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
             "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
             "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,
             "layout" => o.layout = canonical::<OutputLayout>(&v.extract::<String>()?)?,
+            "mode_order" => o.mode_order = v.extract::<Option<Vec<usize>>>()?,
             "drop_zeros" => o.drop_zeros = v.is_truthy()?,
             "skip_negative" => o.skip_negative = v.is_truthy()?,
             "exact_sums" => o.exact_sums = v.is_truthy()?,

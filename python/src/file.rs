@@ -577,6 +577,30 @@ impl NativeFile {
         Ok((r.start, r.end))
     }
 
+    /// A CSF tensor's levels: `(mode_order, [(pos_L, crd_L)...])`, each
+    /// array a read-only uint64 view of the file (checksums checked
+    /// first). Refused for any other layout, naming it.
+    fn csf_levels<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<(Vec<u32>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>)> {
+        let me = slf.get();
+        let t = me.checked(py)?;
+        let Tensor::Csf(c) = t else {
+            return Err(to_py(coo_assembler::Error::LayoutNotServed {
+                tensor: t.name().to_string(),
+                layout: format!("sparse {}", t.layout().to_string().to_uppercase()),
+                op: "to_csf".into(),
+                served: "CSF",
+            }));
+        };
+        let mut levels = Vec::with_capacity(c.shape().len());
+        for l in 0..c.shape().len() {
+            levels.push((borrowed(slf, c.pos(l))?, borrowed(slf, c.crd(l))?));
+        }
+        Ok((c.mode_order().to_vec(), levels))
+    }
+
     /// Values of entries `start..end`: a read-only view of the file.
     fn values_slice<'py>(
         slf: &Bound<'py, Self>,

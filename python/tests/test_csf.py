@@ -1,0 +1,112 @@
+"""CSF (compressed sparse fibres, rank 3 and up) from Python: ``assemble``
+into a :class:`CsfTensor` whose arrays are views of our buffers, the
+tree's invariants and coordinates checked against pydata ``sparse``'s
+duplicate summation, ``to_sparse`` from any file, a Builder's CSF in a
+mode order, FROSTT ``.tns`` input, and the refusals."""
+
+import numpy as np
+import pytest
+import sparse
+
+import coo_assembler as ca
+
+
+def contributions(shape, n, seed):
+    rng = np.random.default_rng(seed)
+    coords = tuple(rng.integers(0, e, n).astype(np.int64) for e in shape)
+    # Multiples of 1/64: every sum is exact whatever the order.
+    values = rng.integers(-1000, 1000, n) / 64.0
+    return values, coords
+
+
+def walk(t):
+    """Every leaf's coordinate (dimension order) from the tree's arrays."""
+    r = t.ndim
+    out = np.zeros((r, t.nnz), dtype=np.int64)
+
+    def visit(level, lo, hi, prefix):
+        for k in range(lo, hi):
+            here = prefix + [int(t.crd[level][k])]
+            if level + 1 == r:
+                for l, x in enumerate(here):
+                    out[t.mode_order[l], k] = x
+            else:
+                visit(level + 1, int(t.pos[level + 1][k]), int(t.pos[level + 1][k + 1]), here)
+
+    visit(0, int(t.pos[0][0]), int(t.pos[0][1]), [])
+    return out
+
+
+@pytest.mark.parametrize("mode_order", [None, (2, 0, 1), (1, 2, 0)])
+def test_assemble_csf_holds_the_summed_entries_in_mode_order(mode_order):
+    shape = (13, 7, 29)
+    values, coords = contributions(shape, 4000, 1)
+    t = ca.assemble(values, coords, shape, layout="csf", mode_order=mode_order)
+    assert isinstance(t, ca.CsfTensor)
+    order = mode_order or (0, 1, 2)
+    assert t.mode_order == order and t.shape == shape
+    assert [p.dtype for p in t.pos] == [np.uint64] * 3
+    assert not t.values.flags.writeable
+    # The reference: pydata sparse sums the duplicates.
+    # (The constructor sums duplicates: has_duplicates defaults to True.)
+    ref = sparse.COO(np.stack(coords), values, shape=shape)
+    assert t.nnz == ref.nnz
+    # The tree walked by hand gives the coordinates, in mode order.
+    c = walk(t)
+    keys = np.lexsort(tuple(c[d] for d in reversed(order)))
+    assert (keys == np.arange(t.nnz)).all()
+    got = sparse.COO(c, np.asarray(t.values), shape=shape)
+    assert (got.todense() == ref.todense()).all()
+    # to_sparse is the same tensor.
+    s = t.to_sparse()
+    assert (s.todense() == ref.todense()).all()
+    i = (int(coords[0][5]), int(coords[1][5]), int(coords[2][5]))
+    assert t.get(i) == ref[i]
+
+
+def test_builder_csf_file_and_to_sparse_of_any_layout(tmp_path):
+    shape = (5, 6, 7, 8)
+    values, coords = contributions(shape, 3000, 2)
+    path = tmp_path / "t.hrry"
+    with ca.Builder(shape, layout="csf", mode_order=[3, 1, 0, 2], threads=2) as b:
+        b.push(values, coords)
+        b.finish(path)
+    with ca.open(path) as f:
+        assert f.layout == "csf"
+        assert not f.is_sorted
+        t = f.to_csf()
+        assert t.mode_order == (3, 1, 0, 2)
+        dense = f.to_sparse().todense()
+    coo = tmp_path / "c.hrry"
+    with ca.Builder(shape) as b:
+        b.push(values, coords)
+        b.finish(coo)
+    with ca.open(coo) as f:
+        assert (f.to_sparse().todense() == dense).all()
+        with pytest.raises(ca.InvalidFileError, match="to_csf"):
+            f.to_csf()
+
+
+def test_tns_input_into_csf(tmp_path):
+    p = tmp_path / "t.tns"
+    p.write_text("# FROSTT\n1 1 2 1.0\n1 3 4 2.0\n2 2 1 3.0\n2 2 3 4.0\n1 1 2 0.5\n")
+    out = tmp_path / "t.hrry"
+    s = ca.assemble_file(p, layout="csf", output=out)
+    assert s.nnz == 4
+    with ca.open(out) as f:
+        t = f.to_csf()
+        assert f.shape == (2, 3, 4)
+        assert list(t.crd[2]) == [1, 3, 0, 2]
+        assert list(t.pos[2]) == [0, 1, 2, 4]
+        assert f.get((0, 0, 1)) == 1.5
+
+
+def test_csf_refusals():
+    values, coords = contributions((4, 4), 10, 3)
+    with pytest.raises(ca.InputError, match="rank 3 and up"):
+        ca.assemble(values, coords, (4, 4), layout="csf")
+    values, coords = contributions((4, 4, 4), 10, 3)
+    with pytest.raises(ca.InputError, match="not a permutation"):
+        ca.assemble(values, coords, (4, 4, 4), layout="csf", mode_order=(0, 0, 1))
+    with pytest.raises(ca.InputError, match="CSF option"):
+        ca.Builder((4, 4, 4), mode_order=(0, 1, 2))

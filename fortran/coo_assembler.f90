@@ -48,7 +48,7 @@ module coo_assembler
    integer, parameter, public :: COO_MAX_RANK = 64
    ! coo_layout (from coo_file_layout)
    integer(c_int), parameter, public :: COO_LAYOUT_COO = 0, COO_LAYOUT_CSR = 1, &
-      COO_LAYOUT_CSC = 2
+      COO_LAYOUT_CSC = 2, COO_LAYOUT_CSF = 3
    ! coo_push_form and coo_value_kind (coo_builder_push_values)
    integer(c_int), parameter, public :: COO_PUSH_ONE = 0, COO_PUSH_MANY = 1, &
       COO_PUSH_ELEMENT = 2
@@ -69,6 +69,8 @@ module coo_assembler
       integer(c_int64_t) :: expected_contributions
       type(c_ptr) :: tensor_name
       logical(c_bool) :: skip_negative
+      integer(c_int32_t) :: mode_order_len
+      integer(c_int32_t) :: mode_order(64)
    end type coo_options
 
    type, bind(c), public :: coo_summary
@@ -932,7 +934,8 @@ contains
    ! ---------------------------- builder ----------------------------
 
    subroutine builder_init_i4(self, shape, dtype, stat, memory_budget, temp_dir, &
-                              threads, duplicates, drop_zeros, exact_sums, one_based)
+                              threads, duplicates, drop_zeros, exact_sums, one_based, &
+                              layout, mode_order)
       class(coo_builder_t), intent(inout) :: self
       integer(int32), intent(in) :: shape(:)
       integer(c_int), intent(in), optional :: dtype
@@ -942,14 +945,22 @@ contains
       integer, intent(in), optional :: threads
       integer(c_int), intent(in), optional :: duplicates
       logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      integer(c_int), intent(in), optional :: layout
+      integer, intent(in), optional :: mode_order(:)
       call builder_init_i8(self, int(shape, int64), dtype, stat, memory_budget, &
-                           temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based)
+                           temp_dir, threads, duplicates, drop_zeros, exact_sums, one_based, &
+                           layout, mode_order)
    end subroutine builder_init_i4
 
    !> Start an assembly of a tensor of `shape` (default type COO_F64); the
-   !> optional arguments override the library's defaults.
+   !> optional arguments override the library's defaults. `layout`:
+   !> COO_LAYOUT_COO (default), _CSR, _CSC or _CSF (rank 3 and up);
+   !> `mode_order`: with COO_LAYOUT_CSF, the dimension stored at each level
+   !> of the tree, outermost first, numbered from 1 as Fortran numbers
+   !> dimensions (default: 1, 2, ..., rank).
    subroutine builder_init_i8(self, shape, dtype, stat, memory_budget, temp_dir, &
-                              threads, duplicates, drop_zeros, exact_sums, one_based)
+                              threads, duplicates, drop_zeros, exact_sums, one_based, &
+                              layout, mode_order)
       class(coo_builder_t), intent(inout) :: self
       integer(int64), intent(in) :: shape(:)
       integer(c_int), intent(in), optional :: dtype
@@ -959,12 +970,21 @@ contains
       integer, intent(in), optional :: threads
       integer(c_int), intent(in), optional :: duplicates
       logical, intent(in), optional :: drop_zeros, exact_sums, one_based
+      integer(c_int), intent(in), optional :: layout
+      integer, intent(in), optional :: mode_order(:)
       type(coo_options) :: opts
       character(kind=c_char, len=:), allocatable, target :: dir
       integer(c_int) :: t, status
 
       call fill_options(opts, dir, memory_budget, temp_dir, threads, duplicates, &
                         drop_zeros, exact_sums)
+      if (present(layout)) opts%layout = layout
+      if (present(mode_order)) then
+         ! More levels than 64 leave the count over the rank: refused.
+         opts%mode_order_len = int(size(mode_order), c_int32_t)
+         opts%mode_order(1:min(size(mode_order), 64)) = &
+            int(mode_order(1:min(size(mode_order), 64)) - 1, c_int32_t)
+      end if
       t = dtype_or_f64(dtype)
       self%handle = coo_builder_new(int(size(shape), c_int32_t), shape, t, opts)
       self%via = VIA_BUILDER
@@ -1505,7 +1525,8 @@ contains
       call settle(coo_file_info(self%handle, info), 'coo_file_info', stat)
    end subroutine file_info
 
-   !> The storage layout: COO_LAYOUT_COO, COO_LAYOUT_CSR or COO_LAYOUT_CSC.
+   !> The storage layout: COO_LAYOUT_COO, COO_LAYOUT_CSR, COO_LAYOUT_CSC or
+   !> COO_LAYOUT_CSF.
    subroutine file_layout(self, layout, stat)
       class(coo_file_t), intent(in) :: self
       integer(c_int), intent(out) :: layout

@@ -178,9 +178,10 @@
  * with `coo_export_options`. 6: every enum value spelt out and frozen
  * (the values of 5 unchanged), `coo_builder_push_values` and
  * `coo_pusher_push_values` (one push taking a `coo_push_form` and a
- * `coo_value_kind`, which the twelve push functions call).
+ * `coo_value_kind`, which the twelve push functions call). 7:
+ * `COO_LAYOUT_CSF` (3) and `coo_options.mode_order_len` / `mode_order`.
  */
-#define COO_API_VERSION 6
+#define COO_API_VERSION 7
 
 /**
  * Largest rank of a tensor (the size of `coo_info.shape`).
@@ -432,6 +433,18 @@ typedef struct {
    * `size` ends before this field) reads as false.
    */
   bool skip_negative;
+  /**
+   * `COO_LAYOUT_CSF`: how many levels `mode_order` names; 0 (the
+   * default) is the identity order. Since API 7 (an older header's
+   * struct reads as 0).
+   */
+  uint32_t mode_order_len;
+  /**
+   * `COO_LAYOUT_CSF`: the dimension (0-based) stored at each level of
+   * the tree, outermost first, a permutation of `0..rank`; or set it by
+   * name: `coo_options_set(&o, "mode_order", "2,0,1")`. Since API 7.
+   */
+  uint32_t mode_order[64];
 } coo_options;
 
 /**
@@ -733,6 +746,7 @@ void coo_options_default(coo_options *out);
  * `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
  * `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
  * `"true"`, `"skip_negative"` `"true"`, `"exact_sums"` `"false"`,
+ * `"mode_order"` `"2,0,1"` (a CSF tensor's levels),
  * `"expected_contributions"` `"1e9"`.
  * The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
  * it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an

@@ -409,6 +409,8 @@ pub unsafe extern "C" fn coo_options_default(out: *mut coo_options) {
         expected_contributions: 0,
         tensor_name: std::ptr::null(),
         skip_negative: BoolArg(u8::from(d.skip_negative)),
+        mode_order_len: 0,
+        mode_order: [0; 64],
     };
     // SAFETY: non-null and writable by the caller's contract; `write` does
     // not read the (possibly uninitialised) old value.
@@ -518,6 +520,10 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
     if o.threads != 0 {
         opts.threads = o.threads as usize;
     }
+    if o.mode_order_len > 0 {
+        let n = (o.mode_order_len as usize).min(o.mode_order.len());
+        opts.mode_order = Some(o.mode_order[..n].iter().map(|&d| d as usize).collect());
+    }
     if !o.temp_dir.is_null() {
         // SAFETY: non-null, NUL-terminated by the caller's contract.
         opts.temp_dir = Some(unsafe { crate::c_path(o.temp_dir, "options->temp_dir") }?);
@@ -534,6 +540,7 @@ unsafe fn options_from_c(o: *const coo_options) -> Res<AssembleOptions> {
 /// `"memory_budget"` `"1.5GiB"`, `"duplicates"` `"max"`, `"non_finite"`
 /// `"reject-nan"`, `"layout"` `"csr"`, `"threads"` `"4"`, `"drop_zeros"`
 /// `"true"`, `"skip_negative"` `"true"`, `"exact_sums"` `"false"`,
+/// `"mode_order"` `"2,0,1"` (a CSF tensor's levels),
 /// `"expected_contributions"` `"1e9"`.
 /// The string fields (`temp_dir`, `tensor_name`) keep the pointer `value`:
 /// it must stay valid until `coo_builder_new`. `COO_ERR_ARGUMENT` for an
@@ -591,13 +598,34 @@ pub unsafe extern "C" fn coo_options_set(
             "exact_sums" => o.exact_sums = flag()?,
             "temp_dir" => o.temp_dir = value,
             "tensor_name" => o.tensor_name = value,
+            "mode_order" => {
+                let dims: Vec<u32> = text
+                    .split(',')
+                    .map(|d| d.trim().parse::<u32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| {
+                        Fail::new(
+                            COO_ERR_ARGUMENT,
+                            format!("mode_order: {text:?} is not a list of dimensions (\"2,0,1\")"),
+                        )
+                    })?;
+                if dims.len() > o.mode_order.len() {
+                    return Err(Fail::new(
+                        COO_ERR_ARGUMENT,
+                        format!("mode_order: {} levels, more than rank 64", dims.len()),
+                    ));
+                }
+                o.mode_order = [0; 64];
+                o.mode_order[..dims.len()].copy_from_slice(&dims);
+                o.mode_order_len = dims.len() as u32;
+            }
             _ => {
                 return Err(Fail::new(
                     COO_ERR_ARGUMENT,
                     format!(
                         "unknown option {key:?}; use memory_budget, threads, duplicates, \
-                         non_finite, layout, drop_zeros, skip_negative, exact_sums, \
-                         expected_contributions, temp_dir or tensor_name"
+                         non_finite, layout, mode_order, drop_zeros, skip_negative, \
+                         exact_sums, expected_contributions, temp_dir or tensor_name"
                     ),
                 ));
             }

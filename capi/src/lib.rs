@@ -112,8 +112,9 @@ pub const COO_ERR_REFUSED: c_int = -19;
 /// with `coo_export_options`. 6: every enum value spelt out and frozen
 /// (the values of 5 unchanged), `coo_builder_push_values` and
 /// `coo_pusher_push_values` (one push taking a `coo_push_form` and a
-/// `coo_value_kind`, which the twelve push functions call).
-pub const COO_API_VERSION: u32 = 6;
+/// `coo_value_kind`, which the twelve push functions call). 7:
+/// `COO_LAYOUT_CSF` (3) and `coo_options.mode_order_len` / `mode_order`.
+pub const COO_API_VERSION: u32 = 7;
 
 /// Largest rank of a tensor (the size of `coo_info.shape`).
 pub const COO_MAX_RANK: u32 = 64;
@@ -273,6 +274,14 @@ pub struct coo_options {
     /// (default false). Since API 3: a struct of an API-2 header (its
     /// `size` ends before this field) reads as false.
     pub skip_negative: BoolArg,
+    /// `COO_LAYOUT_CSF`: how many levels `mode_order` names; 0 (the
+    /// default) is the identity order. Since API 7 (an older header's
+    /// struct reads as 0).
+    pub mode_order_len: u32,
+    /// `COO_LAYOUT_CSF`: the dimension (0-based) stored at each level of
+    /// the tree, outermost first, a permutation of `0..rank`; or set it by
+    /// name: `coo_options_set(&o, "mode_order", "2,0,1")`. Since API 7.
+    pub mode_order: [u32; 64],
 }
 
 /// A `coo_non_finite` as it crosses the boundary (see [`DTypeArg`]).

@@ -1125,6 +1125,23 @@ fn fortran_layer_indices_batches_and_errors() {
         .expect("read")
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    // The CSF tensor the Fortran checks assembled (1-based, levels 3, 1, 2).
+    let reference = work.join("T-ref.hrry");
+    let opts = AssembleOptions {
+        layout: coo_assembler::options::OutputLayout::Csf,
+        mode_order: Some(vec![2, 0, 1]),
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&[4, 3, 5], DType::F64, opts).expect("builder");
+    for j in 1..=60u64 {
+        b.push(&[j % 4, (2 * j) % 3, (3 * j) % 5], j as f64)
+            .expect("push");
+    }
+    b.finish(&reference).expect("finish");
+    assert_eq!(
+        std::fs::read(work.join("T.hrry")).expect("T.hrry"),
+        std::fs::read(&reference).expect("reference")
+    );
     let e = entries(&work.join("F.hrry"));
     assert_eq!(e.len(), 100);
     assert_eq!(e[&(8, 9)], 50.0);
@@ -1400,4 +1417,84 @@ fn c_skip_negative_skips_and_counts() {
     let out = run(Command::new(&exe).arg(&work), "skip_negative");
     assert!(out.ends_with("0 failed\n"), "{out}");
     assert!(!out.contains("FAIL"), "{out}");
+}
+
+/// Replays tests/c/csf.c's contributions with the library.
+fn csf_reference(dir: &Path) -> PathBuf {
+    use coo_assembler::options::OutputLayout;
+    let path = dir.join("ref.hrry");
+    let opts = AssembleOptions {
+        layout: OutputLayout::Csf,
+        mode_order: Some(vec![2, 0, 1]),
+        ..AssembleOptions::default()
+    };
+    let mut b = Builder::new(&[6, 5, 4], DType::F64, opts).expect("builder");
+    for k in 0..400u64 {
+        b.push(&[k % 6, (k * 7) % 5, (k * 3) % 4], (k % 9) as f64 - 4.0)
+            .expect("push");
+    }
+    b.finish(&path).expect("finish");
+    path
+}
+
+#[test]
+fn c_assembles_and_reads_csf() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/csf.c")],
+        dir.path(),
+        "csf",
+        Link::Shared,
+    );
+    let out_path = dir.path().join("c.hrry");
+    let out = run(Command::new(&exe).arg(&out_path), "csf");
+    assert!(!out.contains("FAIL"), "{out}");
+    let reference = csf_reference(dir.path());
+    // The same bytes as the library's own assembly of the pushes.
+    assert_eq!(
+        std::fs::read(&out_path).expect("c file"),
+        std::fs::read(&reference).expect("reference")
+    );
+    assert_eq!(field(&out, "layout"), 3, "{out}");
+    assert_eq!(field(&out, "sorted"), 0, "{out}");
+    assert_eq!(field(&out, "bad_get"), 0, "{out}");
+    let file = HurrayFile::open(&reference).expect("open");
+    let t = file.only_tensor_view().expect("tensor");
+    let mut want = Vec::new();
+    t.try_for_each::<Error>(|i, v| {
+        want.push(format!("e {} {} {} {}", i[0], i[1], i[2], v.to_f64()));
+        Ok(())
+    })
+    .expect("entries");
+    let got: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("e "))
+        .map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            let v: f64 = w[3].parse().expect("value");
+            format!("e {} {} {} {v}", w[0], w[1], w[2])
+        })
+        .collect();
+    assert_eq!(got, want);
+    let c = t.as_csf().expect("csf");
+    let (p1, p2) = (
+        c.fiber(&[1]).expect("fibre"),
+        c.fiber(&[1, 1]).expect("fibre"),
+    );
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| {
+                let n: Vec<u64> = l
+                    .split(' ')
+                    .skip(1)
+                    .map(|w| w.split('=').nth(1).and_then(|x| x.parse().ok()).expect("n"))
+                    .collect();
+                (n[0], n[1])
+            })
+            .expect(name)
+    };
+    assert_eq!(line("prefix1 "), (p1.start, p1.end));
+    assert_eq!(line("prefix2 "), (p2.start, p2.end));
+    assert!(p2.end > p2.start && p1.start <= p2.start && p2.end <= p1.end);
 }

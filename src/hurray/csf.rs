@@ -15,9 +15,9 @@ use super::descriptor::{
 };
 use super::statistics::{STATISTICS_LEN, Statistics};
 use super::{ByteReader, LAYOUT_CSF, MAX_RANK};
-use crate::options::check_mode_order;
 use crate::element::DType;
 use crate::error::{Error, Result};
+use crate::options::check_mode_order;
 
 /// Offsets of a CSF descriptor's fields that follow the shape, from the
 /// descriptor's start.

@@ -148,6 +148,26 @@ program checks
    call b%finish(trim(dir)//'/Z.hrry', stat=stat)
    call expect(stat, COO_OK, 'finish complex')
 
+   ! CSF (rank 3, levels in dimension order 3, 1, 2; 1-based indices and
+   ! dimension numbers); programs.rs compares T.hrry with the library's.
+   call b%init([4, 3, 5], COO_F64, stat=stat, one_based=.true., layout=COO_LAYOUT_CSF, &
+               mode_order=[3, 1, 2])
+   call expect(stat, COO_OK, 'init csf')
+   do j = 1, 60
+      call b%push([mod(j, 4) + 1, mod(2 * j, 3) + 1, mod(3 * j, 5) + 1], real(j, real64), stat)
+   end do
+   call expect(stat, COO_OK, 'push csf')
+   call b%finish(trim(dir)//'/T.hrry', stat=stat)
+   call expect(stat, COO_OK, 'finish csf')
+   call f%open(trim(dir)//'/T.hrry', stat)
+   call f%layout(layout, stat)
+   call check(layout == COO_LAYOUT_CSF, 'layout csf')
+   call f%get([1, 1, 1], v, stat)
+   call expect(stat, COO_OK, 'get csf')
+   call f%close()
+   call b%init([4, 3, 5], COO_F64, stat=stat, layout=COO_LAYOUT_CSF, mode_order=[1, 1, 2])
+   call expect(stat, COO_ERR_ARGUMENT, 'a repeated level refused')
+
    print '(i0,a)', failures, ' failed'
 
 contains

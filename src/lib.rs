@@ -139,6 +139,7 @@ pub mod raw {
 }
 pub mod read;
 mod size;
+pub mod ttv;
 pub mod vocab;
 pub mod write;
 mod xxh3;

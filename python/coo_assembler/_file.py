@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _native
 from ._errors import InputError
-from ._common import PathLike, Size, _NUMPY_NAME, _path, parse_size
+from ._common import PathLike, Size, _NUMPY_NAME, _options, _path, parse_size
 
 
 # Bits of the statistics section's computed_mask (Hurray spec).
@@ -282,6 +282,42 @@ class File:
         """All coordinates as int64, shape ``(rank, nnz)`` (a copy)."""
         self._native.require("coords")
         return self._native.coords_by_dim()
+
+    def ttv(
+        self,
+        x: Any,
+        mode: int,
+        output: PathLike,
+        *,
+        layout: str = "coo",
+        mode_order: Optional[Sequence[int]] = None,
+        memory_budget: Size = "256MiB",
+        threads: Optional[int] = None,
+        temp_dir: Optional[PathLike] = None,
+        drop_zeros: bool = False,
+    ) -> "File":
+        """The tensor times the vector ``x`` along ``mode`` (``Y[i without
+        i_mode] = sum_i_mode T[i] x[i_mode]``), written to ``output`` in
+        ``layout`` (CSF in ``mode_order`` for a result of rank 3 and up)
+        and opened. Each product is rounded once and each result entry's
+        products summed exactly. Along the leaf level of a CSF tensor whose
+        other levels come in the result's order, the fibres stream straight
+        into the file (one pass, the writer's buffers); otherwise the
+        products go through the assembler within ``memory_budget``."""
+        xs = np.ascontiguousarray(np.asarray(x, dtype=np.float64))
+        if xs.ndim != 1:
+            raise InputError(f"x must be a 1-D array, got shape {xs.shape}")
+        kw = _options(
+            layout=layout,
+            mode_order=None if mode_order is None else [int(d) for d in mode_order],
+            memory_budget=memory_budget,
+            threads=threads,
+            temp_dir=temp_dir,
+            drop_zeros=drop_zeros,
+        )
+        kw = {k: v for k, v in kw.items() if v is not None}
+        self._native.ttv(xs, int(mode), _path(output), kw)
+        return File(output)
 
     def to_csf(self) -> CsfTensor:
         """The CSF tensor's arrays (``pos``/``crd`` per level, ``values``,

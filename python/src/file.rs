@@ -577,6 +577,27 @@ impl NativeFile {
         Ok((r.start, r.end))
     }
 
+    /// `ttv(x, mode, output, kw)`: the tensor times the float64 vector `x`
+    /// along `mode`, written to `output` with the assembly options `kw`
+    /// (layout, mode_order, memory_budget, threads, temp_dir, drop_zeros),
+    /// without the GIL; `(nnz, streamed, shape)`.
+    fn ttv(
+        &self,
+        py: Python<'_>,
+        x: numpy::PyReadonlyArray1<'_, f64>,
+        mode: usize,
+        output: PathBuf,
+        kw: &Bound<'_, PyDict>,
+    ) -> PyResult<(u64, bool, Vec<u64>)> {
+        let opts = crate::builder::options(kw)?;
+        let t = self.v_for("ttv")?;
+        let x = x.as_slice().map_err(|e| input_error(format!("x: {e}")))?;
+        let s = py
+            .detach(|| coo_assembler::ttv::ttv(&t, mode, x, &output, &opts))
+            .map_err(to_py)?;
+        Ok((s.nnz, s.streamed, s.shape))
+    }
+
     /// A CSF tensor's levels: `(mode_order, [(pos_L, crd_L)...])`, each
     /// array a read-only uint64 view of the file (checksums checked
     /// first). Refused for any other layout, naming it.

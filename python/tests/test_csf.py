@@ -110,3 +110,23 @@ def test_csf_refusals():
         ca.assemble(values, coords, (4, 4, 4), layout="csf", mode_order=(0, 0, 1))
     with pytest.raises(ca.InputError, match="CSF option"):
         ca.Builder((4, 4, 4), mode_order=(0, 1, 2))
+
+
+def test_ttv_streams_along_the_leaf_level_and_matches_numpy(tmp_path):
+    shape = (6, 9, 7)
+    values, coords = contributions(shape, 2000, 5)
+    path = tmp_path / "t.hrry"
+    with ca.Builder(shape, layout="csf", mode_order=(1, 0, 2)) as b:
+        b.push(values, coords)
+        b.finish(path)
+    dense = sparse.COO(np.stack(coords), values, shape=shape).todense()
+    with ca.open(path) as f:
+        for mode in range(3):
+            x = np.arange(shape[mode], dtype=np.float64) - 2.0
+            y = f.ttv(x, mode, tmp_path / f"y{mode}.hrry")
+            want = np.tensordot(dense, x, axes=([mode], [0]))
+            got = y.to_sparse().todense()
+            assert got.shape == want.shape
+            assert np.array_equal(got, want)
+        with pytest.raises(ca.InputError, match="extent 9"):
+            f.ttv(np.ones(3), 1, tmp_path / "bad.hrry")

@@ -337,18 +337,78 @@ impl<'a> CsfTensor<'a> {
         };
         let root = self.children(0, 0)?;
         let w = self.desc.dtype.width();
-        self.visit(0, root, &mut walk, &mut |idx, p| f(idx, self.value(p)), w)?;
+        self.visit_to(
+            0,
+            r,
+            root,
+            &mut walk,
+            &mut |idx, p| f(idx, self.value(p)),
+            w,
+        )?;
         for b in &mut walk.behind {
             b.flush(usize::MAX);
         }
         Ok(())
     }
 
-    /// Visit the nodes `range` of `level` and their subtrees (depth
-    /// first, at most `rank` deep), `f(coordinate, leaf)` at each leaf.
-    fn visit<E: From<Error>>(
+    /// Call `f(coordinate, leaves)` for every fibre of the leaf level in
+    /// storage order: the coordinate (dimension order) of its parent, the
+    /// leaf dimension left at 0, and the range of its leaves (entries);
+    /// until `f` returns an error (returned). Pages are released behind
+    /// the walk as in [`CsfTensor::try_for_each`], the leaves' by `f`'s
+    /// caller, which reads them.
+    pub fn try_for_each_fiber<E: From<Error>>(
+        &self,
+        mut f: impl FnMut(&[u64], Range<u64>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let r = self.rank();
+        let mut walk = Walk {
+            idx: vec![0u64; r],
+            behind: (0..r)
+                .flat_map(|l| [self.crd(l), self.pos(l + 1)])
+                .map(|w| self.mapped.cursor(bytemuck::cast_slice(w)))
+                .chain([self.mapped.cursor(self.values)])
+                .collect(),
+        };
+        let root = self.children(0, 0)?;
+        let w = self.desc.dtype.width();
+        // The parents of the leaves are visited as leaves of a tree one
+        // level shorter; their children ranges are the fibres.
+        let mut leaf_behind = [
+            self.mapped.cursor(bytemuck::cast_slice(self.crd(r - 1))),
+            self.mapped.cursor(self.values),
+        ];
+        let mut next = 0u64;
+        self.visit_to(
+            0,
+            r - 1,
+            root,
+            &mut walk,
+            &mut |idx, k| {
+                let leaves = self.children(r - 1, k)?;
+                if leaves.start >= next {
+                    // The leaves before this fibre were read: give them back.
+                    leaf_behind[0].at(leaves.start as usize * 8);
+                    leaf_behind[1].at(leaves.start as usize * w);
+                    next = leaves.start + 4096;
+                }
+                f(idx, leaves)
+            },
+            w,
+        )?;
+        for b in walk.behind.iter_mut().chain(&mut leaf_behind) {
+            b.flush(usize::MAX);
+        }
+        Ok(())
+    }
+
+    /// Visit the nodes `range` of `level` and their subtrees down to
+    /// level `depth - 1` (depth first), `f(coordinate, node)` at each node
+    /// of that level (the leaves when `depth` is the rank).
+    fn visit_to<E: From<Error>>(
         &self,
         level: usize,
+        depth: usize,
         range: Range<u64>,
         walk: &mut Walk<'a>,
         f: &mut impl FnMut(&[u64], u64) -> std::result::Result<(), E>,
@@ -356,12 +416,12 @@ impl<'a> CsfTensor<'a> {
     ) -> std::result::Result<(), E> {
         let crd = self.crd(level);
         let dim = self.desc.mode_order[level] as usize;
-        let leaf = level + 1 == self.rank();
+        let leaf = level + 1 == depth;
         for k in range {
             let ku = k as usize;
             if ku % 4096 == 0 {
                 walk.behind[2 * level].at(ku * 8);
-                if leaf {
+                if level + 1 == self.rank() {
                     walk.behind[2 * level + 2].at(ku * width);
                 } else {
                     walk.behind[2 * level + 1].at(ku * 8);
@@ -372,7 +432,7 @@ impl<'a> CsfTensor<'a> {
                 f(&walk.idx, k)?;
             } else {
                 let children = self.children(level + 1, k)?;
-                self.visit(level + 1, children, walk, f, width)?;
+                self.visit_to(level + 1, depth, children, walk, f, width)?;
             }
         }
         Ok(())

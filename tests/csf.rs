@@ -526,8 +526,8 @@ fn ttv_along_every_mode_gives_the_oracle_by_either_path() {
         );
         let f = HurrayFile::open(&path).unwrap();
         let t = f.only_tensor_view().unwrap();
-        for mode in 0..4 {
-            let x: Vec<f64> = (0..shape[mode]).map(|k| k as f64 - 3.0).collect();
+        for (mode, &extent) in shape.iter().enumerate() {
+            let x: Vec<f64> = (0..extent).map(|k| k as f64 - 3.0).collect();
             // The result in the order the CSF's upper levels give, so the
             // leaf mode streams.
             let rest: Vec<usize> = order

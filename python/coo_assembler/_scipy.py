@@ -157,6 +157,29 @@ def assemble(
     if layout == "csf" or mode_order is not None:
         with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
             path = os.path.join(tmp, "assembled.hrry")
+            # The caller's arrays read in place, through the in-memory
+            # kernel when the work fits the budget (the identity order).
+            cols = _columns(coords, len(shape_t), values.shape[0])
+            if cols is not None and _native.assemble_arrays_to_file(
+                values,
+                cols,
+                list(shape_t),
+                _LIBRARY_NAME[_dtype_name(dtype)],
+                path,
+                _options(
+                    memory_budget=memory_budget,
+                    temp_dir=tmp,
+                    threads=threads,
+                    duplicates=duplicates,
+                    drop_zeros=drop_zeros,
+                    exact_sums=exact_sums,
+                    non_finite=non_finite,
+                    layout=layout,
+                    skip_negative=skip_negative,
+                    mode_order=None if mode_order is None else [int(d) for d in mode_order],
+                ),
+            ) is not None:
+                return File(path).to_csf()
             with Builder(
                 shape,
                 dtype,

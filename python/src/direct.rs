@@ -249,6 +249,80 @@ pub fn assemble_arrays<'py>(
     }
 }
 
+/// `_native.assemble_arrays_to_file(values, cols, shape, dtype, output,
+/// options)`: the caller's arrays, read in place as `assemble_arrays`
+/// reads them (float64 or float32 values, one index type), assembled into
+/// the Hurray file `output` (the in-memory kernel when the work fits the
+/// budget, else the builder), without the GIL and stopped by Ctrl-C; the
+/// summary dict, or `None` for a form not read in place. The path of a
+/// result that is a file, whatever its layout (CSF).
+#[pyfunction]
+pub fn assemble_arrays_to_file<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    cols: Vec<Bound<'py, PyAny>>,
+    shape: Vec<u64>,
+    dtype: &str,
+    output: std::path::PathBuf,
+    kw: &Bound<'py, PyDict>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let dtype = DType::parse(dtype).map_err(to_py)?;
+    let opts = options(kw)?;
+    if cols.len() != shape.len() || cols.is_empty() {
+        return Ok(None);
+    }
+    let (it, vt) = (dtype_name(&cols[0]), dtype_name(values));
+    if cols.iter().any(|c| dtype_name(c) != it) || vt != dtype.numpy_name() {
+        return Ok(None);
+    }
+    fn go<'py, I: IndexElem + NpElement, V: DirectValue + NpElement>(
+        py: Python<'py>,
+        cols: &[Bound<'py, PyAny>],
+        values: &Bound<'py, PyAny>,
+        shape: &[u64],
+        dtype: DType,
+        output: &std::path::Path,
+        opts: &coo_assembler::AssembleOptions,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let mut borrowed = Vec::with_capacity(cols.len());
+        for c in cols {
+            match contiguous::<I>(c) {
+                Some(a) => borrowed.push(a.readonly()),
+                None => return Ok(None),
+            }
+        }
+        let Some(v) = contiguous::<V>(values) else {
+            return Ok(None);
+        };
+        let v = v.readonly();
+        let vs = v.as_slice()?;
+        let idx: Vec<&[I]> = borrowed
+            .iter()
+            .map(|b| b.as_slice())
+            .collect::<Result<_, _>>()?;
+        let s = run_interruptible(py, vs.len(), |stop| {
+            direct::arrays_to_file(shape, dtype, &idx, vs, output, opts, Some(stop))
+        })?;
+        Ok(Some(crate::builder::summary_dict(py, &s)?))
+    }
+    macro_rules! by_index {
+        ($v:ty) => {
+            match it.as_str() {
+                "int32" => go::<i32, $v>(py, &cols, values, &shape, dtype, &output, &opts),
+                "int64" => go::<i64, $v>(py, &cols, values, &shape, dtype, &output, &opts),
+                "uint32" => go::<u32, $v>(py, &cols, values, &shape, dtype, &output, &opts),
+                "uint64" => go::<u64, $v>(py, &cols, values, &shape, dtype, &output, &opts),
+                _ => Ok(None),
+            }
+        };
+    }
+    match dtype {
+        DType::F64 => by_index!(f64),
+        DType::F32 => by_index!(f32),
+        _ => Ok(None),
+    }
+}
+
 /// `_native.assemble_file(path, output, format, shape, dtype, options)`:
 /// the input file assembled into the Hurray file `output` as the CLI's
 /// `assemble` does (`Source::assemble_to`: the in-memory kernel reading a

@@ -79,6 +79,12 @@ where
     O: Element,
     J: OutIndex,
 {
+    if opts.layout == crate::options::OutputLayout::Csf {
+        // The arrays of a result are COO's, CSR's or CSC's; CSF is a file.
+        return Err(crate::error::Error::Unsupported(
+            "an in-memory result holds coo, csr or csc arrays; assemble csf into a file".into(),
+        ));
+    }
     if let Some(p) = plan(shape, dtype, values.len() as u64, opts) {
         if let Some(a) = kernel(&p)? {
             return Ok(a);

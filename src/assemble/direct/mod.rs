@@ -44,7 +44,7 @@ mod stream;
 // The complex door serves Python, through `internals`.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use memory::{assemble_complex_in_memory, assemble_in_memory};
-pub use stream::assemble_arrays_to_file;
+pub use stream::{arrays_to_file, assemble_arrays_to_file};
 pub(crate) use stream::{file_plan, mapped_window};
 
 pub use input::IndexElem;
@@ -237,8 +237,11 @@ pub fn plan(
     }
     crate::assemble::check_value_type(dtype, opts.duplicates, shape).ok()?;
     opts.check_layout(shape.len()).ok()?;
-    // CSF goes through the runs: the kernel's buckets follow dimension 0.
-    if opts.layout == OutputLayout::Csf {
+    // The kernel's buckets follow dimension 0: CSF in another mode order
+    // goes through the runs.
+    if opts.layout == OutputLayout::Csf
+        && opts.storage_order(shape.len()) != (0..shape.len()).collect::<Vec<_>>()
+    {
         return None;
     }
     if shape.iter().any(|&e| e >= 1 << 63) || contributions >= 1 << 32 {

@@ -1102,7 +1102,7 @@ const STOP_EVERY: usize = 1 << 16;
 
 /// [`assemble_arrays_to_file`], stopped with [`Error::Stopped`] soon after
 /// `stop` is set (nothing is published then).
-pub(crate) fn arrays_to_file<I: IndexElem, V: DirectValue>(
+pub fn arrays_to_file<I: IndexElem, V: DirectValue>(
     shape: &[u64],
     dtype: DType,
     indices: &[&[I]],

@@ -1207,11 +1207,7 @@ impl TensorWriter<'_> {
             }
         }
         let out_of_order = match (&self.csf, self.layout) {
-            (Some(l), _) => l
-                .order
-                .iter()
-                .map(|&d| idx[d])
-                .le(l.order.iter().map(|&d| self.prev[d])),
+            (Some(l), _) => self.nnz > 0 && !l.after(idx, &self.prev),
             (None, OutputLayout::Csc) => (idx[1], idx[0]) <= (self.prev[1], self.prev[0]),
             _ => idx <= self.prev.as_slice(),
         };
@@ -1229,7 +1225,7 @@ impl TensorWriter<'_> {
     #[inline]
     fn accept(&mut self, idx: &[u64], v: f64) -> Result<()> {
         if let Some(l) = &mut self.csf {
-            l.push(idx, &self.prev, self.nnz == 0);
+            l.push(idx, self.nnz == 0);
         } else if self.ptr.is_some() {
             let major = self.layout.major_dim();
             self.idx.push(idx[1 - major]);
@@ -1259,7 +1255,7 @@ impl TensorWriter<'_> {
             let r = self.idx.spill(self.fw);
             self.poison_on_err(r)?;
         }
-        if let Some(l) = &mut self.csf {
+        if let Some(l) = self.csf.as_mut().filter(|l| l.full) {
             let r = l.spill_full(self.fw);
             self.poison_on_err(r)?;
         }
@@ -1611,6 +1607,11 @@ struct Levels {
     /// Room each stream takes at its first node: a buffer's worth and a
     /// word, so that it never grows past it (it spills when full).
     room: usize,
+    /// The first level at which the entry last checked differs from the
+    /// one before ([`Levels::after`]): where its new nodes start.
+    from: std::cell::Cell<usize>,
+    /// Some stream holds a buffer's worth: spill it.
+    full: bool,
 }
 
 impl Levels {
@@ -1623,28 +1624,38 @@ impl Levels {
             crd: (0..r).map(|_| SideStream::new(0)).collect(),
             nodes: vec![0; r],
             room,
+            from: std::cell::Cell::new(0),
+            full: false,
         }
     }
 
-    /// Add the entry `idx` (in storage order after `prev`; `first`: the
-    /// tensor's first entry).
+    /// Whether `idx` comes after `prev` in storage order; the level where
+    /// they first differ is kept for [`Levels::push`].
     #[inline]
-    fn push(&mut self, idx: &[u64], prev: &[u64], first: bool) {
+    fn after(&self, idx: &[u64], prev: &[u64]) -> bool {
+        for (l, &d) in self.order.iter().enumerate() {
+            if idx[d] != prev[d] {
+                self.from.set(l);
+                return idx[d] > prev[d];
+            }
+        }
+        false
+    }
+
+    /// Add the entry `idx` (checked by [`Levels::after`] unless `first`,
+    /// the tensor's first entry).
+    #[inline]
+    fn push(&mut self, idx: &[u64], first: bool) {
         let r = self.order.len();
-        let from = if first {
-            0
-        } else {
-            self.order
-                .iter()
-                .position(|&d| idx[d] != prev[d])
-                .unwrap_or(r - 1)
-        };
+        let from = if first { 0 } else { self.from.get() };
+        let cap = self.room - 8;
         for l in from..r {
             let crd = &mut self.crd[l];
             if crd.buf.capacity() == 0 {
                 crd.buf.reserve_exact(self.room);
             }
             crd.push(idx[self.order[l]]);
+            self.full |= crd.buf.len() >= cap;
             self.nodes[l] += 1;
             if l + 1 < r {
                 let pos = &mut self.pos[l + 1];
@@ -1652,6 +1663,7 @@ impl Levels {
                     pos.buf.reserve_exact(self.room);
                 }
                 pos.push(self.nodes[l + 1]);
+                self.full |= pos.buf.len() >= cap;
             }
         }
     }
@@ -1662,6 +1674,7 @@ impl Levels {
                 s.spill(fw)?;
             }
         }
+        self.full = false;
         Ok(())
     }
 

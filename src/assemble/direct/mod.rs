@@ -44,7 +44,10 @@ mod stream;
 // The complex door serves Python, through `internals`.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use memory::{assemble_complex_in_memory, assemble_in_memory};
-pub use stream::{arrays_to_file, assemble_arrays_to_file};
+pub use stream::assemble_arrays_to_file;
+// The front ends' (Python's) stoppable form; unused inside the crate.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use stream::arrays_to_file;
 pub(crate) use stream::{file_plan, mapped_window};
 
 pub use input::IndexElem;

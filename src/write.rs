@@ -1633,13 +1633,13 @@ impl Levels {
     /// they first differ is kept for [`Levels::push`].
     #[inline]
     fn after(&self, idx: &[u64], prev: &[u64]) -> bool {
-        for (l, &d) in self.order.iter().enumerate() {
-            if idx[d] != prev[d] {
+        match first_difference(&self.order, idx, prev) {
+            Some(l) => {
                 self.from.set(l);
-                return idx[d] > prev[d];
+                idx[self.order[l]] > prev[self.order[l]]
             }
+            None => false,
         }
-        false
     }
 
     /// Add the entry `idx` (checked by [`Levels::after`] unless `first`,
@@ -1703,6 +1703,73 @@ impl Levels {
         }
         Ok(out)
     }
+}
+
+/// The first level (of `order`) at which `a` and `b` differ.
+#[inline]
+fn first_difference(order: &[usize], a: &[u64], b: &[u64]) -> Option<usize> {
+    order.iter().position(|&d| a[d] != b[d])
+}
+
+/// The CSF levels, `(pos_L, crd_L)` per level, of the entries whose
+/// coordinates `coords` holds (`rank` words each, dimension order) in
+/// increasing storage order (`order`, a permutation of `0..rank`): what
+/// the writer's levels hold for the same entries, built in memory (an
+/// in-memory result, as Python's `assemble(..., layout="csf")` returns).
+/// Entries out of order are [`Error::OutOfOrder`].
+pub fn csf_levels(
+    coords: &[u64],
+    rank: usize,
+    order: &[usize],
+) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+    if rank == 0 || order.len() != rank || coords.len() % rank != 0 {
+        return Err(invalid(format!(
+            "{} coordinate words for rank {rank} and {} levels",
+            coords.len(),
+            order.len()
+        )));
+    }
+    let n = coords.len() / rank;
+    let mut pos: Vec<Vec<u64>> = (0..rank).map(|_| Vec::new()).collect();
+    let mut crd: Vec<Vec<u64>> = (0..rank).map(|_| Vec::new()).collect();
+    // At most one node per entry at every level: room reserved once
+    // (room never touched costs no memory).
+    for v in pos.iter_mut().chain(crd.iter_mut()) {
+        v.try_reserve_exact(n + 1).map_err(|_| Error::OutOfMemory {
+            what: "the CSF levels",
+            bytes: 8 * (n as u64 + 1),
+        })?;
+    }
+    pos[0].push(0);
+    let mut prev: &[u64] = &[];
+    for (e, idx) in coords.chunks_exact(rank).enumerate() {
+        let from = if e == 0 {
+            0
+        } else {
+            match first_difference(order, idx, prev) {
+                Some(l) if idx[order[l]] > prev[order[l]] => l,
+                _ => {
+                    return Err(Error::OutOfOrder {
+                        entry: e as u64,
+                        previous: prev.to_vec(),
+                        got: idx.to_vec(),
+                    });
+                }
+            }
+        };
+        for l in from..rank {
+            crd[l].push(idx[order[l]]);
+            if l + 1 < rank {
+                pos[l + 1].push(crd[l + 1].len() as u64);
+            }
+        }
+        prev = idx;
+    }
+    for l in 0..rank {
+        let n_l = crd[l].len() as u64;
+        pos[l].push(n_l);
+    }
+    Ok(pos.into_iter().zip(crd).collect())
 }
 
 /// One buffer after the values (indices, pointers), streamed through a

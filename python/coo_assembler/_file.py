@@ -98,24 +98,43 @@ def _scipy_data(values: np.ndarray) -> np.ndarray:
 
 class CsfTensor:
     """A CSF tensor (compressed sparse fibres, rank 3 and up): the arrays
-    of its tree as read-only, zero-copy views of the file that holds it.
+    of its tree.
 
     Level ``L`` stores dimension ``mode_order[L]``: the children of node
     ``k`` of level ``L - 1`` are the nodes ``pos[L][k]:pos[L][k + 1]`` of
     level ``L``, whose coordinates are ``crd[L][...]`` (one virtual root
-    above level 0); ``values[p]`` is the value of leaf ``p``. The object
-    keeps the file's mapping alive (a result of :func:`assemble` lives in
-    an unlinked temporary file, nothing left on disk).
+    above level 0); ``values[p]`` is the value of leaf ``p``. From
+    :meth:`File.to_csf` the arrays are read-only views of the file (which
+    the object keeps open); from :func:`assemble`, arrays of their own.
     """
 
-    def __init__(self, file: "File") -> None:
-        mode_order, levels = file._native.csf_levels()
+    def __init__(
+        self,
+        shape: Tuple[int, ...],
+        mode_order: Sequence[int],
+        pos: List[np.ndarray],
+        crd: List[np.ndarray],
+        values: np.ndarray,
+        file: Optional["File"] = None,
+    ) -> None:
+        self.shape = tuple(int(e) for e in shape)
+        self.mode_order: Tuple[int, ...] = tuple(int(d) for d in mode_order)
+        self.pos = pos
+        self.crd = crd
+        self.values = values
         self.file = file
-        self.shape: Tuple[int, ...] = file.shape
-        self.mode_order: Tuple[int, ...] = tuple(mode_order)
-        self.pos: List[np.ndarray] = [p for p, _ in levels]
-        self.crd: List[np.ndarray] = [c for _, c in levels]
-        self.values: np.ndarray = file.values()
+
+    @classmethod
+    def _of_file(cls, file: "File") -> "CsfTensor":
+        mode_order, levels = file._native.csf_levels()
+        return cls(
+            file.shape,
+            mode_order,
+            [p for p, _ in levels],
+            [c for _, c in levels],
+            file.values(),
+            file,
+        )
 
     @property
     def nnz(self) -> int:
@@ -130,19 +149,53 @@ class CsfTensor:
     def dtype(self) -> Any:
         return self.values.dtype
 
-    def get(self, idx: Sequence[int]) -> Union[int, float, complex]:
-        """The value at ``idx`` (dimension order), zero when not stored."""
-        return self.file.get(idx)
+    def get(self, idx: Sequence[int]) -> Any:
+        """The value at ``idx`` (dimension order), zero when not stored: a
+        binary search down the levels."""
+        if len(idx) != self.ndim:
+            raise InputError(f"{len(idx)} indices for a tensor of rank {self.ndim}")
+        lo, hi = int(self.pos[0][0]), int(self.pos[0][1])
+        node = -1
+        for level, d in enumerate(self.mode_order):
+            q = int(idx[d])
+            if not 0 <= q < self.shape[d]:
+                raise InputError(f"index {q} of dimension {d} is outside 0..{self.shape[d]}")
+            if level > 0:
+                lo, hi = int(self.pos[level][node]), int(self.pos[level][node + 1])
+            k = lo + int(np.searchsorted(self.crd[level][lo:hi], q))
+            if k >= hi or int(self.crd[level][k]) != q:
+                return self.values.dtype.type(0)
+            node = k
+        return self.values[node]
 
     def coords(self) -> np.ndarray:
-        """Coordinates as int64, shape ``(ndim, nnz)``, dimension order
-        (the tree walked once)."""
-        return self.file.coords()
+        """Coordinates as int64, shape ``(ndim, nnz)``, dimension order, in
+        storage order (from the pointers, without a walk)."""
+        r = self.ndim
+        out = np.empty((r, self.nnz), dtype=np.int64)
+        # The ancestor at each level of every leaf, from the leaves up.
+        node = np.arange(self.nnz, dtype=np.int64)
+        for level in range(r - 1, -1, -1):
+            out[self.mode_order[level]] = self.crd[level][node]
+            if level > 0:
+                counts = np.diff(self.pos[level].astype(np.int64))
+                parent = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+                node = parent[node]
+        return out
 
     def to_sparse(self) -> Any:
         """The tensor as a pydata ``sparse.COO`` (its coordinates one
-        int64 copy, the values a view)."""
-        return self.file.to_sparse()
+        int64 copy, the values shared)."""
+        import sparse
+
+        identity = self.mode_order == tuple(range(self.ndim))
+        return sparse.COO(
+            self.coords(),
+            _scipy_data(self.values),
+            shape=self.shape,
+            has_duplicates=False,
+            sorted=identity,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -324,7 +377,7 @@ class File:
         ``mode_order``), zero-copy views of this file; a tensor of another
         layout raises :class:`InvalidFileError` naming it (convert it with
         ``coo-assembler convert IN OUT --to csf``)."""
-        return CsfTensor(self)
+        return CsfTensor._of_file(self)
 
     def to_sparse(self) -> Any:
         """The tensor, of any layout and rank, as a pydata ``sparse.COO``

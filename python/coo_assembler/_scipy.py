@@ -15,7 +15,7 @@ from . import _native
 from ._errors import InputError
 from ._builder import Builder, Summary, _summary
 from ._common import DTYPES, PathLike, Size, _DTYPE_NAMES, _LIBRARY_NAME, _dtype_name, _extent, _index_array, _options, _path, _values
-from ._file import File, _index_dtype
+from ._file import CsfTensor, File, _index_dtype
 
 
 #: The index dtype scipy's ``tocsr`` gives, by the kind of input (index
@@ -153,13 +153,43 @@ def assemble(
     shape_t = tuple(_extent(s) for s in shape)
     # Before any contribution is read: a CSR of a rank-3 tensor is refused
     # now, naming the coo layout, not after a whole assembly.
-    _native.check_layout(layout, len(shape_t))
-    if layout == "csf" or mode_order is not None:
+    order = None if mode_order is None else [int(d) for d in mode_order]
+    _native.check_layout(layout, len(shape_t), order)
+    if layout == "csf":
+        identity = mode_order is None or tuple(int(d) for d in mode_order) == tuple(range(len(shape_t)))
+        cols = _columns(coords, len(shape_t), values.shape[0])
+        if identity and cols is not None:
+            # In the identity order a CSF's entries are the sorted COO's:
+            # the in-memory kernel's COO arrays, then the levels in one pass.
+            parts = _native.assemble_arrays(
+                values,
+                cols,
+                list(shape_t),
+                _LIBRARY_NAME[_dtype_name(dtype)],
+                "int64",
+                _options(
+                    memory_budget=memory_budget,
+                    temp_dir=temp_dir,
+                    threads=threads,
+                    duplicates=duplicates,
+                    drop_zeros=drop_zeros,
+                    exact_sums=exact_sums,
+                    non_finite=non_finite,
+                    layout="coo",
+                    skip_negative=skip_negative,
+                ),
+            )
+            if parts is not None:
+                data, indices, _ = parts
+                r = len(shape_t)
+                # The kernel's indices are non-negative: the same words.
+                levels = _native.csf_levels(indices.view(np.uint64), r, list(range(r)))
+                return CsfTensor(
+                    shape_t, range(r), [p for p, _ in levels], [c for _, c in levels], data
+                )
         with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
             path = os.path.join(tmp, "assembled.hrry")
-            # The caller's arrays read in place, through the in-memory
-            # kernel when the work fits the budget (the identity order).
-            cols = _columns(coords, len(shape_t), values.shape[0])
+            # The caller's arrays read in place (the builder behind).
             if cols is not None and _native.assemble_arrays_to_file(
                 values,
                 cols,

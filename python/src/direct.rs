@@ -249,6 +249,27 @@ pub fn assemble_arrays<'py>(
     }
 }
 
+/// `_native.csf_levels(indices, rank, mode_order)`: the CSF levels
+/// `[(pos_L, crd_L)...]` (uint64 arrays) of the entries whose uint64
+/// coordinates `indices` holds (`rank` per entry, in increasing mode
+/// order), built without the GIL by the library's `write::csf_levels`.
+#[pyfunction]
+pub fn csf_levels<'py>(
+    py: Python<'py>,
+    indices: numpy::PyReadonlyArray1<'py, u64>,
+    rank: usize,
+    mode_order: Vec<usize>,
+) -> PyResult<Vec<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)>> {
+    let ix = indices.as_slice()?;
+    let levels = py
+        .detach(|| coo_assembler::write::csf_levels(ix, rank, &mode_order))
+        .map_err(to_py)?;
+    Ok(levels
+        .into_iter()
+        .map(|(p, c)| (PyArray1::from_vec(py, p), PyArray1::from_vec(py, c)))
+        .collect())
+}
+
 /// `_native.assemble_arrays_to_file(values, cols, shape, dtype, output,
 /// options)`: the caller's arrays, read in place as `assemble_arrays`
 /// reads them (float64 or float32 values, one index type), assembled into

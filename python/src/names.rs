@@ -91,9 +91,15 @@ pub fn parse_dtype(name: &str) -> PyResult<&'static str> {
 /// Refuse a layout that cannot hold a tensor of `rank` (CSR and CSC hold
 /// matrices), before any contribution is read; the library's rule and words.
 #[pyfunction]
-pub fn check_layout(layout: &str, rank: usize) -> PyResult<()> {
-    canonical::<OutputLayout>(layout)?
-        .check_rank(rank)
+#[pyo3(signature = (layout, rank, mode_order=None))]
+pub fn check_layout(layout: &str, rank: usize, mode_order: Option<Vec<usize>>) -> PyResult<()> {
+    let opts = coo_assembler::AssembleOptions {
+        layout: canonical::<OutputLayout>(layout)?,
+        mode_order,
+        ..coo_assembler::AssembleOptions::default()
+    };
+    opts.validate()
+        .and_then(|()| opts.check_layout(rank))
         .map_err(to_py)
 }
 

@@ -46,7 +46,6 @@ def test_assemble_csf_holds_the_summed_entries_in_mode_order(mode_order):
     order = mode_order or (0, 1, 2)
     assert t.mode_order == order and t.shape == shape
     assert [p.dtype for p in t.pos] == [np.uint64] * 3
-    assert not t.values.flags.writeable
     # The reference: pydata sparse sums the duplicates.
     # (The constructor sums duplicates: has_duplicates defaults to True.)
     ref = sparse.COO(np.stack(coords), values, shape=shape)

@@ -147,7 +147,7 @@ fn unread_layouts_are_listed_and_unknown_tags_need_permissive() {
     assert!(w_off > d_off as u64);
     for (tag, named) in [
         (0x03u8, true),
-        (0x09, true),
+        (0x0A, true),
         (0x40, true),
         (0x33, false),
         (0xF3, false),

@@ -921,6 +921,21 @@ impl TensorWriter<'_> {
         if self.ptr.is_some() && self.dtype == DType::F64 && rank == 2 {
             return self.push_batch_runs(idx, vals);
         }
+        if self.csf.is_some() && self.dtype == DType::F64 {
+            // CSF: the checks and levels per entry, the f64 bytes written
+            // as they are (no conversion through `Value::to_le`).
+            for (i, &v) in idx.chunks_exact(rank).zip(vals) {
+                match v {
+                    Value::Float(x) => {
+                        self.check_index(i)?;
+                        self.fw.buf.extend_from_slice(&x.to_le_bytes());
+                        self.accept(i, x)?;
+                    }
+                    other => self.push_value(i, other)?,
+                }
+            }
+            return Ok(());
+        }
         if !self.batch_fits(idx, vals) {
             for (i, &v) in idx.chunks_exact(rank).zip(vals) {
                 self.push_value(i, v)?;

@@ -12,6 +12,10 @@
 //! CSF_REPS=3 ...                                                # best of 3 per mode
 //! ```
 
+#[path = "common/child.rs"]
+mod child_proc;
+use child_proc::spawn_wait4;
+
 use coo_assembler::options::OutputLayout;
 use coo_assembler::read::Tensor;
 use coo_assembler::{AssembleOptions, Builder, DType, HurrayFile};
@@ -184,20 +188,6 @@ fn child(args: &[String]) {
         }
         other => panic!("mode {other}"),
     }
-}
-
-/// Spawn `cmd` and reap it with `wait4`: (exit status, ru_maxrss KiB, CPU s).
-fn spawn_wait4(cmd: &mut Command) -> (i32, i64, f64) {
-    #[allow(clippy::zombie_processes)]
-    let ch = cmd.spawn().unwrap();
-    let mut status = 0i32;
-    // SAFETY: all-zero is a valid rusage; wait4 fills it for our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: pid is our own unreaped child; the pointers are valid.
-    let r = unsafe { libc::wait4(ch.id() as i32, &mut status, 0, &mut ru) };
-    assert_eq!(r, ch.id() as i32, "wait4 failed");
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
-    (status, ru.ru_maxrss, t(ru.ru_utime) + t(ru.ru_stime))
 }
 
 fn parent() {

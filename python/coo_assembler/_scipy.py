@@ -156,78 +156,16 @@ def assemble(
     order = None if mode_order is None else [int(d) for d in mode_order]
     _native.check_layout(layout, len(shape_t), order)
     if layout == "csf":
-        identity = mode_order is None or tuple(int(d) for d in mode_order) == tuple(range(len(shape_t)))
-        cols = _columns(coords, len(shape_t), values.shape[0])
-        if identity and cols is not None:
-            # In the identity order a CSF's entries are the sorted COO's:
-            # the in-memory kernel's COO arrays, then the levels in one pass.
-            parts = _native.assemble_arrays(
-                values,
-                cols,
-                list(shape_t),
-                _LIBRARY_NAME[_dtype_name(dtype)],
-                "int64",
-                _options(
-                    memory_budget=memory_budget,
-                    temp_dir=temp_dir,
-                    threads=threads,
-                    duplicates=duplicates,
-                    drop_zeros=drop_zeros,
-                    exact_sums=exact_sums,
-                    non_finite=non_finite,
-                    layout="coo",
-                    skip_negative=skip_negative,
-                ),
-            )
-            if parts is not None:
-                data, indices, _ = parts
-                r = len(shape_t)
-                # The kernel's indices are non-negative: the same words.
-                levels = _native.csf_levels(indices.view(np.uint64), r, list(range(r)))
-                return CsfTensor(
-                    shape_t, range(r), [p for p, _ in levels], [c for _, c in levels], data
-                )
-        with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
-            path = os.path.join(tmp, "assembled.hrry")
-            # The caller's arrays read in place (the builder behind).
-            if cols is not None and _native.assemble_arrays_to_file(
-                values,
-                cols,
-                list(shape_t),
-                _LIBRARY_NAME[_dtype_name(dtype)],
-                path,
-                _options(
-                    memory_budget=memory_budget,
-                    temp_dir=tmp,
-                    threads=threads,
-                    duplicates=duplicates,
-                    drop_zeros=drop_zeros,
-                    exact_sums=exact_sums,
-                    non_finite=non_finite,
-                    layout=layout,
-                    skip_negative=skip_negative,
-                    mode_order=None if mode_order is None else [int(d) for d in mode_order],
-                ),
-            ) is not None:
-                return File(path).to_csf()
-            with Builder(
-                shape,
-                dtype,
-                memory_budget=memory_budget,
-                temp_dir=tmp,
-                threads=threads,
-                duplicates=duplicates,
-                drop_zeros=drop_zeros,
-                exact_sums=exact_sums,
-                non_finite=non_finite,
-                skip_negative=skip_negative,
-                layout=layout,
-                mode_order=mode_order,
-            ) as b:
-                b.push(values, coords)
-                b.finish(path)
-            # Mapped before the folder goes: the views outlive the name.
-            return File(path).to_csf()
+        policies = dict(
+            memory_budget=memory_budget,
+            threads=threads,
+            duplicates=duplicates,
+            drop_zeros=drop_zeros,
+            exact_sums=exact_sums,
+            non_finite=non_finite,
+            skip_negative=skip_negative,
+        )
+        return _assemble_csf(values, coords, shape_t, dtype, order, temp_dir, policies)
     _native.check_scipy_shape(list(shape_t))
     if temp_dir is not None:
         # Whichever path serves the call (the in-memory one never needs
@@ -281,6 +219,44 @@ def assemble(
             a.data = np.array(a.data)
         del f
     return a
+
+
+def _assemble_csf(
+    values: np.ndarray,
+    coords: Any,
+    shape_t: Tuple[int, ...],
+    dtype: Any,
+    order: Optional[List[int]],
+    temp_dir: Optional[PathLike],
+    policies: dict,
+) -> CsfTensor:
+    """:func:`assemble` into CSF: in the identity order (a CSF's entries
+    are then the sorted COO's) the in-memory kernel's COO arrays turned
+    into levels in one pass; otherwise, or when the work outgrows the
+    budget, through an unlinked temporary file (the arrays read in place
+    when they can be, else pushed through a :class:`Builder`)."""
+    r = len(shape_t)
+    library_dtype = _LIBRARY_NAME[_dtype_name(dtype)]
+    cols = _columns(coords, r, values.shape[0])
+    if (order is None or order == list(range(r))) and cols is not None:
+        opts = _options(temp_dir=temp_dir, layout="coo", **policies)
+        parts = _native.assemble_arrays(values, cols, list(shape_t), library_dtype, "int64", opts)
+        if parts is not None:
+            data, indices, _ = parts
+            # The kernel's indices are non-negative: the same words.
+            levels = _native.csf_levels(indices.view(np.uint64), r, list(range(r)))
+            return CsfTensor(shape_t, range(r), [p for p, _ in levels], [c for _, c in levels], data)
+    with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
+        path = os.path.join(tmp, "assembled.hrry")
+        opts = _options(temp_dir=tmp, layout="csf", mode_order=order, **policies)
+        if cols is None or _native.assemble_arrays_to_file(
+            values, cols, list(shape_t), library_dtype, path, opts
+        ) is None:
+            with Builder(shape_t, dtype, temp_dir=tmp, layout="csf", mode_order=order, **policies) as b:
+                b.push(values, coords)
+                b.finish(path)
+        # Mapped before the folder goes: the views outlive the name.
+        return File(path).to_csf()
 
 
 def assemble_file(

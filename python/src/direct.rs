@@ -46,6 +46,24 @@ fn contiguous<'a, 'py, T: NpElement>(
     arr.is_contiguous().then_some(arr)
 }
 
+/// Read-only views of the index columns and the values, when each is a
+/// contiguous 1-D array of `I` (the values of `V`); `None` otherwise.
+type Views<'py, I, V> = (
+    Vec<numpy::PyReadonlyArray1<'py, I>>,
+    numpy::PyReadonlyArray1<'py, V>,
+);
+
+fn views<'py, I: NpElement, V: NpElement>(
+    cols: &[Bound<'py, PyAny>],
+    values: &Bound<'py, PyAny>,
+) -> Option<Views<'py, I, V>> {
+    let cols = cols
+        .iter()
+        .map(|c| contiguous::<I>(c).map(|a| a.readonly()))
+        .collect::<Option<Vec<_>>>()?;
+    Some((cols, contiguous::<V>(values)?.readonly()))
+}
+
 /// Run `work` without the GIL; for long work, on a scoped thread while
 /// this one checks for signals and, on one, sets `stop` and raises it.
 pub(crate) fn run_interruptible<T: Send>(
@@ -137,17 +155,9 @@ where
     J: OutIndex + NpElement,
     P: NpElement,
 {
-    let mut borrowed = Vec::with_capacity(cols.len());
-    for c in cols {
-        match contiguous::<I>(c) {
-            Some(a) => borrowed.push(a.readonly()),
-            None => return Ok(None),
-        }
-    }
-    let Some(v) = contiguous::<V>(values) else {
+    let Some((borrowed, v)) = views::<I, V>(cols, values) else {
         return Ok(None);
     };
-    let v = v.readonly();
     let vs = v.as_slice()?;
     let idx: Vec<&[I]> = borrowed
         .iter()
@@ -249,6 +259,9 @@ pub fn assemble_arrays<'py>(
     }
 }
 
+/// A CSF tensor's levels as NumPy arrays: `(pos_L, crd_L)` per level.
+type LevelArrays<'py> = Vec<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)>;
+
 /// `_native.csf_levels(indices, rank, mode_order)`: the CSF levels
 /// `[(pos_L, crd_L)...]` (uint64 arrays) of the entries whose uint64
 /// coordinates `indices` holds (`rank` per entry, in increasing mode
@@ -259,7 +272,7 @@ pub fn csf_levels<'py>(
     indices: numpy::PyReadonlyArray1<'py, u64>,
     rank: usize,
     mode_order: Vec<usize>,
-) -> PyResult<Vec<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)>> {
+) -> PyResult<LevelArrays<'py>> {
     let ix = indices.as_slice()?;
     let levels = py
         .detach(|| coo_assembler::write::csf_levels(ix, rank, &mode_order))
@@ -305,17 +318,9 @@ pub fn assemble_arrays_to_file<'py>(
         output: &std::path::Path,
         opts: &coo_assembler::AssembleOptions,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let mut borrowed = Vec::with_capacity(cols.len());
-        for c in cols {
-            match contiguous::<I>(c) {
-                Some(a) => borrowed.push(a.readonly()),
-                None => return Ok(None),
-            }
-        }
-        let Some(v) = contiguous::<V>(values) else {
+        let Some((borrowed, v)) = views::<I, V>(cols, values) else {
             return Ok(None);
         };
-        let v = v.readonly();
         let vs = v.as_slice()?;
         let idx: Vec<&[I]> = borrowed
             .iter()

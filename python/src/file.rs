@@ -15,6 +15,9 @@ use crate::errors::{input_error, raise, to_py};
 use coo_assembler::ErrorKind;
 use coo_assembler::matrix::memory;
 
+/// A CSF tensor's levels as read-only views of the file: `(pos_L, crd_L)`.
+type LevelViews<'py> = Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
+
 /// Columns and entry positions of a CSC row.
 type RowOfCsc<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>);
 
@@ -604,7 +607,7 @@ impl NativeFile {
     fn csf_levels<'py>(
         slf: &Bound<'py, Self>,
         py: Python<'py>,
-    ) -> PyResult<(Vec<u32>, Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>)> {
+    ) -> PyResult<(Vec<u32>, LevelViews<'py>)> {
         let me = slf.get();
         let t = me.checked(py)?;
         let Tensor::Csf(c) = t else {

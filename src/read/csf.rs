@@ -316,6 +316,20 @@ impl<'a> CsfTensor<'a> {
         Ok(range)
     }
 
+    /// A walk from the root: its coordinate, and a cursor behind each
+    /// level's `crd`, the `pos` below it, and the values.
+    fn walk(&self) -> Walk<'a> {
+        let r = self.rank();
+        Walk {
+            idx: vec![0u64; r],
+            behind: (0..r)
+                .flat_map(|l| [self.crd(l), self.pos(l + 1)])
+                .map(|w| self.mapped.cursor(bytemuck::cast_slice(w)))
+                .chain([self.mapped.cursor(self.values)])
+                .collect(),
+        }
+    }
+
     /// Call `f(coordinate in dimension order, value)` for every entry in
     /// storage order, until it returns an error (returned); broken
     /// pointers are an error too. Every level is read front to back, so on
@@ -326,15 +340,7 @@ impl<'a> CsfTensor<'a> {
         mut f: impl FnMut(&[u64], Value) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let r = self.rank();
-        let mut walk = Walk {
-            idx: vec![0u64; r],
-            // Per level: its crd and the pos below it; then the values.
-            behind: (0..r)
-                .flat_map(|l| [self.crd(l), self.pos(l + 1)])
-                .map(|w| self.mapped.cursor(bytemuck::cast_slice(w)))
-                .chain([self.mapped.cursor(self.values)])
-                .collect(),
-        };
+        let mut walk = self.walk();
         let root = self.children(0, 0)?;
         let w = self.desc.dtype.width();
         self.visit_to(
@@ -362,14 +368,7 @@ impl<'a> CsfTensor<'a> {
         mut f: impl FnMut(&[u64], Range<u64>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let r = self.rank();
-        let mut walk = Walk {
-            idx: vec![0u64; r],
-            behind: (0..r)
-                .flat_map(|l| [self.crd(l), self.pos(l + 1)])
-                .map(|w| self.mapped.cursor(bytemuck::cast_slice(w)))
-                .chain([self.mapped.cursor(self.values)])
-                .collect(),
-        };
+        let mut walk = self.walk();
         let root = self.children(0, 0)?;
         let w = self.desc.dtype.width();
         // The parents of the leaves are visited as leaves of a tree one

@@ -1,0 +1,29 @@
+//! What the end-to-end harnesses share about their child processes
+//! (included with `#[path]`; not a bench target itself).
+#![allow(dead_code)]
+
+use std::process::Command;
+
+/// Spawn `cmd` and reap it with `wait4`: (exit status, ru_maxrss KiB).
+/// Linux counts in a child's ru_maxrss the high-water RSS of the process it
+/// was spawned from (recorded at exec), so use this only from a small
+/// process (the `cli` wrapper child), never from the parent, whose RSS grows
+/// while it checks outputs.
+pub fn spawn_wait4(cmd: &mut Command) -> (i32, i64, f64) {
+    // Reaped by wait4 below, which std's Child cannot do.
+    #[allow(clippy::zombie_processes)]
+    let ch = cmd.spawn().unwrap();
+    let mut status = 0i32;
+    // SAFETY: all-zero is a valid rusage; wait4 fills it for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own unreaped child; the pointers are valid.
+    let r = unsafe { libc::wait4(ch.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(r, ch.id() as i32, "wait4 failed");
+    (status, ru.ru_maxrss, cpu_secs(&ru))
+}
+
+/// User + system CPU seconds in `ru`.
+pub fn cpu_secs(ru: &libc::rusage) -> f64 {
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}

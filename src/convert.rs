@@ -425,13 +425,10 @@ fn output_name(opts: &ConvertOptions, name: &str) -> String {
 fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Result<ConvertSummary> {
     let io = &opts.io;
     let file = io.open(input)?;
-    let wanted = AssembleOptions {
-        layout: opts.to,
-        mode_order: opts.mode_order.clone(),
-        ..AssembleOptions::default()
-    };
-    wanted.check_layout(t.shape.len())?;
-    let row_major = wanted.storage_order(t.shape.len()) == (0..t.shape.len()).collect::<Vec<_>>();
+    let rank = t.shape.len();
+    let mode_order = opts.mode_order.as_deref();
+    opts.to.check_layout(rank, mode_order)?;
+    let row_major = opts.to.storage_order(rank, mode_order) == (0..rank).collect::<Vec<_>>();
     let one_pass = match (t.layout, opts.to) {
         (OutputLayout::Coo, OutputLayout::Coo | OutputLayout::Csr) => t.sorted,
         (OutputLayout::Coo, OutputLayout::Csf) => t.sorted && row_major,
@@ -507,13 +504,9 @@ fn from_csf(
     };
     let rank = t.shape.len();
     let stored: Vec<usize> = c.mode_order().iter().map(|&d| d as usize).collect();
-    let wanted = AssembleOptions {
-        layout: opts.to,
-        mode_order: opts.mode_order.clone(),
-        ..AssembleOptions::default()
-    };
-    wanted.check_layout(rank)?;
-    let one_pass = wanted.storage_order(rank) == stored
+    let mode_order = opts.mode_order.as_deref();
+    opts.to.check_layout(rank, mode_order)?;
+    let one_pass = opts.to.storage_order(rank, mode_order) == stored
         && (opts.to == OutputLayout::Csf || stored.iter().enumerate().all(|(l, &d)| l == d));
     let what = What {
         tensor: output_name(opts, &t.name),

@@ -97,6 +97,33 @@ impl OutputLayout {
         Ok(())
     }
 
+    /// Refuse a mode order given to a layout other than CSF.
+    fn check_mode_order_use(self, mode_order: Option<&[usize]>) -> Result<()> {
+        if mode_order.is_some() && self != OutputLayout::Csf {
+            return Err(Error::InvalidOptions(format!(
+                "a mode order is a CSF option; the layout is {self}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuse a rank this layout cannot hold ([`OutputLayout::check_rank`]),
+    /// a mode order given to another layout than CSF, or one that is not a
+    /// permutation of the dimensions.
+    pub fn check_layout(self, rank: usize, mode_order: Option<&[usize]>) -> Result<()> {
+        self.check_mode_order_use(mode_order)?;
+        self.check_rank(rank)?;
+        if let Some(m) = mode_order {
+            let order: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
+            if let Err((level, why)) = check_mode_order(&order, rank) {
+                return Err(Error::InvalidOptions(format!(
+                    "mode order {m:?} is not a permutation of the {rank} dimensions (level {level}: {why})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Buffers of a tensor of rank `rank`: values and indices (COO);
     /// values, minor indices and pointers (CSR, CSC); values and a
     /// `pos`/`crd` pair per level (CSF).
@@ -113,7 +140,7 @@ impl OutputLayout {
     /// stored in increasing order of their index tuple taken in this order.
     pub fn storage_order(self, rank: usize, mode_order: Option<&[usize]>) -> Vec<usize> {
         // An order that is no permutation is refused by
-        // `AssembleOptions::check_layout`; here it reads as the identity.
+        // `OutputLayout::check_layout`; here it reads as the identity.
         let permutation = |m: &[usize]| {
             let m: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
             check_mode_order(&m, rank).is_ok()
@@ -321,28 +348,12 @@ impl AssembleOptions {
                 "tensor name must be 1 to 65535 bytes long".into(),
             ));
         }
-        if self.mode_order.is_some() && self.layout != OutputLayout::Csf {
-            return Err(Error::InvalidOptions(format!(
-                "a mode order is a CSF option; the layout is {}",
-                self.layout
-            )));
-        }
-        Ok(())
+        self.layout.check_mode_order_use(self.mode_order.as_deref())
     }
 
-    /// Refuse a rank the layout cannot hold, or a mode order that is not
-    /// a permutation of the dimensions.
+    /// [`OutputLayout::check_layout`] of this layout and mode order.
     pub fn check_layout(&self, rank: usize) -> Result<()> {
-        self.layout.check_rank(rank)?;
-        if let Some(m) = &self.mode_order {
-            let order: Vec<u32> = m.iter().map(|&d| d.min(u32::MAX as usize) as u32).collect();
-            if let Err((level, why)) = check_mode_order(&order, rank) {
-                return Err(Error::InvalidOptions(format!(
-                    "mode order {m:?} is not a permutation of the {rank} dimensions (level {level}: {why})"
-                )));
-            }
-        }
-        Ok(())
+        self.layout.check_layout(rank, self.mode_order.as_deref())
     }
 
     /// The dimensions in the order entries are stored

@@ -91,11 +91,9 @@ pub fn ttv(
     };
     opts.validate()?;
     opts.check_layout(r - 1)?;
-    // The result's dimension of input dimension `d` (d != mode).
-    let out_dim = |d: usize| if d < mode { d } else { d - 1 };
     if let Tensor::Csf(c) = t {
         let order: Vec<usize> = c.mode_order().iter().map(|&d| d as usize).collect();
-        let rest: Vec<usize> = order[..r - 1].iter().map(|&d| out_dim(d)).collect();
+        let rest: Vec<usize> = order[..r - 1].iter().map(|&d| out_dim(d, mode)).collect();
         if order[r - 1] == mode && rest == opts.storage_order(r - 1) {
             return streamed(t, mode, x, output, opts, &out_shape);
         }
@@ -103,11 +101,7 @@ pub fn ttv(
     let mut b = Builder::new(&out_shape, DType::F64, opts.clone())?;
     let mut y = vec![0u64; r - 1];
     t.try_for_each(|idx, v| {
-        for (d, &i) in idx.iter().enumerate() {
-            if d != mode {
-                y[out_dim(d)] = i;
-            }
-        }
+        drop_mode(idx, mode, &mut y);
         b.push(&y, v.to_f64() * x[idx[mode] as usize])
     })?;
     let s = b.finish(output)?;
@@ -151,11 +145,7 @@ fn streamed(
         .transpose()?;
     let mut y = vec![0u64; r - 1];
     c.try_for_each_fiber(|idx, leaves| {
-        for (d, &i) in idx.iter().enumerate() {
-            if d != mode {
-                y[if d < mode { d } else { d - 1 }] = i;
-            }
-        }
+        drop_mode(idx, mode, &mut y);
         let mut sum = ExactSum::new();
         for p in leaves.start as usize..leaves.end as usize {
             let v = match f64s {
@@ -190,4 +180,19 @@ fn streamed(
         nnz,
         streamed: true,
     })
+}
+
+/// The result's dimension of input dimension `d` (not `mode`).
+fn out_dim(d: usize, mode: usize) -> usize {
+    if d < mode { d } else { d - 1 }
+}
+
+/// `y`: the coordinate `idx` without its `mode` component.
+#[inline]
+fn drop_mode(idx: &[u64], mode: usize, y: &mut [u64]) {
+    for (d, &i) in idx.iter().enumerate() {
+        if d != mode {
+            y[out_dim(d, mode)] = i;
+        }
+    }
 }

@@ -463,22 +463,9 @@ impl FileWriter {
                 "tensor {name:?}: extent of dimension {d} is u64::MAX (dynamic), not storable"
             )));
         }
-        layout.check_rank(rank)?;
-        let csf = if layout == OutputLayout::Csf {
-            let opts = crate::options::AssembleOptions {
-                layout,
-                mode_order: mode_order.map(<[usize]>::to_vec),
-                ..Default::default()
-            };
-            opts.check_layout(rank)?;
-            Some(Levels::new(opts.storage_order(rank), self.buf_cap + 8))
-        } else if mode_order.is_some() {
-            return Err(invalid(format!(
-                "tensor {name:?}: a mode order is a CSF option; the layout is {layout}"
-            )));
-        } else {
-            None
-        };
+        layout.check_layout(rank, mode_order)?;
+        let csf = (layout == OutputLayout::Csf)
+            .then(|| Levels::new(layout.storage_order(rank, mode_order), self.buf_cap + 8));
         if layout.is_compressed() {
             // The pointers stream to disk through a bounded buffer, so
             // nothing bounds them but the disk: a major extent whose
@@ -1609,17 +1596,18 @@ impl Placed {
 /// A CSF tensor's levels while its entries stream past: level `L` gets a
 /// node (`crd_L`) for each entry whose storage-order coordinates differ
 /// from the previous entry's at `L` or above, and a node at `L` opens its
-/// children's range in `pos_{L+1}`. Every stream spills to a side file
-/// when it holds a buffer's worth.
-struct Levels {
+/// children's range in `pos_{L+1}`. The words go to `W`: for a file, a
+/// side stream per buffer, each spilling to a side file when it holds a
+/// buffer's worth; in memory ([`csf_levels`]), vectors.
+struct Levels<W = SideStream> {
     /// `order[L]`: the dimension stored at level `L`.
     order: Vec<usize>,
     /// `pos_L` for `L >= 1` (`pos_0` is `[0, n_0]`, written at the end).
-    pos: Vec<SideStream>,
-    crd: Vec<SideStream>,
+    pos: Vec<W>,
+    crd: Vec<W>,
     /// Nodes at each level so far.
     nodes: Vec<u64>,
-    /// Room each stream takes at its first node: a buffer's worth and a
+    /// Room a side stream takes at its first node: a buffer's worth and a
     /// word, so that it never grows past it (it spills when full).
     room: usize,
     /// The first level at which the entry last checked differs from the
@@ -1629,14 +1617,46 @@ struct Levels {
     full: bool,
 }
 
-impl Levels {
-    fn new(order: Vec<usize>, room: usize) -> Levels {
+/// Where a CSF level's words go ([`Levels`]).
+trait LevelWords: Default {
+    /// Append `x`; whether the words now hold a buffer's worth (`room`
+    /// bytes less a word).
+    fn put(&mut self, x: u64, room: usize) -> bool;
+}
+
+impl LevelWords for SideStream {
+    #[inline]
+    fn put(&mut self, x: u64, room: usize) -> bool {
+        // Room taken at the first word: an empty level takes none.
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(room);
+        }
+        self.push(x);
+        self.buf.len() + 8 >= room
+    }
+}
+
+impl LevelWords for Vec<u64> {
+    #[inline]
+    fn put(&mut self, x: u64, _room: usize) -> bool {
+        self.push(x);
+        false
+    }
+}
+
+impl Default for SideStream {
+    fn default() -> SideStream {
+        SideStream::new(0)
+    }
+}
+
+impl<W: LevelWords> Levels<W> {
+    fn new(order: Vec<usize>, room: usize) -> Levels<W> {
         let r = order.len();
         Levels {
             order,
-            // Room taken at the first node: an empty tensor takes none.
-            pos: (0..r).map(|_| SideStream::new(0)).collect(),
-            crd: (0..r).map(|_| SideStream::new(0)).collect(),
+            pos: (0..r).map(|_| W::default()).collect(),
+            crd: (0..r).map(|_| W::default()).collect(),
             nodes: vec![0; r],
             room,
             from: std::cell::Cell::new(0),
@@ -1648,7 +1668,7 @@ impl Levels {
     /// they first differ is kept for [`Levels::push`].
     #[inline]
     fn after(&self, idx: &[u64], prev: &[u64]) -> bool {
-        match first_difference(&self.order, idx, prev) {
+        match self.order.iter().position(|&d| idx[d] != prev[d]) {
             Some(l) => {
                 self.from.set(l);
                 idx[self.order[l]] > prev[self.order[l]]
@@ -1663,26 +1683,28 @@ impl Levels {
     fn push(&mut self, idx: &[u64], first: bool) {
         let r = self.order.len();
         let from = if first { 0 } else { self.from.get() };
-        let cap = self.room - 8;
         for l in from..r {
-            let crd = &mut self.crd[l];
-            if crd.buf.capacity() == 0 {
-                crd.buf.reserve_exact(self.room);
-            }
-            crd.push(idx[self.order[l]]);
-            self.full |= crd.buf.len() >= cap;
+            self.full |= self.crd[l].put(idx[self.order[l]], self.room);
             self.nodes[l] += 1;
             if l + 1 < r {
-                let pos = &mut self.pos[l + 1];
-                if pos.buf.capacity() == 0 {
-                    pos.buf.reserve_exact(self.room);
-                }
-                pos.push(self.nodes[l + 1]);
-                self.full |= pos.buf.len() >= cap;
+                self.full |= self.pos[l + 1].put(self.nodes[l + 1], self.room);
             }
         }
     }
 
+    /// The last pointer of every level, and `pos_0`'s first: the levels
+    /// are whole.
+    fn close(&mut self) {
+        for (l, pos) in self.pos.iter_mut().enumerate() {
+            if l == 0 {
+                pos.put(0, self.room);
+            }
+            pos.put(self.nodes[l], self.room);
+        }
+    }
+}
+
+impl Levels<SideStream> {
     fn spill_full(&mut self, fw: &FileWriter) -> Result<()> {
         for s in self.pos.iter_mut().chain(self.crd.iter_mut()) {
             if s.buf.len() >= fw.buf_cap {
@@ -1705,33 +1727,22 @@ impl Levels {
     /// Close the levels and append `pos_0`, `crd_0`, `pos_1`... to the
     /// output: each one's length and xxh3-64, in that order.
     fn append_to(&mut self, fw: &mut FileWriter) -> Result<Vec<(u64, u64)>> {
-        let r = self.order.len();
-        let mut out = Vec::with_capacity(2 * r);
-        for l in 0..r {
-            let pos = &mut self.pos[l];
-            if l == 0 {
-                pos.push(0);
-            }
-            pos.push(self.nodes[l]);
+        self.close();
+        let mut out = Vec::with_capacity(2 * self.order.len());
+        for (pos, crd) in self.pos.iter_mut().zip(self.crd.iter_mut()) {
             out.push(pos.append_to(fw)?);
-            out.push(self.crd[l].append_to(fw)?);
+            out.push(crd.append_to(fw)?);
         }
         Ok(out)
     }
 }
 
-/// The first level (of `order`) at which `a` and `b` differ.
-#[inline]
-fn first_difference(order: &[usize], a: &[u64], b: &[u64]) -> Option<usize> {
-    order.iter().position(|&d| a[d] != b[d])
-}
-
 /// The CSF levels, `(pos_L, crd_L)` per level, of the entries whose
 /// coordinates `coords` holds (`rank` words each, dimension order) in
-/// increasing storage order (`order`, a permutation of `0..rank`): what
-/// the writer's levels hold for the same entries, built in memory (an
-/// in-memory result, as Python's `assemble(..., layout="csf")` returns).
-/// Entries out of order are [`Error::OutOfOrder`].
+/// increasing storage order (`order`, a permutation of `0..rank`): the
+/// writer's [`Levels`] of the same entries, in memory (an in-memory
+/// result, as Python's `assemble(..., layout="csf")` returns). Entries out
+/// of order are [`Error::OutOfOrder`].
 pub fn csf_levels(
     coords: &[u64],
     rank: usize,
@@ -1745,46 +1756,29 @@ pub fn csf_levels(
         )));
     }
     let n = coords.len() / rank;
-    let mut pos: Vec<Vec<u64>> = (0..rank).map(|_| Vec::new()).collect();
-    let mut crd: Vec<Vec<u64>> = (0..rank).map(|_| Vec::new()).collect();
+    let mut levels = Levels::<Vec<u64>>::new(order.to_vec(), 0);
     // At most one node per entry at every level: room reserved once
     // (room never touched costs no memory).
-    for v in pos.iter_mut().chain(crd.iter_mut()) {
+    for v in levels.pos.iter_mut().chain(levels.crd.iter_mut()) {
         v.try_reserve_exact(n + 1).map_err(|_| Error::OutOfMemory {
             what: "the CSF levels",
             bytes: 8 * (n as u64 + 1),
         })?;
     }
-    pos[0].push(0);
     let mut prev: &[u64] = &[];
     for (e, idx) in coords.chunks_exact(rank).enumerate() {
-        let from = if e == 0 {
-            0
-        } else {
-            match first_difference(order, idx, prev) {
-                Some(l) if idx[order[l]] > prev[order[l]] => l,
-                _ => {
-                    return Err(Error::OutOfOrder {
-                        entry: e as u64,
-                        previous: prev.to_vec(),
-                        got: idx.to_vec(),
-                    });
-                }
-            }
-        };
-        for l in from..rank {
-            crd[l].push(idx[order[l]]);
-            if l + 1 < rank {
-                pos[l + 1].push(crd[l + 1].len() as u64);
-            }
+        if e > 0 && !levels.after(idx, prev) {
+            return Err(Error::OutOfOrder {
+                entry: e as u64,
+                previous: prev.to_vec(),
+                got: idx.to_vec(),
+            });
         }
+        levels.push(idx, e == 0);
         prev = idx;
     }
-    for l in 0..rank {
-        let n_l = crd[l].len() as u64;
-        pos[l].push(n_l);
-    }
-    Ok(pos.into_iter().zip(crd).collect())
+    levels.close();
+    Ok(levels.pos.into_iter().zip(levels.crd).collect())
 }
 
 /// One buffer after the values (indices, pointers), streamed through a

@@ -93,13 +93,8 @@ pub fn parse_dtype(name: &str) -> PyResult<&'static str> {
 #[pyfunction]
 #[pyo3(signature = (layout, rank, mode_order=None))]
 pub fn check_layout(layout: &str, rank: usize, mode_order: Option<Vec<usize>>) -> PyResult<()> {
-    let opts = coo_assembler::AssembleOptions {
-        layout: canonical::<OutputLayout>(layout)?,
-        mode_order,
-        ..coo_assembler::AssembleOptions::default()
-    };
-    opts.validate()
-        .and_then(|()| opts.check_layout(rank))
+    canonical::<OutputLayout>(layout)?
+        .check_layout(rank, mode_order.as_deref())
         .map_err(to_py)
 }
 

@@ -234,6 +234,9 @@ pub struct FileWriter {
     user_kv: Vec<(String, KvValue)>,
     user_keys: HashSet<String>,
     tensors: Vec<TensorSummary>,
+    /// Dense vectors written ([`FileWriter::begin_vector`]): name and the
+    /// xxh3 of the values, for their checksum entries.
+    vectors: Vec<(String, u64)>,
     poisoned: bool,
     stale_removed: Vec<PathBuf>,
 }
@@ -344,6 +347,7 @@ impl FileWriter {
             user_kv: Vec::new(),
             user_keys: HashSet::new(),
             tensors: Vec::new(),
+            vectors: Vec::new(),
             poisoned: false,
             stale_removed,
         };
@@ -436,22 +440,7 @@ impl FileWriter {
         layout: OutputLayout,
         mode_order: Option<&[usize]>,
     ) -> Result<TensorWriter<'_>> {
-        self.check_usable()?;
-        if name.is_empty() || name.len() > usize::from(u16::MAX) {
-            return Err(invalid(format!(
-                "tensor name must be 1..=65535 bytes, got {} bytes",
-                name.len()
-            )));
-        }
-        if self.names.contains(name) {
-            return Err(invalid(format!("tensor name {name:?} used twice")));
-        }
-        if self.checksums && checksum_key(name, "row_indices").len() > usize::from(u16::MAX) {
-            return Err(invalid(format!(
-                "tensor name of {} bytes is too long for its checksum KV key",
-                name.len()
-            )));
-        }
+        self.check_name(name)?;
         let rank = shape.len();
         if rank == 0 || rank > MAX_RANK {
             return Err(invalid(format!(
@@ -523,6 +512,66 @@ impl FileWriter {
         })
     }
 
+    /// A new tensor's name: 1..=65535 bytes, unused, short enough for its
+    /// checksum keys; and the writer still usable.
+    fn check_name(&self, name: &str) -> Result<()> {
+        self.check_usable()?;
+        if name.is_empty() || name.len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "tensor name must be 1..=65535 bytes, got {} bytes",
+                name.len()
+            )));
+        }
+        if self.names.contains(name) {
+            return Err(invalid(format!("tensor name {name:?} used twice")));
+        }
+        if self.checksums && checksum_key(name, "row_indices").len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "tensor name of {} bytes is too long for its checksum KV key",
+                name.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Start a dense rank-1 tensor of `len` elements of `dtype` (row-major,
+    /// no statistics): its values are appended with
+    /// [`VectorWriter::push_le`], exactly `len` of them. What a plan keeps
+    /// one word per contribution in, where a COO tensor would add an
+    /// index of 8 bytes per word.
+    pub(crate) fn begin_vector(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        len: u64,
+    ) -> Result<VectorWriter<'_>> {
+        self.check_name(name)?;
+        if dtype.is_bool() {
+            return Err(invalid(format!(
+                "vector {name:?}: bools are packed, not words"
+            )));
+        }
+        let bytes = len
+            .checked_mul(dtype.width() as u64)
+            .ok_or_else(|| invalid(format!("vector {name:?} of {len} elements overflows u64")))?;
+        let descriptor_offset = self.pos();
+        let desc_len = crate::hurray::dense::dense_descriptor_len(1, false) as u64;
+        let values_offset = self.align(descriptor_offset + desc_len)?;
+        self.put_zeros(values_offset - descriptor_offset)?;
+        self.vhash.reset();
+        self.vhash_from = Some(self.buf.len());
+        Ok(VectorWriter {
+            fw: self,
+            name: name.to_string(),
+            dtype,
+            len,
+            left: bytes,
+            descriptor_offset,
+            values_offset,
+            finished: false,
+        })
+    }
+
     /// Write the KV section, index and trailer, fsync, rename over the
     /// target and fsync the directory.
     pub fn finish(mut self) -> Result<FileSummary> {
@@ -561,6 +610,9 @@ impl FileWriter {
                 for (name, h) in buffer_names(t.layout).iter().zip(hashes) {
                     kv.push((checksum_key(&t.name, name), KvValue::U64(h)));
                 }
+            }
+            for (name, h) in &self.vectors {
+                kv.push((checksum_key(name, "values"), KvValue::U64(*h)));
             }
         }
         let (tail, flags) = encode_tail(&kv, &self.entries, self.pos())?;
@@ -950,53 +1002,6 @@ impl TensorWriter<'_> {
             }
             self.prev.copy_from_slice(&is[is.len() - rank..]);
             self.nnz += m as u64;
-            done += m;
-            self.flush_full()?;
-        }
-        Ok(())
-    }
-
-    /// Append `values` as the next entries of a rank-1 COO tensor, at
-    /// indices `nnz()`, `nnz() + 1`, ...: the bytes, statistics and
-    /// errors of a [`TensorWriter::push`] per entry, in loops over pieces
-    /// of the buffers (what a plan's `order` takes, one entry per
-    /// contribution).
-    pub(crate) fn push_sequence<T: Element + bytemuck::Pod>(&mut self, values: &[T]) -> Result<()> {
-        let n = values.len() as u64;
-        let fits = self.nnz.checked_add(n).is_some_and(|end| {
-            end <= self.nnz_bound && self.shape.len() == 1 && end <= self.shape[0]
-        });
-        if !fits
-            || self.fw.poisoned
-            || self.ptr.is_some()
-            || T::DTYPE != self.dtype
-            || self.dtype.is_bool()
-        {
-            for &v in values {
-                self.push(&[self.nnz], v)?;
-            }
-            return Ok(());
-        }
-        let width = self.width;
-        let mut done = 0;
-        while done < values.len() {
-            let room_v = self.fw.buf_cap.saturating_sub(self.fw.buf.len()) / width;
-            let room_i = self.fw.buf_cap.saturating_sub(self.idx.buf.len()) / 8;
-            let m = room_v.min(room_i).clamp(1, values.len() - done);
-            let vs = &values[done..done + m];
-            for &v in vs {
-                v.write_le(&mut self.fw.buf);
-            }
-            let start = self.idx.buf.len();
-            self.idx.buf.resize(start + m * 8, 0);
-            for (k, dst) in self.idx.buf[start..].chunks_exact_mut(8).enumerate() {
-                dst.copy_from_slice(&(self.nnz + k as u64).to_le_bytes());
-            }
-            if let Some(st) = &mut self.stats {
-                st.extend(vs.iter().map(|v| v.to_value().stat_f64()));
-            }
-            self.nnz += m as u64;
-            self.prev[0] = self.nnz - 1;
             done += m;
             self.flush_full()?;
         }
@@ -1544,6 +1549,104 @@ impl Drop for TensorWriter<'_> {
     fn drop(&mut self) {
         if !self.finished {
             // The file holds a half-written tensor: it cannot be finished.
+            self.fw.poisoned = true;
+            self.fw.vhash_from = None;
+        }
+    }
+}
+
+/// Writes one dense rank-1 tensor of a [`FileWriter`]
+/// ([`FileWriter::begin_vector`]). Dropping it without
+/// [`VectorWriter::finish`] poisons the file writer.
+pub(crate) struct VectorWriter<'a> {
+    fw: &'a mut FileWriter,
+    name: String,
+    dtype: DType,
+    len: u64,
+    /// Value bytes still to come.
+    left: u64,
+    descriptor_offset: u64,
+    values_offset: u64,
+    finished: bool,
+}
+
+impl VectorWriter<'_> {
+    /// The next elements, as little-endian bytes (whole elements).
+    pub(crate) fn push_le(&mut self, mut bytes: &[u8]) -> Result<()> {
+        let n = bytes.len() as u64;
+        if n > self.left || n % self.dtype.width() as u64 != 0 {
+            self.fw.poisoned = true;
+            return Err(invalid(format!(
+                "vector {:?}: {n} more bytes where {} remain, in elements of {} bytes",
+                self.name,
+                self.left,
+                self.dtype.width()
+            )));
+        }
+        self.left -= n;
+        let fw = &mut *self.fw;
+        while !bytes.is_empty() {
+            if fw.buf.len() >= fw.buf_cap {
+                fw.flush()?;
+            }
+            let k = (fw.buf_cap - fw.buf.len()).min(bytes.len());
+            fw.buf.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
+        }
+        Ok(())
+    }
+
+    /// Close the tensor: every element given, the descriptor written.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        let r = self.finish_inner();
+        self.finished = r.is_ok();
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<()> {
+        if self.left != 0 {
+            return Err(invalid(format!(
+                "vector {:?} closed {} bytes short",
+                self.name, self.left
+            )));
+        }
+        let fw = &mut *self.fw;
+        let values_end = fw.pos();
+        if let Some(from) = fw.vhash_from.take() {
+            fw.vhash.update(&fw.buf[from..]);
+        }
+        let digest = fw.vhash.digest();
+        let next = match fw.tail_padding {
+            TailPadding::Alignment => align8(fw.align(values_end)?)?,
+            TailPadding::Eight => align8(values_end)?,
+        };
+        fw.put_zeros(next - values_end)?;
+        let bytes = crate::hurray::DenseDescriptor {
+            column_major: false,
+            dtype: self.dtype,
+            shape: vec![self.len],
+            byte_offset: 0,
+            buffer: BufferHandle::cpu(values_end - self.values_offset, fw.alignment as u32),
+            statistics: None,
+        }
+        .encode();
+        fw.write_at(&bytes, self.descriptor_offset)?;
+        fw.entries.push(IndexEntry {
+            name: self.name.clone(),
+            descriptor_offset: self.descriptor_offset,
+            descriptor_length: bytes.len() as u32,
+            data_offset: self.values_offset,
+            data_length: values_end - self.values_offset,
+        });
+        fw.names.insert(self.name.clone());
+        fw.vectors.push((self.name.clone(), digest));
+        Ok(())
+    }
+}
+
+impl Drop for VectorWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
             self.fw.poisoned = true;
             self.fw.vhash_from = None;
         }
@@ -2223,53 +2326,49 @@ mod tests {
     }
 
     #[test]
-    fn a_sequence_gives_the_bytes_and_errors_of_single_pushes() {
-        fn file<T: Element + bytemuck::Pod>(
-            d: &Path,
-            vals: &[T],
-            extent: u64,
-            piece: Option<usize>,
-        ) -> std::result::Result<Vec<u8>, u64> {
-            let p = d.join("s.hrry");
-            let mut fw = small_buffers(&p);
-            let mut t = fw.begin_tensor("t", T::DTYPE, &[extent]).unwrap();
-            let r = match piece {
-                None => vals.iter().try_for_each(|&v| t.push(&[t.nnz()], v)),
-                Some(m) => vals.chunks(m).try_for_each(|c| t.push_sequence(c)),
-            };
-            if r.is_err() {
-                return Err(t.nnz());
-            }
-            t.finish().unwrap();
-            fw.finish().unwrap();
-            Ok(std::fs::read(&p).unwrap())
-        }
+    fn a_vector_reads_back_dense_and_refuses_a_wrong_length() {
         let d = tempfile::tempdir().unwrap();
-        let u32s: Vec<u32> = (0..7000u32).map(|k| k.wrapping_mul(2654435761)).collect();
-        let u16s: Vec<u16> = u32s.iter().map(|&x| x as u16).collect();
-        let f64s: Vec<f64> = u32s.iter().map(|&x| x as f64 - 1e9).collect();
-        for m in [1, 5, 1000, 7000] {
-            let extent = u32s.len() as u64;
-            assert_eq!(
-                file(d.path(), &u32s, extent, Some(m)),
-                file(d.path(), &u32s, extent, None)
+        let p = d.path().join("v.hrry");
+        let words: Vec<u32> = (0..7000u32).map(|k| k.wrapping_mul(2654435761)).collect();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut fw = small_buffers(&p);
+        let mut t = fw
+            .begin_vector("v", DType::U32, words.len() as u64)
+            .unwrap();
+        for piece in bytes.chunks(4 * 333) {
+            t.push_le(piece).unwrap();
+        }
+        t.finish().unwrap();
+        let mut t = fw.begin_vector("empty", DType::U64, 0).unwrap();
+        t.push_le(&[]).unwrap();
+        t.finish().unwrap();
+        fw.finish().unwrap();
+        let f = crate::read::HurrayFile::open(&p).unwrap();
+        let v = f.dense("v").unwrap();
+        assert_eq!((v.dtype(), v.shape()), (DType::U32, &[7000u64][..]));
+        assert_eq!(v.values_bytes(), &bytes[..]);
+        assert_eq!(v.stored_checksums(), 1);
+        v.check_checksums().unwrap();
+        assert_eq!(f.dense("empty").unwrap().values_bytes(), &[] as &[u8]);
+        assert!(
+            f.verify()
+                .iter()
+                .all(|p| p.severity != crate::read::Severity::Error)
+        );
+
+        // Too many bytes, a partial element, too few at the end: errors,
+        // and the writer is poisoned (nothing half-written is published).
+        let q = d.path().join("bad.hrry");
+        for (give, width) in [(12usize, 2u64), (6, 4), (4, 2)] {
+            let mut fw = small_buffers(&q);
+            let mut t = fw.begin_vector("v", DType::U32, width).unwrap();
+            let r = t.push_le(&bytes[..give]).and_then(|()| t.finish());
+            assert!(
+                matches!(r, Err(Error::InvalidArgument(_))),
+                "{give} bytes for {width}"
             );
-            assert_eq!(
-                file(d.path(), &u16s, extent, Some(m)),
-                file(d.path(), &u16s, extent, None)
-            );
-            assert_eq!(
-                file(d.path(), &f64s, extent, Some(m)),
-                file(d.path(), &f64s, extent, None)
-            );
-            // Past the extent: the same entries written, then the error.
-            let want = file(d.path(), &u32s, extent - 10, None);
-            assert!(want.is_err());
-            assert_eq!(
-                file(d.path(), &u32s, extent - 10, Some(m)),
-                want,
-                "piece {m}"
-            );
+            assert!(fw.finish().is_err());
+            assert!(!q.exists());
         }
     }
 

@@ -379,47 +379,47 @@ impl PlanFile {
         };
         // `part` is there when the plan spills its values (not windowed).
         let spilled = file.tensor_names().any(|t| t == PART);
-        let names: &[&str] = if spilled {
-            &[PATTERN, ORDER, PARTS, PART]
-        } else {
-            &[PATTERN, ORDER, PARTS]
-        };
-        let mut views = Vec::with_capacity(names.len());
-        for &what in names {
-            let t = file
-                .tensor_view(what)
-                .map_err(|e| refused(&name, format!("{e}")))?;
-            // Pages given back behind the hash: the plan file is many
-            // times the refill's budget. Of `order` and `part` a refill
-            // reads the values only (their indices are 0..n, two thirds
-            // of the file): those are what is checked.
-            match t.as_coo() {
-                Some(c) if matches!(what, ORDER | PART) => c.check_values_checksum()?,
-                _ => t.check_checksums_with(true)?,
-            }
-            let want = match what {
-                PATTERN | ORDER => DType::U32,
-                PART => DType::U16,
-                _ => DType::U64,
-            };
-            if t.dtype() != want {
-                return Err(refused(&name, format!("tensor {what} must hold {want}")));
-            }
-            views.push(t);
+        let pattern = file
+            .tensor_view(PATTERN)
+            .map_err(|e| refused(&name, format!("{e}")))?;
+        // Pages given back behind the hash: the plan file is many times
+        // the refill's budget.
+        pattern.check_checksums_with(true)?;
+        if pattern.dtype() != DType::U32 {
+            return Err(refused(&name, format!("tensor {PATTERN} must hold u32")));
         }
-        let (pattern, order, parts) = (&views[0], &views[1], &views[2]);
+        // The dense vectors: their checksums, types and lengths.
+        let vector = |what: &str, want: DType| -> Result<u64> {
+            let t = file
+                .dense(what)
+                .map_err(|e| refused(&name, format!("{e}")))?;
+            t.check_checksums_with(true)?;
+            if t.dtype() != want || t.shape().len() != 1 {
+                return Err(refused(
+                    &name,
+                    format!("tensor {what} must be a vector of {want}"),
+                ));
+            }
+            Ok(t.shape()[0])
+        };
+        let orders = vector(ORDER, DType::U32)?;
+        let parts_len = vector(PARTS, DType::U64)?;
         // Values a refill takes; those skipped have no position.
         let n = h.contributions.unwrap_or(0);
-        let ids = views.get(3).map_or(n, |t| t.nnz());
-        if ids != n || parts.nnz() != PART_WORDS * parts_n || parts_n == 0 || order.nnz() > n {
+        let ids = if spilled {
+            vector(PART, DType::U16)?
+        } else {
+            n
+        };
+        if ids != n || parts_len != PART_WORDS * parts_n || parts_n == 0 || orders > n {
             return Err(refused(
                 &name,
                 format!(
-                    "{n} orders, {ids} part numbers and {} part words for {parts_n} parts",
-                    parts.nnz()
+                    "{n} orders, {ids} part numbers and {parts_len} part words for {parts_n} parts"
                 ),
             ));
         }
+        let parts = file.dense(PARTS)?;
         let words: Vec<u64> = parts
             .values_bytes()
             .chunks_exact(8)
@@ -454,12 +454,11 @@ impl PlanFile {
             sn = sn.saturating_add(c);
             se = se.saturating_add(e);
         }
-        if sn != order.nnz() || se != pattern.nnz() {
+        if sn != orders || se != pattern.nnz() {
             return Err(refused(
                 &name,
                 format!(
-                    "the parts hold {sn} contributions and {se} entries; the plan {} and {}",
-                    order.nnz(),
+                    "the parts hold {sn} contributions and {se} entries; the plan {orders} and {}",
                     pattern.nnz()
                 ),
             ));
@@ -482,7 +481,6 @@ impl PlanFile {
             ));
         }
         let (shape, layout, nnz) = (pattern.shape().to_vec(), pattern.layout(), pattern.nnz());
-        drop(views);
         Ok(PlanFile {
             spilled,
             shape,
@@ -613,10 +611,13 @@ impl PlanFile {
         };
         let mut w = FileWriter::create_for(output, wopts, &refs, ReplaceInput::Refuse)?;
         let f = &self.file;
-        let view = |t: &str| f.tensor_view(t).map_err(|e| refused(&name, format!("{e}")));
-        let (pattern, order) = (view(PATTERN)?, view(ORDER)?);
+        let pattern = f
+            .tensor_view(PATTERN)
+            .map_err(|e| refused(&name, format!("{e}")))?;
+        let vector = |t: &str| f.dense(t).map_err(|e| refused(&name, format!("{e}")));
+        let order = vector(ORDER)?;
         let part = if self.spilled {
-            Some(view(PART)?)
+            Some(vector(PART)?)
         } else {
             None
         };
@@ -1380,17 +1381,13 @@ fn plan_parts_to<C: Coords>(
     if let Some(ids) = ids {
         stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
     }
-    {
-        let mut t = w.begin_tensor(PARTS, DType::U64, &[PART_WORDS * nparts as u64])?;
-        let mut i = 0u64;
-        for (&(c, e), &(lo, hi)) in table.iter().zip(&windows) {
-            for x in [c, e, lo, hi] {
-                t.push(&[i], x)?;
-                i += 1;
-            }
+    let mut t = w.begin_vector(PARTS, DType::U64, PART_WORDS * nparts as u64)?;
+    for (&(c, e), &(lo, hi)) in table.iter().zip(&windows) {
+        for x in [c, e, lo, hi] {
+            t.push_le(&x.to_le_bytes())?;
         }
-        t.finish()?;
     }
+    t.finish()?;
     let s = w.finish()?;
     Ok(PlanFileSummary {
         path: s.path,
@@ -1579,9 +1576,8 @@ fn sort_pairs(v: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usize) -> Res
     Ok(())
 }
 
-/// A rank-1 tensor `name` of `n` entries (index i at entry i) of
-/// `dtype`, `W` bytes each (u32 or u16), from a spill of little-endian
-/// words.
+/// A dense vector `name` of `n` elements of `dtype`, `W` bytes each
+/// (u32 or u16), from a spill of little-endian words.
 fn stream_words<const W: usize>(
     w: &mut FileWriter,
     name: &str,
@@ -1593,34 +1589,19 @@ fn stream_words<const W: usize>(
     if r.bytes != n * W as u64 {
         return Err(pattern::changed());
     }
-    let mut t = w.begin_tensor(name, dtype, &[n.max(1)])?;
-    t.reserve_indices(n)?;
+    let mut t = w.begin_vector(name, dtype, n)?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = vec![0u8; W * CHUNK];
-    let (mut w32, mut w16) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK));
-    let mut i = 0u64;
-    while i < n {
-        let m = (n - i).min(CHUNK as u64) as usize;
-        let b = &mut buf[..m * W];
+    let mut left = n * W as u64;
+    while left > 0 {
+        let b = &mut buf[..left.min((W * CHUNK) as u64) as usize];
         r.read_exact(b)?;
         h.update(b);
-        if W == 4 {
-            w32.clear();
-            w32.extend(
-                b.chunks_exact(4)
-                    .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]])),
-            );
-            t.push_sequence(&w32)?;
-        } else {
-            w16.clear();
-            w16.extend(b.chunks_exact(2).map(|x| u16::from_le_bytes([x[0], x[1]])));
-            t.push_sequence(&w16)?;
-        }
-        i += m as u64;
+        t.push_le(b)?;
+        left -= b.len() as u64;
     }
     if h.digest() != r.want {
         return Err(spill_damaged(&r.dir, name));
     }
-    t.finish()?;
-    Ok(())
+    t.finish()
 }

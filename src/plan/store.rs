@@ -4,9 +4,8 @@
 //! - tensor `pattern`: the output structure in the plan's layout, its u32
 //!   values the number of contributions of each entry (so `starts` is
 //!   their running sum);
-//! - tensor `order`: rank 1, one u32 per contribution: the positions of
-//!   the contributions, entry by entry (stored as COO, index i at entry
-//!   i, as our writer writes sparse tensors only);
+//! - tensor `order`: dense, rank 1, one u32 per contribution: the
+//!   positions of the contributions, entry by entry;
 //! - KV entries `coo_assembler.plan.*`: the format version, the digest of
 //!   the coordinates, the element type and policies; the contributions a
 //!   refill takes when some have no position (planned with
@@ -29,11 +28,14 @@ use crate::vocab::Vocabulary;
 use crate::write::{FileWriter, WriteOptions};
 use std::path::Path;
 
-/// The version of the plan file format this crate writes and reads.
-pub const PLAN_VERSION: u64 = 1;
+/// The version of the plan file format this crate writes and reads
+/// (version 4: `order` is a dense vector; 1 kept it as COO, an index of
+/// 8 bytes beside each 4-byte position).
+pub const PLAN_VERSION: u64 = 4;
 /// The version of a plan kept in parts on disk (planned out of core,
-/// refilled part by part: `super::parted`).
-pub const PARTED_VERSION: u64 = 3;
+/// refilled part by part: `super::parted`; version 5: `order`, `part`
+/// and `parts` are dense vectors, where 3 kept them as COO).
+pub const PARTED_VERSION: u64 = 5;
 
 pub(super) const KEY_VERSION: &str = "coo_assembler.plan.version";
 pub(super) const KEY_DIGEST: &str = "coo_assembler.plan.digest";
@@ -95,13 +97,14 @@ impl Plan {
             err?;
             t.finish()?;
         }
-        {
-            let mut t = w.begin_tensor(ORDER, DType::U32, &[self.order.len().max(1) as u64])?;
-            for (i, &k) in self.order.iter().enumerate() {
-                t.push(&[i as u64], k)?;
-            }
-            t.finish()?;
+        let mut t = w.begin_vector(ORDER, DType::U32, self.order.len() as u64)?;
+        let mut buf = Vec::with_capacity(4 << 12);
+        for piece in self.order.chunks(1 << 12) {
+            buf.clear();
+            buf.extend(piece.iter().flat_map(|k| k.to_le_bytes()));
+            t.push_le(&buf)?;
         }
+        t.finish()?;
         w.finish()?;
         Ok(())
     }
@@ -155,10 +158,13 @@ impl Plan {
             return Err(refused(name, format!("fails verify: {pr}")));
         }
         let pattern = f.tensor_view(PATTERN)?;
-        let order_t = f.tensor_view(ORDER)?;
+        let order_t = f.dense(ORDER)?;
         pattern.check_checksums()?;
         order_t.check_checksums()?;
-        if pattern.dtype() != DType::U32 || order_t.dtype() != DType::U32 {
+        if pattern.dtype() != DType::U32
+            || order_t.dtype() != DType::U32
+            || order_t.shape().len() != 1
+        {
             return Err(refused(
                 name,
                 "the pattern and order tensors must hold u32".into(),

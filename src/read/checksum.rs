@@ -5,7 +5,7 @@
 //! (`coo_assembler.xxh3.<tensor>.<buffer>`, see [`crate::hurray::kv`]).
 //! [`super::verify`] compares them as one rule among many; the whole-file
 //! passes (`Tensor::try_for_each`, the matrix operations, `convert`, the
-//! Python `to_scipy`) call [`check`] before they use the data, so that a
+//! Python `to_scipy`) call [`check_releasing`] before they use the data, so that a
 //! damaged buffer is an [`Error::InvalidFile`] naming it instead of wrong
 //! numbers. The buffers are hashed once per open file: the verdict is kept
 //! in the tensor's [`Sums`] (a `OnceLock`, so concurrent first passes hash
@@ -161,19 +161,8 @@ fn first_damage(
 
 /// Check tensor `name`'s stored checksums once per open file (see the
 /// module docs); `Ok` without a verdict cell (a view made outside a file)
-/// or without stored checksums.
-pub(super) fn check(
-    sc: Option<&SumCheck<'_>>,
-    name: &str,
-    kv: &[(String, KvValue)],
-    buffers: &[Buffer<'_>],
-    mapped: Mapped<'_>,
-) -> Result<()> {
-    check_releasing(sc, name, kv, buffers, mapped, false)
-}
-
-/// [`check`], giving back the pages behind the hash whatever the size
-/// when `always_release` (a reader bound by a memory budget: a refill's
+/// or without stored checksums. The pages behind the hash are given back
+/// whatever the size when `always_release` (a reader bound by a memory budget: a refill's
 /// plan file is many times its budget yet well under physical memory).
 pub(super) fn check_releasing(
     sc: Option<&SumCheck<'_>>,
@@ -191,24 +180,6 @@ pub(super) fn check_releasing(
         .verdict
         .get_or_init(|| first_damage(sc.sums, name, kv, buffers, mapped, always_release));
     damaged(verdict.as_ref(), name, sc.file)
-}
-
-/// The stored checksums of `buffers` (some of a tensor's) checked now,
-/// the pages behind the hash given back, and no verdict kept: for a
-/// reader within a budget that reads only these buffers of the tensor
-/// (a refill reads the values of a plan's `order`, never its indices).
-pub(super) fn check_some(
-    sc: Option<&SumCheck<'_>>,
-    name: &str,
-    kv: &[(String, KvValue)],
-    buffers: &[Buffer<'_>],
-    mapped: Mapped<'_>,
-) -> Result<()> {
-    let Some(sc) = sc else {
-        return Ok(());
-    };
-    let found = first_damage(&Sums::default(), name, kv, buffers, mapped, true);
-    damaged(found.as_ref(), name, sc.file)
 }
 
 fn damaged(d: Option<&Damage>, name: &str, file: Option<&Path>) -> Result<()> {

@@ -96,18 +96,6 @@ impl<'a> CooTensor<'a> {
         )
     }
 
-    /// Check the stored checksum of the values buffer alone, now, giving
-    /// back its pages (no verdict kept: see `checksum::check_some`).
-    pub(crate) fn check_values_checksum(&self) -> Result<()> {
-        super::checksum::check_some(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.buffers()[..1],
-            self.mapped,
-        )
-    }
-
     /// How many of the tensor's buffers carry a stored checksum (0 for a
     /// file of another writer, such as the reference `hurray-io`).
     pub fn stored_checksums(&self) -> usize {

@@ -357,12 +357,20 @@ impl<'a> DenseTensor<'a> {
     /// (`coo_assembler.xxh3.<name>.values`), once per open file; a buffer
     /// without one (another writer's file) passes.
     pub fn check_checksums(&self) -> Result<()> {
-        checksum::check(
+        self.check_checksums_with(false)
+    }
+
+    /// [`DenseTensor::check_checksums`], the pages behind the hash given
+    /// back whatever the buffer's size when `release` (a reader bound by
+    /// a memory budget, such as a refill reading a plan file).
+    pub fn check_checksums_with(&self, release: bool) -> Result<()> {
+        checksum::check_releasing(
             Some(&self.sums),
             self.name,
             self.kv,
             &[("values", self.buffer, self.offset)],
             self.mapped,
+            release,
         )
     }
 

@@ -669,14 +669,16 @@ static void error_checks(void) {
     unsigned char *bytes = slurp(good, &len);
     expect_true(bytes != NULL && len > 64, "the plan file reads");
     if (bytes != NULL && len > 64) {
-        /* A flipped byte inside the order tensor's values (the last data
-         * the file holds before its index). */
-        coo_file *f = coo_file_open_tensor(good, "order");
+        /* The structure is a CSR tensor of its own; the positions are a
+         * dense vector, which the sparse reader refuses by name. */
+        coo_file *f = coo_file_open_tensor(good, "pattern");
         coo_info fi;
         expect(made(f), COO_OK, "the plan file opens as a Hurray file");
-        expect(coo_file_info(f, &fi), COO_OK, "its order tensor");
-        expect_true(fi.nnz == 5, "the order tensor holds one position per contribution");
+        expect(coo_file_info(f, &fi), COO_OK, "its pattern tensor");
+        expect_true(fi.nnz == 3, "the pattern holds one entry per entry of the result");
         coo_file_close(f);
+        expect(made(coo_file_open_tensor(good, "order")), COO_ERR_UNSUPPORTED,
+               "the order vector is dense, not served as sparse");
         /* Damage anywhere: the load refuses the file (COO_ERR_INVALID_FILE,
          * or COO_ERR_UNSUPPORTED for a version field that now reads as a
          * later one), or, where the bytes changed carry nothing the plan

@@ -51,8 +51,8 @@ use crate::assemble::direct::IndexElem;
 use crate::assemble::record::Recording;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
-use crate::fs::IoCtx;
 use crate::fs::output::{FileId, ReplaceInput};
+use crate::fs::spill::Spill;
 use crate::hurray::KvValue;
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use crate::read::{HurrayFile, Tensor};
@@ -137,110 +137,6 @@ struct Part {
     contributions: u64,
     entries: u64,
     window: (u64, u64),
-}
-
-/// One part's spilled bytes: a temporary file (removed by the OS when it
-/// is dropped, on every path), written through the caller's `IoCtx` (so
-/// the fault-injection tests reach plans), and the xxh3 of what was
-/// written to it.
-struct Spill {
-    file: std::fs::File,
-    buf: Vec<u8>,
-    hash: xxhash_rust::xxh3::Xxh3,
-    bytes: u64,
-    dir: PathBuf,
-    io: IoCtx,
-}
-
-/// A finished [`Spill`] read back from its start.
-struct SpillRead {
-    file: std::fs::File,
-    /// Bytes written, the hash of what was written, and the next offset.
-    bytes: u64,
-    want: u64,
-    at: u64,
-    dir: PathBuf,
-    io: IoCtx,
-}
-
-impl Spill {
-    fn new(io: &IoCtx, dir: &Path, buffer: usize) -> Result<Spill> {
-        Ok(Spill {
-            file: io.tempfile_in(dir)?,
-            buf: Vec::with_capacity(buffer),
-            hash: xxhash_rust::xxh3::Xxh3::new(),
-            bytes: 0,
-            dir: dir.to_path_buf(),
-            io: io.clone(),
-        })
-    }
-
-    fn put(&mut self, b: &[u8]) -> Result<()> {
-        self.hash.update(b);
-        self.bytes += b.len() as u64;
-        if self.buf.len() + b.len() > self.buf.capacity() {
-            self.flush()?;
-            if b.len() >= self.buf.capacity() {
-                return self.io.write_all(&mut self.file, b, &self.dir);
-            }
-        }
-        self.buf.extend_from_slice(b);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            self.io.write_all(&mut self.file, &self.buf, &self.dir)?;
-            self.buf.clear();
-        }
-        Ok(())
-    }
-
-    /// Everything written, to be read back from the start.
-    fn finish(mut self) -> Result<SpillRead> {
-        self.flush()?;
-        Ok(SpillRead {
-            file: self.file,
-            bytes: self.bytes,
-            want: self.hash.digest(),
-            at: 0,
-            dir: self.dir,
-            io: self.io,
-        })
-    }
-
-    /// Everything written, read back and checked against its hash.
-    fn read_all(self, what: &'static str) -> Result<Vec<u8>> {
-        let mut r = self.finish()?;
-        let bytes = r.bytes;
-        let mut out = Vec::new();
-        out.try_reserve_exact(bytes as usize)
-            .map_err(|_| Error::OutOfMemory { what, bytes })?;
-        out.resize(bytes as usize, 0);
-        r.read_exact(&mut out)?;
-        if xxhash_rust::xxh3::xxh3_64(&out) != r.want {
-            return Err(spill_damaged(&r.dir, what));
-        }
-        Ok(out)
-    }
-}
-
-impl SpillRead {
-    /// The next `buf.len()` bytes.
-    fn read_exact(&mut self, buf: &mut [u8]) -> Result<()> {
-        self.io.read_exact_at(&self.file, buf, self.at, &self.dir)?;
-        self.at += buf.len() as u64;
-        Ok(())
-    }
-}
-
-/// A spill file whose bytes read back are not those written.
-fn spill_damaged(dir: &Path, what: &str) -> Error {
-    Error::InvalidFile {
-        section: format!("spill file in {}", dir.display()),
-        offset: 0,
-        detail: format!("{what}: the bytes read back differ from those written"),
-    }
 }
 
 fn temp_dir(opts: &AssembleOptions) -> PathBuf {
@@ -1600,8 +1496,6 @@ fn stream_words<const W: usize>(
         t.push_le(b)?;
         left -= b.len() as u64;
     }
-    if h.digest() != r.want {
-        return Err(spill_damaged(&r.dir, name));
-    }
+    r.check(h.digest(), name)?;
     t.finish()
 }

@@ -1739,13 +1739,38 @@ impl LevelWords for SideStream {
     }
 }
 
-impl LevelWords for Vec<u64> {
+impl<W: LevelWord> LevelWords for Vec<W> {
     #[inline]
     fn put(&mut self, x: u64, _room: usize) -> bool {
-        self.push(x);
+        self.push(W::of(x));
         false
     }
 }
+
+/// A word of the levels [`csf_levels`] builds in memory: u64, or u32
+/// (half the memory, for tensors whose extents and entry count fit it;
+/// [`csf_levels`] checks that they do).
+pub trait LevelWord: Copy {
+    /// `x`, which fits.
+    fn of(x: u64) -> Self;
+}
+impl LevelWord for u32 {
+    #[inline]
+    fn of(x: u64) -> u32 {
+        x as u32
+    }
+}
+impl LevelWord for u64 {
+    #[inline]
+    fn of(x: u64) -> u64 {
+        x
+    }
+}
+
+/// A coordinate word [`csf_levels`] reads: u64, or u32.
+pub trait CoordWord: Copy + Ord + Into<u64> {}
+impl CoordWord for u32 {}
+impl CoordWord for u64 {}
 
 impl Default for SideStream {
     fn default() -> SideStream {
@@ -1770,7 +1795,7 @@ impl<W: LevelWords> Levels<W> {
     /// Whether `idx` comes after `prev` in storage order; the level where
     /// they first differ is kept for [`Levels::push`].
     #[inline]
-    fn after(&self, idx: &[u64], prev: &[u64]) -> bool {
+    fn after<I: Copy + Ord>(&self, idx: &[I], prev: &[I]) -> bool {
         match self.order.iter().position(|&d| idx[d] != prev[d]) {
             Some(l) => {
                 self.from.set(l);
@@ -1783,11 +1808,11 @@ impl<W: LevelWords> Levels<W> {
     /// Add the entry `idx` (checked by [`Levels::after`] unless `first`,
     /// the tensor's first entry).
     #[inline]
-    fn push(&mut self, idx: &[u64], first: bool) {
+    fn push<I: Copy + Into<u64>>(&mut self, idx: &[I], first: bool) {
         let r = self.order.len();
         let from = if first { 0 } else { self.from.get() };
         for l in from..r {
-            self.full |= self.crd[l].put(idx[self.order[l]], self.room);
+            self.full |= self.crd[l].put(idx[self.order[l]].into(), self.room);
             self.nodes[l] += 1;
             if l + 1 < r {
                 self.full |= self.pos[l + 1].put(self.nodes[l + 1], self.room);
@@ -1844,13 +1869,14 @@ impl Levels<SideStream> {
 /// coordinates `coords` holds (`rank` words each, dimension order) in
 /// increasing storage order (`order`, a permutation of `0..rank`): the
 /// writer's [`Levels`] of the same entries, in memory (an in-memory
-/// result, as Python's `assemble(..., layout="csf")` returns). Entries out
-/// of order are [`Error::OutOfOrder`].
-pub fn csf_levels(
-    coords: &[u64],
+/// result, as Python's `assemble(..., layout="csf")` returns). Words of
+/// `W` (u64, or u32 when the entries' count fits it, as the coordinates
+/// of `I = u32` do). Entries out of order are [`Error::OutOfOrder`].
+pub fn csf_levels<I: CoordWord, W: LevelWord>(
+    coords: &[I],
     rank: usize,
     order: &[usize],
-) -> Result<Vec<(Vec<u64>, Vec<u64>)>> {
+) -> Result<Vec<(Vec<W>, Vec<W>)>> {
     if rank == 0 || order.len() != rank || coords.len() % rank != 0 {
         return Err(invalid(format!(
             "{} coordinate words for rank {rank} and {} levels",
@@ -1859,22 +1885,29 @@ pub fn csf_levels(
         )));
     }
     let n = coords.len() / rank;
-    let mut levels = Levels::<Vec<u64>>::new(order.to_vec(), 0);
+    let words = std::mem::size_of::<W>();
+    if (words < 8 && (n as u64 >> (8 * words)) > 0) || words < std::mem::size_of::<I>() {
+        return Err(invalid(format!(
+            "{n} entries of {}-byte coordinates in levels of {words}-byte words",
+            std::mem::size_of::<I>()
+        )));
+    }
+    let mut levels = Levels::<Vec<W>>::new(order.to_vec(), 0);
     // At most one node per entry at every level: room reserved once
     // (room never touched costs no memory).
     for v in levels.pos.iter_mut().chain(levels.crd.iter_mut()) {
         v.try_reserve_exact(n + 1).map_err(|_| Error::OutOfMemory {
             what: "the CSF levels",
-            bytes: 8 * (n as u64 + 1),
+            bytes: words as u64 * (n as u64 + 1),
         })?;
     }
-    let mut prev: &[u64] = &[];
+    let mut prev: &[I] = &[];
     for (e, idx) in coords.chunks_exact(rank).enumerate() {
         if e > 0 && !levels.after(idx, prev) {
             return Err(Error::OutOfOrder {
                 entry: e as u64,
-                previous: prev.to_vec(),
-                got: idx.to_vec(),
+                previous: prev.iter().map(|&x| x.into()).collect(),
+                got: idx.iter().map(|&x| x.into()).collect(),
             });
         }
         levels.push(idx, e == 0);
@@ -2323,6 +2356,28 @@ mod tests {
                 assert_eq!(file(d.path(), layout, &b, false), want, "{layout:?}");
             }
         }
+    }
+
+    #[test]
+    fn csf_levels_in_memory_in_either_word() {
+        let c: [u64; 12] = [0, 0, 1, 0, 0, 2, 0, 1, 0, 2, 0, 0];
+        let want: Vec<(Vec<u64>, Vec<u64>)> = vec![
+            (vec![0, 2], vec![0, 2]),
+            (vec![0, 2, 3], vec![0, 1, 0]),
+            (vec![0, 2, 3, 4], vec![1, 2, 0, 0]),
+        ];
+        assert_eq!(csf_levels::<u64, u64>(&c, 3, &[0, 1, 2]).unwrap(), want);
+        let c32: Vec<u32> = c.iter().map(|&x| x as u32).collect();
+        let narrow: Vec<(Vec<u32>, Vec<u32>)> = csf_levels(&c32, 3, &[0, 1, 2]).unwrap();
+        let widen = |v: &[u32]| v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>();
+        let narrow: Vec<_> = narrow.iter().map(|(p, c)| (widen(p), widen(c))).collect();
+        assert_eq!(narrow, want);
+        assert_eq!(csf_levels::<u32, u64>(&c32, 3, &[0, 1, 2]).unwrap(), want);
+        // Out of storage order, named; coordinates wider than the words.
+        let e = csf_levels::<u64, u64>(&c, 3, &[2, 1, 0]).unwrap_err();
+        assert!(matches!(e, Error::OutOfOrder { entry: 2, .. }), "{e}");
+        assert!(csf_levels::<u64, u32>(&c, 3, &[0, 1, 2]).is_err());
+        assert!(csf_levels::<u64, u64>(&c[..11], 3, &[0, 1, 2]).is_err());
     }
 
     #[test]

@@ -105,7 +105,8 @@ class CsfTensor:
     level ``L``, whose coordinates are ``crd[L][...]`` (one virtual root
     above level 0); ``values[p]`` is the value of leaf ``p``. From
     :meth:`File.to_csf` the arrays are read-only views of the file (which
-    the object keeps open); from :func:`assemble`, arrays of their own.
+    the object keeps open, uint64); from :func:`assemble`, arrays of
+    their own (uint32 when the extents and entry count fit it).
     """
 
     def __init__(

@@ -240,11 +240,15 @@ def _assemble_csf(
     cols = _columns(coords, r, values.shape[0])
     if (order is None or order == list(range(r))) and cols is not None:
         opts = _options(temp_dir=temp_dir, layout="coo", **policies)
-        parts = _native.assemble_arrays(values, cols, list(shape_t), library_dtype, "int64", opts)
+        # 32-bit words where the extents and the count fit them, as for COO.
+        wide = _index_dtype(values.shape[0], shape_t) is np.int64
+        index = "int64" if wide else "int32"
+        parts = _native.assemble_arrays(values, cols, list(shape_t), library_dtype, index, opts)
         if parts is not None:
             data, indices, _ = parts
             # The kernel's indices are non-negative: the same words.
-            levels = _native.csf_levels(indices.view(np.uint64), r, list(range(r)))
+            words = indices.view(np.uint64 if wide else np.uint32)
+            levels = _native.csf_levels(words, r, list(range(r)))
             return CsfTensor(shape_t, range(r), [p for p, _ in levels], [c for _, c in levels], data)
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         path = os.path.join(tmp, "assembled.hrry")

@@ -4,7 +4,7 @@
 //! file breaks is named, never a panic.
 
 use coo_assembler::options::OutputLayout;
-use coo_assembler::read::{CsfTensor, Tensor};
+use coo_assembler::read::{CsfLevels, CsfTensor, Tensor};
 use coo_assembler::{AssembleOptions, Builder, DType, ErrorKind, HurrayFile, Value};
 use coo_assembler_testkit::{min_budget, xorshift};
 use std::collections::BTreeMap;
@@ -132,6 +132,38 @@ fn every_mode_order_budget_and_thread_count_holds_the_coo_entries() {
                     assert_eq!(t.find(&absent).unwrap(), None);
                     assert_eq!(t.get(&absent).unwrap(), Value::Float(0.0));
                 }
+                // Every coordinate at once, from the pointers: the walk's.
+                let all = t.leaf_coordinates().unwrap();
+                for (p, (k, _)) in sorted.iter().enumerate() {
+                    assert!((0..rank).all(|d| all[d][p] == k[d]), "leaf {p}");
+                }
+                // The same levels in memory, in 32-bit words, answer the
+                // same lookups through the same rules.
+                let flat: Vec<u32> = sorted
+                    .iter()
+                    .flat_map(|(k, _)| k.iter().map(|&x| x as u32))
+                    .collect();
+                let levels: Vec<(Vec<u32>, Vec<u32>)> = if storage == (0..rank).collect::<Vec<_>>()
+                {
+                    coo_assembler::write::csf_levels(&flat, rank, &storage).unwrap()
+                } else {
+                    let mut by_storage: Vec<u32> = Vec::new();
+                    for k in flat.chunks(rank) {
+                        by_storage.extend(storage.iter().map(|&d| k[d]));
+                    }
+                    // Coordinates given in storage order: the identity.
+                    let id: Vec<usize> = (0..rank).collect();
+                    coo_assembler::write::csf_levels(&by_storage, rank, &id).unwrap()
+                };
+                let mem = MemoryTree {
+                    levels: &levels,
+                    order: &storage,
+                };
+                for (p, (k, _)) in sorted.iter().enumerate().step_by(29) {
+                    assert_eq!(mem.find_leaf(k, true), Ok(Some(p as u64)));
+                    assert_eq!(mem.leaf_coordinate(p as u64).as_ref(), Ok(k));
+                }
+                assert_eq!(mem.leaf_coordinates().unwrap(), all);
                 // A fibre or slice by leading coordinates (storage order)
                 // is the run of entries that share them.
                 for depth in 0..=rank {
@@ -298,6 +330,28 @@ fn csf_options_that_cannot_hold_are_refused_up_front() {
     assert!(e.contains("CSF"), "{e}");
 }
 
+/// CSF levels held in memory (as Python's `CsfTensor` holds them).
+struct MemoryTree<'a> {
+    levels: &'a [(Vec<u32>, Vec<u32>)],
+    order: &'a [usize],
+}
+
+impl CsfLevels for MemoryTree<'_> {
+    type W = u32;
+    fn rank(&self) -> usize {
+        self.levels.len()
+    }
+    fn dim(&self, level: usize) -> usize {
+        self.order[level]
+    }
+    fn pos_words(&self, level: usize) -> &[u32] {
+        &self.levels[level].0
+    }
+    fn crd_words(&self, level: usize) -> &[u32] {
+        &self.levels[level].1
+    }
+}
+
 /// A file whose `pos`/`crd` words were changed: `verify` names the rule,
 /// lookups and walks give errors or wrong-but-bounded answers, never a
 /// panic.
@@ -346,6 +400,11 @@ fn damaged_levels_are_named_by_verify_and_never_panic() {
         }
         for p in 0..t.nnz().min(200) {
             let _ = t.coordinate(p);
+        }
+        // The pointer rules of every level: a damaged pointer is a fault.
+        let all = t.leaf_coordinates();
+        if rule.starts_with("pointer") {
+            assert!(all.is_err(), "{rule}");
         }
         let _ = f
             .only_tensor_view()

@@ -13,6 +13,255 @@ use crate::options::OutputLayout;
 use std::fmt;
 use std::ops::Range;
 
+/// A word of a CSF tree's levels: u64 in a file, u32 or u64 in memory.
+pub trait TreeWord: Copy + Into<u64> {}
+impl TreeWord for u32 {}
+impl TreeWord for u64 {}
+
+/// What is wrong with a CSF tree where a lookup went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeFault {
+    /// The children of node `node` of level `level - 1` (the root for
+    /// level 0) are no range of level `level`'s nodes.
+    Pointers {
+        /// The level whose `pos` is broken.
+        level: usize,
+        /// The parent node.
+        node: u64,
+        /// What the pointers say.
+        detail: String,
+    },
+    /// Coordinate `q` is stored twice among siblings of `level`, at nodes
+    /// `at` and `at + 1`.
+    Twice {
+        /// The level.
+        level: usize,
+        /// The first of the two nodes.
+        at: u64,
+        /// The coordinate.
+        q: u64,
+    },
+}
+
+/// A CSF tree's levels, however they are held (a file's mapped buffers,
+/// arrays in memory): the one place where its pointers are followed and
+/// its siblings searched, so a lookup means the same in every reader.
+pub trait CsfLevels {
+    /// The levels' word.
+    type W: TreeWord;
+    /// Levels (the tensor's rank).
+    fn rank(&self) -> usize;
+    /// The dimension stored at `level`.
+    fn dim(&self, level: usize) -> usize;
+    /// `pos_L` (as [`CsfTensor::pos`]).
+    fn pos_words(&self, level: usize) -> &[Self::W];
+    /// `crd_L`.
+    fn crd_words(&self, level: usize) -> &[Self::W];
+
+    /// The children of node `k` of level `level - 1` (the root for
+    /// level 0): a range of nodes of `level`.
+    fn child_range(&self, level: usize, k: u64) -> std::result::Result<Range<u64>, TreeFault> {
+        let pos = self.pos_words(level);
+        let n = self.crd_words(level).len() as u64;
+        let broken = |detail| TreeFault::Pointers {
+            level,
+            node: k,
+            detail,
+        };
+        let (lo, hi) = match (pos.get(k as usize), pos.get(k as usize + 1)) {
+            (Some(&lo), Some(&hi)) => (lo.into(), hi.into()),
+            _ => {
+                let n = pos.len();
+                return Err(broken(format!(
+                    "node {k} has no pointer pair in pos_{level} of {n}"
+                )));
+            }
+        };
+        if lo > hi || hi > n {
+            return Err(broken(format!(
+                "pos_{level}[{k}] = {lo} and pos_{level}[{}] = {hi} do not give a range inside the level's {n} nodes",
+                k + 1
+            )));
+        }
+        Ok(lo..hi)
+    }
+
+    /// The node of `level` among the siblings `range` whose coordinate is
+    /// `q`, by binary search; `strict` refuses a sibling stored twice.
+    fn search_siblings(
+        &self,
+        level: usize,
+        range: Range<u64>,
+        q: u64,
+        strict: bool,
+    ) -> std::result::Result<Option<u64>, TreeFault> {
+        let crd = &self.crd_words(level)[range.start as usize..range.end as usize];
+        let i = crd.partition_point(|&x| x.into() < q);
+        if i == crd.len() || crd[i].into() != q {
+            return Ok(None);
+        }
+        let at = range.start + i as u64;
+        if strict && crd.get(i + 1).is_some_and(|&x| x.into() == q) {
+            return Err(TreeFault::Twice { level, at, q });
+        }
+        Ok(Some(at))
+    }
+
+    /// The leaf at `idx` (dimension order, in bounds), if stored.
+    fn find_leaf(&self, idx: &[u64], strict: bool) -> std::result::Result<Option<u64>, TreeFault> {
+        let mut range = self.child_range(0, 0)?;
+        let mut node = 0;
+        for level in 0..self.rank() {
+            if level > 0 {
+                range = self.child_range(level, node)?;
+            }
+            match self.search_siblings(level, range.clone(), idx[self.dim(level)], strict)? {
+                Some(k) => node = k,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(node))
+    }
+
+    /// The coordinate (dimension order) of leaf `p` (below the leaves'
+    /// count), found by climbing: at each level the parent is the last
+    /// node whose children start at or before the child.
+    fn leaf_coordinate(&self, p: u64) -> std::result::Result<Vec<u64>, TreeFault> {
+        let r = self.rank();
+        let mut idx = vec![0u64; r];
+        let mut node = p;
+        for level in (0..r).rev() {
+            let Some(&x) = self.crd_words(level).get(node as usize) else {
+                return Err(TreeFault::Pointers {
+                    level,
+                    node,
+                    detail: format!("node {node} is past crd_{level}"),
+                });
+            };
+            idx[self.dim(level)] = x.into();
+            if level > 0 {
+                let pos = self.pos_words(level);
+                let parent = pos.partition_point(|&q| q.into() <= node).saturating_sub(1) as u64;
+                if !self.child_range(level, parent)?.contains(&node) {
+                    return Err(TreeFault::Pointers {
+                        level,
+                        node: parent,
+                        detail: format!("node {node} of level {level} has no parent"),
+                    });
+                }
+                node = parent;
+            }
+        }
+        Ok(idx)
+    }
+
+    /// Every leaf's coordinate, one vector per dimension (dimension
+    /// order), leaves in storage order: each level's coordinates handed
+    /// down from the leaves' ancestors, found level by level from the
+    /// pointers (no walk). Memory: the result, and a word per leaf and per
+    /// node of one level; `Err(bytes)` when it cannot be had.
+    fn leaf_coordinates(&self) -> std::result::Result<Coordinates, CoordinatesError> {
+        let r = self.rank();
+        let nnz = self.crd_words(r.saturating_sub(1)).len();
+        let words = |n: usize| -> std::result::Result<Vec<u64>, CoordinatesError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n)
+                .map_err(|_| CoordinatesError::OutOfMemory(8 * n as u64))?;
+            v.resize(n, 0);
+            Ok(v)
+        };
+        let mut out = (0..r)
+            .map(|_| words(nnz))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // The ancestor at the current level of every leaf.
+        let mut node: Vec<u64> = words(nnz)?;
+        node.iter_mut().enumerate().for_each(|(p, n)| *n = p as u64);
+        for level in (0..r).rev() {
+            let crd = self.crd_words(level);
+            let o = &mut out[self.dim(level)];
+            for (x, &k) in o.iter_mut().zip(&node) {
+                let Some(&c) = crd.get(k as usize) else {
+                    return Err(CoordinatesError::Fault(TreeFault::Pointers {
+                        level,
+                        node: k,
+                        detail: format!("node {k} is past crd_{level}"),
+                    }));
+                };
+                *x = c.into();
+            }
+            // The children's ranges tile the level (the root's, level 0),
+            // so every node has its parent.
+            let parents = if level == 0 {
+                1
+            } else {
+                self.crd_words(level - 1).len() as u64
+            };
+            let mut parent = if level > 0 {
+                words(crd.len())?
+            } else {
+                Vec::new()
+            };
+            let mut next = 0;
+            for k in 0..=parents {
+                let range = if k < parents {
+                    self.child_range(level, k)
+                        .map_err(CoordinatesError::Fault)?
+                } else {
+                    crd.len() as u64..crd.len() as u64
+                };
+                if range.start != next {
+                    return Err(CoordinatesError::Fault(TreeFault::Pointers {
+                        level,
+                        node: k,
+                        detail: format!(
+                            "the children of node {k} start at {}, not at {next} where its siblings' end",
+                            range.start
+                        ),
+                    }));
+                }
+                if level > 0 {
+                    for c in range.clone() {
+                        parent[c as usize] = k;
+                    }
+                }
+                next = range.end;
+            }
+            if level > 0 {
+                node.iter_mut().for_each(|k| *k = parent[*k as usize]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Why [`CsfLevels::leaf_coordinates`] gave none.
+#[derive(Debug)]
+pub enum CoordinatesError {
+    /// The tree is broken there.
+    Fault(TreeFault),
+    /// The vectors (this many bytes) could not be allocated.
+    OutOfMemory(u64),
+}
+
+/// [`CsfLevels::leaf_coordinates`]'s result: one vector per dimension.
+pub type Coordinates = Vec<Vec<u64>>;
+
+impl CsfLevels for CsfTensor<'_> {
+    type W = u64;
+    fn rank(&self) -> usize {
+        self.desc.shape.len()
+    }
+    fn dim(&self, level: usize) -> usize {
+        self.desc.mode_order[level] as usize
+    }
+    fn pos_words(&self, level: usize) -> &[u64] {
+        self.pos(level)
+    }
+    fn crd_words(&self, level: usize) -> &[u64] {
+        self.crd(level)
+    }
+}
+
 /// A view of one CSF tensor of an open file. Cheap to copy.
 #[derive(Clone, Copy)]
 pub struct CsfTensor<'a> {
@@ -90,10 +339,6 @@ impl<'a> CsfTensor<'a> {
         self.stored_values
     }
 
-    fn rank(&self) -> usize {
-        self.desc.shape.len()
-    }
-
     /// `pos_L`: the children of node `k` of level `L - 1` are the nodes
     /// `pos_L[k]..pos_L[k + 1]` of level `L` (one virtual root above
     /// level 0).
@@ -144,63 +389,38 @@ impl<'a> CsfTensor<'a> {
     /// 0): a range of nodes of `level`, or the error naming the broken
     /// pointers (in every mode: no slice can be made of them).
     pub fn children(&self, level: usize, k: u64) -> Result<Range<u64>> {
-        let pos = self.pos(level);
-        let n = self.crd(level).len() as u64;
-        let (lo, hi) = match (pos.get(k as usize), pos.get(k as usize + 1)) {
-            (Some(&lo), Some(&hi)) => (lo, hi),
-            _ => {
-                return Err(self.broken(
-                    level,
-                    k,
-                    format!(
-                        "node {k} has no pointer pair in pos_{level} of {}",
-                        pos.len()
-                    ),
-                ));
-            }
-        };
-        if lo > hi || hi > n {
-            return Err(self.broken(
+        self.child_range(level, k).map_err(|f| self.fault(f))
+    }
+
+    /// A [`TreeFault`] as the error naming where in the file it is.
+    fn fault(&self, f: TreeFault) -> Error {
+        match f {
+            TreeFault::Pointers {
                 level,
-                k,
-                format!(
-                    "pos_{level}[{k}] = {lo} and pos_{level}[{}] = {hi} do not give a range inside the level's {n} nodes",
-                    k + 1
-                ),
-            ));
-        }
-        Ok(lo..hi)
-    }
-
-    fn broken(&self, level: usize, k: u64, detail: String) -> Error {
-        Error::invalid(
-            format!("pos_{level} of tensor {:?}", self.name),
-            self.offset(1 + 2 * level) + 8 * k,
-            format!("{detail}; `verify` lists every broken pointer"),
-        )
-    }
-
-    /// The node of `level` under the nodes `range` (siblings) whose
-    /// coordinate is `q`, by binary search; strict mode refuses a sibling
-    /// stored twice.
-    fn search(&self, level: usize, range: Range<u64>, q: u64) -> Result<Option<u64>> {
-        let crd = &self.crd(level)[range.start as usize..range.end as usize];
-        let i = crd.partition_point(|&x| x < q);
-        if i == crd.len() || crd[i] != q {
-            return Ok(None);
-        }
-        let at = range.start + i as u64;
-        if !self.permissive && crd.get(i + 1) == Some(&q) {
-            return Err(Error::invalid(
+                node,
+                detail,
+            } => Error::invalid(
+                format!("pos_{level} of tensor {:?}", self.name),
+                self.offset(1 + 2 * level) + 8 * node,
+                format!("{detail}; `verify` lists every broken pointer"),
+            ),
+            TreeFault::Twice { level, at, q } => Error::invalid(
                 format!("crd_{level} of tensor {:?}", self.name),
                 self.offset(2 + 2 * level) + 8 * (at + 1),
                 format!(
                     "coordinate {q} is stored twice among siblings (nodes {at} and {}); open with permissive to read it anyway",
                     at + 1
                 ),
-            ));
+            ),
         }
-        Ok(Some(at))
+    }
+
+    /// The node of `level` under the nodes `range` (siblings) whose
+    /// coordinate is `q`, by binary search; strict mode refuses a sibling
+    /// stored twice.
+    fn search(&self, level: usize, range: Range<u64>, q: u64) -> Result<Option<u64>> {
+        self.search_siblings(level, range, q, !self.permissive)
+            .map_err(|f| self.fault(f))
     }
 
     /// The coordinate (dimension order) of entry (leaf) `p`, found by
@@ -209,7 +429,6 @@ impl<'a> CsfTensor<'a> {
     /// `p` past nnz is [`Error::PositionOutOfRange`]; pointers that do not
     /// place it are an [`Error::InvalidFile`].
     pub fn coordinate(&self, p: u64) -> Result<Vec<u64>> {
-        let r = self.rank();
         if p >= self.desc.nnz {
             return Err(Error::invalid(
                 format!("tensor {:?}", self.name),
@@ -217,48 +436,15 @@ impl<'a> CsfTensor<'a> {
                 format!("entry {p} is past the tensor's {} entries", self.desc.nnz),
             ));
         }
-        let mut idx = vec![0u64; r];
-        let mut node = p;
-        for level in (0..r).rev() {
-            let crd = self.crd(level);
-            let Some(&x) = crd.get(node as usize) else {
-                return Err(self.broken(level, node, format!("node {node} is past crd_{level}")));
-            };
-            idx[self.desc.mode_order[level] as usize] = x;
-            if level > 0 {
-                let pos = self.pos(level);
-                let parent = pos.partition_point(|&q| q <= node).saturating_sub(1) as u64;
-                let range = self.children(level, parent)?;
-                if !range.contains(&node) {
-                    return Err(self.broken(
-                        level,
-                        parent,
-                        format!("node {node} of level {level} has no parent"),
-                    ));
-                }
-                node = parent;
-            }
-        }
-        Ok(idx)
+        self.leaf_coordinate(p).map_err(|f| self.fault(f))
     }
 
     /// Position (leaf) of the entry at `idx` (dimension order), if stored.
     /// Rank and bounds are checked.
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {
         check_position(idx, &self.desc.shape)?;
-        let mut range = self.children(0, 0)?;
-        let mut node = 0;
-        for level in 0..self.rank() {
-            if level > 0 {
-                range = self.children(level, node)?;
-            }
-            let q = idx[self.desc.mode_order[level] as usize];
-            match self.search(level, range.clone(), q)? {
-                Some(k) => node = k,
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(node))
+        self.find_leaf(idx, !self.permissive)
+            .map_err(|f| self.fault(f))
     }
 
     /// Value at `idx`: the stored value, or a zero of the tensor's type.

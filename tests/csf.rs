@@ -134,8 +134,9 @@ fn every_mode_order_budget_and_thread_count_holds_the_coo_entries() {
                 }
                 // Every coordinate at once, from the pointers: the walk's.
                 let all = t.leaf_coordinates().unwrap();
+                let n = sorted.len();
                 for (p, (k, _)) in sorted.iter().enumerate() {
-                    assert!((0..rank).all(|d| all[d][p] == k[d]), "leaf {p}");
+                    assert!((0..rank).all(|d| all[d * n + p] == k[d]), "leaf {p}");
                 }
                 // The same levels in memory, in 32-bit words, answer the
                 // same lookups through the same rules.

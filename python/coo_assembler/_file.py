@@ -152,37 +152,21 @@ class CsfTensor:
 
     def get(self, idx: Sequence[int]) -> Any:
         """The value at ``idx`` (dimension order), zero when not stored: a
-        binary search down the levels."""
+        binary search down the levels (the library's lookup)."""
         if len(idx) != self.ndim:
             raise InputError(f"{len(idx)} indices for a tensor of rank {self.ndim}")
-        lo, hi = int(self.pos[0][0]), int(self.pos[0][1])
-        node = -1
-        for level, d in enumerate(self.mode_order):
-            q = int(idx[d])
-            if not 0 <= q < self.shape[d]:
-                raise InputError(f"index {q} of dimension {d} is outside 0..{self.shape[d]}")
-            if level > 0:
-                lo, hi = int(self.pos[level][node]), int(self.pos[level][node + 1])
-            k = lo + int(np.searchsorted(self.crd[level][lo:hi], q))
-            if k >= hi or int(self.crd[level][k]) != q:
-                return self.values.dtype.type(0)
-            node = k
-        return self.values[node]
+        q = [int(x) for x in idx]
+        for d, x in enumerate(q):
+            if not 0 <= x < self.shape[d]:
+                raise InputError(f"index {x} of dimension {d} is outside 0..{self.shape[d]}")
+        leaf = _native.csf_find(self.pos, self.crd, list(self.mode_order), q)
+        return self.values.dtype.type(0) if leaf is None else self.values[leaf]
 
     def coords(self) -> np.ndarray:
         """Coordinates as int64, shape ``(ndim, nnz)``, dimension order, in
-        storage order (from the pointers, without a walk)."""
-        r = self.ndim
-        out = np.empty((r, self.nnz), dtype=np.int64)
-        # The ancestor at each level of every leaf, from the leaves up.
-        node = np.arange(self.nnz, dtype=np.int64)
-        for level in range(r - 1, -1, -1):
-            out[self.mode_order[level]] = self.crd[level][node]
-            if level > 0:
-                counts = np.diff(self.pos[level].astype(np.int64))
-                parent = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-                node = parent[node]
-        return out
+        storage order (from the pointers, without a walk: the library's)."""
+        flat = _native.csf_coords(self.pos, self.crd, list(self.mode_order))
+        return flat.view(np.int64).reshape(self.ndim, self.nnz)
 
     def to_sparse(self) -> Any:
         """The tensor as a pydata ``sparse.COO`` (its coordinates one

@@ -19,13 +19,12 @@ use coo_assembler::internals::assemble::direct::{
     self, Assembled, DirectValue, IndexElem, OutIndex,
 };
 use coo_assembler::options::AssembleOptions;
-use coo_assembler::write::{CoordWord, LevelWord};
 use coo_assembler::{DType, element::Bit, element::Element, vocab::Vocabulary};
 use numpy::{
     Element as NpElement, PyArray1, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use crate::builder::options;
 use crate::errors::to_py;
@@ -40,7 +39,7 @@ const WATCH_MIN: usize = 1 << 20;
 const WATCH_EVERY: Duration = Duration::from_millis(20);
 
 /// A contiguous 1-D array of `T`, borrowed, or None when `a` is not one.
-fn contiguous<'a, 'py, T: NpElement>(
+pub(crate) fn contiguous<'a, 'py, T: NpElement>(
     a: &'a Bound<'py, PyAny>,
 ) -> Option<&'a Bound<'py, PyArray1<T>>> {
     let arr = a.cast::<PyArray1<T>>().ok()?;
@@ -258,53 +257,6 @@ pub fn assemble_arrays<'py>(
         }
         _ => Ok(None),
     }
-}
-
-/// A CSF tensor's levels as NumPy arrays: `(pos_L, crd_L)` per level.
-type LevelArrays<'py, W> = Vec<(Bound<'py, PyArray1<W>>, Bound<'py, PyArray1<W>>)>;
-
-/// `_native.csf_levels(indices, rank, mode_order)`: the CSF levels
-/// `[(pos_L, crd_L)...]` of the entries whose coordinates `indices` holds
-/// (`rank` per entry, in increasing mode order; uint32 or uint64), built
-/// without the GIL by the library's `write::csf_levels`: uint32 arrays
-/// from uint32 coordinates (their count fitting it), else uint64.
-#[pyfunction]
-pub fn csf_levels<'py>(
-    py: Python<'py>,
-    indices: &Bound<'py, PyAny>,
-    rank: usize,
-    mode_order: Vec<usize>,
-) -> PyResult<Bound<'py, PyList>> {
-    fn arrays<'py, I: CoordWord + NpElement, W: LevelWord + NpElement>(
-        py: Python<'py>,
-        ix: &[I],
-        rank: usize,
-        order: &[usize],
-    ) -> PyResult<Bound<'py, PyList>> {
-        let levels = py
-            .detach(|| coo_assembler::write::csf_levels::<I, W>(ix, rank, order))
-            .map_err(to_py)?;
-        let arrays: LevelArrays<'py, W> = levels
-            .into_iter()
-            .map(|(p, c)| (PyArray1::from_vec(py, p), PyArray1::from_vec(py, c)))
-            .collect();
-        PyList::new(py, arrays)
-    }
-    if let Some(a) = contiguous::<u32>(indices) {
-        let r = a.readonly();
-        let ix = r.as_slice()?;
-        if (ix.len() as u64) < u64::from(u32::MAX) {
-            return arrays::<u32, u32>(py, ix, rank, &mode_order);
-        }
-        return arrays::<u32, u64>(py, ix, rank, &mode_order);
-    }
-    let Some(a) = contiguous::<u64>(indices) else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "csf_levels takes a contiguous uint32 or uint64 array",
-        ));
-    };
-    let r = a.readonly();
-    arrays::<u64, u64>(py, r.as_slice()?, rank, &mode_order)
 }
 
 /// `_native.assemble_arrays_to_file(values, cols, shape, dtype, output,

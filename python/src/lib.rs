@@ -7,6 +7,7 @@
 
 mod arrays;
 mod builder;
+mod csf;
 mod direct;
 mod errors;
 mod file;
@@ -27,7 +28,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(direct::assemble_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(direct::assemble_file, m)?)?;
     m.add_function(wrap_pyfunction!(direct::assemble_arrays_to_file, m)?)?;
-    m.add_function(wrap_pyfunction!(direct::csf_levels, m)?)?;
+    m.add_function(wrap_pyfunction!(csf::csf_levels, m)?)?;
+    m.add_function(wrap_pyfunction!(csf::csf_find, m)?)?;
+    m.add_function(wrap_pyfunction!(csf::csf_coords, m)?)?;
     m.add_class::<plan::NativePlan>()?;
     m.add_function(wrap_pyfunction!(plan::plan_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(plan::plan_elements, m)?)?;

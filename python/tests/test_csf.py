@@ -90,6 +90,38 @@ def test_builder_csf_file_and_to_sparse_of_any_layout(tmp_path):
             f.to_csf()
 
 
+def test_arrays_and_file_views_answer_through_the_same_rule(tmp_path):
+    shape = (9, 11, 13)
+    values, coords = contributions(shape, 2500, 4)
+    mem = ca.assemble(values, coords, shape, layout="csf")
+    path = tmp_path / "t.hrry"
+    with ca.Builder(shape, layout="csf") as b:
+        b.push(values, coords)
+        b.finish(path)
+    with ca.open(path) as f:
+        view = f.to_csf()
+        assert view.pos[0].dtype == np.uint64 and mem.pos[0].dtype == np.uint32
+        assert (view.coords() == mem.coords()).all()
+        assert (view.coords() == walk(mem)).all()
+        for p in range(0, mem.nnz, 17):
+            idx = tuple(int(x) for x in mem.coords()[:, p])
+            assert mem.get(idx) == view.get(idx) == f.get(idx) == mem.values[p]
+        absent = next(
+            (i, j, k)
+            for i in range(9)
+            for j in range(11)
+            for k in range(13)
+            if f.get((i, j, k)) == 0
+        )
+        assert mem.get(absent) == 0 and view.get(absent) == 0
+    with pytest.raises(ca.InputError, match="outside"):
+        mem.get((9, 0, 0))
+    # Arrays changed so they are no tree: an error naming it, no crash.
+    mem.pos[1][1] = mem.pos[1][2] + 5
+    with pytest.raises(Exception, match="not a tree"):
+        mem.coords()
+
+
 def test_tns_input_into_csf(tmp_path):
     p = tmp_path / "t.tns"
     p.write_text("# FROSTT\n1 1 2 1.0\n1 3 4 2.0\n2 2 1 3.0\n2 2 3 4.0\n1 1 2 0.5\n")

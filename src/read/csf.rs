@@ -155,12 +155,12 @@ pub trait CsfLevels {
         Ok(idx)
     }
 
-    /// Every leaf's coordinate, one vector per dimension (dimension
-    /// order), leaves in storage order: each level's coordinates handed
-    /// down from the leaves' ancestors, found level by level from the
-    /// pointers (no walk). Memory: the result, and a word per leaf and per
-    /// node of one level; `Err(bytes)` when it cannot be had.
-    fn leaf_coordinates(&self) -> std::result::Result<Coordinates, CoordinatesError> {
+    /// Every leaf's coordinate, dimension by dimension (`rank` rows of
+    /// `nnz` words, row `d` along dimension `d`; leaves in storage
+    /// order): each level's coordinates handed down from the leaves'
+    /// ancestors, found level by level from the pointers (no walk).
+    /// Memory: the result, and a word per leaf and per node of one level.
+    fn leaf_coordinates(&self) -> std::result::Result<Vec<u64>, CoordinatesError> {
         let r = self.rank();
         let nnz = self.crd_words(r.saturating_sub(1)).len();
         let words = |n: usize| -> std::result::Result<Vec<u64>, CoordinatesError> {
@@ -170,16 +170,17 @@ pub trait CsfLevels {
             v.resize(n, 0);
             Ok(v)
         };
-        let mut out = (0..r)
-            .map(|_| words(nnz))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let all = r
+            .checked_mul(nnz)
+            .ok_or(CoordinatesError::OutOfMemory(u64::MAX))?;
+        let mut out = words(all)?;
         // The ancestor at the current level of every leaf.
         let mut node: Vec<u64> = words(nnz)?;
         node.iter_mut().enumerate().for_each(|(p, n)| *n = p as u64);
         for level in (0..r).rev() {
             let crd = self.crd_words(level);
-            let o = &mut out[self.dim(level)];
-            for (x, &k) in o.iter_mut().zip(&node) {
+            let d = self.dim(level);
+            for (x, &k) in out[d * nnz..(d + 1) * nnz].iter_mut().zip(&node) {
                 let Some(&c) = crd.get(k as usize) else {
                     return Err(CoordinatesError::Fault(TreeFault::Pointers {
                         level,
@@ -242,9 +243,6 @@ pub enum CoordinatesError {
     /// The vectors (this many bytes) could not be allocated.
     OutOfMemory(u64),
 }
-
-/// [`CsfLevels::leaf_coordinates`]'s result: one vector per dimension.
-pub type Coordinates = Vec<Vec<u64>>;
 
 impl CsfLevels for CsfTensor<'_> {
     type W = u64;

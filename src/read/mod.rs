@@ -107,7 +107,7 @@ pub use crate::layout::{Layout, LayoutKind, SERVED, describe_tag};
 pub use composite::CompositeFile;
 pub use compressed::{CompressedEntries, CompressedTensor};
 pub use coo::CooTensor;
-pub use csf::{Coordinates, CoordinatesError, CsfLevels, CsfTensor, TreeFault, TreeWord};
+pub use csf::{CoordinatesError, CsfLevels, CsfTensor, TreeFault, TreeWord};
 pub use dense::{DenseTensor, TensorInfo};
 pub use tensor::Tensor;
 // Public paths of the former single-file module (used with the `internals` feature).

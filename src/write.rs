@@ -1868,7 +1868,7 @@ impl Levels<SideStream> {
 /// The CSF levels, `(pos_L, crd_L)` per level, of the entries whose
 /// coordinates `coords` holds (`rank` words each, dimension order) in
 /// increasing storage order (`order`, a permutation of `0..rank`): the
-/// writer's [`Levels`] of the same entries, in memory (an in-memory
+/// writer's `Levels` of the same entries, in memory (an in-memory
 /// result, as Python's `assemble(..., layout="csf")` returns). Words of
 /// `W` (u64, or u32 when the entries' count fits it, as the coordinates
 /// of `I = u32` do). Entries out of order are [`Error::OutOfOrder`].

@@ -180,43 +180,7 @@ impl<'a> CompressedTensor<'a> {
         [0, 1, 2].map(|k| (b[k].0, b[k].1, self.offsets[k]))
     }
 
-    /// Check the xxh3 checksums our writer stores for the three buffers,
-    /// once per open file (see [`super::CooTensor::check_checksums`]): a
-    /// damaged buffer is an [`Error::InvalidFile`] naming it.
-    pub fn check_checksums(&self) -> Result<()> {
-        self.check_checksums_with(false)
-    }
-
-    /// [`CompressedTensor::check_checksums`]; `release`: give back the
-    /// pages behind the hash whatever the tensor's size.
-    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
-        super::checksum::check_releasing(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.placed_buffers(),
-            self.mapped,
-            release,
-        )
-    }
-
-    /// How many of the buffers carry a stored checksum (0 for another
-    /// writer's file).
-    pub fn stored_checksums(&self) -> usize {
-        super::checksum::count(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.placed_buffers(),
-        )
-    }
-
-    /// Buffers hashed by [`CompressedTensor::check_checksums`] since the
-    /// file was opened (a test hook).
-    #[doc(hidden)]
-    pub fn checksum_hashes(&self) -> u64 {
-        self.sums.map_or(0, |s| s.sums.hashed())
-    }
+    super::checksum::checksum_methods!(placed_buffers);
 
     /// Value of entry `p` (storage order). Panics if `p >= nnz`.
     pub fn value(&self, p: u64) -> Value {

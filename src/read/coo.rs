@@ -71,43 +71,7 @@ impl<'a> CooTensor<'a> {
         ]
     }
 
-    /// Check the xxh3 checksums our writer stores for this tensor's
-    /// buffers, once per open file: the first call hashes the buffers
-    /// (O(size), in parallel), every later one returns the remembered
-    /// verdict. A buffer that does not match is an [`Error::InvalidFile`]
-    /// naming the buffer, the tensor and the file. A tensor without
-    /// stored checksums (another writer's file) passes. The whole-file
-    /// passes (the matrix operations, `convert`, [`super::Tensor::try_for_each`])
-    /// call it before they use the data.
-    pub fn check_checksums(&self) -> Result<()> {
-        self.check_checksums_with(false)
-    }
-
-    /// [`CooTensor::check_checksums`]; `release`: give back the pages
-    /// behind the hash whatever the tensor's size.
-    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
-        super::checksum::check_releasing(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.buffers(),
-            self.mapped,
-            release,
-        )
-    }
-
-    /// How many of the tensor's buffers carry a stored checksum (0 for a
-    /// file of another writer, such as the reference `hurray-io`).
-    pub fn stored_checksums(&self) -> usize {
-        super::checksum::count(self.sums.as_ref(), self.name, self.kv, &self.buffers())
-    }
-
-    /// Buffers hashed by [`CooTensor::check_checksums`] since the file
-    /// was opened (a test hook: a second whole pass hashes none).
-    #[doc(hidden)]
-    pub fn checksum_hashes(&self) -> u64 {
-        self.sums.map_or(0, |s| s.sums.hashed())
-    }
+    super::checksum::checksum_methods!(buffers);
 }
 
 impl fmt::Debug for CooTensor<'_> {

@@ -632,38 +632,7 @@ impl<'a> CsfTensor<'a> {
         out
     }
 
-    /// Check the xxh3 checksums our writer stores for the buffers, once
-    /// per open file (see [`super::CooTensor::check_checksums`]).
-    pub fn check_checksums(&self) -> Result<()> {
-        self.check_checksums_with(false)
-    }
-
-    pub(crate) fn check_checksums_with(&self, release: bool) -> Result<()> {
-        super::checksum::check_releasing(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.placed_buffers(),
-            self.mapped,
-            release,
-        )
-    }
-
-    /// How many of the buffers carry a stored checksum.
-    pub fn stored_checksums(&self) -> usize {
-        super::checksum::count(
-            self.sums.as_ref(),
-            self.name,
-            self.kv,
-            &self.placed_buffers(),
-        )
-    }
-
-    /// Buffers hashed since the file was opened (a test hook).
-    #[doc(hidden)]
-    pub fn checksum_hashes(&self) -> u64 {
-        self.sums.map_or(0, |s| s.sums.hashed())
-    }
+    super::checksum::checksum_methods!(placed_buffers);
 
     /// Check the storage invariants in O(nodes), each level once: every
     /// `pos_L` starts at 0 (`pointer-start`), never decreases

@@ -412,8 +412,36 @@ impl<'a> Tally<'a> {
 }
 
 /// Push one entry, its value as it was read.
-fn push(b: &mut Builder, idx: &[u64], v: Value) -> Result<()> {
-    b.push(idx, v)
+/// The converted tensor `what` (of `shape` and `dtype`) written to
+/// `output`: in one pass through a tensor writer when `one_pass` (the
+/// entries then come in the output's storage order), through the
+/// external sort otherwise. `feed(one_pass, put)` gives every entry to
+/// `put`.
+fn write_converted(
+    output: &Path,
+    opts: &ConvertOptions,
+    what: &What,
+    (shape, dtype): (&[u64], DType),
+    one_pass: bool,
+    feed: impl FnOnce(bool, &mut dyn FnMut(&[u64], Value) -> Result<()>) -> Result<()>,
+) -> Result<Written> {
+    if one_pass {
+        let mut fw = one_pass_writer(output, opts)?;
+        let mut tw = fw.begin_tensor_in(
+            &what.tensor,
+            dtype,
+            shape,
+            opts.to,
+            opts.mode_order.as_deref(),
+        )?;
+        feed(true, &mut |idx, v| tw.push_value(idx, v))?;
+        let nnz = tw.finish()?.nnz;
+        Ok(Written::Pass(nnz, fw.finish()?.bytes))
+    } else {
+        let mut b = sorter(opts, &what.tensor, shape, dtype)?;
+        feed(false, &mut |idx, v| b.push(idx, v))?;
+        Ok(Written::Sorted(b.finish(output)?))
+    }
 }
 
 /// The name written for an input tensor called `name`.
@@ -459,31 +487,14 @@ fn plain(input: &Path, output: &Path, opts: &ConvertOptions, t: Located) -> Resu
         from: t.layout,
         members: None,
     };
-    let written = if one_pass {
-        let mut fw = one_pass_writer(output, opts)?;
-        let mut tw = fw.begin_tensor_in(
-            &what.tensor,
-            t.dtype,
-            &t.shape,
-            opts.to,
-            opts.mode_order.as_deref(),
-        )?;
+    let shape = (&t.shape[..], t.dtype);
+    let written = write_converted(output, opts, &what, shape, one_pass, |_, put| {
         while entries.next(&mut indices, &mut ptr, &mut idx)? {
             tally.tick();
-            let v = values.take(t.dtype.width())?;
-            let f = t.dtype.decode(v).to_f64();
-            tw.push_le(&idx, v, f)?;
+            put(&idx, t.dtype.decode(values.take(t.dtype.width())?))?;
         }
-        let nnz = tw.finish()?.nnz;
-        Written::Pass(nnz, fw.finish()?.bytes)
-    } else {
-        let mut b = sorter(opts, &what.tensor, &t.shape, t.dtype)?;
-        while entries.next(&mut indices, &mut ptr, &mut idx)? {
-            tally.tick();
-            push(&mut b, &idx, t.dtype.decode(values.take(t.dtype.width())?))?;
-        }
-        Written::Sorted(b.finish(output)?)
-    };
+        Ok(())
+    })?;
     opts.progress.idle();
     Ok(summary(output, what, opts.to, written))
 }
@@ -515,29 +526,13 @@ fn from_csf(
     };
     let entry = rank as u64 * 8 + t.dtype.width() as u64;
     let mut tally = Tally::start(&opts.progress, t.nnz, t.nnz * entry);
-    let written = if one_pass {
-        let mut fw = one_pass_writer(output, opts)?;
-        let mut tw = fw.begin_tensor_in(
-            &what.tensor,
-            t.dtype,
-            &t.shape,
-            opts.to,
-            opts.mode_order.as_deref(),
-        )?;
+    let shape = (&t.shape[..], t.dtype);
+    let written = write_converted(output, opts, &what, shape, one_pass, |_, put| {
         view.try_for_each(|idx, v| {
             tally.tick();
-            tw.push_value(idx, v)
-        })?;
-        let nnz = tw.finish()?.nnz;
-        Written::Pass(nnz, fw.finish()?.bytes)
-    } else {
-        let mut b = sorter(opts, &what.tensor, &t.shape, t.dtype)?;
-        view.try_for_each(|idx, v| {
-            tally.tick();
-            push(&mut b, idx, v)
-        })?;
-        Written::Sorted(b.finish(output)?)
-    };
+            put(idx, v)
+        })
+    })?;
     opts.progress.idle();
     Ok(summary(output, what, opts.to, written))
 }
@@ -569,25 +564,21 @@ fn composite(c: &CompositeFile, output: &Path, opts: &ConvertOptions) -> Result<
     };
     let entry = c.shape().len() as u64 * 8 + c.dtype().width() as u64;
     let mut tally = Tally::start(&opts.progress, c.nnz(), c.nnz() * entry);
-    let written = if c.streams_in_order() && opts.to != OutputLayout::Csc {
-        let mut fw = one_pass_writer(output, opts)?;
-        let mut tw = fw.begin_tensor_as(&what.tensor, c.dtype(), c.shape(), opts.to)?;
-        for e in c.iter() {
+    let one_pass = c.streams_in_order() && opts.to != OutputLayout::Csc;
+    let shape = (c.shape(), c.dtype());
+    let written = write_converted(output, opts, &what, shape, one_pass, |in_order, put| {
+        // In storage order for one pass; in any order for the sort.
+        let mut each = |e: Result<(Vec<u64>, Value)>| -> Result<()> {
             tally.tick();
             let (idx, v) = e?;
-            tw.push_value(&idx, v)?;
+            put(&idx, v)
+        };
+        if in_order {
+            c.iter().try_for_each(&mut each)
+        } else {
+            c.entries_unordered().try_for_each(&mut each)
         }
-        let nnz = tw.finish()?.nnz;
-        Written::Pass(nnz, fw.finish()?.bytes)
-    } else {
-        let mut b = sorter(opts, &what.tensor, c.shape(), c.dtype())?;
-        for e in c.entries_unordered() {
-            tally.tick();
-            let (idx, v) = e?;
-            push(&mut b, &idx, v)?;
-        }
-        Written::Sorted(b.finish(output)?)
-    };
+    })?;
     opts.progress.idle();
     Ok(summary(output, what, opts.to, written))
 }

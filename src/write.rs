@@ -1572,7 +1572,7 @@ pub(crate) struct VectorWriter<'a> {
 
 impl VectorWriter<'_> {
     /// The next elements, as little-endian bytes (whole elements).
-    pub(crate) fn push_le(&mut self, mut bytes: &[u8]) -> Result<()> {
+    pub(crate) fn push_le(&mut self, bytes: &[u8]) -> Result<()> {
         let n = bytes.len() as u64;
         if n > self.left || n % self.dtype.width() as u64 != 0 {
             self.fw.poisoned = true;
@@ -1584,16 +1584,8 @@ impl VectorWriter<'_> {
             )));
         }
         self.left -= n;
-        let fw = &mut *self.fw;
-        while !bytes.is_empty() {
-            if fw.buf.len() >= fw.buf_cap {
-                fw.flush()?;
-            }
-            let k = (fw.buf_cap - fw.buf.len()).min(bytes.len());
-            fw.buf.extend_from_slice(&bytes[..k]);
-            bytes = &bytes[k..];
-        }
-        Ok(())
+        // Through the buffer, hashed as values are when it is flushed.
+        self.fw.put(bytes)
     }
 
     /// Close the tensor: every element given, the descriptor written.

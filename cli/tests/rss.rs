@@ -120,6 +120,30 @@ fn verify_and_dump_within_bound(file: &str, seen: &mut Vec<String>) {
     }
 }
 
+/// `assemble --input input --shape shape --memory-budget budget MiB -o
+/// out` with `more` arguments, within the budget + 32 MiB; its peak is
+/// added to `seen` under `label`.
+fn assemble_within_budget(
+    (input, shape, out): (&str, &str, &str),
+    budget: i64,
+    more: &[&str],
+    label: &str,
+    seen: &mut Vec<String>,
+) {
+    let b = format!("{budget}MiB");
+    let mut args = vec!["assemble", "--input", input, "--shape", shape];
+    args.extend_from_slice(more);
+    args.extend_from_slice(&["--memory-budget", &b, "-o", out]);
+    let (code, kib) = peak_rss(&args);
+    assert_eq!(code, 0, "{label} at {b}");
+    seen.push(format!("{label} {b}: {} MiB", kib / MIB));
+    assert!(
+        kib <= (budget + 32) * MIB,
+        "{label} at {b}: peak RSS {} MiB, over the budget + 32 MiB",
+        kib / MIB
+    );
+}
+
 #[test]
 fn assemble_verify_and_dump_stay_within_the_contract_on_busy_cores() {
     let dir = tempfile::tempdir().unwrap();
@@ -133,25 +157,7 @@ fn assemble_verify_and_dump_stay_within_the_contract_on_busy_cores() {
     let busy = Busy::start();
     let mut seen = Vec::new();
     for budget in [16i64, 32, 64] {
-        let b = format!("{budget}MiB");
-        let (code, kib) = peak_rss(&[
-            "assemble",
-            "--input",
-            inp,
-            "--shape",
-            &shape,
-            "--memory-budget",
-            &b,
-            "-o",
-            o,
-        ]);
-        assert_eq!(code, 0, "assemble at {b}");
-        seen.push(format!("assemble {b}: {} MiB", kib / MIB));
-        assert!(
-            kib <= (budget + 32) * MIB,
-            "assemble at {b}: peak RSS {} MiB, over the budget + 32 MiB",
-            kib / MIB
-        );
+        assemble_within_budget((inp, &shape, o), budget, &[], "assemble", &mut seen);
     }
     verify_and_dump_within_bound(o, &mut seen);
     drop(busy);
@@ -171,30 +177,10 @@ fn a_csf_tensor_is_assembled_verified_and_dumped_within_the_contract() {
     let (inp, o) = (input.to_str().unwrap(), out.to_str().unwrap());
     let busy = Busy::start();
     let mut seen = Vec::new();
-    for (budget, order) in [(16i64, "0,1,2"), (16, "2,0,1")] {
-        let b = format!("{budget}MiB");
-        let (code, kib) = peak_rss(&[
-            "assemble",
-            "--input",
-            inp,
-            "--shape",
-            &shape,
-            "--layout",
-            "csf",
-            "--mode-order",
-            order,
-            "--memory-budget",
-            &b,
-            "-o",
-            o,
-        ]);
-        assert_eq!(code, 0, "assemble csf at {b}, mode order {order}");
-        seen.push(format!("assemble csf {b} ({order}): {} MiB", kib / MIB));
-        assert!(
-            kib <= (budget + 32) * MIB,
-            "assemble csf at {b} ({order}): peak RSS {} MiB, over the budget + 32 MiB",
-            kib / MIB
-        );
+    for order in ["0,1,2", "2,0,1"] {
+        let more = ["--layout", "csf", "--mode-order", order];
+        let label = format!("assemble csf ({order})");
+        assemble_within_budget((inp, &shape, o), 16, &more, &label, &mut seen);
     }
     verify_and_dump_within_bound(o, &mut seen);
     drop(busy);

@@ -237,6 +237,8 @@ pub struct FileWriter {
     /// Dense vectors written ([`FileWriter::begin_vector`]): name and the
     /// xxh3 of the values, for their checksum entries.
     vectors: Vec<(String, u64)>,
+    /// Vectors reserved ([`FileWriter::reserve_vector`]) and not finished.
+    reserved_open: usize,
     poisoned: bool,
     stale_removed: Vec<PathBuf>,
 }
@@ -348,6 +350,7 @@ impl FileWriter {
             user_keys: HashSet::new(),
             tensors: Vec::new(),
             vectors: Vec::new(),
+            reserved_open: 0,
             poisoned: false,
             stale_removed,
         };
@@ -562,13 +565,71 @@ impl FileWriter {
         self.vhash_from = Some(self.buf.len());
         Ok(VectorWriter {
             fw: self,
-            name: name.to_string(),
-            dtype,
-            len,
+            head: VectorHead {
+                name: name.to_string(),
+                dtype,
+                len,
+                descriptor_offset,
+                values_offset,
+            },
             left: bytes,
-            descriptor_offset,
-            values_offset,
             finished: false,
+        })
+    }
+
+    /// Reserve the room of a dense rank-1 tensor of `len` elements of
+    /// `dtype` here, before the tensors that follow, and hand it to a
+    /// [`ReservedVector`] that fills it front to back at its place (from
+    /// another thread, while the next tensor streams on), then finishes
+    /// it. What a plan's positions take, made part by part beside its
+    /// pattern, without a spill.
+    pub(crate) fn reserve_vector(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        len: u64,
+    ) -> Result<ReservedVector> {
+        self.check_name(name)?;
+        let bytes = len
+            .checked_mul(dtype.width() as u64)
+            .filter(|_| !dtype.is_bool())
+            .ok_or_else(|| invalid(format!("vector {name:?} of {len} {dtype} elements")))?;
+        let descriptor_offset = self.pos();
+        let desc_len = crate::hurray::dense::dense_descriptor_len(1, false) as u64;
+        let values_offset = self.align(descriptor_offset + desc_len)?;
+        self.put_zeros(values_offset - descriptor_offset)?;
+        self.flush()?;
+        let end = values_offset + bytes;
+        let next = match self.tail_padding {
+            TailPadding::Alignment => align8(self.align(end)?)?,
+            TailPadding::Eight => align8(end)?,
+        };
+        // The room is a hole until filled (it reads as zeros); what
+        // follows is written after it.
+        self.io.set_len(&self.file, next, self.out.path())?;
+        self.io
+            .seek(&mut self.file, SeekFrom::Start(next), self.out.path())?;
+        self.flushed = next;
+        self.written_back = Writeback::settled(next);
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("duplicate the handle of", self.out.path(), e))?;
+        self.names.insert(name.to_string());
+        self.reserved_open += 1;
+        Ok(ReservedVector {
+            file,
+            io: self.io.clone(),
+            path: self.out.path().to_path_buf(),
+            head: VectorHead {
+                name: name.to_string(),
+                dtype,
+                len,
+                descriptor_offset,
+                values_offset,
+            },
+            left: bytes,
+            hash: Xxh3::new(),
         })
     }
 
@@ -576,6 +637,11 @@ impl FileWriter {
     /// target and fsync the directory.
     pub fn finish(mut self) -> Result<FileSummary> {
         self.check_usable()?;
+        if self.reserved_open > 0 {
+            return Err(Error::Poisoned(
+                "file writer (a reserved vector was not finished)",
+            ));
+        }
         let bytes = self.write_end()?;
         let path = self.out.target().to_path_buf();
         self.out.commit(&self.file)?;
@@ -1560,30 +1626,78 @@ impl Drop for TensorWriter<'_> {
 /// [`VectorWriter::finish`] poisons the file writer.
 pub(crate) struct VectorWriter<'a> {
     fw: &'a mut FileWriter,
+    head: VectorHead,
+    /// Value bytes still to come.
+    left: u64,
+    finished: bool,
+}
+
+/// What a dense vector's descriptor and index entry say.
+struct VectorHead {
     name: String,
     dtype: DType,
     len: u64,
-    /// Value bytes still to come.
-    left: u64,
     descriptor_offset: u64,
     values_offset: u64,
-    finished: bool,
+}
+
+impl VectorHead {
+    /// `n` more bytes where `left` remain: whole elements, not too many.
+    fn take(&self, n: u64, left: u64) -> Result<u64> {
+        let w = self.dtype.width() as u64;
+        if n > left || n % w != 0 {
+            return Err(invalid(format!(
+                "vector {:?}: {n} more bytes where {left} remain, in elements of {w} bytes",
+                self.name
+            )));
+        }
+        Ok(left - n)
+    }
+
+    /// Close the vector in `fw`: every element given (none `left`), its
+    /// values hashing to `digest`; the descriptor, index entry and
+    /// checksum entry written.
+    fn close(&self, fw: &mut FileWriter, left: u64, digest: u64) -> Result<()> {
+        if left != 0 {
+            return Err(invalid(format!(
+                "vector {:?} closed {left} bytes short",
+                self.name
+            )));
+        }
+        let data_length = self.len * self.dtype.width() as u64;
+        let bytes = crate::hurray::DenseDescriptor {
+            column_major: false,
+            dtype: self.dtype,
+            shape: vec![self.len],
+            byte_offset: 0,
+            buffer: BufferHandle::cpu(data_length, fw.alignment as u32),
+            statistics: None,
+        }
+        .encode();
+        fw.write_at(&bytes, self.descriptor_offset)?;
+        fw.entries.push(IndexEntry {
+            name: self.name.clone(),
+            descriptor_offset: self.descriptor_offset,
+            descriptor_length: bytes.len() as u32,
+            data_offset: self.values_offset,
+            data_length,
+        });
+        fw.names.insert(self.name.clone());
+        fw.vectors.push((self.name.clone(), digest));
+        Ok(())
+    }
 }
 
 impl VectorWriter<'_> {
     /// The next elements, as little-endian bytes (whole elements).
     pub(crate) fn push_le(&mut self, bytes: &[u8]) -> Result<()> {
-        let n = bytes.len() as u64;
-        if n > self.left || n % self.dtype.width() as u64 != 0 {
-            self.fw.poisoned = true;
-            return Err(invalid(format!(
-                "vector {:?}: {n} more bytes where {} remain, in elements of {} bytes",
-                self.name,
-                self.left,
-                self.dtype.width()
-            )));
+        match self.head.take(bytes.len() as u64, self.left) {
+            Ok(left) => self.left = left,
+            Err(e) => {
+                self.fw.poisoned = true;
+                return Err(e);
+            }
         }
-        self.left -= n;
         // Through the buffer, hashed as values are when it is flushed.
         self.fw.put(bytes)
     }
@@ -1596,12 +1710,6 @@ impl VectorWriter<'_> {
     }
 
     fn finish_inner(&mut self) -> Result<()> {
-        if self.left != 0 {
-            return Err(invalid(format!(
-                "vector {:?} closed {} bytes short",
-                self.name, self.left
-            )));
-        }
         let fw = &mut *self.fw;
         let values_end = fw.pos();
         if let Some(from) = fw.vhash_from.take() {
@@ -1613,26 +1721,50 @@ impl VectorWriter<'_> {
             TailPadding::Eight => align8(values_end)?,
         };
         fw.put_zeros(next - values_end)?;
-        let bytes = crate::hurray::DenseDescriptor {
-            column_major: false,
-            dtype: self.dtype,
-            shape: vec![self.len],
-            byte_offset: 0,
-            buffer: BufferHandle::cpu(values_end - self.values_offset, fw.alignment as u32),
-            statistics: None,
-        }
-        .encode();
-        fw.write_at(&bytes, self.descriptor_offset)?;
-        fw.entries.push(IndexEntry {
-            name: self.name.clone(),
-            descriptor_offset: self.descriptor_offset,
-            descriptor_length: bytes.len() as u32,
-            data_offset: self.values_offset,
-            data_length: values_end - self.values_offset,
-        });
-        fw.names.insert(self.name.clone());
-        fw.vectors.push((self.name.clone(), digest));
+        self.head.close(fw, self.left, digest)
+    }
+}
+
+/// A dense vector's room in a [`FileWriter`] ([`FileWriter::reserve_vector`]),
+/// filled front to back at its place through a second handle, then
+/// finished by [`ReservedVector::finish`]; the file writer refuses to
+/// finish the file before.
+pub(crate) struct ReservedVector {
+    file: File,
+    io: IoCtx,
+    path: PathBuf,
+    head: VectorHead,
+    /// Value bytes still to come.
+    left: u64,
+    hash: Xxh3,
+}
+
+impl ReservedVector {
+    /// The next elements, as little-endian bytes (whole elements).
+    pub(crate) fn push_le(&mut self, bytes: &[u8]) -> Result<()> {
+        let left = self.head.take(bytes.len() as u64, self.left)?;
+        let filled = self.head.len * self.head.dtype.width() as u64 - self.left;
+        self.io.write_all_at(
+            &self.file,
+            bytes,
+            self.head.values_offset + filled,
+            &self.path,
+        )?;
+        self.hash.update(bytes);
+        self.left = left;
         Ok(())
+    }
+
+    /// Close the vector in `fw`, the writer it was reserved in: every
+    /// element given, the descriptor written.
+    pub(crate) fn finish(self, fw: &mut FileWriter) -> Result<()> {
+        fw.check_usable()?;
+        fw.names.remove(&self.head.name);
+        let r = self.head.close(fw, self.left, self.hash.digest());
+        if r.is_ok() {
+            fw.reserved_open -= 1;
+        }
+        r
     }
 }
 
@@ -2370,6 +2502,49 @@ mod tests {
         assert!(matches!(e, Error::OutOfOrder { entry: 2, .. }), "{e}");
         assert!(csf_levels::<u64, u32>(&c, 3, &[0, 1, 2]).is_err());
         assert!(csf_levels::<u64, u64>(&c[..11], 3, &[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn a_reserved_vector_is_filled_in_place_beside_the_next_tensor() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.hrry");
+        let words: Vec<u32> = (0..5000u32).map(|k| k.wrapping_mul(40503)).collect();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut fw = small_buffers(&p);
+        let mut v = fw
+            .reserve_vector("v", DType::U32, words.len() as u64)
+            .unwrap();
+        let mut t = fw.begin_tensor("t", DType::F64, &[100, 100]).unwrap();
+        for (piece, i) in bytes.chunks(4 * 250).zip(0u64..) {
+            // The vector's pieces between the tensor's entries.
+            v.push_le(piece).unwrap();
+            t.push(&[i, i], i as f64).unwrap();
+        }
+        t.finish().unwrap();
+        assert!(v.push_le(&[0; 4]).is_err(), "past its length");
+        v.finish(&mut fw).unwrap();
+        fw.finish().unwrap();
+        let f = crate::read::HurrayFile::open(&p).unwrap();
+        assert!(
+            f.verify()
+                .iter()
+                .all(|p| p.severity != crate::read::Severity::Error)
+        );
+        let v = f.dense("v").unwrap();
+        assert_eq!(v.values_bytes(), &bytes[..]);
+        v.check_checksums().unwrap();
+        let t = f.tensor_view("t").unwrap();
+        assert_eq!(t.nnz(), 20);
+        t.check_checksums().unwrap();
+
+        // A reservation left unfinished: the file is not published.
+        let q = d.path().join("unfinished.hrry");
+        let mut fw = small_buffers(&q);
+        let mut v = fw.reserve_vector("v", DType::U32, 2).unwrap();
+        v.push_le(&[1, 0, 0, 0]).unwrap();
+        assert!(v.finish(&mut fw).is_err(), "short");
+        assert!(fw.finish().is_err());
+        assert!(!q.exists());
     }
 
     #[test]

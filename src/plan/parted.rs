@@ -1125,7 +1125,8 @@ fn plan_parts_to<C: Coords>(
     }
     let mut keys = keys.into_iter();
 
-    // KV entries, then `pattern` part by part, the orders to a spill.
+    // KV entries, then `pattern` part by part, each part's positions
+    // into `order`'s room, reserved before it.
     let dup = opts.duplicates.to_string();
     let nf = opts.non_finite.to_string();
     w.add_own_metadata(KEY_VERSION, KvValue::U64(PARTED_VERSION))?;
@@ -1148,7 +1149,7 @@ fn plan_parts_to<C: Coords>(
         parts: Some(nparts as u64),
     };
     w.add_own_metadata(KEY_CHECK, KvValue::U64(check.value()))?;
-    let mut orders = Spill::new(&opts.io, &dir, 1 << 20)?;
+    let mut orders = w.reserve_vector(ORDER, DType::U32, m)?;
     let mut table: Vec<(u64, u64)> = Vec::with_capacity(nparts);
     let mut nnz = 0u64;
     {
@@ -1200,7 +1201,7 @@ fn plan_parts_to<C: Coords>(
                             t.push(&tuple, m)?;
                         }
                     }
-                    orders.put(bytemuck::cast_slice(&cut.order))?;
+                    orders.push_le(bytemuck::cast_slice(&cut.order))?;
                 }
                 Ok(())
             });
@@ -1271,9 +1272,9 @@ fn plan_parts_to<C: Coords>(
         made?;
         t.finish()?;
     }
-    // `order` and `part`, streamed from their spills, and the table.
+    orders.finish(&mut w)?;
+    // `part`, streamed from its spill, and the table.
     drop(part_of);
-    stream_words::<4>(&mut w, ORDER, DType::U32, orders, m)?;
     if let Some(ids) = ids {
         stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
     }

@@ -2504,16 +2504,20 @@ mod tests {
         assert!(csf_levels::<u64, u64>(&c[..11], 3, &[0, 1, 2]).is_err());
     }
 
+    /// `n` scrambled u32 words, little-endian.
+    fn scrambled_words(n: u32) -> Vec<u8> {
+        (0..n)
+            .flat_map(|k| k.wrapping_mul(2654435761).to_le_bytes())
+            .collect()
+    }
+
     #[test]
     fn a_reserved_vector_is_filled_in_place_beside_the_next_tensor() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.hrry");
-        let words: Vec<u32> = (0..5000u32).map(|k| k.wrapping_mul(40503)).collect();
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let bytes = scrambled_words(5000);
         let mut fw = small_buffers(&p);
-        let mut v = fw
-            .reserve_vector("v", DType::U32, words.len() as u64)
-            .unwrap();
+        let mut v = fw.reserve_vector("v", DType::U32, 5000).unwrap();
         let mut t = fw.begin_tensor("t", DType::F64, &[100, 100]).unwrap();
         for (piece, i) in bytes.chunks(4 * 250).zip(0u64..) {
             // The vector's pieces between the tensor's entries.
@@ -2551,12 +2555,9 @@ mod tests {
     fn a_vector_reads_back_dense_and_refuses_a_wrong_length() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("v.hrry");
-        let words: Vec<u32> = (0..7000u32).map(|k| k.wrapping_mul(2654435761)).collect();
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let bytes = scrambled_words(7000);
         let mut fw = small_buffers(&p);
-        let mut t = fw
-            .begin_vector("v", DType::U32, words.len() as u64)
-            .unwrap();
+        let mut t = fw.begin_vector("v", DType::U32, 7000).unwrap();
         for piece in bytes.chunks(4 * 333) {
             t.push_le(piece).unwrap();
         }

@@ -88,18 +88,19 @@ impl Layout {
         Layout::Hilbert,
     ];
 
-    /// The Hurray layout tag.
-    pub fn tag(self) -> u8 {
+    /// The Hurray layout tag (those of the layouts we write are
+    /// [`OutputLayout::tag`]'s; `crate::hurray`'s constants are these).
+    pub const fn tag(self) -> u8 {
         match self {
             Layout::RowMajor => 0x01,
             Layout::ColumnMajor => 0x02,
             Layout::Strided => 0x03,
             Layout::Tiled => 0x04,
             Layout::Morton => 0x05,
-            Layout::Coo => 0x06,
-            Layout::Csr => 0x07,
-            Layout::Csc => 0x08,
-            Layout::Csf => 0x09,
+            Layout::Coo => OutputLayout::Coo.tag(),
+            Layout::Csr => OutputLayout::Csr.tag(),
+            Layout::Csc => OutputLayout::Csc.tag(),
+            Layout::Csf => OutputLayout::Csf.tag(),
             Layout::BlockPaged => 0x0A,
             Layout::Composite => 0x0B,
             Layout::Hilbert => 0x40,

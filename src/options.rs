@@ -47,8 +47,10 @@ crate::vocab::vocabulary! {
 }
 
 impl OutputLayout {
-    /// The Hurray layout tag.
-    pub fn tag(self) -> u8 {
+    /// The Hurray layout tag: the one place the sparse layouts' tags are
+    /// written (`crate::layout`'s table and `crate::hurray`'s constants
+    /// take them from here).
+    pub const fn tag(self) -> u8 {
         match self {
             OutputLayout::Coo => 0x06,
             OutputLayout::Csr => 0x07,

@@ -5,6 +5,8 @@
 //! checks (buffers inside the file, index against descriptor) live in the
 //! reader. Decoders never allocate more than the input's length justifies.
 
+use crate::layout::Layout;
+
 pub mod composite;
 pub mod compressed;
 pub mod crc32c;
@@ -44,20 +46,21 @@ pub const MIN_ALIGNMENT: u32 = 4096;
 /// Largest allowed data_buffer_alignment.
 pub const MAX_ALIGNMENT: u32 = 2 * 1024 * 1024;
 /// Layout tag of dense row-major (C order).
-pub const LAYOUT_ROW_MAJOR: u8 = 0x01;
+pub const LAYOUT_ROW_MAJOR: u8 = Layout::RowMajor.tag();
 /// Layout tag of dense column-major (Fortran order).
-pub const LAYOUT_COLUMN_MAJOR: u8 = 0x02;
+pub const LAYOUT_COLUMN_MAJOR: u8 = Layout::ColumnMajor.tag();
 /// Layout tag of COO.
-pub const LAYOUT_COO: u8 = 0x06;
+pub const LAYOUT_COO: u8 = Layout::Coo.tag();
 /// Layout tag of CSR.
-pub const LAYOUT_CSR: u8 = 0x07;
+pub const LAYOUT_CSR: u8 = Layout::Csr.tag();
 /// Layout tag of CSC.
-pub const LAYOUT_CSC: u8 = 0x08;
-/// Layout tag of CSF (hurray-core 0.1.0's `TAG_CSF`; the spec's CSF page
-/// says 0x0A, which hurray-core and `crate::layout`'s table give to block-paged).
-pub const LAYOUT_CSF: u8 = 0x09;
+pub const LAYOUT_CSC: u8 = Layout::Csc.tag();
+/// Layout tag of CSF (hurray-core 0.1.0's `TAG_CSF`, 0x09; the spec's CSF
+/// page says 0x0A, which hurray-core and `crate::layout`'s table give to
+/// block-paged).
+pub const LAYOUT_CSF: u8 = Layout::Csf.tag();
 /// Layout tag of a composite head.
-pub const LAYOUT_COMPOSITE: u8 = 0x0B;
+pub const LAYOUT_COMPOSITE: u8 = Layout::Composite.tag();
 /// Largest rank the format allows.
 pub const MAX_RANK: usize = 64;
 

@@ -548,30 +548,12 @@ impl FileWriter {
         dtype: DType,
         len: u64,
     ) -> Result<VectorWriter<'_>> {
-        self.check_name(name)?;
-        if dtype.is_bool() {
-            return Err(invalid(format!(
-                "vector {name:?}: bools are packed, not words"
-            )));
-        }
-        let bytes = len
-            .checked_mul(dtype.width() as u64)
-            .ok_or_else(|| invalid(format!("vector {name:?} of {len} elements overflows u64")))?;
-        let descriptor_offset = self.pos();
-        let desc_len = crate::hurray::dense::dense_descriptor_len(1, false) as u64;
-        let values_offset = self.align(descriptor_offset + desc_len)?;
-        self.put_zeros(values_offset - descriptor_offset)?;
+        let (head, bytes) = self.start_vector(name, dtype, len)?;
         self.vhash.reset();
         self.vhash_from = Some(self.buf.len());
         Ok(VectorWriter {
             fw: self,
-            head: VectorHead {
-                name: name.to_string(),
-                dtype,
-                len,
-                descriptor_offset,
-                values_offset,
-            },
+            head,
             left: bytes,
             finished: false,
         })
@@ -589,21 +571,9 @@ impl FileWriter {
         dtype: DType,
         len: u64,
     ) -> Result<ReservedVector> {
-        self.check_name(name)?;
-        let bytes = len
-            .checked_mul(dtype.width() as u64)
-            .filter(|_| !dtype.is_bool())
-            .ok_or_else(|| invalid(format!("vector {name:?} of {len} {dtype} elements")))?;
-        let descriptor_offset = self.pos();
-        let desc_len = crate::hurray::dense::dense_descriptor_len(1, false) as u64;
-        let values_offset = self.align(descriptor_offset + desc_len)?;
-        self.put_zeros(values_offset - descriptor_offset)?;
+        let (head, bytes) = self.start_vector(name, dtype, len)?;
         self.flush()?;
-        let end = values_offset + bytes;
-        let next = match self.tail_padding {
-            TailPadding::Alignment => align8(self.align(end)?)?,
-            TailPadding::Eight => align8(end)?,
-        };
+        let next = self.padded_end(head.values_offset + bytes)?;
         // The room is a hole until filled (it reads as zeros); what
         // follows is written after it.
         self.io.set_len(&self.file, next, self.out.path())?;
@@ -611,26 +581,61 @@ impl FileWriter {
             .seek(&mut self.file, SeekFrom::Start(next), self.out.path())?;
         self.flushed = next;
         self.written_back = Writeback::settled(next);
-        let file = self
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("duplicate the handle of", self.out.path(), e))?;
-        self.names.insert(name.to_string());
         self.reserved_open += 1;
         Ok(ReservedVector {
-            file,
+            file: self.second_handle()?,
             io: self.io.clone(),
             path: self.out.path().to_path_buf(),
-            head: VectorHead {
-                name: name.to_string(),
-                dtype,
-                len,
-                descriptor_offset,
-                values_offset,
-            },
+            head,
             left: bytes,
             hash: Xxh3::new(),
         })
+    }
+
+    /// A dense vector's start, for [`FileWriter::begin_vector`] and
+    /// [`FileWriter::reserve_vector`]: the name checked and taken, the
+    /// descriptor's room zero-filled up to the aligned values; its head
+    /// and the bytes its values take.
+    fn start_vector(&mut self, name: &str, dtype: DType, len: u64) -> Result<(VectorHead, u64)> {
+        self.check_name(name)?;
+        if dtype.is_bool() {
+            return Err(invalid(format!(
+                "vector {name:?}: bools are packed, not words"
+            )));
+        }
+        let bytes = len
+            .checked_mul(dtype.width() as u64)
+            .ok_or_else(|| invalid(format!("vector {name:?} of {len} elements overflows u64")))?;
+        let descriptor_offset = self.pos();
+        let desc_len = crate::hurray::dense::dense_descriptor_len(1, false) as u64;
+        let values_offset = self.align(descriptor_offset + desc_len)?;
+        self.put_zeros(values_offset - descriptor_offset)?;
+        self.names.insert(name.to_string());
+        let head = VectorHead {
+            name: name.to_string(),
+            dtype,
+            len,
+            descriptor_offset,
+            values_offset,
+        };
+        Ok((head, bytes))
+    }
+
+    /// Where the next tensor starts after data ending at `end`: past the
+    /// tail padding the options ask for.
+    fn padded_end(&self, end: u64) -> Result<u64> {
+        match self.tail_padding {
+            TailPadding::Alignment => align8(self.align(end)?),
+            TailPadding::Eight => align8(end),
+        }
+    }
+
+    /// A second handle on the output, for writes at known offsets from
+    /// other threads.
+    fn second_handle(&self) -> Result<File> {
+        self.file
+            .try_clone()
+            .map_err(|e| Error::io("duplicate the handle of", self.out.path(), e))
     }
 
     /// Write the KV section, index and trailer, fsync, rename over the
@@ -1387,13 +1392,8 @@ impl TensorWriter<'_> {
         if self.fw.pos() != self.values_offset {
             return Err(Error::Poisoned("file writer (values not at their offset)"));
         }
-        let file = self
-            .fw
-            .file
-            .try_clone()
-            .map_err(|e| Error::io("duplicate the handle of", self.fw.out.path(), e))?;
         Ok(Some(Placed {
-            file,
+            file: self.fw.second_handle()?,
             io: self.fw.io.clone(),
             path: self.fw.out.path().to_path_buf(),
             values_at: self.values_offset,
@@ -1535,10 +1535,7 @@ impl TensorWriter<'_> {
             }
         }
         let last_end = self.fw.pos();
-        let next = match self.fw.tail_padding {
-            TailPadding::Alignment => align8(self.fw.align(last_end)?)?,
-            TailPadding::Eight => align8(last_end)?,
-        };
+        let next = self.fw.padded_end(last_end)?;
         self.fw.put_zeros(next - last_end)?;
 
         let a = self.fw.alignment as u32;
@@ -1682,7 +1679,6 @@ impl VectorHead {
             data_offset: self.values_offset,
             data_length,
         });
-        fw.names.insert(self.name.clone());
         fw.vectors.push((self.name.clone(), digest));
         Ok(())
     }
@@ -1716,10 +1712,7 @@ impl VectorWriter<'_> {
             fw.vhash.update(&fw.buf[from..]);
         }
         let digest = fw.vhash.digest();
-        let next = match fw.tail_padding {
-            TailPadding::Alignment => align8(fw.align(values_end)?)?,
-            TailPadding::Eight => align8(values_end)?,
-        };
+        let next = fw.padded_end(values_end)?;
         fw.put_zeros(next - values_end)?;
         self.head.close(fw, self.left, digest)
     }
@@ -1759,7 +1752,6 @@ impl ReservedVector {
     /// element given, the descriptor written.
     pub(crate) fn finish(self, fw: &mut FileWriter) -> Result<()> {
         fw.check_usable()?;
-        fw.names.remove(&self.head.name);
         let r = self.head.close(fw, self.left, self.hash.digest());
         if r.is_ok() {
             fw.reserved_open -= 1;

@@ -284,26 +284,26 @@ impl PlanFile {
         if pattern.dtype() != DType::U32 {
             return Err(refused(&name, format!("tensor {PATTERN} must hold u32")));
         }
-        // The dense vectors: their checksums, types and lengths.
-        let vector = |what: &str, want: DType| -> Result<u64> {
+        // The dense vectors: their checksums, types, and lengths.
+        let vector = |what: &str, want: DType| {
             let t = file
                 .dense(what)
                 .map_err(|e| refused(&name, format!("{e}")))?;
             t.check_checksums_with(true)?;
-            if t.dtype() != want || t.shape().len() != 1 {
-                return Err(refused(
+            match t.shape() {
+                &[len] if t.dtype() == want => Ok((t, len)),
+                _ => Err(refused(
                     &name,
                     format!("tensor {what} must be a vector of {want}"),
-                ));
+                )),
             }
-            Ok(t.shape()[0])
         };
-        let orders = vector(ORDER, DType::U32)?;
-        let parts_len = vector(PARTS, DType::U64)?;
+        let (_, orders) = vector(ORDER, DType::U32)?;
+        let (parts, parts_len) = vector(PARTS, DType::U64)?;
         // Values a refill takes; those skipped have no position.
         let n = h.contributions.unwrap_or(0);
         let ids = if spilled {
-            vector(PART, DType::U16)?
+            vector(PART, DType::U16)?.1
         } else {
             n
         };
@@ -315,7 +315,6 @@ impl PlanFile {
                 ),
             ));
         }
-        let parts = file.dense(PARTS)?;
         let words: Vec<u64> = parts
             .values_bytes()
             .chunks_exact(8)
@@ -1276,7 +1275,7 @@ fn plan_parts_to<C: Coords>(
     // `part`, streamed from its spill, and the table.
     drop(part_of);
     if let Some(ids) = ids {
-        stream_words::<2>(&mut w, PART, DType::U16, ids, n as u64)?;
+        spill_to_vector(&mut w, PART, DType::U16, ids, n as u64)?;
     }
     let mut t = w.begin_vector(PARTS, DType::U64, PART_WORDS * nparts as u64)?;
     for (&(c, e), &(lo, hi)) in table.iter().zip(&windows) {
@@ -1473,25 +1472,20 @@ fn sort_pairs(v: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usize) -> Res
     Ok(())
 }
 
-/// A dense vector `name` of `n` elements of `dtype`, `W` bytes each
-/// (u32 or u16), from a spill of little-endian words.
-fn stream_words<const W: usize>(
-    w: &mut FileWriter,
-    name: &str,
-    dtype: DType,
-    s: Spill,
-    n: u64,
-) -> Result<()> {
+/// A dense vector `name` of `n` elements of `dtype` (a plan's part
+/// numbers), copied from a spill of their little-endian words.
+fn spill_to_vector(w: &mut FileWriter, name: &str, dtype: DType, s: Spill, n: u64) -> Result<()> {
+    let width = dtype.width();
     let mut r = s.finish()?;
-    if r.bytes != n * W as u64 {
+    if r.bytes != n * width as u64 {
         return Err(pattern::changed());
     }
     let mut t = w.begin_vector(name, dtype, n)?;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; W * CHUNK];
-    let mut left = n * W as u64;
+    let mut buf = vec![0u8; width * CHUNK];
+    let mut left = r.bytes;
     while left > 0 {
-        let b = &mut buf[..left.min((W * CHUNK) as u64) as usize];
+        let b = &mut buf[..left.min((width * CHUNK) as u64) as usize];
         r.read_exact(b)?;
         h.update(b);
         t.push_le(b)?;

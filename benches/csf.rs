@@ -26,16 +26,7 @@ use std::time::Instant;
 const CHILD: &str = "--csf-child";
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == CHILD) {
-        child(&args[i + 1..]);
-        return;
-    }
-    if !args.iter().any(|a| a == "--bench") {
-        println!("csf: run with `cargo bench --bench csf`");
-        return;
-    }
-    parent();
+    child_proc::dispatch(CHILD, "csf", child, parent);
 }
 
 fn env_f(name: &str, default: &str) -> f64 {

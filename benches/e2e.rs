@@ -36,17 +36,7 @@ use std::time::Instant;
 const CHILD: &str = "--e2e-child";
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == CHILD) {
-        child(&args[i + 1..]);
-        return;
-    }
-    if !args.iter().any(|a| a == "--bench") {
-        // Built and run by `cargo test --benches`: nothing to do.
-        println!("e2e: run with `cargo bench --bench e2e`");
-        return;
-    }
-    parent();
+    child_proc::dispatch(CHILD, "e2e", child, parent);
 }
 
 fn env_n() -> u64 {

@@ -27,3 +27,18 @@ pub fn cpu_secs(ru: &libc::rusage) -> f64 {
     let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
     t(ru.ru_utime) + t(ru.ru_stime)
 }
+
+/// A harness's `main`: with `child_flag` among the arguments, run `child`
+/// on the arguments after it (a measured child process); under `cargo
+/// bench` (`--bench`), run `parent`; otherwise (built and run by `cargo
+/// test --benches`) say how to run `name` and do nothing.
+pub fn dispatch(child_flag: &str, name: &str, child: fn(&[String]), parent: fn()) {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == child_flag) {
+        child(&args[i + 1..]);
+    } else if args.iter().any(|a| a == "--bench") {
+        parent();
+    } else {
+        println!("{name}: run with `cargo bench --bench {name}`");
+    }
+}

@@ -155,16 +155,17 @@ def assemble(
     # now, naming the coo layout, not after a whole assembly.
     order = None if mode_order is None else [int(d) for d in mode_order]
     _native.check_layout(layout, len(shape_t), order)
+    # What every path takes as Builder's options do (the folder aside).
+    policies = dict(
+        memory_budget=memory_budget,
+        threads=threads,
+        duplicates=duplicates,
+        drop_zeros=drop_zeros,
+        exact_sums=exact_sums,
+        non_finite=non_finite,
+        skip_negative=skip_negative,
+    )
     if layout == "csf":
-        policies = dict(
-            memory_budget=memory_budget,
-            threads=threads,
-            duplicates=duplicates,
-            drop_zeros=drop_zeros,
-            exact_sums=exact_sums,
-            non_finite=non_finite,
-            skip_negative=skip_negative,
-        )
         return _assemble_csf(values, coords, shape_t, dtype, order, temp_dir, policies)
     _native.check_scipy_shape(list(shape_t))
     if temp_dir is not None:
@@ -181,35 +182,14 @@ def assemble(
             list(shape_t),
             _LIBRARY_NAME[_dtype_name(dtype)],
             "int64" if index_dtype is np.int64 else "int32",
-            _options(
-                memory_budget=memory_budget,
-                temp_dir=temp_dir,
-                threads=threads,
-                duplicates=duplicates,
-                drop_zeros=drop_zeros,
-                exact_sums=exact_sums,
-                non_finite=non_finite,
-                layout=layout,
-                skip_negative=skip_negative,
-            ),
+            _options(temp_dir=temp_dir, layout=layout, **policies),
         )
         if parts is not None:
             return _scipy_of(parts, layout, shape_t)
     # A form the library does not read in place: pushed a chunk at a time.
     with tempfile.TemporaryDirectory(prefix="coo-assemble-", dir=temp_dir) as tmp:
         path = os.path.join(tmp, "assembled.hrry")
-        with Builder(
-            shape,
-            dtype,
-            memory_budget=memory_budget,
-            temp_dir=tmp,
-            threads=threads,
-            duplicates=duplicates,
-            drop_zeros=drop_zeros,
-            exact_sums=exact_sums,
-            non_finite=non_finite,
-            skip_negative=skip_negative,
-        ) as b:
+        with Builder(shape, dtype, temp_dir=tmp, **policies) as b:
             b.push(values, coords)
             b.finish(path)
         f = File(path)

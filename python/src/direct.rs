@@ -46,22 +46,28 @@ pub(crate) fn contiguous<'a, 'py, T: NpElement>(
     arr.is_contiguous().then_some(arr)
 }
 
-/// Read-only views of the index columns and the values, when each is a
-/// contiguous 1-D array of `I` (the values of `V`); `None` otherwise.
-type Views<'py, I, V> = (
-    Vec<numpy::PyReadonlyArray1<'py, I>>,
-    numpy::PyReadonlyArray1<'py, V>,
-);
-
-fn views<'py, I: NpElement, V: NpElement>(
+/// `f` of the caller's index columns and values as slices, read in place;
+/// `Ok(None)` when they are not contiguous arrays of `I` and `V`.
+fn with_slices<'py, I: NpElement, V: NpElement, T>(
     cols: &[Bound<'py, PyAny>],
     values: &Bound<'py, PyAny>,
-) -> Option<Views<'py, I, V>> {
-    let cols = cols
+    f: impl FnOnce(&[&[I]], &[V]) -> PyResult<T>,
+) -> PyResult<Option<T>> {
+    let Some(borrowed) = cols
         .iter()
         .map(|c| contiguous::<I>(c).map(|a| a.readonly()))
-        .collect::<Option<Vec<_>>>()?;
-    Some((cols, contiguous::<V>(values)?.readonly()))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let Some(v) = contiguous::<V>(values).map(|a| a.readonly()) else {
+        return Ok(None);
+    };
+    let idx: Vec<&[I]> = borrowed
+        .iter()
+        .map(|b| b.as_slice())
+        .collect::<Result<_, _>>()?;
+    f(&idx, v.as_slice()?).map(Some)
 }
 
 /// Run `work` without the GIL; for long work, on a scoped thread while
@@ -155,22 +161,16 @@ where
     J: OutIndex + NpElement,
     P: NpElement,
 {
-    let Some((borrowed, v)) = views::<I, V>(cols, values) else {
-        return Ok(None);
-    };
-    let vs = v.as_slice()?;
-    let idx: Vec<&[I]> = borrowed
-        .iter()
-        .map(|b| b.as_slice())
-        .collect::<Result<_, _>>()?;
-    let a: Assembled<O, J> = run_interruptible(py, vs.len(), |stop| {
-        entry(work.shape, work.dtype, &idx, vs, work.opts, Some(stop))
-    })?;
-    Ok(Some((
-        PyArray1::from_vec(py, to_numpy(a.values)).into_any(),
-        PyArray1::from_vec(py, a.indices).into_any(),
-        PyArray1::from_vec(py, a.pointers).into_any(),
-    )))
+    with_slices(cols, values, |idx, vs| {
+        let a: Assembled<O, J> = run_interruptible(py, vs.len(), |stop| {
+            entry(work.shape, work.dtype, idx, vs, work.opts, Some(stop))
+        })?;
+        Ok((
+            PyArray1::from_vec(py, to_numpy(a.values)).into_any(),
+            PyArray1::from_vec(py, a.indices).into_any(),
+            PyArray1::from_vec(py, a.pointers).into_any(),
+        ))
+    })
 }
 
 /// The NumPy name of an array's dtype ("" when it is not an array).
@@ -294,18 +294,12 @@ pub fn assemble_arrays_to_file<'py>(
         output: &std::path::Path,
         opts: &coo_assembler::AssembleOptions,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some((borrowed, v)) = views::<I, V>(cols, values) else {
-            return Ok(None);
-        };
-        let vs = v.as_slice()?;
-        let idx: Vec<&[I]> = borrowed
-            .iter()
-            .map(|b| b.as_slice())
-            .collect::<Result<_, _>>()?;
-        let s = run_interruptible(py, vs.len(), |stop| {
-            direct::arrays_to_file(shape, dtype, &idx, vs, output, opts, Some(stop))
-        })?;
-        Ok(Some(crate::builder::summary_dict(py, &s)?))
+        with_slices::<I, V, _>(cols, values, |idx, vs| {
+            let s = run_interruptible(py, vs.len(), |stop| {
+                direct::arrays_to_file(shape, dtype, idx, vs, output, opts, Some(stop))
+            })?;
+            crate::builder::summary_dict(py, &s)
+        })
     }
     macro_rules! by_index {
         ($v:ty) => {

@@ -404,6 +404,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         s.memory_budget as f64 / 1048576.0,
         peak_rss_mib().map_or("unknown".into(), |m| format!("{m:.1} MiB"))
     );
+    let parts: Vec<String> = s
+        .budget_parts
+        .iter()
+        .map(|(part, bytes)| format!("{part} {:.1} MiB", *bytes as f64 / 1048576.0))
+        .collect();
+    println!("  the budget's parts: {}", parts.join(", "));
     if s.contributions != contributions {
         return Err(format!(
             "{} contributions arrived, {contributions} were pushed",

@@ -44,6 +44,7 @@
 
 use crate::assemble::builder::Builder;
 use crate::assemble::summary::Summary;
+use crate::budget::Budget;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::fs::ctx::IoCtx;
@@ -145,13 +146,13 @@ enum Written {
     /// In one pass: entries and file bytes.
     Pass(u64, u64),
     /// Through the external sort.
-    Sorted(Summary),
+    Sorted(Box<Summary>),
 }
 
 fn summary(output: &Path, what: What, to: OutputLayout, written: Written) -> ConvertSummary {
     let (nnz, file_bytes, sorted_by) = match written {
         Written::Pass(nnz, bytes) => (nnz, bytes, None),
-        Written::Sorted(s) => (s.nnz, s.file_bytes, Some(s)),
+        Written::Sorted(s) => (s.nnz, s.file_bytes, Some(*s)),
     };
     ConvertSummary {
         path: output.to_path_buf(),
@@ -353,32 +354,32 @@ fn one_pass_writer(output: &Path, opts: &ConvertOptions) -> Result<FileWriter> {
         io: opts.io.clone(),
         ..WriteOptions::default()
     };
-    let minimum = STREAMS + 3 * wopts.buffer_bytes as u64;
-    if opts.memory_budget < minimum {
-        return Err(Error::BudgetTooSmall {
-            budget: opts.memory_budget,
-            minimum,
-        });
-    }
+    let mut budget = Budget::new(opts.memory_budget);
+    budget.take("the read streams", STREAMS)?;
+    budget.take("the writer's buffers", 3 * wopts.buffer_bytes as u64)?;
     FileWriter::create_for(output, wopts, &[], ReplaceInput::Allow)
 }
 
 /// The builder of a conversion through the external sort: what is left of
 /// the budget once the read streams have theirs.
 fn sorter(opts: &ConvertOptions, name: &str, shape: &[u64], dtype: DType) -> Result<Builder> {
-    let aopts = AssembleOptions {
-        memory_budget: opts.memory_budget.saturating_sub(STREAMS),
-        temp_dir: opts.temp_dir.clone(),
-        threads: opts.threads,
-        duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
-        layout: opts.to,
-        mode_order: opts.mode_order.clone(),
-        tensor_name: name.to_string(),
-        progress: opts.progress.clone(),
-        io: opts.io.clone(),
-        ..AssembleOptions::default()
-    };
-    Builder::new(shape, dtype, aopts)
+    let mut budget = Budget::new(opts.memory_budget);
+    budget.take("the read streams", STREAMS)?;
+    budget.inside(|left| {
+        let aopts = AssembleOptions {
+            memory_budget: left,
+            temp_dir: opts.temp_dir.clone(),
+            threads: opts.threads,
+            duplicates: opts.duplicates.unwrap_or(DuplicatePolicy::Error),
+            layout: opts.to,
+            mode_order: opts.mode_order.clone(),
+            tensor_name: name.to_string(),
+            progress: opts.progress.clone(),
+            io: opts.io.clone(),
+            ..AssembleOptions::default()
+        };
+        Builder::new(shape, dtype, aopts)
+    })
 }
 
 /// Moves the conversion's progress as entries are read: a step of the
@@ -440,7 +441,7 @@ fn write_converted(
     } else {
         let mut b = sorter(opts, &what.tensor, shape, dtype)?;
         feed(false, &mut |idx, v| b.push(idx, v))?;
-        Ok(Written::Sorted(b.finish(output)?))
+        Ok(Written::Sorted(Box::new(b.finish(output)?)))
     }
 }
 

@@ -192,12 +192,15 @@ pub enum Error {
     },
 
     /// The memory budget is below what the assembler needs to make progress.
-    #[error("memory budget of {} is too small: at least {} is needed ({minimum} bytes)", crate::size::format_size(*budget), crate::size::format_size(*minimum))]
+    #[error("memory budget of {} is too small: at least {} is needed ({minimum} bytes) for {part}", crate::size::format_size(*budget), crate::size::format_size(*minimum))]
     BudgetTooSmall {
         /// The budget given.
         budget: u64,
         /// The smallest budget that works for this shape and type.
         minimum: u64,
+        /// The part of the work that did not fit (e.g. "the sorters'
+        /// chunks and scratch").
+        part: &'static str,
     },
 
     /// A spill run (a temporary file of ours) failed its checks.
@@ -685,6 +688,7 @@ impl Error {
             Error::BudgetTooSmall {
                 budget: 1,
                 minimum: 2,
+                part: "sample",
             },
             Error::CorruptRun {
                 run: 0,

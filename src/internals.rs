@@ -5,6 +5,8 @@
 
 #[path = "assemble/mod.rs"]
 pub mod assemble;
+#[path = "budget.rs"]
+pub mod budget;
 #[path = "codec.rs"]
 pub mod codec;
 #[path = "composite.rs"]

@@ -100,7 +100,7 @@
 pub mod internals;
 #[cfg(not(feature = "internals"))]
 mod internals;
-use internals::{assemble, codec, fs, hurray, stats};
+use internals::{assemble, budget, codec, fs, hurray, stats};
 
 pub mod builder {
     //! Assembly from pushes: [`Builder`] (and a [`Pusher`] per thread)

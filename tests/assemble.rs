@@ -557,6 +557,57 @@ fn element_matrix_push_matches_individual_pushes() {
     );
 }
 
+/// Every byte of the budget is in a named part, on the kernel's path and
+/// on the runs' path, and the summary lists them in the order taken.
+#[test]
+fn the_summary_names_the_budgets_parts_and_they_add_up_to_it() {
+    let d = tempfile::tempdir().unwrap();
+    let shape = [1u64 << 20, 1 << 20];
+    let run = |n: u64, opts: AssembleOptions| {
+        let mut b = Builder::new(&shape, DType::F64, opts).unwrap();
+        let mut p = b.pusher().unwrap();
+        let mut rng = crate::common::Rng::new(n);
+        for _ in 0..n {
+            let (i, j) = (rng.below(shape[0]), rng.below(shape[1]));
+            p.push(&[i, j], 1.0).unwrap();
+        }
+        drop(p);
+        let s = b.finish(&d.path().join("b.hrry")).unwrap();
+        let total: u64 = s.budget_parts.iter().map(|p| p.1).sum();
+        assert_eq!(total, s.memory_budget, "{:?}", s.budget_parts);
+        s
+    };
+    let tiny = tiny(&shape, DType::F64, 2, d.path());
+    let spilled = run(300_000, tiny.clone());
+    assert!(spilled.runs_spilled > 0);
+    let names: Vec<&str> = spilled.budget_parts.iter().map(|p| p.0).collect();
+    assert_eq!(
+        names,
+        [
+            "the output writer's buffers",
+            "the spill writers and run blocks",
+            "the chunks and sort scratch",
+            "in-memory runs"
+        ]
+    );
+    let kernel = run(
+        1000,
+        AssembleOptions {
+            memory_budget: 64 << 20,
+            ..tiny
+        },
+    );
+    assert_eq!(kernel.runs, 0, "the kernel's path");
+    assert_eq!(
+        kernel.budget_parts.first().map(|p| p.0),
+        Some("the file writer and in-place scratch")
+    );
+    assert_eq!(
+        kernel.budget_parts.last().map(|p| p.0),
+        Some("the workers' scratch")
+    );
+}
+
 #[test]
 fn too_small_budget_is_refused_with_the_minimum() {
     let e = Builder::new(
@@ -569,8 +620,13 @@ fn too_small_budget_is_refused_with_the_minimum() {
     )
     .err();
     match e {
-        Some(Error::BudgetTooSmall { budget, minimum }) => {
+        Some(Error::BudgetTooSmall {
+            budget,
+            minimum,
+            part,
+        }) => {
             assert_eq!(budget, 1 << 20);
+            assert_eq!(part, "the sorters' chunks of 4096 records");
             assert!(minimum > budget);
             let ok = AssembleOptions {
                 memory_budget: minimum,

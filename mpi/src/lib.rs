@@ -70,6 +70,7 @@ use coo_assembler::DType;
 use coo_assembler::internals::assemble::builder::check_coordinate;
 use coo_assembler::internals::assemble::combine::raw_value;
 use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
+use coo_assembler::internals::budget::Budget;
 use coo_assembler::internals::composite::{
     PLACED_WORDS, Placed, Prepared, first_member_offset, member_name, write_frame, write_member,
 };
@@ -293,7 +294,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             .unwrap_or_else(std::env::temp_dir);
         let stash = Stash::new(
             shape.len(),
-            opts.assemble.memory_budget / 4,
+            RankBudget::of(opts.assemble.memory_budget).stash,
             &dir,
             opts.assemble.io.clone(),
         );
@@ -421,15 +422,16 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let mut local_shape = self.shape.clone();
         local_shape[0] = hi - lo;
         let local_opts = AssembleOptions {
-            memory_budget: self.opts.assemble.memory_budget / 2,
+            memory_budget: RankBudget::of(self.opts.assemble.memory_budget).local,
             tensor_name: member_name(&head_name, k),
             ..self.opts.assemble.clone()
         };
         // The local assembler has half the budget: report the per-rank need.
         let builder = Builder::new(&local_shape, self.dtype, local_opts).map_err(|e| match e {
-            Error::BudgetTooSmall { budget, minimum } => Error::BudgetTooSmall {
-                budget: budget * 2,
+            Error::BudgetTooSmall { minimum, part, .. } => Error::BudgetTooSmall {
+                budget: self.opts.assemble.memory_budget,
                 minimum: minimum * 2,
+                part,
             },
             e => e,
         });
@@ -561,7 +563,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let n = self.size as usize;
         let me = self.rank as usize;
         let wpr = self.shape.len() + 1;
-        let cap = exchange_cap(self.opts.assemble.memory_budget / 4, n, wpr);
+        let cap = exchange_cap(
+            RankBudget::of(self.opts.assemble.memory_budget).exchange,
+            n,
+            wpr,
+        );
         let read = cap.min(READ_RECORDS);
         let how = Precombine::new(
             CombinerKind::of(
@@ -848,6 +854,26 @@ struct Exchange {
 /// bytes) holds the outgoing records, their sorted and combined copy, the
 /// sort permutation (4 bytes a record) and what arrives (at most `C` from
 /// each of the other `ranks - 1` ranks), and MPI's counts stay below 2^31.
+/// A rank's budget (`DistOptions::assemble`'s): a quarter for the stash of
+/// pushes in memory, a quarter for the exchange buffers, the rest, half,
+/// for the local assembler.
+struct RankBudget {
+    stash: u64,
+    exchange: u64,
+    local: u64,
+}
+
+impl RankBudget {
+    fn of(total: u64) -> RankBudget {
+        let mut b = Budget::new(total);
+        RankBudget {
+            stash: b.take_at_most("the stash of pushes", total / 4),
+            exchange: b.take_at_most("the exchange buffers", total / 4),
+            local: b.take_rest("the local assembler"),
+        }
+    }
+}
+
 fn exchange_cap(mem: u64, ranks: usize, wpr: usize) -> usize {
     let rec = (wpr * 8) as u64;
     let by_budget = mem / ((ranks as u64 + 1) * rec + 4);

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -43,11 +43,15 @@ class Summary:
     #: Key ranges the final merge was cut into and merged on several
     #: threads at once (0: one thread).
     merge_ranges: int = 0
+    #: How the memory budget was divided: ``(part, bytes)`` pairs, in the
+    #: order they were taken.
+    budget_parts: List[Tuple[str, int]] = field(default_factory=list)
 
 
 def _summary(d: dict) -> Summary:
     d["path"] = os.fspath(d["path"])
     d["stale_removed"] = [os.fspath(p) for p in d["stale_removed"]]
+    d["budget_parts"] = [tuple(p) for p in d.get("budget_parts", [])]
     return Summary(**d)
 
 

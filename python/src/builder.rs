@@ -409,6 +409,7 @@ pub fn summary_dict<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, Py
     d.set_item("merge_ranges", s.merge_ranges)?;
     d.set_item("bytes_spilled", s.bytes_spilled)?;
     d.set_item("peak_buffer_bytes", s.peak_buffer_bytes)?;
+    d.set_item("budget_parts", s.budget_parts.clone())?;
     d.set_item("memory_budget", s.memory_budget)?;
     d.set_item("file_bytes", s.file_bytes)?;
     d.set_item("time_ingest", s.time_ingest.as_secs_f64())?;

@@ -199,6 +199,8 @@ def test_more_pushing_threads_than_threads(rng, tmp_path):
     assert s.contributions == m
     assert s.runs_spilled > 0
     assert s.peak_buffer_bytes <= s.memory_budget
+    assert sum(b for _, b in s.budget_parts) == s.memory_budget
+    assert s.budget_parts[-1][0] == "in-memory runs"
     one = tmp_path / "one.hrry"
     with ca.Builder((n, n), threads=1) as b:
         b.push(v, (r, c))

@@ -308,7 +308,7 @@ impl<K: Key> Local<K> {
                     bytes,
                 });
             }
-            core.mem
+            core.budget
                 .add((c.capacity() - had) as u64 * core.plan.record_bytes);
         }
         self.chunk = c;

@@ -63,7 +63,7 @@ impl<K: Key> Core<K> {
             return Some((chunk, origin));
         }
         // The chunk itself is counted: it was allocated by a push.
-        if self.mem.now() <= d.limit {
+        if self.budget.in_use() <= d.limit {
             d.chunks.push((origin, chunk));
             drop(d);
             // Unbounded: the send cannot fail while the core lives.
@@ -108,7 +108,8 @@ pub(crate) fn finish_deferred(
     };
     // The pool's chunks are free again: the kernel works in their share.
     while let Ok(c) = core.free_rx.try_recv() {
-        core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
+        core.budget
+            .sub(c.capacity() as u64 * core.plan.record_bytes);
     }
     let held_bytes: u64 = kept
         .iter()
@@ -123,14 +124,10 @@ pub(crate) fn finish_deferred(
     match r {
         Ok(Some(mut s)) => {
             stop_sorters(core)?;
-            core.mem.sub(held_bytes);
+            core.budget.sub(held_bytes);
             s.contributions = core.contributions.load(Ordering::Relaxed);
             s.skipped_negative = core.skipped_negative.load(Ordering::Relaxed);
-            s.peak_buffer_bytes = core
-                .mem
-                .peak
-                .load(Ordering::Relaxed)
-                .max(held_bytes + s.peak_buffer_bytes);
+            s.peak_buffer_bytes = core.budget.peak().max(held_bytes + s.peak_buffer_bytes);
             s.time_ingest = ingest;
             let mut stale = std::mem::take(&mut core.lock().stale_removed);
             stale.append(&mut s.stale_removed);
@@ -146,7 +143,7 @@ pub(crate) fn finish_deferred(
             Ok(None)
         }
         Err(e) => {
-            core.mem.sub(held_bytes);
+            core.budget.sub(held_bytes);
             Err(e)
         }
     }

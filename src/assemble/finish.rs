@@ -68,21 +68,21 @@ fn merge_and_write<K: Key, C: Combiner>(
     let (dropped, nnz, fs) = match Ranges::cut(core, &runs) {
         Some(ranges) => {
             merge_ranges = ranges.bounds.len() as u64 + 1;
-            core.mem.add(ranges.buffers);
+            core.budget.add(ranges.buffers);
             let r =
                 merge_ranges_into_file(core, comb, &runs, &ranges, &dir_for_msgs, path, max_nnz);
-            core.mem.sub(ranges.buffers);
+            core.budget.sub(ranges.buffers);
             r?
         }
         None => {
             let buffers = runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES + batches;
-            core.mem.add(buffers);
+            core.budget.add(buffers);
             let readers = open_readers(core, comb, runs, &dir_for_msgs)?;
             let mut merger =
                 Merger::new(comb, &core.layout, core.out_dtype(), readers, core.watch())?;
             let r = merge_into_file(core, comb, &mut merger, path, max_nnz);
             drop(merger);
-            core.mem.sub(buffers);
+            core.budget.sub(buffers);
             r?
         }
     };
@@ -99,8 +99,9 @@ fn merge_and_write<K: Key, C: Combiner>(
         merge_passes: passes,
         merge_ranges,
         bytes_spilled: core.bytes_spilled.load(Ordering::Relaxed),
-        peak_buffer_bytes: core.mem.peak.load(Ordering::Relaxed),
+        peak_buffer_bytes: core.budget.peak(),
         memory_budget: core.opts.memory_budget,
+        budget_parts: core.budget.parts().to_vec(),
         file_bytes: fs.bytes,
         time_ingest: ingest,
         time_sort: Duration::from_nanos(core.sort_nanos.load(Ordering::Relaxed)),
@@ -515,13 +516,7 @@ impl Ranges {
         let records: u64 = runs.iter().map(|r| r.entries).sum();
         let readers = threads as u64 * runs.len() as u64 * RUN_READER_BYTES + OUTPUT_BUFFER_BYTES;
         let held = (threads * (1 + RANGES_AHEAD)) as u64;
-        let room = core
-            .opts
-            .memory_budget
-            .saturating_sub(core.mem.now())
-            .saturating_sub(readers)
-            / 2
-            / held;
+        let room = core.budget.free().saturating_sub(readers) / 2 / held;
         let coords = core.layout.rank() * std::mem::size_of::<u64>();
         let entry = (std::mem::size_of::<K>().max(coords) + std::mem::size_of::<Value>()) as u64;
         let per_range = match core.opts.range_records {

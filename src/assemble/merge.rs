@@ -311,7 +311,7 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
             .map(|r| r.bytes)
             .sum();
         let buffers = w as u64 * RUN_READER_BYTES + SPILL_BUFFER as u64 + BLOCK_TARGET as u64;
-        core.mem.add(buffers);
+        core.budget.add(buffers);
         let id = core.next_run.fetch_add(1, AtomicOrdering::Relaxed);
         if pass_spill.is_none() {
             pass_spill = Some(SpillFile::create(&core.spill_dir()?, io)?);
@@ -328,7 +328,7 @@ pub(crate) fn merge_passes<K: Key, C: Combiner>(
         })?;
         let run = wr.finish()?;
         drop(merger);
-        core.mem.sub(buffers + group_mem);
+        core.budget.sub(buffers + group_mem);
         core.bytes_spilled
             .fetch_add(run.bytes, AtomicOrdering::Relaxed);
         runs.push(run);

@@ -2,9 +2,9 @@
 //! between fixed buffers, ingest chunks, sort scratch and in-memory runs,
 //! and the merge fan-in that follows. Pure arithmetic, tested below.
 
-use crate::error::{Error, Result};
+use crate::budget::Budget;
+use crate::error::Result;
 use crate::options::AssembleOptions;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes the output writer's buffers may take (values + indices streams).
 pub(crate) const OUTPUT_BUFFER_BYTES: u64 = 2 << 20;
@@ -101,7 +101,11 @@ impl Plan {
         Self::fixed(opts) + ((units * min_chunk_bytes) as f64 / CHUNK_SHARE).ceil() as u64
     }
 
+    /// Takes the builder's reservations from `budget` (`opts`' budget):
+    /// the fixed buffers, the chunks and sort scratch, and all the rest
+    /// for in-memory runs.
     pub(crate) fn new(
+        budget: &mut Budget,
         opts: &AssembleOptions,
         record_bytes: u64,
         est_bytes_per_record: u64,
@@ -111,15 +115,16 @@ impl Plan {
         let resident_pushers = opts.threads;
         let n_chunks = resident_pushers + sorters;
         let units = (n_chunks + sorters) as u64; // chunks + one sort scratch per sorter
-        let fixed = Self::fixed(opts);
-        let minimum = Self::minimum(opts, record_bytes);
-        if opts.memory_budget < minimum {
-            return Err(Error::BudgetTooSmall {
-                budget: opts.memory_budget,
-                minimum,
-            });
-        }
-        let free = opts.memory_budget - fixed;
+        budget.require(
+            "the sorters' chunks of 4096 records",
+            Self::minimum(opts, record_bytes),
+        )?;
+        budget.take("the output writer's buffers", OUTPUT_BUFFER_BYTES)?;
+        budget.take(
+            "the spill writers and run blocks",
+            Self::fixed(opts) - OUTPUT_BUFFER_BYTES,
+        )?;
+        let free = budget.left();
         let share = ((free as f64 * CHUNK_SHARE) as u64) / units;
         // The chunks are kept for the kernel unless the caller expects
         // more contributions than they would hold: then never (no chunk
@@ -150,7 +155,8 @@ impl Plan {
         };
         let chunk_bytes = share.min(cap);
         let chunk_records = (chunk_bytes / record_bytes).min(u32::MAX as u64) as usize;
-        let held_limit = free - (chunk_bytes * units);
+        budget.take("the chunks and sort scratch", chunk_bytes * units)?;
+        let held_limit = budget.take_rest("in-memory runs");
         // In the merge phase the chunk area is free again: readers get it.
         let reader_bytes = RUN_READER_BYTES * 2;
         let fan_in =
@@ -175,29 +181,25 @@ impl Plan {
     }
 }
 
-/// Buffer bytes in use, and the peak.
-#[derive(Default, Debug)]
-pub(crate) struct MemTracker {
-    now: AtomicU64,
-    pub(crate) peak: AtomicU64,
-}
-
-impl MemTracker {
-    pub(crate) fn add(&self, n: u64) {
-        let now = self.now.fetch_add(n, Ordering::Relaxed) + n;
-        self.peak.fetch_max(now, Ordering::Relaxed);
-    }
-    pub(crate) fn sub(&self, n: u64) {
-        self.now.fetch_sub(n, Ordering::Relaxed);
-    }
-    pub(crate) fn now(&self) -> u64 {
-        self.now.load(Ordering::Relaxed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+
+    fn new_plan(
+        o: &AssembleOptions,
+        record_bytes: u64,
+        est: u64,
+        deferrable: Option<u64>,
+    ) -> Result<Plan> {
+        Plan::new(
+            &mut Budget::new(o.memory_budget),
+            o,
+            record_bytes,
+            est,
+            deferrable,
+        )
+    }
 
     fn opts(budget: u64, threads: usize, max_fan_in: usize) -> AssembleOptions {
         AssembleOptions {
@@ -210,8 +212,10 @@ mod tests {
 
     /// The minimum a too-small budget reports.
     fn minimum(threads: usize, record_bytes: u64) -> u64 {
-        match Plan::new(&opts(0, threads, 64), record_bytes, 8, None) {
-            Err(Error::BudgetTooSmall { budget: 0, minimum }) => minimum,
+        match new_plan(&opts(0, threads, 64), record_bytes, 8, None) {
+            Err(Error::BudgetTooSmall {
+                budget: 0, minimum, ..
+            }) => minimum,
             other => panic!("expected BudgetTooSmall, got {other:?}"),
         }
     }
@@ -224,7 +228,7 @@ mod tests {
                 let fixed = OUTPUT_BUFFER_BYTES
                     + threads as u64 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
                 assert!(min > fixed, "the minimum covers the fixed buffers");
-                let p = Plan::new(&opts(min, threads, 64), record_bytes, 8, None).unwrap();
+                let p = new_plan(&opts(min, threads, 64), record_bytes, 8, None).unwrap();
                 assert!(
                     p.chunk_records as u64 >= MIN_CHUNK_RECORDS,
                     "threads {threads}, record {record_bytes}: {} records",
@@ -232,8 +236,10 @@ mod tests {
                 );
                 assert_eq!(p.sorters, threads);
                 assert_eq!(p.n_chunks, 2 * threads);
-                match Plan::new(&opts(min - 1, threads, 64), record_bytes, 8, None) {
-                    Err(Error::BudgetTooSmall { budget, minimum }) => {
+                match new_plan(&opts(min - 1, threads, 64), record_bytes, 8, None) {
+                    Err(Error::BudgetTooSmall {
+                        budget, minimum, ..
+                    }) => {
                         assert_eq!((budget, minimum), (min - 1, min));
                     }
                     other => panic!("one byte less must be refused, got {other:?}"),
@@ -245,7 +251,7 @@ mod tests {
     #[test]
     fn budget_shares_add_up() {
         let budget = 64 << 20;
-        let p = Plan::new(&opts(budget, 2, 64), 16, 8, None).unwrap();
+        let p = new_plan(&opts(budget, 2, 64), 16, 8, None).unwrap();
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let units = (p.n_chunks + p.sorters) as u64;
         let chunk_area = p.chunk_records as u64 * 16 * units;
@@ -259,13 +265,13 @@ mod tests {
     #[test]
     fn fan_in_is_clamped_to_the_option_and_to_two() {
         // A large budget pays for many readers: the option caps them.
-        let big = Plan::new(&opts(4 << 30, 2, 8), 16, 8, None).unwrap();
+        let big = new_plan(&opts(4 << 30, 2, 8), 16, 8, None).unwrap();
         assert_eq!(big.fan_in, 8);
-        let big = Plan::new(&opts(4 << 30, 2, 1000), 16, 8, None).unwrap();
+        let big = new_plan(&opts(4 << 30, 2, 1000), 16, 8, None).unwrap();
         assert_eq!(big.fan_in, 1000);
         // The smallest budget still merges two runs at a time.
         let min = minimum(1, 40);
-        let small = Plan::new(&opts(min, 1, 64), 40, 8, None).unwrap();
+        let small = new_plan(&opts(min, 1, 64), 40, 8, None).unwrap();
         assert!((2..=64).contains(&small.fan_in), "fan-in {}", small.fan_in);
         let reader_bytes = (BLOCK_TARGET + 4096) as u64 * 2;
         let chunk_area = small.chunk_records as u64 * 40 * 3;
@@ -279,14 +285,14 @@ mod tests {
     fn chunks_are_capped_and_the_rest_holds_runs() {
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         // 256 MiB: 60 % of the free budget over 6 units, below the cap.
-        let small = Plan::new(&opts(256 << 20, 2, 64), 16, 8, None).unwrap();
+        let small = new_plan(&opts(256 << 20, 2, 64), 16, 8, None).unwrap();
         let free = (256u64 << 20) - fixed;
         assert_eq!(
             small.chunk_records as u64,
             ((free as f64 * CHUNK_SHARE) as u64) / 6 / 16
         );
         // 4 GiB: capped; everything else holds in-memory runs.
-        let big = Plan::new(&opts(4 << 30, 2, 64), 16, 8, None).unwrap();
+        let big = new_plan(&opts(4 << 30, 2, 64), 16, 8, None).unwrap();
         assert_eq!(big.chunk_records as u64, CHUNK_MAX_BYTES / 16);
         assert_eq!(big.held_limit, (4u64 << 30) - fixed - 6 * CHUNK_MAX_BYTES);
         assert!(big.fan_in >= small.fan_in);
@@ -300,7 +306,7 @@ mod tests {
                 expected_contributions: n,
                 ..opts(budget, 2, 512)
             };
-            Plan::new(&o, 16, 8, None).unwrap()
+            new_plan(&o, 16, 8, None).unwrap()
         };
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let free = (1u64 << 30) - fixed;
@@ -336,7 +342,7 @@ mod tests {
                 expected_contributions: n,
                 ..opts(256 << 20, 2, 512)
             };
-            Plan::new(&o, 16, 8, deferrable).unwrap()
+            new_plan(&o, 16, 8, deferrable).unwrap()
         };
         let fixed = OUTPUT_BUFFER_BYTES + 2 * (SPILL_BUFFER as u64 + 2 * BLOCK_TARGET as u64);
         let free = (256u64 << 20) - fixed;
@@ -358,16 +364,5 @@ mod tests {
             0,
             "complex: two records"
         );
-    }
-
-    #[test]
-    fn memory_tracker_keeps_the_peak() {
-        let m = MemTracker::default();
-        m.add(100);
-        m.add(50);
-        m.sub(120);
-        m.add(10);
-        assert_eq!(m.peak.load(Ordering::Relaxed), 150);
-        assert_eq!(m.now.load(Ordering::Relaxed), 40);
     }
 }

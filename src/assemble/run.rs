@@ -109,9 +109,9 @@ impl<K: Key> SortState<K> {
         if now > self.accounted {
             core.sort_buffers
                 .fetch_add(now - self.accounted, Ordering::SeqCst);
-            core.mem.add(now - self.accounted);
+            core.budget.add(now - self.accounted);
         } else {
-            core.mem.sub(self.accounted - now);
+            core.budget.sub(self.accounted - now);
             core.sort_buffers
                 .fetch_sub(self.accounted - now, Ordering::SeqCst);
         }
@@ -235,7 +235,8 @@ pub(crate) fn stop_sorters<K: Key>(core: &Arc<Core<K>>) -> Result<()> {
     // Chunks and the one-thread sort scratch are no longer needed: give
     // their memory back before merging.
     while let Ok(c) = core.free_rx.try_recv() {
-        core.mem.sub(c.capacity() as u64 * core.plan.record_bytes);
+        core.budget
+            .sub(c.capacity() as u64 * core.plan.record_bytes);
     }
     if let Some(solo) = &core.solo {
         let mut state = solo.lock().unwrap_or_else(|e| e.into_inner());
@@ -270,7 +271,7 @@ impl<K: Key, C: Combiner> OpenRun<'_, '_, K, C> {
 /// Give back the room `start_run` reserved for an in-memory run.
 fn unreserve<K: Key>(core: &Core<K>, held: u64) {
     core.held.fetch_sub(held, Ordering::SeqCst);
-    core.mem.sub(held);
+    core.budget.sub(held);
 }
 
 /// Start a run of a chunk of `n` records: in memory when the plan's room
@@ -291,11 +292,7 @@ fn start_run<'c, 's, K: Key, C: Combiner>(
     let to_come = (core.plan.sorters as u64 * core.plan.chunk_records as u64)
         .saturating_mul(core.plan.record_bytes)
         .saturating_sub(core.sort_buffers.load(Ordering::SeqCst));
-    let budget_left = core
-        .opts
-        .memory_budget
-        .saturating_sub(core.mem.now())
-        .saturating_sub(to_come);
+    let budget_left = core.budget.free().saturating_sub(to_come);
     let in_memory = est <= budget_left
         && core
             .held
@@ -309,7 +306,7 @@ fn start_run<'c, 's, K: Key, C: Combiner>(
             Ok(w) => {
                 // On the books now, so that another sorter deciding at the
                 // same time sees it.
-                core.mem.add(est);
+                core.budget.add(est);
                 return Ok(OpenRun { w, held: est });
             }
             Err(e) => {
@@ -341,7 +338,7 @@ fn end_run<K: Key, C: Combiner>(core: &Core<K>, open: OpenRun<'_, '_, K, C>) -> 
         core.bytes_spilled.fetch_add(run.bytes, Ordering::Relaxed);
     } else {
         core.held.fetch_add(run.bytes, Ordering::SeqCst);
-        core.mem.add(run.bytes);
+        core.budget.add(run.bytes);
     }
     core.lock().runs.push(run);
     Ok(())

@@ -38,9 +38,10 @@
 use crate::assemble::combine::CombinerKind;
 use crate::assemble::direct::groups::KeyGroups;
 use crate::assemble::key::{Key, KeyLayout};
-use crate::assemble::plan::{BLOCK_TARGET, MemTracker, Plan};
+use crate::assemble::plan::{BLOCK_TARGET, Plan};
 use crate::assemble::sort::Record;
 use crate::assemble::spill::{Run, RunFormat, SpillFile};
+use crate::budget::Budget;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::fs::names::spill_dir_prefix;
@@ -202,10 +203,11 @@ pub(crate) struct Core<K: Key> {
     /// step and publishes nothing.
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) held: AtomicU64,
-    /// The sort buffers the sorters hold now (on `mem`'s books too): an
+    /// The sort buffers the sorters hold now (on `budget`'s books too): an
     /// in-memory run leaves room for the ones still to come.
     pub(crate) sort_buffers: AtomicU64,
-    pub(crate) mem: MemTracker,
+    /// The memory budget: the plan's reservations, the bytes in use.
+    pub(crate) budget: Budget,
     pub(crate) pushers_alive: AtomicUsize,
     /// Resident pushers alive (at most `plan.resident_pushers`).
     pub(crate) residents: AtomicUsize,
@@ -305,7 +307,7 @@ impl<K: Key> Core<K> {
     /// too many (see [`Core::surplus`]).
     pub(crate) fn recycle(&self, chunk: Vec<Record<K>>) {
         if self.take_surplus() {
-            self.mem
+            self.budget
                 .sub(chunk.capacity() as u64 * self.plan.record_bytes);
         } else {
             let _ = self.free_tx.send(chunk);
@@ -433,7 +435,9 @@ pub(crate) fn new_core<K: Key>(
     let kind = CombinerKind::of(dtype, opts.duplicates, opts.exact_sums);
     let record_bytes = std::mem::size_of::<Record<K>>() as u64;
     let key_varint = (layout.total_bits() as u64).div_ceil(7).max(1);
+    let mut budget = Budget::new(opts.memory_budget);
     let plan = Plan::new(
+        &mut budget,
         &opts,
         record_bytes,
         key_varint + kind.est_acc_bytes(),
@@ -483,7 +487,7 @@ pub(crate) fn new_core<K: Key>(
         stop: Arc::new(AtomicBool::new(false)),
         held: AtomicU64::new(0),
         sort_buffers: AtomicU64::new(0),
-        mem: MemTracker::default(),
+        budget,
         pushers_alive: AtomicUsize::new(0),
         residents: AtomicUsize::new(0),
         keeps_order: kind == CombinerKind::Last,

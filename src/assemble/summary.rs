@@ -35,6 +35,11 @@ pub struct Summary {
     pub peak_buffer_bytes: u64,
     /// The budget they had to stay under.
     pub memory_budget: u64,
+    /// How the budget was divided: its named reservations, in the order
+    /// they were taken (the runs' path: the fixed buffers, the chunks and
+    /// sort scratch, in-memory runs; the kernel's: the file writer, the
+    /// records held, its counts and the workers' scratch).
+    pub budget_parts: Vec<(&'static str, u64)>,
     /// Size of the output file.
     pub file_bytes: u64,
     /// From `Builder::new` to the start of `finish`.

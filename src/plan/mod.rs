@@ -44,6 +44,7 @@ use crate::assemble::direct::lane::{
     ComplexExactF64, ComplexReduce, ExactF64, RawReduce, raw_to_value,
 };
 use crate::assemble::direct::{Assembled, ComplexOut, DirectValue, IndexElem, OutIndex, OutValue};
+use crate::budget::Budget;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
@@ -234,19 +235,14 @@ impl Plan {
         crate::assemble::check_shape(opts, shape)?;
         check_plannable(dtype, opts, shape)?;
         let n = c.len() as u64;
-        let major = if opts.layout.is_compressed() {
-            shape[opts.layout.major_dim()]
-                .saturating_add(1)
-                .saturating_mul(8)
-        } else {
-            0
-        };
-        let need = pattern::planning_bytes(n, opts.threads).saturating_add(major);
-        if need > opts.memory_budget {
-            return Err(Error::BudgetTooSmall {
-                budget: opts.memory_budget,
-                minimum: need,
-            });
+        let mut budget = Budget::new(opts.memory_budget);
+        budget.take(
+            "planning in memory",
+            pattern::planning_bytes(n, opts.threads),
+        )?;
+        if opts.layout.is_compressed() {
+            let pointers = shape[opts.layout.major_dim()].saturating_add(1);
+            budget.take("the plan's pointers", pointers.saturating_mul(8))?;
         }
         let p = pattern::plan(
             c,

@@ -49,6 +49,7 @@ use crate::assemble::builder::Builder;
 use crate::assemble::combine::{CombineError, CombinerKind};
 use crate::assemble::direct::IndexElem;
 use crate::assemble::record::Recording;
+use crate::budget::Budget;
 use crate::element::{DType, Element};
 use crate::error::{Error, Result};
 use crate::fs::output::{FileId, ReplaceInput};
@@ -454,13 +455,7 @@ impl PlanFile {
         inputs: &[&Path],
         opts: &AssembleOptions,
     ) -> Result<RefillSummary> {
-        let need = self.refill_budget();
-        if need > opts.memory_budget {
-            return Err(Error::BudgetTooSmall {
-                budget: opts.memory_budget,
-                minimum: need,
-            });
-        }
+        Budget::new(opts.memory_budget).require("a refill's largest part", self.refill_budget())?;
         let src = ValuesFile::open(values, self.dtype, self.n)?;
         let target = Target {
             dtype: self.dtype,
@@ -1044,10 +1039,14 @@ fn plan_parts_to<C: Coords>(
     }
 
     // Parts: consecutive slices of at most `cap` contributions.
-    let budget = opts.memory_budget;
+    let mut budget = Budget::new(opts.memory_budget);
     let hist_bytes = (fine as u64) * 8 * (threads as u64 + 1);
-    let avail = budget.saturating_sub(fixed_bytes(budget) + hist_bytes);
-    let cap = (avail / BYTES_PER).min(u32::MAX as u64 - 1);
+    budget.take_at_most(
+        "the writer's and spills' buffers",
+        fixed_bytes(opts.memory_budget),
+    );
+    budget.take_at_most("the slice counts", hist_bytes);
+    let cap = (budget.take_rest("a part's pairs") / BYTES_PER).min(u32::MAX as u64 - 1);
     let mut part_of = pattern::zeros::<u16>(fine, "the plan's part table")?;
     let mut sizes: Vec<u64> = Vec::new();
     let mut cur = 0u64;
@@ -1056,7 +1055,7 @@ fn plan_parts_to<C: Coords>(
             let minimum = (h.saturating_mul(BYTES_PER) + (4 << 20) + hist_bytes)
                 .saturating_mul(8)
                 .div_ceil(7);
-            return Err(Error::BudgetTooSmall { budget, minimum });
+            return Err(budget.refuse("a slice of the key space", minimum));
         }
         if cur + h > cap || sizes.is_empty() {
             sizes.push(0);
@@ -1066,10 +1065,8 @@ fn plan_parts_to<C: Coords>(
         *sizes.last_mut().unwrap_or(&mut 0) += h;
         part_of[i] = (sizes.len() - 1) as u16;
         if sizes.len() > MAX_PARTS {
-            return Err(Error::BudgetTooSmall {
-                budget,
-                minimum: budget.saturating_mul(2),
-            });
+            let minimum = budget.total().saturating_mul(2);
+            return Err(budget.refuse("the plan's parts (at most 65535)", minimum));
         }
     }
     drop(hist);
@@ -1099,7 +1096,7 @@ fn plan_parts_to<C: Coords>(
     let mut keys: Vec<Spill> = Vec::new();
     let mut ids = None;
     if !windowed {
-        let buffer = spill_buffer(budget, nparts + 1);
+        let buffer = spill_buffer(budget.total(), nparts + 1);
         for _ in 0..nparts {
             keys.push(Spill::new(&opts.io, &dir, buffer)?);
         }

@@ -58,6 +58,7 @@ use crate::assemble::combine::FloatSum;
 use crate::assemble::combine::value_refusal;
 use crate::assemble::combine::{CombineError, CombinerKind, PushValue, with_combiner};
 use crate::assemble::key::KeyLayout;
+use crate::budget::Budget;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy, OutputLayout};
@@ -192,6 +193,8 @@ pub struct DirectPlan {
     band_bytes: u64,
     /// Contributions per chunk of the counting pass.
     chunk: usize,
+    /// The budget's named reservations (for the summary).
+    budget_parts: Vec<(&'static str, u64)>,
 }
 
 /// An assembled tensor, in vectors the caller owns.
@@ -234,6 +237,24 @@ pub fn plan(
     contributions: u64,
     opts: &AssembleOptions,
 ) -> Option<DirectPlan> {
+    plan_within(
+        shape,
+        dtype,
+        contributions,
+        opts,
+        Budget::new(opts.memory_budget),
+    )
+}
+
+/// [`plan`] within `budget` (`opts`' own, or what a caller that holds
+/// buffers beside the kernel has left of it).
+pub(crate) fn plan_within(
+    shape: &[u64],
+    dtype: DType,
+    contributions: u64,
+    opts: &AssembleOptions,
+    mut budget: Budget,
+) -> Option<DirectPlan> {
     opts.validate().ok()?;
     if shape.is_empty() || shape.len() > crate::hurray::MAX_RANK {
         return None;
@@ -252,13 +273,13 @@ pub fn plan(
     }
     // One minimum for every input: a budget the builder refuses is not
     // taken here either (the caller's builder then says what it needs).
-    if opts.memory_budget < crate::Builder::minimum_budget(shape, dtype, opts) {
+    let total = budget.total();
+    if total < crate::Builder::minimum_budget(shape, dtype, opts) {
         return None;
     }
-    let budget = opts.memory_budget;
     let n = contributions;
     // The bucket counts, and (for a matrix) as many bucket places per worker.
-    let counts_fit = |buckets: u64| buckets.saturating_mul(4) <= budget / 4;
+    let counts_fit = |buckets: u64| buckets.saturating_mul(4) <= total / 4;
     let major = opts.layout.major_dim();
     let (scheme, buckets) = if shape.len() == 2 && counts_fit(shape[major]) {
         (Scheme::Matrix { major }, shape[major])
@@ -292,9 +313,12 @@ pub fn plan(
         opts.threads
     };
     let ranges = n.div_ceil(CHUNK as u64) * 16;
-    let fixed = buckets * 4 + ranges;
-    let hist_limit = (budget / 16).min(budget.saturating_sub(fixed) / 4);
-    let free = budget.checked_sub(fixed + hist_limit)?;
+    budget.try_take("the bucket counts and chunk ranges", buckets * 4 + ranges)?;
+    let hist_limit = budget.take_at_most(
+        "the other counting threads' histograms",
+        (total / 16).min(budget.left() / 4),
+    );
+    let free = budget.take_rest("the workers' scratch");
     let worker_bytes = free / threads as u64;
     // A worker must hold at least a few buckets' worth to make progress.
     if worker_bytes < 1 << 16 {
@@ -320,6 +344,7 @@ pub fn plan(
         hist_limit,
         band_bytes: DEFAULT_BAND_BYTES,
         chunk: CHUNK,
+        budget_parts: budget.parts().to_vec(),
     })
 }
 

@@ -33,6 +33,7 @@ use crate::assemble::direct::{
 };
 use crate::assemble::plan::OUTPUT_BUFFER_BYTES;
 use crate::assemble::summary::Summary;
+use crate::budget::Budget;
 use crate::element::{DType, Value};
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, NonFinitePolicy};
@@ -138,10 +139,16 @@ pub(crate) fn file_plan(
     opts: &AssembleOptions,
     held: u64,
 ) -> Option<DirectPlan> {
-    let sink = OUTPUT_BUFFER_BYTES + opts.threads as u64 * PLACE_WORDS_BYTES;
-    let mut o = opts.clone();
-    o.memory_budget = opts.memory_budget.checked_sub(sink + held)?;
-    let mut p = super::plan(shape, dtype, contributions, &o)?;
+    let mut budget = Budget::new(opts.memory_budget);
+    budget.try_take(
+        "the file writer and in-place scratch",
+        OUTPUT_BUFFER_BYTES + opts.threads as u64 * PLACE_WORDS_BYTES,
+    )?;
+    budget.try_take("the records held", held)?;
+    let inner = Budget::new(budget.left());
+    let mut p = super::plan_within(shape, dtype, contributions, opts, inner)?;
+    let inner_parts = std::mem::take(&mut p.budget_parts);
+    p.budget_parts = budget.parts().iter().copied().chain(inner_parts).collect();
     // A band written in place keeps its hashes: 64 bytes per KiB written,
     // 1.5 bytes per entry (24 written), against at least 12 bytes of
     // scratch per entry: an eighth more.
@@ -958,6 +965,7 @@ impl DirectPlan {
             bytes_spilled: 0,
             peak_buffer_bytes: done.peak + OUTPUT_BUFFER_BYTES + place_bytes,
             memory_budget: opts.memory_budget,
+            budget_parts: self.budget_parts.clone(),
             file_bytes: fs.bytes,
             // Counting and the bands: the kernel reads and sorts at once.
             time_ingest: t_write - t0,

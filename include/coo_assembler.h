@@ -1142,11 +1142,11 @@ int coo_file_read_entries_complex(const coo_file *f,
                                   size_t *n_read);
 
 /**
- * The entries whose coordinate starts with `prefix` (1..=rank components;
- * one component: a row) are entries `*begin .. *end` (read them with
- * `coo_file_read_entries`). Sorted COO and CSR tensors
- * (`COO_ERR_INVALID_FILE` for unsorted COO and CSC, whose rows are not
- * contiguous).
+ * The entries whose leading coordinates, in storage order, are `prefix`
+ * (1..=rank components) are entries `*begin .. *end` (read them with
+ * `coo_file_read_entries`): for a sorted COO or a CSR tensor, one
+ * component is a row; for CSC, a column (column first); for CSF, the
+ * components follow its mode order. An unsorted COO tensor is refused.
  *
  * # Safety
  * `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`

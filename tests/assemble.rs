@@ -572,7 +572,7 @@ fn the_summary_names_the_budgets_parts_and_they_add_up_to_it() {
             p.push(&[i, j], 1.0).unwrap();
         }
         drop(p);
-        let s = b.finish(&d.path().join("b.hrry")).unwrap();
+        let s = b.finish(d.path().join("b.hrry")).unwrap();
         let total: u64 = s.budget_parts.iter().map(|p| p.1).sum();
         assert_eq!(total, s.memory_budget, "{:?}", s.budget_parts);
         s

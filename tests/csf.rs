@@ -650,3 +650,89 @@ fn ttv_along_every_mode_gives_the_oracle_by_either_path() {
     .unwrap_err();
     assert!(e.to_string().contains("mode 4"), "{e}");
 }
+
+/// The layout-blind reader calls (`Tensor::entry_coordinates`,
+/// `coordinates_by_dimension`, `prefix_range`, `is_row_major`, `values`)
+/// agree with the storage-order walk for every layout and mode order.
+#[test]
+fn the_layout_blind_reader_calls_agree_with_the_walk_in_every_layout() {
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = coo_assembler_testkit::Rng::new(41);
+    let cases: Vec<(Vec<u64>, OutputLayout, Option<Vec<usize>>)> = vec![
+        (vec![9, 7], OutputLayout::Coo, None),
+        (vec![9, 7], OutputLayout::Csr, None),
+        (vec![9, 7], OutputLayout::Csc, None),
+        (vec![5, 4, 6], OutputLayout::Coo, None),
+        (vec![5, 4, 6], OutputLayout::Csf, None),
+        (vec![5, 4, 6], OutputLayout::Csf, Some(vec![2, 0, 1])),
+    ];
+    for (k, (shape, layout, order)) in cases.into_iter().enumerate() {
+        let items: Vec<(Vec<u64>, f64)> = (0..60)
+            .map(|_| {
+                let i = shape.iter().map(|&e| rng.below(e)).collect();
+                (i, rng.below(100) as f64)
+            })
+            .collect();
+        let opts = AssembleOptions {
+            layout,
+            mode_order: order.clone(),
+            ..AssembleOptions::default()
+        };
+        let path = assemble(d.path(), &format!("t{k}.hrry"), &shape, &items, opts);
+        let walk = walked(&path);
+        let f = HurrayFile::open(&path).unwrap();
+        let t = f.only_tensor_view().unwrap();
+        let (rank, nnz) = (shape.len(), walk.len());
+        let what = format!("{layout} {order:?}");
+        // Coordinates of every entry, from any first entry.
+        let mut all = vec![0u64; nnz * rank];
+        t.entry_coordinates(0, &mut all).unwrap();
+        let want: Vec<u64> = walk.iter().flat_map(|(i, _)| i.clone()).collect();
+        assert_eq!(all, want, "{what}");
+        let mut tail = vec![0u64; 3 * rank];
+        t.entry_coordinates(nnz as u64 - 3, &mut tail).unwrap();
+        assert_eq!(tail, want[(nnz - 3) * rank..], "{what}");
+        assert!(matches!(
+            t.entry_coordinates(nnz as u64 - 1, &mut tail),
+            Err(coo_assembler::Error::PositionOutOfRange { .. })
+        ));
+        // By dimension.
+        let by_dim = t.coordinates_by_dimension().unwrap();
+        for (p, (i, _)) in walk.iter().enumerate() {
+            for (dim, &x) in i.iter().enumerate() {
+                assert_eq!(by_dim[dim * nnz + p], x, "{what}: entry {p}");
+            }
+        }
+        // Values in storage order.
+        let vals = t.values::<f64>().unwrap();
+        let walked_vals: Vec<f64> = walk.iter().map(|(_, v)| v.to_f64()).collect();
+        assert_eq!(vals, &walked_vals[..], "{what}");
+        // Storage order: the dimensions as the layout stores them.
+        let stored: Vec<usize> = match (layout, &order) {
+            (OutputLayout::Csc, _) => vec![1, 0],
+            (_, Some(o)) => o.clone(),
+            _ => (0..rank).collect(),
+        };
+        assert_eq!(
+            t.is_row_major(),
+            stored.iter().enumerate().all(|(l, &d)| l == d),
+            "{what}"
+        );
+        // Every leading prefix (storage order) of one and two components
+        // holds exactly the entries that have it.
+        for len in 1..rank {
+            for (i, _) in &walk {
+                let prefix: Vec<u64> = stored[..len].iter().map(|&d| i[d]).collect();
+                let r = t.prefix_range(&prefix).unwrap();
+                let have: Vec<usize> = (0..nnz)
+                    .filter(|&p| (0..len).all(|l| walk[p].0[stored[l]] == prefix[l]))
+                    .collect();
+                assert_eq!(
+                    (r.start as usize..r.end as usize).collect::<Vec<_>>(),
+                    have,
+                    "{what}: prefix {prefix:?}"
+                );
+            }
+        }
+    }
+}

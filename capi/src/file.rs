@@ -166,15 +166,7 @@ pub unsafe extern "C" fn coo_file_info(f: *const coo_file, out: *mut coo_info) -
             dtype: DTypeArg(to_c(t.dtype())),
             nnz: t.nnz(),
             // CSR entries are in row-major order too; CSC ones are not.
-            sorted: match t {
-                Tensor::Coo(c) => c.is_sorted(),
-                Tensor::Compressed(_) => t.layout() == OutputLayout::Csr,
-                Tensor::Csf(c) => c
-                    .mode_order()
-                    .iter()
-                    .enumerate()
-                    .all(|(l, &d)| d as usize == l),
-            },
+            sorted: t.is_row_major(),
         };
         // SAFETY: NULL or writable (contract).
         *unsafe { out_ref(out, "out") }? = info;
@@ -340,50 +332,17 @@ unsafe fn read_entries(
         if !idx.is_null() && count > 0 {
             // SAFETY: non-null, writable for n * rank >= count * rank int64 (contract).
             let dst = unsafe { out_slice(idx, count * rank, "idx") }?;
-            match t {
-                Tensor::Coo(c) => {
-                    let src = &c.indices()[start * rank..(start + count) * rank];
-                    for (d, &s) in dst.iter_mut().zip(src) {
-                        *d = i64::try_from(s).map_err(|_| too_large(s))?;
-                    }
-                }
-                Tensor::Compressed(c) => {
-                    // The lane (row of CSR, column of CSC) of entry `first`,
-                    // then onwards; every lane's range is checked.
-                    let md = c.major_dim();
-                    let minor = c.indices();
-                    let mut m = c.pointers().partition_point(|&q| q <= first) as u64;
-                    m = m.saturating_sub(1);
-                    let mut r = c.major_range(m)?;
-                    for (k, e) in dst.chunks_exact_mut(2).enumerate() {
-                        let p = first + k as u64;
-                        while p >= r.end {
-                            m += 1;
-                            r = c.major_range(m)?;
-                        }
-                        if p < r.start {
-                            return Err(Fail::new(
-                                COO_ERR_INVALID_FILE,
-                                format!(
-                                    "{} of tensor {:?} is damaged at {m}; run coo_file_verify",
-                                    c.pointers_name(),
-                                    c.name()
-                                ),
-                            ));
-                        }
-                        let k = minor[p as usize];
-                        e[md] = i64::try_from(m).map_err(|_| too_large(m))?;
-                        e[1 - md] = i64::try_from(k).map_err(|_| too_large(k))?;
-                    }
-                }
-                Tensor::Csf(c) => {
-                    for (k, e) in dst.chunks_exact_mut(rank).enumerate() {
-                        let at = c.coordinate(first + k as u64)?;
-                        for (d, s) in e.iter_mut().zip(at) {
-                            *d = i64::try_from(s).map_err(|_| too_large(s))?;
-                        }
-                    }
-                }
+            let mut words: Vec<u64> = Vec::new();
+            words.try_reserve_exact(count * rank).map_err(|_| {
+                Fail::from(coo_assembler::Error::OutOfMemory {
+                    what: "the entries' coordinates",
+                    bytes: (count * rank * 8) as u64,
+                })
+            })?;
+            words.resize(count * rank, 0);
+            t.entry_coordinates(first, &mut words)?;
+            for (d, &s) in dst.iter_mut().zip(&words) {
+                *d = i64::try_from(s).map_err(|_| too_large(s))?;
             }
         }
         if complex && !values.is_null() && count > 0 {
@@ -432,11 +391,11 @@ pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, n: usize, what: &str) -> Res<&'
     Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
-/// The entries whose coordinate starts with `prefix` (1..=rank components;
-/// one component: a row) are entries `*begin .. *end` (read them with
-/// `coo_file_read_entries`). Sorted COO and CSR tensors
-/// (`COO_ERR_INVALID_FILE` for unsorted COO and CSC, whose rows are not
-/// contiguous).
+/// The entries whose leading coordinates, in storage order, are `prefix`
+/// (1..=rank components) are entries `*begin .. *end` (read them with
+/// `coo_file_read_entries`): for a sorted COO or a CSR tensor, one
+/// component is a row; for CSC, a column (column first); for CSF, the
+/// components follow its mode order. An unsorted COO tensor is refused.
 ///
 /// # Safety
 /// `f` is NULL or a live file; `prefix` is NULL or points to `prefix_len`
@@ -475,39 +434,7 @@ pub unsafe extern "C" fn coo_file_prefix_range(
         }?;
         // SAFETY: NULL or writable (contract).
         let (b, e) = unsafe { (out_ref(begin, "begin")?, out_ref(end, "end")?) };
-        let r = match t {
-            Tensor::Coo(c) => c.prefix_range(p)?,
-            // Leading coordinates in storage (mode) order.
-            Tensor::Csf(c) => c.fiber(p)?,
-            Tensor::Compressed(c) if c.major_dim() == 0 && (1..=2).contains(&p.len()) => {
-                let row = c.major_range(p[0])?;
-                match p.get(1) {
-                    None => row,
-                    Some(&j) => {
-                        if j >= c.shape()[1] {
-                            return Err(Fail::new(
-                                COO_ERR_INDEX,
-                                format!("column {j} is out of range (extent {})", c.shape()[1]),
-                            ));
-                        }
-                        let lane = &c.indices()[row.start as usize..row.end as usize];
-                        let at = row.start + lane.partition_point(|&k| k < j) as u64;
-                        let hit = lane.get((at - row.start) as usize) == Some(&j);
-                        at..at + u64::from(hit)
-                    }
-                }
-            }
-            Tensor::Compressed(c) => {
-                return Err(Fail::new(
-                    COO_ERR_INVALID_FILE,
-                    format!(
-                        "tensor {:?} is {}: a prefix range needs a sorted COO or a CSR tensor and 1 or 2 components",
-                        c.name(),
-                        c.layout().to_string().to_uppercase()
-                    ),
-                ));
-            }
-        };
+        let r = t.prefix_range(p)?;
         (*b, *e) = (r.start, r.end);
         Ok(())
     })

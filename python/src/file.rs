@@ -131,12 +131,7 @@ fn view_values<'py, T: Element + numpy::Element>(
     owner: &Bound<'py, NativeFile>,
     range: std::ops::Range<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let vals: &[T] = match owner.get().v()? {
-        Tensor::Coo(t) => t.values::<T>(),
-        Tensor::Compressed(t) => t.values::<T>(),
-        Tensor::Csf(t) => t.values::<T>(),
-    }
-    .map_err(to_py)?;
+    let vals: &[T] = owner.get().v()?.values::<T>().map_err(to_py)?;
     borrowed(owner, &vals[range])
 }
 
@@ -184,12 +179,11 @@ fn values_array<'py>(
             DType::F16 => {
                 // half's f16 is NumPy's float16 for rust-numpy; the file's
                 // values are the same bits.
-                let vals = match owner.get().v()? {
-                    Tensor::Coo(t) => t.values::<coo_assembler::element::F16>(),
-                    Tensor::Compressed(t) => t.values::<coo_assembler::element::F16>(),
-                    Tensor::Csf(t) => t.values::<coo_assembler::element::F16>(),
-                }
-                .map_err(to_py)?;
+                let vals = owner
+                    .get()
+                    .v()?
+                    .values::<coo_assembler::element::F16>()
+                    .map_err(to_py)?;
                 let vals = &vals[range];
                 // SAFETY: `half::f16` and `coo_assembler::element::F16` are both a
                 // `#[repr(transparent)]` u16 of the binary16 bits, so the
@@ -512,15 +506,7 @@ impl NativeFile {
     /// duplicates: a sorted COO tensor or a CSR matrix.
     #[getter]
     fn is_sorted(&self) -> PyResult<bool> {
-        Ok(match self.v()? {
-            Tensor::Coo(t) => t.is_sorted(),
-            Tensor::Compressed(c) => c.major_dim() == 0,
-            Tensor::Csf(c) => c
-                .mode_order()
-                .iter()
-                .enumerate()
-                .all(|(l, &d)| d as usize == l),
-        })
+        Ok(self.v()?.is_row_major())
     }
 
     /// "coo", "csr" or "csc"; for a tensor this package lists only, the
@@ -667,97 +653,16 @@ impl NativeFile {
     /// (scipy's `coords`), deinterleaved (COO) or expanded from the
     /// pointers (CSR/CSC) without the GIL.
     fn coords_by_dim<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<i64>>> {
-        let coords = |n: usize| {
-            memory::try_with_capacity(n as u64, "the coordinates (rank x nnz int64)").map_err(to_py)
-        };
-        let a = match self.checked(py)? {
-            Tensor::Coo(t) => {
-                let (nnz, rank) = (t.nnz() as usize, t.rank());
-                let src = t.indices();
-                let mut v: Vec<i64> = coords(nnz * rank)?;
-                py.detach(|| {
-                    // One row per dimension, written in order (no zero fill).
-                    for d in 0..rank {
-                        v.extend(src.chunks_exact(rank).map(|e| e[d] as i64));
-                    }
-                });
-                Array2::from_shape_vec((rank, nnz), v)
-            }
-            Tensor::Compressed(c) => {
-                let nnz = c.nnz() as usize;
-                let mut v: Vec<i64> = coords(2 * nnz)?;
-                let (md, minor) = (c.major_dim(), c.indices());
-                py.detach(|| {
-                    let lanes = |v: &mut Vec<i64>| -> coo_assembler::Result<()> {
-                        let mut next = 0u64;
-                        for m in 0..c.major_extent() {
-                            let r = c.major_range(m)?;
-                            if r.start != next {
-                                return Err(coo_assembler::Error::invalid(
-                                    format!("{} of tensor {:?}", c.pointers_name(), c.name()),
-                                    0,
-                                    format!(
-                                        "lane {m} does not start where lane {} ends; run verify()",
-                                        m.saturating_sub(1)
-                                    ),
-                                ));
-                            }
-                            next = r.end;
-                            v.extend(std::iter::repeat_n(m as i64, (r.end - r.start) as usize));
-                        }
-                        if next != nnz as u64 {
-                            return Err(coo_assembler::Error::invalid(
-                                format!("{} of tensor {:?}", c.pointers_name(), c.name()),
-                                0,
-                                format!(
-                                    "the last pointer is {next}, not nnz = {nnz}; run verify()"
-                                ),
-                            ));
-                        }
-                        Ok(())
-                    };
-                    let minors = |v: &mut Vec<i64>| v.extend(minor.iter().map(|&k| k as i64));
-                    if md == 0 {
-                        lanes(&mut v)?;
-                        minors(&mut v);
-                    } else {
-                        minors(&mut v);
-                        lanes(&mut v)?;
-                    }
-                    Ok::<(), coo_assembler::Error>(())
-                })
-                .map_err(to_py)?;
-                Array2::from_shape_vec((2, nnz), v)
-            }
-            Tensor::Csf(t) => {
-                // The tree walked in storage order, each coordinate to
-                // its dimension's row.
-                let (nnz, rank) = (t.nnz() as usize, t.shape().len());
-                let mut v: Vec<i64> = coords(nnz * rank)?;
-                v.resize(nnz * rank, 0);
-                py.detach(|| {
-                    let mut p = 0usize;
-                    t.try_for_each(|idx, _| {
-                        if p >= nnz {
-                            return Err(coo_assembler::Error::invalid(
-                                format!("tensor {:?}", t.name()),
-                                0,
-                                format!(
-                                    "the tree holds more than nnz = {nnz} leaves; run verify()"
-                                ),
-                            ));
-                        }
-                        for (d, &x) in idx.iter().enumerate() {
-                            v[d * nnz + p] = x as i64;
-                        }
-                        p += 1;
-                        Ok(())
-                    })
-                })
-                .map_err(to_py)?;
-                Array2::from_shape_vec((rank, nnz), v)
-            }
-        };
+        let t = self.checked(py)?;
+        let (nnz, rank) = (t.nnz() as usize, t.rank());
+        // Collected in place (the same allocation): int64 as scipy takes it.
+        let v: Vec<i64> = py
+            .detach(|| {
+                t.coordinates_by_dimension()
+                    .map(|w| w.into_iter().map(|x| x as i64).collect())
+            })
+            .map_err(to_py)?;
+        let a = Array2::from_shape_vec((rank, nnz), v);
         Ok(PyArray2::from_owned_array(
             py,
             a.map_err(|e| input_error(e.to_string()))?,

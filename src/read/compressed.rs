@@ -231,6 +231,113 @@ impl<'a> CompressedTensor<'a> {
         Ok(lo..hi)
     }
 
+    /// The entries under the leading coordinates `prefix`, given in
+    /// storage order (CSR: row, then column; CSC: column, then row): a
+    /// lane, or the one entry of a lane at a minor index (empty when it is
+    /// not stored). One or two components.
+    pub fn prefix_range(&self, prefix: &[u64]) -> Result<Range<u64>> {
+        let (md, minor_dim) = (self.major_dim(), 1 - self.major_dim());
+        let lane = match prefix {
+            [m] | [m, _] => self.major_range(*m)?,
+            _ => {
+                return Err(Error::WrongIndexCount {
+                    position: prefix.to_vec(),
+                    expected: 2,
+                    got: prefix.len(),
+                });
+            }
+        };
+        let Some(&k) = prefix.get(1) else {
+            return Ok(lane);
+        };
+        let extent = self.shape()[minor_dim];
+        if k >= extent {
+            let mut position = vec![0, 0];
+            (position[md], position[minor_dim]) = (prefix[0], k);
+            return Err(Error::PositionOutOfRange {
+                position,
+                dim: minor_dim,
+                index: k,
+                extent,
+            });
+        }
+        let ix = &self.minor[lane.start as usize..lane.end as usize];
+        let at = lane.start + ix.partition_point(|&x| x < k) as u64;
+        let hit = ix.get((at - lane.start) as usize) == Some(&k);
+        Ok(at..at + u64::from(hit))
+    }
+
+    /// The coordinates (row, column) of entries `first..`, as many as
+    /// `out` holds pairs, in storage order. Every lane met is checked as
+    /// [`CompressedTensor::major_range`] checks it, and the lanes must
+    /// follow each other.
+    pub fn entry_coordinates(&self, first: u64, out: &mut [u64]) -> Result<()> {
+        let md = self.major_dim();
+        if out.is_empty() {
+            return Ok(());
+        }
+        // The lane of entry `first`, then onwards.
+        let mut m = (self.ptr.partition_point(|&q| q <= first) as u64).saturating_sub(1);
+        let mut r = self.major_range(m)?;
+        for (k, e) in out.chunks_exact_mut(2).enumerate() {
+            let p = first + k as u64;
+            while p >= r.end {
+                m += 1;
+                r = self.major_range(m)?;
+            }
+            if p < r.start {
+                return Err(self.pointer_error(
+                    m,
+                    format!("{} {m} starts past entry {p}", self.major_noun()),
+                ));
+            }
+            e[md] = m;
+            e[1 - md] = self.minor[p as usize];
+        }
+        Ok(())
+    }
+
+    /// Every entry's coordinates by dimension: 2 rows of `nnz` words (row
+    /// indices, then column indices; entries in storage order), the major
+    /// ones expanded from the pointers, which must tile `0..nnz`.
+    pub fn coordinates_by_dimension(&self) -> Result<Vec<u64>> {
+        let nnz = self.desc.nnz as usize;
+        let mut v = super::room_for_words(2 * nnz as u64, "the coordinates")?;
+        let lanes = |v: &mut Vec<u64>| -> Result<()> {
+            let mut next = 0u64;
+            for m in 0..self.major_extent() {
+                let r = self.major_range(m)?;
+                if r.start != next {
+                    return Err(self.pointer_error(
+                        m,
+                        format!(
+                            "{} {m} does not start where {} ends",
+                            self.major_noun(),
+                            m.saturating_sub(1)
+                        ),
+                    ));
+                }
+                next = r.end;
+                v.extend(std::iter::repeat_n(m, (r.end - r.start) as usize));
+            }
+            if next != nnz as u64 {
+                return Err(self.pointer_error(
+                    self.major_extent(),
+                    format!("the last pointer is {next}, not nnz = {nnz}"),
+                ));
+            }
+            Ok(())
+        };
+        if self.major_dim() == 0 {
+            lanes(&mut v)?;
+            v.extend_from_slice(self.minor);
+        } else {
+            v.extend_from_slice(self.minor);
+            lanes(&mut v)?;
+        }
+        Ok(v)
+    }
+
     /// Row `m` of a CSR matrix or column `m` of a CSC one, zero-copy: its
     /// minor indices and its values. `T` must be the tensor's type.
     pub fn lane<T: Element>(&self, m: u64) -> Result<(&'a [u64], &'a [T])> {

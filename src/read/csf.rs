@@ -437,6 +437,18 @@ impl<'a> CsfTensor<'a> {
         self.leaf_coordinate(p).map_err(|f| self.fault(f))
     }
 
+    /// Every leaf's coordinates by dimension (`rank` rows of `nnz` words,
+    /// leaves in storage order), from the pointers (no walk).
+    pub fn coordinates_by_dimension(&self) -> Result<Vec<u64>> {
+        self.leaf_coordinates().map_err(|e| match e {
+            CoordinatesError::Fault(f) => self.fault(f),
+            CoordinatesError::OutOfMemory(bytes) => Error::OutOfMemory {
+                what: "a CSF tensor's coordinates",
+                bytes,
+            },
+        })
+    }
+
     /// Position (leaf) of the entry at `idx` (dimension order), if stored.
     /// Rank and bounds are checked.
     pub fn find(&self, idx: &[u64]) -> Result<Option<u64>> {

@@ -244,6 +244,19 @@ fn open_sized(ctx: &IoCtx, path: &Path) -> Result<(std::fs::File, u64, FileId)> 
     Ok((file, len, FileId::of(&meta, path)))
 }
 
+/// Room for `n` words, empty; running out of memory is an error naming
+/// `what`, not an abort.
+fn room_for_words(n: u64, what: &'static str) -> Result<Vec<u64>> {
+    let mut v: Vec<u64> = Vec::new();
+    let oom = || Error::OutOfMemory {
+        what,
+        bytes: n.saturating_mul(8),
+    };
+    v.try_reserve_exact(usize::try_from(n).map_err(|_| oom())?)
+        .map_err(|_| oom())?;
+    Ok(v)
+}
+
 /// An 8-aligned zeroed buffer of at least `n` bytes; running out of memory
 /// is an error, not an abort.
 fn aligned_zeroed(n: usize) -> Result<Vec<u64>> {

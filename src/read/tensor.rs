@@ -3,10 +3,11 @@
 //! ([`CooTensor`], [`CompressedTensor`]) are inside.
 
 use super::{CompressedTensor, CooTensor, CsfTensor, Problem};
-use crate::element::{DType, Value};
+use crate::element::{DType, Element, Value};
 use crate::error::Result;
 use crate::hurray::Statistics;
 use crate::options::OutputLayout;
+use std::ops::Range;
 
 /// A view of one tensor of an open file, of any layout the reader handles.
 #[derive(Clone, Copy, Debug)]
@@ -168,6 +169,94 @@ impl<'a> Tensor<'a> {
         match self {
             Tensor::Csf(t) => Some(*t),
             _ => None,
+        }
+    }
+
+    /// The values as `T`, the tensor's element type (else
+    /// [`crate::Error::TypeMismatch`]-like refusals of the views), in
+    /// storage order, zero-copy.
+    pub fn values<T: Element>(&self) -> Result<&'a [T]> {
+        match self {
+            Tensor::Coo(t) => t.values(),
+            Tensor::Compressed(t) => t.values(),
+            Tensor::Csf(t) => t.values(),
+        }
+    }
+
+    /// Whether the entries are stored in row-major order without
+    /// duplicates: a sorted COO tensor, a CSR matrix, a CSF tensor in the
+    /// identity mode order.
+    pub fn is_row_major(&self) -> bool {
+        match self {
+            Tensor::Coo(t) => t.is_sorted(),
+            Tensor::Compressed(t) => t.major_dim() == 0,
+            Tensor::Csf(t) => t
+                .mode_order()
+                .iter()
+                .enumerate()
+                .all(|(l, &d)| d as usize == l),
+        }
+    }
+
+    /// The entries under the leading coordinates `prefix`, given in storage
+    /// order (COO and CSR: dimension order; CSC: column first; CSF: its
+    /// mode order), a contiguous range of entries: a row, a fibre, a
+    /// slice. A COO tensor must be sorted.
+    pub fn prefix_range(&self, prefix: &[u64]) -> Result<Range<u64>> {
+        match self {
+            Tensor::Coo(t) => t.prefix_range(prefix),
+            Tensor::Compressed(t) => t.prefix_range(prefix),
+            Tensor::Csf(t) => t.fiber(prefix),
+        }
+    }
+
+    /// The coordinates of entries `first..`, as many as `out` holds
+    /// (`rank` words each, dimension order; entries in storage order).
+    /// Entries past nnz are [`crate::Error::PositionOutOfRange`].
+    pub fn entry_coordinates(&self, first: u64, out: &mut [u64]) -> Result<()> {
+        let rank = self.rank();
+        let n = (out.len() / rank.max(1)) as u64;
+        let end = first.saturating_add(n);
+        if end > self.nnz() {
+            return Err(crate::Error::PositionOutOfRange {
+                position: vec![end],
+                dim: 0,
+                index: end,
+                extent: self.nnz(),
+            });
+        }
+        match self {
+            Tensor::Coo(t) => {
+                let (a, b) = (first as usize * rank, end as usize * rank);
+                out[..b - a].copy_from_slice(&t.indices()[a..b]);
+            }
+            Tensor::Compressed(t) => t.entry_coordinates(first, &mut out[..2 * n as usize])?,
+            Tensor::Csf(t) => {
+                for (k, e) in out.chunks_exact_mut(rank).enumerate() {
+                    e.copy_from_slice(&t.coordinate(first + k as u64)?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every entry's coordinates by dimension: `rank` rows of `nnz` words,
+    /// row `d` along dimension `d`, entries in storage order (scipy's and
+    /// pydata's `coords`).
+    pub fn coordinates_by_dimension(&self) -> Result<Vec<u64>> {
+        match self {
+            Tensor::Coo(t) => {
+                let (nnz, rank) = (t.nnz() as usize, t.rank());
+                let src = t.indices();
+                let mut v = super::room_for_words(nnz as u64 * rank as u64, "the coordinates")?;
+                // One row per dimension, written in order (no zero fill).
+                for d in 0..rank {
+                    v.extend(src.chunks_exact(rank).map(|e| e[d]));
+                }
+                Ok(v)
+            }
+            Tensor::Compressed(t) => t.coordinates_by_dimension(),
+            Tensor::Csf(t) => t.coordinates_by_dimension(),
         }
     }
 

@@ -39,7 +39,7 @@ use crate::hurray::kv::{buffer_names, checksum_key};
 use crate::hurray::{FileHeader, HEADER_LEN, IndexEntry, KvValue, MIN_ALIGNMENT, align_up};
 use crate::options::OutputLayout;
 use crate::write::{encode_tail, provenance};
-use crate::{HurrayFile, read::ReadOptions, read::Tensor};
+use crate::{HurrayFile, read::ReadOptions};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -115,27 +115,15 @@ impl Prepared {
             parent_shape: parent_shape.to_vec(),
             offset: offset.to_vec(),
         };
-        let (plain, lens) = match t {
-            Tensor::Coo(c) => (
-                c.descriptor().encode(),
-                vec![c.values_bytes().len(), c.indices_bytes().len()],
-            ),
-            Tensor::Compressed(c) => (
-                c.descriptor().encode(),
-                vec![
-                    c.values_bytes().len(),
-                    c.indices_bytes().len(),
-                    c.pointers_bytes().len(),
-                ],
-            ),
-            // The spec forbids a shard section on CSF.
-            Tensor::Csf(c) => {
-                return Err(Error::Unsupported(format!(
-                    "tensor {:?} is CSF, which the Hurray spec does not let carry a shard: a partition composite holds coo, csr or csc members",
-                    c.name()
-                )));
-            }
-        };
+        if !t.layout().may_shard() {
+            return Err(Error::Unsupported(format!(
+                "tensor {:?} is {}, which the Hurray spec does not let carry a shard: a partition composite holds coo, csr or csc members",
+                t.name(),
+                t.layout().to_string().to_uppercase()
+            )));
+        }
+        let plain = t.encoded_descriptor();
+        let lens: Vec<usize> = t.buffer_sizes().iter().map(|b| b.1 as usize).collect();
         let offsets = file.buffer_offsets(t.name())?;
         // An empty buffer is never read: (0, 0).
         let buffers = lens

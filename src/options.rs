@@ -126,6 +126,28 @@ impl OutputLayout {
         Ok(())
     }
 
+    /// Whether a tensor of this layout may carry a shard section (be a
+    /// member of a partition composite): the Hurray spec forbids it on CSF.
+    pub fn may_shard(self) -> bool {
+        self != OutputLayout::Csf
+    }
+
+    /// One line on how the layout stores its entries (`info`'s words).
+    pub fn description(self) -> &'static str {
+        match self {
+            OutputLayout::Coo => "COO, sorted by coordinate (row-major), no duplicates",
+            OutputLayout::Csr => {
+                "CSR (compressed rows: row_ptr, col_indices, values; columns increase within each row)"
+            }
+            OutputLayout::Csc => {
+                "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)"
+            }
+            OutputLayout::Csf => {
+                "CSF (compressed fibres: pos and crd per level, in the mode order; coordinates increase within each fibre)"
+            }
+        }
+    }
+
     /// Buffers of a tensor of rank `rank`: values and indices (COO);
     /// values, minor indices and pointers (CSR, CSC); values and a
     /// `pos`/`crd` pair per level (CSF).

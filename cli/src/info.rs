@@ -143,42 +143,19 @@ fn served_json(t: Tensor<'_>) -> Json {
                 "nnz": t.nnz(),
             });
             if let Some(m) = o.as_object_mut() {
-                let buffers: Vec<(String, Json)> = match t {
-                    Tensor::Coo(c) => {
-                        let d = c.descriptor();
-                        vec![
-                            ("is_sorted".into(), json!(d.is_sorted)),
-                            ("values_bytes".into(), json!(d.values.byte_size)),
-                            ("indices_bytes".into(), json!(d.indices.byte_size)),
-                        ]
-                    }
-                    Tensor::Compressed(c) => {
-                        let d = c.descriptor();
-                        vec![
-                            ("values_bytes".into(), json!(d.values.byte_size)),
-                            (
-                                format!("{}_bytes", c.indices_name()),
-                                json!(d.indices.byte_size),
-                            ),
-                            (
-                                format!("{}_bytes", c.pointers_name()),
-                                json!(d.pointers.byte_size),
-                            ),
-                        ]
-                    }
-                    Tensor::Csf(c) => {
-                        let d = c.descriptor();
-                        let mut v = vec![
-                            ("mode_order".into(), json!(d.mode_order)),
-                            ("values_bytes".into(), json!(d.values.byte_size)),
-                        ];
-                        for (l, (pos, crd)) in d.levels.iter().enumerate() {
-                            v.push((format!("pos_{l}_bytes"), json!(pos.byte_size)));
-                            v.push((format!("crd_{l}_bytes"), json!(crd.byte_size)));
-                        }
-                        v
-                    }
-                };
+                // The layout's own facts first, then its buffers' sizes.
+                let mut buffers: Vec<(String, Json)> = Vec::new();
+                if t.layout() == OutputLayout::Coo {
+                    buffers.push(("is_sorted".into(), json!(t.is_row_major())));
+                }
+                if let Some(order) = t.mode_order() {
+                    buffers.push(("mode_order".into(), json!(order)));
+                }
+                buffers.extend(
+                    t.buffer_sizes()
+                        .into_iter()
+                        .map(|(name, bytes)| (format!("{name}_bytes"), json!(bytes))),
+                );
                 m.extend(buffers);
                 m.insert("layout".into(), json!(t.layout().to_string()));
             }
@@ -240,21 +217,7 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
             "  stored:      {} entries{density}",
             group_digits(u128::from(t.nnz()))
         );
-        let layout = match t {
-            Tensor::Coo(c) if c.is_sorted() => {
-                "COO, sorted by coordinate (row-major), no duplicates"
-            }
-            Tensor::Coo(_) => "COO, not sorted",
-            _ if t.layout() == OutputLayout::Csr => {
-                "CSR (compressed rows: row_ptr, col_indices, values; columns increase within each row)"
-            }
-            Tensor::Csf(_) => {
-                "CSF (compressed fibres: pos and crd per level, in the mode order; coordinates increase within each fibre)"
-            }
-            _ => {
-                "CSC (compressed columns: col_ptr, row_indices, values; rows increase within each column)"
-            }
-        };
+        let layout = t.description();
         let _ = writeln!(o, "  layout:      {layout}");
         match t.statistics() {
             Some(s) => stats_text(&mut o, s, t.dtype(), &elements_text),
@@ -263,36 +226,14 @@ fn as_text(path: &Path, f: &HurrayFile, verbose: bool) -> String {
             }
         }
         if verbose {
-            let buffers = match t {
-                Tensor::Coo(c) => format!(
-                    "values {}, indices {}",
-                    human_bytes(c.descriptor().values.byte_size),
-                    human_bytes(c.descriptor().indices.byte_size),
-                ),
-                Tensor::Compressed(c) => format!(
-                    "values {}, {} {}, {} {}",
-                    human_bytes(c.descriptor().values.byte_size),
-                    c.indices_name(),
-                    human_bytes(c.descriptor().indices.byte_size),
-                    c.pointers_name(),
-                    human_bytes(c.descriptor().pointers.byte_size),
-                ),
-                Tensor::Csf(c) => {
-                    let d = c.descriptor();
-                    let mut s = format!(
-                        "mode order {:?}, values {}",
-                        d.mode_order,
-                        human_bytes(d.values.byte_size)
-                    );
-                    for (l, (pos, crd)) in d.levels.iter().enumerate() {
-                        s.push_str(&format!(
-                            ", pos_{l} {}, crd_{l} {}",
-                            human_bytes(pos.byte_size),
-                            human_bytes(crd.byte_size)
-                        ));
-                    }
-                    s
-                }
+            let sizes: Vec<String> = t
+                .buffer_sizes()
+                .into_iter()
+                .map(|(name, bytes)| format!("{name} {}", human_bytes(bytes)))
+                .collect();
+            let buffers = match t.mode_order() {
+                Some(order) => format!("mode order {order:?}, {}", sizes.join(", ")),
+                None => sizes.join(", "),
             };
             let _ = writeln!(o, "  buffers:     {buffers}");
             if let Some(s) = t.statistics() {

@@ -172,6 +172,63 @@ impl<'a> Tensor<'a> {
         }
     }
 
+    /// How the tensor stores its entries, in one line: the layout's
+    /// description, or "COO, not sorted" for a COO tensor that is not.
+    pub fn description(&self) -> &'static str {
+        match self {
+            Tensor::Coo(c) if !c.is_sorted() => "COO, not sorted",
+            _ => self.layout().description(),
+        }
+    }
+
+    /// A CSF tensor's mode order (the dimension stored at each level).
+    pub fn mode_order(&self) -> Option<&'a [u32]> {
+        self.as_csf().map(|c| c.mode_order())
+    }
+
+    /// The layout's buffers in file order, as the spec names them, with
+    /// their sizes in bytes: values and indices (COO); values, the minor
+    /// indices and the pointers (CSR: `col_indices`, `row_ptr`; CSC:
+    /// `row_indices`, `col_ptr`); values, then `pos_L` and `crd_L` per
+    /// level (CSF).
+    pub fn buffer_sizes(&self) -> Vec<(String, u64)> {
+        match self {
+            Tensor::Coo(c) => {
+                let d = c.descriptor();
+                vec![
+                    ("values".into(), d.values.byte_size),
+                    ("indices".into(), d.indices.byte_size),
+                ]
+            }
+            Tensor::Compressed(c) => {
+                let d = c.descriptor();
+                vec![
+                    ("values".into(), d.values.byte_size),
+                    (c.indices_name().into(), d.indices.byte_size),
+                    (c.pointers_name().into(), d.pointers.byte_size),
+                ]
+            }
+            Tensor::Csf(c) => {
+                let d = c.descriptor();
+                let mut v = vec![("values".to_string(), d.values.byte_size)];
+                for (l, (pos, crd)) in d.levels.iter().enumerate() {
+                    v.push((format!("pos_{l}"), pos.byte_size));
+                    v.push((format!("crd_{l}"), crd.byte_size));
+                }
+                v
+            }
+        }
+    }
+
+    /// The layout descriptor's bytes, as a writer puts them in the file.
+    pub fn encoded_descriptor(&self) -> Vec<u8> {
+        match self {
+            Tensor::Coo(c) => c.descriptor().encode(),
+            Tensor::Compressed(c) => c.descriptor().encode(),
+            Tensor::Csf(c) => c.descriptor().encode(),
+        }
+    }
+
     /// The values as `T`, the tensor's element type (else
     /// [`crate::Error::TypeMismatch`]-like refusals of the views), in
     /// storage order, zero-copy.

@@ -92,10 +92,11 @@ fn dense_rows(t: Tensor<'_>) -> anyhow::Result<ExitCode> {
             (matrix::dense(&m, DENSE_LIMIT)?, m.cols() as usize)
         }
         Tensor::Compressed(c) => compressed_dense(c)?,
-        Tensor::Csf(c) => anyhow::bail!(
-            "tensor {:?} is a rank-{} CSF tensor; a dense dump prints matrices (dump it without --dense)",
-            c.name(),
-            c.shape().len()
+        other => anyhow::bail!(
+            "tensor {:?} is a rank-{} {} tensor; a dense dump prints matrices (dump it without --dense)",
+            other.name(),
+            other.rank(),
+            other.layout().to_string().to_uppercase()
         ),
     };
     let cells: Vec<String> = d.iter().map(|v| v.to_string()).collect();

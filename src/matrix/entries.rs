@@ -34,7 +34,11 @@ impl<'a> Coords<'a> {
                 minor: c.indices(),
                 column_major: c.major_dim() == 1,
             },
-            crate::read::Tensor::Csf(c) => return Err(c.not_served("a matrix operation").into()),
+            other => {
+                return Err(other
+                    .not_served("a matrix operation", "COO, CSR and CSC")
+                    .into());
+            }
         })
     }
 

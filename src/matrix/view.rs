@@ -64,8 +64,8 @@ impl<'a> Matrix<'a> {
         min: usize,
         max: usize,
     ) -> MatrixResult<Matrix<'a>> {
-        if let Tensor::Csf(c) = t {
-            return Err(MatrixError::Crate(c.not_served(op)));
+        if t.as_coo().is_none() && t.as_compressed().is_none() {
+            return Err(MatrixError::Crate(t.not_served(op, "COO, CSR and CSC")));
         }
         if t.rank() < min || t.rank() > max {
             return Err(MatrixError::Rank {
@@ -86,12 +86,12 @@ impl<'a> Matrix<'a> {
             // A vector (rank 1, the exports' dense vectors) is one column:
             // its entries walk as (i, 0).
             cols: s.get(1).copied().unwrap_or(1),
-            layout: match t {
-                Tensor::Coo(c) => Layout::Coo {
+            layout: match (t.as_coo(), t.layout()) {
+                (Some(c), _) => Layout::Coo {
                     sorted: c.is_sorted(),
                 },
-                Tensor::Compressed(c) if c.layout() == OutputLayout::Csc => Layout::Csc,
-                Tensor::Compressed(_) | Tensor::Csf(_) => Layout::Csr,
+                (None, OutputLayout::Csc) => Layout::Csc,
+                (None, _) => Layout::Csr,
             },
             releasable: false,
             source: None,
@@ -165,11 +165,7 @@ impl<'a> Matrix<'a> {
 
     /// The values as a typed slice (`T` must be the element type).
     pub(crate) fn values<T: Element>(&self) -> crate::Result<&'a [T]> {
-        match self.t {
-            Tensor::Coo(c) => c.values(),
-            Tensor::Compressed(c) => c.values(),
-            Tensor::Csf(c) => c.values(),
-        }
+        self.t.values()
     }
 
     /// Raw values buffer.
@@ -180,10 +176,11 @@ impl<'a> Matrix<'a> {
     /// Raw index buffer: the coordinates (COO) or the minor indices
     /// (CSR/CSC), in storage order.
     pub(crate) fn indices_bytes(&self) -> &'a [u8] {
-        match self.t {
-            Tensor::Coo(c) => c.indices_bytes(),
-            Tensor::Compressed(c) => c.indices_bytes(),
-            Tensor::Csf(c) => bytemuck::cast_slice(c.crd(c.shape().len() - 1)),
+        match (self.t.as_coo(), self.t.as_compressed()) {
+            (Some(c), _) => c.indices_bytes(),
+            (_, Some(c)) => c.indices_bytes(),
+            // A matrix is COO, CSR or CSC (`with_rank`).
+            (None, None) => &[],
         }
     }
 

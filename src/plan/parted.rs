@@ -859,24 +859,10 @@ impl<'a> Coordinates<'a> {
 
     /// The index tuple of entry `e` (any entry: for error messages).
     fn at(&self, e: usize) -> Vec<u64> {
-        match self.t {
-            Tensor::Coo(c) => {
-                let r = c.rank();
-                c.indices()
-                    .get(e * r..(e + 1) * r)
-                    .map_or_else(Vec::new, <[u64]>::to_vec)
-            }
-            Tensor::Compressed(c) => {
-                let ptr = c.pointers();
-                let m = ptr.partition_point(|&x| x <= e as u64).saturating_sub(1);
-                let mut t = vec![0u64; 2];
-                let d = c.layout().major_dim();
-                t[d] = m as u64;
-                t[1 - d] = c.indices().get(e).copied().unwrap_or(0);
-                t
-            }
-            // Plans are never CSF (`check_plannable`).
-            Tensor::Csf(_) => Vec::new(),
+        let mut at = vec![0u64; self.t.rank()];
+        match self.t.entry_coordinates(e as u64, &mut at) {
+            Ok(()) => at,
+            Err(_) => Vec::new(),
         }
     }
 
@@ -931,7 +917,7 @@ impl<'a> Coordinates<'a> {
                 }
                 self.f.release(bytemuck::cast_slice(ix));
             }
-            Tensor::Csf(c) => return Err(c.not_served("a plan's pattern")),
+            other => return Err(other.not_served("a plan's pattern", "COO, CSR and CSC")),
         }
         Ok(())
     }

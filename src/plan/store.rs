@@ -251,7 +251,15 @@ impl Plan {
                 indices: narrow(c.indices()),
                 pointers: Ix::U32(Vec::new()),
             },
-            Tensor::Csf(_) => return Err(refused(name, "its pattern is CSF".into())),
+            other => {
+                return Err(refused(
+                    name,
+                    format!(
+                        "its pattern is {}",
+                        other.layout().to_string().to_uppercase()
+                    ),
+                ));
+            }
         };
         Ok(Plan {
             shape,

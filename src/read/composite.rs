@@ -438,7 +438,9 @@ impl CompositeFile {
                 t.iter()
                     .map(move |e| e.and_then(|(i, j, v)| Ok((global(&[i, j])?, v)))),
             ),
-            Tensor::Csf(t) => Box::new(std::iter::once(Err(t.not_served("a composite")))),
+            other => Box::new(std::iter::once(Err(
+                other.not_served("a composite", "COO, CSR and CSC")
+            ))),
         }
     }
 

@@ -172,6 +172,18 @@ impl<'a> Tensor<'a> {
         }
     }
 
+    /// The refusal of `op` on this tensor's layout, naming the layouts
+    /// `op` serves: what an operation that serves some layouts says for
+    /// any other, without naming the others.
+    pub fn not_served(&self, op: &str, served: &'static str) -> crate::Error {
+        crate::Error::LayoutNotServed {
+            tensor: self.name().to_string(),
+            layout: crate::layout::Layout::from(self.layout()).described(),
+            op: op.to_string(),
+            served,
+        }
+    }
+
     /// How the tensor stores its entries, in one line: the layout's
     /// description, or "COO, not sorted" for a COO tensor that is not.
     pub fn description(&self) -> &'static str {

@@ -156,7 +156,7 @@ where
             narrow(t.indices(), "an index")?,
             narrow(t.pointers(), "a pointer")?,
         ),
-        Tensor::Csf(t) => return Err(t.not_served("an in-memory result")),
+        other => return Err(other.not_served("an in-memory result", "COO, CSR and CSC")),
     };
     Ok(Assembled {
         values,

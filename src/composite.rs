@@ -35,7 +35,7 @@ use crate::fs::output::{AtomicOutput, ReplaceInput};
 use crate::hurray::composite::{
     CompositeHead, RULE_PARTITION, Shard, check_partition, encode_member, first_member_at,
 };
-use crate::hurray::kv::{buffer_names, checksum_key};
+use crate::hurray::kv::checksum_key;
 use crate::hurray::{FileHeader, HEADER_LEN, IndexEntry, KvValue, MIN_ALIGNMENT, align_up};
 use crate::options::OutputLayout;
 use crate::write::{encode_tail, provenance};
@@ -132,7 +132,8 @@ impl Prepared {
             .map(|(&n, o)| if n == 0 { (0, 0) } else { (o, n as u64) })
             .collect();
         let layout = t.layout();
-        let sums = buffer_names(layout)
+        let sums = layout
+            .buffer_names()
             .iter()
             .map(|which| {
                 let key = checksum_key(t.name(), which);
@@ -276,7 +277,7 @@ impl Placed {
                 "member {name:?}: placement words {w:?} name no layout"
             )));
         };
-        let n = buffer_names(layout).len();
+        let n = layout.buffer_names().len();
         Ok(Placed {
             entry: IndexEntry {
                 name,
@@ -347,7 +348,7 @@ pub fn write_frame(
     });
     let mut kv = vec![provenance()];
     for m in members {
-        for (which, sum) in buffer_names(m.layout).iter().zip(&m.checksums) {
+        for (which, sum) in m.layout.buffer_names().iter().zip(&m.checksums) {
             kv.push((checksum_key(&m.entry.name, which), KvValue::U64(*sum)));
         }
         entries.push(m.entry.clone());

@@ -144,13 +144,10 @@ impl Layout {
 }
 
 impl From<OutputLayout> for Layout {
+    /// The spec's layout of the tag we write: every one is in the spec's
+    /// table (`tags_are_the_specs_and_round_trip` holds them to it).
     fn from(l: OutputLayout) -> Layout {
-        match l {
-            OutputLayout::Coo => Layout::Coo,
-            OutputLayout::Csr => Layout::Csr,
-            OutputLayout::Csc => Layout::Csc,
-            OutputLayout::Csf => Layout::Csf,
-        }
+        Layout::from_tag(l.tag()).unwrap_or(Layout::Coo)
     }
 }
 
@@ -179,6 +176,12 @@ mod tests {
             assert_eq!(l.to_string().parse::<Layout>().unwrap(), l);
         }
         assert_eq!(Layout::TERMS.len(), Layout::ALL.len());
+        // Every layout we write is the spec's of its tag, spelt the same.
+        for t in OutputLayout::TERMS {
+            let l = Layout::from(t.value);
+            assert_eq!((l.tag(), l.name()), (t.value.tag(), t.value.name()));
+            assert_eq!(l.served(), Some(t.value));
+        }
         assert_eq!(Layout::RowMajor.tag(), 0x01);
         assert_eq!(Layout::Hilbert.tag(), 0x40);
         for t in [0x00, 0x0C, 0x3F, 0x80, 0xF0, 0xFF] {

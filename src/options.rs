@@ -59,16 +59,13 @@ impl OutputLayout {
         }
     }
 
-    /// The layout of a Hurray layout tag we write (COO, CSR, CSC).
+    /// The layout of a Hurray layout tag we write (COO, CSR, CSC, CSF).
     pub fn from_tag(tag: u8) -> Option<OutputLayout> {
-        [
-            OutputLayout::Coo,
-            OutputLayout::Csr,
-            OutputLayout::Csc,
-            OutputLayout::Csf,
-        ]
-        .into_iter()
-        .find(|l| l.tag() == tag)
+        use crate::vocab::Vocabulary;
+        OutputLayout::TERMS
+            .iter()
+            .map(|t| t.value)
+            .find(|l| l.tag() == tag)
     }
 
     /// CSR or CSC: a rank-2 layout with a pointer buffer.
@@ -124,6 +121,18 @@ impl OutputLayout {
             }
         }
         Ok(())
+    }
+
+    /// The spec's names of the layout's buffers, in buffer order (the
+    /// checksums' KV keys and `info` name them so).
+    pub fn buffer_names(self) -> &'static [&'static str] {
+        match self {
+            OutputLayout::Coo => &["values", "indices"],
+            OutputLayout::Csr => &["values", "col_indices", "row_ptr"],
+            OutputLayout::Csc => &["values", "row_indices", "col_ptr"],
+            // Rank 64 at most: a tensor of rank r uses the first 2 r + 1.
+            OutputLayout::Csf => &CSF_BUFFER_NAMES,
+        }
     }
 
     /// Whether a tensor of this layout may carry a shard section (be a
@@ -386,6 +395,25 @@ impl AssembleOptions {
         self.layout.storage_order(rank, self.mode_order.as_deref())
     }
 }
+
+/// A CSF tensor's buffers: `values`, then `pos_L` and `crd_L` per level.
+const CSF_BUFFER_NAMES: [&str; 129] = [
+    "values", "pos_0", "crd_0", "pos_1", "crd_1", "pos_2", "crd_2", "pos_3", "crd_3", "pos_4",
+    "crd_4", "pos_5", "crd_5", "pos_6", "crd_6", "pos_7", "crd_7", "pos_8", "crd_8", "pos_9",
+    "crd_9", "pos_10", "crd_10", "pos_11", "crd_11", "pos_12", "crd_12", "pos_13", "crd_13",
+    "pos_14", "crd_14", "pos_15", "crd_15", "pos_16", "crd_16", "pos_17", "crd_17", "pos_18",
+    "crd_18", "pos_19", "crd_19", "pos_20", "crd_20", "pos_21", "crd_21", "pos_22", "crd_22",
+    "pos_23", "crd_23", "pos_24", "crd_24", "pos_25", "crd_25", "pos_26", "crd_26", "pos_27",
+    "crd_27", "pos_28", "crd_28", "pos_29", "crd_29", "pos_30", "crd_30", "pos_31", "crd_31",
+    "pos_32", "crd_32", "pos_33", "crd_33", "pos_34", "crd_34", "pos_35", "crd_35", "pos_36",
+    "crd_36", "pos_37", "crd_37", "pos_38", "crd_38", "pos_39", "crd_39", "pos_40", "crd_40",
+    "pos_41", "crd_41", "pos_42", "crd_42", "pos_43", "crd_43", "pos_44", "crd_44", "pos_45",
+    "crd_45", "pos_46", "crd_46", "pos_47", "crd_47", "pos_48", "crd_48", "pos_49", "crd_49",
+    "pos_50", "crd_50", "pos_51", "crd_51", "pos_52", "crd_52", "pos_53", "crd_53", "pos_54",
+    "crd_54", "pos_55", "crd_55", "pos_56", "crd_56", "pos_57", "crd_57", "pos_58", "crd_58",
+    "pos_59", "crd_59", "pos_60", "crd_60", "pos_61", "crd_61", "pos_62", "crd_62", "pos_63",
+    "crd_63",
+];
 
 #[cfg(test)]
 mod tests {

@@ -93,7 +93,7 @@ use crate::fs::sweep::remove_stale_output_temps;
 use crate::hurray::compressed::{CompressedDescriptor, compressed_descriptor_len};
 use crate::hurray::csf::{CsfDescriptor, csf_descriptor_len};
 use crate::hurray::header::{FLAG_HAS_INDEX_CRC32C, FLAG_HAS_KV_METADATA};
-use crate::hurray::kv::{KEY_WRITER, buffer_names, checksum_key};
+use crate::hurray::kv::{KEY_WRITER, checksum_key};
 use crate::hurray::{
     self, BufferHandle, CooDescriptor, FileHeader, HEADER_LEN, IndexEntry, KvValue, MAX_ALIGNMENT,
     MAX_RANK, MIN_ALIGNMENT, Statistics, Trailer, align_up, descriptor::descriptor_len,
@@ -678,7 +678,7 @@ impl FileWriter {
                         .flatten()
                         .collect()
                 };
-                for (name, h) in buffer_names(t.layout).iter().zip(hashes) {
+                for (name, h) in t.layout.buffer_names().iter().zip(hashes) {
                     kv.push((checksum_key(&t.name, name), KvValue::U64(h)));
                 }
             }

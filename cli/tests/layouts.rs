@@ -185,10 +185,7 @@ fn check_against_reference(
     assert_eq!(t.stats_nnz, Some(oracle.len() as u64));
     let want = expected_buffers(oracle, shape, dt, csc);
     assert_eq!(t.buffers.len(), 3);
-    for (k, name) in coo_assembler::internals::hurray::kv::buffer_names(layout)
-        .iter()
-        .enumerate()
-    {
+    for (k, name) in layout.buffer_names().iter().enumerate() {
         assert!(
             t.buffers[k] == want[k],
             "{layout} {dt} {shape:?}: buffer {name} differs"

@@ -59,7 +59,7 @@ fn buffers(path: &Path) -> Vec<(&'static str, std::ops::Range<usize>)> {
             (c.pointers_name(), at(c.pointers_bytes())),
         ],
         Tensor::Csf(t) => {
-            let names = coo_assembler::internals::hurray::kv::buffer_names(OutputLayout::Csf);
+            let names = OutputLayout::Csf.buffer_names();
             let mut v = vec![("values", at(t.values_bytes()))];
             for l in 0..t.shape().len() {
                 let words = |w: &[u64]| {

@@ -7,7 +7,6 @@ use super::verify::{Collector, Content, Problem};
 use super::{Backing, coo::check_position, coo::zero_of};
 use crate::element::Value;
 use crate::error::{Error, Result};
-use crate::hurray::kv::buffer_names;
 use crate::hurray::{CsfDescriptor, KvValue, Statistics};
 use crate::options::OutputLayout;
 use std::fmt;
@@ -635,7 +634,7 @@ impl<'a> CsfTensor<'a> {
 
     /// The buffers by their spec names, with their file offsets.
     fn placed_buffers(&self) -> Vec<super::checksum::Buffer<'a>> {
-        let names = buffer_names(OutputLayout::Csf);
+        let names = OutputLayout::Csf.buffer_names();
         let mut out = vec![("values", self.stored_values, self.offset(0))];
         for (k, r) in self.buffers.iter().enumerate().skip(1) {
             let name = names.get(k).copied().unwrap_or("crd");

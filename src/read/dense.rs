@@ -15,7 +15,7 @@ use super::checksum::{self, SumCheck};
 use super::{Backing, Desc, Listed, Stored};
 use crate::element::{DType, group_digits};
 use crate::error::{Error, Result};
-use crate::hurray::kv::{buffer_names, parse_checksum_key};
+use crate::hurray::kv::parse_checksum_key;
 use crate::hurray::{DenseDescriptor, KvValue, LAYOUT_COO, Statistics};
 use crate::layout::{Layout, describe_tag};
 use std::path::Path;
@@ -192,7 +192,7 @@ impl<'a> TensorInfo<'a> {
     pub fn stored_checksums(&self) -> usize {
         let buffers: &[&str] = match self.stored {
             Stored::Served(_) => match self.layout().and_then(Layout::served) {
-                Some(l) => buffer_names(l),
+                Some(l) => l.buffer_names(),
                 None => &[],
             },
             Stored::Listed(l) => match &l.desc {

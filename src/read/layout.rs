@@ -365,7 +365,7 @@ fn declared(desc: &Desc, d_off: u64) -> Declared<'_> {
 /// level's `nnz` of them).
 fn declared_csf(d: &CsfDescriptor, d_off: u64) -> Declared<'_> {
     let rank = d.rank();
-    let names = crate::hurray::kv::buffer_names(crate::options::OutputLayout::Csf);
+    let names = crate::options::OutputLayout::Csf.buffer_names();
     let (want_values, how_values) = values_size(d.dtype, d.nnz);
     let mut buffers = vec![DeclaredBuffer {
         what: "values",

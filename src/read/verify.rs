@@ -371,7 +371,7 @@ impl HurrayFile {
             };
             let n = &t.name;
             regions.push((t.descriptor.clone(), format!("the descriptor of {n:?}")));
-            let names = crate::hurray::kv::buffer_names(t.desc.layout());
+            let names = t.desc.layout().buffer_names();
             for (r, what) in t.buffers.iter().zip(names) {
                 regions.push((r.clone(), format!("the {what} of {n:?}")));
             }

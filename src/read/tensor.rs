@@ -241,9 +241,8 @@ impl<'a> Tensor<'a> {
         }
     }
 
-    /// The values as `T`, the tensor's element type (else
-    /// [`crate::Error::TypeMismatch`]-like refusals of the views), in
-    /// storage order, zero-copy.
+    /// The values as `T`, which must be the tensor's element type (else
+    /// [`crate::Error::TypeMismatch`]), in storage order, zero-copy.
     pub fn values<T: Element>(&self) -> Result<&'a [T]> {
         match self {
             Tensor::Coo(t) => t.values(),

@@ -1430,12 +1430,32 @@ fn sort_pairs(v: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usize) -> Res
         }
     }
     cuts.push(buckets);
+    // Within a bucket the keys differ in their low `shift` bits only: a
+    // bucket that fits PACKED sorts as u64 words (key offset, position),
+    // half the bytes and single-word compares, with the order of the
+    // (key, position) pairs.
+    const PACKED: usize = 512;
     let sort_piece = |seg: &mut [u128], b0: usize, b1: usize| {
         let base = start[b0] as usize;
+        let mut packed = [0u64; PACKED];
         for b in b0..b1 {
             let (s, e) = (start[b] as usize - base, start[b + 1] as usize - base);
-            if e - s > 1 {
-                seg[s..e].sort_unstable();
+            let bucket = &mut seg[s..e];
+            if bucket.len() < 2 {
+                continue;
+            }
+            if shift > 32 || bucket.len() > PACKED {
+                bucket.sort_unstable();
+                continue;
+            }
+            let origin = lo + ((b as u64) << shift);
+            let words = &mut packed[..bucket.len()];
+            for (w, &x) in words.iter_mut().zip(bucket.iter()) {
+                *w = ((key(x) - origin) << 32) | u64::from(x as u32);
+            }
+            words.sort_unstable();
+            for (x, &w) in bucket.iter_mut().zip(words.iter()) {
+                *x = (u128::from(origin + (w >> 32)) << 32) | u128::from(w as u32);
             }
         }
     };

@@ -261,10 +261,16 @@ impl<'a> CompressedTensor<'a> {
                 extent,
             });
         }
-        let ix = &self.minor[lane.start as usize..lane.end as usize];
-        let at = lane.start + ix.partition_point(|&x| x < k) as u64;
-        let hit = ix.get((at - lane.start) as usize) == Some(&k);
+        let at = self.lane_search(&lane, k);
+        let hit = at < lane.end && self.minor.get(at as usize) == Some(&k);
         Ok(at..at + u64::from(hit))
+    }
+
+    /// The first entry of the lane `lane` whose minor index is `k` or
+    /// more (`lane.end` when none is).
+    fn lane_search(&self, lane: &Range<u64>, k: u64) -> u64 {
+        let ix = &self.minor[lane.start as usize..lane.end as usize];
+        lane.start + ix.partition_point(|&x| x < k) as u64
     }
 
     /// The coordinates (row, column) of entries `first..`, as many as
@@ -380,11 +386,9 @@ impl<'a> CompressedTensor<'a> {
         let md = self.major_dim();
         let (m, k) = (idx[md], idx[1 - md]);
         let r = self.major_range(m)?;
-        let lane = &self.minor[r.start as usize..r.end as usize];
-        let p = lane.partition_point(|&x| x < k);
-        if p < lane.len() && lane[p] == k {
-            if !self.permissive && p + 1 < lane.len() && lane[p + 1] == k {
-                let at = r.start + p as u64;
+        let at = self.lane_search(&r, k);
+        if at < r.end && self.minor[at as usize] == k {
+            if !self.permissive && at + 1 < r.end && self.minor[at as usize + 1] == k {
                 return Err(Error::invalid(
                     format!("{} of tensor {:?}", self.indices_name(), self.name),
                     self.offsets[1] + 8 * (at + 1),
@@ -395,7 +399,7 @@ impl<'a> CompressedTensor<'a> {
                     ),
                 ));
             }
-            return Ok(Some(r.start + p as u64));
+            return Ok(Some(at));
         }
         Ok(None)
     }

@@ -203,33 +203,36 @@ impl<'a> Tensor<'a> {
     /// indices and the pointers (CSR: `col_indices`, `row_ptr`; CSC:
     /// `row_indices`, `col_ptr`); values, then `pos_L` and `crd_L` per
     /// level (CSF).
-    pub fn buffer_sizes(&self) -> Vec<(String, u64)> {
-        match self {
+    pub fn buffer_sizes(&self) -> Vec<(&'static str, u64)> {
+        let sizes: Vec<u64> = match self {
             Tensor::Coo(c) => {
                 let d = c.descriptor();
-                vec![
-                    ("values".into(), d.values.byte_size),
-                    ("indices".into(), d.indices.byte_size),
-                ]
+                vec![d.values.byte_size, d.indices.byte_size]
             }
             Tensor::Compressed(c) => {
                 let d = c.descriptor();
                 vec![
-                    ("values".into(), d.values.byte_size),
-                    (c.indices_name().into(), d.indices.byte_size),
-                    (c.pointers_name().into(), d.pointers.byte_size),
+                    d.values.byte_size,
+                    d.indices.byte_size,
+                    d.pointers.byte_size,
                 ]
             }
             Tensor::Csf(c) => {
                 let d = c.descriptor();
-                let mut v = vec![("values".to_string(), d.values.byte_size)];
-                for (l, (pos, crd)) in d.levels.iter().enumerate() {
-                    v.push((format!("pos_{l}"), pos.byte_size));
-                    v.push((format!("crd_{l}"), crd.byte_size));
-                }
-                v
+                let levels = d
+                    .levels
+                    .iter()
+                    .flat_map(|(pos, crd)| [pos.byte_size, crd.byte_size]);
+                std::iter::once(d.values.byte_size).chain(levels).collect()
             }
-        }
+        };
+        // The names are the layout's (the checksums' KV keys use them too).
+        self.layout()
+            .buffer_names()
+            .iter()
+            .copied()
+            .zip(sizes)
+            .collect()
     }
 
     /// The layout descriptor's bytes, as a writer puts them in the file.

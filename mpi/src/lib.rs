@@ -47,9 +47,21 @@
 //! others), no file is published and every rank removes its temporary
 //! files (the stash is an unnamed file anyway). Every rank must therefore
 //! call `finish`, even after a push failed (the failure is then reported
-//! collectively). A `DistBuilder` dropped without `finish` (an early
-//! return, a panic while pushing) or a panic inside `finish` aborts the MPI
-//! job (`MPI_Abort`), since the other ranks would wait for it forever.
+//! collectively). A rank that gives its builder up instead
+//! ([`DistBuilder::abandon`], or a drop before `finish`: an early return,
+//! an error path, a front end's exception) takes part in `finish`'s first
+//! agreement as a failing rank: every other rank's `finish` returns
+//! [`Error::RankFailed`] naming it and why, and nothing hangs. Only a
+//! panic inside `finish` itself, when the others may be in any later
+//! collective, aborts the job (`MPI_Abort`).
+//!
+//! **In memory.** [`DistBuilder::finish_csr`] returns each rank's row band
+//! as CSR arrays ([`LocalCsr`]: local row pointer, global columns, values,
+//! 32- or 64-bit indices), what PETSc's `MatCreateMPIAIJWithArrays` takes;
+//! [`RowOwnership::Local`] gives the bands by each rank's own row count.
+//! [`DistPlan`] plans once across ranks (from arrays, or what a builder
+//! was pushed: [`DistBuilder::finish_planned`]) and refills a band with
+//! one all-to-all of the values.
 //!
 //! Duplicate policy `last` is refused (the order of contributions from
 //! different ranks is not defined); `sum` (default), `min`, `max` and
@@ -60,16 +72,20 @@
 //! it as it is).
 
 mod combine;
+pub mod comm;
 pub mod input;
+mod plan;
 pub mod ranges;
 mod runs;
 mod stash;
 
 use combine::{Precombine, sort_and_combine};
 use coo_assembler::DType;
+use coo_assembler::element::{Element, RealElement};
 use coo_assembler::internals::assemble::builder::check_coordinate;
 use coo_assembler::internals::assemble::combine::raw_value;
 use coo_assembler::internals::assemble::combine::{CombinerKind, PushValue};
+use coo_assembler::internals::assemble::direct::OutIndex;
 use coo_assembler::internals::budget::Budget;
 use coo_assembler::internals::composite::{
     PLACED_WORDS, Placed, Prepared, first_member_offset, member_name, write_frame, write_member,
@@ -78,7 +94,8 @@ use coo_assembler::internals::fs::ctx::IoCtx;
 use coo_assembler::internals::fs::names::{TempName, output_temp_name, parent_dir, random_u64};
 use coo_assembler::internals::fs::output::{AtomicOutput, ReplaceInput, open_shared};
 use coo_assembler::internals::hurray::composite::{CompositeHead, RULE_PARTITION};
-use coo_assembler::{AssembleOptions, options::DuplicatePolicy};
+use coo_assembler::options::OutputLayout;
+use coo_assembler::{AssembleOptions, HurrayFile, options::DuplicatePolicy};
 use coo_assembler::{Builder, builder::Summary};
 use coo_assembler::{Error, Result};
 use mpi::collective::SystemOperation;
@@ -89,6 +106,8 @@ use runs::Runs;
 use stash::Stash;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+pub use plan::DistPlan;
 
 /// Largest count MPI takes in one call (counts and displacements are C ints).
 const MAX_WORDS: u64 = i32::MAX as u64;
@@ -106,6 +125,21 @@ pub enum RowOwnership {
     /// Rank k owns rows `starts[k] .. starts[k + 1]` (the last one to the
     /// end); `starts[0] = 0`, strictly increasing.
     Given(Vec<u64>),
+    /// This rank owns this many rows, the ranks' bands in rank order (the
+    /// local size PETSc's `MatSetSizes` or a DM gives); every rank passes
+    /// this form, with its own count. Turned into `Given` at creation.
+    Local(u64),
+}
+
+impl RowOwnership {
+    /// Collective: `Local` counts made into `Given` starts; the others as
+    /// they are.
+    fn resolve<C: Communicator>(self, comm: &C) -> RowOwnership {
+        match self {
+            RowOwnership::Local(n) => RowOwnership::Given(starts_of_local_rows(comm, n)),
+            r => r,
+        }
+    }
 }
 
 /// A failure injected on purpose, for the tests of the failure path.
@@ -186,9 +220,25 @@ pub struct DistSummary {
     pub peak_rss: [u64; 5],
 }
 
+/// The communicator a builder works on: the caller's, borrowed, or one it
+/// owns (a front end's duplicate of the caller's, [`comm::from_fortran`]).
+enum Comm<'c, C> {
+    Borrowed(&'c C),
+    Owned(C),
+}
+
+impl<C> Comm<'_, C> {
+    fn get(&self) -> &C {
+        match self {
+            Comm::Borrowed(c) => c,
+            Comm::Owned(c) => c,
+        }
+    }
+}
+
 /// A distributed builder; see the [module docs](self).
 pub struct DistBuilder<'c, C: Communicator> {
-    comm: &'c C,
+    comm: Comm<'c, C>,
     rank: i32,
     size: i32,
     shape: Vec<u64>,
@@ -201,19 +251,40 @@ pub struct DistBuilder<'c, C: Communicator> {
     failed: Option<String>,
     started: Instant,
     finished: bool,
+    /// Why the builder is given up, when [`DistBuilder::abandon`] says.
+    abandoned: Option<String>,
 }
 
 impl<C: Communicator> Drop for DistBuilder<'_, C> {
     fn drop(&mut self) {
-        // Also during a panic inside `finish` (self is dropped while
-        // unwinding): the other ranks would wait in a collective forever.
-        if !self.finished || std::thread::panicking() {
-            eprintln!(
-                "coo_assembler::mpi: rank {} dropped its DistBuilder without finishing (or panicked); aborting the job so that the other ranks do not wait forever",
-                self.rank
-            );
-            self.comm.abort(70);
+        if self.finished {
+            // A panic inside `finish` (self is dropped while unwinding):
+            // the other ranks wait in some collective of it that this rank
+            // will not reach. Only ending the job frees them.
+            if std::thread::panicking() {
+                eprintln!(
+                    "coo_assembler::mpi: rank {} panicked while finishing its DistBuilder; aborting the job so that the other ranks do not wait forever",
+                    self.rank
+                );
+                self.comm.get().abort(70);
+            }
+            return;
         }
+        // Given up before `finish` (an early return, an error path, an
+        // exception in a front end): take part in `finish`'s first
+        // agreement as a failing rank, so every other rank's `finish` (or
+        // drop) returns an error instead of waiting.
+        let why = self
+            .abandoned
+            .take()
+            .unwrap_or_else(|| "dropped before finish".into());
+        let _ = agree::<C, ()>(
+            self.comm.get(),
+            Err(Error::InvalidArgument(format!(
+                "rank {} gave up its distributed builder: {why}",
+                self.rank
+            ))),
+        );
     }
 }
 
@@ -258,8 +329,24 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
     /// Collective: every rank of `comm` calls it with the same shape,
     /// element type and options (budget per rank).
     pub fn new(comm: &'c C, shape: &[u64], dtype: DType, opts: DistOptions) -> Result<Self> {
-        let rank = comm.rank();
-        let size = comm.size();
+        Self::create(Comm::Borrowed(comm), shape, dtype, opts)
+    }
+
+    /// [`DistBuilder::new`] on a communicator the builder owns (the front
+    /// ends give it their duplicate of the caller's, made by
+    /// [`comm::from_fortran`]); it is freed with the builder.
+    pub fn owning(comm: C, shape: &[u64], dtype: DType, opts: DistOptions) -> Result<Self> {
+        Self::create(Comm::Owned(comm), shape, dtype, opts)
+    }
+
+    fn create(
+        comm: Comm<'c, C>,
+        shape: &[u64],
+        dtype: DType,
+        mut opts: DistOptions,
+    ) -> Result<Self> {
+        let (rank, size) = (comm.get().rank(), comm.get().size());
+        opts.rows = std::mem::take(&mut opts.rows).resolve(comm.get());
         let check = (|| -> Result<()> {
             opts.assemble.validate()?;
             if opts.assemble.duplicates == DuplicatePolicy::Last {
@@ -286,7 +373,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             }
             Ok(())
         })();
-        agree(comm, check)?;
+        agree(comm.get(), check)?;
         let dir = opts
             .assemble
             .temp_dir
@@ -311,7 +398,22 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             failed: None,
             started: Instant::now(),
             finished: false,
+            abandoned: None,
         })
+    }
+
+    /// Give the builder up on this rank, saying why: every other rank's
+    /// `finish` returns [`Error::RankFailed`] naming this rank and `why`,
+    /// and nothing is published. Dropping an unfinished builder does the
+    /// same (with "dropped before finish"). Either is collective in the
+    /// way `finish` is: the other ranks must reach `finish` or give up too.
+    pub fn abandon(mut self, why: &str) {
+        self.abandoned = Some(why.to_string());
+    }
+
+    /// The communicator.
+    fn comm(&self) -> &C {
+        self.comm.get()
     }
 
     /// This rank.
@@ -382,7 +484,123 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.finish_to(path.as_ref(), Output::PerRank)
     }
 
-    fn finish_to(mut self, path: &Path, output: Output) -> Result<DistSummary> {
+    /// Collective: route and assemble as [`DistBuilder::finish`], and
+    /// return this rank's row band in memory as CSR arrays with indices in
+    /// `J` (`i32` for a 32-bit `PetscInt`) and values in `T` (the builder's
+    /// element type). The budget bounds the assembly as it bounds `finish`;
+    /// the band itself is the result, outside it. The band goes through a
+    /// private file in `temp_dir`, removed before this returns.
+    ///
+    /// Errors as `finish`, and: a tensor that is not a matrix, `T` not the
+    /// element type, an index that does not fit `J`.
+    pub fn finish_csr<J: OutIndex, T: Element>(mut self) -> Result<(LocalCsr<J, T>, DistSummary)> {
+        let fits = if self.shape.len() != 2 {
+            Err(Error::InvalidOptions(format!(
+                "CSR arrays hold matrices; this tensor has rank {}",
+                self.shape.len()
+            )))
+        } else if T::DTYPE != self.dtype {
+            Err(Error::InvalidArgument(format!(
+                "the builder's element type is {}; asked for {} values",
+                self.dtype.name(),
+                T::DTYPE.name()
+            )))
+        } else {
+            Ok(())
+        };
+        if let Err(e) = agree(self.comm(), fits) {
+            self.finished = true;
+            return Err(e);
+        }
+        self.opts.assemble.layout = OutputLayout::Csr;
+        let ncols = self.shape[1];
+        let dir = self
+            .opts
+            .assemble
+            .temp_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        let mut band = None;
+        let mut read = |private: &Path, rows: std::ops::Range<u64>| -> Result<u64> {
+            let b = read_band::<J, T>(private, rows, ncols)?;
+            let nnz = b.values.len() as u64;
+            band = Some(b);
+            Ok(nnz)
+        };
+        let s = self.finish_to(&dir.join("band"), Output::Memory(&mut read))?;
+        let band = band.ok_or_else(|| Error::InvalidArgument("no band was read".into()))?;
+        Ok((band, s))
+    }
+
+    /// Collective: plan what was pushed (every rank's contributions, in
+    /// push order: [`DistPlan`]) and assemble it, returning this rank's
+    /// band as [`DistBuilder::finish_csr`] would (bit for bit) and the
+    /// plan, which refills the band from new values pushed in the same
+    /// order on every rank ([`DistPlan::refill`]). The pushes are held in
+    /// memory while planning (the stash is read back): 8 bytes per
+    /// dimension and 8 per value per contribution, beside the plan.
+    ///
+    /// Errors as `finish_csr` and [`DistPlan::new`].
+    pub fn finish_planned<J: OutIndex, T: RealElement>(
+        mut self,
+    ) -> Result<(LocalCsr<J, T>, DistPlan)> {
+        self.finished = true;
+        let failed = self.failed.take();
+        agree(
+            self.comm(),
+            failed.map_or(Ok(()), |m| {
+                Err(Error::InvalidArgument(format!("a push failed: {m}")))
+            }),
+        )?;
+        let fits = if T::DTYPE != self.dtype {
+            Err(Error::InvalidArgument(format!(
+                "the builder's element type is {}; asked for {} values",
+                self.dtype.name(),
+                T::DTYPE.name()
+            )))
+        } else {
+            Ok(())
+        };
+        agree(self.comm(), fits)?;
+        let wpr = self.shape.len() + 1;
+        let words = (|| -> Result<Vec<u64>> {
+            let n = self.stash.records() as usize;
+            let mut all = Vec::new();
+            all.try_reserve_exact(n * wpr)
+                .map_err(|_| Error::OutOfMemory {
+                    what: "the pushes held for planning",
+                    bytes: (n * wpr * 8) as u64,
+                })?;
+            let mut chunk = Vec::new();
+            loop {
+                self.stash.next_chunk(&mut chunk, READ_RECORDS)?;
+                if chunk.is_empty() {
+                    return Ok(all);
+                }
+                all.extend_from_slice(&chunk);
+            }
+        })();
+        let words = agree(self.comm(), words)?;
+        let records = plan::Records { words: &words, wpr };
+        let mut opts = self.opts.clone();
+        opts.assemble.layout = OutputLayout::Csr;
+        let mut plan = DistPlan::plan(self.comm(), &records, &self.shape, self.dtype, &opts)?;
+        // The values as they were pushed (raw lanes: f64 bits for floats).
+        let raw = words.chunks_exact(wpr).map(|r| r[wpr - 1]);
+        let band = if self.dtype.is_float() {
+            let v: Vec<f64> = raw.map(f64::from_bits).collect();
+            plan.refill(self.comm(), &v)?
+        } else if self.dtype.is_signed_int() {
+            let v: Vec<i64> = raw.map(|x| x as i64).collect();
+            plan.refill(self.comm(), &v)?
+        } else {
+            let v: Vec<u64> = raw.collect();
+            plan.refill(self.comm(), &v)?
+        };
+        Ok((band, plan))
+    }
+
+    fn finish_to(mut self, path: &Path, output: Output<'_>) -> Result<DistSummary> {
         self.finished = true;
         let path = path.to_path_buf();
         let time_push = self.started.elapsed();
@@ -390,7 +608,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         peak_rss[0] = peak_rss_bytes();
         let failed = self.failed.take();
         agree(
-            self.comm,
+            self.comm(),
             failed.map_or(Ok(()), |m| {
                 Err(Error::InvalidArgument(format!("a push failed: {m}")))
             }),
@@ -435,9 +653,9 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             },
             e => e,
         });
-        let builder = agree(self.comm, builder)?;
+        let builder = agree(self.comm(), builder)?;
         let ex = self.exchange(builder, &starts, lo);
-        let (mut builder, ex) = agree(self.comm, ex)?;
+        let (mut builder, ex) = agree(self.comm(), ex)?;
         let time_exchange = t.elapsed();
         peak_rss[2] = peak_rss_bytes();
         let inject = |at: InjectedFailure| -> Result<()> {
@@ -473,7 +691,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 }
                 e => e,
             });
-        let local = agree(self.comm, local)?;
+        let local = agree(self.comm(), local)?;
         let time_assemble = t.elapsed();
         peak_rss[3] = peak_rss_bytes();
 
@@ -481,6 +699,14 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let (nnz, total_nnz, file_bytes) = match output {
             Output::Composite => self.write(&path, &private, &head_name, [lo, hi], &inject)?,
             Output::PerRank => self.publish_own(&path, &private, &local, &inject)?,
+            Output::Memory(read) => {
+                let r = inject(InjectedFailure::Write).and_then(|_| read(&private, lo..hi));
+                let nnz = agree(self.comm(), r)?;
+                let mut total = 0u64;
+                self.comm()
+                    .all_reduce_into(&nnz, &mut total, SystemOperation::sum());
+                (nnz, total, 0)
+            }
         };
         let time_write = t.elapsed();
         peak_rss[4] = peak_rss_bytes();
@@ -512,40 +738,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
 
     /// Range starts, the same on every rank.
     fn ranges(&self) -> Vec<u64> {
-        if let RowOwnership::Given(s) = &self.opts.rows {
-            return s.clone();
-        }
-        let n = self.size as usize;
-        let mine = [self.sample.rows().len() as u64, self.sample.seen()];
-        let mut counts = vec![0u64; 2 * n];
-        self.comm.all_gather_into(&mine[..], &mut counts[..]);
-        let sizes: Vec<i32> = counts.chunks_exact(2).map(|c| c[0] as i32).collect();
-        let displs: Vec<i32> = sizes
-            .iter()
-            .scan(0i32, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
-        let total: usize = sizes.iter().map(|&c| c as usize).sum();
-        let mut rows = vec![0u64; total];
-        {
-            let mut part = PartitionMut::new(&mut rows[..], &sizes[..], &displs[..]);
-            self.comm
-                .all_gather_varcount_into(self.sample.rows(), &mut part);
-        }
-        let mut weighted = Vec::with_capacity(total);
-        for (r, c) in counts.chunks_exact(2).enumerate() {
-            let w = if c[0] == 0 {
-                0.0
-            } else {
-                c[1] as f64 / c[0] as f64
-            };
-            let d = displs[r] as usize;
-            weighted.extend(rows[d..d + c[0] as usize].iter().map(|&row| (row, w)));
-        }
-        starts_from_sample(weighted, self.shape[0], n)
+        agree_starts(self.comm(), &self.sample, &self.opts.rows, self.shape[0])
     }
 
     /// Route every stashed contribution to its owner; the owner pushes it
@@ -664,13 +857,13 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     }
                 }
             })();
-            let drained = agree(self.comm, local)?;
+            let drained = agree(self.comm(), local)?;
             // `send` is sorted by index tuple, so by owner.
             counts.fill(0);
             for rec in send.chunks_exact(wpr) {
                 counts[owner(starts, rec[0])] += wpr as i32;
             }
-            self.comm.all_to_all_into(&counts[..], &mut rcounts[..]);
+            self.comm().all_to_all_into(&counts[..], &mut rcounts[..]);
             let sdispl = prefix(&counts);
             let rdispl = prefix(&rcounts);
             let total: usize = rcounts.iter().map(|&c| c as usize).sum();
@@ -679,7 +872,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             {
                 let sp = Partition::new(&send[..], &counts[..], &sdispl[..]);
                 let mut rp = PartitionMut::new(&mut recv[..], &rcounts[..], &rdispl[..]);
-                self.comm.all_to_all_varcount_into(&sp, &mut rp);
+                self.comm().all_to_all_varcount_into(&sp, &mut rp);
             }
             ex.rounds += 1;
             ex.sent += (send.len() / wpr) as u64;
@@ -691,9 +884,9 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 }
                 Ok(())
             })();
-            agree(self.comm, pushed)?;
+            agree(self.comm(), pushed)?;
             let mut all = 0i32;
-            self.comm
+            self.comm()
                 .all_reduce_into(&i32::from(drained), &mut all, SystemOperation::min());
             if all == 1 {
                 break;
@@ -718,7 +911,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         let mut offset = vec![0u64; self.shape.len()];
         offset[0] = rows[0];
         let p = Prepared::from_file(io, member_name(head_name, k), private, &self.shape, &offset);
-        let p = agree(self.comm, p)?;
+        let p = agree(self.comm(), p)?;
         let nnz = p.nnz();
         let first = first_member_offset(self.shape.len());
         // Members after the first start at a multiple of A: their size does
@@ -729,11 +922,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             p.size_at(0)
         };
         let mut before = 0u64;
-        self.comm
+        self.comm()
             .exclusive_scan_into(&size, &mut before, SystemOperation::sum());
         let start = if k == 0 { first } else { first + before };
         let mut sums = [0u64; 2];
-        self.comm
+        self.comm()
             .all_reduce_into(&[size, nnz][..], &mut sums[..], SystemOperation::sum());
         let members_end = first + sums[0];
 
@@ -748,8 +941,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         } else {
             Ok(())
         };
-        agree(self.comm, created)?;
-        self.comm.process_at_rank(0).broadcast_into(&mut name[..]);
+        agree(self.comm(), created)?;
+        self.comm().process_at_rank(0).broadcast_into(&mut name[..]);
         let written = (|| -> Result<Placed> {
             let placed = match &tmp {
                 Some((out, f)) => write_member(io, f, out.path(), start, &p)?,
@@ -763,10 +956,10 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             inject(InjectedFailure::Write)?;
             Ok(placed)
         })();
-        let placed = agree(self.comm, written)?;
+        let placed = agree(self.comm(), written)?;
         let mine = placed.to_words();
         let mut all = vec![0u64; PLACED_WORDS * self.size as usize];
-        self.comm.all_gather_into(&mine[..], &mut all[..]);
+        self.comm().all_gather_into(&mine[..], &mut all[..]);
         let published = match tmp {
             Some((out, f)) => (|| -> Result<u64> {
                 let members = all
@@ -787,9 +980,9 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             })(),
             None => Ok(0),
         };
-        let published = agree(self.comm, published)?;
+        let published = agree(self.comm(), published)?;
         let mut len = published;
-        self.comm.process_at_rank(0).broadcast_into(&mut len);
+        self.comm().process_at_rank(0).broadcast_into(&mut len);
         Ok((nnz, sums[1], len))
     }
 
@@ -814,7 +1007,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             Ok(p) => (Some(p), inject(InjectedFailure::Write)),
             Err(e) => (None, Err(e)),
         };
-        match agree(self.comm, r) {
+        match agree(self.comm(), r) {
             Ok(()) => published.into_iter().for_each(|p| p.settle()),
             Err(e) => {
                 // Best effort: the error to report is the one agreed on.
@@ -823,19 +1016,138 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
             }
         }
         let mut total = 0u64;
-        self.comm
+        self.comm()
             .all_reduce_into(&local.nnz, &mut total, SystemOperation::sum());
         Ok((local.nnz, total, local.file_bytes))
     }
 }
 
+/// Range starts, the same on every rank: the given ones, or chosen from
+/// every rank's `sample` of its rows (all-gathered) so that entries
+/// balance.
+pub(crate) fn agree_starts<C: Communicator>(
+    comm: &C,
+    sample: &RowSample,
+    rows: &RowOwnership,
+    nrows: u64,
+) -> Vec<u64> {
+    if let RowOwnership::Given(s) = rows {
+        return s.clone();
+    }
+    let n = comm.size() as usize;
+    let mine = [sample.rows().len() as u64, sample.seen()];
+    let mut counts = vec![0u64; 2 * n];
+    comm.all_gather_into(&mine[..], &mut counts[..]);
+    let sizes: Vec<i32> = counts.chunks_exact(2).map(|c| c[0] as i32).collect();
+    let displs = prefix(&sizes);
+    let total: usize = sizes.iter().map(|&c| c as usize).sum();
+    let mut all = vec![0u64; total];
+    {
+        let mut part = PartitionMut::new(&mut all[..], &sizes[..], &displs[..]);
+        comm.all_gather_varcount_into(sample.rows(), &mut part);
+    }
+    let mut weighted = Vec::with_capacity(total);
+    for (r, c) in counts.chunks_exact(2).enumerate() {
+        let w = if c[0] == 0 {
+            0.0
+        } else {
+            c[1] as f64 / c[0] as f64
+        };
+        let d = displs[r] as usize;
+        weighted.extend(all[d..d + c[0] as usize].iter().map(|&row| (row, w)));
+    }
+    starts_from_sample(weighted, nrows, n)
+}
+
+/// Collective: the row starts of ranks that own `local_rows` rows each, in
+/// rank order ([`RowOwnership::Given`] from each rank's own count, as
+/// PETSc's `MatSetSizes` or a DM gives it).
+pub fn starts_of_local_rows<C: Communicator>(comm: &C, local_rows: u64) -> Vec<u64> {
+    let mut all = vec![0u64; comm.size() as usize];
+    comm.all_gather_into(&local_rows, &mut all[..]);
+    all.iter()
+        .scan(0u64, |at, &c| {
+            let s = *at;
+            *at = at.saturating_add(c);
+            Some(s)
+        })
+        .collect()
+}
+
+/// One rank's row band of an assembled matrix in memory, as CSR arrays:
+/// what `MatCreateMPIAIJWithArrays`, `MatMPIAIJSetPreallocationCSR` and
+/// petsc4py's `createAIJ(csr=...)` take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalCsr<J, T> {
+    /// The global rows this rank owns.
+    pub rows: std::ops::Range<u64>,
+    /// Columns of the matrix.
+    pub ncols: u64,
+    /// `rows.len() + 1` offsets into `cols` and `values`, from 0.
+    pub row_ptr: Vec<J>,
+    /// Global column of every entry, ascending within a row.
+    pub cols: Vec<J>,
+    /// The entries' values.
+    pub values: Vec<T>,
+}
+
+/// `v` copied into a new vector of `J`, refused when a value does not fit.
+fn narrowed<J: OutIndex>(v: &[u64], what: &'static str) -> Result<Vec<J>> {
+    let max = v.iter().copied().max().unwrap_or(0);
+    if max > J::MAX {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: {max} does not fit an index type whose largest value is {}; ask for 64-bit indices",
+            J::MAX
+        )));
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(v.len())
+        .map_err(|_| Error::OutOfMemory {
+            what,
+            bytes: (v.len() * std::mem::size_of::<J>()) as u64,
+        })?;
+    out.extend(v.iter().map(|&x| J::from_u64(x)));
+    Ok(out)
+}
+
+/// The CSR band a rank's local builder wrote at `private`, read into memory.
+fn read_band<J: OutIndex, T: Element>(
+    private: &Path,
+    rows: std::ops::Range<u64>,
+    ncols: u64,
+) -> Result<LocalCsr<J, T>> {
+    let f = HurrayFile::open(private)?;
+    let t = f.only_tensor_view()?;
+    let c = t
+        .as_compressed()
+        .ok_or_else(|| Error::InvalidArgument("the band was not written as CSR".into()))?;
+    let src = c.values::<T>()?;
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(src.len())
+        .map_err(|_| Error::OutOfMemory {
+            what: "the band's values",
+            bytes: std::mem::size_of_val(src) as u64,
+        })?;
+    values.extend_from_slice(src);
+    Ok(LocalCsr {
+        rows,
+        ncols,
+        row_ptr: narrowed(c.pointers(), "the band's row pointer")?,
+        cols: narrowed(c.indices(), "the band's column indices")?,
+        values,
+    })
+}
+
 /// Where `finish` writes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Output {
+enum Output<'a> {
     /// One partition composite on a shared filesystem.
     Composite,
     /// One plain file per rank.
     PerRank,
+    /// Memory: the rank's private CSR file is read by the function, which
+    /// returns the band's entry count.
+    Memory(&'a mut dyn FnMut(&Path, std::ops::Range<u64>) -> Result<u64>),
 }
 
 #[derive(Default)]

@@ -46,7 +46,6 @@ impl Stash {
     }
 
     /// Records held.
-    #[cfg(test)]
     pub(crate) fn records(&self) -> u64 {
         (self.file_words + self.mem.len() as u64) / self.words_per_record as u64
     }

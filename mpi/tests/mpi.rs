@@ -216,6 +216,186 @@ fn to_plain(from: &Path, to: &Path, layout: OutputLayout) {
     coo_assembler::convert(from, to, &opts).unwrap();
 }
 
+/// The single-process CSR file's rows `rows` as a band: local row
+/// pointer, global columns, values.
+fn single_band(path: &Path, rows: std::ops::Range<u64>) -> (Vec<u64>, Vec<u64>, Vec<f64>) {
+    let f = HurrayFile::open(path).unwrap();
+    let t = f.only_tensor_view().unwrap();
+    let c = t.as_compressed().unwrap();
+    let p = c.pointers();
+    let (a, b) = (
+        p[rows.start as usize] as usize,
+        p[rows.end as usize] as usize,
+    );
+    let ptr = p[rows.start as usize..=rows.end as usize]
+        .iter()
+        .map(|&x| x - a as u64)
+        .collect();
+    let values = c.values::<f64>().unwrap()[a..b].to_vec();
+    (ptr, c.indices()[a..b].to_vec(), values)
+}
+
+fn widened<J: Copy + TryInto<u64>>(v: &[J]) -> Vec<u64> {
+    v.iter().map(|&x| x.try_into().ok().unwrap()).collect()
+}
+
+/// Bands in memory (`finish_csr`), plans across ranks (from arrays and
+/// from pushes) and their refills, a refused refill and an abandoned
+/// builder.
+fn memory_case(world: &mpi::topology::SimpleCommunicator, dir: &Path) {
+    use coo_assembler_mpi::{DistPlan, LocalCsr};
+    let (rank, ranks) = (world.rank() as u64, world.size() as u64);
+    let single_csr = dir.join("single-csr.hrry");
+    let mine_ix = mine(rank, ranks);
+    let (rows_ix, cols_ix): (Vec<i64>, Vec<i64>) = mine_ix
+        .iter()
+        .map(|&i| {
+            let (c, _) = contribution(i);
+            (c[0] as i64, c[1] as i64)
+        })
+        .unzip();
+    let values: Vec<f64> = mine_ix.iter().map(|&i| contribution(i).1).collect();
+    // Uneven bands, given as each rank's own row count.
+    let local_rows = if rank + 1 == ranks {
+        SHAPE[0] - (ranks - 1) * (SHAPE[0] / ranks / 2 + 1)
+    } else {
+        SHAPE[0] / ranks / 2 + 1
+    };
+    for (budget, rows) in [
+        (8u64 << 20, RowOwnership::Sampled),
+        (6 << 20, RowOwnership::Local(local_rows)),
+    ] {
+        let b = pushed(world, options(dir, budget, rows.clone(), OutputLayout::Coo));
+        let (band, s): (LocalCsr<i32, f64>, _) = b.finish_csr().unwrap();
+        let (ptr, cols, vals) = single_band(&single_csr, band.rows.clone());
+        assert_eq!(widened(&band.row_ptr), ptr, "row pointer, {rows:?}");
+        assert_eq!(widened(&band.cols), cols, "columns, {rows:?}");
+        assert_eq!(
+            band.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            vals.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "values, {rows:?}"
+        );
+        if let RowOwnership::Local(n) = rows {
+            assert_eq!(band.rows.end - band.rows.start, n);
+        }
+        assert_eq!(s.nnz, band.values.len() as u64);
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| !n.to_string_lossy().starts_with("single"))
+            .collect();
+        assert!(left.is_empty(), "finish_csr left {left:?}");
+
+        // The plan of the same contributions, from arrays, with the same
+        // bands: its refill is the band bit for bit, and a second refill
+        // of other values is a fresh assembly of those.
+        let opts = DistOptions {
+            rows: RowOwnership::Given(starts_of(world, &band)),
+            ..options(dir, budget, RowOwnership::Sampled, OutputLayout::Csr)
+        };
+        let mut plan = DistPlan::new(
+            world,
+            &[&rows_ix[..], &cols_ix[..]],
+            &SHAPE,
+            DType::F64,
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(plan.rows(), band.rows);
+        let refilled: LocalCsr<i32, f64> = plan.refill(world, &values).unwrap();
+        assert_eq!(refilled, band, "a plan's refill differs from finish_csr");
+        let doubled: Vec<f64> = values.iter().map(|v| v * 3.0 - 1.0).collect();
+        let again: LocalCsr<i64, f64> = plan.refill(world, &doubled).unwrap();
+        let mut b = DistBuilder::new(world, &SHAPE, DType::F64, opts.clone()).unwrap();
+        for (k, &i) in mine_ix.iter().enumerate() {
+            b.push(&contribution(i).0, doubled[k]).unwrap();
+        }
+        let (fresh, _): (LocalCsr<i64, f64>, _) = b.finish_csr().unwrap();
+        assert_eq!(
+            again, fresh,
+            "a second refill differs from a fresh assembly"
+        );
+        if rank == 0 {
+            println!(
+                "rank 0 of {ranks}, {rows:?}: finish_csr = single process; plan refills = fresh, {} plan bytes for {} contributions",
+                plan.memory_bytes(),
+                plan.contributions()
+            );
+        }
+
+        // The plan recorded from pushes gives the same band and refills
+        // the same.
+        let b = pushed(world, opts.clone());
+        let (first, mut recorded): (LocalCsr<i64, f64>, DistPlan) = b.finish_planned().unwrap();
+        assert_eq!(widened(&first.row_ptr), widened(&band.row_ptr));
+        assert_eq!(first.values, band.values);
+        let again2: LocalCsr<i64, f64> = recorded.refill(world, &doubled).unwrap();
+        assert_eq!(
+            again2, fresh,
+            "a recorded plan's refill differs from a fresh assembly"
+        );
+
+        // A value count that is not the plan's: every rank errs, the
+        // failing rank names itself and both counts.
+        let short = if rank + 1 == ranks {
+            &values[1..]
+        } else {
+            &values[..]
+        };
+        let e = plan.refill::<_, f64, f64, i32>(world, short).unwrap_err();
+        if rank + 1 == ranks {
+            let m = e.to_string();
+            assert!(
+                m.contains(&format!("rank {rank}"))
+                    && m.contains(&format!("{} values", values.len() - 1)),
+                "{m}"
+            );
+        } else {
+            assert!(
+                matches!(&e, Error::RankFailed { rank: r, .. } if *r as u64 == ranks - 1),
+                "{e}"
+            );
+        }
+        world.barrier();
+    }
+
+    // A builder given up on the last rank (an error path, an exception):
+    // every other rank's finish errs, naming it; nobody waits forever.
+    let b = pushed(
+        world,
+        options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo),
+    );
+    if rank + 1 == ranks {
+        b.abandon("the element loop failed");
+    } else {
+        let e = b.finish(dir.join("A.hrry")).unwrap_err();
+        assert!(
+            matches!(&e, Error::RankFailed { rank: r, detail } if *r as u64 == ranks - 1 && detail.contains("the element loop failed")),
+            "{e}"
+        );
+    }
+    // Dropped unfinished, on every rank: each drop takes part as a failure.
+    drop(pushed(
+        world,
+        options(dir, 8 << 20, RowOwnership::Sampled, OutputLayout::Coo),
+    ));
+    world.barrier();
+    assert!(!dir.join("A.hrry").exists());
+    if rank == 0 {
+        println!("rank 0 of {ranks}: abandoned builders make every rank err, nothing hangs");
+    }
+}
+
+/// Every rank's band start, from the bands.
+fn starts_of<J, T>(
+    world: &mpi::topology::SimpleCommunicator,
+    band: &coo_assembler_mpi::LocalCsr<J, T>,
+) -> Vec<u64> {
+    let mut all = vec![0u64; world.size() as usize];
+    world.all_gather_into(&band.rows.start, &mut all[..]);
+    all
+}
+
 fn worker(case: &str, dir: &Path) {
     let universe = mpi::initialize().expect("MPI initialises once");
     let world = universe.world();
@@ -232,7 +412,7 @@ fn worker(case: &str, dir: &Path) {
     if rank == 0 && (case == "identity" || case == "csr") {
         single(&reference, OutputLayout::Coo);
     }
-    if rank == 0 && case == "csr" {
+    if rank == 0 && (case == "csr" || case == "memory") {
         single(&reference_csr, OutputLayout::Csr);
     }
     world.barrier();
@@ -436,6 +616,7 @@ fn worker(case: &str, dir: &Path) {
                 println!("rank 0 of {ranks}: every rank failed cleanly, nothing left");
             }
         }
+        "memory" => memory_case(&world, dir),
         other => panic!("unknown case {other}"),
     }
     println!("worker {case} rank {rank} OK");
@@ -454,11 +635,12 @@ fn main() {
     };
     let exe = std::env::current_exe().unwrap();
     let mut failed = Vec::new();
-    for case in ["identity", "csr", "fail"] {
+    for case in ["identity", "csr", "fail", "memory"] {
         for k in 1..=4 {
             let dir = tempfile::tempdir().unwrap();
             let out = Command::new(&mpirun)
-                .args(["-n", &k.to_string(), "--oversubscribe"])
+                // A case that hangs fails instead of stalling the suite.
+                .args(["-n", &k.to_string(), "--oversubscribe", "--timeout", "600"])
                 .arg(&exe)
                 .args(["worker", case])
                 .arg(dir.path())

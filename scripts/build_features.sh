@@ -24,6 +24,7 @@ declare -A RUNS=(
     ["the library alone, tested"]="-p coo-assembler -e normal,build,dev"
     ["MPI tests"]="-p coo-assembler-mpi -p coo-assembler-cli -F coo-assembler-cli/mpi -e normal,build,dev"
     ["the wheel"]="-p coo-assembler-python -e normal,build"
+    ["the MPI wheel"]="-p coo-assembler-python-mpi -e normal,build"
     ["cargo build (default members)"]="-e normal,build"
     ["the C library"]="-p coo-assembler-capi -e normal,build"
 )

@@ -411,6 +411,11 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.abandoned = Some(why.to_string());
     }
 
+    /// The communicator the builder works on.
+    pub fn communicator(&self) -> &C {
+        self.comm.get()
+    }
+
     /// The communicator.
     fn comm(&self) -> &C {
         self.comm.get()

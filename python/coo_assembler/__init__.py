@@ -77,6 +77,24 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+# Distributed assembly lives in its own package, built against the
+# system's MPI (`pip install ./python-mpi`): `ca.DistBuilder` and
+# `ca.DistPlan` load it when first used.
+_DISTRIBUTED = ("DistBuilder", "DistPlan", "LocalCsr")
+
+
+def __getattr__(name):
+    if name in _DISTRIBUTED:
+        try:
+            import coo_assembler_mpi
+        except ImportError as e:
+            raise ImportError(
+                f"coo_assembler.{name} needs the MPI extension, built against your MPI: "
+                "pip install ./python-mpi (from the coo-assembler sources; needs mpicc and mpi4py)"
+            ) from e
+        return getattr(coo_assembler_mpi, name)
+    raise AttributeError(f"module 'coo_assembler' has no attribute {name!r}")
+
 # The parts live in modules by role (_builder, _file, _scipy, _plan, and
 # _common for what they share); every name is the package's: reprs,
 # help() and pickles (a Plan pickles through _plan_from_bytes) say

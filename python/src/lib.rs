@@ -6,13 +6,13 @@
 //! Only items re-exported at the root of the `coo_assembler` crate are used.
 
 mod arrays;
-mod builder;
+pub mod builder;
 mod csf;
 mod direct;
-mod errors;
+pub mod errors;
 mod file;
 mod matrix;
-mod names;
+pub mod names;
 mod plan;
 mod plan_file;
 

@@ -335,6 +335,22 @@ typedef enum {
  */
 typedef struct coo_builder coo_builder;
 
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * A distributed builder (opaque): made by `coo_dist_builder_new`, ended by
+ * a finish call or `coo_dist_builder_free`.
+ */
+typedef struct coo_dist_builder coo_dist_builder;
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * A plan across ranks (opaque): made by `coo_dist_plan_new` or
+ * `coo_dist_builder_finish_planned`, released by `coo_dist_plan_free`.
+ */
+typedef struct coo_dist_plan coo_dist_plan;
+#endif
+
 /**
  * An open tensor of a Hurray file (opaque); `coo_file_close` releases it.
  * Every `coo_file_*` reading function takes a `const coo_file *` and may be
@@ -468,6 +484,53 @@ typedef struct {
    */
   uint64_t skipped_negative;
 } coo_summary;
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * One rank's row band of the matrix in memory, CSR: what
+ * `MatCreateMPIAIJWithArrays` and `MatMPIAIJSetPreallocationCSR` take.
+ * Filled by the library; release it with `coo_band_free`.
+ */
+typedef struct {
+  /**
+   * The global rows this rank owns: `row_lo .. row_hi`.
+   */
+  uint64_t row_lo;
+  uint64_t row_hi;
+  /**
+   * Columns of the matrix.
+   */
+  uint64_t ncols;
+  /**
+   * Entries of the band.
+   */
+  uint64_t nnz;
+  /**
+   * 32 or 64: the width of `row_ptr` and `cols` (`int32_t` / `int64_t`).
+   */
+  uint32_t index_bits;
+  /**
+   * The values' element type (the builder's).
+   */
+  coo_dtype dtype;
+  /**
+   * `row_hi - row_lo + 1` offsets, from 0.
+   */
+  void *row_ptr;
+  /**
+   * `nnz` global column indices, ascending within each row.
+   */
+  void *cols;
+  /**
+   * `nnz` values of `dtype`.
+   */
+  void *values;
+  /**
+   * The library's storage behind the arrays; do not touch.
+   */
+  void *owner;
+} coo_band;
+#endif
 
 /**
  * Shape and type of an open tensor, filled by `coo_file_info`.
@@ -1055,6 +1118,195 @@ int coo_builder_finish_recorded(coo_builder *b,
  * call.
  */
 void coo_builder_free(coo_builder *b);
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: a distributed builder of `shape` (`rank` extents) and
+ * `dtype` on the communicator whose Fortran handle is `comm_f`
+ * (`MPI_Comm_c2f(comm)`). `local_rows` >= 0: this rank owns that many
+ * rows, the bands in rank order (PETSc's local size); negative: chosen
+ * at finish from a sample of the pushed rows. `options` (NULL: defaults)
+ * as `coo_builder_new`'s; `memory_budget` is per rank. NULL on error
+ * (on every rank).
+ *
+ * # Safety
+ * `shape` points to `rank` int64; `options` is NULL or a `coo_options`
+ * filled by `coo_options_default`.
+ */
+coo_dist_builder *coo_dist_builder_new(int comm_f,
+                                       uint32_t rank,
+                                       const int64_t *shape,
+                                       coo_dtype dtype,
+                                       const coo_options *options,
+                                       int64_t local_rows);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Push one contribution at `idx` (`rank` int64, any coordinate of the
+ * global shape). An error is returned here and reported to every rank by
+ * the finish.
+ *
+ * # Safety
+ * `idx` points to the builder's rank int64.
+ */
+int coo_dist_builder_push(coo_dist_builder *b, const int64_t *idx, double value);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Push a dense element matrix: `ke[a * n + b]` (row-major, `n * n`
+ * doubles) at `(dofs[a], dofs[b])`.
+ *
+ * # Safety
+ * `dofs` points to `n` int64, `ke` to `n * n` doubles.
+ */
+int coo_dist_builder_push_element(coo_dist_builder *b,
+                                  size_t n,
+                                  const int64_t *dofs,
+                                  const double *ke);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: route, assemble and write the partition composite at
+ * `path` (the same shared path on every rank). The handle is released
+ * whatever the status. `COO_ERR_REMOTE` when another rank failed.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string.
+ */
+int coo_dist_builder_finish(coo_dist_builder *b, const char *path);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: route and assemble, and return this rank's band in memory
+ * in `*band` (`index_bits` 32 or 64: PETSc's `PetscInt`). The handle is
+ * released whatever the status; release the band with `coo_band_free`.
+ *
+ * # Safety
+ * `band` points to writable room for a pointer.
+ */
+int coo_dist_builder_finish_csr(coo_dist_builder *b, int index_bits_, coo_band **band);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: as `coo_dist_builder_finish_csr`, and the plan of what was
+ * pushed in `*plan`: `coo_dist_plan_refill` with new values pushed in the
+ * same order refills the band, one all-to-all of the values.
+ *
+ * # Safety
+ * `band` and `plan` point to writable room for a pointer each.
+ */
+int coo_dist_builder_finish_planned(coo_dist_builder *b,
+                                    int index_bits_,
+                                    coo_band **band,
+                                    coo_dist_plan **plan);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Give an unfinished builder up on this rank, saying `why` (NULL: no
+ * reason): every other rank's finish returns `COO_ERR_REMOTE` naming this
+ * rank and `why`. The handle is released. NULL or a released handle:
+ * no-op.
+ *
+ * # Safety
+ * `why` is NULL or a NUL-terminated string.
+ */
+void coo_dist_builder_abandon(coo_dist_builder *b, const char *why);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Release a builder; an unfinished one is given up (as
+ * `coo_dist_builder_abandon`, "freed before finish"), so the other ranks'
+ * finish returns an error. NULL or a released handle: no-op.
+ *
+ * # Safety
+ * `b` is NULL or a handle from `coo_dist_builder_new`.
+ */
+void coo_dist_builder_free(coo_dist_builder *b);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: plan this rank's `n` contributions at `indices` (`rank`
+ * pointers to `n` int64 each: rows, columns, ...; global coordinates)
+ * across the ranks of the communicator `comm_f`. Ownership and options as
+ * `coo_dist_builder_new`'s (the layout is CSR unless the options say
+ * COO). NULL on error (on every rank).
+ *
+ * # Safety
+ * `shape` points to `rank` int64, `indices` to `rank` pointers to `n`
+ * int64 each.
+ */
+coo_dist_plan *coo_dist_plan_new(int comm_f,
+                                 uint32_t rank,
+                                 const int64_t *shape,
+                                 coo_dtype dtype,
+                                 const coo_options *options,
+                                 int64_t local_rows,
+                                 size_t n,
+                                 const int64_t *const *indices);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: refill this rank's band: `n` values (this rank's
+ * contributions, in the planned order) into `out` (`out_len` values of
+ * the plan's element type, one per entry of the band, storage order).
+ * One all-to-all of the values. A count that is not the plan's fails on
+ * every rank (`COO_ERR_REMOTE` on the others).
+ *
+ * # Safety
+ * `values` points to `n` doubles, `out` to `out_len` writable values of
+ * the plan's element type.
+ */
+int coo_dist_plan_refill(coo_dist_plan *p,
+                         size_t n,
+                         const double *values,
+                         void *out,
+                         size_t out_len);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * What the plan holds on this rank: its rows, the band's entries, the
+ * values a refill takes, and its bytes. Any pointer may be NULL.
+ *
+ * # Safety
+ * Each pointer is NULL or writable.
+ */
+int coo_dist_plan_info(coo_dist_plan *p,
+                       uint64_t *row_lo,
+                       uint64_t *row_hi,
+                       uint64_t *nnz,
+                       uint64_t *contributions,
+                       uint64_t *bytes);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Release a plan. NULL or a released plan: no-op.
+ *
+ * # Safety
+ * `p` is NULL or a plan handle, not used during or after the call.
+ */
+void coo_dist_plan_free(coo_dist_plan *p);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Release a band and its arrays. NULL: no-op.
+ *
+ * # Safety
+ * `band` is NULL or a band from a finish call, released once.
+ */
+void coo_band_free(coo_band *band);
+#endif
 
 /**
  * Open the first tensor of the Hurray file at `path` (its structure is

@@ -25,12 +25,16 @@
 mod arrays;
 mod builder;
 mod convert;
+#[cfg(feature = "mpi")]
+mod dist;
 mod file;
 mod live;
 mod plan;
 
 pub use arrays::*;
 pub use builder::*;
+#[cfg(feature = "mpi")]
+pub use dist::*;
 pub use file::*;
 pub use plan::*;
 

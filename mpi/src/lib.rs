@@ -411,6 +411,16 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.abandoned = Some(why.to_string());
     }
 
+    /// The tensor's shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Contributions pushed so far on this rank.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
     /// The communicator the builder works on.
     pub fn communicator(&self) -> &C {
         self.comm.get()
@@ -446,6 +456,16 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.sample.offer(idx[0]);
         self.pushed += 1;
         Ok(())
+    }
+
+    /// Record an error a front end found before a push reached the
+    /// builder (a negative index, say) and return it: `finish` reports it
+    /// to every rank, as it reports a push's own error.
+    pub fn refused(&mut self, e: Error) -> Error {
+        if self.failed.is_none() {
+            self.failed = Some(e.to_string());
+        }
+        e
     }
 
     /// Push a dense element matrix (rank 2): `local[a * n + b]` goes to

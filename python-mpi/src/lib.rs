@@ -183,9 +183,9 @@ impl NativeDistBuilder {
         for (row, &v) in idx.rows().into_iter().zip(vals) {
             for (a, &i) in at.iter_mut().zip(row) {
                 *a = u64::try_from(i).map_err(|_| {
-                    input_error(format!(
-                        "a negative index {i} (the distributed builder takes none)"
-                    ))
+                    // Reported to every rank by the finish too.
+                    let m = format!("a negative index {i} (the distributed builder takes none)");
+                    to_py(b.refused(coo_assembler::Error::InvalidArgument(m)))
                 })?;
             }
             b.push(&at, v).map_err(to_py)?;
@@ -214,8 +214,10 @@ impl NativeDistBuilder {
         for k in 0..e {
             for (a, id) in ids.iter_mut().enumerate() {
                 let i = d[[k, a]];
-                *id = u64::try_from(i)
-                    .map_err(|_| input_error(format!("dofs[{k}, {a}] = {i} is negative")))?;
+                *id = u64::try_from(i).map_err(|_| {
+                    let m = format!("dofs[{k}, {a}] = {i} is negative");
+                    to_py(b.refused(coo_assembler::Error::InvalidArgument(m)))
+                })?;
             }
             local.clear();
             local.extend(v.slice(numpy::ndarray::s![k, .., ..]).iter().copied());

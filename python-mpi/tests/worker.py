@@ -134,6 +134,20 @@ def main(case, tmp):
                 raise AssertionError("finish went through")
             except ca.CooAssemblerError as e:
                 assert "out of range" in str(e), e
+        # A negative index, refused before it reaches the builder, is
+        # reported to every rank as well.
+        with ca.DistBuilder(comm, SHAPE) as b:
+            if rank == ranks - 1:
+                try:
+                    b.push((-1, 0), 1.0)
+                    raise AssertionError("a negative index was taken")
+                except ca.InputError:
+                    pass
+            try:
+                b.finish_csr()
+                raise AssertionError("finish went through")
+            except ca.CooAssemblerError as e:
+                assert "negative" in str(e), e
     else:
         raise SystemExit(f"unknown case {case}")
     comm.barrier()

@@ -1,5 +1,6 @@
 //! The C API's distributed calls (feature `mpi`): `tests/c/dist.c`, built
-//! with `mpicc` against `libcoo_assembler.so` built with `--features mpi`,
+//! with `mpicc`, and `tests/fortran/dist.f90` with `mpif90` (module
+//! `fortran/coo_assembler_mpi.f90`), both against `libcoo_assembler.so` built with `--features mpi`,
 //! run under `mpirun` on 1 to 4 ranks (oversubscribed), every rank must
 //! report OK. Run by `.ci/run` as
 //! `cargo test --release -p coo-assembler-capi --features mpi --test mpi`.
@@ -73,8 +74,34 @@ fn main() {
         "mpicc failed:\n{}",
         String::from_utf8_lossy(&cc.stderr)
     );
+    // The Fortran program, built with mpif90 against both modules.
+    let mut progs = vec![("C", prog)];
+    if let Some(mpif90) = find_program("mpif90") {
+        let fprog = dir.path().join("dist_f");
+        let fc = Command::new(mpif90)
+            .arg(root.join("fortran/coo_assembler.f90"))
+            .arg(root.join("fortran/coo_assembler_mpi.f90"))
+            .arg(root.join("capi/tests/fortran/dist.f90"))
+            .arg("-J")
+            .arg(dir.path())
+            .arg("-L")
+            .arg(&profile_dir)
+            .arg(format!("-Wl,-rpath,{}", profile_dir.display()))
+            .args(["-lcoo_assembler", "-o"])
+            .arg(&fprog)
+            .output()
+            .unwrap();
+        assert!(
+            fc.status.success(),
+            "mpif90 failed:\n{}",
+            String::from_utf8_lossy(&fc.stderr)
+        );
+        progs.push(("Fortran", fprog));
+    } else {
+        println!("SKIPPED the Fortran program: mpif90 is not on the PATH");
+    }
     let mut failed = Vec::new();
-    for k in 1..=4 {
+    for ((lang, prog), k) in progs.iter().flat_map(|p| (1..=4).map(move |k| (p, k))) {
         let out = Command::new(&mpirun)
             .args(["-n", &k.to_string(), "--oversubscribe", "--timeout", "300"])
             .arg(&prog)
@@ -89,9 +116,9 @@ fn main() {
             .count();
         if !out.status.success() || oks != k || stdout.contains("FAIL") {
             eprintln!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-            failed.push(k);
+            failed.push(format!("{lang} x{k}"));
         } else {
-            println!("test C dist x{k} ... ok");
+            println!("test {lang} dist x{k} ... ok");
         }
     }
     assert!(

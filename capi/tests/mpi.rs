@@ -104,7 +104,7 @@ fn main() {
     for ((lang, prog), k) in progs.iter().flat_map(|p| (1..=4).map(move |k| (p, k))) {
         let out = Command::new(&mpirun)
             .args(["-n", &k.to_string(), "--oversubscribe", "--timeout", "300"])
-            .arg(&prog)
+            .arg(prog)
             .current_dir(dir.path())
             .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 M=${M:-92}
 ROUNDS=${ROUNDS:-3}
 REPS=${REPS:-5}
-BUDGET_MIB=${BUDGET_MIB:-512}
+BUDGET_MIB=${BUDGET_MIB:-1024}
 RANKS=${RANKS:-"2 4"}
 OUT=${OUT:-$ROOT/target/mpi-bench}
 mkdir -p "$OUT"

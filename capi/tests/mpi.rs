@@ -100,6 +100,39 @@ fn main() {
     } else {
         println!("SKIPPED the Fortran program: mpif90 is not on the PATH");
     }
+    // PETSc, when installed: the bands given to MatCreateMPIAIJWithArrays.
+    let petsc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "petsc"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    match petsc {
+        Some(flags) => {
+            let pprog = dir.path().join("dist_petsc");
+            let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+            let pc = Command::new(find_program("mpicc").unwrap())
+                .arg(root.join("capi/tests/c/dist_petsc.c"))
+                .arg("-I")
+                .arg(root.join("include"))
+                .arg("-I")
+                .arg(root.join("capi/tests/c"))
+                .args(flags.split_whitespace())
+                .arg("-L")
+                .arg(&profile_dir)
+                .arg(format!("-Wl,-rpath,{}", profile_dir.display()))
+                .args(["-lcoo_assembler", "-o"])
+                .arg(&pprog)
+                .output()
+                .unwrap();
+            assert!(
+                pc.status.success(),
+                "mpicc of the PETSc program failed:\n{}",
+                String::from_utf8_lossy(&pc.stderr)
+            );
+            progs.push(("PETSc", pprog));
+        }
+        None => println!("SKIPPED the PETSc program: PETSc is not installed (Debian: petsc-dev)"),
+    }
     let mut failed = Vec::new();
     for ((lang, prog), k) in progs.iter().flat_map(|p| (1..=4).map(move |k| (p, k))) {
         let out = Command::new(&mpirun)

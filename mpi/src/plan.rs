@@ -6,21 +6,26 @@
 //! slot in the band's result. What it keeps:
 //!
 //! - on the contributing rank, `send_order`: the positions of its
-//!   contributions grouped by owner, in contribution order within each
-//!   owner (4 bytes a contribution), and the counts per owner;
-//! - on the owner, the one-process [`Plan`] of what it receives, in the
-//!   order it receives it (source rank, then the source's contribution
-//!   order): the band's CSR structure (local row pointer, global columns)
-//!   and every received value's entry (4 bytes a contribution, plus the
-//!   entries' starts).
+//!   contributions bound for other ranks, grouped by owner, in
+//!   contribution order within each owner (4 bytes each), and the counts
+//!   per owner;
+//! - on the owner, the one-process [`Plan`] of its band's contributions:
+//!   its own, numbered by their positions in the caller's array (those
+//!   bound elsewhere are holes it skips), then what it receives, in the
+//!   order it receives it (source rank, then the source's order): the
+//!   band's CSR structure (local row pointer, global columns) and every
+//!   contribution's entry (4 bytes a contribution, plus the entries'
+//!   starts).
 //!
-//! A refill gathers each rank's values by `send_order` into one buffer,
-//! moves them with one `MPI_Alltoallv` whose counts are known, and the
-//! owner refills its band with [`Plan::assemble_into`]: the reducers of a
-//! full assembly, exact sums included, so the result is bit for bit what
-//! a fresh distributed assembly of the same contributions gives. The two
-//! value buffers (8 bytes a value each side for f64) are kept between
-//! refills, so a refill allocates nothing.
+//! A refill gathers the values bound elsewhere by `send_order` into one
+//! buffer, moves them with one `MPI_Alltoallv` whose counts are known, and
+//! the owner refills its band with [`Plan::assemble_split_into`], reading
+//! its own values where the caller keeps them and the others' from the
+//! receive buffer: the reducers of a full assembly, exact sums included,
+//! so the result is bit for bit what a fresh distributed assembly of the
+//! same contributions gives. The value buffers (8 bytes a value bound
+//! elsewhere or received, for f64) are kept between refills, so a refill
+//! allocates nothing.
 //!
 //! Every step ends in an agreement: a rank that fails (a value count that
 //! does not match its plan, a value the non-finite policy refuses) makes
@@ -160,14 +165,17 @@ impl DistPlan {
         let band = |k: usize| starts[k]..starts.get(k + 1).copied().unwrap_or(shape[0]);
 
         // Each contribution's owner; skipped ones (a negative index under
-        // skip_negative) go nowhere.
+        // skip_negative) go nowhere. A rank's own contributions are not
+        // sent: its band's plan reads them where the caller keeps them.
         let mut send_counts = vec![0i32; ranks];
         let owners: Vec<u32> = (0..n)
             .map(
                 |p| match (0..shape.len()).all(|d| src.index(p, d).is_some()) {
                     true => {
                         let o = owner(&starts, src.index(p, 0).unwrap_or(0));
-                        send_counts[o] += 1;
+                        if o != rank {
+                            send_counts[o] += 1;
+                        }
                         o as u32
                     }
                     false => u32::MAX,
@@ -178,29 +186,32 @@ impl DistPlan {
         let sent: usize = send_counts.iter().map(|&c| c as usize).sum();
         let mut send_order = vec![0u32; sent];
         for (p, &o) in owners.iter().enumerate() {
-            if o != u32::MAX {
+            if o != u32::MAX && o as usize != rank {
                 send_order[at[o as usize]] = p as u32;
                 at[o as usize] += 1;
             }
         }
-        drop(owners);
         let mut recv_counts = vec![0i32; ranks];
         comm.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
         let received: usize = recv_counts.iter().map(|&c| c as usize).sum();
-        let fits = if received >= u32::MAX as usize {
+        let fits = if (n + received) as u64 >= u64::from(u32::MAX) {
             Err(Error::InvalidArgument(format!(
-                "rank {rank} receives {received} contributions: a band's plan takes fewer than 2^32; use more ranks"
+                "rank {rank} plans {n} contributions of its own and receives {received}: a band's plan takes fewer than 2^32; use more ranks"
             )))
         } else {
             Ok(())
         };
         agree(comm, fits)?;
 
-        // The coordinates, one dimension at a time, rows made local to the
-        // owner's band.
+        // The band's contributions as its plan numbers them: this rank's
+        // own at their positions in the caller's array (the others' there
+        // are holes, -1, which the plan skips), then what the other ranks
+        // send, rows made local to the band. One dimension at a time.
+        let rows = band(rank);
         let (sdispl, rdispl) = (prefix(&send_counts), prefix(&recv_counts));
-        let mut dims: Vec<Vec<u64>> = Vec::with_capacity(shape.len());
+        let mut dims: Vec<Vec<i64>> = Vec::with_capacity(shape.len());
         let mut send = vec![0u64; sent];
+        let mut recv = vec![0u64; received];
         for d in 0..shape.len() {
             for (o, range) in ranges(&send_counts).enumerate() {
                 let lo = if d == 0 { band(o).start } else { 0 };
@@ -208,23 +219,31 @@ impl DistPlan {
                     send[k] = src.index(send_order[k] as usize, d).unwrap_or(0) - lo;
                 }
             }
-            let mut recv = vec![0u64; received];
             {
                 let sp = Partition::new(&send[..], &send_counts[..], &sdispl[..]);
                 let mut rp = PartitionMut::new(&mut recv[..], &recv_counts[..], &rdispl[..]);
                 comm.all_to_all_varcount_into(&sp, &mut rp);
             }
-            dims.push(recv);
+            let lo = if d == 0 { rows.start } else { 0 };
+            let mut dim = Vec::with_capacity(n + received);
+            dim.extend(owners.iter().enumerate().map(|(p, &o)| {
+                if o as usize == rank {
+                    (src.index(p, d).unwrap_or(0) - lo) as i64
+                } else {
+                    -1
+                }
+            }));
+            dim.extend(recv.iter().map(|&x| x as i64));
+            dims.push(dim);
         }
-        drop(send);
-        let rows = band(rank);
+        drop((send, recv, owners));
         let mut local_shape = shape.to_vec();
         local_shape[0] = rows.end - rows.start;
         let local_opts = AssembleOptions {
-            skip_negative: false,
+            skip_negative: true,
             ..opts.assemble.clone()
         };
-        let views: Vec<&[u64]> = dims.iter().map(|d| &d[..]).collect();
+        let views: Vec<&[i64]> = dims.iter().map(|d| &d[..]).collect();
         let local = Plan::new(&views, &local_shape, dtype, &local_opts, None).map_err(|e| {
             // Coordinates the owner names are local to its band.
             match e {
@@ -267,7 +286,7 @@ impl DistPlan {
         self.contributions
     }
 
-    /// Contributions this rank's band receives (its own included).
+    /// Contributions this rank's band receives from the other ranks.
     pub fn received(&self) -> usize {
         self.recv_counts.iter().map(|&c| c as usize).sum()
     }
@@ -365,14 +384,17 @@ impl DistPlan {
             let mut rp = PartitionMut::new(&mut recv[..], &self.recv_counts[..], &rd[..]);
             comm.all_to_all_varcount_into(&sp, &mut rp);
         }
-        let r = self.local.assemble_into(&recv[..], out, None).map_err(|e| {
-            // The owner's numbering is of what it received: say so.
-            Error::InvalidArgument(format!(
-                "refilling rank {}'s band (contributions numbered as it received them, by \
-                 source rank, then in each source's order): {e}",
-                self.rank
-            ))
-        });
+        let r = self
+            .local
+            .assemble_split_into(values, &recv[..], out, None)
+            .map_err(|e| {
+                // The band's numbering: say what it is.
+                Error::InvalidArgument(format!(
+                    "refilling rank {}'s band (contributions numbered as this rank's own, then \
+                     those received, by source rank, then in each source's order): {e}",
+                    self.rank
+                ))
+            });
         agree(comm, r)
     }
 

@@ -24,6 +24,54 @@ const STOP_EVERY: usize = 1 << 16;
 /// waits on memory unless it is asked for early.
 const PREFETCH_AHEAD: usize = 16;
 
+/// Where a refill reads its values: one slice, or two laid end to end
+/// (contribution `k` is `head[k]`, then `tail[k - head.len()]`), so that a
+/// caller whose values come in two places (a rank's own, and what other
+/// ranks sent it) need not copy them into one.
+#[derive(Clone, Copy)]
+pub(crate) struct Values<'a, V> {
+    pub(crate) head: &'a [V],
+    pub(crate) tail: &'a [V],
+}
+
+impl<'a, V: Copy> Values<'a, V> {
+    /// One slice.
+    pub(crate) fn one(v: &'a [V]) -> Values<'a, V> {
+        Values { head: v, tail: &[] }
+    }
+
+    /// Values in all.
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// Value `k`.
+    #[inline(always)]
+    fn get(&self, k: usize) -> Option<V> {
+        match self.head.get(k) {
+            Some(&v) => Some(v),
+            None => self.tail.get(k - self.head.len()).copied(),
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, k: usize) {
+        if k < self.head.len() {
+            prefetch(self.head, k);
+        } else {
+            prefetch(self.tail, k - self.head.len());
+        }
+    }
+
+    /// The same values as `U` when both slices are.
+    pub(crate) fn cast<U>(&self, f: impl Fn(&'a [V]) -> Option<&'a [U]>) -> Option<Values<'a, U>> {
+        Some(Values {
+            head: f(self.head)?,
+            tail: f(self.tail)?,
+        })
+    }
+}
+
 /// Why a piece of the refill stopped.
 pub(crate) enum Stop {
     /// A value a push would refuse (the caller finds the first).
@@ -44,7 +92,7 @@ pub(crate) enum Stop {
 /// value type and reducer, not once per result type as well).
 #[allow(clippy::too_many_arguments)]
 fn fill_part<V, T, R>(
-    values: &[V],
+    values: Values<'_, V>,
     order: &[u32],
     starts: &[u32],
     e0: usize,
@@ -61,7 +109,7 @@ where
     let mut group: Vec<T::L> = Vec::new();
     let lane = |k: u32| -> std::result::Result<T::L, Stop> {
         match values.get(k as usize) {
-            Some(&v) => to.lane(v).ok_or(Stop::BadValue),
+            Some(v) => to.lane(v).ok_or(Stop::BadValue),
             None => Err(Stop::BadValue),
         }
     };
@@ -75,7 +123,7 @@ where
             starts.get(e + PREFETCH_AHEAD + 1),
         ) {
             for &k in order.get(a as usize..b as usize).unwrap_or(&[]) {
-                prefetch(values, k as usize);
+                values.prefetch(k as usize);
             }
         }
         let (s, t) = (starts[e] as usize, starts[e + 1] as usize);
@@ -116,7 +164,7 @@ where
 /// stop in storage order when any.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fill<V, T, R>(
-    values: &[V],
+    values: Values<'_, V>,
     order: &[u32],
     starts: &[u32],
     out: &mut [T::L],
@@ -181,11 +229,11 @@ where
 
 /// The error of the first value (in array order) a push would refuse.
 pub(crate) fn first_bad_value<V: DirectValue>(
-    values: &[V],
+    values: Values<'_, V>,
     dtype: DType,
     policy: NonFinitePolicy,
 ) -> Error {
-    for (k, &v) in values.iter().enumerate() {
+    for (k, &v) in values.head.iter().chain(values.tail).enumerate() {
         if let Some(e) = value_refusal(v, dtype, policy, k as u64) {
             return e;
         }

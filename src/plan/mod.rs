@@ -48,7 +48,7 @@ use crate::budget::Budget;
 use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
-use fill::Stop;
+use fill::{Stop, Values};
 use std::sync::atomic::AtomicBool;
 
 /// An index array of the structure, as narrow as its values allow.
@@ -397,6 +397,37 @@ impl Plan {
         V: DirectValue,
         O: OutValue,
     {
+        self.assemble_values_into(Values::one(values), out, stop)
+    }
+
+    /// [`Plan::assemble_into`] of values that lie in two slices, `head`
+    /// then `tail`, as if laid end to end (contribution `k` is `head[k]`,
+    /// then `tail[k - head.len()]`): for a caller that would otherwise copy
+    /// them into one (a rank's own values beside those other ranks sent).
+    pub fn assemble_split_into<V, O>(
+        &self,
+        head: &[V],
+        tail: &[V],
+        out: &mut [O],
+        stop: Option<&AtomicBool>,
+    ) -> Result<()>
+    where
+        V: DirectValue,
+        O: OutValue,
+    {
+        self.assemble_values_into(Values { head, tail }, out, stop)
+    }
+
+    fn assemble_values_into<V, O>(
+        &self,
+        values: Values<'_, V>,
+        out: &mut [O],
+        stop: Option<&AtomicBool>,
+    ) -> Result<()>
+    where
+        V: DirectValue,
+        O: OutValue,
+    {
         self.check_refill::<O>(values.len(), out.len())?;
         let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
         self.refill_outcome(r, || {
@@ -417,6 +448,7 @@ impl Plan {
         O: ComplexOut,
     {
         self.check_refill::<O>(values.len(), out.len())?;
+        let values = Values::one(values);
         let r = reduce_slices_complex(&self.how(), values, &self.order, &self.starts, out, stop);
         self.refill_outcome(r, || {
             fill::first_bad_value(values, self.dtype, self.non_finite)
@@ -641,7 +673,7 @@ macro_rules! with_complex_reducer {
 /// sums: the one refill kernel of in-memory plans.
 pub(crate) fn reduce_slices<V, O>(
     how: &How,
-    values: &[V],
+    values: Values<'_, V>,
     order: &[u32],
     starts: &[u32],
     out: &mut [O],
@@ -652,7 +684,7 @@ where
     O: OutValue,
 {
     real_out(how.dtype, out, |out| {
-        with_real_reducer!(how, red => match V::as_f64s(values) {
+        with_real_reducer!(how, red => match values.cast(V::as_f64s) {
             Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
                 fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)
             }
@@ -668,7 +700,7 @@ where
 /// lane, each reduced by the combiner of the part type.
 pub(crate) fn reduce_slices_complex<V, O>(
     how: &How,
-    values: &[V],
+    values: Values<'_, V>,
     order: &[u32],
     starts: &[u32],
     out: &mut [O],
@@ -682,7 +714,7 @@ where
         return Err(Stop::Dropped);
     };
     complex_out(out, |out| {
-        with_complex_reducer!(how, part, red => match V::as_c128s(values) {
+        with_complex_reducer!(how, part, red => match values.cast(V::as_c128s) {
             Some(v) if part == DType::F64 && how.non_finite == NonFinitePolicy::Keep => {
                 fill::fill(v, order, starts, out, &C128Bits, red, how.threads, stop)
             }
@@ -781,7 +813,7 @@ pub(crate) fn reduce_lanes<O: OutValue>(
     real_out(
         how.dtype,
         out,
-        |out| with_real_reducer!(how, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop)),
+        |out| with_real_reducer!(how, red => fill::fill(Values::one(lanes), order, starts, out, &Raw, red, how.threads, stop)),
     )
 }
 
@@ -799,7 +831,7 @@ pub(crate) fn reduce_lanes_complex<O: ComplexOut>(
     };
     complex_out(
         out,
-        |out| with_complex_reducer!(how, part, red => fill::fill(lanes, order, starts, out, &Raw, red, how.threads, stop)),
+        |out| with_complex_reducer!(how, part, red => fill::fill(Values::one(lanes), order, starts, out, &Raw, red, how.threads, stop)),
     )
 }
 

@@ -689,6 +689,9 @@ module coo_assembler
    ! The idiomatic layer
    ! ------------------------------------------------------------------
    public :: coo_error_message, coo_assemble, coo_plan_file, coo_refill
+   ! The status rule of every procedure here (into `stat`, or stop with the
+   ! message), shared with module coo_assembler_mpi.
+   public :: settle
 
    !> Plan out of core, for patterns whose plan does not fit in memory:
    !> `call coo_plan_file(path, shape, idx(n, rank), ...)` writes the plan

@@ -14,9 +14,9 @@
 ! and PETSc's Fortran CSR calls with 1-based arrays expect them).
 module coo_assembler_mpi
    use, intrinsic :: iso_c_binding
-   use, intrinsic :: iso_fortran_env, only: error_unit, int32, int64, real64
-   use coo_assembler, only: coo_options, coo_options_default, coo_error_message, &
-      coo_last_status, COO_OK, COO_F64
+   use, intrinsic :: iso_fortran_env, only: int64, real64
+   use coo_assembler, only: coo_options, coo_options_default, coo_last_status, settle, &
+      COO_OK, COO_F64
    implicit none
    private
 
@@ -117,18 +117,6 @@ module coo_assembler_mpi
    end type coo_dist_plan_t
 
 contains
-
-   subroutine settle(status, what, stat)
-      integer(c_int), intent(in) :: status
-      character(len=*), intent(in) :: what
-      integer, intent(out), optional :: stat
-      if (present(stat)) then
-         stat = int(status)
-      else if (status /= COO_OK) then
-         write (error_unit, '(a)') 'coo_assembler_mpi: '//what//': '//coo_error_message()
-         error stop 1
-      end if
-   end subroutine settle
 
    !> Collective: an n_rows x n_cols float64 matrix on `comm` (a Fortran
    !> handle). `local_rows`: this rank's row count (PETSc's local size);

@@ -62,6 +62,23 @@ static double coef(int64_t e, int step) {
     return (1.0 + (double)(x % 1000) / 7.0) * (x & 1 ? 1e-3 : 1.0);
 }
 
+/* A fresh distributed assembly of contributions (rows, cols, v), one push
+ * each: what the refills are checked against, after the clock stops. */
+static coo_band *fresh(int comm, const int64_t *shape, const coo_options *o, int64_t local,
+                       size_t n, const int64_t *rows, const int64_t *cols, const double *v) {
+    coo_dist_builder *b = coo_dist_builder_new(comm, 2, shape, COO_F64, o, local);
+    for (size_t q = 0; q < n; q++) {
+        int64_t idx[2] = {rows[q], cols[q]};
+        coo_dist_builder_push(b, idx, v[q]);
+    }
+    coo_band *band = NULL;
+    if (coo_dist_builder_finish_csr(b, 32, &band) != COO_OK) {
+        fprintf(stderr, "fresh: %s\n", coo_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return band;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     PetscInitializeNoArguments();
@@ -170,14 +187,7 @@ int main(int argc, char **argv) {
         }
         hwm_end = hwm_kib();
         /* Bit for bit a fresh assembly of the last values. */
-        coo_dist_builder *b = coo_dist_builder_new(comm, 2, shape, COO_F64, &o, local);
-        const double *last = (reps - 1) % 2 ? V2 : V;
-        for (size_t q = 0; q < n; q++) {
-            int64_t idx[2] = {RI[q], CJ[q]};
-            coo_dist_builder_push(b, idx, last[q]);
-        }
-        coo_band *band;
-        coo_dist_builder_finish_csr(b, 32, &band);
+        coo_band *band = fresh(comm, shape, &o, local, n, RI, CJ, (reps - 1) % 2 ? V2 : V);
         exact = band->nnz == nnz && !memcmp(band->values, out, nnz * 8);
         coo_band_free(band);
         free(out);
@@ -208,14 +218,7 @@ int main(int argc, char **argv) {
         }
         hwm_end = hwm_kib();
         /* Against our fresh assembly of the last values, to 1e-12. */
-        const double *last = (reps - 1) % 2 ? V2 : V;
-        coo_dist_builder *b = coo_dist_builder_new(comm, 2, shape, COO_F64, &o, local);
-        for (size_t q = 0; q < n; q++) {
-            int64_t idx[2] = {RI[q], CJ[q]};
-            coo_dist_builder_push(b, idx, last[q]);
-        }
-        coo_band *band;
-        coo_dist_builder_finish_csr(b, 32, &band);
+        coo_band *band = fresh(comm, shape, &o, local, n, RI, CJ, (reps - 1) % 2 ? V2 : V);
         const int32_t *bp = band->row_ptr, *bc = band->cols;
         const double *bv = band->values;
         maxrel = 0;

@@ -421,6 +421,18 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
         self.pushed
     }
 
+    /// Whether a band of `T` values is what this builder makes.
+    fn holds<T: Element>(&self) -> Result<()> {
+        if T::DTYPE == self.dtype {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "the builder's element type is {}; asked for {} values",
+            self.dtype.name(),
+            T::DTYPE.name()
+        )))
+    }
+
     /// The communicator the builder works on.
     pub fn communicator(&self) -> &C {
         self.comm.get()
@@ -524,14 +536,8 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 "CSR arrays hold matrices; this tensor has rank {}",
                 self.shape.len()
             )))
-        } else if T::DTYPE != self.dtype {
-            Err(Error::InvalidArgument(format!(
-                "the builder's element type is {}; asked for {} values",
-                self.dtype.name(),
-                T::DTYPE.name()
-            )))
         } else {
-            Ok(())
+            self.holds::<T>()
         };
         if let Err(e) = agree(self.comm(), fits) {
             self.finished = true;
@@ -577,16 +583,7 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                 Err(Error::InvalidArgument(format!("a push failed: {m}")))
             }),
         )?;
-        let fits = if T::DTYPE != self.dtype {
-            Err(Error::InvalidArgument(format!(
-                "the builder's element type is {}; asked for {} values",
-                self.dtype.name(),
-                T::DTYPE.name()
-            )))
-        } else {
-            Ok(())
-        };
-        agree(self.comm(), fits)?;
+        agree(self.comm(), self.holds::<T>())?;
         let wpr = self.shape.len() + 1;
         let words = (|| -> Result<Vec<u64>> {
             let n = self.stash.records() as usize;
@@ -1098,6 +1095,49 @@ pub fn starts_of_local_rows<C: Communicator>(comm: &C, local_rows: u64) -> Vec<u
         })
         .collect()
 }
+
+/// Runs `$body` with `$t` the Rust type of the real element type
+/// `$dtype` a band in memory holds (f64, f32, i64, i32, u64, u32), or
+/// `$other` (with `$d` the type) for any other: the one dispatch the front
+/// ends' typed calls share.
+#[macro_export]
+macro_rules! with_band_type {
+    ($dtype:expr, $t:ident => $body:expr, $d:ident => $other:expr) => {
+        match $dtype {
+            $crate::__DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::__DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::__DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::__DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::__DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            $crate::__DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $d => $other,
+        }
+    };
+}
+
+#[doc(hidden)]
+pub use coo_assembler::DType as __DType;
+
+/// What a band in memory may hold, for the front ends' messages.
+pub const BAND_TYPES: &str = "float64, float32, int64, int32, uint64 or uint32";
 
 /// One rank's row band of an assembled matrix in memory, as CSR arrays:
 /// what `MatCreateMPIAIJWithArrays`, `MatMPIAIJSetPreallocationCSR` and

@@ -122,23 +122,7 @@ impl DistPlan {
         dtype: DType,
         opts: &DistOptions,
     ) -> Result<DistPlan> {
-        let lengths = (|| -> Result<()> {
-            if indices.len() != shape.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "{} index arrays for a rank-{} tensor",
-                    indices.len(),
-                    shape.len()
-                )));
-            }
-            let n = indices.first().map_or(0, |d| d.len());
-            if let Some(d) = indices.iter().position(|x| x.len() != n) {
-                return Err(Error::InvalidArgument(format!(
-                    "index array {d} has {} entries, index array 0 {n}",
-                    indices[d].len()
-                )));
-            }
-            Ok(())
-        })();
+        let lengths = coo_assembler::plan::check_arrays(indices, shape);
         agree(comm, lengths)?;
         Self::plan(comm, &Arrays(indices), shape, dtype, opts)
     }

@@ -20,22 +20,15 @@ use pyo3::types::{PyDict, PyTuple};
 
 type Builder = coo_assembler_mpi::DistBuilder<'static, SimpleCommunicator>;
 
-/// Calls `$body` with `$t` the Rust element type of `$dtype` (the real
-/// types; a band in memory is what PETSc takes).
+/// Calls `$body` with `$t` the Rust element type of `$dtype` (the
+/// library's dispatch, `coo_assembler_mpi::with_band_type`).
 macro_rules! with_real {
     ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            DType::F64 => { type $t = f64; $body }
-            DType::F32 => { type $t = f32; $body }
-            DType::I64 => { type $t = i64; $body }
-            DType::I32 => { type $t = i32; $body }
-            DType::U64 => { type $t = u64; $body }
-            DType::U32 => { type $t = u32; $body }
-            d => Err(input_error(format!(
-                "a band in memory holds float64, float32, int64, int32, uint64 or uint32 values, not {}",
-                d.name()
-            ))),
-        }
+        coo_assembler_mpi::with_band_type!($dtype, $t => $body, d => Err(input_error(format!(
+            "a band in memory holds {} values, not {}",
+            coo_assembler_mpi::BAND_TYPES,
+            d.name()
+        ))))
     };
 }
 

@@ -851,8 +851,9 @@ pub(crate) fn plan_kind(
 pub(crate) use crate::assemble::check_plannable;
 
 /// One index array per dimension of `shape`, all as long: what every
-/// plan of arrays takes.
-pub(crate) fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
+/// plan of arrays takes (a plan across MPI ranks too).
+#[doc(hidden)]
+pub fn check_arrays<I>(indices: &[&[I]], shape: &[u64]) -> Result<()> {
     if indices.len() != shape.len() {
         return Err(Error::InvalidArgument(format!(
             "{} index arrays for a rank-{} tensor",

@@ -154,10 +154,17 @@ fn take(b: *mut coo_dist_builder) -> Res<(Builder, DType)> {
     // SAFETY: live and unregistered just now: this is the one release.
     let h = unsafe { Box::from_raw(h) };
     let dtype = h.dtype;
-    let inner = h
-        .inner
-        .ok_or_else(|| Fail::new(COO_ERR_STATE, "this distributed builder was given up"))?;
+    let inner = h.inner.ok_or_else(given_up)?;
     Ok((inner, dtype))
+}
+
+/// The library builder behind a live handle that was not given up.
+fn live_inner<'a>(b: *mut coo_dist_builder) -> Res<&'a mut Builder> {
+    live(b)?.inner.as_mut().ok_or_else(given_up)
+}
+
+fn given_up() -> Fail {
+    Fail::new(COO_ERR_STATE, "this distributed builder was given up")
 }
 
 /// Collective: a distributed builder of `shape` (`rank` extents) and
@@ -213,22 +220,16 @@ pub unsafe extern "C" fn coo_dist_builder_push(
     value: f64,
 ) -> c_int {
     status(|| {
-        let h = live(b)?;
-        let inner = h
-            .inner
-            .as_mut()
-            .ok_or_else(|| Fail::new(COO_ERR_STATE, "this distributed builder was given up"))?;
+        let inner = live_inner(b)?;
         let mut at = [0u64; crate::COO_MAX_RANK as usize];
         let rank = inner.shape().len();
         // SAFETY: `rank` int64 by the caller's contract.
         let idx = unsafe { slice(idx, rank, "idx") }?;
         for (d, (a, &i)) in at.iter_mut().zip(idx).enumerate() {
             *a = u64::try_from(i).map_err(|_| {
-                let n = inner.pushed();
-                inner.refused(coo_assembler::Error::InvalidArgument(
-                    crate::convert::negative_index(n, d, i),
-                ));
-                Fail::new(COO_ERR_INDEX, crate::convert::negative_index(n, d, i))
+                let m = crate::convert::negative_index(inner.pushed(), d, i);
+                inner.refused(coo_assembler::Error::InvalidArgument(m.clone()));
+                Fail::new(COO_ERR_INDEX, m)
             })?;
         }
         inner.push(&at[..rank], value)?;
@@ -249,11 +250,7 @@ pub unsafe extern "C" fn coo_dist_builder_push_element(
     ke: *const f64,
 ) -> c_int {
     status(|| {
-        let h = live(b)?;
-        let inner = h
-            .inner
-            .as_mut()
-            .ok_or_else(|| Fail::new(COO_ERR_STATE, "this distributed builder was given up"))?;
+        let inner = live_inner(b)?;
         // SAFETY: the caller's contract.
         let (d, k) = unsafe { (slice(dofs, n, "dofs")?, slice(ke, n * n, "ke")?) };
         let mut ids = Vec::with_capacity(n);

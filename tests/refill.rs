@@ -241,6 +241,19 @@ proptest! {
         check::<f32, f64>(&c, &opts(l, p, 1), float_of)?;
     }
 
+    /// Sums in arrival order (`exact_sums = false`): one thread scatters
+    /// each value to its entry, two gather each entry's values; both are
+    /// the builder's in-order sums, `-0.0` and overflows included.
+    #[test]
+    fn fast_sums_refill_as_the_builder_assembles(c in (1usize..4).prop_flat_map(case), l in layout()) {
+        let l = if c.shape.len() == 2 { l } else { OutputLayout::Coo };
+        for threads in [1, 2] {
+            let o = AssembleOptions { exact_sums: false, ..opts(l, DuplicatePolicy::Sum, threads) };
+            check::<f64, f64>(&c, &o, float_of)?;
+            check::<f32, f64>(&c, &o, float_of)?;
+        }
+    }
+
     #[test]
     fn matrix_integers_refill_as_the_builder_assembles(c in case(2), l in layout(), p in policy()) {
         check::<i32, i64>(&c, &opts(l, p, 2), int_of)?;

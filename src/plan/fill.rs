@@ -6,9 +6,10 @@
 
 use crate::assemble::combine::CombineError;
 use crate::assemble::combine::value_refusal;
+use crate::assemble::combine::{FloatFastSum, FloatSum};
 use crate::assemble::direct::DirectValue;
-use crate::assemble::direct::input::Source;
-use crate::assemble::direct::lane::Reduce;
+use crate::assemble::direct::input::{F64Bits, Source};
+use crate::assemble::direct::lane::{ExactF64, RawReduce, Reduce, TwoTerm};
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
@@ -178,11 +179,178 @@ where
     T: Source<V>,
     R: Reduce<T::L>,
 {
+    in_pieces(order, starts, out, threads, |e0, piece| {
+        fill_part(values, order, starts, e0, piece, to, red, stop)
+    })
+}
+
+/// How [`sum_f64`] adds: exactly (the correctly rounded sum), or in
+/// arrival order (`exact_sums = false`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum F64Sum {
+    Exact,
+    InOrder,
+}
+
+/// The hot case on its own: f64 values summed into an f64 result, every
+/// value kept (no policy to check). An entry of one contribution is a
+/// load, of two one addition (correctly rounded, and in arrival order);
+/// a longer one a [`TwoTerm`] fold (exact) or a plain fold. Only an entry
+/// whose sum is not finite, or not known exact here, takes the general
+/// path ([`fill_part`], the same reducer as every other refill), so the
+/// result is bit for bit what [`fill`] gives: this is `fill` without the
+/// per-value conversion and per-group dispatch, which were most of its
+/// time on FE plans (groups of 1, 2, 4 and 8).
+pub(crate) fn sum_f64(
+    sum: F64Sum,
+    values: Values<'_, f64>,
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [u64],
+    threads: usize,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop> {
+    in_pieces(order, starts, out, threads, |e0, piece| match sum {
+        F64Sum::Exact => {
+            let red = ExactF64 {
+                general: RawReduce {
+                    comb: &FloatSum(DType::F64),
+                    drop_zeros: false,
+                },
+            };
+            sum_part::<true, _>(values, order, starts, e0, piece, &red, stop)
+        }
+        F64Sum::InOrder => {
+            let red = RawReduce {
+                comb: &FloatFastSum(DType::F64),
+                drop_zeros: false,
+            };
+            sum_part::<false, _>(values, order, starts, e0, piece, &red, stop)
+        }
+    })
+}
+
+/// [`sum_f64`] over entries `e0..e0 + out.len()`; `red` is the general
+/// path of an entry the fast one does not hold.
+fn sum_part<const EXACT: bool, R: Reduce<u64>>(
+    values: Values<'_, f64>,
+    order: &[u32],
+    starts: &[u32],
+    e0: usize,
+    out: &mut [u64],
+    red: &R,
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop> {
+    let (head, tail) = (values.head, values.tail);
+    // A position past the values reads as NaN: the entry then takes the
+    // general path, which names it. One slice (every one-process refill)
+    // is its own loop: no second test per value.
+    if tail.is_empty() {
+        let value = |k: u32| head.get(k as usize).copied().unwrap_or(f64::NAN);
+        sum_entries::<EXACT>(value, order, starts, e0, out, stop, |e, o| {
+            fill_part(values, order, starts, e, o, &F64Bits, red, None)
+        })
+    } else {
+        let value = |k: u32| values.get(k as usize).unwrap_or(f64::NAN);
+        sum_entries::<EXACT>(value, order, starts, e0, out, stop, |e, o| {
+            fill_part(values, order, starts, e, o, &F64Bits, red, None)
+        })
+    }
+}
+
+/// The loop of [`sum_part`]: each entry's sum from `value` of its
+/// positions; `general(e, out)` refills an entry whose sum is not finite
+/// or not known exact.
+#[inline(always)]
+fn sum_entries<const EXACT: bool>(
+    value: impl Fn(u32) -> f64,
+    order: &[u32],
+    starts: &[u32],
+    e0: usize,
+    out: &mut [u64],
+    stop: Option<&AtomicBool>,
+    general: impl Fn(usize, &mut [u64]) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    let Some(starts) = starts.get(e0..e0 + out.len() + 1) else {
+        return Err(Stop::Dropped);
+    };
+    for (c, (outs, bounds)) in out
+        .chunks_mut(STOP_EVERY)
+        .zip(starts.chunks(STOP_EVERY))
+        .enumerate()
+    {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(Stop::Stopped);
+        }
+        let e1 = e0 + c * STOP_EVERY;
+        let mut s = bounds[0] as usize;
+        // The last entry of a chunk ends where the next chunk starts.
+        let ends = bounds[1..].iter().chain(starts.get(e1 - e0 + bounds.len()));
+        for (i, (o, &t)) in outs.iter_mut().zip(ends).enumerate() {
+            let t = t as usize;
+            let v = match order.get(s..t).unwrap_or(&[]) {
+                [] => return Err(Stop::Dropped),
+                &[a] => value(a),
+                &[a, b] => value(a) + value(b),
+                [a, rest @ ..] if EXACT => {
+                    let mut acc = TwoTerm::of(value(*a));
+                    for &k in rest {
+                        acc.add(value(k));
+                    }
+                    acc.round().unwrap_or(f64::NAN)
+                }
+                [a, rest @ ..] => rest.iter().fold(value(*a), |acc, &k| acc + value(k)),
+            };
+            s = t;
+            if v.is_finite() {
+                *o = v.to_bits();
+            } else {
+                cold_general(&general, e1 + i, std::slice::from_mut(o))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The general path of one entry, out of the hot loop.
+#[cold]
+#[inline(never)]
+fn cold_general(
+    general: &impl Fn(usize, &mut [u64]) -> std::result::Result<(), Stop>,
+    e: usize,
+    o: &mut [u64],
+) -> std::result::Result<(), Stop> {
+    general(e, o)
+}
+
+/// Sums in arrival order by scattering: every entry starts at `-0.0` (the
+/// start of the builder's in-order sum, so an entry of `-0.0` values stays
+/// `-0.0`), then each value in array order is added to its slot's entry.
+/// Contributions slotted `u32::MAX` (skipped) add nothing.
+pub(crate) fn scatter_f64(values: Values<'_, f64>, slots: &[u32], out: &mut [f64]) {
+    out.fill(-0.0);
+    for (&v, &e) in values.head.iter().chain(values.tail).zip(slots) {
+        if let Some(o) = out.get_mut(e as usize) {
+            *o += v;
+        }
+    }
+}
+
+/// Run `part(e0, piece)` over `out` cut into pieces of about as many
+/// contributions each, one thread per piece (one piece below
+/// [`PARALLEL_MIN`] contributions); the first stop in storage order.
+fn in_pieces<L: Send>(
+    order: &[u32],
+    starts: &[u32],
+    out: &mut [L],
+    threads: usize,
+    part: impl Fn(usize, &mut [L]) -> std::result::Result<(), Stop> + Sync,
+) -> std::result::Result<(), Stop> {
     let nnz = out.len();
     let n = order.len();
     let threads = if n < PARALLEL_MIN { 1 } else { threads.max(1) };
     if threads == 1 {
-        return fill_part(values, order, starts, 0, out, to, red, stop);
+        return part(0, out);
     }
     // Cut the entries where the contributions split evenly.
     let mut cuts = vec![0usize];
@@ -193,18 +361,17 @@ where
     }
     cuts.push(nnz);
     let mut pieces = Vec::with_capacity(threads);
-    let mut rest: &mut [T::L] = out;
+    let mut rest: &mut [L] = out;
     for w in cuts.windows(2) {
         let (a, b) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
         rest = b;
         pieces.push((w[0], a));
     }
+    let part = &part;
     let results: Vec<std::result::Result<(), Stop>> = std::thread::scope(|s| {
         let hs: Vec<_> = pieces
             .into_iter()
-            .map(|(e0, piece)| {
-                s.spawn(move || fill_part(values, order, starts, e0, piece, to, red, stop))
-            })
+            .map(|(e0, piece)| s.spawn(move || part(e0, piece)))
             .collect();
         hs.into_iter()
             .map(|h| h.join().unwrap_or(Err(Stop::Dropped)))
@@ -239,4 +406,109 @@ pub(crate) fn first_bad_value<V: DirectValue>(
         }
     }
     Error::InvalidArgument("the values changed while they were refilled".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::OutputLayout;
+    use crate::{AssembleOptions, DType, Plan};
+
+    /// Contributions to a 5 x 5 CSR matrix in groups of 1 to 7 (one
+    /// skipped by a negative row), with values whose exact sums need more
+    /// than two terms (`2^60` against small ones), and the entry of each
+    /// contribution (None: skipped).
+    fn case() -> (Vec<i64>, Vec<i64>, Vec<f64>, Vec<Option<usize>>) {
+        let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for k in 0..300usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let big = if k % 5 == 0 { 2f64.powi(60) } else { 1.0 };
+            let sign = if x & 1 == 0 { 1.0 } else { -1.0 };
+            r.push(((x >> 8) % 5) as i64 - i64::from(k == 17));
+            c.push(((x >> 16) % 5) as i64);
+            v.push(sign * big * ((x >> 24) % 1000) as f64 / 64.0);
+        }
+        v[3] = -0.0;
+        let entry = r
+            .iter()
+            .zip(&c)
+            .map(|(&r, &c)| (r >= 0).then_some((r * 5 + c) as usize))
+            .collect();
+        (r, c, v, entry)
+    }
+
+    fn plan(exact_sums: bool, threads: usize) -> Plan {
+        let (r, c, _, _) = case();
+        let opts = AssembleOptions {
+            layout: OutputLayout::Csr,
+            exact_sums,
+            threads,
+            skip_negative: true,
+            ..Default::default()
+        };
+        Plan::new(&[&r[..], &c[..]], &[5, 5], DType::F64, &opts, None).expect("plan")
+    }
+
+    /// The dense 5 x 5 result as the plan's entries (every coordinate is hit).
+    fn dense(p: &Plan, out: &[f64]) -> Vec<f64> {
+        let ptr: Vec<u64> = p.pointers().expect("pointers");
+        let idx: Vec<u64> = p.indices().expect("indices");
+        let mut d = vec![f64::NAN; 25];
+        for row in 0..5 {
+            for e in ptr[row] as usize..ptr[row + 1] as usize {
+                d[row * 5 + idx[e] as usize] = out[e];
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn exact_sums_are_the_correctly_rounded_sums_from_one_slice_or_two() {
+        let (_, _, v, entry) = case();
+        // Every value is an integer over 64: the exact sum in i128.
+        let mut exact = [0i128; 25];
+        for (x, e) in v.iter().zip(&entry) {
+            if let Some(e) = e {
+                exact[*e] += (x * 64.0) as i128;
+            }
+        }
+        let want: Vec<f64> = exact.iter().map(|&s| s as f64 / 64.0).collect();
+        for threads in [1, 2] {
+            let p = plan(true, threads);
+            let mut out = vec![0.0; p.nnz()];
+            p.assemble_into(&v, &mut out, None).expect("refill");
+            assert_eq!(dense(&p, &out), want);
+            for cut in [0, 1, 150, 299, 300] {
+                let mut split = vec![0.0; p.nnz()];
+                p.assemble_split_into(&v[..cut], &v[cut..], &mut split, None)
+                    .expect("split refill");
+                assert_eq!(split, out, "cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn in_order_sums_fold_from_negative_zero_in_array_order() {
+        let (_, _, v, entry) = case();
+        let mut want = [-0.0f64; 25];
+        for (x, e) in v.iter().zip(&entry) {
+            if let Some(e) = e {
+                want[*e] += x;
+            }
+        }
+        // One thread scatters, two gather: the same bits.
+        for threads in [1, 2] {
+            let p = plan(false, threads);
+            for cut in [0, 7, 300] {
+                let mut out = vec![0.0; p.nnz()];
+                p.assemble_split_into(&v[..cut], &v[cut..], &mut out, None)
+                    .expect("refill");
+                let got = dense(&p, &out);
+                let bits = |s: &[f64]| s.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{threads} threads, cut at {cut}");
+            }
+        }
+    }
 }

@@ -49,6 +49,7 @@ use crate::element::DType;
 use crate::error::{Error, Result};
 use crate::options::{AssembleOptions, DuplicatePolicy, NonFinitePolicy, OutputLayout};
 use fill::{Stop, Values};
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 
 /// An index array of the structure, as narrow as its values allow.
@@ -135,9 +136,15 @@ pub struct Plan {
     contributions: usize,
     order: Vec<u32>,
     starts: Vec<u32>,
+    /// Each contribution's entry ([`NO_ENTRY`] for one skipped), made at
+    /// the first refill that scatters ([`Plan::scatters`]).
+    slots: OnceLock<Vec<u32>>,
     structure: Structure,
     digest: u64,
 }
+
+/// The slot of a contribution that has no entry (skipped).
+const NO_ENTRY: u32 = u32::MAX;
 
 impl Plan {
     /// Plan contributions at the coordinates `indices` (one array per
@@ -268,6 +275,7 @@ impl Plan {
             contributions: c.len(),
             order: p.order,
             starts: p.starts,
+            slots: OnceLock::new(),
             structure: p.structure,
             digest: p.digest,
         })
@@ -309,7 +317,8 @@ impl Plan {
 
     /// Bytes the plan holds.
     pub fn memory_bytes(&self) -> u64 {
-        (self.order.len() as u64 + self.starts.len() as u64) * 4
+        let slots = self.slots.get().map_or(0, |s| s.len() as u64);
+        (self.order.len() as u64 + self.starts.len() as u64 + slots) * 4
             + self.structure.indices.bytes()
             + self.structure.pointers.bytes()
     }
@@ -429,6 +438,14 @@ impl Plan {
         O: OutValue,
     {
         self.check_refill::<O>(values.len(), out.len())?;
+        if let (true, Some(v), Ok(out)) = (
+            self.scatters(),
+            values.cast(V::as_f64s),
+            bytemuck::try_cast_slice_mut::<O, f64>(out),
+        ) {
+            fill::scatter_f64(v, self.slots()?, out);
+            return Ok(());
+        }
         let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
         self.refill_outcome(r, || {
             fill::first_bad_value(values, self.dtype, self.non_finite)
@@ -573,6 +590,42 @@ impl Plan {
         }
     }
 
+    /// Whether a refill scatters each value to its entry in array order
+    /// (f64 sums in arrival order, every value kept, one thread: the sums
+    /// a full assembly computes, at the speed of the arrays' own order;
+    /// FE values lie element by element, so their entries are near one
+    /// another while the gather of [`fill::sum_f64`] jumps between
+    /// elements) rather than gather each entry's values.
+    fn scatters(&self) -> bool {
+        self.kind == CombinerKind::FloatFastSum
+            && self.dtype == DType::F64
+            && self.non_finite == NonFinitePolicy::Keep
+            && self.threads == 1
+    }
+
+    /// Each contribution's entry, made once (4 bytes per contribution).
+    fn slots(&self) -> Result<&[u32]> {
+        if let Some(s) = self.slots.get() {
+            return Ok(s);
+        }
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(self.contributions)
+            .map_err(|_| Error::OutOfMemory {
+                what: "the plan's slots",
+                bytes: self.contributions as u64 * 4,
+            })?;
+        slots.resize(self.contributions, NO_ENTRY);
+        for (e, w) in self.starts.windows(2).enumerate() {
+            for &k in self.order.get(w[0] as usize..w[1] as usize).unwrap_or(&[]) {
+                if let Some(s) = slots.get_mut(k as usize) {
+                    *s = e as u32;
+                }
+            }
+        }
+        Ok(self.slots.get_or_init(|| slots))
+    }
+
     /// How this plan's values combine.
     fn how(&self) -> How {
         How {
@@ -684,6 +737,16 @@ where
     O: OutValue,
 {
     real_out(how.dtype, out, |out| {
+        let sum = match how.kind {
+            CombinerKind::FloatSum => Some(fill::F64Sum::Exact),
+            CombinerKind::FloatFastSum => Some(fill::F64Sum::InOrder),
+            _ => None,
+        };
+        if let (Some(sum), Some(v), DType::F64, NonFinitePolicy::Keep) =
+            (sum, values.cast(V::as_f64s), how.dtype, how.non_finite)
+        {
+            return fill::sum_f64(sum, v, order, starts, out, how.threads, stop);
+        }
         with_real_reducer!(how, red => match values.cast(V::as_f64s) {
             Some(v) if how.dtype.is_float() && how.non_finite == NonFinitePolicy::Keep => {
                 fill::fill(v, order, starts, out, &F64Bits, red, how.threads, stop)

@@ -273,6 +273,7 @@ impl Plan {
             contributions: n as usize,
             order,
             starts,
+            slots: std::sync::OnceLock::new(),
             structure,
             digest,
         })

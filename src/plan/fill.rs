@@ -247,23 +247,26 @@ fn sum_part<const EXACT: bool, R: Reduce<u64>>(
     // is its own loop: no second test per value.
     if tail.is_empty() {
         let value = |k: u32| head.get(k as usize).copied().unwrap_or(f64::NAN);
-        sum_entries::<EXACT>(value, order, starts, e0, out, stop, |e, o| {
+        let pf = |k: u32| prefetch(head, k as usize);
+        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, |e, o| {
             fill_part(values, order, starts, e, o, &F64Bits, red, None)
         })
     } else {
         let value = |k: u32| values.get(k as usize).unwrap_or(f64::NAN);
-        sum_entries::<EXACT>(value, order, starts, e0, out, stop, |e, o| {
+        let pf = |k: u32| values.prefetch(k as usize);
+        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, |e, o| {
             fill_part(values, order, starts, e, o, &F64Bits, red, None)
         })
     }
 }
 
 /// The loop of [`sum_part`]: each entry's sum from `value` of its
-/// positions; `general(e, out)` refills an entry whose sum is not finite
+/// positions (`prefetch` asks for one ahead); `general(e, out)` refills an entry whose sum is not finite
 /// or not known exact.
 #[inline(always)]
 fn sum_entries<const EXACT: bool>(
     value: impl Fn(u32) -> f64,
+    prefetch: impl Fn(u32),
     order: &[u32],
     starts: &[u32],
     e0: usize,
@@ -288,6 +291,11 @@ fn sum_entries<const EXACT: bool>(
         let ends = bounds[1..].iter().chain(starts.get(e1 - e0 + bounds.len()));
         for (i, (o, &t)) in outs.iter_mut().zip(ends).enumerate() {
             let t = t as usize;
+            // An entry's values lie in several elements far apart: asked
+            // for early, their loads overlap the sums before them.
+            for &k in order.get(s + AHEAD..t + AHEAD).unwrap_or(&[]) {
+                prefetch(k);
+            }
             let v = match order.get(s..t).unwrap_or(&[]) {
                 [] => return Err(Stop::Dropped),
                 &[a] => value(a),
@@ -311,6 +319,9 @@ fn sum_entries<const EXACT: bool>(
     }
     Ok(())
 }
+
+/// Contributions ahead (in `order`) whose values [`sum_entries`] asks for.
+const AHEAD: usize = 48;
 
 /// The general path of one entry, out of the hot loop.
 #[cold]

@@ -264,6 +264,7 @@ fn sum_part<const EXACT: bool, R: Reduce<u64>>(
 /// positions (`prefetch` asks for one ahead); `general(e, out)` refills an entry whose sum is not finite
 /// or not known exact.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn sum_entries<const EXACT: bool>(
     value: impl Fn(u32) -> f64,
     prefetch: impl Fn(u32),

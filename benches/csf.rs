@@ -191,14 +191,7 @@ fn parent() {
     let m = side(n);
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = child_proc::cpu_model();
     println!(
         "csf bench: {} contributions (a {m} x {m} grid, {} triangles), budget {budget} B, {cpu}",
         54 * m * m,

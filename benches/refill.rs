@@ -30,12 +30,7 @@ fn n_of_env() -> u64 {
 fn bench(c: &mut Criterion) {
     let n = n_of_env();
     let extent = fe::fe_nodes(n);
-    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
-    fe::fe_contributions(n, |r, c, v| {
-        rows.push(r as i32);
-        cols.push(c as i32);
-        vals.push(v);
-    });
+    let (rows, cols, vals) = fe::fe_arrays(n);
     let shape = [extent, extent];
     let opts = AssembleOptions {
         layout: OutputLayout::Csr,

@@ -13,6 +13,8 @@
 //!
 //! cargo bench -p coo-assembler-benches --bench refill_kernels   # 2.5e7
 //! N=1e7 ROUNDS=21 cargo bench -p coo-assembler-benches --bench refill_kernels
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/fe.rs"]
 mod fe;
 
@@ -31,12 +33,7 @@ fn main() {
     let n = env_num("N", 2.5e7) as u64;
     let rounds = env_num("ROUNDS", 15.0) as usize;
     let extent = fe::fe_nodes(n);
-    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
-    fe::fe_contributions(n, |r, c, v| {
-        rows.push(r as i32);
-        cols.push(c as i32);
-        vals.push(v);
-    });
+    let (rows, cols, vals) = fe::fe_arrays(n);
     let shape = [extent, extent];
     let plan_of = |exact_sums: bool| {
         let opts = AssembleOptions {
@@ -113,14 +110,7 @@ fn main() {
             black_box(&out);
         }
     }
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = child::cpu_model();
     println!(
         "{} FE contributions, {nnz} entries, {rounds} interleaved rounds, one thread; {cpu}",
         vals.len()

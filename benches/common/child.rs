@@ -42,3 +42,15 @@ pub fn dispatch(child_flag: &str, name: &str, child: fn(&[String]), parent: fn()
         println!("{name}: run with `cargo bench --bench {name}`");
     }
 }
+
+/// The CPU's model name (`/proc/cpuinfo`), for a harness's report.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default()
+}

@@ -90,6 +90,17 @@ pub fn fe_contributions(n: u64, mut f: impl FnMut(u64, u64, f64)) {
     });
 }
 
+/// The first `n` FE contributions as row, column (i32) and value arrays.
+pub fn fe_arrays(n: u64) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    fe_contributions(n, |r, c, v| {
+        rows.push(r as i32);
+        cols.push(c as i32);
+        vals.push(v);
+    });
+    (rows, cols, vals)
+}
+
 /// Call `f(dofs, element_matrix)` for `n_elems` elements in element order.
 pub fn fe_elements(n_elems: u64, mut f: impl FnMut(&[u64; 8], &[f64; 64])) {
     let m = fe_edge(n_elems * 64);

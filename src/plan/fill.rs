@@ -6,7 +6,7 @@
 
 use crate::assemble::combine::CombineError;
 use crate::assemble::combine::value_refusal;
-use crate::assemble::combine::{FloatFastSum, FloatSum};
+use crate::assemble::combine::{CombinerKind, FloatFastSum, FloatSum};
 use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::{F64Bits, Source};
 use crate::assemble::direct::lane::{ExactF64, RawReduce, Reduce, TwoTerm};
@@ -190,6 +190,17 @@ where
 pub(crate) enum F64Sum {
     Exact,
     InOrder,
+}
+
+impl F64Sum {
+    /// The sum of a combiner that adds floats; None for the others.
+    pub(crate) fn of(kind: CombinerKind) -> Option<F64Sum> {
+        match kind {
+            CombinerKind::FloatSum => Some(F64Sum::Exact),
+            CombinerKind::FloatFastSum => Some(F64Sum::InOrder),
+            _ => None,
+        }
+    }
 }
 
 /// The hot case on its own: f64 values summed into an f64 result, every

@@ -737,14 +737,12 @@ where
     O: OutValue,
 {
     real_out(how.dtype, out, |out| {
-        let sum = match how.kind {
-            CombinerKind::FloatSum => Some(fill::F64Sum::Exact),
-            CombinerKind::FloatFastSum => Some(fill::F64Sum::InOrder),
-            _ => None,
-        };
-        if let (Some(sum), Some(v), DType::F64, NonFinitePolicy::Keep) =
-            (sum, values.cast(V::as_f64s), how.dtype, how.non_finite)
-        {
+        if let (Some(sum), Some(v), DType::F64, NonFinitePolicy::Keep) = (
+            fill::F64Sum::of(how.kind),
+            values.cast(V::as_f64s),
+            how.dtype,
+            how.non_finite,
+        ) {
             return fill::sum_f64(sum, v, order, starts, out, how.threads, stop);
         }
         with_real_reducer!(how, red => match values.cast(V::as_f64s) {
@@ -873,11 +871,18 @@ pub(crate) fn reduce_lanes<O: OutValue>(
     out: &mut [O],
     stop: Option<&AtomicBool>,
 ) -> std::result::Result<(), Stop> {
-    real_out(
-        how.dtype,
-        out,
-        |out| with_real_reducer!(how, red => fill::fill(Values::one(lanes), order, starts, out, &Raw, red, how.threads, stop)),
-    )
+    real_out(how.dtype, out, |out| {
+        // f64 lanes are the values' bits, already checked: the f64 sums'
+        // own kernel takes them as they are.
+        if let (Some(sum), DType::F64, Ok(v)) = (
+            fill::F64Sum::of(how.kind),
+            how.dtype,
+            bytemuck::try_cast_slice::<u64, f64>(lanes),
+        ) {
+            return fill::sum_f64(sum, Values::one(v), order, starts, out, how.threads, stop);
+        }
+        with_real_reducer!(how, red => fill::fill(Values::one(lanes), order, starts, out, &Raw, red, how.threads, stop))
+    })
 }
 
 /// [`reduce_slices_complex`] of values given as lanes.

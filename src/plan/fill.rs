@@ -256,24 +256,21 @@ fn sum_part<const EXACT: bool, R: Reduce<u64>>(
     // A position past the values reads as NaN: the entry then takes the
     // general path, which names it. One slice (every one-process refill)
     // is its own loop: no second test per value.
+    let general = |e, o: &mut [u64]| fill_part(values, order, starts, e, o, &F64Bits, red, None);
     if tail.is_empty() {
         let value = |k: u32| head.get(k as usize).copied().unwrap_or(f64::NAN);
         let pf = |k: u32| prefetch(head, k as usize);
-        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, |e, o| {
-            fill_part(values, order, starts, e, o, &F64Bits, red, None)
-        })
+        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, &general)
     } else {
         let value = |k: u32| values.get(k as usize).unwrap_or(f64::NAN);
         let pf = |k: u32| values.prefetch(k as usize);
-        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, |e, o| {
-            fill_part(values, order, starts, e, o, &F64Bits, red, None)
-        })
+        sum_entries::<EXACT>(value, pf, order, starts, e0, out, stop, &general)
     }
 }
 
 /// The loop of [`sum_part`]: each entry's sum from `value` of its
-/// positions (`prefetch` asks for one ahead); `general(e, out)` refills an entry whose sum is not finite
-/// or not known exact.
+/// positions (`prefetch` asks for one ahead); `general(e, out)` refills
+/// an entry whose sum is not finite or not known exact.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn sum_entries<const EXACT: bool>(

@@ -11,8 +11,12 @@
 //! - a scatter, `out[slot[k]] += v[k]` (what `np.bincount(slot, v)` does),
 //!   32-bit slots, in arrival order.
 //!
+//! Ours also refills from values in two slices, as a rank refills its band
+//! from its own values and those the other ranks sent.
+//!
 //! cargo bench -p coo-assembler-benches --bench refill_kernels   # 2.5e7
 //! N=1e7 ROUNDS=21 cargo bench -p coo-assembler-benches --bench refill_kernels
+//! ONLY=0 ...   # our exact refill alone, for `perf record`
 #[path = "common/child.rs"]
 mod child;
 #[path = "common/fe.rs"]
@@ -32,6 +36,8 @@ fn env_num(name: &str, default: f64) -> f64 {
 fn main() {
     let n = env_num("N", 2.5e7) as u64;
     let rounds = env_num("ROUNDS", 15.0) as usize;
+    // ONLY=0 runs our exact refill alone (for a profiler).
+    let only: Option<usize> = std::env::var("ONLY").ok().and_then(|s| s.parse().ok());
     let extent = fe::fe_nodes(n);
     let (rows, cols, vals) = fe::fe_arrays(n);
     let shape = [extent, extent];
@@ -78,6 +84,7 @@ fn main() {
     let mut out = vec![0.0f64; nnz];
     let names = [
         "ours, exact (plan.assemble_into)",
+        "ours, exact, values in two slices (cut in half)",
         "ours, in arrival order (exact_sums = false)",
         "PETSc's kernel (jmap/perm gather, in arrival order)",
         "scatter out[slot] += v (in arrival order)",
@@ -85,12 +92,23 @@ fn main() {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for _ in 0..rounds {
         for (w, t) in times.iter_mut().enumerate() {
+            if only.is_some_and(|o| o != w) {
+                t.push(f64::NAN);
+                continue;
+            }
             let v = black_box(&vals[..]);
             let t0 = Instant::now();
             match w {
                 0 => exact.assemble_into(v, &mut out, None).expect("refill"),
-                1 => in_order.assemble_into(v, &mut out, None).expect("refill"),
-                2 => {
+                1 => {
+                    // A rank's own values and those it received.
+                    let (head, tail) = v.split_at(v.len() / 2);
+                    exact
+                        .assemble_split_into(head, tail, &mut out, None)
+                        .expect("refill")
+                }
+                2 => in_order.assemble_into(v, &mut out, None).expect("refill"),
+                3 => {
                     for (i, o) in out.iter_mut().enumerate() {
                         let mut sum = 0.0;
                         for &k in &perm[jmap[i] as usize..jmap[i + 1] as usize] {

@@ -9,7 +9,7 @@ use crate::assemble::combine::value_refusal;
 use crate::assemble::combine::{CombinerKind, FloatFastSum, FloatSum};
 use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::{F64Bits, Source};
-use crate::assemble::direct::lane::{ExactF64, RawReduce, Reduce, TwoTerm};
+use crate::assemble::direct::lane::{ExactF64, RawReduce, Reduce, TwoTerm, two_term_lanes};
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
@@ -269,8 +269,16 @@ fn sum_part<const EXACT: bool, R: Reduce<u64>>(
 }
 
 /// The loop of [`sum_part`]: each entry's sum from `value` of its
-/// positions (`prefetch` asks for one ahead); `general(e, out)` refills
-/// an entry whose sum is not finite or not known exact.
+/// positions; `general(e, out)` refills an entry whose sum is not finite
+/// or not known exact.
+///
+/// Entries go by windows of [`WINDOW`]: a window's entries are sorted by
+/// their count of contributions (FE entries have 1, 2, 4 or 8 in 3D),
+/// then each count is summed in a loop of its own, [`LANES`] entries side
+/// by side for counts of 3 to [`LANE_MAX`]. No branch then
+/// depends on an entry's count (one per entry was most of the time lost),
+/// the exact fold runs on vector units, and the window's values, asked
+/// for while the window before it was summed, are in cache.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn sum_entries<const EXACT: bool>(
@@ -286,51 +294,163 @@ fn sum_entries<const EXACT: bool>(
     let Some(starts) = starts.get(e0..e0 + out.len() + 1) else {
         return Err(Stop::Dropped);
     };
-    for (c, (outs, bounds)) in out
-        .chunks_mut(STOP_EVERY)
-        .zip(starts.chunks(STOP_EVERY))
-        .enumerate()
-    {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+    let ask = |w: usize| {
+        let lo = starts.get(w * WINDOW).copied().unwrap_or(0) as usize;
+        let hi = starts.get((w + 1) * WINDOW).or(starts.last()).copied().unwrap_or(0) as usize;
+        for &k in order.get(lo..hi).unwrap_or(&[]) {
+            prefetch(k);
+        }
+    };
+    ask(0);
+    // Each count's entries of a window (as window offsets); reused.
+    let mut by_count = [[0u16; WINDOW]; COUNTS];
+    for (w, outs) in out.chunks_mut(WINDOW).enumerate() {
+        if w % (STOP_EVERY / WINDOW) == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(Stop::Stopped);
         }
-        let e1 = e0 + c * STOP_EVERY;
-        let mut s = bounds[0] as usize;
-        // The last entry of a chunk ends where the next chunk starts.
-        let ends = bounds[1..].iter().chain(starts.get(e1 - e0 + bounds.len()));
-        for (i, (o, &t)) in outs.iter_mut().zip(ends).enumerate() {
-            let t = t as usize;
-            // An entry's values lie in several elements far apart: asked
-            // for early, their loads overlap the sums before them.
-            for &k in order.get(s + AHEAD..t + AHEAD).unwrap_or(&[]) {
-                prefetch(k);
+        ask(w + 1);
+        let first = w * WINDOW;
+        let bounds = starts
+            .get(first..first + outs.len() + 1)
+            .ok_or(Stop::Dropped)?;
+        let mut n_of = [0usize; COUNTS];
+        for (i, ab) in bounds.windows(2).enumerate() {
+            // A count past LANE_MAX (or an end before its start) is "long".
+            let count = (ab[1].wrapping_sub(ab[0]) as usize).min(COUNTS - 1);
+            let n = &mut n_of[count];
+            if let Some(slot) = by_count[count].get_mut(*n) {
+                *slot = i as u16;
             }
-            let v = match order.get(s..t).unwrap_or(&[]) {
-                [] => return Err(Stop::Dropped),
-                &[a] => value(a),
-                &[a, b] => value(a) + value(b),
-                [a, rest @ ..] if EXACT => {
-                    let mut acc = TwoTerm::of(value(*a));
-                    for &k in rest {
-                        acc.add(value(k));
-                    }
-                    acc.round().unwrap_or(f64::NAN)
-                }
-                [a, rest @ ..] => rest.iter().fold(value(*a), |acc, &k| acc + value(k)),
+            *n += 1;
+        }
+        if n_of[0] > 0 {
+            // An entry of no contribution: not a plan this refill made.
+            return Err(Stop::Dropped);
+        }
+        let e1 = e0 + first;
+        let group = |i: u16| {
+            let i = i as usize;
+            order.get(bounds[i] as usize..bounds[i + 1] as usize)
+        };
+        for &i in &by_count[1][..n_of[1]] {
+            let &[a] = group(i).ok_or(Stop::Dropped)? else {
+                return Err(Stop::Dropped);
             };
-            s = t;
-            if v.is_finite() {
-                *o = v.to_bits();
-            } else {
-                cold_general(&general, e1 + i, std::slice::from_mut(o))?;
+            put(outs, e1, i, value(a), &general)?;
+        }
+        for &i in &by_count[2][..n_of[2]] {
+            // One addition: the correctly rounded sum, and the in-order one.
+            let &[a, b] = group(i).ok_or(Stop::Dropped)? else {
+                return Err(Stop::Dropped);
+            };
+            put(outs, e1, i, value(a) + value(b), &general)?;
+        }
+        macro_rules! side_by_side {
+            ($($n:literal)*) => {$(
+                let list = &by_count[$n][..n_of[$n]];
+                for quad in list.chunks_exact(LANES) {
+                    let sums = sum_lanes::<$n, EXACT>(&value, &group, quad)?;
+                    for (&i, v) in quad.iter().zip(sums) {
+                        put(outs, e1, i, v, &general)?;
+                    }
+                }
+                for &i in list.chunks_exact(LANES).remainder() {
+                    let v = sum_one::<EXACT>(&value, group(i).ok_or(Stop::Dropped)?);
+                    put(outs, e1, i, v, &general)?;
+                }
+            )*};
+        }
+        side_by_side!(3 4 5 6 7 8);
+        // Longer entries one at a time; the list keeps the first WINDOW.
+        if n_of[COUNTS - 1] > 0 {
+            for (i, ab) in bounds.windows(2).enumerate() {
+                if (ab[1].wrapping_sub(ab[0]) as usize) < COUNTS - 1 {
+                    continue;
+                }
+                let g = order.get(ab[0] as usize..ab[1] as usize);
+                let v = sum_one::<EXACT>(&value, g.ok_or(Stop::Dropped)?);
+                put(outs, e1, i as u16, v, &general)?;
             }
         }
     }
     Ok(())
 }
 
-/// Contributions ahead (in `order`) whose values [`sum_entries`] asks for.
-const AHEAD: usize = 48;
+/// Entries per window of [`sum_entries`].
+const WINDOW: usize = 256;
+/// Entries of 3 to `LANE_MAX` contributions are summed `LANES` of one
+/// count at once.
+const LANES: usize = 4;
+const LANE_MAX: usize = 8;
+/// Counts a window sorts by: 0 (none, an error), 1 to `LANE_MAX`, longer.
+const COUNTS: usize = LANE_MAX + 2;
+
+/// Write entry `i`'s sum `v`, or take the general path when it is not
+/// finite (the sum is not known here).
+#[inline(always)]
+fn put(
+    outs: &mut [u64],
+    e1: usize,
+    i: u16,
+    v: f64,
+    general: &impl Fn(usize, &mut [u64]) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    let i = i as usize;
+    let o = outs.get_mut(i).ok_or(Stop::Dropped)?;
+    if v.is_finite() {
+        *o = v.to_bits();
+        Ok(())
+    } else {
+        cold_general(general, e1 + i, std::slice::from_mut(o))
+    }
+}
+
+/// One entry's sum: exact ([`TwoTerm`]; NaN when not known here) or in
+/// arrival order.
+#[inline(always)]
+fn sum_one<const EXACT: bool>(value: &impl Fn(u32) -> f64, g: &[u32]) -> f64 {
+    let Some((&a, rest)) = g.split_first() else {
+        return f64::NAN;
+    };
+    if EXACT {
+        let mut acc = TwoTerm::of(value(a));
+        for &k in rest {
+            acc.add(value(k));
+        }
+        acc.round().unwrap_or(f64::NAN)
+    } else {
+        rest.iter().fold(value(a), |acc, &k| acc + value(k))
+    }
+}
+
+/// The sums of [`LANES`] entries of `N` contributions each (`quad`, window
+/// offsets whose positions `group` gives), side by side.
+#[inline(always)]
+fn sum_lanes<'o, const N: usize, const EXACT: bool>(
+    value: &impl Fn(u32) -> f64,
+    group: &impl Fn(u16) -> Option<&'o [u32]>,
+    quad: &[u16],
+) -> std::result::Result<[f64; LANES], Stop> {
+    let mut g = [&[0u32; N]; LANES];
+    for (g, &i) in g.iter_mut().zip(quad) {
+        *g = group(i)
+            .and_then(|x| x.try_into().ok())
+            .ok_or(Stop::Dropped)?;
+    }
+    let term = |l: usize, j: usize| value(g[l][j]);
+    Ok(if EXACT {
+        two_term_lanes::<N, LANES>(term).map(|v| v.unwrap_or(f64::NAN))
+    } else {
+        // Lane by lane in arrival order, as the in-order fold adds.
+        let mut s: [f64; LANES] = std::array::from_fn(|l| term(l, 0));
+        for j in 1..N {
+            for (l, s) in s.iter_mut().enumerate() {
+                *s += term(l, j);
+            }
+        }
+        s
+    })
+}
 
 /// The general path of one entry, out of the hot loop.
 #[cold]
@@ -528,6 +648,90 @@ mod tests {
                 let got = dense(&p, &out);
                 let bits = |s: &[f64]| s.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{threads} threads, cut at {cut}");
+            }
+        }
+    }
+
+    /// Entries of 1 to 10 contributions, counts mixed and values
+    /// interleaved, over more than one stop chunk: the entries of 3 to 8
+    /// summed four at a time, those left over in a window, and those that
+    /// take the general path (terms of `2^60`, an overflow on the way,
+    /// `-0.0` alone, TwoSum errors that do not add exactly) all give the
+    /// correctly rounded sum, from one slice or two, on 1 or 2 threads.
+    #[test]
+    fn entries_summed_side_by_side_are_the_correctly_rounded_sums() {
+        let m = super::STOP_EVERY + 4_500;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // (entry, value) in an order that spreads each entry's values.
+        let mut contribs: Vec<(u64, f64)> = Vec::new();
+        for e in 0..m as u64 {
+            let n = 1 + rnd() % 10;
+            for _ in 0..n {
+                let r = rnd();
+                let big = if r % 23 == 0 { 2f64.powi(60) } else { 1.0 };
+                let sign = if r & 1 == 0 { 1.0 } else { -1.0 };
+                let v = if e % 97 == 0 {
+                    -0.0
+                } else {
+                    sign * big * ((r >> 8) % 1000) as f64 / 64.0
+                };
+                contribs.push((e, v));
+            }
+        }
+        // An overflow on the way to a finite sum, in a group of four; a
+        // sum whose TwoSum errors do not add exactly (1 + 2^-53 + 2^-105
+        // rounds up to 1 + 2^-52), in a group of five, in this order.
+        let huge = [1e308, 1e308, -1e308, 0.5];
+        let p = |e: i32| 2f64.powi(e);
+        let fine = [1.0, p(-53), p(60), p(-105), -p(60)];
+        contribs.retain(|c| c.0 != 7 && c.0 != 11);
+        contribs.extend(huge.iter().map(|&v| (7, v)));
+        for k in (1..contribs.len()).rev() {
+            let j = (rnd() % (k as u64 + 1)) as usize;
+            contribs.swap(k, j);
+        }
+        contribs.extend(fine.iter().map(|&v| (11, v)));
+        let mut exact = vec![0i128; m];
+        let mut all_negative_zero = vec![true; m];
+        for &(e, v) in &contribs {
+            if e != 7 && e != 11 {
+                exact[e as usize] += (v * 64.0) as i128;
+            }
+            all_negative_zero[e as usize] &= v == 0.0 && v.is_sign_negative();
+        }
+        let want: Vec<u64> = (0..m)
+            .map(|e| match e {
+                7 => 1e308f64.to_bits(),
+                11 => (1.0f64 + p(-52)).to_bits(),
+                _ if all_negative_zero[e] => (-0.0f64).to_bits(),
+                _ => (exact[e] as f64 / 64.0).to_bits(),
+            })
+            .collect();
+        let rows = vec![0i64; contribs.len()];
+        let cols: Vec<i64> = contribs.iter().map(|c| c.0 as i64).collect();
+        let vals: Vec<f64> = contribs.iter().map(|c| c.1).collect();
+        for threads in [1, 2] {
+            let opts = AssembleOptions {
+                layout: OutputLayout::Csr,
+                threads,
+                ..Default::default()
+            };
+            let p = Plan::new(&[&rows[..], &cols[..]], &[1, m as u64], DType::F64, &opts, None)
+                .expect("plan");
+            assert_eq!(p.nnz(), m);
+            for cut in [0, vals.len() / 3, vals.len()] {
+                let mut out = vec![0.0f64; m];
+                p.assemble_split_into(&vals[..cut], &vals[cut..], &mut out, None)
+                    .expect("refill");
+                let got: Vec<u64> = out.iter().map(|v| v.to_bits()).collect();
+                let first = got.iter().zip(&want).position(|(a, b)| a != b);
+                assert_eq!(first, None, "{threads} threads, cut at {cut}");
             }
         }
     }

@@ -269,16 +269,13 @@ fn sum_part<const EXACT: bool, R: Reduce<u64>>(
 }
 
 /// The loop of [`sum_part`]: each entry's sum from `value` of its
-/// positions; `general(e, out)` refills an entry whose sum is not finite
-/// or not known exact.
+/// positions (`prefetch` asks for one ahead); `general(e, out)` refills
+/// an entry whose sum is not finite or not known exact.
 ///
-/// Entries go by windows of [`WINDOW`]: a window's entries are sorted by
-/// their count of contributions (FE entries have 1, 2, 4 or 8 in 3D),
-/// then each count is summed in a loop of its own, [`LANES`] entries side
-/// by side for counts of 3 to [`LANE_MAX`]. No branch then
-/// depends on an entry's count (one per entry was most of the time lost),
-/// the exact fold runs on vector units, and the window's values, asked
-/// for while the window before it was summed, are in cache.
+/// An exact entry of 3 to [`LANE_MAX`] contributions waits until
+/// [`LANES`] entries of its count have come; they are then summed side by
+/// side, which the compiler makes vector instructions of (the exact fold
+/// is 12 flops per value, in a chain within one entry).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn sum_entries<const EXACT: bool>(
@@ -294,115 +291,89 @@ fn sum_entries<const EXACT: bool>(
     let Some(starts) = starts.get(e0..e0 + out.len() + 1) else {
         return Err(Stop::Dropped);
     };
-    let ask = |w: usize| {
-        let lo = starts.get(w * WINDOW).copied().unwrap_or(0) as usize;
-        let hi = starts.get((w + 1) * WINDOW).or(starts.last()).copied().unwrap_or(0) as usize;
-        for &k in order.get(lo..hi).unwrap_or(&[]) {
-            prefetch(k);
-        }
-    };
-    ask(0);
-    // Each count's entries of a window (as window offsets); reused.
-    let mut by_count = [[0u16; WINDOW]; COUNTS];
-    for (w, outs) in out.chunks_mut(WINDOW).enumerate() {
-        if w % (STOP_EVERY / WINDOW) == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+    for (c, (outs, bounds)) in out
+        .chunks_mut(STOP_EVERY)
+        .zip(starts.chunks(STOP_EVERY))
+        .enumerate()
+    {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(Stop::Stopped);
         }
-        ask(w + 1);
-        let first = w * WINDOW;
-        let bounds = starts
-            .get(first..first + outs.len() + 1)
-            .ok_or(Stop::Dropped)?;
-        let mut n_of = [0usize; COUNTS];
-        for (i, ab) in bounds.windows(2).enumerate() {
-            // A count past LANE_MAX (or an end before its start) is "long".
-            let count = (ab[1].wrapping_sub(ab[0]) as usize).min(COUNTS - 1);
-            let n = &mut n_of[count];
-            if let Some(slot) = by_count[count].get_mut(*n) {
-                *slot = i as u16;
+        let e1 = e0 + c * STOP_EVERY;
+        let mut s = bounds[0] as usize;
+        let mut waiting = [Waiting::default(); LANE_MAX - 2];
+        let mut redo = false;
+        // The last entry of a chunk ends where the next chunk starts.
+        let ends = bounds[1..].iter().chain(starts.get(e1 - e0 + bounds.len()));
+        for (i, &t) in (0..outs.len()).zip(ends) {
+            let t = t as usize;
+            // An entry's values lie in several elements far apart: asked
+            // for early, their loads overlap the sums before them.
+            for &k in order.get(s + AHEAD..t + AHEAD).unwrap_or(&[]) {
+                prefetch(k);
             }
-            *n += 1;
-        }
-        if n_of[0] > 0 {
-            // An entry of no contribution: not a plan this refill made.
-            return Err(Stop::Dropped);
-        }
-        let e1 = e0 + first;
-        let group = |i: u16| {
-            let i = i as usize;
-            order.get(bounds[i] as usize..bounds[i + 1] as usize)
-        };
-        for &i in &by_count[1][..n_of[1]] {
-            let &[a] = group(i).ok_or(Stop::Dropped)? else {
-                return Err(Stop::Dropped);
-            };
-            put(outs, e1, i, value(a), &general)?;
-        }
-        for &i in &by_count[2][..n_of[2]] {
-            // One addition: the correctly rounded sum, and the in-order one.
-            let &[a, b] = group(i).ok_or(Stop::Dropped)? else {
-                return Err(Stop::Dropped);
-            };
-            put(outs, e1, i, value(a) + value(b), &general)?;
-        }
-        macro_rules! side_by_side {
-            ($($n:literal)*) => {$(
-                let list = &by_count[$n][..n_of[$n]];
-                for quad in list.chunks_exact(LANES) {
-                    let sums = sum_lanes::<$n, EXACT>(&value, &group, quad)?;
-                    for (&i, v) in quad.iter().zip(sums) {
-                        put(outs, e1, i, v, &general)?;
+            let v = match order.get(s..t).unwrap_or(&[]) {
+                [] => return Err(Stop::Dropped),
+                &[a] => value(a),
+                &[a, b] => value(a) + value(b),
+                g if EXACT && g.len() <= LANE_MAX => {
+                    let w = &mut waiting[g.len() - 3];
+                    w.at[w.n] = (i, s);
+                    w.n += 1;
+                    s = t;
+                    if w.n == LANES {
+                        w.n = 0;
+                        let at = w.at;
+                        sum_waiting(g.len(), &value, order, &at, outs, &mut redo)?;
                     }
-                }
-                for &i in list.chunks_exact(LANES).remainder() {
-                    let v = sum_one::<EXACT>(&value, group(i).ok_or(Stop::Dropped)?);
-                    put(outs, e1, i, v, &general)?;
-                }
-            )*};
-        }
-        side_by_side!(3 4 5 6 7 8);
-        // Longer entries one at a time; the list keeps the first WINDOW.
-        if n_of[COUNTS - 1] > 0 {
-            for (i, ab) in bounds.windows(2).enumerate() {
-                if (ab[1].wrapping_sub(ab[0]) as usize) < COUNTS - 1 {
                     continue;
                 }
-                let g = order.get(ab[0] as usize..ab[1] as usize);
-                let v = sum_one::<EXACT>(&value, g.ok_or(Stop::Dropped)?);
-                put(outs, e1, i as u16, v, &general)?;
+                g => sum_one::<EXACT>(&value, g),
+            };
+            s = t;
+            put(outs, i, v, &mut redo)?;
+        }
+        // The entries that found fewer than LANES of their count.
+        for (w, n) in waiting.iter().zip(3..) {
+            for &(i, s) in &w.at[..w.n] {
+                let g = order.get(s..s + n).ok_or(Stop::Dropped)?;
+                put(outs, i, sum_one::<EXACT>(&value, g), &mut redo)?;
+            }
+        }
+        if redo {
+            for (i, o) in outs.iter_mut().enumerate() {
+                if !f64::from_bits(*o).is_finite() {
+                    cold_general(&general, e1 + i, std::slice::from_mut(o))?;
+                }
             }
         }
     }
     Ok(())
 }
 
-/// Entries per window of [`sum_entries`].
-const WINDOW: usize = 256;
-/// Entries of 3 to `LANE_MAX` contributions are summed `LANES` of one
-/// count at once.
+/// Contributions ahead (in `order`) whose values [`sum_entries`] asks for.
+const AHEAD: usize = 48;
+/// Exact entries of 3 to `LANE_MAX` contributions are summed `LANES` of
+/// one count at once (FE entries have 1, 2, 4 or 8 in 3D, up to 6 in 2D).
 const LANES: usize = 4;
 const LANE_MAX: usize = 8;
-/// Counts a window sorts by: 0 (none, an error), 1 to `LANE_MAX`, longer.
-const COUNTS: usize = LANE_MAX + 2;
 
-/// Write entry `i`'s sum `v`, or take the general path when it is not
-/// finite (the sum is not known here).
+/// Exact entries of one count waiting for [`LANES`] of them: (entry in
+/// the chunk, its first position in `order`).
+#[derive(Clone, Copy, Default)]
+struct Waiting {
+    at: [(usize, usize); LANES],
+    n: usize,
+}
+
+/// Write entry `i`'s sum `v`; a sum that is not finite (not known here)
+/// is marked in `redo`, for the general path after the chunk: no branch
+/// here waits on the value's load.
 #[inline(always)]
-fn put(
-    outs: &mut [u64],
-    e1: usize,
-    i: u16,
-    v: f64,
-    general: &impl Fn(usize, &mut [u64]) -> std::result::Result<(), Stop>,
-) -> std::result::Result<(), Stop> {
-    let i = i as usize;
-    let o = outs.get_mut(i).ok_or(Stop::Dropped)?;
-    if v.is_finite() {
-        *o = v.to_bits();
-        Ok(())
-    } else {
-        cold_general(general, e1 + i, std::slice::from_mut(o))
-    }
+fn put(outs: &mut [u64], i: usize, v: f64, redo: &mut bool) -> std::result::Result<(), Stop> {
+    *outs.get_mut(i).ok_or(Stop::Dropped)? = v.to_bits();
+    *redo |= !v.is_finite();
+    Ok(())
 }
 
 /// One entry's sum: exact ([`TwoTerm`]; NaN when not known here) or in
@@ -423,33 +394,48 @@ fn sum_one<const EXACT: bool>(value: &impl Fn(u32) -> f64, g: &[u32]) -> f64 {
     }
 }
 
-/// The sums of [`LANES`] entries of `N` contributions each (`quad`, window
-/// offsets whose positions `group` gives), side by side.
+/// The exact sums of [`LANES`] waiting entries of `n` contributions each.
 #[inline(always)]
-fn sum_lanes<'o, const N: usize, const EXACT: bool>(
+fn sum_waiting(
+    n: usize,
     value: &impl Fn(u32) -> f64,
-    group: &impl Fn(u16) -> Option<&'o [u32]>,
-    quad: &[u16],
-) -> std::result::Result<[f64; LANES], Stop> {
-    let mut g = [&[0u32; N]; LANES];
-    for (g, &i) in g.iter_mut().zip(quad) {
-        *g = group(i)
+    order: &[u32],
+    at: &[(usize, usize); LANES],
+    outs: &mut [u64],
+    redo: &mut bool,
+) -> std::result::Result<(), Stop> {
+    match n {
+        3 => sum_lanes::<3>(value, order, at, outs, redo),
+        4 => sum_lanes::<4>(value, order, at, outs, redo),
+        5 => sum_lanes::<5>(value, order, at, outs, redo),
+        6 => sum_lanes::<6>(value, order, at, outs, redo),
+        7 => sum_lanes::<7>(value, order, at, outs, redo),
+        8 => sum_lanes::<8>(value, order, at, outs, redo),
+        _ => Err(Stop::Dropped),
+    }
+}
+
+/// [`sum_waiting`] of `N` contributions.
+#[inline(always)]
+fn sum_lanes<const N: usize>(
+    value: &impl Fn(u32) -> f64,
+    order: &[u32],
+    at: &[(usize, usize); LANES],
+    outs: &mut [u64],
+    redo: &mut bool,
+) -> std::result::Result<(), Stop> {
+    let mut groups = [&[0u32; N]; LANES];
+    for (g, &(_, s)) in groups.iter_mut().zip(at) {
+        *g = order
+            .get(s..s + N)
             .and_then(|x| x.try_into().ok())
             .ok_or(Stop::Dropped)?;
     }
-    let term = |l: usize, j: usize| value(g[l][j]);
-    Ok(if EXACT {
-        two_term_lanes::<N, LANES>(term).map(|v| v.unwrap_or(f64::NAN))
-    } else {
-        // Lane by lane in arrival order, as the in-order fold adds.
-        let mut s: [f64; LANES] = std::array::from_fn(|l| term(l, 0));
-        for j in 1..N {
-            for (l, s) in s.iter_mut().enumerate() {
-                *s += term(l, j);
-            }
-        }
-        s
-    })
+    let sums = two_term_lanes::<N, LANES>(|l, j| value(groups[l][j]));
+    for (&(i, _), v) in at.iter().zip(sums) {
+        put(outs, i, v.unwrap_or(f64::NAN), redo)?;
+    }
+    Ok(())
 }
 
 /// The general path of one entry, out of the hot loop.

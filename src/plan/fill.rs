@@ -708,8 +708,14 @@ mod tests {
                 threads,
                 ..Default::default()
             };
-            let p = Plan::new(&[&rows[..], &cols[..]], &[1, m as u64], DType::F64, &opts, None)
-                .expect("plan");
+            let p = Plan::new(
+                &[&rows[..], &cols[..]],
+                &[1, m as u64],
+                DType::F64,
+                &opts,
+                None,
+            )
+            .expect("plan");
             assert_eq!(p.nnz(), m);
             for cut in [0, vals.len() / 3, vals.len()] {
                 let mut out = vec![0.0f64; m];

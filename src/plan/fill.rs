@@ -394,7 +394,8 @@ fn sum_one<const EXACT: bool>(value: &impl Fn(u32) -> f64, g: &[u32]) -> f64 {
     }
 }
 
-/// The exact sums of [`LANES`] waiting entries of `n` contributions each.
+/// The exact sums of [`LANES`] waiting entries of `n` contributions each
+/// (`at`: their places in the chunk and first positions in `order`).
 #[inline(always)]
 fn sum_waiting(
     n: usize,
@@ -404,38 +405,29 @@ fn sum_waiting(
     outs: &mut [u64],
     redo: &mut bool,
 ) -> std::result::Result<(), Stop> {
-    match n {
-        3 => sum_lanes::<3>(value, order, at, outs, redo),
-        4 => sum_lanes::<4>(value, order, at, outs, redo),
-        5 => sum_lanes::<5>(value, order, at, outs, redo),
-        6 => sum_lanes::<6>(value, order, at, outs, redo),
-        7 => sum_lanes::<7>(value, order, at, outs, redo),
-        8 => sum_lanes::<8>(value, order, at, outs, redo),
-        _ => Err(Stop::Dropped),
+    // One copy per count: the count is each fold's length, known here.
+    macro_rules! by_count {
+        ($($n:literal)*) => {
+            match n {
+                $($n => {
+                    let mut groups = [&[0u32; $n]; LANES];
+                    for (g, &(_, s)) in groups.iter_mut().zip(at) {
+                        *g = order
+                            .get(s..s + $n)
+                            .and_then(|x| x.try_into().ok())
+                            .ok_or(Stop::Dropped)?;
+                    }
+                    let sums = two_term_lanes::<$n, LANES>(|l, j| value(groups[l][j]));
+                    for (&(i, _), v) in at.iter().zip(sums) {
+                        put(outs, i, v.unwrap_or(f64::NAN), redo)?;
+                    }
+                    Ok(())
+                })*
+                _ => Err(Stop::Dropped),
+            }
+        };
     }
-}
-
-/// [`sum_waiting`] of `N` contributions.
-#[inline(always)]
-fn sum_lanes<const N: usize>(
-    value: &impl Fn(u32) -> f64,
-    order: &[u32],
-    at: &[(usize, usize); LANES],
-    outs: &mut [u64],
-    redo: &mut bool,
-) -> std::result::Result<(), Stop> {
-    let mut groups = [&[0u32; N]; LANES];
-    for (g, &(_, s)) in groups.iter_mut().zip(at) {
-        *g = order
-            .get(s..s + N)
-            .and_then(|x| x.try_into().ok())
-            .ok_or(Stop::Dropped)?;
-    }
-    let sums = two_term_lanes::<N, LANES>(|l, j| value(groups[l][j]));
-    for (&(i, _), v) in at.iter().zip(sums) {
-        put(outs, i, v.unwrap_or(f64::NAN), redo)?;
-    }
-    Ok(())
+    by_count!(3 4 5 6 7 8)
 }
 
 /// The general path of one entry, out of the hot loop.

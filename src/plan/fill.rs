@@ -632,7 +632,7 @@ mod tests {
 
     /// Entries of 1 to 10 contributions, counts mixed and values
     /// interleaved, over more than one stop chunk: the entries of 3 to 8
-    /// summed four at a time, those left over in a window, and those that
+    /// summed four at a time, those left waiting at a chunk's end, and those that
     /// take the general path (terms of `2^60`, an overflow on the way,
     /// `-0.0` alone, TwoSum errors that do not add exactly) all give the
     /// correctly rounded sum, from one slice or two, on 1 or 2 threads.

@@ -86,16 +86,26 @@ def _options(kw):
 
 
 def _stacked(indices, rank):
-    """(n, rank) int64 C-contiguous from an (n, rank) array or a sequence of
-    ``rank`` 1-D arrays (``(rows, cols)``, as scipy takes them)."""
+    """(n, rank) C-contiguous integers from an (n, rank) array or a sequence
+    of ``rank`` 1-D arrays (``(rows, cols)``, as scipy takes them); their
+    integer type is kept."""
     if isinstance(indices, (tuple, list)):
         indices = np.stack([np.asarray(i) for i in indices], axis=1)
-    a = np.ascontiguousarray(indices, dtype=np.int64)
+    a = np.ascontiguousarray(indices)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, got {a.dtype}")
     if a.ndim == 1 and rank == 1:
         a = a.reshape(-1, 1)
     if a.ndim != 2 or a.shape[1] != rank:
         raise ValueError(f"indices of shape {a.shape} for a rank-{rank} tensor: need (n, {rank})")
     return a
+
+
+def _int64(a):
+    """``a`` as int64, refusing what int64 cannot hold (no silent wrap)."""
+    if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"an index {int(a.max())} does not fit int64")
+    return a.astype(np.int64, copy=False)
 
 
 class DistBuilder:
@@ -130,22 +140,17 @@ class DistBuilder:
 
     def push(self, index, value):
         """Push one contribution at ``index`` (any coordinate of the shape)."""
-        self.push_arrays(np.asarray(index, dtype=np.int64).reshape(1, -1), [value])
+        self.push_arrays(np.asarray(index).reshape(1, -1), np.asarray([value]))
 
     def push_arrays(self, indices, values):
         """Push contributions: ``indices`` (n, rank) or ``(rows, cols)``,
         ``values`` (n,)."""
-        self._native.push_arrays(
-            _stacked(indices, len(self._shape)),
-            np.ascontiguousarray(values, dtype=np.float64).reshape(-1),
-        )
+        self._native.push_arrays(_stacked(indices, len(self._shape)), np.asarray(values).reshape(-1))
 
     def push_elements(self, dofs, values):
         """Push element matrices: ``dofs`` (E, p), ``values`` (E, p, p);
         element ``e`` adds ``values[e, a, b]`` at ``(dofs[e, a], dofs[e, b])``."""
-        dofs = np.ascontiguousarray(dofs, dtype=np.int64)
-        values = np.ascontiguousarray(values, dtype=np.float64)
-        self._native.push_elements(dofs, values)
+        self._native.push_elements(np.asarray(dofs), np.asarray(values))
 
     def finish(self, path):
         """Collective: the partition composite at ``path`` (a shared
@@ -197,7 +202,7 @@ class DistPlan:
         options.setdefault("layout", "csr")
         self._native = _dist.NativeDistPlan.from_arrays(
             _fortran_handle(comm),
-            _stacked(indices, len(shape)),
+            _int64(_stacked(indices, len(shape))),
             [int(s) for s in shape],
             str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype,
             _options(options),
@@ -212,8 +217,15 @@ class DistPlan:
         return p
 
     def refill(self, values):
-        """Collective: this rank's band values for ``values``."""
-        return self._native.refill(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
+        """Collective: this rank's band values for ``values``: of the plan's
+        element type (exact, an int64 too), or any type NumPy casts to it
+        safely; other values go as float64 and reach the element type by
+        the library's rules (a float into an integer plan must be integral)."""
+        v = np.asarray(values).reshape(-1)
+        own = np.dtype(self._native.dtype)
+        if v.dtype != own:
+            v = v.astype(own if np.can_cast(v.dtype, own, "safe") else np.float64)
+        return self._native.refill(np.ascontiguousarray(v))
 
     def structure(self, index_dtype=np.int32):
         """This rank's band structure: ``(row_ptr, cols)``."""

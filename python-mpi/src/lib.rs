@@ -6,15 +6,19 @@
 //! `coo_assembler` package's own (`_native::builder::options`,
 //! `_native::errors::to_py`).
 
+use _native::arrays::{CHUNK, IntArr2, Ints2, Num, ValArr1, ValArr3};
 use _native::builder::options;
 use _native::errors::{input_error, state_error, to_py};
+use _native::with_values;
 use coo_assembler::DType;
 use coo_assembler::element::RealElement;
+use coo_assembler::internals::assemble::direct::DirectValue;
 use coo_assembler::vocab::Vocabulary;
 use coo_assembler_mpi::comm::from_fortran;
 use coo_assembler_mpi::{DistOptions, DistPlan, DistSummary, LocalCsr, RowOwnership};
 use mpi::topology::SimpleCommunicator;
-use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3};
+use numpy::ndarray::{ArrayView1, ArrayView3, Axis};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
@@ -157,66 +161,25 @@ impl NativeDistBuilder {
         self.dtype.name()
     }
 
-    /// Push contributions: `indices` (n, rank) int64, `values` (n,) float64.
-    fn push_arrays(
-        &mut self,
-        indices: PyReadonlyArray2<'_, i64>,
-        values: PyReadonlyArray1<'_, f64>,
-    ) -> PyResult<()> {
-        let (idx, vals) = (indices.as_array(), values.as_slice()?);
-        if idx.nrows() != vals.len() {
-            return Err(input_error(format!(
-                "{} index rows for {} values",
-                idx.nrows(),
-                vals.len()
-            )));
-        }
+    /// Push contributions: `indices` (n, rank) of any integer type,
+    /// `values` (n,) of any type the one-process builder takes, each
+    /// reaching the tensor's type by the library's rules (an int64 stays
+    /// exact). A negative index is refused before anything is pushed.
+    fn push_arrays(&mut self, indices: Bound<'_, PyAny>, values: Bound<'_, PyAny>) -> PyResult<()> {
+        let idx = IntArr2::borrow(&indices, "the index array")?;
+        let vals = ValArr1::borrow(&values)?;
         let b = self.builder()?;
-        let mut at = vec![0u64; idx.ncols()];
-        for (row, &v) in idx.rows().into_iter().zip(vals) {
-            for (a, &i) in at.iter_mut().zip(row) {
-                *a = u64::try_from(i).map_err(|_| {
-                    // Reported to every rank by the finish too.
-                    let m = format!("a negative index {i} (the distributed builder takes none)");
-                    to_py(b.refused(coo_assembler::Error::InvalidArgument(m)))
-                })?;
-            }
-            b.push(&at, v).map_err(to_py)?;
-        }
-        Ok(())
+        with_values!(ValArr1, &vals, v => push_rows(b, &idx.view(), &v))
     }
 
-    /// Push element matrices: `dofs` (E, p) int64, `values` (E, p, p)
-    /// float64, element `e` adding `values[e, a, b]` at `(dofs[e, a], dofs[e, b])`.
-    fn push_elements(
-        &mut self,
-        dofs: PyReadonlyArray2<'_, i64>,
-        values: PyReadonlyArray3<'_, f64>,
-    ) -> PyResult<()> {
-        let (d, v) = (dofs.as_array(), values.as_array());
-        let (e, p) = (d.nrows(), d.ncols());
-        if v.shape() != [e, p, p] {
-            return Err(input_error(format!(
-                "values of shape {:?} for dofs of shape ({e}, {p}): need ({e}, {p}, {p})",
-                v.shape()
-            )));
-        }
+    /// Push element matrices: `dofs` (E, p) of any integer type, `values`
+    /// (E, p, p) of any value type, element `e` adding `values[e, a, b]`
+    /// at `(dofs[e, a], dofs[e, b])`.
+    fn push_elements(&mut self, dofs: Bound<'_, PyAny>, values: Bound<'_, PyAny>) -> PyResult<()> {
+        let d = IntArr2::borrow(&dofs, "dofs")?;
+        let k = ValArr3::borrow(&values)?;
         let b = self.builder()?;
-        let mut local = Vec::with_capacity(p * p);
-        let mut ids = vec![0u64; p];
-        for k in 0..e {
-            for (a, id) in ids.iter_mut().enumerate() {
-                let i = d[[k, a]];
-                *id = u64::try_from(i).map_err(|_| {
-                    let m = format!("dofs[{k}, {a}] = {i} is negative");
-                    to_py(b.refused(coo_assembler::Error::InvalidArgument(m)))
-                })?;
-            }
-            local.clear();
-            local.extend(v.slice(numpy::ndarray::s![k, .., ..]).iter().copied());
-            b.push_element(&ids, &local).map_err(to_py)?;
-        }
-        Ok(())
+        with_values!(ValArr3, &k, v => push_elements(b, &d.view(), &v))
     }
 
     /// Collective: the partition composite at `path`.
@@ -288,6 +251,67 @@ impl NativeDistBuilder {
     }
 }
 
+/// The first negative entry of `ints` as (row, column, value): refused,
+/// and reported to every rank by the finish.
+fn refuse_negative(b: &mut Builder, ints: &Ints2<'_>, what: &str) -> PyResult<()> {
+    match ints.check(u64::MAX, false) {
+        Ok(()) => Ok(()),
+        Err((r, c, x)) => {
+            let m = if x < 0 {
+                format!("{what}[{r}, {c}] = {x} is negative (the distributed builder takes none)")
+            } else {
+                format!("{what}[{r}, {c}] = {x} is out of range")
+            };
+            Err(to_py(b.refused(coo_assembler::Error::InvalidArgument(m))))
+        }
+    }
+}
+
+fn push_rows<T: Num>(b: &mut Builder, idx: &Ints2<'_>, vals: &ArrayView1<'_, T>) -> PyResult<()> {
+    let (n, rank) = idx.dim();
+    if n != vals.len() {
+        return Err(input_error(format!(
+            "{n} index rows for {} values",
+            vals.len()
+        )));
+    }
+    refuse_negative(b, idx, "indices")?;
+    let mut buf = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let end = (start + CHUNK).min(n);
+        let rows = idx.rows_chunk(start, end, &mut buf);
+        for (at, k) in rows.chunks_exact(rank.max(1)).zip(start..end) {
+            b.push(&at[..rank], vals[k]).map_err(to_py)?;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+fn push_elements<T: Num>(
+    b: &mut Builder,
+    dofs: &Ints2<'_>,
+    vals: &ArrayView3<'_, T>,
+) -> PyResult<()> {
+    let (e, p) = dofs.dim();
+    if vals.shape() != [e, p, p] {
+        return Err(input_error(format!(
+            "values of shape {:?} for dofs of shape ({e}, {p}): need ({e}, {p}, {p})",
+            vals.shape()
+        )));
+    }
+    refuse_negative(b, dofs, "dofs")?;
+    let (mut ids, mut local) = (Vec::with_capacity(p), Vec::with_capacity(p * p));
+    for k in 0..e {
+        dofs.row_into(k, &mut ids);
+        local.clear();
+        local.extend(vals.index_axis(Axis(0), k).iter().copied());
+        b.push_element(&ids, &local).map_err(to_py)?;
+    }
+    Ok(())
+}
+
 /// A plan across ranks and the communicator it refills on.
 #[pyclass(unsendable)]
 pub struct NativeDistPlan {
@@ -296,15 +320,31 @@ pub struct NativeDistPlan {
     dtype: DType,
 }
 
-fn refill_as<'py, T: RealElement + numpy::Element>(
+/// Refill into a new band of `T` values from `values`: the plan's own
+/// type (exact whatever its width) or float64 (each value reaching `T` by
+/// the library's rules).
+fn refill_as<'py, T>(
     py: Python<'py>,
     p: &mut NativeDistPlan,
-    values: &[f64],
-) -> PyResult<Bound<'py, PyAny>> {
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: RealElement + numpy::Element + DirectValue + mpi::traits::Equivalence + bytemuck::Pod,
+{
     let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); p.plan.nnz()];
-    p.plan
-        .refill_into(&p.comm, values, &mut out)
-        .map_err(to_py)?;
+    let r = if let Ok(a) = values.cast::<PyArray1<T>>() {
+        let a = a.try_readonly().map_err(|e| input_error(format!("{e}")))?;
+        p.plan.refill_into(&p.comm, a.as_slice()?, &mut out)
+    } else if let Ok(a) = values.cast::<PyArray1<f64>>() {
+        let a = a.try_readonly().map_err(|e| input_error(format!("{e}")))?;
+        p.plan.refill_into(&p.comm, a.as_slice()?, &mut out)
+    } else {
+        return Err(input_error(format!(
+            "refill values must be a 1-D array of {} or float64",
+            p.dtype.numpy_name()
+        )));
+    };
+    r.map_err(to_py)?;
     Ok(out.into_pyarray(py).into_any())
 }
 
@@ -338,10 +378,15 @@ impl NativeDistPlan {
     fn refill<'py>(
         &mut self,
         py: Python<'py>,
-        values: PyReadonlyArray1<'_, f64>,
+        values: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let v = values.as_slice()?;
-        with_real!(self.dtype, T => refill_as::<T>(py, self, v))
+        with_real!(self.dtype, T => refill_as::<T>(py, self, &values))
+    }
+
+    /// The plan's element type, as NumPy names it.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.numpy_name()
     }
 
     /// The band's structure: (row_ptr, cols) with `index_bits` indices.

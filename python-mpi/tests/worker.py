@@ -93,6 +93,35 @@ def main(case, tmp):
         e_rows = np.repeat(dofs, 3, axis=1).reshape(-1)
         e_cols = np.tile(dofs, (1, 3)).reshape(-1)
         check_band(band, ca.assemble(ke.reshape(-1), (e_rows, e_cols), SHAPE, layout="csr"), "elements")
+        # int64 values beyond 2**53 stay exact, pushed (int32 indices too)
+        # and refilled, where a float64 on the way would round them.
+        def big(k, step):
+            return (2**53 + 1 + step * k).astype(np.int64)
+
+        def exact_band(pick, values, band, what):
+            want = {}
+            for k in pick:
+                key = (int(rows[k]), int(cols[k]))
+                want[key] = want.get(key, 0) + int(values[k])
+            lo, hi = band.rows
+            got = {}
+            for r in range(hi - lo):
+                for q in range(band.row_ptr[r], band.row_ptr[r + 1]):
+                    got[(lo + r, int(band.cols[q]))] = int(band.values[q])
+            assert band.values.dtype == np.int64, what
+            assert got == {key: v for key, v in want.items() if lo <= key[0] < hi}, what
+
+        pick = np.concatenate([mine(r, ranks)[:40] for r in range(ranks)])
+        first, second = big(np.arange(N), 1), big(np.arange(N), 3)
+        some = my[:40]
+        with ca.DistBuilder(comm, SHAPE, "int64", row_starts=starts) as b:
+            b.push_arrays((rows[some].astype(np.int32), cols[some].astype(np.int32)), first[some])
+            band, recorded = b.finish_planned()
+        exact_band(pick, first, band, "int64 pushes")
+        refilled = recorded.refill(second[some])
+        exact_band(pick, second, band._replace(values=refilled), "int64 recorded refill")
+        plan = ca.DistPlan(comm, (rows[some], cols[some]), SHAPE, "int64", row_starts=starts)
+        exact_band(pick, second, band._replace(values=plan.refill(second[some])), "int64 plan refill")
     elif case == "files":
         out = os.path.join(tmp, "K.hrry")
         with ca.DistBuilder(comm, SHAPE, layout="csr", name="K") as b:

@@ -94,6 +94,10 @@ impl Ints<'_> {
         each_int!(self, v => v.len())
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// True for a signed dtype (whose values may be negative).
     pub fn is_signed(&self) -> bool {
         matches!(
@@ -483,7 +487,8 @@ impl<'py> ValArr3<'py> {
 }
 
 /// Run `$body` with `$v` bound to the typed array view of `$arr`
-/// (a `ValArr1` or `ValArr3`).
+/// (a `ValArr1` or `ValArr3`, named by `$enum` and in scope).
+#[macro_export]
 macro_rules! with_values {
     ($enum:ident, $arr:expr, $v:ident => $body:expr) => {
         match $arr {
@@ -542,4 +547,4 @@ macro_rules! with_values {
         }
     };
 }
-pub(crate) use with_values;
+pub use crate::with_values;

@@ -5,7 +5,7 @@
 //!
 //! Only items re-exported at the root of the `coo_assembler` crate are used.
 
-mod arrays;
+pub mod arrays;
 pub mod builder;
 mod csf;
 mod direct;

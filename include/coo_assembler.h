@@ -1259,7 +1259,9 @@ coo_dist_plan *coo_dist_plan_new(int comm_f,
  * contributions, in the planned order) into `out` (`out_len` values of
  * the plan's element type, one per entry of the band, storage order).
  * One all-to-all of the values. A count that is not the plan's fails on
- * every rank (`COO_ERR_REMOTE` on the others).
+ * every rank (`COO_ERR_REMOTE` on the others). Doubles reach an integer
+ * plan integral and in range (`coo_dist_plan_refill_typed` takes the
+ * plan's own type, exact beyond 2^53).
  *
  * # Safety
  * `values` points to `n` doubles, `out` to `out_len` writable values of
@@ -1270,6 +1272,25 @@ int coo_dist_plan_refill(coo_dist_plan *p,
                          const double *values,
                          void *out,
                          size_t out_len);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
+ * Collective: `coo_dist_plan_refill` with `n` values of the C type
+ * `value_type` names: the plan's element type (its values as they are)
+ * or `COO_F64`. Any other `value_type` is `COO_ERR_ARGUMENT` on every
+ * rank.
+ *
+ * # Safety
+ * `values` points to `n` values of `value_type`, `out` to `out_len`
+ * writable values of the plan's element type.
+ */
+int coo_dist_plan_refill_typed(coo_dist_plan *p,
+                               size_t n,
+                               const void *values,
+                               coo_dtype value_type,
+                               void *out,
+                               size_t out_len);
 #endif
 
 #if defined(COO_ASSEMBLER_MPI)

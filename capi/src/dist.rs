@@ -478,7 +478,9 @@ fn live_plan<'a>(p: *mut coo_dist_plan) -> Res<&'a mut coo_dist_plan> {
 /// contributions, in the planned order) into `out` (`out_len` values of
 /// the plan's element type, one per entry of the band, storage order).
 /// One all-to-all of the values. A count that is not the plan's fails on
-/// every rank (`COO_ERR_REMOTE` on the others).
+/// every rank (`COO_ERR_REMOTE` on the others). Doubles reach an integer
+/// plan integral and in range (`coo_dist_plan_refill_typed` takes the
+/// plan's own type, exact beyond 2^53).
 ///
 /// # Safety
 /// `values` points to `n` doubles, `out` to `out_len` writable values of
@@ -491,24 +493,91 @@ pub unsafe extern "C" fn coo_dist_plan_refill(
     out: *mut c_void,
     out_len: usize,
 ) -> c_int {
+    let f64_type = DTypeArg(crate::convert::to_c(DType::F64));
+    // SAFETY: forwarded contract (doubles).
+    unsafe { coo_dist_plan_refill_typed(p, n, values.cast(), f64_type, out, out_len) }
+}
+
+/// Collective: `coo_dist_plan_refill` with `n` values of the C type
+/// `value_type` names: the plan's element type (its values as they are)
+/// or `COO_F64`. Any other `value_type` is `COO_ERR_ARGUMENT` on every
+/// rank.
+///
+/// # Safety
+/// `values` points to `n` values of `value_type`, `out` to `out_len`
+/// writable values of the plan's element type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_dist_plan_refill_typed(
+    p: *mut coo_dist_plan,
+    n: usize,
+    values: *const c_void,
+    value_type: DTypeArg,
+    out: *mut c_void,
+    out_len: usize,
+) -> c_int {
     status(|| {
         let h = live_plan(p)?;
-        // SAFETY: the caller's contract.
-        let v = unsafe { slice(values, n, "values") }?;
-        with_real!(h.dtype, T => {
-            if out.is_null() && out_len > 0 {
-                return Err(Fail::null("out"));
+        let vt = from_c(value_type.0).ok();
+        with_real!(h.dtype, T => match vt {
+            // SAFETY (both): `n` values of that type by the contract.
+            Some(t) if t == h.dtype => unsafe { refill_from::<T, T>(h, values.cast(), n, out, out_len) },
+            Some(DType::F64) => unsafe { refill_from::<T, f64>(h, values.cast(), n, out, out_len) },
+            _ => {
+                let why = format!(
+                    "value_type {}: a refill takes the plan's type ({}) or COO_F64",
+                    value_type.0,
+                    h.dtype.name()
+                );
+                Err(refused(h, Fail::new(COO_ERR_ARGUMENT, why)))
             }
-            let o: &mut [T] = if out_len == 0 {
-                &mut []
-            } else {
-                // SAFETY: `out_len` writable values of the plan's type by
-                // the caller's contract (checked non-null above).
-                unsafe { std::slice::from_raw_parts_mut(out.cast::<T>(), out_len) }
-            };
-            h.plan.refill_into(&h.comm, v, o).map_err(Fail::from)
         })
     })
+}
+
+/// Refill `h` from `n` values of `V` into `out_len` values of `T`; an
+/// argument this rank finds wrong fails the refill on every rank.
+///
+/// # Safety
+/// As `coo_dist_plan_refill_typed`, with `V` the values' type.
+unsafe fn refill_from<T, V>(
+    h: &mut coo_dist_plan,
+    values: *const V,
+    n: usize,
+    out: *mut c_void,
+    out_len: usize,
+) -> Res<()>
+where
+    T: RealElement + mpi::traits::Equivalence + bytemuck::Pod,
+    V: coo_assembler::internals::assemble::direct::DirectValue
+        + mpi::traits::Equivalence
+        + bytemuck::Pod,
+{
+    // SAFETY: the caller's contract.
+    let v = match unsafe { slice(values, n, "values") } {
+        Ok(v) => v,
+        Err(f) => return Err(refused(h, f)),
+    };
+    if out.is_null() && out_len > 0 {
+        return Err(refused(h, Fail::null("out")));
+    }
+    let o: &mut [T] = if out_len == 0 {
+        &mut []
+    } else {
+        // SAFETY: `out_len` writable values of the plan's type by the
+        // caller's contract (checked non-null above).
+        unsafe { std::slice::from_raw_parts_mut(out.cast::<T>(), out_len) }
+    };
+    h.plan.refill_into(&h.comm, v, o).map_err(Fail::from)
+}
+
+/// `f`, after taking this rank's part in the refill's agreement with it:
+/// the other ranks' refills fail naming this rank instead of waiting.
+fn refused(h: &mut coo_dist_plan, f: Fail) -> Fail {
+    let _ = h.plan.refuse(
+        &h.comm,
+        coo_assembler::Error::InvalidArgument(f.msg.clone()),
+    );
+    f
 }
 
 /// What the plan holds on this rank: its rows, the band's entries, the

@@ -382,6 +382,14 @@ impl DistPlan {
         agree(comm, r)
     }
 
+    /// Collective, in place of a refill this rank cannot make (a front
+    /// end found its arguments wrong): takes the refill's first agreement
+    /// with `e`, so every rank's refill fails naming this one and nobody
+    /// waits. Returns the agreed error.
+    pub fn refuse<C: Communicator>(&self, comm: &C, e: Error) -> Result<()> {
+        agree(comm, Err(e))
+    }
+
     /// Collective: [`DistPlan::refill_into`] into a new band, returned
     /// with the band's structure.
     pub fn refill<C, V, O, J>(&mut self, comm: &C, values: &[V]) -> Result<LocalCsr<J, O>>

@@ -3,7 +3,7 @@
  * e+1) spread over the ranks round-robin. Checks each rank's band in
  * memory (finish_csr with PETSc-style local row counts), a plan recorded
  * from the pushes and its refill, a refill of the wrong length (every
- * rank errs), and a builder freed unfinished on the last rank (every
+ * rank errs), an int64 plan refilled exactly from int64 values, and a builder freed unfinished on the last rank (every
  * other rank's finish returns COO_ERR_REMOTE). */
 #define COO_ASSEMBLER_MPI
 #include "check.h"
@@ -15,6 +15,8 @@
 
 /* The exact matrix: K[i][i] = w(i-1) + w(i), K[i][i+1] = K[i+1][i] = -w(i). */
 static double weight(int64_t e) { return (double)(e + 1); }
+/* Element e's weight as an int64 no double holds (odd, beyond 2^53). */
+static int64_t big(int64_t e) { return ((int64_t)1 << 53) + 1 + 2 * e; }
 static double exact(int64_t i, int64_t j) {
     if (i == j)
         return (i > 0 ? weight(i - 1) : 0) + (i < N - 1 ? weight(i) : 0);
@@ -99,6 +101,46 @@ int main(int argc, char **argv) {
     free(values);
     coo_band_free(band);
     coo_dist_plan_free(plan);
+
+    /* An int64 plan refilled with int64 values beyond 2^53: exact, where
+     * doubles would round them. Then a value type that is neither the
+     * plan's nor COO_F64 on the last rank: every rank errs, none waits. */
+    {
+        uint64_t m = 4 * (uint64_t)((N - 1 - rank + size - 1) / size);
+        int64_t *ri = malloc(m * 8), *ci = malloc(m * 8), *iv = malloc(m * 8);
+        k = 0;
+        for (int64_t e = rank; e < N - 1; e += size) {
+            int64_t w = big(e);
+            int64_t at[4][3] = {{e, e, w}, {e, e + 1, -w}, {e + 1, e, -w}, {e + 1, e + 1, w}};
+            for (int q = 0; q < 4; q++, k++)
+                ri[k] = at[q][0], ci[k] = at[q][1], iv[k] = at[q][2];
+        }
+        const int64_t *ix[2] = {ri, ci};
+        coo_dist_plan *ip = coo_dist_plan_new(comm, 2, shape, COO_I64, &o, local, m, ix);
+        expect_true(ip != NULL, "coo_dist_plan_new (int64)");
+        uint64_t lo = 0, hi = 0, innz = 0;
+        expect(coo_dist_plan_info(ip, &lo, &hi, &innz, NULL, NULL), COO_OK, "plan_info (int64)");
+        int64_t *out = malloc(innz * 8);
+        expect(coo_dist_plan_refill_typed(ip, m, iv, COO_I64, out, innz), COO_OK, "refill_typed");
+        int good = 1;
+        uint64_t q = 0;
+        for (int64_t i = (int64_t)lo; good && i < (int64_t)hi; i++)
+            for (int64_t j = i > 0 ? i - 1 : i; good && j <= i + 1 && j < N; j++, q++) {
+                int64_t want = i == j ? (i > 0 ? big(i - 1) : 0) + (i < N - 1 ? big(i) : 0)
+                                      : -big(i < j ? i : j);
+                good = q < innz && out[q] == want;
+            }
+        expect_true(good && q == innz, "refill_typed: int64 sums exact beyond 2^53");
+        st = coo_dist_plan_refill_typed(ip, m, iv, rank == size - 1 ? COO_F32 : COO_I64, out, innz);
+        if (rank == size - 1) {
+            expect(st, COO_ERR_ARGUMENT, "refill_typed: a value type the plan does not take");
+            expect_message("COO_F64", "refill_typed: names the types it takes");
+        } else {
+            expect(st, COO_ERR_REMOTE, "refill_typed: a bad value type on another rank");
+        }
+        free(ri), free(ci), free(iv), free(out);
+        coo_dist_plan_free(ip);
+    }
 
     /* An error path on the last rank frees its builder unfinished. */
     b = coo_dist_builder_new(comm, 2, shape, COO_F64, &o, -1);

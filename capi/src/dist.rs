@@ -519,9 +519,14 @@ pub unsafe extern "C" fn coo_dist_plan_refill_typed(
         let h = live_plan(p)?;
         let vt = from_c(value_type.0).ok();
         with_real!(h.dtype, T => match vt {
-            // SAFETY (both): `n` values of that type by the contract.
-            Some(t) if t == h.dtype => unsafe { refill_from::<T, T>(h, values.cast(), n, out, out_len) },
-            Some(DType::F64) => unsafe { refill_from::<T, f64>(h, values.cast(), n, out, out_len) },
+            Some(t) if t == h.dtype => {
+                // SAFETY: `n` values of the plan's type by the contract.
+                unsafe { refill_from::<T, T>(h, values.cast(), n, out, out_len) }
+            }
+            Some(DType::F64) => {
+                // SAFETY: `n` doubles by the contract.
+                unsafe { refill_from::<T, f64>(h, values.cast(), n, out, out_len) }
+            }
             _ => {
                 let why = format!(
                     "value_type {}: a refill takes the plan's type ({}) or COO_F64",

@@ -571,6 +571,15 @@ fn a_stop_flag_stops_planning_and_refills() {
     let mut out = vec![0.0f64; p.nnz()];
     let e = p.assemble_into(&v, &mut out, Some(&stop)).unwrap_err();
     assert!(matches!(e, Error::Poisoned(_)), "{e}");
+    // Sums in arrival order on one thread: the refill that scatters.
+    let mut fast = opts(OutputLayout::Csr, DuplicatePolicy::Sum, 1);
+    fast.exact_sums = false;
+    let p = Plan::new(&[&r[..], &c[..]], &[4000, 4000], DType::F64, &fast, None).expect("plan");
+    let e = p.assemble_into(&v, &mut out, Some(&stop)).unwrap_err();
+    assert!(matches!(e, Error::Poisoned(_)), "{e}");
+    let go = std::sync::atomic::AtomicBool::new(false);
+    p.assemble_into(&v, &mut out, Some(&go))
+        .expect("not stopped");
 }
 
 #[test]

@@ -444,14 +444,32 @@ fn cold_general(
 /// Sums in arrival order by scattering: every entry starts at `-0.0` (the
 /// start of the builder's in-order sum, so an entry of `-0.0` values stays
 /// `-0.0`), then each value in array order is added to its slot's entry.
-/// Contributions slotted `u32::MAX` (skipped) add nothing.
-pub(crate) fn scatter_f64(values: Values<'_, f64>, slots: &[u32], out: &mut [f64]) {
+/// Contributions slotted `u32::MAX` (skipped) add nothing. `stop` is
+/// looked at every [`STOP_EVERY`] contributions, as the other paths do.
+pub(crate) fn scatter_f64(
+    values: Values<'_, f64>,
+    slots: &[u32],
+    out: &mut [f64],
+    stop: Option<&AtomicBool>,
+) -> std::result::Result<(), Stop> {
     out.fill(-0.0);
-    for (&v, &e) in values.head.iter().chain(values.tail).zip(slots) {
-        if let Some(o) = out.get_mut(e as usize) {
-            *o += v;
+    for (part, &s) in [values.head, values.tail]
+        .into_iter()
+        .zip(&[0, values.head.len()])
+    {
+        let slots = slots.get(s..).unwrap_or(&[]);
+        for (vs, es) in part.chunks(STOP_EVERY).zip(slots.chunks(STOP_EVERY)) {
+            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(Stop::Stopped);
+            }
+            for (&v, &e) in vs.iter().zip(es) {
+                if let Some(o) = out.get_mut(e as usize) {
+                    *o += v;
+                }
+            }
         }
     }
+    Ok(())
 }
 
 /// Run `part(e0, piece)` over `out` cut into pieces of about as many

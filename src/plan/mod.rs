@@ -443,8 +443,10 @@ impl Plan {
             values.cast(V::as_f64s),
             bytemuck::try_cast_slice_mut::<O, f64>(out),
         ) {
-            fill::scatter_f64(v, self.slots()?, out);
-            return Ok(());
+            let r = fill::scatter_f64(v, self.slots()?, out, stop);
+            return self.refill_outcome(r, || {
+                fill::first_bad_value(values, self.dtype, self.non_finite)
+            });
         }
         let r = reduce_slices(&self.how(), values, &self.order, &self.starts, out, stop);
         self.refill_outcome(r, || {

@@ -1181,6 +1181,19 @@ int coo_dist_builder_finish(coo_dist_builder *b, const char *path);
 
 #if defined(COO_ASSEMBLER_MPI)
 /**
+ * Collective: route, assemble and write this rank's band as a plain file
+ * at `path`, a path of this rank's own (no shared filesystem needed);
+ * every rank's file is published only if every rank succeeded. The
+ * handle is released whatever the status.
+ *
+ * # Safety
+ * `path` is a NUL-terminated string.
+ */
+int coo_dist_builder_finish_per_rank(coo_dist_builder *b, const char *path);
+#endif
+
+#if defined(COO_ASSEMBLER_MPI)
+/**
  * Collective: route and assemble, and return this rank's band in memory
  * in `*band` (`index_bits` 32 or 64: PETSc's `PetscInt`). The handle is
  * released whatever the status; release the band with `coo_band_free`.

@@ -277,6 +277,39 @@ pub unsafe extern "C" fn coo_dist_builder_finish(
     b: *mut coo_dist_builder,
     path: *const c_char,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { finish_at(b, path, Builder::finish) }
+}
+
+/// Collective: route, assemble and write this rank's band as a plain file
+/// at `path`, a path of this rank's own (no shared filesystem needed);
+/// every rank's file is published only if every rank succeeded. The
+/// handle is released whatever the status.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn coo_dist_builder_finish_per_rank(
+    b: *mut coo_dist_builder,
+    path: *const c_char,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { finish_at(b, path, Builder::finish_per_rank) }
+}
+
+/// A finish to a file: a bad path gives the builder up on this rank (the
+/// others' finish fails naming it) instead of leaving them waiting.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn finish_at(
+    b: *mut coo_dist_builder,
+    path: *const c_char,
+    finish: fn(
+        Builder,
+        std::path::PathBuf,
+    ) -> coo_assembler::Result<coo_assembler_mpi::DistSummary>,
+) -> c_int {
     status(|| {
         // SAFETY: the caller's contract.
         let p = unsafe { crate::c_path(path, "path") };
@@ -288,7 +321,7 @@ pub unsafe extern "C" fn coo_dist_builder_finish(
                 return Err(e);
             }
         };
-        inner.finish(p)?;
+        finish(inner, p)?;
         Ok(())
     })
 }

@@ -3,12 +3,14 @@
  * e+1) spread over the ranks round-robin. Checks each rank's band in
  * memory (finish_csr with PETSc-style local row counts), a plan recorded
  * from the pushes and its refill, a refill of the wrong length (every
- * rank errs), an int64 plan refilled exactly from int64 values, and a builder freed unfinished on the last rank (every
+ * rank errs), an int64 plan refilled exactly from int64 values, one
+ * file per rank, and a builder freed unfinished on the last rank (every
  * other rank's finish returns COO_ERR_REMOTE). */
 #define COO_ASSEMBLER_MPI
 #include "check.h"
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define N 1000 /* nodes; N - 1 elements */
@@ -140,6 +142,27 @@ int main(int argc, char **argv) {
         }
         free(ri), free(ci), free(iv), free(out);
         coo_dist_plan_free(ip);
+    }
+
+    /* One plain file per rank at a path of its own: the band, its rows
+     * numbered from the band's first. */
+    {
+        char path[64];
+        snprintf(path, sizeof path, "part%d_of%d.hrry", rank, size);
+        b = coo_dist_builder_new(comm, 2, shape, COO_F64, &o, local);
+        push_chain(b, rank, size, 1.0);
+        expect(coo_dist_builder_finish_per_rank(b, path), COO_OK, "finish_per_rank");
+        int64_t lo = rank * (N / size), want = 0;
+        for (int64_t i = lo; i < lo + local; i++)
+            want += (i > 0) + 1 + (i < N - 1);
+        coo_file *f = coo_file_open(path);
+        coo_info info;
+        expect_true(f != NULL && coo_file_info(f, &info) == COO_OK && info.rank == 2 &&
+                        info.shape[0] == local && info.shape[1] == N && info.nnz == want,
+                    "finish_per_rank: this rank's band in its file");
+        if (f)
+            coo_file_close(f);
+        remove(path);
     }
 
     /* An error path on the last rank frees its builder unfinished. */

@@ -690,8 +690,9 @@ module coo_assembler
    ! ------------------------------------------------------------------
    public :: coo_error_message, coo_assemble, coo_plan_file, coo_refill
    ! The status rule of every procedure here (into `stat`, or stop with the
-   ! message), shared with module coo_assembler_mpi.
-   public :: settle
+   ! message), and the options' optional arguments, shared with module
+   ! coo_assembler_mpi.
+   public :: settle, fill_options
 
    !> Plan out of core, for patterns whose plan does not fit in memory:
    !> `call coo_plan_file(path, shape, idx(n, rank), ...)` writes the plan

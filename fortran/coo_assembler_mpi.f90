@@ -15,7 +15,7 @@
 module coo_assembler_mpi
    use, intrinsic :: iso_c_binding
    use, intrinsic :: iso_fortran_env, only: int64, real64
-   use coo_assembler, only: coo_options, coo_options_default, coo_last_status, settle, &
+   use coo_assembler, only: coo_options, coo_last_status, settle, fill_options, &
       COO_OK, COO_F64
    implicit none
    private
@@ -48,12 +48,27 @@ module coo_assembler_mpi
          real(c_double), intent(in) :: ke(*)
          integer(c_int) :: s
       end function coo_dist_builder_push_element
+      function coo_dist_builder_push(b, idx, value) &
+         bind(c, name="coo_dist_builder_push") result(s)
+         import :: c_ptr, c_int64_t, c_double, c_int
+         type(c_ptr), value :: b
+         integer(c_int64_t), intent(in) :: idx(*)
+         real(c_double), value :: value
+         integer(c_int) :: s
+      end function coo_dist_builder_push
       function coo_dist_builder_finish(b, path) bind(c, name="coo_dist_builder_finish") result(s)
          import :: c_ptr, c_char, c_int
          type(c_ptr), value :: b
          character(kind=c_char), intent(in) :: path(*)
          integer(c_int) :: s
       end function coo_dist_builder_finish
+      function coo_dist_builder_finish_per_rank(b, path) &
+         bind(c, name="coo_dist_builder_finish_per_rank") result(s)
+         import :: c_ptr, c_char, c_int
+         type(c_ptr), value :: b
+         character(kind=c_char), intent(in) :: path(*)
+         integer(c_int) :: s
+      end function coo_dist_builder_finish_per_rank
       function coo_dist_builder_finish_planned(b, bits, band, plan) &
          bind(c, name="coo_dist_builder_finish_planned") result(s)
          import :: c_ptr, c_int
@@ -100,8 +115,10 @@ module coo_assembler_mpi
       integer(int64) :: base = 0
    contains
       procedure :: init => dist_init
+      procedure :: push => dist_push
       procedure :: push_element => dist_push_element
       procedure :: finish => dist_finish
+      procedure :: finish_per_rank => dist_finish_per_rank
       procedure :: finish_csr => dist_finish_csr
       procedure :: finish_planned => dist_finish_planned
       procedure :: free => dist_free
@@ -120,19 +137,30 @@ contains
 
    !> Collective: an n_rows x n_cols float64 matrix on `comm` (a Fortran
    !> handle). `local_rows`: this rank's row count (PETSc's local size);
-   !> absent: chosen from a sample of the pushed rows.
-   subroutine dist_init(self, comm, n_rows, n_cols, local_rows, memory_budget, one_based, stat)
+   !> absent: chosen from a sample of the pushed rows. The other optional
+   !> arguments are coo_builder_t%init's (`memory_budget` per rank;
+   !> `duplicates` COO_DUP_LAST is refused across ranks; `layout` is the
+   !> files' layout, a band in memory is CSR), the same on every rank.
+   subroutine dist_init(self, comm, n_rows, n_cols, local_rows, memory_budget, one_based, stat, &
+                        temp_dir, threads, duplicates, drop_zeros, exact_sums, layout)
       class(coo_dist_builder_t), intent(inout) :: self
       integer, intent(in) :: comm
       integer(int64), intent(in) :: n_rows, n_cols
       integer(int64), intent(in), optional :: local_rows, memory_budget
       logical, intent(in), optional :: one_based
       integer, intent(out), optional :: stat
+      character(len=*), intent(in), optional :: temp_dir
+      integer, intent(in), optional :: threads
+      integer(c_int), intent(in), optional :: duplicates
+      logical, intent(in), optional :: drop_zeros, exact_sums
+      integer(c_int), intent(in), optional :: layout
       type(coo_options) :: o
+      character(kind=c_char, len=:), allocatable, target :: dir
       integer(c_int64_t) :: local
       integer(c_int) :: status
-      call coo_options_default(o)
-      if (present(memory_budget)) o%memory_budget = memory_budget
+      call fill_options(o, dir, memory_budget, temp_dir, threads, duplicates, &
+                        drop_zeros, exact_sums)
+      if (present(layout)) o%layout = layout
       local = -1
       if (present(local_rows)) local = local_rows
       self%base = 0
@@ -145,6 +173,16 @@ contains
       if (.not. c_associated(self%handle)) status = coo_last_status()
       call settle(status, 'coo_dist_builder_new', stat)
    end subroutine dist_init
+
+   !> Push one contribution `value` at (row, col), any coordinate.
+   subroutine dist_push(self, row, col, value, stat)
+      class(coo_dist_builder_t), intent(inout) :: self
+      integer(int64), intent(in) :: row, col
+      real(real64), intent(in) :: value
+      integer, intent(out), optional :: stat
+      call settle(coo_dist_builder_push(self%handle, [row, col] - self%base, value), &
+                  'coo_dist_builder_push', stat)
+   end subroutine dist_push
 
    !> Push the element matrix ke(a, b) at (dofs(a), dofs(b)).
    subroutine dist_push_element(self, dofs, ke, stat)
@@ -169,6 +207,18 @@ contains
       self%handle = c_null_ptr
       call settle(status, 'coo_dist_builder_finish', stat)
    end subroutine dist_finish
+
+   !> Collective: this rank's band as a plain file at `path`, a path of its
+   !> own (no shared filesystem); published only if every rank succeeded.
+   subroutine dist_finish_per_rank(self, path, stat)
+      class(coo_dist_builder_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      status = coo_dist_builder_finish_per_rank(self%handle, trim(path)//c_null_char)
+      self%handle = c_null_ptr
+      call settle(status, 'coo_dist_builder_finish_per_rank', stat)
+   end subroutine dist_finish_per_rank
 
    !> A C band copied into Fortran arrays (indices shifted by `base`).
    subroutine take_band(p, base, row_ptr, cols, values, row_lo, row_hi)

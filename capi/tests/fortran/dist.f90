@@ -1,20 +1,29 @@
 ! Distributed assembly from Fortran, run under mpirun by capi/tests/mpi.rs:
 ! the chain of 2-node elements of tests/c/dist.c (element e joins nodes e
 ! and e+1, 1-based here, with weight e), spread round-robin. Checks the band
-! (finish_csr with local row counts), a plan's refill, and a builder freed
-! unfinished on the last rank (COO_ERR_REMOTE on the others).
+! (finish_csr with local row counts), a plan's refill, one-contribution
+! pushes under the builder's options (duplicates max, CSR files) into one
+! file per rank, and a builder freed unfinished on the last rank
+! (COO_ERR_REMOTE on the others).
 program dist
    use mpi
-   use coo_assembler, only: COO_OK, COO_ERR_REMOTE
+   use, intrinsic :: iso_c_binding, only: c_int
+   use coo_assembler, only: COO_OK, COO_ERR_REMOTE, COO_DUP_MAX, COO_LAYOUT_CSR, &
+      coo_file_t, coo_info
    use coo_assembler_mpi
    implicit none
    integer, parameter :: n = 500
-   integer :: rank, size_, ierr, failures, st
+   integer :: rank, size_, ierr, failures, st, k_unit
    integer(8) :: e, lo, hi, local, i, k
    integer(8), allocatable :: ptr(:), cols(:)
    real(8), allocatable :: vals(:), contrib(:)
    type(coo_dist_builder_t) :: b
    type(coo_dist_plan_t) :: plan
+   type(coo_file_t) :: f
+   type(coo_info) :: info
+   character(len=32) :: path
+   real(8) :: got
+   integer(c_int) :: layout
 
    call MPI_Init(ierr)
    call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -40,6 +49,25 @@ program dist
    call plan%refill(contrib, vals)
    call check(band_ok(2.0d0), 'refill: twice the band')
    call plan%free()
+
+   ! Every rank pushes (i, i) = rank + 1 for every row: the maximum is the
+   ! rank count; each rank's file holds its rows, numbered from its first.
+   call b%init(MPI_COMM_WORLD, int(n, 8), int(n, 8), local_rows=local, one_based=.true., &
+               duplicates=COO_DUP_MAX, layout=COO_LAYOUT_CSR, threads=1)
+   do i = 1, n
+      call b%push(i, i, real(rank + 1, 8))
+   end do
+   write (path, '(a,i0,a)') 'fpart', rank, '.hrry'
+   call b%finish_per_rank(trim(path))
+   call f%open(trim(path), one_based=.true.)
+   call f%info(info)
+   call f%layout(layout)
+   call f%get([1_8, rank * (n / size_) + 1_8], got)
+   call check(info%nnz == local .and. info%shape(1) == local .and. layout == COO_LAYOUT_CSR &
+              .and. got == size_, 'finish_per_rank: pushes under duplicates max, CSR')
+   call f%close()
+   open (newunit=k_unit, file=trim(path))
+   close (k_unit, status='delete')
 
    call b%init(MPI_COMM_WORLD, int(n, 8), int(n, 8))
    if (rank == size_ - 1) then

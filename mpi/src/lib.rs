@@ -354,6 +354,14 @@ impl<'c, C: Communicator> DistBuilder<'c, C> {
                     "duplicate policy `last` is not defined across ranks; use sum, min, max or error".into(),
                 ));
             }
+            // A record carries one value word: a complex value needs two.
+            if dtype.is_complex() {
+                return Err(Error::InvalidOptions(format!(
+                    "distributed assembly takes real, integer and bool element types, not {}: \
+                     assemble complex tensors in one process",
+                    dtype.name()
+                )));
+            }
             // CSR and CSC members hold matrices only.
             opts.assemble.layout.check_rank(shape.len())?;
             if shape.len() < 2 || shape.len() > coo_assembler::internals::hurray::MAX_RANK {

@@ -602,6 +602,14 @@ fn worker(case: &str, dir: &Path) {
             world.barrier();
             std::fs::remove_file(&own).unwrap();
             world.barrier();
+            // A complex tensor is refused on every rank when made.
+            let e = DistBuilder::new(&world, &SHAPE, DType::C128, DistOptions::default())
+                .err()
+                .expect("a complex distributed builder was made");
+            assert!(
+                matches!(&e, Error::InvalidOptions(m) if m.contains("complex")),
+                "{e}"
+            );
             // A push error on one rank is reported collectively too.
             let mut b =
                 DistBuilder::new(&world, &SHAPE, DType::F64, DistOptions::default()).unwrap();

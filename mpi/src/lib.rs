@@ -65,7 +65,9 @@
 //!
 //! Duplicate policy `last` is refused (the order of contributions from
 //! different ranks is not defined); `sum` (default), `min`, `max` and
-//! `error` behave as in one process. Members have the layout of
+//! `error` behave as in one process. Every real, integer and bool element
+//! type is taken; complex ones are refused when the builder is made (a
+//! record carries one value word). Members have the layout of
 //! `AssembleOptions::layout`: COO by default, CSR or CSC for matrices (the
 //! local builder writes its band in that layout, `row_ptr` / `col_ptr`
 //! over the band's own rows / all columns, and the member is copied from

@@ -202,10 +202,7 @@ contains
       class(coo_dist_builder_t), intent(inout) :: self
       character(len=*), intent(in) :: path
       integer, intent(out), optional :: stat
-      integer(c_int) :: status
-      status = coo_dist_builder_finish(self%handle, trim(path)//c_null_char)
-      self%handle = c_null_ptr
-      call settle(status, 'coo_dist_builder_finish', stat)
+      call finish_file(self, path, .false., stat)
    end subroutine dist_finish
 
    !> Collective: this rank's band as a plain file at `path`, a path of its
@@ -214,11 +211,27 @@ contains
       class(coo_dist_builder_t), intent(inout) :: self
       character(len=*), intent(in) :: path
       integer, intent(out), optional :: stat
-      integer(c_int) :: status
-      status = coo_dist_builder_finish_per_rank(self%handle, trim(path)//c_null_char)
-      self%handle = c_null_ptr
-      call settle(status, 'coo_dist_builder_finish_per_rank', stat)
+      call finish_file(self, path, .true., stat)
    end subroutine dist_finish_per_rank
+
+   subroutine finish_file(self, path, per_rank, stat)
+      class(coo_dist_builder_t), intent(inout) :: self
+      character(len=*), intent(in) :: path
+      logical, intent(in) :: per_rank
+      integer, intent(out), optional :: stat
+      integer(c_int) :: status
+      if (per_rank) then
+         status = coo_dist_builder_finish_per_rank(self%handle, trim(path)//c_null_char)
+      else
+         status = coo_dist_builder_finish(self%handle, trim(path)//c_null_char)
+      end if
+      self%handle = c_null_ptr
+      if (per_rank) then
+         call settle(status, 'coo_dist_builder_finish_per_rank', stat)
+      else
+         call settle(status, 'coo_dist_builder_finish', stat)
+      end if
+   end subroutine finish_file
 
    !> A C band copied into Fortran arrays (indices shifted by `base`).
    subroutine take_band(p, base, row_ptr, cols, values, row_lo, row_hi)

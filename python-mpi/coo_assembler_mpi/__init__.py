@@ -221,11 +221,22 @@ class DistPlan:
         element type (exact, an int64 too), or any type NumPy casts to it
         safely; other values go as float64 and reach the element type by
         the library's rules (a float into an integer plan must be integral)."""
-        v = np.asarray(values).reshape(-1)
-        own = np.dtype(self._native.dtype)
-        if v.dtype != own:
-            v = v.astype(own if np.can_cast(v.dtype, own, "safe") else np.float64)
-        return self._native.refill(np.ascontiguousarray(v))
+        try:
+            v = np.asarray(values).reshape(-1)
+            own = np.dtype(self._native.dtype)
+            if v.dtype != own and v.dtype.kind in "iu" and own.kind in "iu":
+                # Integers into an integer plan: exactly, or refused.
+                info = np.iinfo(own)
+                if v.size and (int(v.min()) < info.min or int(v.max()) > info.max):
+                    raise ValueError(f"refill values from {int(v.min())} to {int(v.max())} do not fit {own}")
+                v = v.astype(own)
+            elif v.dtype != own:
+                v = v.astype(own if np.can_cast(v.dtype, own, "safe") else np.float64)
+            v = np.ascontiguousarray(v)
+        except Exception as e:
+            # The other ranks are in the refill: fail it on every rank.
+            raise self._native.refuse(f"{type(e).__name__}: {e}") from e
+        return self._native.refill(v)
 
     def structure(self, index_dtype=np.int32):
         """This rank's band structure: ``(row_ptr, cols)``."""

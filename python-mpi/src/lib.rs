@@ -275,14 +275,20 @@ fn push_rows<T: Num>(b: &mut Builder, idx: &Ints2<'_>, vals: &ArrayView1<'_, T>)
             vals.len()
         )));
     }
+    if rank != b.shape().len() {
+        return Err(input_error(format!(
+            "indices with {rank} columns for a rank-{} tensor",
+            b.shape().len()
+        )));
+    }
     refuse_negative(b, idx, "indices")?;
     let mut buf = Vec::new();
     let mut start = 0;
     while start < n {
         let end = (start + CHUNK).min(n);
         let rows = idx.rows_chunk(start, end, &mut buf);
-        for (at, k) in rows.chunks_exact(rank.max(1)).zip(start..end) {
-            b.push(&at[..rank], vals[k]).map_err(to_py)?;
+        for (at, k) in rows.chunks_exact(rank).zip(start..end) {
+            b.push(at, vals[k]).map_err(to_py)?;
         }
         start = end;
     }
@@ -322,7 +328,8 @@ pub struct NativeDistPlan {
 
 /// Refill into a new band of `T` values from `values`: the plan's own
 /// type (exact whatever its width) or float64 (each value reaching `T` by
-/// the library's rules).
+/// the library's rules). Values this rank cannot take fail the refill on
+/// every rank ([`refuse`]).
 fn refill_as<'py, T>(
     py: Python<'py>,
     p: &mut NativeDistPlan,
@@ -332,20 +339,49 @@ where
     T: RealElement + numpy::Element + DirectValue + mpi::traits::Equivalence + bytemuck::Pod,
 {
     let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); p.plan.nnz()];
-    let r = if let Ok(a) = values.cast::<PyArray1<T>>() {
-        let a = a.try_readonly().map_err(|e| input_error(format!("{e}")))?;
-        p.plan.refill_into(&p.comm, a.as_slice()?, &mut out)
+    if let Ok(a) = values.cast::<PyArray1<T>>() {
+        refill_from(p, a, &mut out)?;
     } else if let Ok(a) = values.cast::<PyArray1<f64>>() {
-        let a = a.try_readonly().map_err(|e| input_error(format!("{e}")))?;
-        p.plan.refill_into(&p.comm, a.as_slice()?, &mut out)
+        refill_from(p, a, &mut out)?;
     } else {
-        return Err(input_error(format!(
+        let why = format!(
             "refill values must be a 1-D array of {} or float64",
             p.dtype.numpy_name()
-        )));
-    };
-    r.map_err(to_py)?;
+        );
+        return Err(refuse(p, why));
+    }
     Ok(out.into_pyarray(py).into_any())
+}
+
+fn refill_from<V, T>(
+    p: &mut NativeDistPlan,
+    a: &Bound<'_, PyArray1<V>>,
+    out: &mut [T],
+) -> PyResult<()>
+where
+    V: numpy::Element + DirectValue + mpi::traits::Equivalence + bytemuck::Pod,
+    T: RealElement,
+{
+    let a = match a.try_readonly() {
+        Ok(a) => a,
+        Err(e) => return Err(refuse(p, e.to_string())),
+    };
+    let s = match a.as_slice() {
+        Ok(s) => s,
+        Err(e) => return Err(refuse(p, e.to_string())),
+    };
+    p.plan.refill_into(&p.comm, s, out).map_err(to_py)
+}
+
+/// This rank's part in a refill it cannot make: every rank's refill fails
+/// naming it and `why`, and nobody waits.
+fn refuse(p: &NativeDistPlan, why: String) -> PyErr {
+    let rank = mpi::traits::Communicator::rank(&p.comm);
+    let e = coo_assembler::Error::InvalidArgument(format!("rank {rank}: {why}"));
+    match p.plan.refuse(&p.comm, e) {
+        Err(e) => to_py(e),
+        Ok(()) => state_error("a refused refill went through"),
+    }
 }
 
 #[pymethods]
@@ -381,6 +417,12 @@ impl NativeDistPlan {
         values: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         with_real!(self.dtype, T => refill_as::<T>(py, self, &values))
+    }
+
+    /// Collective, in place of a refill this rank cannot make (its values
+    /// did not convert): every rank's refill raises, naming this rank.
+    fn refuse(&self, why: String) -> PyErr {
+        refuse(self, why)
     }
 
     /// The plan's element type, as NumPy names it.

@@ -122,6 +122,16 @@ def main(case, tmp):
         exact_band(pick, second, band._replace(values=refilled), "int64 recorded refill")
         plan = ca.DistPlan(comm, (rows[some], cols[some]), SHAPE, "int64", row_starts=starts)
         exact_band(pick, second, band._replace(values=plan.refill(second[some])), "int64 plan refill")
+        # Values one rank cannot convert to int64: every rank's refill raises.
+        bad = second[some].astype(np.uint64)
+        if rank == ranks - 1:
+            bad[0] = np.uint64(2**64 - 1)
+        try:
+            plan.refill(bad)
+            raise AssertionError("a refill of values beyond int64 went through")
+        except ca.CooAssemblerError as e:
+            assert "do not fit" in str(e) and f"rank {ranks - 1}" in str(e), e
+        exact_band(pick, second, band._replace(values=plan.refill(second[some])), "a refill after")
     elif case == "files":
         out = os.path.join(tmp, "K.hrry")
         with ca.DistBuilder(comm, SHAPE, layout="csr", name="K") as b:

@@ -251,6 +251,12 @@ impl NativeDistBuilder {
     }
 }
 
+/// A call this rank refuses before its pushes reach the builder: raised
+/// here, and reported to every rank by the finish.
+fn refused(b: &mut Builder, why: String) -> PyErr {
+    to_py(b.refused(coo_assembler::Error::InvalidArgument(why)))
+}
+
 /// The first negative entry of `ints` as (row, column, value): refused,
 /// and reported to every rank by the finish.
 fn refuse_negative(b: &mut Builder, ints: &Ints2<'_>, what: &str) -> PyResult<()> {
@@ -262,7 +268,7 @@ fn refuse_negative(b: &mut Builder, ints: &Ints2<'_>, what: &str) -> PyResult<()
             } else {
                 format!("{what}[{r}, {c}] = {x} is out of range")
             };
-            Err(to_py(b.refused(coo_assembler::Error::InvalidArgument(m))))
+            Err(refused(b, m))
         }
     }
 }
@@ -270,16 +276,17 @@ fn refuse_negative(b: &mut Builder, ints: &Ints2<'_>, what: &str) -> PyResult<()
 fn push_rows<T: Num>(b: &mut Builder, idx: &Ints2<'_>, vals: &ArrayView1<'_, T>) -> PyResult<()> {
     let (n, rank) = idx.dim();
     if n != vals.len() {
-        return Err(input_error(format!(
-            "{n} index rows for {} values",
-            vals.len()
-        )));
+        return Err(refused(
+            b,
+            format!("{n} index rows for {} values", vals.len()),
+        ));
     }
     if rank != b.shape().len() {
-        return Err(input_error(format!(
+        let m = format!(
             "indices with {rank} columns for a rank-{} tensor",
             b.shape().len()
-        )));
+        );
+        return Err(refused(b, m));
     }
     refuse_negative(b, idx, "indices")?;
     let mut buf = Vec::new();
@@ -302,10 +309,11 @@ fn push_elements<T: Num>(
 ) -> PyResult<()> {
     let (e, p) = dofs.dim();
     if vals.shape() != [e, p, p] {
-        return Err(input_error(format!(
+        let m = format!(
             "values of shape {:?} for dofs of shape ({e}, {p}): need ({e}, {p}, {p})",
             vals.shape()
-        )));
+        );
+        return Err(refused(b, m));
     }
     refuse_negative(b, dofs, "dofs")?;
     let (mut ids, mut local) = (Vec::with_capacity(p), Vec::with_capacity(p * p));

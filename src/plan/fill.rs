@@ -7,14 +7,14 @@
 use crate::assemble::combine::CombineError;
 use crate::assemble::combine::value_refusal;
 use crate::assemble::combine::{CombinerKind, FloatFastSum, FloatSum};
-use crate::assemble::direct::DirectValue;
 use crate::assemble::direct::input::{F64Bits, Source};
 use crate::assemble::direct::lane::{ExactF64, RawReduce, Reduce, TwoTerm, two_term_lanes};
+use crate::assemble::direct::{DirectValue, stopped};
 use crate::element::DType;
 use crate::error::Error;
 use crate::options::NonFinitePolicy;
 use crate::read::coo::prefetch;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// Below this many contributions the refill runs on the calling thread.
 const PARALLEL_MIN: usize = 1 << 16;
@@ -116,7 +116,7 @@ where
     };
     for (i, o) in out.iter_mut().enumerate() {
         let e = e0 + i;
-        if i % STOP_EVERY == 0 && stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if i % STOP_EVERY == 0 && stopped(stop) {
             return Err(Stop::Stopped);
         }
         if let (Some(&a), Some(&b)) = (
@@ -296,7 +296,7 @@ fn sum_entries<const EXACT: bool>(
         .zip(starts.chunks(STOP_EVERY))
         .enumerate()
     {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if stopped(stop) {
             return Err(Stop::Stopped);
         }
         let e1 = e0 + c * STOP_EVERY;
@@ -453,13 +453,10 @@ pub(crate) fn scatter_f64(
     stop: Option<&AtomicBool>,
 ) -> std::result::Result<(), Stop> {
     out.fill(-0.0);
-    for (part, &s) in [values.head, values.tail]
-        .into_iter()
-        .zip(&[0, values.head.len()])
-    {
-        let slots = slots.get(s..).unwrap_or(&[]);
+    let (head_slots, tail_slots) = slots.split_at(values.head.len().min(slots.len()));
+    for (part, slots) in [(values.head, head_slots), (values.tail, tail_slots)] {
         for (vs, es) in part.chunks(STOP_EVERY).zip(slots.chunks(STOP_EVERY)) {
-            if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            if stopped(stop) {
                 return Err(Stop::Stopped);
             }
             for (&v, &e) in vs.iter().zip(es) {

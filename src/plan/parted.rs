@@ -47,7 +47,7 @@ use super::store::{
 use super::{How, check_plannable, fill::Stop, reduce_lanes, reduce_lanes_complex};
 use crate::assemble::builder::Builder;
 use crate::assemble::combine::{CombineError, CombinerKind};
-use crate::assemble::direct::IndexElem;
+use crate::assemble::direct::{IndexElem, stopped};
 use crate::assemble::record::Recording;
 use crate::budget::Budget;
 use crate::element::{DType, Element};
@@ -1089,7 +1089,7 @@ fn plan_parts_to<C: Coords>(
         let mut part_ids = Spill::new(&opts.io, &dir, buffer)?;
         for k in 0..n {
             if k % (1 << 16) == 0 {
-                if pattern::stopped(stop) {
+                if stopped(stop) {
                     return Err(pattern::stop_error());
                 }
                 c.release(k.saturating_sub(1 << 16), k);
@@ -1191,7 +1191,7 @@ fn plan_parts_to<C: Coords>(
                 let mut pairs: Vec<u128> = Vec::new();
                 let mut scratch: Vec<u128> = Vec::new();
                 for (p, &size) in sizes.iter().enumerate() {
-                    if pattern::stopped(stop) {
+                    if stopped(stop) {
                         return Err(pattern::stop_error());
                     }
                     pairs.clear();
@@ -1300,7 +1300,7 @@ fn part_windows<C: Coords>(
         let mut w = vec![(u64::MAX, 0u64); nparts];
         for k in from..to {
             if k % (1 << 16) == 0 {
-                if pattern::stopped(stop) {
+                if stopped(stop) {
                     return Err(pattern::stop_error());
                 }
                 c.release(k.saturating_sub(1 << 16), k);

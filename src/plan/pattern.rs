@@ -9,7 +9,7 @@
 //! (key, position) in cache and cut it into entries.
 
 use super::{Ix, Structure};
-use crate::assemble::direct::{IndexElem, bits_of};
+use crate::assemble::direct::{IndexElem, bits_of, stopped};
 use crate::error::{Error, Result};
 use crate::options::OutputLayout;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -267,10 +267,6 @@ fn oom(what: &'static str, n: usize, width: usize) -> Error {
 
 pub(super) fn zeros<T: Clone + Default>(n: usize, what: &'static str) -> Result<Vec<T>> {
     crate::assemble::direct::out::filled(n, T::default(), what)
-}
-
-pub(super) fn stopped(stop: Option<&AtomicBool>) -> bool {
-    stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
 pub(super) fn stop_error() -> Error {

@@ -12,7 +12,7 @@
 
 use crate::assemble::combine::CombineError;
 use crate::assemble::direct::Fault;
-use crate::assemble::direct::count::{Counts, RELEASE_CHUNKS};
+use crate::assemble::direct::count::{Counts, RELEASE_CHUNKS, stopped};
 use crate::assemble::direct::input::Input;
 use crate::assemble::direct::lane::{FromLane, Lane, Reduce};
 use crate::assemble::direct::out::{OutIndex, Shared, filled, zeroed};
@@ -304,7 +304,7 @@ impl Shared2<'_> {
     }
 
     fn stopped(&self) -> bool {
-        self.abort.load(Ordering::Relaxed) || self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+        self.abort.load(Ordering::Relaxed) || stopped(self.stop)
     }
 }
 

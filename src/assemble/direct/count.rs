@@ -59,8 +59,9 @@ fn count_part<In: Input>(
     }
 }
 
-/// Why a pass stopped before the end.
-fn stopped(stop: Option<&AtomicBool>) -> bool {
+/// The caller's stop flag is set: every stoppable pass (the kernel's and
+/// a plan's) looks at it through this.
+pub(crate) fn stopped(stop: Option<&AtomicBool>) -> bool {
     stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 

@@ -46,6 +46,7 @@ mod stream;
 pub use memory::{assemble_complex_in_memory, assemble_in_memory};
 pub use stream::assemble_arrays_to_file;
 // The front ends' (Python's) stoppable form; unused inside the crate.
+pub(crate) use count::stopped;
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use stream::arrays_to_file;
 pub(crate) use stream::{file_plan, mapped_window};

@@ -1133,7 +1133,7 @@ pub fn arrays_to_file<I: IndexElem, V: DirectValue>(
             values.len()
         )));
     }
-    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    let stopped = || super::stopped(stop);
     let mut b = crate::Builder::new(shape, dtype, opts.clone())?;
     let mut idx = vec![0u64; shape.len()];
     let mut signed = vec![0i64; shape.len()];

@@ -202,7 +202,8 @@ contains
       class(coo_dist_builder_t), intent(inout) :: self
       character(len=*), intent(in) :: path
       integer, intent(out), optional :: stat
-      call finish_file(self, path, .false., stat)
+      call released(self, coo_dist_builder_finish(self%handle, trim(path)//c_null_char), &
+                    'coo_dist_builder_finish', stat)
    end subroutine dist_finish
 
    !> Collective: this rank's band as a plain file at `path`, a path of its
@@ -211,27 +212,19 @@ contains
       class(coo_dist_builder_t), intent(inout) :: self
       character(len=*), intent(in) :: path
       integer, intent(out), optional :: stat
-      call finish_file(self, path, .true., stat)
+      call released(self, coo_dist_builder_finish_per_rank(self%handle, trim(path)//c_null_char), &
+                    'coo_dist_builder_finish_per_rank', stat)
    end subroutine dist_finish_per_rank
 
-   subroutine finish_file(self, path, per_rank, stat)
+   !> After a finish, which releases the handle whatever `status` is.
+   subroutine released(self, status, what, stat)
       class(coo_dist_builder_t), intent(inout) :: self
-      character(len=*), intent(in) :: path
-      logical, intent(in) :: per_rank
+      integer(c_int), intent(in) :: status
+      character(len=*), intent(in) :: what
       integer, intent(out), optional :: stat
-      integer(c_int) :: status
-      if (per_rank) then
-         status = coo_dist_builder_finish_per_rank(self%handle, trim(path)//c_null_char)
-      else
-         status = coo_dist_builder_finish(self%handle, trim(path)//c_null_char)
-      end if
       self%handle = c_null_ptr
-      if (per_rank) then
-         call settle(status, 'coo_dist_builder_finish_per_rank', stat)
-      else
-         call settle(status, 'coo_dist_builder_finish', stat)
-      end if
-   end subroutine finish_file
+      call settle(status, what, stat)
+   end subroutine released
 
    !> A C band copied into Fortran arrays (indices shifted by `base`).
    subroutine take_band(p, base, row_ptr, cols, values, row_lo, row_hi)

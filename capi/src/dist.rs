@@ -610,11 +610,8 @@ where
 
 /// `f`, after taking this rank's part in the refill's agreement with it:
 /// the other ranks' refills fail naming this rank instead of waiting.
-fn refused(h: &mut coo_dist_plan, f: Fail) -> Fail {
-    let _ = h.plan.refuse(
-        &h.comm,
-        coo_assembler::Error::InvalidArgument(f.msg.clone()),
-    );
+fn refused(h: &coo_dist_plan, f: Fail) -> Fail {
+    let _ = h.plan.refuse(&h.comm, &f.msg);
     f
 }
 

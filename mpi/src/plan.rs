@@ -383,10 +383,11 @@ impl DistPlan {
     }
 
     /// Collective, in place of a refill this rank cannot make (a front
-    /// end found its arguments wrong): takes the refill's first agreement
-    /// with `e`, so every rank's refill fails naming this one and nobody
-    /// waits. Returns the agreed error.
-    pub fn refuse<C: Communicator>(&self, comm: &C, e: Error) -> Result<()> {
+    /// end found its arguments wrong, `why`): takes the refill's first
+    /// agreement with an error naming this rank, so every rank's refill
+    /// fails and nobody waits. Returns the agreed error.
+    pub fn refuse<C: Communicator>(&self, comm: &C, why: &str) -> Result<()> {
+        let e = Error::InvalidArgument(format!("rank {}: {why}", self.rank));
         agree(comm, Err(e))
     }
 

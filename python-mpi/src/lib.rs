@@ -384,9 +384,7 @@ where
 /// This rank's part in a refill it cannot make: every rank's refill fails
 /// naming it and `why`, and nobody waits.
 fn refuse(p: &NativeDistPlan, why: String) -> PyErr {
-    let rank = mpi::traits::Communicator::rank(&p.comm);
-    let e = coo_assembler::Error::InvalidArgument(format!("rank {rank}: {why}"));
-    match p.plan.refuse(&p.comm, e) {
+    match p.plan.refuse(&p.comm, &why) {
         Err(e) => to_py(e),
         Ok(()) => state_error("a refused refill went through"),
     }

@@ -14,6 +14,7 @@ if [ ! -x "$PY" ]; then
     exit 1
 fi
 "$PY" -m pip install -q mpi4py
-"$PY" -m pip install -q --force-reinstall --no-deps ./python-mpi
+PATH="$(cd "$VENV/bin" && pwd):$PATH" "$PY" -m pip install -q --force-reinstall --no-deps \
+    --no-build-isolation ./python-mpi
 cd python-mpi/tests
 "../../$PY" -m pytest -q "$@"

@@ -24,8 +24,10 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q maturin numpy scipy pytest scikit-fem pyhurray sparse
-# The package exactly as a user installs it (PEP 517 build through maturin).
-"$PY" -m pip install -q --force-reinstall --no-deps ./python
+# The package as a user installs it (PEP 517, through maturin), with the
+# venv's maturin rather than a fresh one in an isolated build env.
+PATH="$(cd "$VENV/bin" && pwd):$PATH" "$PY" -m pip install -q --force-reinstall --no-deps \
+    --no-build-isolation ./python
 # Run from outside the source tree so the installed package is imported.
 cd python/tests
 "../../$PY" -m pytest -q "$@"

@@ -3,13 +3,9 @@
 //! takes the mpi4py communicator (its Fortran handle, `comm.py2f()`) and
 //! the keywords; this module holds a `coo_assembler_mpi::DistBuilder` on a
 //! duplicate of that communicator. Options and errors are the
-//! `coo_assembler` package's own (`_native::builder::options`,
-//! `_native::errors::to_py`).
+//! `coo_assembler` package's own (`pyshared::options::options`,
+//! `pyshared::errors::to_py`, in `python/shared`).
 
-use _native::arrays::{CHUNK, IntArr2, Ints2, Num, ValArr1, ValArr3};
-use _native::builder::options;
-use _native::errors::{input_error, state_error, to_py};
-use _native::with_values;
 use coo_assembler::DType;
 use coo_assembler::element::RealElement;
 use coo_assembler::internals::assemble::direct::DirectValue;
@@ -21,6 +17,10 @@ use numpy::ndarray::{ArrayView1, ArrayView3, Axis};
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use pyshared::arrays::{CHUNK, IntArr2, Ints2, Num, ValArr1, ValArr3};
+use pyshared::errors::{input_error, state_error, to_py};
+use pyshared::options::options;
+use pyshared::with_values;
 
 type Builder = coo_assembler_mpi::DistBuilder<'static, SimpleCommunicator>;
 

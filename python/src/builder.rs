@@ -6,10 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use coo_assembler::input::{InputFormat, Source};
-use coo_assembler::{
-    AssembleOptions, Builder, DType, builder::Pusher, builder::Summary, options::DuplicatePolicy,
-    options::NonFinitePolicy, options::OutputLayout,
-};
+use coo_assembler::{Builder, DType, builder::Pusher, builder::Summary};
 use numpy::ndarray::{ArrayView1, ArrayView3, Axis};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -20,7 +17,7 @@ use crate::arrays::{
 };
 use crate::direct::watch_signals;
 use crate::errors::{input_error, state_error, to_py};
-use crate::names::{canonical, parse_size};
+use crate::options::{canonical, options};
 
 /// Why a native call failed, built without the GIL and turned into a
 /// Python exception after it is taken back.
@@ -346,53 +343,6 @@ fn push_elements<T: Num>(
 pub fn check_temp_dir(kw: &Bound<'_, PyDict>) -> PyResult<()> {
     options(kw)?.checked_temp_dir().map_err(to_py)?;
     Ok(())
-}
-
-/// The assembly options of a Python keyword dict (`Builder`'s and
-/// `assemble`'s keywords, already spelled by the package): every name and
-/// size parsed by the library's tables and grammar.
-pub fn options(kw: &Bound<'_, PyDict>) -> PyResult<AssembleOptions> {
-    let mut o = AssembleOptions::default();
-    for (k, v) in kw.iter() {
-        let key: String = k.extract()?;
-        if v.is_none() {
-            continue;
-        }
-        match key.as_str() {
-            "memory_budget" => {
-                o.memory_budget = match v.extract::<u64>() {
-                    Ok(n) => n,
-                    Err(_) => parse_size(&v.extract::<String>().map_err(|_| {
-                        input_error(format!(
-                            "memory_budget must be an int or a size string like '256MiB', got {v}"
-                        ))
-                    })?)?,
-                }
-            }
-            "temp_dir" => o.temp_dir = Some(v.extract::<PathBuf>()?),
-            "threads" => {
-                // Any int reaches the library's check (one message for 0,
-                // -1 and 10^6); a non-int is refused here.
-                let n = v.extract::<i64>().map_err(|_| {
-                    input_error(format!("threads must be an int in 1..=1024, got {v}"))
-                })?;
-                o.threads = usize::try_from(n)
-                    .map_err(|_| to_py(coo_assembler::options::threads_out_of_range(n)))?;
-            }
-            "duplicates" => o.duplicates = canonical::<DuplicatePolicy>(&v.extract::<String>()?)?,
-            "non_finite" => o.non_finite = canonical::<NonFinitePolicy>(&v.extract::<String>()?)?,
-            "layout" => o.layout = canonical::<OutputLayout>(&v.extract::<String>()?)?,
-            "mode_order" => o.mode_order = v.extract::<Option<Vec<usize>>>()?,
-            "drop_zeros" => o.drop_zeros = v.is_truthy()?,
-            "skip_negative" => o.skip_negative = v.is_truthy()?,
-            "exact_sums" => o.exact_sums = v.is_truthy()?,
-            "name" => o.tensor_name = v.extract::<String>()?,
-            "expected_contributions" => o.expected_contributions = Some(v.extract::<u64>()?),
-            other => return Err(input_error(format!("unknown option {other:?}"))),
-        }
-    }
-    o.validate().map_err(to_py)?;
-    Ok(o)
 }
 
 /// A `Summary` as the dict the package turns into its dataclass.

@@ -26,8 +26,8 @@ use numpy::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::builder::options;
 use crate::errors::to_py;
+use crate::options::options;
 
 /// The three result arrays.
 type Arrays<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
@@ -335,7 +335,7 @@ pub fn assemble_file<'py>(
     dtype: Option<&str>,
     kw: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use crate::names::canonical;
+    use crate::options::canonical;
     use coo_assembler::input::{InputFormat, Source};
     let format = format.map(canonical::<InputFormat>).transpose()?;
     let dtype = dtype.map(canonical::<DType>).transpose()?;

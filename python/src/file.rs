@@ -578,7 +578,7 @@ impl NativeFile {
         output: PathBuf,
         kw: &Bound<'_, PyDict>,
     ) -> PyResult<(u64, bool, Vec<u64>)> {
-        let opts = crate::builder::options(kw)?;
+        let opts = crate::options::options(kw)?;
         let t = self.v_for("ttv")?;
         let x = x.as_slice().map_err(|e| input_error(format!("x: {e}")))?;
         let s = py

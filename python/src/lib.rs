@@ -5,18 +5,18 @@
 //!
 //! Only items re-exported at the root of the `coo_assembler` crate are used.
 
-pub mod arrays;
-pub mod builder;
+mod builder;
 mod csf;
 mod direct;
-pub mod errors;
 mod file;
 mod matrix;
-pub mod names;
+mod names;
 mod plan;
 mod plan_file;
 
 use pyo3::prelude::*;
+// The shared half (python/shared), under the names every module uses.
+use pyshared::{arrays, errors, options};
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

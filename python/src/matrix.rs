@@ -14,7 +14,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{input_error, matrix_to_py};
 use crate::file::NativeFile;
-use crate::names::canonical;
+use crate::options::canonical;
 
 /// The product `kernel` computes (real or complex), with the GIL released.
 #[allow(clippy::too_many_arguments)]

@@ -14,12 +14,7 @@ use coo_assembler::{
 use pyo3::prelude::*;
 
 use crate::errors::{input_error, to_py};
-
-/// Bytes in `size` (the library's grammar: `256MiB`, `1.5 GiB`, `1e9`, ...).
-#[pyfunction]
-pub fn parse_size(size: &str) -> PyResult<u64> {
-    coo_assembler::vocab::parse_size(size).map_err(to_py)
-}
+use crate::options::{canonical, parse_size};
 
 fn rows<T: Vocabulary>() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
     T::TERMS
@@ -43,12 +38,6 @@ pub fn vocabulary(kind: &str) -> PyResult<Vec<(&'static str, Vec<&'static str>, 
         "non_finite_input" => rows::<NonFiniteInput>(),
         other => return Err(input_error(format!("no vocabulary {other:?}"))),
     })
-}
-
-/// `name` in the vocabulary `T`, as its canonical name (an error with the
-/// library's message otherwise).
-pub fn canonical<T: Vocabulary>(name: &str) -> PyResult<T> {
-    T::parse(name).map_err(to_py)
 }
 
 /// The canonical name of `name` in the vocabulary `kind` (any spelling

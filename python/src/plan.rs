@@ -14,9 +14,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::atomic::AtomicBool;
 
-use crate::builder::options;
 use crate::direct::run_interruptible;
 use crate::errors::to_py;
+use crate::options::options;
 
 /// A plan, shared by every refill (a refill only reads it).
 #[pyclass(name = "Plan", module = "coo_assembler._native", frozen)]

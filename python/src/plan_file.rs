@@ -15,8 +15,8 @@ use pyo3::types::PyDict;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use crate::builder::options;
 use crate::errors::to_py;
+use crate::options::options;
 use crate::plan::{Planner, plan_cols, plan_dofs};
 
 /// Plans written to the plan file at the path.

@@ -13,10 +13,12 @@
 //!    the plan is **windowed**: nothing is spilled. Otherwise each
 //!    contribution's key goes to its part's spill file and its part
 //!    number (u16) to another;
-//! 3. part by part: its keys (read again from its window, or back from
-//!    its spill, checksummed), sorted as (key, position in the window or
-//!    the spill), cut into entries: the entries' counts go to the
-//!    `pattern` tensor, the positions, entry by entry, to `order`.
+//! 3. part by part, on every core ([`Cut::of`]): its keys (read from its
+//!    window, or back from its spill, checksummed) counted by bucket, then
+//!    placed with their positions (in the window or the spill) in their
+//!    buckets, and each bucket ordered by (key, position) in cache and cut
+//!    into entries: the entries' counts go to the `pattern` tensor, the
+//!    positions, entry by entry, to `order`.
 //!
 //! The plan file (version [`PARTED_VERSION`]) holds `pattern` (the output
 //! structure, u32 counts, as in an in-memory plan's file), `order` (u32
@@ -60,7 +62,7 @@ use crate::read::{HurrayFile, Tensor};
 use crate::write::{FileWriter, TensorWriter, WriteOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 const PART: &str = "part";
 const PARTS: &str = "parts";
@@ -73,9 +75,11 @@ const PART_WORDS: u64 = 4;
 /// between its slices (2^18 of them, 8 bytes each per thread; fewer for
 /// few contributions, about 16 per slice).
 const FINE_BITS: u32 = 18;
-/// Bytes a part may take per contribution, planning or refilling (the
-/// sort's 16-byte pairs, the keys read back, the entries; the refill's
-/// values, order, counts, starts, result and pattern indices).
+/// Bytes a part may take per contribution, planning or refilling
+/// (planning: the placed keys and positions 12, the bucket slots and
+/// bounds 8 at most, the order 4, the entries 12 at most, the keys read
+/// back from a spill 8; the refill's values, order, counts, starts,
+/// result and pattern indices).
 const BYTES_PER: u64 = 48;
 /// Largest number of parts (their ids are u16, [`SKIPPED`] apart).
 const MAX_PARTS: usize = u16::MAX as usize;
@@ -1035,6 +1039,8 @@ fn plan_parts_to<C: Coords>(
     let cap = (budget.take_rest("a part's pairs") / BYTES_PER).min(u32::MAX as u64 - 1);
     let mut part_of = pattern::zeros::<u16>(fine, "the plan's part table")?;
     let mut sizes: Vec<u64> = Vec::new();
+    // Each part's first slice: its keys start at `first << split`.
+    let mut first_slice: Vec<u64> = Vec::new();
     let mut cur = 0u64;
     for (i, &h) in hist.iter().enumerate() {
         if h > cap {
@@ -1045,6 +1051,7 @@ fn plan_parts_to<C: Coords>(
         }
         if cur + h > cap || sizes.is_empty() {
             sizes.push(0);
+            first_slice.push(i as u64);
             cur = 0;
         }
         cur += h;
@@ -1105,7 +1112,7 @@ fn plan_parts_to<C: Coords>(
         c.release(0, n);
         ids = Some(part_ids);
     }
-    let mut keys = keys.into_iter();
+    let mut spills = keys.into_iter();
 
     // KV entries, then `pattern` part by part, each part's positions
     // into `order`'s room, reserved before it.
@@ -1148,37 +1155,42 @@ fn plan_parts_to<C: Coords>(
             let writer = s.spawn(move || -> Result<()> {
                 let mut tuple = vec![0u64; rank];
                 let mut minors: Vec<u64> = Vec::new();
+                let mut run: Vec<u32> = Vec::new();
                 for cut in rx {
                     // Under `duplicates = error`, the first entry of more
                     // than one contribution is the error, before any of
                     // the cut is written.
                     if opts.duplicates == DuplicatePolicy::Error {
-                        if let Some(i) = cut.counts.iter().position(|&m| m > 1) {
-                            ks.unpack(cut.keys[i], &mut tuple);
+                        if let Some((k, _)) = cut.entries().find(|&(_, m)| m > 1) {
+                            ks.unpack(k, &mut tuple);
                             return Err(Error::DuplicateCoordinate { coordinate: tuple });
                         }
                     }
                     if opts.layout.is_compressed() {
-                        // A run per major index (row of CSR, column of CSC).
+                        // A run per major index (row of CSR, column of CSC),
+                        // which may go on from one piece into the next.
                         let d = opts.layout.major_dim();
-                        let (mut from, mut major) = (0, None);
+                        let mut major = None;
                         minors.clear();
-                        for (i, &k) in cut.keys.iter().enumerate() {
+                        run.clear();
+                        for (k, m) in cut.entries() {
                             ks.unpack(k, &mut tuple);
                             if major != Some(tuple[d]) {
-                                if let Some(m) = major {
-                                    t.push_run(m, &minors, &cut.counts[from..i])?;
+                                if let Some(j) = major {
+                                    t.push_run(j, &minors, &run)?;
                                 }
-                                (from, major) = (i, Some(tuple[d]));
+                                major = Some(tuple[d]);
                                 minors.clear();
+                                run.clear();
                             }
                             minors.push(tuple[1 - d]);
+                            run.push(m);
                         }
-                        if let Some(m) = major {
-                            t.push_run(m, &minors, &cut.counts[from..])?;
+                        if let Some(j) = major {
+                            t.push_run(j, &minors, &run)?;
                         }
                     } else {
-                        for (&k, &m) in cut.keys.iter().zip(&cut.counts) {
+                        for (k, m) in cut.entries() {
                             ks.unpack(k, &mut tuple);
                             t.push(&tuple, m)?;
                         }
@@ -1188,53 +1200,44 @@ fn plan_parts_to<C: Coords>(
                 Ok(())
             });
             let made = (|| -> Result<()> {
-                let mut pairs: Vec<u128> = Vec::new();
-                let mut scratch: Vec<u128> = Vec::new();
+                let mut room = Room::default();
+                let low = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
                 for (p, &size) in sizes.iter().enumerate() {
                     if stopped(stop) {
                         return Err(pattern::stop_error());
                     }
-                    pairs.clear();
-                    reserve(&mut pairs, size as usize, 16)?;
-                    // (key, position): the position in the part's window,
-                    // or in its spill.
-                    if windowed {
+                    // The part's keys lie in its slices.
+                    let last = first_slice.get(p + 1).map_or(fine as u64, |&f| f) - 1;
+                    let keys = (
+                        first_slice[p].checked_shl(split).unwrap_or(0),
+                        last.checked_shl(split).unwrap_or(0) | low,
+                    );
+                    let cut = if windowed {
                         let (lo, hi) = (windows[p].0 as usize, windows[p].1 as usize);
-                        // What no later part reads is given back as the
-                        // scan goes, so that the mapped pages resident are
+                        // What no later part reads is given back as each
+                        // pass goes, so that the mapped pages resident are
                         // the windows' overlap, not a whole window.
                         let next = windows[p + 1..].iter().map(|w| w.0 as usize).min();
-                        let keep = next.unwrap_or(hi).max(lo);
-                        let mut given = lo;
-                        for k in lo..hi {
-                            if k % (1 << 16) == 0 && k.min(keep) > given {
-                                c.release(given, k.min(keep));
-                                given = k.min(keep);
-                            }
-                            let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
-                                continue;
-                            };
-                            if part_of[(key >> split) as usize] as usize == p {
-                                pairs.push(((key as u128) << 32) | (k - lo) as u128);
-                            }
-                        }
-                        c.release(given, keep.min(hi));
+                        let src = Window {
+                            c,
+                            ks,
+                            split,
+                            part_of: &part_of,
+                            part: p as u16,
+                            lo,
+                            len: hi - lo,
+                            keep: next.unwrap_or(hi).max(lo),
+                        };
+                        Cut::of(&src, size as usize, keys, threads, stop, &mut room)?
                     } else {
-                        let s = keys
+                        let s = spills
                             .next()
                             .ok_or(Error::Poisoned("planning (a part's spill)"))?;
                         let bytes = s.read_all("a part's keys")?;
-                        pairs.extend(bytes.chunks_exact(8).enumerate().map(|(j, b)| {
-                            let key = u64::from_le_bytes(b.try_into().unwrap_or_default());
-                            ((key as u128) << 32) | j as u128
-                        }));
-                    }
-                    if pairs.len() as u64 != size {
-                        return Err(pattern::changed());
-                    }
-                    sort_pairs(&mut pairs, &mut scratch, threads)?;
-                    let cut = Cut::of(&pairs)?;
-                    let entries = cut.keys.len() as u64;
+                        let src = Spilled(&bytes);
+                        Cut::of(&src, size as usize, keys, threads, stop, &mut room)?
+                    };
+                    let entries = cut.pieces.iter().map(|(k, _)| k.len() as u64).sum();
                     table.push((size, entries));
                     nnz += entries;
                     if tx.send(cut).is_err() {
@@ -1329,150 +1332,348 @@ fn part_windows<C: Coords>(
         .collect())
 }
 
-/// A part's sorted pairs cut into entries: each entry's key and
-/// contribution count, and the positions, entry after entry.
-struct Cut {
+/// Where a part's contributions are read, twice (counted, then placed):
+/// `len` positions, each of the part or not.
+trait PartKeys: Sync {
+    fn len(&self) -> usize;
+    /// The key at position `k` when it is one of the part's.
+    fn key(&self, k: usize) -> Result<Option<u64>>;
+    /// A pass has read positions `from..to`.
+    fn release(&self, from: usize, to: usize);
+}
+
+/// A part's window of the coordinates (input in element order): the
+/// positions `lo..lo + len`, of which the part's keys are its own.
+struct Window<'a, C> {
+    c: &'a C,
+    ks: &'a KeyShape,
+    split: u32,
+    part_of: &'a [u16],
+    part: u16,
+    lo: usize,
+    len: usize,
+    /// The first position a later part reads: kept mapped.
+    keep: usize,
+}
+
+impl<C: Coords> PartKeys for Window<'_, C> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn key(&self, k: usize) -> Result<Option<u64>> {
+        let Some(key) = self
+            .ks
+            .slot(self.c, self.lo + k)
+            .map_err(|_| pattern::changed())?
+        else {
+            return Ok(None);
+        };
+        let p = self.part_of.get((key >> self.split) as usize);
+        Ok((p == Some(&self.part)).then_some(key))
+    }
+
+    fn release(&self, from: usize, to: usize) {
+        let (a, b) = (self.lo + from, (self.lo + to).min(self.keep));
+        if b > a {
+            self.c.release(a, b);
+        }
+    }
+}
+
+/// A part's keys read back from its spill (little-endian u64 words), all
+/// of them the part's.
+struct Spilled<'a>(&'a [u8]);
+
+impl PartKeys for Spilled<'_> {
+    fn len(&self) -> usize {
+        self.0.len() / 8
+    }
+
+    fn key(&self, k: usize) -> Result<Option<u64>> {
+        let b = self.0.get(k * 8..k * 8 + 8).ok_or_else(pattern::changed)?;
+        Ok(Some(u64::from_le_bytes(
+            b.try_into().map_err(|_| pattern::changed())?,
+        )))
+    }
+
+    fn release(&self, _: usize, _: usize) {}
+}
+
+/// What [`Cut::of`] keeps from part to part: the placed keys and
+/// positions.
+#[derive(Default)]
+struct Room {
     keys: Vec<u64>,
-    counts: Vec<u32>,
+    positions: Vec<u32>,
+}
+
+/// A part's contributions ordered by (key, position) and cut into
+/// entries: each piece's entry keys and contribution counts (pieces in
+/// key order, one per thread), and the positions, entry after entry.
+struct Cut {
+    pieces: Vec<(Vec<u64>, Vec<u32>)>,
     order: Vec<u32>,
 }
 
 impl Cut {
-    fn of(pairs: &[u128]) -> Result<Cut> {
-        let mut order = Vec::new();
-        reserve(&mut order, pairs.len(), 4)?;
-        // Stored little-endian: the spill is bytes.
-        order.extend(pairs.iter().map(|&x| (x as u32).to_le()));
-        let (mut keys, mut counts) = (Vec::new(), Vec::new());
-        let mut last: Option<u64> = None;
-        for &x in pairs {
-            let key = (x >> 32) as u64;
-            if last == Some(key) {
-                if let Some(m) = counts.last_mut() {
-                    *m = u32::checked_add(*m, 1).ok_or_else(|| {
-                        Error::InvalidArgument("an entry with 2^32 contributions or more".into())
-                    })?;
+    /// The entries' keys and contribution counts, in key order.
+    fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.pieces
+            .iter()
+            .flat_map(|(k, c)| k.iter().copied().zip(c.iter().copied()))
+    }
+
+    /// Cut one part of `size` contributions whose keys lie in
+    /// `keys.0..=keys.1`, on `threads` threads, in three passes (the
+    /// in-memory planner's, with the keys kept: a window's pages are given
+    /// back as they are read):
+    ///
+    /// 1. each thread counts its range of positions by bucket (about four
+    ///    keys' room each, fewer with many threads);
+    /// 2. each thread reads its range again and places each (key,
+    ///    position) at its bucket's next slot for the thread, so that a
+    ///    bucket holds its positions in ascending order;
+    /// 3. each thread orders its piece's buckets by (key, position) in
+    ///    cache (one packed u64 per contribution when the bucket's keys
+    ///    differ in 32 low bits at most) and cuts them into entries.
+    fn of<S: PartKeys>(
+        src: &S,
+        size: usize,
+        keys: (u64, u64),
+        threads: usize,
+        stop: Option<&AtomicBool>,
+        room: &mut Room,
+    ) -> Result<Cut> {
+        let len = src.len();
+        let threads = if len < 1 << 16 { 1 } else { threads.max(1) };
+        let (lo, span) = (keys.0, keys.1.saturating_sub(keys.0));
+        let want = (size / threads.max(4)).max(1) as u64;
+        let mut shift = 0u32;
+        while (span >> shift) >= want {
+            shift += 1;
+        }
+        let buckets = (span >> shift) as usize + 1;
+        let bucket = move |key: u64| (key.wrapping_sub(lo) >> shift) as usize;
+
+        // 1. Counts per thread and bucket.
+        let counted = pattern::on_ranges(len, threads, |from, to| {
+            let mut counts = pattern::zeros::<u32>(buckets, "a part's bucket counts")?;
+            let mut given = from;
+            for k in from..to {
+                if k % CHUNK == 0 && k > given {
+                    if stopped(stop) {
+                        return Err(pattern::stop_error());
+                    }
+                    src.release(given, k);
+                    given = k;
                 }
-            } else {
-                keys.try_reserve(1).map_err(|_| Error::OutOfMemory {
-                    what: "a part's entries",
-                    bytes: keys.len() as u64 * 12,
-                })?;
-                counts.try_reserve(1).map_err(|_| Error::OutOfMemory {
-                    what: "a part's entries",
-                    bytes: keys.len() as u64 * 12,
-                })?;
-                keys.push(key);
-                counts.push(1);
-                last = Some(key);
+                if let Some(key) = src.key(k)? {
+                    *counts.get_mut(bucket(key)).ok_or_else(pattern::changed)? += 1;
+                }
+            }
+            src.release(given, to);
+            Ok(counts)
+        });
+        let mut at: Vec<Vec<u32>> = Vec::with_capacity(counted.len());
+        for c in counted {
+            at.push(c?);
+        }
+        // Each thread's first slot in each bucket, and its bound (the
+        // next thread's first slot, or the bucket's end).
+        let mut start = pattern::zeros::<u32>(buckets + 1, "a part's bucket starts")?;
+        let mut total = 0u64;
+        for b in 0..buckets {
+            start[b] = total as u32;
+            for a in at.iter_mut() {
+                let n = a[b];
+                a[b] = total as u32;
+                total += n as u64;
             }
         }
-        Ok(Cut {
-            keys,
-            counts,
-            order,
-        })
+        if total != size as u64 {
+            return Err(pattern::changed());
+        }
+        start[buckets] = total as u32;
+        let mut ends: Vec<Vec<u32>> = Vec::with_capacity(at.len());
+        for a in at.iter().skip(1) {
+            ends.push(a.clone());
+        }
+        ends.push(start[1..].to_vec());
+
+        // 2. Place the keys and positions.
+        room.keys.clear();
+        room.positions.clear();
+        reserve(&mut room.keys, size, 8)?;
+        reserve(&mut room.positions, size, 4)?;
+        room.keys.resize(size, 0);
+        room.positions.resize(size, 0);
+        {
+            // SAFETY: both vectors are exclusively borrowed for this block,
+            // u64/AtomicU64 and u32/AtomicU32 have the same size and
+            // alignment, and every access below goes through the atomics.
+            // Each thread stores only below its bound, so that input that
+            // changed since it was counted is an error, never a stray
+            // store.
+            let (kk, pp): (&[AtomicU64], &[AtomicU32]) = unsafe {
+                (
+                    std::slice::from_raw_parts(room.keys.as_mut_ptr().cast(), size),
+                    std::slice::from_raw_parts(room.positions.as_mut_ptr().cast(), size),
+                )
+            };
+            let placed: Vec<Result<()>> = std::thread::scope(|s| {
+                let hs: Vec<_> = pattern::ranges(len, threads)
+                    .into_iter()
+                    .zip(at.iter_mut().zip(&ends))
+                    .map(|((from, to), (at, end))| {
+                        s.spawn(move || -> Result<()> {
+                            let mut given = from;
+                            for k in from..to {
+                                if k % CHUNK == 0 && k > given {
+                                    if stopped(stop) {
+                                        return Err(pattern::stop_error());
+                                    }
+                                    src.release(given, k);
+                                    given = k;
+                                }
+                                let Some(key) = src.key(k)? else { continue };
+                                let b = bucket(key);
+                                let slot = at.get_mut(b).ok_or_else(pattern::changed)?;
+                                if *slot >= end[b] {
+                                    return Err(pattern::changed());
+                                }
+                                kk[*slot as usize].store(key, Ordering::Relaxed);
+                                pp[*slot as usize].store(k as u32, Ordering::Relaxed);
+                                *slot += 1;
+                            }
+                            src.release(given, to);
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+                    })
+                    .collect()
+            });
+            for r in placed {
+                r?;
+            }
+        }
+        // Every slot stored: each thread filled its share to the bound.
+        if at.iter().zip(&ends).any(|(a, e)| a != e) {
+            return Err(pattern::changed());
+        }
+        drop((at, ends));
+
+        // 3. Pieces of whole buckets, about equal in count, each ordered
+        // and cut on a thread of its own.
+        let mut order = Vec::new();
+        reserve(&mut order, size, 4)?;
+        order.resize(size, 0u32);
+        let mut cuts = vec![0usize];
+        for p in 1..threads {
+            let b = start.partition_point(|&x| (x as usize) < size * p / threads);
+            if b > *cuts.last().unwrap_or(&0) && b < buckets {
+                cuts.push(b);
+            }
+        }
+        cuts.push(buckets);
+        let (keys, positions, start) = (&room.keys[..], &room.positions[..], &start[..]);
+        let pieces: Vec<Result<(Vec<u64>, Vec<u32>)>> = std::thread::scope(|s| {
+            let mut rest: &mut [u32] = &mut order;
+            let mut hs = Vec::with_capacity(cuts.len());
+            for w in cuts.windows(2) {
+                let (b0, b1) = (w[0], w[1]);
+                let (seg, tail) = std::mem::take(&mut rest)
+                    .split_at_mut((start[b1] - start[b0]) as usize);
+                rest = tail;
+                hs.push(s.spawn(move || {
+                    if stopped(stop) {
+                        return Err(pattern::stop_error());
+                    }
+                    cut_piece(keys, positions, start, b0, b1, lo, shift, seg)
+                }));
+            }
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+                })
+                .collect()
+        });
+        let mut out = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            out.push(p?);
+        }
+        Ok(Cut { pieces: out, order })
     }
 }
 
-/// Sort (key, position) pairs, each once, on `threads` threads: a
-/// stable scatter into buckets of about four keys' room (the part's key
-/// range is narrow), then each bucket sorted in cache, in `threads`
-/// pieces of about equal count. `scratch` is the scatter's room (kept
-/// from part to part); the sorted pairs end in `v`.
-fn sort_pairs(v: &mut Vec<u128>, scratch: &mut Vec<u128>, threads: usize) -> Result<()> {
-    let n = v.len();
-    if n < 64 {
-        v.sort_unstable();
-        return Ok(());
-    }
-    let key = |x: u128| (x >> 32) as u64;
-    let (lo, hi) = v.iter().fold((u64::MAX, 0u64), |(a, b), &x| {
-        (a.min(key(x)), b.max(key(x)))
-    });
-    let want = (n / 4).max(1) as u64;
-    let mut shift = 0u32;
-    while ((hi - lo) >> shift) >= want {
-        shift += 1;
-    }
-    let buckets = ((hi - lo) >> shift) as usize + 1;
-    let mut start = pattern::zeros::<u32>(buckets + 1, "a part's sort buckets")?;
-    for &x in v.iter() {
-        start[((key(x) - lo) >> shift) as usize + 1] += 1;
-    }
-    for b in 0..buckets {
-        start[b + 1] += start[b];
-    }
-    scratch.clear();
-    scratch
-        .try_reserve_exact(n)
-        .map_err(|_| Error::OutOfMemory {
-            what: "a part's sort",
-            bytes: n as u64 * 16,
-        })?;
-    scratch.resize(n, 0);
-    {
-        let mut at = start.clone();
-        for &x in v.iter() {
-            let b = ((key(x) - lo) >> shift) as usize;
-            scratch[at[b] as usize] = x;
-            at[b] += 1;
-        }
-    }
-    std::mem::swap(v, scratch);
-    // Pieces of whole buckets, then each bucket sorted.
-    let pieces = if n < 1 << 16 { 1 } else { threads.max(1) };
-    let mut cuts = vec![0usize];
-    for p in 1..pieces {
-        let b = start.partition_point(|&x| (x as usize) < n * p / pieces);
-        if b > *cuts.last().unwrap_or(&0) && b < buckets {
-            cuts.push(b);
-        }
-    }
-    cuts.push(buckets);
-    // Within a bucket the keys differ in their low `shift` bits only: a
-    // bucket that fits PACKED sorts as u64 words (key offset, position),
-    // half the bytes and single-word compares, with the order of the
-    // (key, position) pairs.
-    const PACKED: usize = 512;
-    let sort_piece = |seg: &mut [u128], b0: usize, b1: usize| {
-        let base = start[b0] as usize;
-        let mut packed = [0u64; PACKED];
-        for b in b0..b1 {
-            let (s, e) = (start[b] as usize - base, start[b + 1] as usize - base);
-            let bucket = &mut seg[s..e];
-            if bucket.len() < 2 {
-                continue;
-            }
-            if shift > 32 || bucket.len() > PACKED {
-                bucket.sort_unstable();
-                continue;
-            }
-            let origin = lo + ((b as u64) << shift);
-            let words = &mut packed[..bucket.len()];
-            for (w, &x) in words.iter_mut().zip(bucket.iter()) {
-                *w = ((key(x) - origin) << 32) | u64::from(x as u32);
-            }
-            words.sort_unstable();
-            for (x, &w) in bucket.iter_mut().zip(words.iter()) {
-                *x = (u128::from(origin + (w >> 32)) << 32) | u128::from(w as u32);
+/// Buckets `b0..b1` of a part's placed `keys` and `positions`, ordered by
+/// (key, position): their positions into `seg` (little-endian, as the
+/// plan file stores them), their entries' keys and contribution counts
+/// returned.
+#[allow(clippy::too_many_arguments)]
+fn cut_piece(
+    keys: &[u64],
+    positions: &[u32],
+    start: &[u32],
+    b0: usize,
+    b1: usize,
+    lo: u64,
+    shift: u32,
+    seg: &mut [u32],
+) -> Result<(Vec<u64>, Vec<u32>)> {
+    // At most one entry per contribution: room reserved once (untouched
+    // room costs no memory).
+    let (mut ek, mut ec) = (Vec::new(), Vec::new());
+    reserve(&mut ek, seg.len(), 8)?;
+    reserve(&mut ec, seg.len(), 4)?;
+    let base = start[b0] as usize;
+    let mut emit = |key: u64, k: u32, i: usize, ek: &mut Vec<u64>, ec: &mut Vec<u32>| {
+        seg[i - base] = k.to_le();
+        match ec.last_mut() {
+            Some(m) if ek.last() == Some(&key) => *m += 1,
+            _ => {
+                ek.push(key);
+                ec.push(1);
             }
         }
     };
-    std::thread::scope(|sc| {
-        let mut rest: &mut [u128] = v;
-        let mut taken = 0usize;
-        for w in cuts.windows(2) {
-            let end = start[w[1]] as usize;
-            let (seg, tail) = std::mem::take(&mut rest).split_at_mut(end - taken);
-            taken = end;
-            rest = tail;
-            let (b0, b1) = (w[0], w[1]);
-            let f = &sort_piece;
-            sc.spawn(move || f(seg, b0, b1));
+    // Within a bucket the keys differ in their low `shift` bits only.
+    const PACKED: usize = 512;
+    let mut packed = [0u64; PACKED];
+    let mut wide: Vec<u128> = Vec::new();
+    for b in b0..b1 {
+        let (s, e) = (start[b] as usize, start[b + 1] as usize);
+        match e - s {
+            0 => {}
+            1 => emit(keys[s], positions[s], s, &mut ek, &mut ec),
+            n if shift <= 32 && n <= PACKED => {
+                let origin = lo.wrapping_add((b as u64) << shift);
+                let words = &mut packed[..n];
+                for (w, i) in words.iter_mut().zip(s..e) {
+                    *w = (keys[i].wrapping_sub(origin) << 32) | u64::from(positions[i]);
+                }
+                words.sort_unstable();
+                for (j, &w) in words.iter().enumerate() {
+                    emit(origin.wrapping_add(w >> 32), w as u32, s + j, &mut ek, &mut ec);
+                }
+            }
+            _ => {
+                wide.clear();
+                wide.extend((s..e).map(|i| (u128::from(keys[i]) << 32) | u128::from(positions[i])));
+                wide.sort_unstable();
+                for (j, &x) in wide.iter().enumerate() {
+                    emit((x >> 32) as u64, x as u32, s + j, &mut ek, &mut ec);
+                }
+            }
         }
-    });
-    Ok(())
+    }
+    Ok((ek, ec))
 }
 
 /// A dense vector `name` of `n` elements of `dtype` (a plan's part

@@ -5,17 +5,17 @@
 //! budget's worth of contributions (a histogram of the top key bits, then
 //! consecutive slices of it), so that one part's work fits in memory:
 //!
-//! 1. count, validate and digest the coordinates (every core);
-//! 2. find each part's **window**, the positions of its first and last
-//!    contribution (every core). Input in element order (an FE code's)
-//!    gives narrow windows: a band of rows comes from a band of elements.
-//!    When every window is narrow (at most half again its part's count),
+//! 1. count, validate and digest the coordinates (every core), noting
+//!    each slice's first and last position: a part's **window** is the
+//!    span of its slices'. Input in element order (an FE code's) gives
+//!    narrow windows: a band of rows comes from a band of elements;
+//! 2. when every window is narrow (at most half again its part's count),
 //!    the plan is **windowed**: nothing is spilled. Otherwise each
 //!    contribution's key goes to its part's spill file and its part
 //!    number (u16) to another;
-//! 3. part by part, on every core ([`Cut::of`]): its keys (read from its
-//!    window, or back from its spill, checksummed) counted by bucket, then
-//!    placed with their positions (in the window or the spill) in their
+//! 3. part by part, on every core: its keys and their positions read once
+//!    (from its window, or back from its spill, checksummed) into a list
+//!    per thread, then ([`Cut::of`]) counted by bucket, placed in their
 //!    buckets, and each bucket ordered by (key, position) in cache and cut
 //!    into entries: the entries' counts go to the `pattern` tensor, the
 //!    positions, entry by entry, to `order`.
@@ -76,10 +76,9 @@ const PART_WORDS: u64 = 4;
 /// few contributions, about 16 per slice).
 const FINE_BITS: u32 = 18;
 /// Bytes a part may take per contribution, planning or refilling
-/// (planning: the placed keys and positions 12, the bucket slots and
-/// bounds 8 at most, the order 4, the entries 12 at most, the keys read
-/// back from a spill 8; the refill's values, order, counts, starts,
-/// result and pattern indices).
+/// (planning: the gathered keys and positions 12, the same placed 12, the
+/// bucket slots 4 at most, the order 4, the entries 12 at most; the
+/// refill's values, order, counts, starts, result and pattern indices).
 const BYTES_PER: u64 = 48;
 /// Largest number of parts (their ids are u16, [`SKIPPED`] apart).
 const MAX_PARTS: usize = u16::MAX as usize;
@@ -1009,12 +1008,19 @@ fn plan_parts_to<C: Coords>(
 
     // 1. Validate, count per slice and digest, each thread its range.
     let threads_1 = if n < (1 << 16) { 1 } else { threads };
-    let (hists, digest) = pattern::count_and_digest::<C, u64>(
+    // Each slice's span of positions too: a part's window is its
+    // slices' spans (no second pass).
+    let pattern::Counted {
+        hists,
+        spans,
+        digest,
+    } = pattern::count_and_digest::<C, u64>(
         c,
         &ks,
         split,
         fine,
         threads_1,
+        true,
         stop,
         "the plan's slice counts",
     )?;
@@ -1030,7 +1036,8 @@ fn plan_parts_to<C: Coords>(
 
     // Parts: consecutive slices of at most `cap` contributions.
     let mut budget = Budget::new(opts.memory_budget);
-    let hist_bytes = (fine as u64) * 8 * (threads as u64 + 1);
+    // Per thread and in total: the counts (8 bytes a slice), the spans (16).
+    let hist_bytes = (fine as u64) * 24 * (threads as u64 + 1);
     budget.take_at_most(
         "the writer's and spills' buffers",
         fixed_bytes(opts.memory_budget),
@@ -1080,7 +1087,16 @@ fn plan_parts_to<C: Coords>(
     // narrow (input in element order), nothing is spilled: a part's keys
     // are read again from its window. Otherwise the keys go to their
     // parts' spills and the part numbers to theirs.
-    let windows = part_windows(c, &ks, split, &part_of, nparts, threads_1, stop)?;
+    let mut windows = vec![(u64::MAX, 0u64); nparts];
+    for (i, s) in spans.iter().enumerate() {
+        let w = &mut windows[part_of[i] as usize];
+        w.0 = w.0.min(s.0);
+        w.1 = w.1.max(s.1);
+    }
+    drop(spans);
+    for w in windows.iter_mut().filter(|w| w.1 == 0) {
+        *w = (0, 0);
+    }
     let windowed = windows
         .iter()
         .zip(&sizes)
@@ -1212,13 +1228,13 @@ fn plan_parts_to<C: Coords>(
                         first_slice[p].checked_shl(split).unwrap_or(0),
                         last.checked_shl(split).unwrap_or(0) | low,
                     );
-                    let cut = if windowed {
+                    if windowed {
                         let (lo, hi) = (windows[p].0 as usize, windows[p].1 as usize);
                         // What no later part reads is given back as each
                         // pass goes, so that the mapped pages resident are
                         // the windows' overlap, not a whole window.
                         let next = windows[p + 1..].iter().map(|w| w.0 as usize).min();
-                        let src = Window {
+                        Window {
                             c,
                             ks,
                             split,
@@ -1227,16 +1243,16 @@ fn plan_parts_to<C: Coords>(
                             lo,
                             len: hi - lo,
                             keep: next.unwrap_or(hi).max(lo),
-                        };
-                        Cut::of(&src, size as usize, keys, threads, stop, &mut room)?
+                        }
+                        .gather(threads, stop, &mut room)?;
                     } else {
                         let s = spills
                             .next()
                             .ok_or(Error::Poisoned("planning (a part's spill)"))?;
                         let bytes = s.read_all("a part's keys")?;
-                        let src = Spilled(&bytes);
-                        Cut::of(&src, size as usize, keys, threads, stop, &mut room)?
-                    };
+                        gather_spilled(&bytes, threads, &mut room)?;
+                    }
+                    let cut = Cut::of(size as usize, keys, stop, &mut room)?;
                     let entries = cut.pieces.iter().map(|(k, _)| k.len() as u64).sum();
                     table.push((size, entries));
                     nnz += entries;
@@ -1288,60 +1304,6 @@ fn narrow(span: u64, size: u64) -> bool {
     span <= size.saturating_add(size / 2) && span <= u32::MAX as u64
 }
 
-/// Each part's window: the positions of its first contribution and one
-/// past its last (`(0, 0)` for none), each thread over its range.
-fn part_windows<C: Coords>(
-    c: &C,
-    ks: &KeyShape,
-    split: u32,
-    part_of: &[u16],
-    nparts: usize,
-    threads: usize,
-    stop: Option<&AtomicBool>,
-) -> Result<Vec<(u64, u64)>> {
-    let found = pattern::on_ranges(c.len(), threads, |from, to| {
-        let mut w = vec![(u64::MAX, 0u64); nparts];
-        for k in from..to {
-            if k % (1 << 16) == 0 {
-                if stopped(stop) {
-                    return Err(pattern::stop_error());
-                }
-                c.release(k.saturating_sub(1 << 16), k);
-            }
-            let Some(key) = ks.slot(c, k).map_err(|_| pattern::changed())? else {
-                continue;
-            };
-            let p = part_of[(key >> split) as usize] as usize;
-            let x = w.get_mut(p).ok_or_else(pattern::changed)?;
-            x.0 = x.0.min(k as u64);
-            x.1 = k as u64 + 1;
-        }
-        c.release(from, to);
-        Ok(w)
-    });
-    let mut all = vec![(u64::MAX, 0u64); nparts];
-    for r in found {
-        for (a, b) in all.iter_mut().zip(r?) {
-            a.0 = a.0.min(b.0);
-            a.1 = a.1.max(b.1);
-        }
-    }
-    Ok(all
-        .into_iter()
-        .map(|(lo, hi)| if hi == 0 { (0, 0) } else { (lo, hi) })
-        .collect())
-}
-
-/// Where a part's contributions are read, twice (counted, then placed):
-/// `len` positions, each of the part or not.
-trait PartKeys: Sync {
-    fn len(&self) -> usize;
-    /// The key at position `k` when it is one of the part's.
-    fn key(&self, k: usize) -> Result<Option<u64>>;
-    /// A pass has read positions `from..to`.
-    fn release(&self, from: usize, to: usize);
-}
-
 /// A part's window of the coordinates (input in element order): the
 /// positions `lo..lo + len`, of which the part's keys are its own.
 struct Window<'a, C> {
@@ -1356,54 +1318,116 @@ struct Window<'a, C> {
     keep: usize,
 }
 
-impl<C: Coords> PartKeys for Window<'_, C> {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn key(&self, k: usize) -> Result<Option<u64>> {
-        let Some(key) = self
-            .ks
-            .slot(self.c, self.lo + k)
-            .map_err(|_| pattern::changed())?
-        else {
-            return Ok(None);
-        };
-        let p = self.part_of.get((key >> self.split) as usize);
-        Ok((p == Some(&self.part)).then_some(key))
-    }
-
+impl<C: Coords> Window<'_, C> {
+    /// Positions `from..to` of the window have been read.
     fn release(&self, from: usize, to: usize) {
         let (a, b) = (self.lo + from, (self.lo + to).min(self.keep));
         if b > a {
             self.c.release(a, b);
         }
     }
+
+    /// The part's keys and their positions in the window, read once on
+    /// `threads` threads, each range into a list of its own; the pages
+    /// are given back as they are read.
+    fn gather(&self, threads: usize, stop: Option<&AtomicBool>, room: &mut Room) -> Result<()> {
+        let ranges = pattern::ranges(self.len, threads);
+        room.lists.resize_with(ranges.len(), List::default);
+        let gathered: Vec<Result<()>> = std::thread::scope(|s| {
+            let hs: Vec<_> = ranges
+                .into_iter()
+                .zip(room.lists.iter_mut())
+                .map(|((from, to), list)| {
+                    s.spawn(move || -> Result<()> {
+                        list.clear();
+                        let mut given = from;
+                        for k in from..to {
+                            if k % CHUNK == 0 && k > given {
+                                if stopped(stop) {
+                                    return Err(pattern::stop_error());
+                                }
+                                self.release(given, k);
+                                given = k;
+                            }
+                            let Some(key) = self
+                                .ks
+                                .slot(self.c, self.lo + k)
+                                .map_err(|_| pattern::changed())?
+                            else {
+                                continue;
+                            };
+                            if self.part_of.get((key >> self.split) as usize) == Some(&self.part) {
+                                list.push(key, k as u32)?;
+                            }
+                        }
+                        self.release(given, to);
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+                })
+                .collect()
+        });
+        gathered.into_iter().collect()
+    }
 }
 
-/// A part's keys read back from its spill (little-endian u64 words), all
-/// of them the part's.
-struct Spilled<'a>(&'a [u8]);
-
-impl PartKeys for Spilled<'_> {
-    fn len(&self) -> usize {
-        self.0.len() / 8
+/// A part's keys read back from its spill (little-endian u64 words, all
+/// of them the part's, their positions in the spill), cut into
+/// `threads` lists of consecutive positions.
+fn gather_spilled(bytes: &[u8], threads: usize, room: &mut Room) -> Result<()> {
+    let n = bytes.len() / 8;
+    let ranges = pattern::ranges(n, if n < 1 << 16 { 1 } else { threads });
+    room.lists.resize_with(ranges.len(), List::default);
+    for ((from, to), list) in ranges.into_iter().zip(room.lists.iter_mut()) {
+        list.clear();
+        reserve(&mut list.keys, to - from, 8)?;
+        reserve(&mut list.positions, to - from, 4)?;
+        for j in from..to {
+            let b = bytes.get(j * 8..j * 8 + 8).ok_or_else(pattern::changed)?;
+            let key = u64::from_le_bytes(b.try_into().map_err(|_| pattern::changed())?);
+            list.push(key, j as u32)?;
+        }
     }
-
-    fn key(&self, k: usize) -> Result<Option<u64>> {
-        let b = self.0.get(k * 8..k * 8 + 8).ok_or_else(pattern::changed)?;
-        Ok(Some(u64::from_le_bytes(
-            b.try_into().map_err(|_| pattern::changed())?,
-        )))
-    }
-
-    fn release(&self, _: usize, _: usize) {}
+    Ok(())
 }
 
-/// What [`Cut::of`] keeps from part to part: the placed keys and
-/// positions.
+/// One thread's share of a part: keys and their positions, ascending.
+#[derive(Default)]
+struct List {
+    keys: Vec<u64>,
+    positions: Vec<u32>,
+}
+
+impl List {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.positions.clear();
+    }
+
+    #[inline]
+    fn push(&mut self, key: u64, position: u32) -> Result<()> {
+        if self.keys.len() == self.keys.capacity() {
+            // Fallible growth, doubling (room not written costs nothing).
+            let more = self.keys.len().max(1 << 12);
+            reserve(&mut self.keys, more, 8)?;
+            reserve(&mut self.positions, more, 4)?;
+        }
+        self.keys.push(key);
+        self.positions.push(position);
+        Ok(())
+    }
+}
+
+/// What planning keeps from part to part: each thread's list of the
+/// part's keys, and the keys and positions placed in their buckets.
 #[derive(Default)]
 struct Room {
+    lists: Vec<List>,
     keys: Vec<u64>,
     positions: Vec<u32>,
 }
@@ -1424,29 +1448,25 @@ impl Cut {
             .flat_map(|(k, c)| k.iter().copied().zip(c.iter().copied()))
     }
 
-    /// Cut one part of `size` contributions whose keys lie in
-    /// `keys.0..=keys.1`, on `threads` threads, in three passes (the
-    /// in-memory planner's, with the keys kept: a window's pages are given
-    /// back as they are read):
+    /// Cut one part of `size` contributions, gathered in `room.lists`
+    /// (one per thread, positions ascending from list to list), whose keys
+    /// lie in `keys.0..=keys.1`, in the in-memory planner's passes, each
+    /// on every thread:
     ///
-    /// 1. each thread counts its range of positions by bucket (about four
-    ///    keys' room each, fewer with many threads);
-    /// 2. each thread reads its range again and places each (key,
-    ///    position) at its bucket's next slot for the thread, so that a
-    ///    bucket holds its positions in ascending order;
+    /// 1. each list counted by bucket (about four keys' room each, fewer
+    ///    with many threads);
+    /// 2. each list's keys and positions placed at its next slots in
+    ///    their buckets, so that a bucket holds its positions ascending;
     /// 3. each thread orders its piece's buckets by (key, position) in
     ///    cache (one packed u64 per contribution when the bucket's keys
     ///    differ in 32 low bits at most) and cuts them into entries.
-    fn of<S: PartKeys>(
-        src: &S,
+    fn of(
         size: usize,
         keys: (u64, u64),
-        threads: usize,
         stop: Option<&AtomicBool>,
         room: &mut Room,
     ) -> Result<Cut> {
-        let len = src.len();
-        let threads = if len < 1 << 16 { 1 } else { threads.max(1) };
+        let threads = room.lists.len().max(1);
         let (lo, span) = (keys.0, keys.1.saturating_sub(keys.0));
         let want = (size / threads.max(4)).max(1) as u64;
         let mut shift = 0u32;
@@ -1455,32 +1475,37 @@ impl Cut {
         }
         let buckets = (span >> shift) as usize + 1;
         let bucket = move |key: u64| (key.wrapping_sub(lo) >> shift) as usize;
+        let lists = &room.lists;
 
-        // 1. Counts per thread and bucket.
-        let counted = pattern::on_ranges(len, threads, |from, to| {
-            let mut counts = pattern::zeros::<u32>(buckets, "a part's bucket counts")?;
-            let mut given = from;
-            for k in from..to {
-                if k % CHUNK == 0 && k > given {
-                    if stopped(stop) {
-                        return Err(pattern::stop_error());
-                    }
-                    src.release(given, k);
-                    given = k;
-                }
-                if let Some(key) = src.key(k)? {
-                    *counts.get_mut(bucket(key)).ok_or_else(pattern::changed)? += 1;
-                }
-            }
-            src.release(given, to);
-            Ok(counts)
+        // 1. Counts per list and bucket.
+        let counted: Vec<Result<Vec<u32>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = lists
+                .iter()
+                .map(|list| {
+                    s.spawn(move || {
+                        let mut counts = pattern::zeros::<u32>(buckets, "a part's bucket counts")?;
+                        for &key in &list.keys {
+                            *counts.get_mut(bucket(key)).ok_or_else(pattern::changed)? += 1;
+                        }
+                        Ok(counts)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+                })
+                .collect()
         });
         let mut at: Vec<Vec<u32>> = Vec::with_capacity(counted.len());
         for c in counted {
             at.push(c?);
         }
-        // Each thread's first slot in each bucket, and its bound (the
-        // next thread's first slot, or the bucket's end).
+        if stopped(stop) {
+            return Err(pattern::stop_error());
+        }
+        // Each list's first slot in each bucket.
         let mut start = pattern::zeros::<u32>(buckets + 1, "a part's bucket starts")?;
         let mut total = 0u64;
         for b in 0..buckets {
@@ -1495,13 +1520,9 @@ impl Cut {
             return Err(pattern::changed());
         }
         start[buckets] = total as u32;
-        let mut ends: Vec<Vec<u32>> = Vec::with_capacity(at.len());
-        for a in at.iter().skip(1) {
-            ends.push(a.clone());
-        }
-        ends.push(start[1..].to_vec());
 
-        // 2. Place the keys and positions.
+        // 2. Place the keys and positions. Each list fills exactly the
+        // slots it counted: the slots are disjoint.
         room.keys.clear();
         room.positions.clear();
         reserve(&mut room.keys, size, 8)?;
@@ -1512,61 +1533,27 @@ impl Cut {
             // SAFETY: both vectors are exclusively borrowed for this block,
             // u64/AtomicU64 and u32/AtomicU32 have the same size and
             // alignment, and every access below goes through the atomics.
-            // Each thread stores only below its bound, so that input that
-            // changed since it was counted is an error, never a stray
-            // store.
             let (kk, pp): (&[AtomicU64], &[AtomicU32]) = unsafe {
                 (
                     std::slice::from_raw_parts(room.keys.as_mut_ptr().cast(), size),
                     std::slice::from_raw_parts(room.positions.as_mut_ptr().cast(), size),
                 )
             };
-            let placed: Vec<Result<()>> = std::thread::scope(|s| {
-                let hs: Vec<_> = pattern::ranges(len, threads)
-                    .into_iter()
-                    .zip(at.iter_mut().zip(&ends))
-                    .map(|((from, to), (at, end))| {
-                        s.spawn(move || -> Result<()> {
-                            let mut given = from;
-                            for k in from..to {
-                                if k % CHUNK == 0 && k > given {
-                                    if stopped(stop) {
-                                        return Err(pattern::stop_error());
-                                    }
-                                    src.release(given, k);
-                                    given = k;
-                                }
-                                let Some(key) = src.key(k)? else { continue };
-                                let b = bucket(key);
-                                let slot = at.get_mut(b).ok_or_else(pattern::changed)?;
-                                if *slot >= end[b] {
-                                    return Err(pattern::changed());
-                                }
-                                kk[*slot as usize].store(key, Ordering::Relaxed);
-                                pp[*slot as usize].store(k as u32, Ordering::Relaxed);
-                                *slot += 1;
-                            }
-                            src.release(given, to);
-                            Ok(())
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-                    })
-                    .collect()
+            std::thread::scope(|s| {
+                for (list, at) in lists.iter().zip(at.iter_mut()) {
+                    s.spawn(move || {
+                        for (&key, &k) in list.keys.iter().zip(&list.positions) {
+                            // Counted above: the bucket and slot exist.
+                            let slot = &mut at[bucket(key)];
+                            kk[*slot as usize].store(key, Ordering::Relaxed);
+                            pp[*slot as usize].store(k, Ordering::Relaxed);
+                            *slot += 1;
+                        }
+                    });
+                }
             });
-            for r in placed {
-                r?;
-            }
         }
-        // Every slot stored: each thread filled its share to the bound.
-        if at.iter().zip(&ends).any(|(a, e)| a != e) {
-            return Err(pattern::changed());
-        }
-        drop((at, ends));
+        drop(at);
 
         // 3. Pieces of whole buckets, about equal in count, each ordered
         // and cut on a thread of its own.

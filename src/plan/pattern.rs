@@ -314,16 +314,20 @@ pub(super) const DIGEST_BLOCK: usize = 1 << 16;
 /// and take the digest, each of `threads` threads over its range, block
 /// by block: a block is counted and digested while it is in cache, then a
 /// mapped source gives its pages back. Each thread's counts (in array
-/// order) and the digest; the first bad index in array order.
+/// order) and the digest; the first bad index in array order. With
+/// `spans`, also each bucket's span of positions (its first, and one past
+/// its last; `(u64::MAX, 0)` for none), over all threads.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn count_and_digest<C, T>(
     c: &C,
     ks: &KeyShape,
     split: u32,
     buckets: usize,
     threads: usize,
+    spans: bool,
     stop: Option<&AtomicBool>,
     what: &'static str,
-) -> Result<(Vec<Vec<T>>, u64)>
+) -> Result<Counted<T>>
 where
     C: Coords,
     T: Copy + Default + Send + std::ops::AddAssign + From<u8>,
@@ -331,6 +335,11 @@ where
     let rank = ks.extents.len();
     let counted = on_ranges(c.len(), threads, |from, to| {
         let mut hist = zeros::<T>(buckets, what)?;
+        let mut span = if spans {
+            crate::assemble::direct::out::filled(buckets, (u64::MAX, 0u64), what)?
+        } else {
+            Vec::new()
+        };
         let mut digests = Vec::with_capacity((to - from).div_ceil(DIGEST_BLOCK));
         let one = T::from(1u8);
         let mut b = from;
@@ -339,28 +348,62 @@ where
                 return Err(stop_error());
             }
             let end = (b + DIGEST_BLOCK).min(to);
-            for k in b..end {
-                if let Some(key) = ks.slot(c, k)? {
-                    hist[(key >> split) as usize] += one;
+            if spans {
+                for k in b..end {
+                    if let Some(key) = ks.slot(c, k)? {
+                        let i = (key >> split) as usize;
+                        hist[i] += one;
+                        let s = &mut span[i];
+                        s.0 = s.0.min(k as u64);
+                        s.1 = k as u64 + 1;
+                    }
+                }
+            } else {
+                for k in b..end {
+                    if let Some(key) = ks.slot(c, k)? {
+                        hist[(key >> split) as usize] += one;
+                    }
                 }
             }
             digests.push(digest_part(c, rank, b, end));
             c.release(b, end);
             b = end;
         }
-        Ok((hist, digests))
+        Ok((hist, span, digests))
     });
     let mut hists = Vec::with_capacity(counted.len());
+    let mut all_spans: Vec<(u64, u64)> = Vec::new();
     let mut digest = xxhash_rust::xxh3::Xxh3::new();
     for r in counted {
         // The first error in array order: ranges are in array order.
-        let (h, d) = r?;
+        let (h, sp, d) = r?;
         hists.push(h);
+        if all_spans.is_empty() {
+            all_spans = sp;
+        } else {
+            for (a, b) in all_spans.iter_mut().zip(sp) {
+                a.0 = a.0.min(b.0);
+                a.1 = a.1.max(b.1);
+            }
+        }
         for x in d {
             digest.update(&x.to_le_bytes());
         }
     }
-    Ok((hists, digest.digest()))
+    Ok(Counted {
+        hists,
+        spans: all_spans,
+        digest: digest.digest(),
+    })
+}
+
+/// What [`count_and_digest`] found.
+pub(super) struct Counted<T> {
+    /// Each thread's counts per bucket.
+    pub(super) hists: Vec<Vec<T>>,
+    /// Each bucket's span of positions, when asked (empty otherwise).
+    pub(super) spans: Vec<(u64, u64)>,
+    pub(super) digest: u64,
 }
 
 /// Plan the contributions `c` (rank `shape.len()`) in `layout`.
@@ -393,12 +436,17 @@ pub(crate) fn plan<C: Coords>(
     let parts = ranges(n, threads);
 
     // 1. Validate, count per bucket and digest, each thread its range.
-    let (mut hists, digest) = count_and_digest::<C, u32>(
+    let Counted {
+        mut hists,
+        digest,
+        ..
+    } = count_and_digest::<C, u32>(
         c,
         &ks,
         split,
         buckets,
         threads,
+        false,
         stop,
         "the plan's bucket counts",
     )?;

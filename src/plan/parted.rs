@@ -1217,7 +1217,11 @@ fn plan_parts_to<C: Coords>(
             });
             let made = (|| -> Result<()> {
                 let mut room = Room::default();
-                let low = if split == 0 { 0 } else { u64::MAX >> (64 - split) };
+                let low = if split == 0 {
+                    0
+                } else {
+                    u64::MAX >> (64 - split)
+                };
                 for (p, &size) in sizes.iter().enumerate() {
                     if stopped(stop) {
                         return Err(pattern::stop_error());
@@ -1365,12 +1369,7 @@ impl<C: Coords> Window<'_, C> {
                     })
                 })
                 .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-                })
-                .collect()
+            pattern::joined(hs)
         });
         gathered.into_iter().collect()
     }
@@ -1491,12 +1490,7 @@ impl Cut {
                     })
                 })
                 .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-                })
-                .collect()
+            pattern::joined(hs)
         });
         let mut at: Vec<Vec<u32>> = Vec::with_capacity(counted.len());
         for c in counted {
@@ -1574,8 +1568,8 @@ impl Cut {
             let mut hs = Vec::with_capacity(cuts.len());
             for w in cuts.windows(2) {
                 let (b0, b1) = (w[0], w[1]);
-                let (seg, tail) = std::mem::take(&mut rest)
-                    .split_at_mut((start[b1] - start[b0]) as usize);
+                let (seg, tail) =
+                    std::mem::take(&mut rest).split_at_mut((start[b1] - start[b0]) as usize);
                 rest = tail;
                 hs.push(s.spawn(move || {
                     if stopped(stop) {
@@ -1584,12 +1578,7 @@ impl Cut {
                     cut_piece(keys, positions, start, b0, b1, lo, shift, seg)
                 }));
             }
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-                })
-                .collect()
+            pattern::joined(hs)
         });
         let mut out = Vec::with_capacity(pieces.len());
         for p in pieces {
@@ -1647,7 +1636,13 @@ fn cut_piece(
                 }
                 words.sort_unstable();
                 for (j, &w) in words.iter().enumerate() {
-                    emit(origin.wrapping_add(w >> 32), w as u32, s + j, &mut ek, &mut ec);
+                    emit(
+                        origin.wrapping_add(w >> 32),
+                        w as u32,
+                        s + j,
+                        &mut ek,
+                        &mut ec,
+                    );
                 }
             }
             _ => {

@@ -297,13 +297,18 @@ pub(super) fn on_ranges<T: Send>(
             .into_iter()
             .map(|(from, to)| s.spawn(move || f(from, to)))
             .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
-            })
-            .collect()
+        joined(hs)
     })
+}
+
+/// Planning threads' results in spawn order, a panicked one as an error.
+pub(super) fn joined<T>(hs: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Vec<Result<T>> {
+    hs.into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or(Err(Error::Poisoned("planning (a thread panicked)")))
+        })
+        .collect()
 }
 
 /// Contributions per block of the digest.
@@ -437,9 +442,7 @@ pub(crate) fn plan<C: Coords>(
 
     // 1. Validate, count per bucket and digest, each thread its range.
     let Counted {
-        mut hists,
-        digest,
-        ..
+        mut hists, digest, ..
     } = count_and_digest::<C, u32>(
         c,
         &ks,

@@ -988,10 +988,15 @@ fn plan_parts_to<C: Coords>(
     let n = c.len();
     let rank = shape.len();
     let threads = opts.threads.max(1);
+    let threads_1 = if n < (1 << 16) { 1 } else { threads };
+    // The slice tables (each thread's counts and spans, 24 bytes a slice,
+    // and their sum) within a quarter of the budget.
+    let room = opts.memory_budget / 4 / (24 * (threads_1 as u64 + 1));
     let fine_bits = ks
         .total
         .min(FINE_BITS)
-        .min(crate::assemble::direct::bits_of(n as u64 / 16));
+        .min(crate::assemble::direct::bits_of(n as u64 / 16))
+        .min(63u32.saturating_sub(room.max(1).leading_zeros()));
     let split = ks.total - fine_bits;
     let fine = 1usize << fine_bits;
     // The output rule and the folder first: an unwritable target fails
@@ -1007,7 +1012,6 @@ fn plan_parts_to<C: Coords>(
     )?;
 
     // 1. Validate, count per slice and digest, each thread its range.
-    let threads_1 = if n < (1 << 16) { 1 } else { threads };
     // Each slice's span of positions too: a part's window is its
     // slices' spans (no second pass).
     let pattern::Counted {
@@ -1037,7 +1041,7 @@ fn plan_parts_to<C: Coords>(
     // Parts: consecutive slices of at most `cap` contributions.
     let mut budget = Budget::new(opts.memory_budget);
     // Per thread and in total: the counts (8 bytes a slice), the spans (16).
-    let hist_bytes = (fine as u64) * 24 * (threads as u64 + 1);
+    let hist_bytes = (fine as u64) * 24 * (threads_1 as u64 + 1);
     budget.take_at_most(
         "the writer's and spills' buffers",
         fixed_bytes(opts.memory_budget),

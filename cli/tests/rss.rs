@@ -149,10 +149,18 @@ fn assemble_within_budget(
     label: &str,
     seen: &mut Vec<String>,
 ) {
-    let b = format!("{budget}MiB");
     let mut args = vec!["assemble", "--input", input, "--shape", shape];
     args.extend_from_slice(more);
-    args.extend_from_slice(&["--memory-budget", &b, "-o", out]);
+    args.extend_from_slice(&["-o", out]);
+    within_budget(&args, budget, label, seen);
+}
+
+/// The CLI with `args` and `--memory-budget budget MiB`, within the budget
+/// + 32 MiB; its peak is added to `seen` under `label`.
+fn within_budget(args: &[&str], budget: i64, label: &str, seen: &mut Vec<String>) {
+    let b = format!("{budget}MiB");
+    let mut args = args.to_vec();
+    args.extend_from_slice(&["--memory-budget", &b]);
     let (code, kib) = peak_rss(&args);
     assert_eq!(code, 0, "{label} at {b}");
     seen.push(format!("{label} {b}: {} MiB", kib / MIB));
@@ -200,27 +208,11 @@ fn assemble_plan_refill_verify_and_dump_stay_within_the_contract_on_busy_cores()
         refilled.to_str().unwrap(),
     );
     for budget in [16i64, 64] {
-        let b = format!("{budget}MiB");
-        for (label, args) in [
-            (
-                "plan",
-                vec!["plan", "--input", inp, "--shape", &shape, "-o", p],
-            ),
-            ("refill", vec!["refill", p, v, "-o", r]),
-        ] {
-            let mut args = args.clone();
-            args.extend_from_slice(&["--memory-budget", &b]);
-            let (code, kib) = peak_rss(&args);
-            assert_eq!(code, 0, "{label} at {b}");
-            seen.push(format!("{label} {b}: {} MiB", kib / MIB));
-            assert!(
-                kib <= (budget + 32) * MIB,
-                "{label} at {b}: peak RSS {} MiB, over the budget + 32 MiB",
-                kib / MIB
-            );
-        }
+        let plan_args = ["plan", "--input", inp, "--shape", &shape, "-o", p];
+        within_budget(&plan_args, budget, "plan", &mut seen);
+        within_budget(&["refill", p, v, "-o", r], budget, "refill", &mut seen);
         assemble_within_budget((inp, &shape, o), budget, &[], "assemble", &mut seen);
-        assert!(same_bytes(r, o), "refill at {b}");
+        assert!(same_bytes(r, o), "refill at {budget} MiB");
     }
     drop(busy);
     eprintln!("peak RSS with every core busy: {}", seen.join(", "));

@@ -72,8 +72,9 @@ const KEY_PARTS: &str = "coo_assembler.plan.parts";
 const PART_WORDS: u64 = 4;
 
 /// Top key bits of the planning histogram, at most: parts are cut
-/// between its slices (2^18 of them, 8 bytes each per thread; fewer for
-/// few contributions, about 16 per slice).
+/// between its slices (2^18 of them, 24 bytes each per thread: a count
+/// and a span of positions; fewer for few contributions, about 16 per
+/// slice, or for a small budget, a quarter of which holds them).
 const FINE_BITS: u32 = 18;
 /// Bytes a part may take per contribution, planning or refilling
 /// (planning: the gathered keys and positions 12, the same placed 12, the
@@ -1047,7 +1048,7 @@ fn plan_parts_to<C: Coords>(
         fixed_bytes(opts.memory_budget),
     );
     budget.take_at_most("the slice counts", hist_bytes);
-    let cap = (budget.take_rest("a part's pairs") / BYTES_PER).min(u32::MAX as u64 - 1);
+    let cap = (budget.take_rest("a part's keys and entries") / BYTES_PER).min(u32::MAX as u64 - 1);
     let mut part_of = pattern::zeros::<u16>(fine, "the plan's part table")?;
     let mut sizes: Vec<u64> = Vec::new();
     // Each part's first slice: its keys start at `first << split`.
@@ -1092,10 +1093,8 @@ fn plan_parts_to<C: Coords>(
     // are read again from its window. Otherwise the keys go to their
     // parts' spills and the part numbers to theirs.
     let mut windows = vec![(u64::MAX, 0u64); nparts];
-    for (i, s) in spans.iter().enumerate() {
-        let w = &mut windows[part_of[i] as usize];
-        w.0 = w.0.min(s.0);
-        w.1 = w.1.max(s.1);
+    for (i, &s) in spans.iter().enumerate() {
+        pattern::widen(&mut windows[part_of[i] as usize], s);
     }
     drop(spans);
     for w in windows.iter_mut().filter(|w| w.1 == 0) {
@@ -1504,20 +1503,10 @@ impl Cut {
             return Err(pattern::stop_error());
         }
         // Each list's first slot in each bucket.
-        let mut start = pattern::zeros::<u32>(buckets + 1, "a part's bucket starts")?;
-        let mut total = 0u64;
-        for b in 0..buckets {
-            start[b] = total as u32;
-            for a in at.iter_mut() {
-                let n = a[b];
-                a[b] = total as u32;
-                total += n as u64;
-            }
-        }
-        if total != size as u64 {
+        let start = pattern::bucket_starts(&mut at, "a part's bucket starts")?;
+        if start.last().map_or(0, |&t| t as usize) != size {
             return Err(pattern::changed());
         }
-        start[buckets] = total as u32;
 
         // 2. Place the keys and positions. Each list fills exactly the
         // slots it counted: the slots are disjoint.
@@ -1558,14 +1547,7 @@ impl Cut {
         let mut order = Vec::new();
         reserve(&mut order, size, 4)?;
         order.resize(size, 0u32);
-        let mut cuts = vec![0usize];
-        for p in 1..threads {
-            let b = start.partition_point(|&x| (x as usize) < size * p / threads);
-            if b > *cuts.last().unwrap_or(&0) && b < buckets {
-                cuts.push(b);
-            }
-        }
-        cuts.push(buckets);
+        let cuts = pattern::piece_cuts(&start, threads);
         let (keys, positions, start) = (&room.keys[..], &room.positions[..], &start[..]);
         let pieces: Vec<Result<(Vec<u64>, Vec<u32>)>> = std::thread::scope(|s| {
             let mut rest: &mut [u32] = &mut order;

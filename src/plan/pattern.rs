@@ -311,6 +311,44 @@ pub(super) fn joined<T>(hs: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -
         .collect()
 }
 
+/// Each thread's counts per bucket (`counts`, in array order) turned into
+/// its first slot in each bucket, so that a bucket holds its threads'
+/// contributions in array order; each bucket's first slot returned, the
+/// total last. Slots are u32: a total of 2^32 or more is an error.
+pub(super) fn bucket_starts(counts: &mut [Vec<u32>], what: &'static str) -> Result<Vec<u32>> {
+    let buckets = counts.first().map_or(0, Vec::len);
+    let mut start = zeros::<u32>(buckets + 1, what)?;
+    let mut at = 0u64;
+    for b in 0..buckets {
+        start[b] = at as u32;
+        for c in counts.iter_mut() {
+            let n = c[b];
+            c[b] = at as u32;
+            at += u64::from(n);
+        }
+    }
+    start[buckets] = u32::try_from(at).map_err(|_| changed())?;
+    Ok(start)
+}
+
+/// Buckets cutting `0..buckets` into at most `pieces` ranges of whole
+/// buckets of about equal counts (`start`: [`bucket_starts`]'), from 0 to
+/// `buckets`.
+pub(super) fn piece_cuts(start: &[u32], pieces: usize) -> Vec<usize> {
+    let buckets = start.len().saturating_sub(1);
+    let total = start.last().map_or(0, |&t| u64::from(t));
+    let mut cuts = vec![0usize];
+    for p in 1..pieces as u64 {
+        let target = total * p / pieces as u64;
+        let b = start.partition_point(|&x| u64::from(x) < target);
+        if b > *cuts.last().unwrap_or(&0) && b < buckets {
+            cuts.push(b);
+        }
+    }
+    cuts.push(buckets);
+    cuts
+}
+
 /// Contributions per block of the digest.
 pub(super) const DIGEST_BLOCK: usize = 1 << 16;
 
@@ -387,8 +425,7 @@ where
             all_spans = sp;
         } else {
             for (a, b) in all_spans.iter_mut().zip(sp) {
-                a.0 = a.0.min(b.0);
-                a.1 = a.1.max(b.1);
+                widen(a, b);
             }
         }
         for x in d {
@@ -400,6 +437,12 @@ where
         spans: all_spans,
         digest: digest.digest(),
     })
+}
+
+/// The span of positions `a` widened to hold `b` (`(u64::MAX, 0)`: none).
+pub(super) fn widen(a: &mut (u64, u64), b: (u64, u64)) {
+    a.0 = a.0.min(b.0);
+    a.1 = a.1.max(b.1);
 }
 
 /// What [`count_and_digest`] found.
@@ -455,19 +498,7 @@ pub(crate) fn plan<C: Coords>(
     )?;
 
     // Bucket starts, and each thread's place in every bucket.
-    let mut bucket_start = zeros::<u32>(buckets + 1, "the plan's bucket starts")?;
-    {
-        let mut at = 0u32;
-        for b in 0..buckets {
-            bucket_start[b] = at;
-            for h in hists.iter_mut() {
-                let c = h[b];
-                h[b] = at;
-                at += c;
-            }
-        }
-        bucket_start[buckets] = at;
-    }
+    let bucket_start = bucket_starts(&mut hists, "the plan's bucket starts")?;
 
     // 2. Scatter positions into buckets; ascending within each bucket.
     // Stores are atomic (plain stores on x86) and bounded, so arrays that
@@ -522,16 +553,7 @@ pub(crate) fn plan<C: Coords>(
     // 3. Order each bucket by (key, position) and cut it into entries,
     // the threads taking ranges of buckets of about n / pieces
     // contributions each from a queue.
-    let pieces = if threads == 1 { 1 } else { threads * 4 };
-    let mut cuts = vec![0usize];
-    for p in 1..pieces {
-        let target = (m * p / pieces) as u32;
-        let b = bucket_start.partition_point(|&x| x < target).min(buckets);
-        if b > *cuts.last().unwrap_or(&0) {
-            cuts.push(b);
-        }
-    }
-    cuts.push(buckets);
+    let cuts = piece_cuts(&bucket_start, if threads == 1 { 1 } else { threads * 4 });
     let mut queue = Vec::with_capacity(cuts.len());
     {
         let mut rest: &mut [u32] = &mut order;

@@ -1,5 +1,6 @@
 //! The committed header is what cbindgen makes from the current source.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 #[test]
@@ -31,8 +32,8 @@ fn committed_header_is_current() {
 
 /// Every constant of the header: `#define NAME VALUE` and the variants of
 /// its enums (`NAME = VALUE,`: the header spells every number out).
-fn header_constants(h: &str) -> std::collections::HashMap<String, i64> {
-    let mut out = std::collections::HashMap::new();
+fn header_constants(h: &str) -> HashMap<String, i64> {
+    let mut out = HashMap::new();
     let mut in_enum: Option<i64> = None;
     for line in h.lines() {
         let t = line.trim();
@@ -115,5 +116,67 @@ fn fortran_constants_are_the_headers() {
                 "{name} missing from the Fortran module"
             );
         }
+    }
+}
+
+/// The header's constant for the library name `name` (`COO_<PREFIX><NAME>`).
+fn constant_of(c: &HashMap<String, i64>, prefix: &str, name: &str) -> (String, i64) {
+    let key = format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"));
+    match c.get(&key) {
+        Some(&v) => (key, v),
+        None => panic!("{name} has no constant {key} in the header"),
+    }
+}
+
+/// Every value of a library table has a constant in the header, the
+/// numbers unique within its enum.
+fn check_table<T: coo_assembler::vocab::Vocabulary>(c: &HashMap<String, i64>, prefix: &str) {
+    let mut codes: Vec<(i64, String)> = T::TERMS
+        .iter()
+        .map(|t| {
+            let (key, v) = constant_of(c, prefix, t.name);
+            (v, key)
+        })
+        .collect();
+    codes.sort();
+    for w in codes.windows(2) {
+        assert_ne!(
+            w[0].0,
+            w[1].0,
+            "{}: {} and {} share a code",
+            T::WHAT,
+            w[0].1,
+            w[1].1
+        );
+    }
+}
+
+/// Every value of the library's tables has a constant of its own in the
+/// header: a value added to a library table fails here until it gets a C
+/// code. And every error kind's status (`ErrorKind::c_status`, the table
+/// the C layer maps errors by) is the header's `COO_ERR_<KIND>`.
+#[test]
+fn library_tables_have_their_header_constants() {
+    use coo_assembler::options::{DuplicatePolicy, NonFinitePolicy, OutputLayout};
+    use coo_assembler::{DType, ErrorKind};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let h = std::fs::read_to_string(root.join("include/coo_assembler.h")).unwrap();
+    let c = header_constants(&h);
+    check_table::<DType>(&c, "COO_");
+    check_table::<DuplicatePolicy>(&c, "COO_DUP_");
+    check_table::<NonFinitePolicy>(&c, "COO_");
+    check_table::<OutputLayout>(&c, "COO_LAYOUT_");
+    for k in ErrorKind::ALL {
+        let (key, v) = constant_of(&c, "COO_ERR_", k.name());
+        assert_eq!(v, i64::from(k.c_status()), "{key}");
+    }
+    // Every error the library makes maps to a named status.
+    for e in coo_assembler::Error::samples() {
+        let code = i64::from(e.kind().c_status());
+        assert!(
+            c.iter()
+                .any(|(n, &v)| n.starts_with("COO_ERR_") && v == code),
+            "{e}: status {code} has no name"
+        );
     }
 }

@@ -394,6 +394,22 @@ int main(int argc, char **argv) {
            COO_ERR_VALUE, "0.5 into an i32 tensor");
     expect_message("contribution 77: value 0.5 refused", "the message names it");
     ints[77] = save;
+    /* The first negative index by contribution, then dimension. */
+    int64_t nr[4] = {0, 1, 2, -4}, nc[4] = {0, -1, 3, -9};
+    const int64_t *ndims[2] = {nr, nc};
+    expect(coo_assemble_arrays(2, shape, COO_F64, &o, 4, ndims, vals, COO_F64, bad, NULL),
+           COO_ERR_INDEX, "negatives in two dimensions");
+    expect_message("contribution 1: index -1 in dimension 1 is negative; to skip",
+                   "the first negative by contribution, then dimension");
+    /* Doubles for a u64 tensor: 2^63 fits, -1 does not. */
+    double big_u[4] = {9223372036854775808.0, 1, 2, 3};
+    expect(coo_assemble_arrays(2, shape, COO_U64, &o, 4, cdims, big_u, COO_F64,
+                               in_dir("u64.hrry"), NULL),
+           COO_OK, "2^63 into a u64 tensor");
+    big_u[2] = -1;
+    expect(coo_assemble_arrays(2, shape, COO_U64, &o, 4, cdims, big_u, COO_F64, bad, NULL),
+           COO_ERR_VALUE, "-1 into a u64 tensor");
+    expect_message("contribution 2: value -1 refused", "the message names it");
     coo_options reject = options();
     reject.non_finite = COO_REJECT_NAN;
     expect(coo_assemble_arrays(2, shape, COO_F64, &reject, N, cdims, awkward, COO_F64, bad, NULL),

@@ -395,6 +395,49 @@ int main(int argc, char **argv) {
     expect_true(v == 2.5, "(0, 0) sums the two lines");
     coo_file_close(f);
 
+    /* Status names, and errors recorded by a binding. */
+    int named = 1;
+    for (int c = COO_ERR_REMOTE; c <= COO_OK; c++)
+        named &= strncmp(coo_status_name(c), "COO_", 4) == 0;
+    expect_true(named, "every status from COO_ERR_REMOTE to COO_OK has a COO_ name");
+    expect_true(strcmp(coo_status_name(7), "unknown status") == 0, "7 is no status");
+    coo_set_last_error(COO_ERR_RANK, "index has 3 components");
+    expect_true(coo_last_status() == COO_ERR_RANK &&
+                    strcmp(coo_last_error(), "index has 3 components") == 0,
+                "a binding records its own error");
+    coo_set_last_error(COO_ERR_INDEX, NULL);
+    expect_true(coo_last_status() == COO_ERR_INDEX && coo_last_error()[0] == '\0',
+                "a binding's NULL message is the empty one");
+
+    /* Codes: an unknown one lists the table; the first negative index is
+     * found by contribution, then dimension. */
+    expect(status_of(coo_builder_new(2, shape, (coo_dtype)-1, NULL)), COO_ERR_ARGUMENT,
+           "dtype -1");
+    expect_message("3 = f64", "the message lists the dtype codes");
+    b = new_builder(2, shape, COO_F64, COO_DUP_SUM, 2);
+    int64_t negs[8] = {0, 0, 1, -1, 2, 3, -4, -9};
+    double negs_v[4] = {1, 2, 3, 4};
+    expect(coo_builder_push_many(b, 4, negs, negs_v), COO_ERR_INDEX, "negatives in push_many");
+    expect_message("contribution 1: index -1 in dimension 1 is negative; to skip",
+                   "the first negative by contribution, then dimension");
+
+    /* Doubles for 64-bit integer tensors: exact bounds. */
+    coo_builder_free(b);
+    b = new_builder(1, shape, COO_I64, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, idx, -9223372036854775808.0), COO_OK, "-2^63 into i64");
+    expect(coo_builder_push(b, idx, 9223372036854775808.0), COO_ERR_VALUE, "2^63 into i64");
+    expect(coo_builder_push(b, idx, 0.5), COO_ERR_VALUE, "0.5 into i64");
+    expect_message("an integer tensor takes integral values", "the message says integral");
+    expect(coo_builder_push(b, idx, INFINITY), COO_ERR_VALUE, "inf into i64");
+    coo_builder_free(b);
+    b = new_builder(1, shape, COO_U64, COO_DUP_SUM, 2);
+    expect(coo_builder_push(b, idx, -1.0), COO_ERR_VALUE, "-1 into u64");
+    expect_message("value -1 refused: the integer does not fit the tensor's element type",
+                   "the message says it does not fit");
+    expect(coo_builder_push(b, idx, 18446744073709551616.0), COO_ERR_VALUE, "2^64 into u64");
+    expect(coo_builder_push(b, idx, -0.0), COO_OK, "-0.0 into u64");
+    coo_builder_free(b);
+
     printf("%d failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

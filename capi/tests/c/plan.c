@@ -500,6 +500,27 @@ static void typed_checks(void) {
         expect_true(out[0] == -128 && out[1] == 127, "i8: the sums");
         coo_plan_free(p);
     }
+
+    /* A bool plan: (0,0) twice, (1,0) twice, (1,1) once; any true makes a
+     * true, from bytes or from doubles that are 0 or 1. */
+    int64_t rb[5] = {0, 1, 0, 1, 1}, cb[5] = {0, 1, 0, 0, 0};
+    const int64_t *db[2] = {rb, cb};
+    p = coo_plan_new(2, s8, COO_BOOL, NULL, 5, db);
+    expect(made(p), COO_OK, "bool: coo_plan_new");
+    if (p != NULL) {
+        uint8_t out[3] = {7, 7, 7};
+        uint8_t bytes[5] = {0, 1, 1, 0, 0};
+        expect(coo_plan_assemble_typed(p, bytes, COO_BOOL, 5, out, 3), COO_OK, "bool: from bytes");
+        expect_true(out[0] == 1 && out[1] == 0 && out[2] == 1, "bool: any true is true");
+        double doubles[5] = {0, 0, 0, 1, 0};
+        expect(coo_plan_assemble_typed(p, doubles, COO_F64, 5, out, 3), COO_OK,
+               "bool: from doubles");
+        expect_true(out[0] == 0 && out[1] == 1 && out[2] == 0, "bool: the doubles' entries");
+        doubles[1] = 0.5;
+        expect(coo_plan_assemble_typed(p, doubles, COO_F64, 5, out, 3), COO_ERR_VALUE,
+               "bool: 0.5 is no bool");
+        coo_plan_free(p);
+    }
 }
 
 static unsigned char *slurp(const char *path, long *len) {

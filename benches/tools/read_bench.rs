@@ -2,7 +2,7 @@
 //! lookups with `get`, row ranges, and `verify`.
 //!
 //! ```text
-//! cargo run --release --example read_bench -- FILE.hrry [LOOKUPS]
+//! cargo run --release -p coo-assembler-benches --example read_bench -- FILE.hrry [LOOKUPS]
 //! ```
 
 use coo_assembler::HurrayFile;

@@ -4,7 +4,7 @@
 //! checkout for the "before" numbers.
 //!
 //! ```text
-//! cargo run --release --example first_pass -- [NNZ] [ROWS] [REPEATS]
+//! cargo run --release -p coo-assembler-benches --example first_pass -- [NNZ] [ROWS] [REPEATS]
 //! ```
 //!
 //! Assembles a random f64 matrix of NNZ entries (default 20 M) over ROWS

@@ -62,7 +62,7 @@ use crate::read::{HurrayFile, Tensor};
 use crate::write::{FileWriter, TensorWriter, WriteOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const PART: &str = "part";
 const PARTS: &str = "parts";
@@ -1472,7 +1472,7 @@ impl Cut {
         let (lo, span) = (keys.0, keys.1.saturating_sub(keys.0));
         let want = (size / threads.max(4)).max(1) as u64;
         let mut shift = 0u32;
-        while (span >> shift) >= want {
+        while shift < 63 && (span >> shift) >= want {
             shift += 1;
         }
         let buckets = (span >> shift) as usize + 1;
@@ -1517,15 +1517,10 @@ impl Cut {
         room.keys.resize(size, 0);
         room.positions.resize(size, 0);
         {
-            // SAFETY: both vectors are exclusively borrowed for this block,
-            // u64/AtomicU64 and u32/AtomicU32 have the same size and
-            // alignment, and every access below goes through the atomics.
-            let (kk, pp): (&[AtomicU64], &[AtomicU32]) = unsafe {
-                (
-                    std::slice::from_raw_parts(room.keys.as_mut_ptr().cast(), size),
-                    std::slice::from_raw_parts(room.positions.as_mut_ptr().cast(), size),
-                )
-            };
+            let (kk, pp) = (
+                pattern::atomic_u64(&mut room.keys),
+                pattern::atomic_u32(&mut room.positions),
+            );
             std::thread::scope(|s| {
                 for (list, at) in lists.iter().zip(at.iter_mut()) {
                     s.spawn(move || {
@@ -1589,59 +1584,16 @@ fn cut_piece(
     shift: u32,
     seg: &mut [u32],
 ) -> Result<(Vec<u64>, Vec<u32>)> {
-    // At most one entry per contribution: room reserved once (untouched
-    // room costs no memory).
-    let (mut ek, mut ec) = (Vec::new(), Vec::new());
-    reserve(&mut ek, seg.len(), 8)?;
-    reserve(&mut ec, seg.len(), 4)?;
-    let base = start[b0] as usize;
-    let mut emit = |key: u64, k: u32, i: usize, ek: &mut Vec<u64>, ec: &mut Vec<u32>| {
-        seg[i - base] = k.to_le();
-        match ec.last_mut() {
-            Some(m) if ek.last() == Some(&key) => *m += 1,
-            _ => {
-                ek.push(key);
-                ec.push(1);
-            }
-        }
-    };
+    seg.copy_from_slice(&positions[start[b0] as usize..start[b1] as usize]);
     // Within a bucket the keys differ in their low `shift` bits only.
-    const PACKED: usize = 512;
-    let mut packed = [0u64; PACKED];
-    let mut wide: Vec<u128> = Vec::new();
-    for b in b0..b1 {
-        let (s, e) = (start[b] as usize, start[b + 1] as usize);
-        match e - s {
-            0 => {}
-            1 => emit(keys[s], positions[s], s, &mut ek, &mut ec),
-            n if shift <= 32 && n <= PACKED => {
-                let origin = lo.wrapping_add((b as u64) << shift);
-                let words = &mut packed[..n];
-                for (w, i) in words.iter_mut().zip(s..e) {
-                    *w = (keys[i].wrapping_sub(origin) << 32) | u64::from(positions[i]);
-                }
-                words.sort_unstable();
-                for (j, &w) in words.iter().enumerate() {
-                    emit(
-                        origin.wrapping_add(w >> 32),
-                        w as u32,
-                        s + j,
-                        &mut ek,
-                        &mut ec,
-                    );
-                }
-            }
-            _ => {
-                wide.clear();
-                wide.extend((s..e).map(|i| (u128::from(keys[i]) << 32) | u128::from(positions[i])));
-                wide.sort_unstable();
-                for (j, &x) in wide.iter().enumerate() {
-                    emit((x >> 32) as u64, x as u32, s + j, &mut ek, &mut ec);
-                }
-            }
-        }
+    let origin = |b: usize| lo.wrapping_add((b as u64) << shift);
+    let cut = pattern::cut_buckets(start, b0, b1, seg, shift, origin, |b, slot, _| {
+        Ok(keys[slot].wrapping_sub(origin(b)))
+    })?;
+    for k in seg.iter_mut() {
+        *k = k.to_le();
     }
-    Ok((ek, ec))
+    Ok(cut)
 }
 
 /// A dense vector `name` of `n` elements of `dtype` (a plan's part

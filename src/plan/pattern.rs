@@ -12,7 +12,7 @@ use super::{Ix, Structure};
 use crate::assemble::direct::{IndexElem, bits_of, stopped};
 use crate::error::{Error, Result};
 use crate::options::OutputLayout;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Bucket bits of the storage-order key: up to 4 Mi buckets.
 const BUCKET_BITS: u32 = 22;
@@ -117,22 +117,23 @@ fn signed<I: IndexElem>(x: I) -> std::result::Result<u64, i128> {
 /// alike. Taken by the planning pass that validates the indices.
 fn digest_part<C: Coords>(c: &C, rank: usize, from: usize, to: usize) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = [0u8; 8 * 512];
+    // Whole words (little-endian) into a buffer hashed as it fills.
+    let mut buf = [0u64; 512];
     let mut at = 0;
     for k in from..to {
         for d in 0..rank {
             // Indices were validated by the same pass.
             // Negative (skipped) indices digest as their i64 bits.
             let x = c.get(k, d).unwrap_or_else(|neg| neg as i64 as u64);
-            buf[at..at + 8].copy_from_slice(&x.to_le_bytes());
-            at += 8;
+            buf[at] = x.to_le();
+            at += 1;
             if at == buf.len() {
-                h.update(&buf);
+                h.update(bytemuck::cast_slice(&buf));
                 at = 0;
             }
         }
     }
-    h.update(&buf[..at]);
+    h.update(bytemuck::cast_slice(&buf[..at]));
     h.digest()
 }
 
@@ -508,12 +509,7 @@ pub(crate) fn plan<C: Coords>(
     let m = bucket_start[buckets] as usize;
     let mut order = zeros::<u32>(m, "the plan's contribution order")?;
     {
-        // SAFETY: `order` is exclusively borrowed for this block, u32 and
-        // AtomicU32 have the same size and alignment, and every access
-        // below goes through the atomics.
-        let out: &[AtomicU32] = unsafe {
-            std::slice::from_raw_parts(order.as_mut_ptr().cast::<AtomicU32>(), order.len())
-        };
+        let out = atomic_u32(&mut order);
         let ks = &ks;
         let joined: Vec<bool> = std::thread::scope(|s| {
             let hs: Vec<_> = parts
@@ -583,7 +579,23 @@ pub(crate) fn plan<C: Coords>(
                         let r = if stopped(stop) {
                             Err(stop_error())
                         } else {
-                            cut_buckets(c, ks, split, bucket_start, b0, b1, seg)
+                            // `split` is below 64: the buckets take one bit at least.
+                            let mask = u64::MAX.checked_shr(64 - split).unwrap_or(0);
+                            cut_buckets(
+                                bucket_start,
+                                b0,
+                                b1,
+                                seg,
+                                split,
+                                |b| (b as u64) << split,
+                                // The key of a position of this bucket (another
+                                // bucket's: the arrays changed since they were
+                                // counted).
+                                |b, _, k| match ks.key(c, k as usize) {
+                                    Ok(key) if key >> split == b as u64 => Ok(key & mask),
+                                    _ => Err(changed()),
+                                },
+                            )
                         };
                         mine.push((i, r));
                     }
@@ -647,19 +659,23 @@ pub(super) fn changed() -> Error {
     Error::InvalidArgument("the index arrays changed while they were planned".into())
 }
 
-/// Order buckets `b0..b1` (whose positions are `seg`) by (key, position)
-/// and cut them into entries: the keys and contribution counts of the
-/// entries, in storage order. `seg` is rewritten in that order.
-fn cut_buckets<C: Coords>(
-    c: &C,
-    ks: &KeyShape,
-    split: u32,
-    bucket_start: &[u32],
+/// Order buckets `b0..b1` of a placed vector (`start`: [`bucket_starts`]';
+/// `seg`: their positions, bucket after bucket) by (key, position) and
+/// cut them into entries, for both planners: the keys and contribution
+/// counts of the entries, in storage order, and `seg` rewritten in that
+/// order. The keys of bucket `b` are `origin(b) + minor`, each minor below
+/// 2^`bits` given by `minor(b, slot, position)` (`slot` indexes the placed
+/// vector); one packed word per contribution is sorted in cache.
+pub(super) fn cut_buckets(
+    start: &[u32],
     b0: usize,
     b1: usize,
     seg: &mut [u32],
+    bits: u32,
+    origin: impl Fn(usize) -> u64,
+    minor: impl Fn(usize, usize, u32) -> Result<u64>,
 ) -> Result<(Vec<u64>, Vec<u32>)> {
-    let base = bucket_start[b0] as usize;
+    let base = start[b0] as usize;
     // At most one entry per contribution: room reserved once (untouched
     // room costs no memory).
     let n = seg.len();
@@ -670,64 +686,65 @@ fn cut_buckets<C: Coords>(
     counts
         .try_reserve_exact(n)
         .map_err(|_| oom("the plan's entry counts", n, 4))?;
-    let mask = if split == 0 {
-        0
-    } else {
-        u64::MAX >> (64 - split)
-    };
-    let mut scratch64: Vec<u64> = Vec::new();
-    let mut scratch128: Vec<u128> = Vec::new();
-    for b in b0..b1 {
-        let (s, e) = (
-            bucket_start[b] as usize - base,
-            bucket_start[b + 1] as usize - base,
-        );
-        if s == e {
-            continue;
+    let mut add = |key: u64| match counts.last_mut() {
+        Some(m) if keys.last() == Some(&key) => *m += 1,
+        _ => {
+            keys.push(key);
+            counts.push(1);
         }
-        let part = &mut seg[s..e];
-        let hi = (b as u64) << split;
-        // Sort (minor key, position) packed in one integer; positions are
-        // below 2^32, so a minor key of up to 32 bits packs into a u64.
-        let emit = |minor: u64, k: u32, keys: &mut Vec<u64>, counts: &mut Vec<u32>| {
-            match counts.last_mut() {
-                Some(m) if keys.last() == Some(&(hi | minor)) => *m += 1,
-                _ => {
-                    keys.push(hi | minor);
-                    counts.push(1);
+    };
+    let mut narrow: Vec<u64> = Vec::new();
+    let mut wide: Vec<u128> = Vec::new();
+    for b in b0..b1 {
+        let (s, e) = (start[b] as usize, start[b + 1] as usize);
+        let part = &mut seg[s - base..e - base];
+        let origin = origin(b);
+        match part.len() {
+            0 => {}
+            1 => add(origin.wrapping_add(minor(b, s, part[0])?)),
+            // (minor, position) packed in one integer: positions are below
+            // 2^32, so a minor of up to 32 bits packs into a u64.
+            _ if bits <= 32 => {
+                narrow.clear();
+                for (i, &k) in part.iter().enumerate() {
+                    narrow.push((minor(b, s + i, k)? << 32) | u64::from(k));
+                }
+                narrow.sort_unstable();
+                for (p, &x) in part.iter_mut().zip(&narrow) {
+                    *p = x as u32;
+                    add(origin.wrapping_add(x >> 32));
                 }
             }
-            k
-        };
-        // The key of a position of this bucket (another bucket's: the
-        // arrays changed since they were counted).
-        let key_of = |k: u32| -> Result<u64> {
-            match ks.key(c, k as usize) {
-                Ok(key) if key >> split == b as u64 => Ok(key & mask),
-                _ => Err(changed()),
-            }
-        };
-        if split <= 32 {
-            scratch64.clear();
-            for &k in part.iter() {
-                scratch64.push((key_of(k)? << 32) | k as u64);
-            }
-            scratch64.sort_unstable();
-            for (p, &x) in part.iter_mut().zip(&scratch64) {
-                *p = emit(x >> 32, x as u32, &mut keys, &mut counts);
-            }
-        } else {
-            scratch128.clear();
-            for &k in part.iter() {
-                scratch128.push(((key_of(k)? as u128) << 32) | k as u128);
-            }
-            scratch128.sort_unstable();
-            for (p, &x) in part.iter_mut().zip(&scratch128) {
-                *p = emit((x >> 32) as u64, x as u32, &mut keys, &mut counts);
+            _ => {
+                wide.clear();
+                for (i, &k) in part.iter().enumerate() {
+                    wide.push((u128::from(minor(b, s + i, k)?) << 32) | u128::from(k));
+                }
+                wide.sort_unstable();
+                for (p, &x) in part.iter_mut().zip(&wide) {
+                    *p = x as u32;
+                    add(origin.wrapping_add((x >> 32) as u64));
+                }
             }
         }
     }
     Ok((keys, counts))
+}
+
+/// `v` seen as atomics, for a placing pass: its threads store to disjoint
+/// slots they counted, bounded and atomic (plain stores on x86), so that
+/// coordinates that change under the passes give a wrong order, caught
+/// when the buckets are cut, never a stray write.
+pub(super) fn atomic_u32(v: &mut [u32]) -> &[AtomicU32] {
+    // SAFETY: `v` is exclusively borrowed for the view's lifetime, and u32
+    // and AtomicU32 have the same size and alignment.
+    unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast(), v.len()) }
+}
+
+/// [`atomic_u32`] for u64 slots.
+pub(super) fn atomic_u64(v: &mut [u64]) -> &[AtomicU64] {
+    // SAFETY: as in `atomic_u32`, for u64 and AtomicU64.
+    unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast(), v.len()) }
 }
 
 /// The output structure of the entries `keys` (storage order).

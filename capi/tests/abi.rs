@@ -277,7 +277,7 @@ fn the_parser_reads_declarations() {
     assert_eq!(got, want);
 }
 
-/// `COO_ABI_DUMP=<header> cargo test -p coo-assembler-capi --test abi dump`
+/// `COO_ABI_DUMP=<header> cargo test -p coo-assembler-capi --test suite -- abi::dump`
 /// prints a header's items: how a release's baseline file is made.
 #[test]
 fn dump() {

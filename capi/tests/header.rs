@@ -25,7 +25,7 @@ fn committed_header_is_current() {
     assert!(
         committed == fresh,
         "include/coo_assembler.h is stale: regenerate it with\n  \
-         COO_UPDATE_HEADER=1 cargo test --release -p coo-assembler-capi --test header\n\
+         COO_UPDATE_HEADER=1 cargo test --release -p coo-assembler-capi --test suite -- header::\n\
          and commit it"
     );
 }

@@ -32,7 +32,7 @@ fn committed_header_is_current() {
 
 /// Every constant of the header: `#define NAME VALUE` and the variants of
 /// its enums (`NAME = VALUE,`: the header spells every number out).
-fn header_constants(h: &str) -> HashMap<String, i64> {
+pub(crate) fn header_constants(h: &str) -> HashMap<String, i64> {
     let mut out = HashMap::new();
     let mut in_enum: Option<i64> = None;
     for line in h.lines() {
@@ -120,7 +120,7 @@ fn fortran_constants_are_the_headers() {
 }
 
 /// The header's constant for the library name `name` (`COO_<PREFIX><NAME>`).
-fn constant_of(c: &HashMap<String, i64>, prefix: &str, name: &str) -> (String, i64) {
+pub(crate) fn constant_of(c: &HashMap<String, i64>, prefix: &str, name: &str) -> (String, i64) {
     let key = format!("{prefix}{}", name.to_ascii_uppercase().replace('-', "_"));
     match c.get(&key) {
         Some(&v) => (key, v),

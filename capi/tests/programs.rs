@@ -1494,3 +1494,42 @@ fn c_assembles_and_reads_csf() {
     assert_eq!(line("prefix2 "), (p2.start, p2.end));
     assert!(p2.end > p2.start && p1.start <= p2.start && p2.end <= p1.end);
 }
+
+/// The code the C layer gives each name of the library's tables
+/// (`coo_parse_name`, through the mapping `from_c`/`to_c` use) is the
+/// header's constant of that name: a value added to a library table
+/// without a C code, or mapped to another constant, fails here.
+#[test]
+fn c_codes_of_every_library_name_are_the_headers() {
+    use coo_assembler::DType;
+    use coo_assembler::options::{DuplicatePolicy, NonFinitePolicy, OutputLayout};
+    use coo_assembler::vocab::Vocabulary;
+    fn names<T: Vocabulary>() -> Vec<&'static str> {
+        T::TERMS.iter().map(|t| t.name).collect()
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = compile_c(
+        &[repo_root().join("capi/tests/c/codes.c")],
+        dir.path(),
+        "codes",
+        Link::Shared,
+    );
+    let h = std::fs::read_to_string(repo_root().join("include/coo_assembler.h")).expect("header");
+    let c = crate::header::header_constants(&h);
+    for (kind, prefix, names) in [
+        ("dtype", "COO_", names::<DType>()),
+        ("duplicates", "COO_DUP_", names::<DuplicatePolicy>()),
+        ("non_finite", "COO_", names::<NonFinitePolicy>()),
+        ("layout", "COO_LAYOUT_", names::<OutputLayout>()),
+    ] {
+        let out = run(Command::new(&exe).arg(kind).args(&names), "codes");
+        for name in &names {
+            let (key, want) = crate::header::constant_of(&c, prefix, name);
+            let got = out
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .and_then(|v| v.parse::<i64>().ok());
+            assert_eq!(got, Some(want), "{kind} {name}: the header's {key}\n{out}");
+        }
+    }
+}

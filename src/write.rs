@@ -2552,6 +2552,55 @@ mod tests {
     }
 
     #[test]
+    fn a_large_reserved_vector_goes_to_disk_as_it_fills() {
+        // Three writeback steps of u32 words and a little more.
+        let n = (3 * crate::fs::ctx::WRITEBACK_STEP / 4) as u32 + 1000;
+        let bytes = scrambled_words(n);
+        let d = tempfile::tempdir().unwrap();
+        let start = |p: &Path, io: IoCtx| {
+            let o = WriteOptions {
+                io,
+                ..WriteOptions::default()
+            };
+            let mut fw = FileWriter::create(p, o).unwrap();
+            let v = fw.reserve_vector("v", DType::U32, n as u64).unwrap();
+            (fw, v)
+        };
+        let p = d.path().join("big.hrry");
+        let (mut fw, mut v) = start(&p, IoCtx::new());
+        for piece in bytes.chunks(1 << 20) {
+            v.push_le(piece).unwrap();
+        }
+        v.finish(&mut fw).unwrap();
+        fw.finish().unwrap();
+        let f = crate::read::HurrayFile::open(&p).unwrap();
+        let v = f.dense("v").unwrap();
+        assert!(v.values_bytes() == &bytes[..]);
+        v.check_checksums().unwrap();
+
+        // The first wait for bytes handed to the disk fails: the filling
+        // reports it (the kernel reports a write error once), not the
+        // file's final fsync, and nothing is published.
+        let io = IoCtx::with_faults(FaultPlan {
+            at: 0,
+            mode: FaultMode::Once,
+            kind: FaultKind::Io,
+            only_op: Some("fsync"),
+        });
+        let q = d.path().join("failed.hrry");
+        let (fw, mut v) = start(&q, io.clone());
+        let e = bytes
+            .chunks(1 << 20)
+            .find_map(|piece| v.push_le(piece).err())
+            .expect("a push reports the failed wait");
+        assert!(matches!(e, Error::Io { op: "fsync", .. }), "{e}");
+        assert_eq!(io.injected(), vec!["fsync"]);
+        drop((v, fw));
+        assert!(!q.exists());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1, "one file");
+    }
+
+    #[test]
     fn a_vector_reads_back_dense_and_refuses_a_wrong_length() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("v.hrry");
